@@ -1,0 +1,54 @@
+//! The AWS clients, built once per cold start and borrowed by handlers.
+//!
+//! `BATON_AWS_ENDPOINT` points every client at one endpoint (the local moto
+//! server); on AWS it is unset and the SDK's normal resolution applies.
+
+use aws_config::{BehaviorVersion, Region};
+
+#[derive(Clone, Debug)]
+pub struct AwsClients {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub dynamodb_streams: aws_sdk_dynamodbstreams::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub eventbridge: aws_sdk_eventbridge::Client,
+    pub sfn: aws_sdk_sfn::Client,
+}
+
+impl AwsClients {
+    /// Clients configured from the environment, honouring `BATON_AWS_ENDPOINT`.
+    pub async fn from_env() -> Self {
+        let endpoint = std::env::var("BATON_AWS_ENDPOINT").ok().filter(|e| !e.is_empty());
+        match endpoint {
+            Some(endpoint) => Self::local(&endpoint).await,
+            None => Self::from_sdk_config(&aws_config::defaults(BehaviorVersion::latest()).load().await),
+        }
+    }
+
+    /// Clients for a local emulator: fixed region and dummy credentials, so a
+    /// developer machine needs no AWS profile.
+    pub async fn local(endpoint: &str) -> Self {
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .endpoint_url(endpoint)
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "testing",
+                "testing",
+                None,
+                None,
+                "baton-local",
+            ))
+            .load()
+            .await;
+        Self::from_sdk_config(&config)
+    }
+
+    pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::new(config),
+            dynamodb_streams: aws_sdk_dynamodbstreams::Client::new(config),
+            sqs: aws_sdk_sqs::Client::new(config),
+            eventbridge: aws_sdk_eventbridge::Client::new(config),
+            sfn: aws_sdk_sfn::Client::new(config),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Typed configuration, read once at start-up from the environment (on Lambda
+//! the CDK stack sets it; the dev host passes the same variables through) and
+//! validated before any request is served. Every default is documented here
+//! and in the README; no handler carries a magic number.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Configuration of every function. Resource names are whatever the stack
+/// gave them; timings have the defaults the spec names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `BATON_TABLE`: the single DynamoDB table. Required.
+    pub table_name: String,
+    /// `BATON_BUS`: the EventBridge bus that facts are published to. Required.
+    pub bus_name: String,
+    /// `BATON_STAGE` (default `dev`): names the deployment in logs and metrics.
+    pub stage: String,
+    /// Lease timings (see [`LeaseConfig`]).
+    pub lease: LeaseConfig,
+    /// `BATON_REAPER_PERIOD_S` (default 60): how often the lease reaper runs.
+    pub reaper_period: Duration,
+    /// `BATON_SESSION_TTL_S` (default 3600): lifetime of a runner session token.
+    pub session_ttl: Duration,
+    /// `BATON_POLL_INTERVAL_S` (default 5): how often an idle runner should poll.
+    pub poll_interval: Duration,
+    /// `BATON_OUTBOX_TTL_DAYS` (default 7): clean-up horizon of relayed outbox
+    /// items. Only a clean-up aid: correctness never depends on TTL.
+    pub outbox_ttl_days: u32,
+    /// `BATON_RUN_STATE_MACHINE_ARN`: the run-attempt state machine (only the
+    /// functions that start executions need it).
+    pub run_state_machine_arn: Option<String>,
+    /// `BATON_ADMIN_TOKEN`: optional bootstrap admin token (`bat_…`). The dev
+    /// stack sets it so a fresh checkout can be driven with curl; its hash is
+    /// stored like any other token at start-up, the secret never is.
+    pub bootstrap_admin_token: Option<String>,
+}
+
+/// Lease timings (behaviour.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// `BATON_LEASE_DURATION_S` (default 180): how far a heartbeat extends a lease.
+    pub duration: Duration,
+    /// `BATON_HEARTBEAT_INTERVAL_S` (default 15): the interval runners are told to use.
+    pub heartbeat_interval: Duration,
+    /// `BATON_FIRST_HEARTBEAT_GRACE_S` (default 60): life of a lease that never heartbeated.
+    pub first_heartbeat_grace: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            duration: Duration::from_secs(180),
+            heartbeat_interval: Duration::from_secs(15),
+            first_heartbeat_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A configuration value that is missing or out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    /// Reads an explicit map (the dev host and tests build one).
+    pub fn from_map(map: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        Self::from_lookup(|key| map.get(key).cloned())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |key: &str| {
+            lookup(key).filter(|v| !v.trim().is_empty()).ok_or_else(|| ConfigError(format!("{key} is required")))
+        };
+        let seconds = |key: &str, default: u64, min: u64, max: u64| -> Result<Duration, ConfigError> {
+            let value = match lookup(key).filter(|v| !v.trim().is_empty()) {
+                None => default,
+                Some(raw) => raw
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| ConfigError(format!("{key} must be a whole number of seconds, got {raw:?}")))?,
+            };
+            if !(min..=max).contains(&value) {
+                return Err(ConfigError(format!("{key} must be between {min} and {max}, got {value}")));
+            }
+            Ok(Duration::from_secs(value))
+        };
+        let lease = LeaseConfig {
+            duration: seconds("BATON_LEASE_DURATION_S", 180, 3, 86_400)?,
+            heartbeat_interval: seconds("BATON_HEARTBEAT_INTERVAL_S", 15, 1, 3_600)?,
+            first_heartbeat_grace: seconds("BATON_FIRST_HEARTBEAT_GRACE_S", 60, 1, 86_400)?,
+        };
+        lease.validate()?;
+        let outbox_ttl_days = seconds("BATON_OUTBOX_TTL_DAYS", 7, 1, 365)?.as_secs() as u32;
+        Ok(Self {
+            table_name: required("BATON_TABLE")?,
+            bus_name: required("BATON_BUS")?,
+            stage: lookup("BATON_STAGE").filter(|s| !s.is_empty()).unwrap_or_else(|| "dev".into()),
+            lease,
+            reaper_period: seconds("BATON_REAPER_PERIOD_S", 60, 1, 3_600)?,
+            session_ttl: seconds("BATON_SESSION_TTL_S", 3_600, 60, 7 * 86_400)?,
+            poll_interval: seconds("BATON_POLL_INTERVAL_S", 5, 1, 300)?,
+            outbox_ttl_days,
+            run_state_machine_arn: lookup("BATON_RUN_STATE_MACHINE_ARN").filter(|s| !s.is_empty()),
+            bootstrap_admin_token: lookup("BATON_ADMIN_TOKEN").filter(|s| !s.is_empty()),
+        })
+    }
+}
+
+impl LeaseConfig {
+    /// A lease must outlive three heartbeats, so that one lost heartbeat (or a
+    /// slow one) never costs a runner its job.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.duration < self.heartbeat_interval * 3 {
+            return Err(ConfigError(format!(
+                "BATON_LEASE_DURATION_S ({}) must be at least 3 × BATON_HEARTBEAT_INTERVAL_S ({})",
+                self.duration.as_secs(),
+                self.heartbeat_interval.as_secs()
+            )));
+        }
+        if self.first_heartbeat_grace < self.heartbeat_interval {
+            return Err(ConfigError(format!(
+                "BATON_FIRST_HEARTBEAT_GRACE_S ({}) must be at least BATON_HEARTBEAT_INTERVAL_S ({})",
+                self.first_heartbeat_grace.as_secs(),
+                self.heartbeat_interval.as_secs()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> HashMap<String, String> {
+        HashMap::from([("BATON_TABLE".to_string(), "t".to_string()), ("BATON_BUS".to_string(), "b".to_string())])
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let config = Config::from_map(&base()).unwrap();
+        assert_eq!(config.lease, LeaseConfig::default());
+        assert_eq!(config.reaper_period, Duration::from_secs(60));
+        assert_eq!(config.session_ttl, Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn a_lease_shorter_than_three_heartbeats_is_rejected_at_start_up() {
+        let mut map = base();
+        map.insert("BATON_LEASE_DURATION_S".into(), "40".into());
+        let err = Config::from_map(&map).unwrap_err();
+        assert!(err.0.contains("3 ×"), "{err}");
+    }
+
+    #[test]
+    fn missing_table_and_garbage_numbers_are_rejected() {
+        assert!(Config::from_map(&HashMap::new()).is_err());
+        let mut map = base();
+        map.insert("BATON_REAPER_PERIOD_S".into(), "soon".into());
+        assert!(Config::from_map(&map).unwrap_err().0.contains("BATON_REAPER_PERIOD_S"));
+    }
+}

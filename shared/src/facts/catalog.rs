@@ -1,0 +1,233 @@
+//! Every fact Baton publishes (behaviour.md §12). Field names are part of the
+//! contract with outside consumers; each struct has a schema in
+//! `events/schemas/<detail-type>.json` and a sample in `events/samples/`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{Context, FactDetail};
+
+/// What a runner needs to execute a job; carried by the queued fact so the
+/// runners context never reads the workflows context's items.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobSpec {
+    pub key: String,
+    pub labels: Vec<String>,
+    pub timeout_s: u64,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub steps: Vec<StepSpec>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepSpec {
+    pub id: Uuid,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub run: String,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+}
+
+/// Status of one step as a runner reports it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+impl StepStatus {
+    pub fn is_finished(self) -> bool {
+        matches!(self, StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepResult {
+    pub id: Uuid,
+    pub status: StepStatus,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// The outcome a runner reports for a whole job.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    Succeeded,
+    Failed,
+}
+
+/// A run was created or rerun: attempt `attempt` is ready to be orchestrated.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunAttemptCreated {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub workflow_name: String,
+    pub run_number: u64,
+    pub rerun_mode: Option<String>,
+}
+
+impl FactDetail for RunAttemptCreated {
+    const DETAIL_TYPE: &'static str = "baton.workflows.run.attempt_created";
+    const CONTEXT: Context = Context::Workflows;
+}
+
+/// The orchestrator started a job: its execution may now be claimed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobExecutionQueued {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_execution_id: Uuid,
+    /// The orchestrator's instant: the queue orders by it, not by delivery time.
+    pub queued_at: DateTime<Utc>,
+    pub job: JobSpec,
+}
+
+impl FactDetail for JobExecutionQueued {
+    const DETAIL_TYPE: &'static str = "baton.workflows.job_execution.queued";
+    const CONTEXT: Context = Context::Workflows;
+}
+
+/// An execution reached a terminal status (any cause).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobExecutionTerminated {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_execution_id: Uuid,
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+impl FactDetail for JobExecutionTerminated {
+    const DETAIL_TYPE: &'static str = "baton.workflows.job_execution.terminated";
+    const CONTEXT: Context = Context::Workflows;
+}
+
+/// A job reached a terminal status (skipped included).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobTerminated {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_key: String,
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+impl FactDetail for JobTerminated {
+    const DETAIL_TYPE: &'static str = "baton.workflows.job.terminated";
+    const CONTEXT: Context = Context::Workflows;
+}
+
+/// An attempt (and so its run) reached a terminal status.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunTerminated {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+impl FactDetail for RunTerminated {
+    const DETAIL_TYPE: &'static str = "baton.workflows.run.terminated";
+    const CONTEXT: Context = Context::Workflows;
+}
+
+/// An operator cancelled a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunCancelled {
+    pub run_id: Uuid,
+    pub attempt: u32,
+}
+
+impl FactDetail for RunCancelled {
+    const DETAIL_TYPE: &'static str = "baton.workflows.run.cancelled";
+    const CONTEXT: Context = Context::Workflows;
+}
+
+/// The identity of a lease: which execution, held by which session, under which epoch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LeaseRef {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_execution_id: Uuid,
+    pub session_id: Uuid,
+    pub epoch: u64,
+}
+
+/// A runner claimed an execution.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobClaimed {
+    #[serde(flatten)]
+    pub lease: LeaseRef,
+    pub claimed_at: DateTime<Utc>,
+}
+
+impl FactDetail for JobClaimed {
+    const DETAIL_TYPE: &'static str = "baton.runners.job.claimed";
+    const CONTEXT: Context = Context::Runners;
+}
+
+/// A runner reported the result of an execution; its lease ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobCompleted {
+    #[serde(flatten)]
+    pub lease: LeaseRef,
+    pub status: JobOutcome,
+    pub steps: Vec<StepResult>,
+    #[serde(default)]
+    pub outputs: BTreeMap<String, serde_json::Value>,
+    pub message: Option<String>,
+    pub completed_at: DateTime<Utc>,
+}
+
+impl FactDetail for JobCompleted {
+    const DETAIL_TYPE: &'static str = "baton.runners.job.completed";
+    const CONTEXT: Context = Context::Runners;
+}
+
+/// The reaper expired a lease whose runner stopped heartbeating.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobLeaseExpired {
+    #[serde(flatten)]
+    pub lease: LeaseRef,
+    pub expired_at: DateTime<Utc>,
+    /// The steps as last reported by the runner, so the orchestrator can
+    /// adopt their outcome when all of them had finished.
+    pub steps: Vec<StepResult>,
+}
+
+impl FactDetail for JobLeaseExpired {
+    const DETAIL_TYPE: &'static str = "baton.runners.job.lease_expired";
+    const CONTEXT: Context = Context::Runners;
+}
+
+/// Every detail type Baton publishes.
+pub const ALL_DETAIL_TYPES: &[&str] = &[
+    RunAttemptCreated::DETAIL_TYPE,
+    JobExecutionQueued::DETAIL_TYPE,
+    JobExecutionTerminated::DETAIL_TYPE,
+    JobTerminated::DETAIL_TYPE,
+    RunTerminated::DETAIL_TYPE,
+    RunCancelled::DETAIL_TYPE,
+    JobClaimed::DETAIL_TYPE,
+    JobCompleted::DETAIL_TYPE,
+    JobLeaseExpired::DETAIL_TYPE,
+];

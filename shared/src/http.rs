@@ -1,0 +1,164 @@
+//! Mapping between API Gateway (HTTP API) requests/responses and the domain:
+//! body limits, JSON parsing, bearer tokens, path parameters and the error
+//! document of api.md. Handlers use these and nothing else to speak HTTP.
+
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// Largest request body accepted (api.md: "> 1 MiB is 400 invalid-request").
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The error document: `{"error": {"code", "message"}}`.
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+/// A JSON response with `status`.
+pub fn json_response<T: Serialize>(status: http::StatusCode, value: &T) -> Response<Body> {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::Binary(bytes))
+            .unwrap_or_else(|_| plain_internal_error()),
+        Err(err) => {
+            tracing::error!(error = %err, "response serialisation failed");
+            error_response(&ApiError::internal())
+        }
+    }
+}
+
+/// An empty response (204, 202 …).
+pub fn empty_response(status: http::StatusCode) -> Response<Body> {
+    Response::builder().status(status).body(Body::Empty).unwrap_or_else(|_| plain_internal_error())
+}
+
+/// The error document for `err`, with its status.
+pub fn error_response(err: &ApiError) -> Response<Body> {
+    let body = ErrorBody { error: ErrorDetail { code: err.code.as_str().to_string(), message: err.message.clone() } };
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    Response::builder()
+        .status(err.status())
+        .header("content-type", "application/json")
+        .body(Body::Binary(bytes))
+        .unwrap_or_else(|_| plain_internal_error())
+}
+
+fn plain_internal_error() -> Response<Body> {
+    let mut response =
+        Response::new(Body::Text(r#"{"error":{"code":"internal","message":"internal error"}}"#.to_string()));
+    *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+    response
+}
+
+/// Turns a handler's result into the response API Gateway returns.
+pub fn respond(result: Result<Response<Body>, ApiError>) -> Response<Body> {
+    result.unwrap_or_else(|err| error_response(&err))
+}
+
+/// The raw bytes of the body, refusing one over [`MAX_BODY_BYTES`].
+pub fn body_bytes(req: &Request) -> Result<&[u8], ApiError> {
+    let bytes: &[u8] = match req.body() {
+        Body::Empty => &[],
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        _ => &[],
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::invalid_request(format!("body is larger than {MAX_BODY_BYTES} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// Parses the JSON body into `T`. An empty body parses as `{}` so that routes
+/// whose fields are all optional accept a bare POST. Unknown fields are ignored.
+pub fn parse_json<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
+    let bytes = body_bytes(req)?;
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    serde_json::from_slice(bytes).map_err(|err| ApiError::invalid_request(format!("malformed JSON body: {err}")))
+}
+
+/// The bearer token of the `Authorization` header, if any.
+pub fn bearer_token(req: &Request) -> Option<&str> {
+    let value = req.headers().get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty()).then_some(token)
+}
+
+/// A path parameter that the route template names; 404 when it is missing.
+pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
+    req.path_parameters()
+        .first(name)
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::not_found(format!("path parameter {name}")))
+}
+
+/// A path parameter that must be a UUID; anything else is 404 (an id that
+/// cannot exist is simply not found).
+pub fn path_id(req: &Request, name: &str) -> Result<uuid::Uuid, ApiError> {
+    let raw = path_param(req, name)?;
+    crate::ids::parse_id(&raw).ok_or_else(|| ApiError::not_found(name.to_string()))
+}
+
+/// A query-string parameter.
+pub fn query_param(req: &Request, name: &str) -> Option<String> {
+    req.query_string_parameters().first(name).map(str::to_string)
+}
+
+/// 405 for a method a route does not serve.
+pub fn method_not_allowed() -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed on this route")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(body: &str, auth: Option<&str>) -> Request {
+        let mut builder = http::Request::builder().method("POST").uri("/v1/x");
+        if let Some(auth) = auth {
+            builder = builder.header("authorization", auth);
+        }
+        builder.body(Body::Text(body.to_string())).unwrap()
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    struct Probe {
+        #[allow(dead_code)]
+        wait_s: Option<u32>,
+    }
+
+    #[test]
+    fn oversized_body_is_invalid_request() {
+        let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(MAX_BODY_BYTES));
+        let err = parse_json::<Probe>(&request(&big, None)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn malformed_json_is_invalid_request_and_empty_body_is_an_empty_object() {
+        assert_eq!(parse_json::<Probe>(&request("{", None)).unwrap_err().code, ErrorCode::InvalidRequest);
+        assert!(parse_json::<Probe>(&request("", None)).is_ok());
+    }
+
+    #[test]
+    fn bearer_token_needs_the_bearer_scheme() {
+        assert_eq!(bearer_token(&request("", Some("Bearer bst_abc"))), Some("bst_abc"));
+        assert_eq!(bearer_token(&request("", Some("Basic abc"))), None);
+        assert_eq!(bearer_token(&request("", None)), None);
+    }
+}

@@ -1,0 +1,392 @@
+//! The local provisioner: turns `infra/resources.json` into a [`Plan`] of
+//! physical resources and creates them on an endpoint (the moto server). The
+//! CDK stack builds the same plan from the same file; `baton-devhost plan`
+//! prints it so the infra tests can check the two agree.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde::{Deserialize, Serialize};
+
+use crate::aws::AwsClients;
+use crate::resources::{Naming, Resources};
+use crate::store::display_sdk_error;
+
+/// Everything a stack consists of, with physical names.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Plan {
+    pub prefix: String,
+    pub table: PlannedTable,
+    pub bus: String,
+    pub queues: Vec<PlannedQueue>,
+    pub rules: Vec<PlannedRule>,
+    pub state_machines: Vec<PlannedStateMachine>,
+    pub schedules: Vec<PlannedSchedule>,
+    pub routes: Vec<crate::resources::Route>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedTable {
+    pub name: String,
+    pub partition_key: String,
+    pub sort_key: String,
+    pub ttl_attribute: String,
+    pub stream_view_type: String,
+    pub global_secondary_indexes: Vec<crate::resources::Gsi>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedQueue {
+    /// Logical name (subscriber or task queue).
+    pub logical: String,
+    pub name: String,
+    pub dlq_name: String,
+    pub function: String,
+    pub visibility_timeout_s: u32,
+    pub max_receive_count: u32,
+    pub batch_size: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedRule {
+    pub name: String,
+    /// Physical name of the target queue.
+    pub queue: String,
+    pub event_pattern: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedStateMachine {
+    pub logical: String,
+    pub name: String,
+    /// The definition as in `infra/statemachines/` (placeholders unreplaced).
+    pub definition: serde_json::Value,
+    /// Placeholder → physical queue name whose URL replaces it.
+    pub queue_substitutions: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedSchedule {
+    pub name: String,
+    pub function: String,
+    pub period_config: String,
+}
+
+/// A failure to plan or create the stack.
+#[derive(Debug, thiserror::Error)]
+#[error("provisioning failed: {0}")]
+pub struct ProvisionError(pub String);
+
+/// Where `infra/` is in this checkout.
+pub fn default_infra_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("infra")
+}
+
+impl Plan {
+    pub fn new(resources: &Resources, naming: &Naming, infra_dir: &Path) -> Result<Self, ProvisionError> {
+        let mut queues = Vec::new();
+        let mut rules = Vec::new();
+        for sub in &resources.subscribers {
+            queues.push(PlannedQueue {
+                logical: sub.name.clone(),
+                name: naming.physical(&sub.name),
+                dlq_name: naming.dlq(&sub.name),
+                function: sub.function.clone(),
+                visibility_timeout_s: sub.visibility_timeout_s,
+                max_receive_count: sub.max_receive_count,
+                batch_size: sub.batch_size,
+            });
+            rules.push(PlannedRule {
+                name: naming.physical(&sub.name),
+                queue: naming.physical(&sub.name),
+                event_pattern: sub.event_pattern(),
+            });
+        }
+        for queue in &resources.task_queues {
+            queues.push(PlannedQueue {
+                logical: queue.name.clone(),
+                name: naming.physical(&queue.name),
+                dlq_name: naming.dlq(&queue.name),
+                function: queue.function.clone(),
+                visibility_timeout_s: queue.visibility_timeout_s,
+                max_receive_count: queue.max_receive_count,
+                batch_size: queue.batch_size,
+            });
+        }
+        let mut state_machines = Vec::new();
+        for machine in &resources.state_machines {
+            let path = infra_dir.join(crate::resources::STATE_MACHINE_DIR).join(&machine.definition);
+            let raw = std::fs::read_to_string(&path)
+                .map_err(|e| ProvisionError(format!("reading {}: {e}", path.display())))?;
+            let definition = serde_json::from_str(&raw)
+                .map_err(|e| ProvisionError(format!("{} is not JSON: {e}", path.display())))?;
+            state_machines.push(PlannedStateMachine {
+                logical: machine.name.clone(),
+                name: naming.physical(&machine.name),
+                definition,
+                queue_substitutions: machine
+                    .queue_substitutions
+                    .iter()
+                    .map(|(k, q)| (k.clone(), naming.physical(q)))
+                    .collect(),
+            });
+        }
+        Ok(Self {
+            prefix: naming.prefix().to_string(),
+            table: PlannedTable {
+                name: naming.physical(&resources.table.name),
+                partition_key: resources.table.partition_key.clone(),
+                sort_key: resources.table.sort_key.clone(),
+                ttl_attribute: resources.table.ttl_attribute.clone(),
+                stream_view_type: resources.table.stream_view_type.clone(),
+                global_secondary_indexes: resources.table.global_secondary_indexes.clone(),
+            },
+            bus: naming.physical(&resources.bus.name),
+            queues,
+            rules,
+            state_machines,
+            schedules: resources
+                .schedules
+                .iter()
+                .map(|s| PlannedSchedule {
+                    name: naming.physical(&s.name),
+                    function: s.function.clone(),
+                    period_config: s.period_config.clone(),
+                })
+                .collect(),
+            routes: resources.routes.clone(),
+        })
+    }
+
+    pub fn queue(&self, logical: &str) -> Option<&PlannedQueue> {
+        self.queues.iter().find(|q| q.logical == logical)
+    }
+}
+
+/// A created queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRef {
+    pub url: String,
+    pub arn: String,
+    pub dlq_url: String,
+}
+
+/// What provisioning created, with the addresses the functions need.
+#[derive(Debug, Clone)]
+pub struct Provisioned {
+    pub plan: Plan,
+    pub table: String,
+    pub stream_arn: String,
+    pub bus: String,
+    /// Logical queue name → its addresses.
+    pub queues: BTreeMap<String, QueueRef>,
+    /// Logical state machine name → ARN.
+    pub state_machines: BTreeMap<String, String>,
+}
+
+const LOCAL_ROLE_ARN: &str = "arn:aws:iam::123456789012:role/baton-local-states";
+const DLQ_RETENTION_S: &str = "1209600";
+
+fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ProvisionError + '_ {
+    move |e| ProvisionError(format!("{what}: {e}"))
+}
+
+/// Creates every resource of `plan`. Meant for the local emulator; on AWS the
+/// CDK stack creates the same resources.
+pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned, ProvisionError> {
+    let stream_arn = create_table(clients, &plan.table).await?;
+    clients
+        .eventbridge
+        .create_event_bus()
+        .name(&plan.bus)
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("event bus {}: {}", plan.bus, display_sdk_error(&e))))?;
+
+    let mut queues = BTreeMap::new();
+    for queue in &plan.queues {
+        queues.insert(queue.logical.clone(), create_queue(clients, queue).await?);
+    }
+    for rule in &plan.rules {
+        let queue = plan
+            .queues
+            .iter()
+            .find(|q| q.name == rule.queue)
+            .and_then(|q| queues.get(&q.logical))
+            .ok_or_else(|| ProvisionError(format!("rule {} targets unknown queue", rule.name)))?;
+        clients
+            .eventbridge
+            .put_rule()
+            .name(&rule.name)
+            .event_bus_name(&plan.bus)
+            .event_pattern(rule.event_pattern.to_string())
+            .send()
+            .await
+            .map_err(|e| ProvisionError(format!("rule {}: {}", rule.name, display_sdk_error(&e))))?;
+        let target =
+            aws_sdk_eventbridge::types::Target::builder().id("queue").arn(&queue.arn).build().map_err(err("target"))?;
+        clients
+            .eventbridge
+            .put_targets()
+            .rule(&rule.name)
+            .event_bus_name(&plan.bus)
+            .targets(target)
+            .send()
+            .await
+            .map_err(|e| ProvisionError(format!("targets of {}: {}", rule.name, display_sdk_error(&e))))?;
+    }
+    let mut state_machines = BTreeMap::new();
+    for machine in &plan.state_machines {
+        let mut definition = machine.definition.to_string();
+        for (key, queue_name) in &machine.queue_substitutions {
+            let url = plan
+                .queues
+                .iter()
+                .find(|q| &q.name == queue_name)
+                .and_then(|q| queues.get(&q.logical))
+                .map(|q| q.url.clone())
+                .ok_or_else(|| ProvisionError(format!("{}: no queue {queue_name}", machine.name)))?;
+            definition = definition.replace(&format!("${{{key}}}"), &url);
+        }
+        let out = clients
+            .sfn
+            .create_state_machine()
+            .name(&machine.name)
+            .definition(definition)
+            .role_arn(LOCAL_ROLE_ARN)
+            .send()
+            .await
+            .map_err(|e| ProvisionError(format!("state machine {}: {}", machine.name, display_sdk_error(&e))))?;
+        state_machines.insert(machine.logical.clone(), out.state_machine_arn().to_string());
+    }
+    Ok(Provisioned {
+        plan: plan.clone(),
+        table: plan.table.name.clone(),
+        stream_arn,
+        bus: plan.bus.clone(),
+        queues,
+        state_machines,
+    })
+}
+
+async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<String, ProvisionError> {
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder().attribute_name(name).key_type(kind).build().map_err(err("key schema"))
+    };
+    let attribute = |name: &str, kind: &str| {
+        let kind = if kind == "N" { ScalarAttributeType::N } else { ScalarAttributeType::S };
+        AttributeDefinition::builder().attribute_name(name).attribute_type(kind).build().map_err(err("attribute"))
+    };
+    let mut attributes = vec![attribute(&table.partition_key, "S")?, attribute(&table.sort_key, "S")?];
+    let mut gsis = Vec::new();
+    for gsi in &table.global_secondary_indexes {
+        attributes.push(attribute(&gsi.partition_key.name, &gsi.partition_key.kind)?);
+        attributes.push(attribute(&gsi.sort_key.name, &gsi.sort_key.kind)?);
+        gsis.push(
+            GlobalSecondaryIndex::builder()
+                .index_name(&gsi.name)
+                .key_schema(key(&gsi.partition_key.name, KeyType::Hash)?)
+                .key_schema(key(&gsi.sort_key.name, KeyType::Range)?)
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .build()
+                .map_err(err("gsi"))?,
+        );
+    }
+    let out = clients
+        .dynamodb
+        .create_table()
+        .table_name(&table.name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(&table.partition_key, KeyType::Hash)?)
+        .key_schema(key(&table.sort_key, KeyType::Range)?)
+        .set_attribute_definitions(Some(attributes))
+        .set_global_secondary_indexes(Some(gsis))
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::from(table.stream_view_type.as_str()))
+                .build()
+                .map_err(err("stream"))?,
+        )
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("table {}: {}", table.name, display_sdk_error(&e))))?;
+    clients
+        .dynamodb
+        .update_time_to_live()
+        .table_name(&table.name)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name(&table.ttl_attribute)
+                .build()
+                .map_err(err("ttl"))?,
+        )
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("ttl of {}: {}", table.name, display_sdk_error(&e))))?;
+    out.table_description()
+        .and_then(|d| d.latest_stream_arn())
+        .map(str::to_string)
+        .ok_or_else(|| ProvisionError(format!("table {} has no stream", table.name)))
+}
+
+async fn create_queue(clients: &AwsClients, queue: &PlannedQueue) -> Result<QueueRef, ProvisionError> {
+    let dlq = clients
+        .sqs
+        .create_queue()
+        .queue_name(&queue.dlq_name)
+        .attributes(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_S)
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("queue {}: {}", queue.dlq_name, display_sdk_error(&e))))?;
+    let dlq_url = dlq.queue_url().unwrap_or_default().to_string();
+    let dlq_arn = queue_arn(clients, &dlq_url).await?;
+    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count});
+    let created = clients
+        .sqs
+        .create_queue()
+        .queue_name(&queue.name)
+        .attributes(QueueAttributeName::VisibilityTimeout, queue.visibility_timeout_s.to_string())
+        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("queue {}: {}", queue.name, display_sdk_error(&e))))?;
+    let url = created.queue_url().unwrap_or_default().to_string();
+    let arn = queue_arn(clients, &url).await?;
+    Ok(QueueRef { url, arn, dlq_url })
+}
+
+async fn queue_arn(clients: &AwsClients, url: &str) -> Result<String, ProvisionError> {
+    let out = clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("attributes of {url}: {}", display_sdk_error(&e))))?;
+    out.attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .cloned()
+        .ok_or_else(|| ProvisionError(format!("{url} has no ARN")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_names_everything_with_the_stage_prefix() {
+        let plan = Plan::new(&Resources::load(), &Naming::for_stage("unit"), &default_infra_dir()).unwrap();
+        assert_eq!(plan.table.name, "baton-unit-state");
+        assert_eq!(plan.bus, "baton-unit-facts");
+        assert!(plan.queues.iter().all(|q| q.name.starts_with("baton-unit-") && q.dlq_name.ends_with("-dlq")));
+        assert_eq!(plan.rules.len(), Resources::load().subscribers.len());
+    }
+}

@@ -1,0 +1,227 @@
+//! The typed model of `infra/resources.json`, the one source of truth for the
+//! table, the bus, the rules, the queues, the routes, the schedules and the
+//! state machines. The local provisioner and the dev host read it here; the CDK
+//! stack reads the same file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+const RESOURCES_JSON: &str = include_str!("../../infra/resources.json");
+
+/// Directory of the state machine definitions, relative to `infra/`.
+pub const STATE_MACHINE_DIR: &str = "statemachines";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Resources {
+    pub table: Table,
+    pub bus: Bus,
+    pub functions: Vec<Function>,
+    pub routes: Vec<Route>,
+    pub subscribers: Vec<Subscriber>,
+    pub task_queues: Vec<TaskQueue>,
+    pub schedules: Vec<Schedule>,
+    pub state_machines: Vec<StateMachine>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Table {
+    pub name: String,
+    pub partition_key: String,
+    pub sort_key: String,
+    pub ttl_attribute: String,
+    pub stream_view_type: String,
+    pub global_secondary_indexes: Vec<Gsi>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Gsi {
+    pub name: String,
+    pub partition_key: KeyAttribute,
+    pub sort_key: KeyAttribute,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KeyAttribute {
+    pub name: String,
+    /// `S` or `N`.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bus {
+    pub name: String,
+    pub archive_retention_days: u32,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Http,
+    Stream,
+    Sqs,
+    Schedule,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Function {
+    pub name: String,
+    pub trigger: Trigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Route {
+    pub method: String,
+    /// API Gateway route template, e.g. `/v1/runners/leases/{execution_id}/heartbeat`.
+    pub path: String,
+    pub function: String,
+}
+
+/// A consumer of facts: one EventBridge rule → one SQS queue (with a DLQ) → one function.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Subscriber {
+    pub name: String,
+    pub function: String,
+    /// The `detail-type`s the rule routes to this subscriber's queue.
+    pub facts: Vec<String>,
+    pub max_receive_count: u32,
+    pub visibility_timeout_s: u32,
+    pub batch_size: u32,
+}
+
+/// A queue that Step Functions writes task tokens to (`sqs:sendMessage.waitForTaskToken`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TaskQueue {
+    pub name: String,
+    pub function: String,
+    pub max_receive_count: u32,
+    pub visibility_timeout_s: u32,
+    pub batch_size: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Schedule {
+    pub name: String,
+    pub function: String,
+    /// The configuration variable that holds the period in seconds.
+    pub period_config: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StateMachine {
+    pub name: String,
+    /// File under `infra/statemachines/`.
+    pub definition: String,
+    /// `${Key}` placeholders in the definition → the task queue whose URL replaces them.
+    pub queue_substitutions: BTreeMap<String, String>,
+}
+
+/// Physical names of one deployed (or locally provisioned) stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Naming {
+    prefix: String,
+}
+
+impl Naming {
+    /// Names for the stage: every resource is called `baton-<stage>-<logical>`.
+    pub fn for_stage(stage: &str) -> Self {
+        Self { prefix: format!("baton-{stage}-") }
+    }
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+    pub fn physical(&self, logical: &str) -> String {
+        format!("{}{logical}", self.prefix)
+    }
+    pub fn dlq(&self, logical: &str) -> String {
+        format!("{}{logical}-dlq", self.prefix)
+    }
+}
+
+/// The DLQ of every queue is named after it with this suffix.
+pub const DLQ_SUFFIX: &str = "-dlq";
+
+impl Resources {
+    /// The resources this build was compiled with.
+    pub fn load() -> Self {
+        // The file is compiled in and covered by a unit test, so a parse
+        // failure here can only be a broken build, never bad input.
+        #[allow(clippy::expect_used)]
+        serde_json::from_str(RESOURCES_JSON).expect("infra/resources.json is valid (tested)")
+    }
+
+    pub fn function(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    pub fn subscriber(&self, name: &str) -> Option<&Subscriber> {
+        self.subscribers.iter().find(|s| s.name == name)
+    }
+}
+
+impl Subscriber {
+    /// The EventBridge pattern of the subscriber's rule. Facts are routed by
+    /// `detail-type` alone: each one names its context, entity and fact.
+    pub fn event_pattern(&self) -> serde_json::Value {
+        serde_json::json!({ "detail-type": self.facts })
+    }
+}
+
+impl StateMachine {
+    /// The definition with every `${Key}` replaced by the URL of its queue.
+    pub fn render(&self, raw_definition: &str, queue_url: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+        let mut out = raw_definition.to_string();
+        for (key, queue) in &self.queue_substitutions {
+            let url = queue_url(queue).ok_or_else(|| format!("state machine {}: no queue {queue}", self.name))?;
+            out = out.replace(&format!("${{{key}}}"), &url);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn resources_json_parses_and_references_are_consistent() {
+        let resources = Resources::load();
+        let functions: HashSet<_> = resources.functions.iter().map(|f| f.name.as_str()).collect();
+        for route in &resources.routes {
+            assert!(functions.contains(route.function.as_str()), "route {} → unknown function", route.path);
+            assert_eq!(resources.function(&route.function).map(|f| f.trigger), Some(Trigger::Http));
+        }
+        for sub in &resources.subscribers {
+            assert!(functions.contains(sub.function.as_str()), "subscriber {} → unknown function", sub.name);
+            assert!(!sub.facts.is_empty());
+            assert!(sub.max_receive_count >= 1 && sub.batch_size >= 1 && sub.batch_size <= 10);
+        }
+        for queue in &resources.task_queues {
+            assert!(functions.contains(queue.function.as_str()));
+        }
+        for schedule in &resources.schedules {
+            assert!(functions.contains(schedule.function.as_str()));
+        }
+        let queues: HashSet<_> = resources.task_queues.iter().map(|q| q.name.as_str()).collect();
+        for machine in &resources.state_machines {
+            for queue in machine.queue_substitutions.values() {
+                assert!(queues.contains(queue.as_str()), "state machine {} → unknown queue {queue}", machine.name);
+            }
+        }
+        let mut routes = HashSet::new();
+        for route in &resources.routes {
+            assert!(routes.insert((route.method.clone(), route.path.clone())), "duplicate route {}", route.path);
+        }
+    }
+
+    #[test]
+    fn physical_names_carry_the_stage_prefix() {
+        let naming = Naming::for_stage("dev");
+        assert_eq!(naming.physical("state"), "baton-dev-state");
+        assert_eq!(naming.dlq("enqueue"), "baton-dev-enqueue-dlq");
+    }
+}

@@ -1,0 +1,1 @@
+//! The runners context: pure decisions (labels, leases, claim order). No I/O.

@@ -1,0 +1,91 @@
+//! The DynamoDB store: one table, generic keys (`pk`, `sk`), an item `type`,
+//! sparse GSIs. Item families live in their own modules; this one holds what
+//! they share (the client, transactions, conversions). The domain never sees
+//! an `AttributeValue`: modules convert at this edge with `serde_dynamo`.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+
+use crate::error::StoreError;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+/// The table and its client.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub client: aws_sdk_dynamodb::Client,
+    pub table: String,
+}
+
+/// The outcome of a transaction that may lose a race.
+#[derive(Debug)]
+pub enum TxOutcome {
+    Committed,
+    /// A condition failed; `reasons[i]` is the cancellation code of item `i`
+    /// (`None` for items that were fine), so callers can tell which check lost.
+    ConditionFailed {
+        reasons: Vec<Option<String>>,
+    },
+}
+
+impl Store {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    /// Runs a transaction; a failed condition is an outcome, not an error.
+    pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(TxOutcome::Committed),
+            Err(SdkError::ServiceError(err)) => match err.err() {
+                TransactWriteItemsError::TransactionCanceledException(cancel) => {
+                    let reasons: Vec<Option<String>> = cancel
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| r.code().filter(|c| *c != "None").map(str::to_string))
+                        .collect();
+                    if reasons.iter().flatten().all(|c| c == "ConditionalCheckFailed") {
+                        Ok(TxOutcome::ConditionFailed { reasons })
+                    } else {
+                        Err(StoreError::DynamoDb(format!("transaction cancelled: {reasons:?}")))
+                    }
+                }
+                other => Err(StoreError::DynamoDb(other.to_string())),
+            },
+            Err(err) => Err(StoreError::DynamoDb(display_sdk_error(&err))),
+        }
+    }
+}
+
+/// A readable message for an SDK error (its `Display` alone says "service error").
+pub fn display_sdk_error<E: std::error::Error + 'static, R: std::fmt::Debug>(err: &SdkError<E, R>) -> String {
+    match err {
+        SdkError::ServiceError(service) => service.err().to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A string attribute.
+pub fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+/// A number attribute.
+pub fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// Serialises a value into an item.
+pub fn to_item<T: serde::Serialize>(value: &T) -> Result<Item, StoreError> {
+    Ok(serde_dynamo::to_item(value)?)
+}
+
+/// Deserialises an item.
+pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreError> {
+    Ok(serde_dynamo::from_item(item)?)
+}
+
+pub mod outbox;

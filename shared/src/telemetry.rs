@@ -1,0 +1,19 @@
+//! Structured JSON logs. Every function calls [`init`] once at start-up; spans
+//! opened by handlers carry the run, job, execution and session ids so that
+//! every line under them names them.
+
+use tracing_subscriber::EnvFilter;
+
+/// JSON logs to stdout (CloudWatch reads them), filtered by `RUST_LOG`
+/// (default `info`). Safe to call twice: the second call is a no-op.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}

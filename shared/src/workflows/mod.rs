@@ -1,0 +1,1 @@
+//! The workflows context: pure decisions (definitions, DAG scheduling, status derivation, reruns). No I/O.
