@@ -1,1 +1,26 @@
-//! The workflows context: pure decisions (definitions, DAG scheduling, status derivation, reruns). No I/O.
+//! The workflows context: pure decisions (definitions, DAG scheduling, status
+//! derivation, reruns). No I/O: every function here takes a snapshot and
+//! returns a decision, so the store and the orchestrator stay thin and the
+//! rules are tested without AWS.
+
+pub mod condition;
+pub mod dag;
+pub mod definition;
+mod definition_reader;
+pub mod execution;
+pub mod graph;
+pub mod rerun;
+pub mod status;
+mod yaml;
+
+pub use condition::JobCondition;
+pub use dag::{plan_advance, AdvancePlan, JobSnapshot};
+pub use definition::{parse_definition, DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition};
+pub use execution::{
+    apply_execution_event, apply_execution_events, CompletionStatus, ExecutionEvent, ExecutionState, ExecutionUpdate,
+};
+pub use rerun::{plan_rerun, PlannedJob, PreviousJob, RerunAction, RerunError, RerunMode};
+pub use status::{
+    derive_attempt_status, transition, AttemptStatus, ExecutionStatus, JobStatus, Lifecycle, RunStatus, StatusReason,
+    StepStatus, Transition,
+};

@@ -1,0 +1,198 @@
+//! Workflow definitions (behaviour.md §8): GitHub-Actions-style YAML parsed
+//! into typed, fully validated structs.
+//!
+//! A definition is validated completely before anything is written, and the
+//! typed result is what gets frozen into an attempt's snapshot (as JSON): a
+//! rerun uses the snapshot, never the YAML again, so defaults are resolved
+//! here once (a job without `timeout-minutes` stores 360) and a later change
+//! of a default cannot alter an old run.
+//!
+//! Fields Baton does not support (`uses`, `strategy`, `services`, …) are
+//! refused with a message instead of being ignored: a silently ignored key
+//! would run a job differently from what its author wrote. Only the
+//! top-level `on:` is accepted and ignored, since Baton runs are started by
+//! API and GitHub-style files commonly carry it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::condition::JobCondition;
+use super::definition_reader::read_workflow;
+use super::graph::NeedsGraph;
+use super::yaml::YamlNode;
+use crate::error::{ApiError, ErrorCode};
+
+/// The largest definition accepted, in bytes of YAML.
+pub const MAX_DEFINITION_BYTES: usize = 256 * 1024;
+/// The most jobs a definition may hold.
+pub const MAX_JOBS: usize = 256;
+/// The most steps a job may hold.
+pub const MAX_STEPS_PER_JOB: usize = 100;
+/// The longest job id accepted.
+pub const MAX_JOB_ID_LEN: usize = 100;
+/// A run's timeout when the definition sets none: 30 days.
+pub const DEFAULT_RUN_TIMEOUT_MINUTES: u32 = 30 * 24 * 60;
+/// A job's timeout when it sets none: 6 hours.
+pub const DEFAULT_JOB_TIMEOUT_MINUTES: u32 = 6 * 60;
+/// The longest timeout accepted anywhere (run, job or step): 30 days.
+pub const MAX_TIMEOUT_MINUTES: u32 = 30 * 24 * 60;
+
+/// A validated workflow definition: what an attempt freezes as its snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowDefinition {
+    /// The workflow's `name`, if it has one.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Variables given to every job (a job's own `env` overrides them).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The run timeout: the attempt fails as `timed_out` past it.
+    pub timeout_minutes: u32,
+    /// The jobs, in the order the YAML lists them.
+    pub jobs: Vec<JobDefinition>,
+}
+
+/// One job of a definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobDefinition {
+    /// The job id (the key under `jobs:`), unique in the definition.
+    pub key: String,
+    /// The job's display `name`, if it has one.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `runs-on`, in canonical form: the labels a runner must offer.
+    pub labels: Vec<String>,
+    /// Keys of the jobs this job waits for, in the order written, no repeats.
+    #[serde(default)]
+    pub needs: Vec<String>,
+    /// `if:`; `success()` when absent.
+    #[serde(default)]
+    pub condition: JobCondition,
+    /// Counted from queueing; a claim does not reset it.
+    pub timeout_minutes: u32,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub steps: Vec<StepDefinition>,
+}
+
+/// One step of a job: a shell command the runner executes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepDefinition {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub run: String,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The step's own limit, within the job's; `None` when it sets none.
+    #[serde(default)]
+    pub timeout_minutes: Option<u32>,
+}
+
+impl WorkflowDefinition {
+    /// The job with id `key`.
+    pub fn job(&self, key: &str) -> Option<&JobDefinition> {
+        self.jobs.iter().find(|job| job.key == key)
+    }
+
+    /// The `needs` graph of the jobs, in definition order.
+    pub fn needs_graph(&self) -> NeedsGraph {
+        NeedsGraph::new(self.jobs.iter().map(|job| (job.key.as_str(), &job.needs)))
+    }
+
+    /// The run timeout in seconds.
+    pub fn timeout_seconds(&self) -> u64 {
+        u64::from(self.timeout_minutes) * 60
+    }
+}
+
+impl JobDefinition {
+    /// The job timeout in seconds (`timeout_s` in the claim body).
+    pub fn timeout_seconds(&self) -> u64 {
+        u64::from(self.timeout_minutes) * 60
+    }
+}
+
+impl StepDefinition {
+    /// The step timeout in seconds, if it has one.
+    pub fn timeout_seconds(&self) -> Option<u64> {
+        self.timeout_minutes.map(|minutes| u64::from(minutes) * 60)
+    }
+}
+
+/// Why a definition was refused: where (job and field, when known) and
+/// what. Answered as 400 `invalid-definition`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DefinitionError {
+    pub job: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl DefinitionError {
+    /// An error about the document as a whole.
+    pub fn document(message: impl Into<String>) -> Self {
+        Self { job: None, field: None, message: message.into() }
+    }
+
+    /// An error about a job, or about one of its fields.
+    pub fn in_job(job: impl Into<String>, field: Option<&str>, message: impl Into<String>) -> Self {
+        Self { job: Some(job.into()), field: field.map(str::to_string), message: message.into() }
+    }
+}
+
+impl fmt::Display for DefinitionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.job, &self.field) {
+            (Some(job), Some(field)) => write!(f, "job `{job}`, field `{field}`: {}", self.message),
+            (Some(job), None) => write!(f, "job `{job}`: {}", self.message),
+            (None, Some(field)) => write!(f, "field `{field}`: {}", self.message),
+            (None, None) => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for DefinitionError {}
+
+impl From<DefinitionError> for ApiError {
+    fn from(err: DefinitionError) -> Self {
+        ApiError::new(ErrorCode::InvalidDefinition, err.to_string())
+    }
+}
+
+/// Parses and fully validates a YAML workflow definition.
+pub fn parse_definition(yaml: &str) -> Result<WorkflowDefinition, DefinitionError> {
+    if yaml.len() > MAX_DEFINITION_BYTES {
+        return Err(DefinitionError::document(format!(
+            "the definition is {} bytes, at most {MAX_DEFINITION_BYTES} are accepted",
+            yaml.len()
+        )));
+    }
+    let root = YamlNode::parse(yaml).map_err(|err| DefinitionError::document(format!("invalid YAML: {err}")))?;
+    let definition = read_workflow(&root)?;
+    check_needs(&definition)?;
+    Ok(definition)
+}
+
+/// Every need names a job of the definition, and the needs form no cycle
+/// (a cycle would leave its jobs waiting on each other forever).
+fn check_needs(definition: &WorkflowDefinition) -> Result<(), DefinitionError> {
+    let graph = definition.needs_graph();
+    for (position, job) in definition.jobs.iter().enumerate() {
+        if !graph.has_unknown_needs(position) {
+            continue;
+        }
+        if let Some(unknown) = job.needs.iter().find(|need| graph.index_of(need).is_none()) {
+            return Err(DefinitionError::in_job(&job.key, Some("needs"), format!("unknown job `{unknown}`")));
+        }
+    }
+    if let Some(cycle) = graph.find_cycle() {
+        let first = cycle.first().cloned().unwrap_or_default();
+        return Err(DefinitionError::in_job(first, Some("needs"), format!("dependency cycle {}", cycle.join(" → "))));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

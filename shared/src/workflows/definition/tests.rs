@@ -1,0 +1,312 @@
+use super::*;
+
+const SPEC_EXAMPLE: &str = r#"
+name: ci
+env: {RUST_LOG: info}
+jobs:
+  build:
+    runs-on: [linux, x64]
+    timeout-minutes: 30
+    steps:
+      - name: compile
+        run: cargo build --release
+  test:
+    needs: build
+    runs-on: linux
+    steps:
+      - run: cargo test
+  report:
+    needs: [build, test]
+    if: always()
+    runs-on: linux
+    steps:
+      - run: ./report.sh
+"#;
+
+fn error_of(yaml: &str) -> DefinitionError {
+    parse_definition(yaml).expect_err("the definition should be refused")
+}
+
+/// A one-job workflow with `job` spliced in as the body of job `a`.
+fn with_job_body(body: &str) -> String {
+    let indented: String = body.lines().map(|line| format!("    {line}\n")).collect();
+    format!("jobs:\n  a:\n{indented}")
+}
+
+#[test]
+fn the_spec_example_parses_into_typed_jobs_in_yaml_order() {
+    let definition = parse_definition(SPEC_EXAMPLE).unwrap();
+    assert_eq!(definition.name.as_deref(), Some("ci"));
+    assert_eq!(definition.env.get("RUST_LOG").map(String::as_str), Some("info"));
+    assert_eq!(definition.timeout_minutes, DEFAULT_RUN_TIMEOUT_MINUTES);
+    let keys: Vec<&str> = definition.jobs.iter().map(|job| job.key.as_str()).collect();
+    assert_eq!(keys, ["build", "test", "report"]);
+
+    let build = definition.job("build").unwrap();
+    assert_eq!(build.labels, ["linux", "x64"]);
+    assert_eq!(build.timeout_minutes, 30);
+    assert_eq!(build.timeout_seconds(), 1800);
+    assert_eq!(build.condition, JobCondition::Success);
+    assert_eq!(build.steps[0].name.as_deref(), Some("compile"));
+    assert_eq!(build.steps[0].run, "cargo build --release");
+
+    let test = definition.job("test").unwrap();
+    assert_eq!(test.needs, ["build"]);
+    assert_eq!(test.labels, ["linux"]);
+    assert_eq!(test.timeout_minutes, DEFAULT_JOB_TIMEOUT_MINUTES);
+
+    let report = definition.job("report").unwrap();
+    assert_eq!(report.needs, ["build", "test"]);
+    assert_eq!(report.condition, JobCondition::Always);
+}
+
+#[test]
+fn job_order_follows_the_yaml_not_the_alphabet() {
+    let yaml = "jobs:\n  zeta: {runs-on: l, steps: [{run: x}]}\n  alpha: {runs-on: l, steps: [{run: x}]}\n";
+    let keys: Vec<String> = parse_definition(yaml).unwrap().jobs.into_iter().map(|job| job.key).collect();
+    assert_eq!(keys, ["zeta", "alpha"]);
+}
+
+#[test]
+fn a_definition_survives_a_json_snapshot_round_trip() {
+    let definition = parse_definition(SPEC_EXAMPLE).unwrap();
+    let json = serde_json::to_string(&definition).unwrap();
+    let frozen: WorkflowDefinition = serde_json::from_str(&json).unwrap();
+    assert_eq!(frozen, definition);
+    assert!(json.contains(r#""condition":"always""#), "{json}");
+}
+
+#[test]
+fn labels_in_runs_on_are_canonicalised() {
+    let definition = parse_definition(&with_job_body("runs-on: [' X64', Linux, linux]\nsteps: [{run: x}]")).unwrap();
+    assert_eq!(definition.jobs[0].labels, ["linux", "x64"]);
+}
+
+#[test]
+fn wrapped_conditions_and_step_settings_are_read() {
+    let body = "runs-on: l\nif: ${{ failure() }}\nenv: {A: 1, B: true, C: ~}\nsteps:\n  - run: x\n    timeout-minutes: 5\n    env: {D: d}";
+    let job = parse_definition(&with_job_body(body)).unwrap().jobs.remove(0);
+    assert_eq!(job.condition, JobCondition::Failure);
+    assert_eq!(
+        job.env,
+        BTreeMap::from([("A".into(), "1".into()), ("B".into(), "true".into()), ("C".into(), "".into())])
+    );
+    assert_eq!(job.steps[0].timeout_seconds(), Some(300));
+    assert_eq!(job.steps[0].env.get("D").map(String::as_str), Some("d"));
+}
+
+#[test]
+fn a_top_level_on_key_is_accepted_and_ignored() {
+    let yaml = "on: [push]\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n";
+    assert!(parse_definition(yaml).is_ok());
+}
+
+#[test]
+fn repeated_needs_are_kept_once() {
+    let yaml = "jobs:\n  a: {runs-on: l, steps: [{run: x}]}\n  b: {runs-on: l, needs: [a, a], steps: [{run: x}]}\n";
+    assert_eq!(parse_definition(yaml).unwrap().jobs[1].needs, ["a"]);
+}
+
+#[test]
+fn an_unknown_need_names_the_job_the_field_and_the_missing_job() {
+    let yaml =
+        "jobs:\n  build: {runs-on: l, steps: [{run: x}]}\n  test: {runs-on: l, needs: buidl, steps: [{run: x}]}\n";
+    assert_eq!(error_of(yaml).to_string(), "job `test`, field `needs`: unknown job `buidl`");
+}
+
+#[test]
+fn a_cycle_is_refused_and_named() {
+    let yaml =
+        "jobs:\n  a: {runs-on: l, needs: b, steps: [{run: x}]}\n  b: {runs-on: l, needs: a, steps: [{run: x}]}\n";
+    let err = error_of(yaml);
+    assert_eq!(err.to_string(), "job `a`, field `needs`: dependency cycle a → b → a");
+}
+
+#[test]
+fn a_job_needing_itself_is_a_cycle() {
+    let err = error_of(&with_job_body("runs-on: l\nneeds: a\nsteps: [{run: x}]"));
+    assert_eq!(err.message, "dependency cycle a → a");
+}
+
+#[test]
+fn a_duplicate_job_id_is_refused_and_named() {
+    let yaml = "jobs:\n  build: {runs-on: l, steps: [{run: x}]}\n  build: {runs-on: m, steps: [{run: y}]}\n";
+    assert_eq!(error_of(yaml).to_string(), "job `build`: duplicate job id");
+}
+
+#[test]
+fn invalid_job_ids_are_refused() {
+    for id in ["1st", "-a", "a.b", "a b", "é"] {
+        let yaml = format!("jobs:\n  '{id}': {{runs-on: l, steps: [{{run: x}}]}}\n");
+        let err = error_of(&yaml);
+        assert!(err.message.starts_with("invalid job id"), "{id}: {err}");
+    }
+    let long = "a".repeat(101);
+    let err = error_of(&format!("jobs:\n  {long}: {{runs-on: l, steps: [{{run: x}}]}}\n"));
+    assert!(err.message.starts_with("invalid job id"));
+    assert!(err.job.unwrap().chars().count() <= 41, "a long id is abbreviated in the error");
+    assert!(parse_definition(&format!("jobs:\n  {}: {{runs-on: l, steps: [{{run: x}}]}}\n", "a".repeat(100))).is_ok());
+    assert!(parse_definition("jobs:\n  _A-b_9: {runs-on: l, steps: [{run: x}]}\n").is_ok());
+}
+
+#[test]
+fn a_job_without_runs_on_is_refused() {
+    let err = error_of(&with_job_body("steps: [{run: x}]"));
+    assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some("runs-on")));
+    assert!(err.message.starts_with("required"));
+}
+
+#[test]
+fn an_invalid_label_is_refused_and_named() {
+    let err = error_of(&with_job_body("runs-on: [linux, 'bad label']\nsteps: [{run: x}]"));
+    assert_eq!(err.field.as_deref(), Some("runs-on"));
+    assert!(err.message.contains("`bad label`"), "{err}");
+    let err = error_of(&with_job_body("runs-on: []\nsteps: [{run: x}]"));
+    assert!(err.message.contains("at least one label"), "{err}");
+}
+
+#[test]
+fn runs_on_must_be_a_label_or_a_list_of_labels() {
+    let err = error_of(&with_job_body("runs-on: {group: big}\nsteps: [{run: x}]"));
+    assert_eq!(err.to_string(), "job `a`, field `runs-on`: expected a label or a list of labels, found a mapping");
+}
+
+#[test]
+fn a_job_without_steps_is_refused() {
+    let err = error_of(&with_job_body("runs-on: l"));
+    assert_eq!(err.to_string(), "job `a`, field `steps`: required: a list of steps");
+    let err = error_of(&with_job_body("runs-on: l\nsteps: []"));
+    assert_eq!(err.to_string(), "job `a`, field `steps`: at least one step is required");
+}
+
+#[test]
+fn a_step_without_run_is_refused_with_its_position() {
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x}, {name: second}]"));
+    assert_eq!(err.to_string(), "job `a`, field `steps[1].run`: required: the shell command to run");
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: '  '}]"));
+    assert_eq!(err.field.as_deref(), Some("steps[0].run"));
+}
+
+#[test]
+fn a_step_using_an_action_is_refused_with_a_reason() {
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{uses: actions/checkout@v4}]"));
+    assert_eq!(err.field.as_deref(), Some("steps[0].uses"));
+    assert!(err.message.contains("not supported"));
+}
+
+#[test]
+fn an_unknown_if_expression_is_refused() {
+    let err = error_of(&with_job_body("runs-on: l\nif: github.ref == 'main'\nsteps: [{run: x}]"));
+    assert_eq!(err.field.as_deref(), Some("if"));
+    assert!(err.message.contains("unsupported condition `github.ref == 'main'`"), "{err}");
+    assert!(err.message.contains("always()"));
+    assert!(error_of(&with_job_body("runs-on: l\nif: true\nsteps: [{run: x}]")).message.contains("found a boolean"));
+}
+
+#[test]
+fn invalid_timeouts_are_refused() {
+    for timeout in ["0", "-5", "1.5", "'30'", "43201", "99999999999999999999"] {
+        let err = error_of(&with_job_body(&format!("runs-on: l\ntimeout-minutes: {timeout}\nsteps: [{{run: x}}]")));
+        assert_eq!(err.field.as_deref(), Some("timeout-minutes"), "{timeout}: {err}");
+    }
+    let err = error_of("timeout-minutes: 0\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
+    assert_eq!((err.job, err.field.as_deref()), (None, Some("timeout-minutes")));
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x, timeout-minutes: 0}]"));
+    assert_eq!(err.field.as_deref(), Some("steps[0].timeout-minutes"));
+}
+
+#[test]
+fn a_run_timeout_is_read_from_the_definition() {
+    let yaml = "timeout-minutes: 90\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n";
+    assert_eq!(parse_definition(yaml).unwrap().timeout_seconds(), 5400);
+}
+
+#[test]
+fn unknown_fields_are_refused_not_ignored() {
+    let err = error_of(&with_job_body("runs-on: l\nneed: b\nsteps: [{run: x}]"));
+    assert_eq!(err.field.as_deref(), Some("need"));
+    assert!(err.message.starts_with("unknown field"), "{err}");
+    let err = error_of("permissions: {}\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
+    assert_eq!((err.job, err.field.as_deref()), (None, Some("permissions")));
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x, shell: bash}]"));
+    assert_eq!(err.field.as_deref(), Some("steps[0].shell"));
+}
+
+#[test]
+fn a_field_given_twice_in_a_job_is_refused() {
+    let err = error_of(&with_job_body("runs-on: l\nruns-on: m\nsteps: [{run: x}]"));
+    assert_eq!(err.to_string(), "job `a`, field `runs-on`: given more than once");
+}
+
+#[test]
+fn an_env_variable_given_twice_is_refused() {
+    let err = error_of(&with_job_body("runs-on: l\nenv: {A: 1, A: 2}\nsteps: [{run: x}]"));
+    assert_eq!(err.to_string(), "job `a`, field `env`: variable `A` is given more than once");
+}
+
+#[test]
+fn env_values_must_be_scalars() {
+    let err = error_of("env: {A: [1]}\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
+    assert_eq!(err.field.as_deref(), Some("env.A"));
+}
+
+#[test]
+fn a_definition_needs_jobs() {
+    assert_eq!(error_of("name: ci\n").to_string(), "field `jobs`: required: a mapping of job ids to jobs");
+    assert_eq!(error_of("jobs: {}\n").to_string(), "field `jobs`: at least one job is required");
+    assert_eq!(error_of("").message, "the definition is empty");
+    assert!(error_of("- a\n- b\n").message.starts_with("expected a mapping"));
+}
+
+#[test]
+fn malformed_yaml_is_refused_with_the_parser_message() {
+    let err = error_of("jobs:\n  a: [unclosed\n");
+    assert!(err.message.starts_with("invalid YAML"), "{err}");
+}
+
+#[test]
+fn a_definition_over_256_kib_is_refused_before_parsing() {
+    let mut yaml = String::from("jobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
+    yaml.push_str(&format!("# {}\n", "x".repeat(MAX_DEFINITION_BYTES)));
+    assert!(error_of(&yaml).message.contains("at most 262144"));
+}
+
+fn jobs_yaml(count: usize, steps: usize) -> String {
+    let steps: Vec<&str> = vec!["{run: x}"; steps];
+    let mut yaml = String::from("jobs:\n");
+    for job in 0..count {
+        yaml.push_str(&format!("  j{job}: {{runs-on: l, steps: [{}]}}\n", steps.join(", ")));
+    }
+    yaml
+}
+
+#[test]
+fn up_to_256_jobs_are_accepted_and_257_refused() {
+    assert_eq!(parse_definition(&jobs_yaml(256, 1)).unwrap().jobs.len(), 256);
+    assert_eq!(error_of(&jobs_yaml(257, 1)).to_string(), "field `jobs`: 257 jobs, at most 256 are accepted");
+}
+
+#[test]
+fn up_to_100_steps_a_job_are_accepted_and_101_refused() {
+    assert_eq!(parse_definition(&jobs_yaml(1, 100)).unwrap().jobs[0].steps.len(), 100);
+    assert_eq!(
+        error_of(&jobs_yaml(1, 101)).to_string(),
+        "job `j0`, field `steps`: 101 steps, at most 100 are accepted"
+    );
+}
+
+#[test]
+fn definition_error_display_covers_every_location() {
+    let both = DefinitionError::in_job("test", Some("needs"), "unknown job `buidl`");
+    assert_eq!(both.to_string(), "job `test`, field `needs`: unknown job `buidl`");
+    assert_eq!(DefinitionError::in_job("test", None, "m").to_string(), "job `test`: m");
+    assert_eq!(DefinitionError::document("m").to_string(), "m");
+}
+
+#[test]
+fn definition_error_maps_to_a_400_invalid_definition() {
+    let api: ApiError = DefinitionError::in_job("t", Some("needs"), "unknown job `x`").into();
+    assert_eq!(api.code, ErrorCode::InvalidDefinition);
+    assert_eq!(api.status(), http::StatusCode::BAD_REQUEST);
+    assert_eq!(api.message, "job `t`, field `needs`: unknown job `x`");
+}

@@ -1,0 +1,262 @@
+//! Reads a parsed YAML tree into a [`WorkflowDefinition`], field by field,
+//! so that every refusal names its job and field (behaviour.md §8).
+//!
+//! Cross-job rules (unknown needs, cycles) are checked afterwards by
+//! `definition::parse_definition`, once every job has been read.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::condition::{JobCondition, SUPPORTED_CONDITIONS};
+use super::definition::{
+    DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition, DEFAULT_JOB_TIMEOUT_MINUTES,
+    DEFAULT_RUN_TIMEOUT_MINUTES, MAX_JOBS, MAX_JOB_ID_LEN, MAX_STEPS_PER_JOB, MAX_TIMEOUT_MINUTES,
+};
+use super::yaml::YamlNode;
+use crate::runners::labels;
+
+const WORKFLOW_FIELDS: &[&str] = &["name", "env", "timeout-minutes", "jobs", "on"];
+const JOB_FIELDS: &[&str] = &["name", "runs-on", "needs", "if", "timeout-minutes", "env", "steps"];
+const STEP_FIELDS: &[&str] = &["name", "run", "env", "timeout-minutes"];
+
+/// Where in the definition a value sits, to build precise errors.
+#[derive(Debug, Clone, Default)]
+struct Location {
+    job: Option<String>,
+    path: Option<String>,
+}
+
+impl Location {
+    fn job(key: &str) -> Self {
+        Self { job: Some(key.to_string()), path: None }
+    }
+
+    fn field(&self, name: &str) -> Self {
+        let path = match &self.path {
+            Some(prefix) => format!("{prefix}.{name}"),
+            None => name.to_string(),
+        };
+        Self { job: self.job.clone(), path: Some(path) }
+    }
+
+    fn step(&self, position: usize) -> Self {
+        Self { job: self.job.clone(), path: Some(format!("steps[{position}]")) }
+    }
+
+    fn error(&self, message: impl Into<String>) -> DefinitionError {
+        DefinitionError { job: self.job.clone(), field: self.path.clone(), message: message.into() }
+    }
+
+    fn expected(&self, what: &str, found: &YamlNode) -> DefinitionError {
+        self.error(format!("expected {what}, found {}", found.kind()))
+    }
+}
+
+/// The entries of a mapping by key, refused if a key repeats or is not one
+/// of `allowed`.
+struct Fields<'a> {
+    entries: Vec<(String, &'a YamlNode)>,
+}
+
+impl<'a> Fields<'a> {
+    fn read(node: &'a YamlNode, allowed: &[&str], at: &Location, what: &str) -> Result<Self, DefinitionError> {
+        let YamlNode::Mapping(mapping) = node else { return Err(at.expected(what, node)) };
+        let mut entries: Vec<(String, &YamlNode)> = Vec::with_capacity(mapping.len());
+        for (key, value) in mapping {
+            let Some(key) = key.scalar_text() else { return Err(at.expected("text keys", key)) };
+            if entries.iter().any(|(seen, _)| *seen == key) {
+                return Err(at.field(&key).error("given more than once"));
+            }
+            if key == "uses" {
+                return Err(at.field(&key).error("actions are not supported: a step runs a shell command with `run`"));
+            }
+            if !allowed.contains(&key.as_str()) {
+                return Err(at.field(&key).error(format!("unknown field, expected one of: {}", allowed.join(", "))));
+            }
+            entries.push((key, value));
+        }
+        Ok(Self { entries })
+    }
+
+    fn get(&self, name: &str) -> Option<&'a YamlNode> {
+        self.entries.iter().find(|(key, _)| key == name).map(|(_, value)| *value)
+    }
+}
+
+/// Reads the whole workflow; see the module doc.
+pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, DefinitionError> {
+    if *root == YamlNode::Null {
+        return Err(DefinitionError::document("the definition is empty"));
+    }
+    let top = Location::default();
+    let fields = Fields::read(root, WORKFLOW_FIELDS, &top, "a mapping with `jobs`")?;
+    let name = fields.get("name").map(|node| read_text(node, &top.field("name"))).transpose()?.flatten();
+    let env = read_env(fields.get("env"), &top.field("env"))?;
+    let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &top.field("timeout-minutes"))?
+        .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
+    let jobs = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
+    Ok(WorkflowDefinition { name, env, timeout_minutes, jobs })
+}
+
+fn read_jobs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<JobDefinition>, DefinitionError> {
+    let Some(node) = node else { return Err(at.error("required: a mapping of job ids to jobs")) };
+    let YamlNode::Mapping(entries) = node else { return Err(at.expected("a mapping of job ids to jobs", node)) };
+    if entries.is_empty() {
+        return Err(at.error("at least one job is required"));
+    }
+    if entries.len() > MAX_JOBS {
+        return Err(at.error(format!("{} jobs, at most {MAX_JOBS} are accepted", entries.len())));
+    }
+    let mut seen = HashSet::with_capacity(entries.len());
+    let mut jobs = Vec::with_capacity(entries.len());
+    for (key, body) in entries {
+        let Some(key) = key.scalar_text() else { return Err(at.expected("job ids as text", key)) };
+        check_job_id(&key)?;
+        if !seen.insert(key.clone()) {
+            return Err(DefinitionError::in_job(key, None, "duplicate job id"));
+        }
+        jobs.push(read_job(&key, body)?);
+    }
+    Ok(jobs)
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_-]*$`, at most 100 characters.
+fn check_job_id(key: &str) -> Result<(), DefinitionError> {
+    let mut chars = key.chars();
+    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if well_formed && key.len() <= MAX_JOB_ID_LEN {
+        return Ok(());
+    }
+    let shown =
+        if key.chars().count() > 40 { format!("{}…", key.chars().take(40).collect::<String>()) } else { key.into() };
+    Err(DefinitionError::in_job(
+        shown,
+        None,
+        format!(
+            "invalid job id: it starts with a letter or '_', holds only letters, digits, '_' and '-', \
+             and has at most {MAX_JOB_ID_LEN} characters"
+        ),
+    ))
+}
+
+fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError> {
+    let at = Location::job(key);
+    let fields = Fields::read(body, JOB_FIELDS, &at, "a mapping with `runs-on` and `steps`")?;
+    let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
+    let labels = read_runs_on(fields.get("runs-on"), &at.field("runs-on"))?;
+    let needs = read_needs(fields.get("needs"), &at.field("needs"))?;
+    let condition = read_condition(fields.get("if"), &at.field("if"))?;
+    let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
+        .unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES);
+    let env = read_env(fields.get("env"), &at.field("env"))?;
+    let steps = read_steps(fields.get("steps"), &at.field("steps"))?;
+    Ok(JobDefinition { key: key.to_string(), name, labels, needs, condition, timeout_minutes, env, steps })
+}
+
+fn read_runs_on(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
+    let Some(node) = node else { return Err(at.error("required: the labels a runner must offer to run this job")) };
+    let raw = read_text_list(node, at, "a label or a list of labels")?;
+    labels::canonicalize(&raw).map_err(|err| at.error(err.to_string()))
+}
+
+fn read_needs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
+    let Some(node) = node else { return Ok(Vec::new()) };
+    let mut needs: Vec<String> = Vec::new();
+    for need in read_text_list(node, at, "a job id or a list of job ids")? {
+        if !needs.contains(&need) {
+            needs.push(need);
+        }
+    }
+    Ok(needs)
+}
+
+fn read_condition(node: Option<&YamlNode>, at: &Location) -> Result<JobCondition, DefinitionError> {
+    let Some(node) = node else { return Ok(JobCondition::default()) };
+    let YamlNode::String(raw) = node else { return Err(at.expected(SUPPORTED_CONDITIONS, node)) };
+    JobCondition::parse(raw)
+        .ok_or_else(|| at.error(format!("unsupported condition `{}`, expected {SUPPORTED_CONDITIONS}", raw.trim())))
+}
+
+fn read_steps(node: Option<&YamlNode>, at: &Location) -> Result<Vec<StepDefinition>, DefinitionError> {
+    let Some(node) = node else { return Err(at.error("required: a list of steps")) };
+    let YamlNode::Sequence(items) = node else { return Err(at.expected("a list of steps", node)) };
+    if items.is_empty() {
+        return Err(at.error("at least one step is required"));
+    }
+    if items.len() > MAX_STEPS_PER_JOB {
+        return Err(at.error(format!("{} steps, at most {MAX_STEPS_PER_JOB} are accepted", items.len())));
+    }
+    items.iter().enumerate().map(|(position, item)| read_step(item, &at.step(position))).collect()
+}
+
+fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, DefinitionError> {
+    let fields = Fields::read(node, STEP_FIELDS, at, "a mapping with `run`")?;
+    let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
+    let run = match fields.get("run") {
+        None => return Err(at.field("run").error("required: the shell command to run")),
+        Some(YamlNode::String(run)) if run.trim().is_empty() => return Err(at.field("run").error("must not be empty")),
+        Some(YamlNode::String(run)) => run.clone(),
+        Some(other) => return Err(at.field("run").expected("a string", other)),
+    };
+    let env = read_env(fields.get("env"), &at.field("env"))?;
+    let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
+    Ok(StepDefinition { name, run, env, timeout_minutes })
+}
+
+/// `env`: a mapping of names to scalars (numbers and booleans are turned
+/// into their text, null into the empty string, as a shell would see them).
+fn read_env(node: Option<&YamlNode>, at: &Location) -> Result<BTreeMap<String, String>, DefinitionError> {
+    let Some(node) = node else { return Ok(BTreeMap::new()) };
+    let YamlNode::Mapping(entries) = node else {
+        return if *node == YamlNode::Null { Ok(BTreeMap::new()) } else { Err(at.expected("a mapping", node)) };
+    };
+    let mut env = BTreeMap::new();
+    for (name, value) in entries {
+        let Some(name) = name.scalar_text() else { return Err(at.expected("variable names as text", name)) };
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(at.error(format!("invalid variable name `{name}`: not empty, no '=' and no NUL")));
+        }
+        let value = match value {
+            YamlNode::Null => String::new(),
+            scalar => scalar.scalar_text().ok_or_else(|| at.field(&name).expected("a string", scalar))?,
+        };
+        if env.insert(name.clone(), value).is_some() {
+            return Err(at.error(format!("variable `{name}` is given more than once")));
+        }
+    }
+    Ok(env)
+}
+
+/// `timeout-minutes`: a whole number of minutes, 1 to 30 days.
+fn read_timeout(node: Option<&YamlNode>, at: &Location) -> Result<Option<u32>, DefinitionError> {
+    let Some(node) = node else { return Ok(None) };
+    match node {
+        YamlNode::Integer(minutes) if (1..=i128::from(MAX_TIMEOUT_MINUTES)).contains(minutes) => {
+            Ok(u32::try_from(*minutes).ok())
+        }
+        _ => Err(at.error(format!("must be a whole number of minutes from 1 to {MAX_TIMEOUT_MINUTES}"))),
+    }
+}
+
+/// A display name: any scalar as text; null means none.
+fn read_text(node: &YamlNode, at: &Location) -> Result<Option<String>, DefinitionError> {
+    match node {
+        YamlNode::Null => Ok(None),
+        scalar => scalar.scalar_text().map(Some).ok_or_else(|| at.expected("a string", scalar)),
+    }
+}
+
+/// A string, or a list of strings.
+fn read_text_list(node: &YamlNode, at: &Location, what: &str) -> Result<Vec<String>, DefinitionError> {
+    match node {
+        YamlNode::String(single) => Ok(vec![single.clone()]),
+        YamlNode::Sequence(items) => items
+            .iter()
+            .map(|item| match item {
+                YamlNode::String(text) => Ok(text.clone()),
+                other => Err(at.expected(what, other)),
+            })
+            .collect(),
+        other => Err(at.expected(what, other)),
+    }
+}
