@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub mod relay;
+pub mod schema;
 pub mod subscriber;
 
 use chrono::{DateTime, Utc};
