@@ -1,0 +1,186 @@
+//! The dev host: every Baton function in one process against the local
+//! stack. It replaces only the triggers (API Gateway, SQS and DynamoDB Streams
+//! event-source mappings, EventBridge schedules); the handlers are the ones
+//! that run on Lambda.
+
+pub mod api;
+pub mod functions;
+pub mod schedule;
+pub mod sqs;
+pub mod stream;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_shared::aws::AwsClients;
+use baton_shared::config::Config;
+use baton_shared::provision::Provisioned;
+use baton_shared::resources::{Resources, Trigger};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::functions::Functions;
+
+/// Receives the stop signal.
+pub type Shutdown = watch::Receiver<()>;
+
+/// How the dev host drives its triggers.
+#[derive(Clone)]
+pub struct HostOptions {
+    /// Where the API listens (port 0: any free port).
+    pub api_addr: SocketAddr,
+    /// How soon a message a function failed becomes visible again
+    /// (`BATON_DEV_RETRY_DELAY_S`, default 1 s; AWS waits the visibility timeout).
+    pub sqs_retry_delay: Duration,
+    /// Pause between stream reads when the stream is idle (default 100 ms).
+    pub stream_idle_delay: Duration,
+    /// SQS handlers mounted in addition to Baton's functions, by function
+    /// name (tests mount probe subscribers this way).
+    pub extra_sqs_functions: HashMap<String, sqs::SqsHandler>,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            api_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sqs_retry_delay: Duration::from_secs(1),
+            stream_idle_delay: Duration::from_millis(100),
+            extra_sqs_functions: HashMap::new(),
+        }
+    }
+}
+
+/// The configuration variables a function gets on Lambda, for this stack:
+/// the resource names, then `overrides` (timings, the admin token, …).
+pub fn function_env(provisioned: &Provisioned, overrides: &HashMap<String, String>) -> HashMap<String, String> {
+    let mut env = HashMap::from([
+        ("BATON_TABLE".to_string(), provisioned.table.clone()),
+        ("BATON_BUS".to_string(), provisioned.bus.clone()),
+    ]);
+    if let Some(arn) = provisioned.state_machines.get("run-attempt") {
+        env.insert("BATON_RUN_STATE_MACHINE_ARN".into(), arn.clone());
+    }
+    env.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// A running dev host; dropping it stops every trigger.
+pub struct DevHost {
+    pub api_url: String,
+    pub config: Config,
+    stop: watch::Sender<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Config(#[from] baton_shared::config::ConfigError),
+    #[error("{0}")]
+    Start(String),
+}
+
+impl DevHost {
+    pub async fn start(
+        clients: &AwsClients,
+        provisioned: &Provisioned,
+        env: &HashMap<String, String>,
+        options: HostOptions,
+    ) -> Result<Self, HostError> {
+        let config = Config::from_map(env)?;
+        let resources = Resources::load();
+        let functions = Arc::new(Functions::new(&config, clients));
+        let (stop, shutdown) = watch::channel(());
+        let mut tasks = Vec::new();
+
+        let gateway = Arc::new(api::Gateway { routes: provisioned.plan.routes.clone(), functions: functions.clone() });
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let gateway = gateway.clone();
+            async move { gateway.serve(req).await }
+        });
+        let listener = tokio::net::TcpListener::bind(options.api_addr)
+            .await
+            .map_err(|e| HostError::Start(format!("binding {}: {e}", options.api_addr)))?;
+        let addr = listener.local_addr().map_err(|e| HostError::Start(e.to_string()))?;
+        let mut api_shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = api_shutdown.changed().await;
+                })
+                .await;
+            if let Err(err) = served {
+                tracing::error!(error = %err, "API server stopped");
+            }
+        }));
+
+        for queue in &provisioned.plan.queues {
+            let Some(addresses) = provisioned.queues.get(&queue.logical) else {
+                return Err(HostError::Start(format!("queue {} was not provisioned", queue.logical)));
+            };
+            let function = queue.function.clone();
+            let mounted = functions.clone();
+            let handler: sqs::SqsHandler = match options.extra_sqs_functions.get(&queue.function) {
+                Some(extra) => extra.clone(),
+                None => Arc::new(move |event| {
+                    let function = function.clone();
+                    let mounted = mounted.clone();
+                    Box::pin(async move { mounted.sqs(&function, event).await.map_err(|e| e.to_string()) })
+                }),
+            };
+            let poller = sqs::QueuePoller {
+                handler,
+                queue_url: addresses.url.clone(),
+                queue_arn: addresses.arn.clone(),
+                batch_size: queue.batch_size as i32,
+                retry_delay: options.sqs_retry_delay,
+                sqs: clients.sqs.clone(),
+            };
+            tasks.push(tokio::spawn(poller.run(shutdown.clone())));
+        }
+
+        for function in resources.functions.iter().filter(|f| f.trigger == Trigger::Stream) {
+            let poller = stream::StreamPoller {
+                function: function.name.clone(),
+                stream_arn: provisioned.stream_arn.clone(),
+                batch_size: function.batch_size.unwrap_or(100) as i32,
+                idle_delay: options.stream_idle_delay,
+                retry_delay: options.sqs_retry_delay,
+                streams: clients.dynamodb_streams.clone(),
+                functions: functions.clone(),
+            };
+            tasks.push(tokio::spawn(poller.run(shutdown.clone())));
+        }
+
+        for schedule in &provisioned.plan.schedules {
+            let period = env
+                .get(&schedule.period_config)
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(Duration::from_secs)
+                .unwrap_or(config.reaper_period);
+            let ticker = schedule::Ticker { function: schedule.function.clone(), period, functions: functions.clone() };
+            tasks.push(tokio::spawn(ticker.run(shutdown.clone())));
+        }
+
+        Ok(Self { api_url: format!("http://{addr}"), config, stop, tasks })
+    }
+
+    /// Stops every trigger and waits for in-flight work to finish.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(());
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for DevHost {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

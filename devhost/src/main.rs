@@ -1,0 +1,96 @@
+//! `baton-devhost`: provisions the local stack on the emulator and runs every
+//! function against it.
+//!
+//! - `baton-devhost plan [--stage S]` prints the resource plan (JSON) that the
+//!   CDK tests compare the synthesized template with.
+//! - `baton-devhost run` (the default) provisions stage `BATON_STAGE` (default
+//!   `dev`) on `BATON_AWS_ENDPOINT`, serves the API on 127.0.0.1:`BATON_PORT`
+//!   (default 8080) and prints the API URL and the admin token
+//!   (`BATON_ADMIN_TOKEN`, or a new one). Ctrl-C stops it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use baton_devhost::{function_env, DevHost, HostOptions};
+use baton_shared::aws::AwsClients;
+use baton_shared::provision::{default_infra_dir, provision, Plan};
+use baton_shared::resources::{Naming, Resources};
+
+fn arg_value(args: &[String], flag: &str) -> Option<String> {
+    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned()
+}
+
+fn plan(stage: &str) -> Result<Plan, String> {
+    Plan::new(&Resources::load(), &Naming::for_stage(stage), &default_infra_dir()).map_err(|e| e.to_string())
+}
+
+fn new_admin_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 24] = rand::rng().random();
+    format!("bat_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+async fn run() -> Result<(), String> {
+    let endpoint = std::env::var("BATON_AWS_ENDPOINT")
+        .map_err(|_| "BATON_AWS_ENDPOINT is not set (use `make dev`, which starts the emulator)".to_string())?;
+    let stage = std::env::var("BATON_STAGE").unwrap_or_else(|_| "dev".into());
+    let port: u16 = match std::env::var("BATON_PORT") {
+        Ok(raw) => raw.parse().map_err(|_| format!("BATON_PORT must be a port number, got {raw:?}"))?,
+        Err(_) => 8080,
+    };
+    let admin_token = std::env::var("BATON_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()).unwrap_or_else(new_admin_token);
+
+    let clients = AwsClients::local(&endpoint).await;
+    let plan = plan(&stage)?;
+    let provisioned = provision(&clients, &plan).await.map_err(|e| e.to_string())?;
+    let mut overrides: HashMap<String, String> =
+        std::env::vars().filter(|(k, _)| k.starts_with("BATON_") && k != "BATON_AWS_ENDPOINT").collect();
+    overrides.insert("BATON_STAGE".into(), stage.clone());
+    overrides.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
+    let env = function_env(&provisioned, &overrides);
+    let retry_delay = std::env::var("BATON_DEV_RETRY_DELAY_S").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let options = HostOptions {
+        api_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        sqs_retry_delay: std::time::Duration::from_secs(retry_delay),
+        ..HostOptions::default()
+    };
+    let host = DevHost::start(&clients, &provisioned, &env, options).await.map_err(|e| e.to_string())?;
+    println!("Baton dev stack is up (stage {stage}, emulator {endpoint})");
+    println!("  API:         {}", host.api_url);
+    println!("  Admin token: {admin_token}");
+    println!("  Try:         curl {}/v1/health", host.api_url);
+    println!("Press Ctrl-C to stop.");
+
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("installing SIGTERM handler: {e}"))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    println!("Stopping…");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("plan") => plan(&arg_value(&args, "--stage").unwrap_or_else(|| "dev".into())).and_then(|plan| {
+            serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
+        }),
+        None | Some("run") => {
+            baton_shared::telemetry::init();
+            run().await
+        }
+        Some(other) => Err(format!("unknown command {other:?}; use `plan [--stage S]` or `run`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("baton-devhost: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

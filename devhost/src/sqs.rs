@@ -1,0 +1,123 @@
+//! An SQS event-source mapping: receive a batch, invoke the function, delete
+//! what succeeded. A message the function reports as failed is left on the
+//! queue and made visible again after `retry_delay` (on AWS: after the
+//! visibility timeout); SQS itself moves it to the DLQ once it has been
+//! received `maxReceiveCount` times.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use serde_json::json;
+
+use crate::Shutdown;
+
+/// What a queue's messages are handed to: a function's SQS handler.
+pub type SqsHandler =
+    Arc<dyn Fn(SqsEvent) -> futures::future::BoxFuture<'static, Result<SqsBatchResponse, String>> + Send + Sync>;
+
+pub struct QueuePoller {
+    pub handler: SqsHandler,
+    pub queue_url: String,
+    pub queue_arn: String,
+    pub batch_size: i32,
+    pub retry_delay: Duration,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl QueuePoller {
+    pub async fn run(self, mut shutdown: Shutdown) {
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                result = self.poll_once() => {
+                    if let Err(err) = result {
+                        tracing::warn!(queue = %self.queue_url, error = %err, "queue poll failed");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One receive → invoke → settle cycle; returns how many messages it saw.
+    pub async fn poll_once(&self) -> Result<usize, String> {
+        let received = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(self.batch_size)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let messages = received.messages();
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        let records: Vec<_> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, serde_json::Value> = m
+                    .attributes()
+                    .map(|a| a.iter().map(|(k, v)| (k.as_str().to_string(), json!(v))).collect())
+                    .unwrap_or_default();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "attributes": attributes,
+                    "messageAttributes": {},
+                    "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.queue_arn,
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        let event: SqsEvent =
+            serde_json::from_value(json!({ "Records": records })).map_err(|e| format!("building SQS event: {e}"))?;
+        let failed: Vec<String> = match (self.handler)(event).await {
+            Ok(response) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+            Err(err) => {
+                // A function that cannot take the batch fails all of it, as on Lambda.
+                tracing::error!(error = %err, "function failed the whole batch");
+                messages.iter().filter_map(|m| m.message_id().map(str::to_string)).collect()
+            }
+        };
+        let mut deletes = Vec::new();
+        for (i, message) in messages.iter().enumerate() {
+            let (Some(id), Some(handle)) = (message.message_id(), message.receipt_handle()) else { continue };
+            if failed.iter().any(|f| f == id) {
+                let _ = self
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(handle)
+                    .visibility_timeout(self.retry_delay.as_secs() as i32)
+                    .send()
+                    .await;
+            } else {
+                deletes.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(handle)
+                        .build()
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+        }
+        if !deletes.is_empty() {
+            self.sqs
+                .delete_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(deletes))
+                .send()
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+        }
+        Ok(messages.len())
+    }
+}

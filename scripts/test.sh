@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make test`: every test. Lints, then Rust unit and integration tests against
+# a moto server started here on a free port (stopped on exit), then the infra
+# tests (CDK synth + assertions, cfn-lint, asl-validator) when infra/ has them.
+set -euo pipefail
+source "$(dirname "$0")/local-aws.sh"
+cd "$ROOT"
+trap stop_moto EXIT
+
+ensure_venv
+
+echo "== format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -q -- -D warnings
+
+echo "== Rust tests (unit, and integration against moto)"
+start_moto "${BATON_MOTO_PORT:-$(free_port)}"
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast --failure-output final
+else
+  cargo test --workspace --no-fail-fast
+fi
+stop_moto
+
+if [ -f infra/package.json ]; then
+  echo "== infra tests"
+  mkdir -p target
+  cargo run -q -p baton-devhost -- plan --stage test > target/plan-test.json
+  export BATON_PLAN_JSON="$ROOT/target/plan-test.json"
+  (cd infra && npm ci --no-audit --no-fund --loglevel=error && npm test)
+fi
+echo "== all tests passed"

@@ -1,0 +1,194 @@
+//! The harness of the integration tests: a freshly provisioned stack (its own
+//! stage prefix, so tests share one emulator without seeing each other's
+//! resources), the dev host in front of it, and waits on conditions.
+//!
+//! The emulator is started by `make test` (scripts/test.sh), which exports
+//! `BATON_AWS_ENDPOINT`. Nothing here mocks AWS.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::sqs::SqsEvent;
+use baton_devhost::sqs::SqsHandler;
+use baton_devhost::{function_env, DevHost, HostOptions};
+use baton_shared::aws::AwsClients;
+use baton_shared::facts::schema::validate;
+use baton_shared::facts::subscriber::consume;
+use baton_shared::facts::ALL_DETAIL_TYPES;
+use baton_shared::provision::{default_infra_dir, provision, Plan, PlannedQueue, PlannedRule, Provisioned};
+use baton_shared::resources::{Naming, Resources};
+use baton_shared::store::Store;
+
+/// A fact as the capture subscriber received it, with the outcome of
+/// validating it against its JSON Schema.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub detail_type: String,
+    pub detail: serde_json::Value,
+    pub schema_check: Result<(), String>,
+}
+
+/// Logical name of the subscriber every test stack adds to receive every fact.
+pub const CAPTURE: &str = "capture";
+
+/// One provisioned stack with the dev host running in front of it, and a
+/// capture subscriber that receives every fact Baton publishes.
+pub struct TestStack {
+    pub captured: Arc<Mutex<Vec<Captured>>>,
+    pub clients: AwsClients,
+    pub provisioned: Provisioned,
+    pub host: DevHost,
+    pub api: String,
+    pub http: reqwest::Client,
+    pub store: Store,
+}
+
+/// The emulator's endpoint; the tests cannot run without it.
+pub fn endpoint() -> String {
+    std::env::var("BATON_AWS_ENDPOINT")
+        .unwrap_or_else(|_| panic!("BATON_AWS_ENDPOINT is not set: run the tests with `make test`, which starts moto"))
+}
+
+/// A stage name no other test uses.
+pub fn unique_stage() -> String {
+    use rand::Rng;
+    let n: u64 = rand::rng().random();
+    format!("t{:010x}", n & 0xff_ffff_ffff)
+}
+
+/// Settings that make tests fast: short retry delays; everything else is the
+/// production default unless a test overrides it.
+pub fn test_env() -> HashMap<String, String> {
+    HashMap::new()
+}
+
+impl TestStack {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}, HashMap::new()).await
+    }
+
+    /// A stack whose plan `customize` may extend (a probe subscriber, …) and
+    /// whose functions see `overrides` in their configuration.
+    pub async fn start_with(customize: impl FnOnce(&mut Plan), overrides: HashMap<String, String>) -> Self {
+        Self::start_custom(customize, overrides, HostOptions::default()).await
+    }
+
+    /// As [`TestStack::start_with`], with the dev host's options (extra SQS
+    /// functions, delays) chosen by the test.
+    pub async fn start_custom(
+        customize: impl FnOnce(&mut Plan),
+        overrides: HashMap<String, String>,
+        mut options: HostOptions,
+    ) -> Self {
+        let captured: Arc<Mutex<Vec<Captured>>> = Arc::default();
+        options.extra_sqs_functions.insert(CAPTURE.into(), capture_handler(captured.clone()));
+        let clients = AwsClients::local(&endpoint()).await;
+        let mut plan = Plan::new(&Resources::load(), &Naming::for_stage(&unique_stage()), &default_infra_dir())
+            .expect("the plan builds from resources.json");
+        add_subscriber(&mut plan, CAPTURE, ALL_DETAIL_TYPES.iter().map(|d| d.to_string()).collect(), 5);
+        customize(&mut plan);
+        let provisioned = provision(&clients, &plan).await.expect("provisioning on the emulator");
+        let mut env = test_env();
+        env.extend(overrides);
+        let env = function_env(&provisioned, &env);
+        let host = DevHost::start(&clients, &provisioned, &env, options).await.expect("dev host starts");
+        let api = host.api_url.clone();
+        let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
+        Self { captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
+    }
+
+    /// The captured facts of `detail_type` so far.
+    pub fn facts(&self, detail_type: &str) -> Vec<serde_json::Value> {
+        let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+        captured.iter().filter(|c| c.detail_type == detail_type).map(|c| c.detail.clone()).collect()
+    }
+
+    /// Waits until a fact of `detail_type` matching `pred` was published.
+    pub async fn wait_fact(
+        &self,
+        detail_type: &str,
+        timeout: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        wait_for(&format!("a {detail_type} fact"), timeout, || async {
+            self.facts(detail_type).into_iter().find(|d| pred(d))
+        })
+        .await
+    }
+
+    /// Every fact published so far validated against its schema.
+    pub fn assert_all_facts_valid(&self) {
+        let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+        for fact in captured.iter() {
+            if let Err(err) = &fact.schema_check {
+                panic!("{} does not match its schema: {err}\n{:#}", fact.detail_type, fact.detail);
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.api)
+    }
+}
+
+/// Adds a subscriber (rule → queue with DLQ) to the plan, for a function the
+/// test mounts itself.
+pub fn add_subscriber(plan: &mut Plan, logical: &str, facts: Vec<String>, max_receive_count: u32) {
+    let name = format!("{}{logical}", plan.prefix);
+    plan.queues.push(PlannedQueue {
+        logical: logical.into(),
+        name: name.clone(),
+        dlq_name: format!("{name}-dlq"),
+        function: logical.into(),
+        visibility_timeout_s: 30,
+        max_receive_count,
+        batch_size: 10,
+    });
+    plan.rules.push(PlannedRule {
+        name: name.clone(),
+        queue: name,
+        event_pattern: serde_json::json!({"detail-type": facts}),
+    });
+}
+
+fn capture_handler(captured: Arc<Mutex<Vec<Captured>>>) -> SqsHandler {
+    Arc::new(move |event: SqsEvent| {
+        let captured = captured.clone();
+        Box::pin(async move {
+            Ok(consume(event, |delivered| {
+                let captured = captured.clone();
+                async move {
+                    let schema_check = validate(&delivered.detail_type, &delivered.detail);
+                    captured.lock().unwrap_or_else(|e| e.into_inner()).push(Captured {
+                        detail_type: delivered.detail_type,
+                        detail: delivered.detail,
+                        schema_check,
+                    });
+                    Ok(())
+                }
+            })
+            .await)
+        })
+    })
+}
+
+/// Polls `check` until it yields a value, failing the test after `timeout`.
+/// Tests wait on conditions, never on bare sleeps.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
