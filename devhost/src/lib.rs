@@ -90,6 +90,15 @@ impl DevHost {
         options: HostOptions,
     ) -> Result<Self, HostError> {
         let config = Config::from_map(env)?;
+        if let Some(token) = &config.bootstrap_admin_token {
+            // As an operator would with a first deploy: the admin token's hash
+            // is stored like any other operator token; the secret never is.
+            let store = baton_shared::store::Store::new(clients.dynamodb.clone(), config.table_name.clone());
+            store
+                .put_operator_token(token, None, Some("bootstrap admin"))
+                .await
+                .map_err(|e| HostError::Start(format!("storing the admin token: {e}")))?;
+        }
         let resources = Resources::load();
         let functions = Arc::new(Functions::new(&config, clients));
         let (stop, shutdown) = watch::channel(());

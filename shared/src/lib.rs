@@ -3,6 +3,7 @@
 //! the AWS adapters. Layering reads top-down: functions → store → pure
 //! decisions; nothing here imports a function crate.
 
+pub mod auth;
 pub mod aws;
 pub mod config;
 pub mod error;

@@ -36,6 +36,8 @@ pub const CAPTURE: &str = "capture";
 /// One provisioned stack with the dev host running in front of it, and a
 /// capture subscriber that receives every fact Baton publishes.
 pub struct TestStack {
+    /// An admin operator token (`bat_`), valid for every workspace.
+    pub admin_token: String,
     pub captured: Arc<Mutex<Vec<Captured>>>,
     pub clients: AwsClients,
     pub provisioned: Provisioned,
@@ -90,13 +92,15 @@ impl TestStack {
         add_subscriber(&mut plan, CAPTURE, ALL_DETAIL_TYPES.iter().map(|d| d.to_string()).collect(), 5);
         customize(&mut plan);
         let provisioned = provision(&clients, &plan).await.expect("provisioning on the emulator");
+        let admin_token = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
         let mut env = test_env();
+        env.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
         env.extend(overrides);
         let env = function_env(&provisioned, &env);
         let host = DevHost::start(&clients, &provisioned, &env, options).await.expect("dev host starts");
         let api = host.api_url.clone();
         let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
-        Self { captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
+        Self { admin_token, captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
     }
 
     /// The captured facts of `detail_type` so far.

@@ -90,3 +90,4 @@ pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreE
 
 pub mod outbox;
 pub mod processed;
+pub mod operators;
