@@ -1,0 +1,773 @@
+/**
+ * Baton's AWS stack, built generically from `infra/resources.json`: every
+ * function, route, subscriber, task queue, schedule and state machine in that
+ * file becomes resources here by iteration, with the physical names of
+ * `Naming` in `shared/src/resources.rs` (`baton-<stage>-<logical>`, DLQs
+ * `baton-<stage>-<logical>-dlq`), so the local provisioner's plan and this
+ * stack agree (the agreement test proves it).
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, StackProps, Tags } from 'aws-cdk-lib';
+import * as apigw from 'aws-cdk-lib/aws-apigateway';
+import * as apigwv2 from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { RustFunction } from 'cargo-lambda-cdk';
+import { Construct } from 'constructs';
+
+import { RepoPaths } from './repo';
+import {
+  FunctionSpec,
+  Naming,
+  Permission,
+  QueueSpec,
+  Resources,
+  allQueues,
+  loadResources,
+  parsePermission,
+  pascal,
+  placeholders,
+  validateResources,
+} from './resources';
+
+/** The state machine whose ARN every function gets as `BATON_RUN_STATE_MACHINE_ARN`. */
+export const RUN_STATE_MACHINE = 'run-attempt';
+
+/** The custom metric of the oldest-pending-job alarm (EMF, emitted by the functions). */
+export const PENDING_JOB_METRIC = { namespace: 'Baton', metricName: 'OldestPendingJobAgeSeconds' } as const;
+
+/**
+ * IAM actions granted on `Resource: "*"`, and why. These are the only
+ * wildcards on a function's role; each is granted only to functions whose
+ * permissions (or trigger) ask for it. The test `least-privilege` enforces it.
+ */
+export const WILDCARD_EXCEPTIONS: Readonly<Record<string, string>> = {
+  'dynamodb:ListStreams':
+    'stream:read: ListStreams does not support resource-level permissions (granted by grantStreamRead / the stream event source)',
+  'sqs:ListQueues': 'queue:list: ListQueues does not support resource-level permissions',
+  'states:ListStateMachines': 'states:describe: ListStateMachines does not support resource-level permissions',
+  'states:SendTaskSuccess':
+    'states:callback: task tokens of service-integration (.waitForTaskToken) tasks cannot be scoped by IAM; the Service Authorization Reference lists no resource type',
+  'states:SendTaskFailure': 'states:callback: as SendTaskSuccess',
+  'states:SendTaskHeartbeat': 'states:callback: as SendTaskSuccess',
+};
+
+/**
+ * Wildcards on a state machine's role, added by CDK because AWS requires them:
+ * the CloudWatch Logs vended-delivery APIs (logging) and X-Ray (tracing).
+ */
+export const STATE_MACHINE_WILDCARD_EXCEPTIONS: readonly string[] = [
+  'logs:CreateLogDelivery',
+  'logs:GetLogDelivery',
+  'logs:UpdateLogDelivery',
+  'logs:DeleteLogDelivery',
+  'logs:ListLogDeliveries',
+  'logs:PutResourcePolicy',
+  'logs:DescribeResourcePolicies',
+  'logs:DescribeLogGroups',
+  'xray:PutTraceSegments',
+  'xray:PutTelemetryRecords',
+  'xray:GetSamplingRules',
+  'xray:GetSamplingTargets',
+];
+
+export type StateMachineLogLevel = 'ALL' | 'ERROR';
+
+/** What happens when `functions/<name>/Cargo.toml` does not exist. */
+export type MissingCrates = 'error' | 'placeholder';
+
+export interface BatonStackProps extends StackProps {
+  /** Names every resource `baton-<stage>-…`. @default "dev" */
+  readonly stage?: string;
+  /** `BATON_LEASE_DURATION_S`; at least 3 × `heartbeatIntervalS`. @default 180 */
+  readonly leaseDurationS?: number;
+  /** `BATON_HEARTBEAT_INTERVAL_S`. @default 15 */
+  readonly heartbeatIntervalS?: number;
+  /** `BATON_FIRST_HEARTBEAT_GRACE_S`; at least `heartbeatIntervalS`. @default 60 */
+  readonly firstHeartbeatGraceS?: number;
+  /** `BATON_REAPER_PERIOD_S`, also the rate of every schedule using it; whole minutes (EventBridge). @default 60 */
+  readonly reaperPeriodS?: number;
+  /** `BATON_SESSION_TTL_S`. @default 3600 */
+  readonly sessionTtlS?: number;
+  /** `BATON_POLL_INTERVAL_S`. @default 5 */
+  readonly pollIntervalS?: number;
+  /** `RUST_LOG` of every function. @default "info" */
+  readonly logLevel?: string;
+  /** DynamoDB deletion protection; also keeps (RETAIN) the table when the stack is deleted. @default true */
+  readonly deletionProtection?: boolean;
+  /** Retention of the bus archive. @default resources.json `bus.archive_retention_days` */
+  readonly archiveRetentionDays?: number;
+  /** Memory of every function. @default 256 */
+  readonly functionMemoryMb?: number;
+  /** Timeout of every function, capped by the visibility timeout of the queues feeding it. @default 30 */
+  readonly functionTimeoutS?: number;
+  /** Retention of every log group of the stack. @default 30 */
+  readonly logRetentionDays?: number;
+  /** Steady-state requests per second of the API's default stage. @default 100 */
+  readonly apiThrottleRateLimit?: number;
+  /** Burst of the API's default stage. @default 200 */
+  readonly apiThrottleBurstLimit?: number;
+  /** Log level of the state machines (execution data included). @default "ERROR" */
+  readonly stateMachineLogLevel?: StateMachineLogLevel;
+  /** Threshold of the oldest-pending-job alarm. @default 900 */
+  readonly pendingJobAgeAlarmS?: number;
+  /** Retries of a failing stream batch before the relay skips it (records stay in the outbox). @default 10 */
+  readonly relayRetryAttempts?: number;
+  /** SNS topic that every alarm notifies. @default no action */
+  readonly alarmTopicArn?: string;
+  /** Resources to build (tests). @default infra/resources.json of the checkout */
+  readonly resources?: Resources;
+  /** Directory of the `*.asl.json` definitions (tests). @default infra/statemachines */
+  readonly stateMachineDir?: string;
+  /** `placeholder` builds a function whose crate is missing from an empty asset (tests, lint). @default "error" */
+  readonly missingCrates?: MissingCrates;
+  /** Where the checkout is. @default found from process.cwd() */
+  readonly repo?: RepoPaths;
+}
+
+/** Props with every default applied. */
+export interface ResolvedBatonProps {
+  readonly stage: string;
+  readonly leaseDurationS: number;
+  readonly heartbeatIntervalS: number;
+  readonly firstHeartbeatGraceS: number;
+  readonly reaperPeriodS: number;
+  readonly sessionTtlS: number;
+  readonly pollIntervalS: number;
+  readonly logLevel: string;
+  readonly deletionProtection: boolean;
+  readonly archiveRetentionDays: number;
+  readonly functionMemoryMb: number;
+  readonly functionTimeoutS: number;
+  readonly logRetentionDays: number;
+  readonly apiThrottleRateLimit: number;
+  readonly apiThrottleBurstLimit: number;
+  readonly stateMachineLogLevel: StateMachineLogLevel;
+  readonly pendingJobAgeAlarmS: number;
+  readonly relayRetryAttempts: number;
+}
+
+function wholeInRange(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
+  }
+}
+
+/**
+ * Applies defaults and checks the props with the same bounds as the functions'
+ * own start-up validation (`shared/src/config.rs`), so a deploy can never give
+ * the functions a configuration they would refuse.
+ */
+export function resolveProps(props: BatonStackProps, resources: Resources): ResolvedBatonProps {
+  const r: ResolvedBatonProps = {
+    stage: props.stage ?? 'dev',
+    leaseDurationS: props.leaseDurationS ?? 180,
+    heartbeatIntervalS: props.heartbeatIntervalS ?? 15,
+    firstHeartbeatGraceS: props.firstHeartbeatGraceS ?? 60,
+    reaperPeriodS: props.reaperPeriodS ?? 60,
+    sessionTtlS: props.sessionTtlS ?? 3600,
+    pollIntervalS: props.pollIntervalS ?? 5,
+    logLevel: props.logLevel ?? 'info',
+    deletionProtection: props.deletionProtection ?? true,
+    archiveRetentionDays: props.archiveRetentionDays ?? resources.bus.archive_retention_days,
+    functionMemoryMb: props.functionMemoryMb ?? 256,
+    functionTimeoutS: props.functionTimeoutS ?? 30,
+    logRetentionDays: props.logRetentionDays ?? 30,
+    apiThrottleRateLimit: props.apiThrottleRateLimit ?? 100,
+    apiThrottleBurstLimit: props.apiThrottleBurstLimit ?? 200,
+    stateMachineLogLevel: props.stateMachineLogLevel ?? 'ERROR',
+    pendingJobAgeAlarmS: props.pendingJobAgeAlarmS ?? 900,
+    relayRetryAttempts: props.relayRetryAttempts ?? 10,
+  };
+  wholeInRange('leaseDurationS', r.leaseDurationS, 3, 86_400);
+  wholeInRange('heartbeatIntervalS', r.heartbeatIntervalS, 1, 3_600);
+  wholeInRange('firstHeartbeatGraceS', r.firstHeartbeatGraceS, 1, 86_400);
+  if (r.leaseDurationS < 3 * r.heartbeatIntervalS) {
+    throw new Error(
+      `leaseDurationS (${r.leaseDurationS}) must be at least 3 × heartbeatIntervalS (${r.heartbeatIntervalS} × 3 = ${3 * r.heartbeatIntervalS})`,
+    );
+  }
+  if (r.firstHeartbeatGraceS < r.heartbeatIntervalS) {
+    throw new Error(
+      `firstHeartbeatGraceS (${r.firstHeartbeatGraceS}) must be at least heartbeatIntervalS (${r.heartbeatIntervalS})`,
+    );
+  }
+  wholeInRange('reaperPeriodS', r.reaperPeriodS, 60, 3_600);
+  if (r.reaperPeriodS % 60 !== 0) {
+    throw new Error(`reaperPeriodS (${r.reaperPeriodS}) must be whole minutes: EventBridge schedules run at most once a minute`);
+  }
+  wholeInRange('sessionTtlS', r.sessionTtlS, 60, 7 * 86_400);
+  wholeInRange('pollIntervalS', r.pollIntervalS, 1, 300);
+  if (!/^[A-Za-z0-9_=,:.-]+$/.test(r.logLevel)) {
+    throw new Error(`logLevel ${JSON.stringify(r.logLevel)} is not a RUST_LOG filter`);
+  }
+  wholeInRange('archiveRetentionDays', r.archiveRetentionDays, 1, 36_500);
+  wholeInRange('functionMemoryMb', r.functionMemoryMb, 128, 10_240);
+  wholeInRange('functionTimeoutS', r.functionTimeoutS, 1, 900);
+  wholeInRange('apiThrottleRateLimit', r.apiThrottleRateLimit, 1, 10_000);
+  wholeInRange('apiThrottleBurstLimit', r.apiThrottleBurstLimit, 1, 5_000);
+  wholeInRange('pendingJobAgeAlarmS', r.pendingJobAgeAlarmS, 1, 7 * 86_400);
+  wholeInRange('relayRetryAttempts', r.relayRetryAttempts, 0, 10_000);
+  if (!(r.logRetentionDays in RETENTION)) {
+    throw new Error(`logRetentionDays must be one of ${Object.keys(RETENTION).join(', ')}, got ${r.logRetentionDays}`);
+  }
+  if (r.stateMachineLogLevel !== 'ALL' && r.stateMachineLogLevel !== 'ERROR') {
+    throw new Error(`stateMachineLogLevel must be ALL or ERROR, got ${r.stateMachineLogLevel}`);
+  }
+  return r;
+}
+
+const RETENTION: Record<number, logs.RetentionDays> = {
+  1: logs.RetentionDays.ONE_DAY,
+  3: logs.RetentionDays.THREE_DAYS,
+  5: logs.RetentionDays.FIVE_DAYS,
+  7: logs.RetentionDays.ONE_WEEK,
+  14: logs.RetentionDays.TWO_WEEKS,
+  30: logs.RetentionDays.ONE_MONTH,
+  60: logs.RetentionDays.TWO_MONTHS,
+  90: logs.RetentionDays.THREE_MONTHS,
+  180: logs.RetentionDays.SIX_MONTHS,
+  365: logs.RetentionDays.ONE_YEAR,
+};
+
+let placeholderAsset: string | undefined;
+
+/** An empty asset directory standing in for a crate that does not exist yet. */
+function placeholderAssetDir(): string {
+  if (!placeholderAsset) {
+    placeholderAsset = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-missing-crate-'));
+    fs.writeFileSync(path.join(placeholderAsset, 'README'), 'placeholder for a function crate that does not exist yet\n');
+  }
+  return placeholderAsset;
+}
+
+export class BatonStack extends Stack {
+  readonly config: ResolvedBatonProps;
+  readonly naming: Naming;
+  readonly resources: Resources;
+  readonly table: dynamodb.Table;
+  readonly bus: events.EventBus;
+  readonly api: apigwv2.HttpApi;
+  readonly apiStage: apigwv2.HttpStage;
+  /** Logical name → function. */
+  readonly functions = new Map<string, lambda.Function>();
+  /** Logical queue name (subscriber or task queue) → queue and DLQ. */
+  readonly queues = new Map<string, { queue: sqs.Queue; dlq: sqs.Queue }>();
+  /** Logical name → state machine. */
+  readonly stateMachines = new Map<string, sfn.StateMachine>();
+  /** The configuration every function gets. */
+  readonly functionEnvironment: Readonly<Record<string, string>>;
+
+  private readonly repo: RepoPaths;
+  private readonly alarmAction?: cloudwatch.IAlarmAction;
+
+  constructor(scope: Construct, id: string, props: BatonStackProps = {}) {
+    super(scope, id, props);
+    this.repo = props.repo ?? new RepoPaths();
+    this.resources = props.resources ?? loadResources(this.repo.resourcesJson);
+    for (const warning of validateResources(this.resources)) {
+      Annotations.of(this).addWarningV2('baton:resources', warning);
+    }
+    this.config = resolveProps(props, this.resources);
+    this.naming = new Naming(this.config.stage);
+    const cfg = this.config;
+    const naming = this.naming;
+    Tags.of(this).add('baton:stage', cfg.stage);
+    if (props.alarmTopicArn) {
+      this.alarmAction = new cwActions.SnsAction(sns.Topic.fromTopicArn(this, 'AlarmTopic', props.alarmTopicArn));
+    }
+
+    // ---- the table
+    const spec = this.resources.table;
+    this.table = new dynamodb.Table(this, 'Table', {
+      tableName: naming.physical(spec.name),
+      partitionKey: { name: spec.partition_key, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: spec.sort_key, type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      stream: dynamodb.StreamViewType[spec.stream_view_type],
+      timeToLiveAttribute: spec.ttl_attribute,
+      deletionProtection: cfg.deletionProtection,
+      removalPolicy: cfg.deletionProtection ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+    });
+    const attributeType = (t: string) => (t === 'N' ? dynamodb.AttributeType.NUMBER : dynamodb.AttributeType.STRING);
+    for (const gsi of spec.global_secondary_indexes) {
+      this.table.addGlobalSecondaryIndex({
+        indexName: gsi.name,
+        partitionKey: { name: gsi.partition_key.name, type: attributeType(gsi.partition_key.type) },
+        sortKey: { name: gsi.sort_key.name, type: attributeType(gsi.sort_key.type) },
+        projectionType: dynamodb.ProjectionType.ALL,
+      });
+    }
+
+    // ---- the bus and its archive
+    this.bus = new events.EventBus(this, 'Bus', { eventBusName: naming.physical(this.resources.bus.name) });
+    this.bus.archive('Archive', {
+      archiveName: naming.physical(`${this.resources.bus.name}-archive`),
+      description: `Every fact published on ${naming.physical(this.resources.bus.name)}, for replay`,
+      eventPattern: { account: [this.account] },
+      retention: Duration.days(cfg.archiveRetentionDays),
+    });
+
+    // ---- queues (subscribers, then task queues), each with its DLQ
+    for (const q of allQueues(this.resources)) {
+      const dlq = new sqs.Queue(this, `Dlq${pascal(q.name)}`, {
+        queueName: naming.dlq(q.name),
+        retentionPeriod: Duration.days(14),
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        enforceSSL: true,
+      });
+      const queue = new sqs.Queue(this, `Queue${pascal(q.name)}`, {
+        queueName: naming.physical(q.name),
+        visibilityTimeout: Duration.seconds(q.visibility_timeout_s),
+        deadLetterQueue: { queue: dlq, maxReceiveCount: q.max_receive_count },
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        enforceSSL: true,
+      });
+      this.queues.set(q.name, { queue, dlq });
+    }
+
+    // ---- state machines (before the functions: they get the run machine's ARN)
+    const machineDir = props.stateMachineDir ?? this.repo.stateMachineDir;
+    for (const m of this.resources.state_machines) {
+      this.stateMachines.set(m.name, this.buildStateMachine(m.name, m.definition, m.queue_substitutions, machineDir));
+    }
+
+    // ---- functions
+    const env: Record<string, string> = {
+      BATON_TABLE: this.table.tableName,
+      BATON_BUS: this.bus.eventBusName,
+      BATON_STAGE: cfg.stage,
+      BATON_LEASE_DURATION_S: String(cfg.leaseDurationS),
+      BATON_HEARTBEAT_INTERVAL_S: String(cfg.heartbeatIntervalS),
+      BATON_FIRST_HEARTBEAT_GRACE_S: String(cfg.firstHeartbeatGraceS),
+      BATON_REAPER_PERIOD_S: String(cfg.reaperPeriodS),
+      BATON_SESSION_TTL_S: String(cfg.sessionTtlS),
+      BATON_POLL_INTERVAL_S: String(cfg.pollIntervalS),
+      RUST_LOG: cfg.logLevel,
+    };
+    const runMachine = this.stateMachines.get(RUN_STATE_MACHINE);
+    if (runMachine) {
+      env.BATON_RUN_STATE_MACHINE_ARN = runMachine.stateMachineArn;
+    }
+    this.functionEnvironment = env;
+    for (const fn of this.resources.functions) {
+      this.functions.set(fn.name, this.buildFunction(fn, props.missingCrates ?? 'error'));
+    }
+
+    // ---- permissions: functions, then state machines' extra permissions
+    for (const fn of this.resources.functions) {
+      const f = this.fn(fn.name);
+      for (const raw of fn.permissions ?? []) {
+        const p = parsePermission(raw);
+        // The stream event source grants stream reading itself.
+        if (p.kind === 'stream:read' && fn.trigger === 'stream') {
+          continue;
+        }
+        this.grant(f, p);
+      }
+    }
+    for (const m of this.resources.state_machines) {
+      for (const raw of m.permissions ?? []) {
+        this.grant(this.stateMachines.get(m.name)!, parsePermission(raw));
+      }
+    }
+
+    // ---- triggers
+    const streamFunctions = this.resources.functions.filter((f) => f.trigger === 'stream');
+    for (const fn of streamFunctions) {
+      this.fn(fn.name).addEventSource(
+        new DynamoEventSource(this.table, {
+          startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+          batchSize: fn.batch_size ?? 100,
+          reportBatchItemFailures: true,
+          bisectBatchOnError: false,
+          retryAttempts: cfg.relayRetryAttempts,
+        }),
+      );
+    }
+    for (const q of allQueues(this.resources)) {
+      this.fn(q.function).addEventSource(
+        new SqsEventSource(this.queue(q.name).queue, { batchSize: q.batch_size, reportBatchItemFailures: true }),
+      );
+    }
+    for (const s of this.resources.subscribers) {
+      new events.Rule(this, `Rule${pascal(s.name)}`, {
+        ruleName: naming.physical(s.name),
+        description: `Facts for subscriber ${s.name} → ${naming.physical(s.name)}`,
+        eventBus: this.bus,
+        eventPattern: { detailType: [...s.facts] },
+        targets: [new targets.SqsQueue(this.queue(s.name).queue)],
+      });
+    }
+    for (const s of this.resources.schedules) {
+      const period = env[s.period_config];
+      if (period === undefined) {
+        throw new Error(
+          `schedule ${s.name}: period_config ${s.period_config} is not one of the configuration variables (${Object.keys(env).join(', ')})`,
+        );
+      }
+      const seconds = Number(period);
+      if (!Number.isInteger(seconds) || seconds < 60 || seconds % 60 !== 0) {
+        throw new Error(`schedule ${s.name}: ${s.period_config}=${period} is not whole minutes (EventBridge's finest rate)`);
+      }
+      new events.Rule(this, `Schedule${pascal(s.name)}`, {
+        ruleName: naming.physical(s.name),
+        description: `Runs ${s.function} every ${s.period_config} (${seconds} s)`,
+        schedule: events.Schedule.rate(Duration.seconds(seconds)),
+        targets: [new targets.LambdaFunction(this.fn(s.function))],
+      });
+    }
+
+    // ---- the HTTP API
+    const accessLogs = new logs.LogGroup(this, 'ApiAccessLogs', {
+      logGroupName: `/aws/vendedlogs/apigateway/${naming.physical('api')}`,
+      retention: RETENTION[cfg.logRetentionDays],
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.api = new apigwv2.HttpApi(this, 'Api', {
+      apiName: naming.physical('api'),
+      description: `Baton API (${cfg.stage})`,
+      createDefaultStage: false,
+    });
+    this.apiStage = new apigwv2.HttpStage(this, 'ApiDefaultStage', {
+      httpApi: this.api,
+      stageName: '$default',
+      autoDeploy: true,
+      throttle: { rateLimit: cfg.apiThrottleRateLimit, burstLimit: cfg.apiThrottleBurstLimit },
+      accessLogSettings: {
+        destination: new apigwv2.LogGroupLogDestination(accessLogs),
+        format: apigw.AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: '$context.requestId',
+            ip: '$context.identity.sourceIp',
+            requestTime: '$context.requestTime',
+            method: '$context.httpMethod',
+            routeKey: '$context.routeKey',
+            path: '$context.path',
+            status: '$context.status',
+            protocol: '$context.protocol',
+            responseLength: '$context.responseLength',
+            latencyMs: '$context.responseLatency',
+            integrationLatencyMs: '$context.integrationLatency',
+            integrationError: '$context.integrationErrorMessage',
+            userAgent: '$context.identity.userAgent',
+          }),
+        ),
+      },
+    });
+    const integrations = new Map<string, HttpLambdaIntegration>();
+    for (const route of this.resources.routes) {
+      let integration = integrations.get(route.function);
+      if (!integration) {
+        integration = new HttpLambdaIntegration(`Integration${pascal(route.function)}`, this.fn(route.function), {
+          payloadFormatVersion: apigwv2.PayloadFormatVersion.VERSION_2_0,
+        });
+        integrations.set(route.function, integration);
+      }
+      this.api.addRoutes({
+        path: route.path,
+        methods: [apigwv2.HttpMethod[route.method as keyof typeof apigwv2.HttpMethod]],
+        integration,
+      });
+    }
+
+    // ---- alarms
+    for (const [name, { dlq }] of this.queues) {
+      this.alarm(`AlarmDlq${pascal(name)}`, {
+        alarmName: `${naming.dlq(name)}-not-empty`,
+        alarmDescription: `Messages in ${naming.dlq(name)}: ${name} gave up on them after max_receive_count attempts`,
+        metric: dlq.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum' }),
+        threshold: 1,
+      });
+    }
+    for (const [name, f] of this.functions) {
+      this.alarm(`AlarmErrors${pascal(name)}`, {
+        alarmName: `${naming.physical(name)}-errors`,
+        alarmDescription: `Function ${naming.physical(name)} failed invocations`,
+        metric: f.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+        threshold: 1,
+      });
+      this.alarm(`AlarmThrottles${pascal(name)}`, {
+        alarmName: `${naming.physical(name)}-throttles`,
+        alarmDescription: `Function ${naming.physical(name)} was throttled`,
+        metric: f.metricThrottles({ period: Duration.minutes(5), statistic: 'Sum' }),
+        threshold: 1,
+      });
+    }
+    for (const fn of streamFunctions) {
+      this.alarm(`AlarmIteratorAge${pascal(fn.name)}`, {
+        alarmName: `${naming.physical(fn.name)}-iterator-age`,
+        alarmDescription: `Facts wait more than 5 minutes in the table stream before ${naming.physical(fn.name)} relays them`,
+        metric: this.fn(fn.name).metric('IteratorAge', { period: Duration.minutes(5), statistic: 'Maximum' }),
+        threshold: 300_000,
+      });
+    }
+    for (const [name, m] of this.stateMachines) {
+      this.alarm(`AlarmExecutionsFailed${pascal(name)}`, {
+        alarmName: `${naming.physical(name)}-executions-failed`,
+        alarmDescription: `Executions of ${naming.physical(name)} failed (Baton's orchestration never fails on purpose)`,
+        metric: m.metricFailed({ period: Duration.minutes(5), statistic: 'Sum' }),
+        threshold: 1,
+      });
+    }
+    this.alarm('AlarmOldestPendingJob', {
+      alarmName: `${naming.prefix}oldest-pending-job-age`,
+      alarmDescription: `A job has been pending for more than ${cfg.pendingJobAgeAlarmS} s (no runner claimed it)`,
+      metric: new cloudwatch.Metric({
+        ...PENDING_JOB_METRIC,
+        dimensionsMap: { stage: cfg.stage },
+        statistic: 'Maximum',
+        period: Duration.minutes(1),
+      }),
+      threshold: cfg.pendingJobAgeAlarmS,
+      evaluationPeriods: 3,
+    });
+
+    // ---- outputs
+    new CfnOutput(this, 'ApiUrl', { value: this.apiStage.url, description: 'Base URL of the HTTP API' });
+    new CfnOutput(this, 'TableName', { value: this.table.tableName });
+    new CfnOutput(this, 'BusName', { value: this.bus.eventBusName });
+    for (const [name, m] of this.stateMachines) {
+      new CfnOutput(this, `StateMachineArn${pascal(name)}`, { value: m.stateMachineArn, description: `State machine ${name}` });
+    }
+    for (const name of this.queues.keys()) {
+      new CfnOutput(this, `DlqName${pascal(name)}`, { value: naming.dlq(name), description: `DLQ of ${name}` });
+    }
+    new CfnOutput(this, 'DlqNames', {
+      value: [...this.queues.keys()].map((n) => naming.dlq(n)).join(',') || '-',
+      description: 'Every DLQ, comma-separated',
+    });
+  }
+
+  /** The function of a logical name. */
+  fn(name: string): lambda.Function {
+    const f = this.functions.get(name);
+    if (!f) {
+      throw new Error(`no function ${name}`);
+    }
+    return f;
+  }
+
+  queue(name: string): { queue: sqs.Queue; dlq: sqs.Queue } {
+    const q = this.queues.get(name);
+    if (!q) {
+      throw new Error(`no queue ${name}`);
+    }
+    return q;
+  }
+
+  private machine(name: string): sfn.StateMachine {
+    const m = this.stateMachines.get(name);
+    if (!m) {
+      throw new Error(`no state machine ${name}`);
+    }
+    return m;
+  }
+
+  private alarm(
+    id: string,
+    props: Omit<cloudwatch.AlarmProps, 'evaluationPeriods' | 'comparisonOperator' | 'treatMissingData'> & {
+      evaluationPeriods?: number;
+    },
+  ): cloudwatch.Alarm {
+    const alarm = new cloudwatch.Alarm(this, id, {
+      evaluationPeriods: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      ...props,
+    });
+    if (this.alarmAction) {
+      alarm.addAlarmAction(this.alarmAction);
+    }
+    return alarm;
+  }
+
+  private buildStateMachine(
+    name: string,
+    file: string,
+    substitutions: Readonly<Record<string, string>>,
+    dir: string,
+  ): sfn.StateMachine {
+    const definitionPath = path.join(dir, file);
+    if (!fs.existsSync(definitionPath)) {
+      throw new Error(`state machine ${name}: ${definitionPath} does not exist`);
+    }
+    const raw = fs.readFileSync(definitionPath, 'utf-8');
+    try {
+      JSON.parse(raw);
+    } catch (e) {
+      throw new Error(`state machine ${name}: ${definitionPath} is not JSON: ${(e as Error).message}`);
+    }
+    const used = placeholders(raw);
+    const declared = Object.keys(substitutions).sort();
+    const undeclared = used.filter((k) => !declared.includes(k));
+    const unused = declared.filter((k) => !used.includes(k));
+    if (undeclared.length > 0 || unused.length > 0) {
+      throw new Error(
+        `state machine ${name}: placeholders of ${file} (${used.join(', ') || 'none'}) and queue_substitutions (${declared.join(', ') || 'none'}) differ`,
+      );
+    }
+    const logGroup = new logs.LogGroup(this, `StateMachineLogs${pascal(name)}`, {
+      logGroupName: `/aws/vendedlogs/states/${this.naming.physical(name)}`,
+      retention: RETENTION[this.config.logRetentionDays],
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const definitionSubstitutions: Record<string, string> = {};
+    for (const [key, queueName] of Object.entries(substitutions)) {
+      definitionSubstitutions[key] = this.queue(queueName).queue.queueUrl;
+    }
+    const machine = new sfn.StateMachine(this, `StateMachine${pascal(name)}`, {
+      stateMachineName: this.naming.physical(name),
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromString(raw),
+      definitionSubstitutions,
+      logs: {
+        destination: logGroup,
+        level: this.config.stateMachineLogLevel === 'ALL' ? sfn.LogLevel.ALL : sfn.LogLevel.ERROR,
+        includeExecutionData: true,
+      },
+      tracingEnabled: true,
+    });
+    for (const queueName of new Set(Object.values(substitutions))) {
+      this.queue(queueName).queue.grantSendMessages(machine);
+    }
+    return machine;
+  }
+
+  private buildFunction(spec: FunctionSpec, missingCrates: MissingCrates): lambda.Function {
+    const id = `Function${pascal(spec.name)}`;
+    const functionName = this.naming.physical(spec.name);
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+      logGroupName: `/aws/lambda/${functionName}`,
+      retention: RETENTION[this.config.logRetentionDays],
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // An explicit role without the AWSLambdaBasicExecutionRole managed policy
+    // (whose logs actions are on "*"): the function may write its own log group only.
+    const role = new iam.Role(this, `${id}Role`, {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `Execution role of ${functionName}`,
+    });
+    logGroup.grantWrite(role);
+
+    // A function fed by queues must finish within their visibility timeout.
+    const feeding = allQueues(this.resources).filter((q: QueueSpec) => q.function === spec.name);
+    const timeoutS = Math.min(this.config.functionTimeoutS, ...feeding.map((q) => q.visibility_timeout_s));
+    const common = {
+      functionName,
+      description: `Baton ${spec.name} (${spec.trigger})`,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: this.config.functionMemoryMb,
+      timeout: Duration.seconds(timeoutS),
+      environment: { ...this.functionEnvironment },
+      role,
+      logGroup,
+    };
+    const manifestPath = this.repo.functionManifest(spec.name);
+    if (fs.existsSync(manifestPath)) {
+      return new RustFunction(this, id, {
+        ...common,
+        manifestPath,
+        binaryName: `baton-${spec.name}`,
+        bundling: {
+          architecture: lambda.Architecture.ARM_64,
+          profile: 'release',
+          // Build exactly what Cargo.lock says.
+          cargoLambdaFlags: ['--locked'],
+        },
+      });
+    }
+    if (missingCrates === 'placeholder') {
+      const f = new lambda.Function(this, id, {
+        ...common,
+        runtime: lambda.Runtime.PROVIDED_AL2023,
+        handler: 'bootstrap',
+        code: lambda.Code.fromAsset(placeholderAssetDir()),
+      });
+      Annotations.of(f).addWarningV2('baton:missing-crate', `${manifestPath} does not exist: placeholder code`);
+      return f;
+    }
+    throw new Error(
+      `function ${spec.name}: ${manifestPath} does not exist (every function of resources.json is the crate functions/<name> with binary baton-<name>)`,
+    );
+  }
+
+  /** Grants one permission of the vocabulary (see `resources.ts`) with CDK grant methods. */
+  private grant(grantee: iam.IGrantable, p: Permission): void {
+    switch (p.kind) {
+      case 'table:read':
+        this.table.grantReadData(grantee);
+        return;
+      case 'table:write':
+        this.table.grantWriteData(grantee);
+        // A ConditionCheck inside TransactWriteItems is authorized as ConditionCheckItem.
+        this.table.grant(grantee, 'dynamodb:ConditionCheckItem');
+        return;
+      case 'table:describe':
+        this.table.grant(grantee, 'dynamodb:DescribeTable');
+        return;
+      case 'stream:read':
+        this.table.grantStreamRead(grantee);
+        return;
+      case 'bus:put':
+        this.bus.grantPutEventsTo(grantee);
+        return;
+      case 'bus:describe':
+        iam.Grant.addToPrincipal({ grantee, actions: ['events:DescribeEventBus'], resourceArns: [this.bus.eventBusArn] });
+        return;
+      case 'states:start':
+        this.machine(p.machine).grantStartExecution(grantee);
+        return;
+      case 'states:stop':
+        this.machine(p.machine).grantExecution(grantee, 'states:StopExecution');
+        return;
+      case 'states:read': {
+        const machines = p.machine ? [this.machine(p.machine)] : [...this.stateMachines.values()];
+        for (const m of machines) {
+          m.grant(grantee, 'states:DescribeStateMachine', 'states:ListExecutions');
+          m.grantExecution(
+            grantee,
+            'states:DescribeExecution',
+            'states:GetExecutionHistory',
+            'states:DescribeStateMachineForExecution',
+          );
+        }
+        return;
+      }
+      case 'states:describe':
+        for (const m of this.stateMachines.values()) {
+          m.grant(grantee, 'states:DescribeStateMachine');
+        }
+        iam.Grant.addToPrincipal({ grantee, actions: ['states:ListStateMachines'], resourceArns: ['*'] });
+        return;
+      case 'states:callback':
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['states:SendTaskSuccess', 'states:SendTaskFailure', 'states:SendTaskHeartbeat'],
+          resourceArns: ['*'],
+        });
+        return;
+      case 'queue:send':
+        this.queue(p.queue).queue.grantSendMessages(grantee);
+        return;
+      case 'queue:list':
+        iam.Grant.addToPrincipal({ grantee, actions: ['sqs:ListQueues'], resourceArns: ['*'] });
+        return;
+    }
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * Reading the stack's props from the CDK context (`-c key=value`, or
+ * `cdk.json`'s "context"). Values from the command line are strings; they are
+ * parsed and rejected loudly when malformed.
+ */
+import type { BatonStackProps, MissingCrates, StateMachineLogLevel } from './baton-stack';
+
+const NUMBERS = [
+  'leaseDurationS',
+  'heartbeatIntervalS',
+  'firstHeartbeatGraceS',
+  'reaperPeriodS',
+  'sessionTtlS',
+  'pollIntervalS',
+  'archiveRetentionDays',
+  'functionMemoryMb',
+  'functionTimeoutS',
+  'logRetentionDays',
+  'apiThrottleRateLimit',
+  'apiThrottleBurstLimit',
+  'pendingJobAgeAlarmS',
+  'relayRetryAttempts',
+] as const;
+
+const STRINGS = ['stage', 'logLevel', 'alarmTopicArn'] as const;
+
+/** Every context key the app understands. */
+export const CONTEXT_KEYS: readonly string[] = [
+  ...NUMBERS,
+  ...STRINGS,
+  'deletionProtection',
+  'stateMachineLogLevel',
+  'allowMissingCrates',
+];
+
+function toNumber(key: string, value: unknown): number {
+  const n = typeof value === 'number' ? value : Number(String(value).trim());
+  if (String(value).trim() === '' || !Number.isFinite(n)) {
+    throw new Error(`context ${key}=${JSON.stringify(value)} is not a number`);
+  }
+  return n;
+}
+
+function toBoolean(key: string, value: unknown): boolean {
+  if (typeof value === 'boolean') {
+    return value;
+  }
+  const s = String(value).trim().toLowerCase();
+  if (s === 'true' || s === '1' || s === 'yes') {
+    return true;
+  }
+  if (s === 'false' || s === '0' || s === 'no') {
+    return false;
+  }
+  throw new Error(`context ${key}=${JSON.stringify(value)} is not a boolean`);
+}
+
+/** Props from a context lookup (`app.node.tryGetContext`). */
+export function contextProps(get: (key: string) => unknown): BatonStackProps {
+  const props: Record<string, unknown> = {};
+  for (const key of NUMBERS) {
+    const v = get(key);
+    if (v !== undefined) {
+      props[key] = toNumber(key, v);
+    }
+  }
+  for (const key of STRINGS) {
+    const v = get(key);
+    if (v !== undefined) {
+      props[key] = String(v);
+    }
+  }
+  const dp = get('deletionProtection');
+  if (dp !== undefined) {
+    props.deletionProtection = toBoolean('deletionProtection', dp);
+  }
+  const smLevel = get('stateMachineLogLevel');
+  if (smLevel !== undefined) {
+    props.stateMachineLogLevel = String(smLevel).toUpperCase() as StateMachineLogLevel;
+  }
+  const allowMissing = get('allowMissingCrates');
+  if (allowMissing !== undefined && toBoolean('allowMissingCrates', allowMissing)) {
+    props.missingCrates = 'placeholder' as MissingCrates;
+  }
+  return props as BatonStackProps;
+}

@@ -1,0 +1,373 @@
+/**
+ * The typed model of `infra/resources.json`, the one source of truth for
+ * Baton's resources (the Rust side reads the same file in
+ * `shared/src/resources.rs`). Everything the stack creates is derived from it
+ * by iteration: nothing here or in the stack lists functions, routes, queues or
+ * state machines by name.
+ *
+ * The CDK side adds one optional key that the Rust parser ignores:
+ * `functions[].permissions` (see {@link Permission}), and understands the same
+ * key on `state_machines[]` entries for machines whose definition calls AWS
+ * services other than their task queues.
+ */
+import * as fs from 'node:fs';
+
+export type Trigger = 'http' | 'stream' | 'sqs' | 'schedule';
+export const TRIGGERS: readonly Trigger[] = ['http', 'stream', 'sqs', 'schedule'];
+
+export interface KeyAttribute {
+  readonly name: string;
+  /** `S` or `N`. */
+  readonly type: 'S' | 'N';
+}
+
+export interface GsiSpec {
+  readonly name: string;
+  readonly partition_key: KeyAttribute;
+  readonly sort_key: KeyAttribute;
+}
+
+export interface TableSpec {
+  readonly name: string;
+  readonly partition_key: string;
+  readonly sort_key: string;
+  readonly ttl_attribute: string;
+  readonly stream_view_type: 'NEW_AND_OLD_IMAGES' | 'NEW_IMAGE' | 'OLD_IMAGE' | 'KEYS_ONLY';
+  readonly global_secondary_indexes: readonly GsiSpec[];
+}
+
+export interface BusSpec {
+  readonly name: string;
+  readonly archive_retention_days: number;
+}
+
+export interface FunctionSpec {
+  readonly name: string;
+  readonly trigger: Trigger;
+  readonly batch_size?: number;
+  /** CDK only: what the function may do beyond its trigger (see {@link parsePermission}). */
+  readonly permissions?: readonly string[];
+}
+
+export interface RouteSpec {
+  readonly method: string;
+  readonly path: string;
+  readonly function: string;
+}
+
+export interface QueueSpec {
+  readonly name: string;
+  readonly function: string;
+  readonly max_receive_count: number;
+  readonly visibility_timeout_s: number;
+  readonly batch_size: number;
+}
+
+export interface SubscriberSpec extends QueueSpec {
+  /** The `detail-type`s the subscriber's rule routes to its queue. */
+  readonly facts: readonly string[];
+}
+
+export type TaskQueueSpec = QueueSpec;
+
+export interface ScheduleSpec {
+  readonly name: string;
+  readonly function: string;
+  /** The configuration variable holding the period in seconds, e.g. `BATON_REAPER_PERIOD_S`. */
+  readonly period_config: string;
+}
+
+export interface StateMachineSpec {
+  readonly name: string;
+  /** File under `infra/statemachines/`. */
+  readonly definition: string;
+  /** `${Key}` placeholder → task queue whose URL replaces it. */
+  readonly queue_substitutions: Readonly<Record<string, string>>;
+  /** CDK only, optional: extra permissions of the machine's role (same vocabulary as functions). */
+  readonly permissions?: readonly string[];
+}
+
+export interface Resources {
+  readonly table: TableSpec;
+  readonly bus: BusSpec;
+  readonly functions: readonly FunctionSpec[];
+  readonly routes: readonly RouteSpec[];
+  readonly subscribers: readonly SubscriberSpec[];
+  readonly task_queues: readonly TaskQueueSpec[];
+  readonly schedules: readonly ScheduleSpec[];
+  readonly state_machines: readonly StateMachineSpec[];
+}
+
+/**
+ * What a function (or a state machine's role) may do. The vocabulary, as
+ * written in `resources.json`:
+ *
+ * | permission              | grants                                                                   |
+ * | ----------------------- | ------------------------------------------------------------------------ |
+ * | `table:read`            | read items of the table and its indexes (`grantReadData`)                |
+ * | `table:write`           | write items (`grantWriteData`) and `ConditionCheckItem` (transactions)   |
+ * | `table:describe`        | `dynamodb:DescribeTable` on the table                                    |
+ * | `stream:read`           | read the table's stream (`grantStreamRead`; implicit for `stream`)      |
+ * | `bus:put`               | `events:PutEvents` on the bus                                            |
+ * | `bus:describe`          | `events:DescribeEventBus` on the bus                                     |
+ * | `states:start:<m>`      | `states:StartExecution` on machine `<m>`                                 |
+ * | `states:stop:<m>`       | `states:StopExecution` on the executions of `<m>`                        |
+ * | `states:read[:<m>]`     | describe `<m>` (or every machine) and its executions and their history  |
+ * | `states:describe`       | `DescribeStateMachine` on every machine, `ListStateMachines`            |
+ * | `states:callback`       | `SendTaskSuccess`/`SendTaskFailure`/`SendTaskHeartbeat`                  |
+ * | `queue:send:<q>`        | `sqs:SendMessage` to queue `<q>` (a subscriber or a task queue)          |
+ * | `queue:list`            | `sqs:ListQueues`                                                         |
+ */
+export type Permission =
+  | { readonly kind: 'table:read' }
+  | { readonly kind: 'table:write' }
+  | { readonly kind: 'table:describe' }
+  | { readonly kind: 'stream:read' }
+  | { readonly kind: 'bus:put' }
+  | { readonly kind: 'bus:describe' }
+  | { readonly kind: 'states:start'; readonly machine: string }
+  | { readonly kind: 'states:stop'; readonly machine: string }
+  | { readonly kind: 'states:read'; readonly machine?: string }
+  | { readonly kind: 'states:describe' }
+  | { readonly kind: 'states:callback' }
+  | { readonly kind: 'queue:send'; readonly queue: string }
+  | { readonly kind: 'queue:list' };
+
+const SIMPLE = new Set([
+  'table:read',
+  'table:write',
+  'table:describe',
+  'stream:read',
+  'bus:put',
+  'bus:describe',
+  'states:describe',
+  'states:callback',
+  'queue:list',
+  'states:read',
+]);
+
+/** Parses one permission string; throws on anything outside the vocabulary. */
+export function parsePermission(raw: string): Permission {
+  if (SIMPLE.has(raw)) {
+    return { kind: raw } as Permission;
+  }
+  const parts = raw.split(':');
+  if (parts.length === 3 && parts[2].length > 0) {
+    const [service, verb, target] = parts;
+    const key = `${service}:${verb}`;
+    switch (key) {
+      case 'states:start':
+      case 'states:stop':
+      case 'states:read':
+        return { kind: key, machine: target };
+      case 'queue:send':
+        return { kind: key, queue: target };
+      default:
+        break;
+    }
+  }
+  throw new Error(
+    `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
+      'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
+      'states:callback, queue:send:<queue>, queue:list',
+  );
+}
+
+/** The permissions of a function: those it declares, plus `stream:read` for a stream trigger. */
+export function functionPermissions(fn: FunctionSpec): Permission[] {
+  const declared = (fn.permissions ?? []).map(parsePermission);
+  if (fn.trigger === 'stream' && !declared.some((p) => p.kind === 'stream:read')) {
+    declared.push({ kind: 'stream:read' });
+  }
+  return declared;
+}
+
+/** Every queue of the stack: subscribers first, then task queues (the order of the Rust plan). */
+export function allQueues(resources: Resources): QueueSpec[] {
+  return [...resources.subscribers, ...resources.task_queues];
+}
+
+function fail(message: string): never {
+  throw new Error(`infra/resources.json: ${message}`);
+}
+
+function positiveInt(value: unknown, what: string, max?: number): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || (max !== undefined && value > max)) {
+    fail(`${what} must be a whole number between 1 and ${max ?? '∞'}, got ${JSON.stringify(value)}`);
+  }
+}
+
+/**
+ * Checks the references and limits the stack relies on (the Rust unit test
+ * checks the same references; this adds the CDK-only keys and AWS limits), so
+ * a mistake fails at synth with a message instead of at deploy.
+ */
+export function validateResources(r: Resources): string[] {
+  const warnings: string[] = [];
+  const names = (items: readonly { name: string }[], what: string): Set<string> => {
+    const set = new Set<string>();
+    for (const item of items) {
+      if (!/^[a-z0-9][a-z0-9_-]*$/.test(item.name)) {
+        fail(`${what} name ${JSON.stringify(item.name)} must be lower-case letters, digits, '-' and '_'`);
+      }
+      if (set.has(item.name)) {
+        fail(`duplicate ${what} ${item.name}`);
+      }
+      set.add(item.name);
+    }
+    return set;
+  };
+  names(r.functions, 'function');
+  const queues = names(allQueues(r), 'queue (subscribers and task_queues share one namespace)');
+  const machines = names(r.state_machines, 'state machine');
+  names(r.schedules, 'schedule');
+
+  const byName = new Map(r.functions.map((f) => [f.name, f]));
+  const mustBe = (fnName: string, trigger: Trigger, what: string) => {
+    const fn = byName.get(fnName);
+    if (!fn) {
+      fail(`${what} → unknown function ${fnName}`);
+    }
+    if (fn.trigger !== trigger) {
+      fail(`${what} → function ${fnName} whose trigger is ${fn.trigger}, not ${trigger}`);
+    }
+  };
+
+  for (const fn of r.functions) {
+    if (!TRIGGERS.includes(fn.trigger)) {
+      fail(`function ${fn.name}: unknown trigger ${JSON.stringify(fn.trigger)}`);
+    }
+    if (fn.batch_size !== undefined) {
+      positiveInt(fn.batch_size, `function ${fn.name}: batch_size`, 10_000);
+    }
+    if (fn.permissions !== undefined && !Array.isArray(fn.permissions)) {
+      fail(`function ${fn.name}: permissions must be an array of strings`);
+    }
+    for (const raw of fn.permissions ?? []) {
+      checkPermission(raw, `function ${fn.name}`, machines, queues);
+    }
+  }
+
+  const routes = new Set<string>();
+  for (const route of r.routes) {
+    const what = `route ${route.method} ${route.path}`;
+    mustBe(route.function, 'http', what);
+    if (!/^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|ANY)$/.test(route.method)) {
+      fail(`${what}: unsupported method`);
+    }
+    if (!route.path.startsWith('/')) {
+      fail(`${what}: path must start with /`);
+    }
+    const key = `${route.method} ${route.path}`;
+    if (routes.has(key)) {
+      fail(`duplicate ${what}`);
+    }
+    routes.add(key);
+  }
+
+  for (const q of allQueues(r)) {
+    const what = `queue ${q.name}`;
+    mustBe(q.function, 'sqs', what);
+    positiveInt(q.max_receive_count, `${what}: max_receive_count`, 1000);
+    positiveInt(q.visibility_timeout_s, `${what}: visibility_timeout_s`, 43_200);
+    positiveInt(q.batch_size, `${what}: batch_size`, 10);
+  }
+  for (const s of r.subscribers) {
+    if (!Array.isArray(s.facts) || s.facts.length === 0) {
+      fail(`subscriber ${s.name} routes no facts`);
+    }
+  }
+  for (const s of r.schedules) {
+    mustBe(s.function, 'schedule', `schedule ${s.name}`);
+  }
+  const taskQueues = new Set(r.task_queues.map((q) => q.name));
+  for (const m of r.state_machines) {
+    if (!/^[A-Za-z0-9._-]+\.asl\.json$/.test(m.definition)) {
+      fail(`state machine ${m.name}: definition ${JSON.stringify(m.definition)} must be a *.asl.json file name`);
+    }
+    for (const [key, queue] of Object.entries(m.queue_substitutions ?? {})) {
+      if (!/^[A-Za-z0-9_]+$/.test(key)) {
+        fail(`state machine ${m.name}: placeholder key ${JSON.stringify(key)} must be letters, digits and _`);
+      }
+      if (!taskQueues.has(queue)) {
+        fail(`state machine ${m.name}: \${${key}} → unknown task queue ${queue}`);
+      }
+    }
+    for (const raw of m.permissions ?? []) {
+      checkPermission(raw, `state machine ${m.name}`, machines, queues);
+    }
+  }
+  for (const fn of r.functions) {
+    const fed =
+      fn.trigger === 'http'
+        ? r.routes.some((x) => x.function === fn.name)
+        : fn.trigger === 'sqs'
+          ? allQueues(r).some((x) => x.function === fn.name)
+          : fn.trigger === 'schedule'
+            ? r.schedules.some((x) => x.function === fn.name)
+            : true;
+    if (!fed) {
+      warnings.push(`function ${fn.name} (trigger ${fn.trigger}) has nothing that triggers it yet`);
+    }
+  }
+  positiveInt(r.bus.archive_retention_days, 'bus.archive_retention_days', 36_500);
+  return warnings;
+}
+
+function checkPermission(raw: string, what: string, machines: Set<string>, queues: Set<string>): void {
+  let p: Permission;
+  try {
+    p = parsePermission(raw);
+  } catch (e) {
+    fail(`${what}: ${(e as Error).message}`);
+  }
+  if ('machine' in p && p.machine !== undefined && !machines.has(p.machine)) {
+    fail(`${what}: permission ${raw} names unknown state machine ${p.machine}`);
+  }
+  if (p.kind === 'queue:send' && !queues.has(p.queue)) {
+    fail(`${what}: permission ${raw} names unknown queue ${p.queue}`);
+  }
+}
+
+/** Reads `resources.json` (validate it with {@link validateResources}). */
+export function loadResources(file: string): Resources {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf-8')) as Resources;
+  } catch (e) {
+    throw new Error(`cannot read ${file}: ${(e as Error).message}`);
+  }
+}
+
+/** Physical names, exactly as `Naming` in `shared/src/resources.rs`. */
+export class Naming {
+  readonly prefix: string;
+
+  constructor(public readonly stage: string) {
+    if (!/^[a-z0-9][a-z0-9-]{0,19}$/.test(stage)) {
+      throw new Error(`stage ${JSON.stringify(stage)} must be 1-20 lower-case letters, digits and '-'`);
+    }
+    this.prefix = `baton-${stage}-`;
+  }
+
+  physical(logical: string): string {
+    return `${this.prefix}${logical}`;
+  }
+
+  dlq(logical: string): string {
+    return `${this.prefix}${logical}-dlq`;
+  }
+}
+
+/** `${Key}` placeholders used in a definition. */
+export function placeholders(definition: string): string[] {
+  return [...new Set([...definition.matchAll(/\$\{([A-Za-z0-9_]+)\}/g)].map((m) => m[1]))].sort();
+}
+
+/** `relay-failures` → `RelayFailures`, for construct ids and output names. */
+export function pascal(name: string): string {
+  return name
+    .split(/[^A-Za-z0-9]+/)
+    .filter((s) => s.length > 0)
+    .map((s) => s[0].toUpperCase() + s.slice(1))
+    .join('');
+}

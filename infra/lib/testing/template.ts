@@ -1,0 +1,116 @@
+/**
+ * Reading a synthesized CloudFormation template: finding resources by type and
+ * following `Ref` / `Fn::GetAtt` to the resources they name. Used by the tests.
+ */
+import type { CfnResource, CfnTemplate } from './synth';
+
+export class TemplateView {
+  constructor(public readonly json: CfnTemplate) {}
+
+  /** `[logicalId, resource]` of every resource of a type. */
+  ofType(type: string): [string, CfnResource][] {
+    return Object.entries(this.json.Resources).filter(([, r]) => r.Type === type);
+  }
+
+  get(logicalId: string): CfnResource {
+    const r = this.json.Resources[logicalId];
+    if (!r) {
+      throw new Error(`no resource ${logicalId} in the template`);
+    }
+    return r;
+  }
+
+  /** The one resource of `type` whose property `prop` equals `value`. */
+  byProp(type: string, prop: string, value: unknown): [string, CfnResource] {
+    const found = this.ofType(type).filter(([, r]) => JSON.stringify(r.Properties?.[prop]) === JSON.stringify(value));
+    if (found.length !== 1) {
+      throw new Error(`expected one ${type} with ${prop}=${JSON.stringify(value)}, found ${found.length}`);
+    }
+    return found[0];
+  }
+
+  /** The logical id a `{Ref}` or `{Fn::GetAtt}` points at (optionally checking the attribute). */
+  target(ref: unknown, attribute?: string): string {
+    const r = ref as Record<string, unknown>;
+    if (r && typeof r === 'object' && typeof r.Ref === 'string') {
+      if (attribute !== undefined) {
+        throw new Error(`expected Fn::GetAtt ${attribute}, got ${JSON.stringify(ref)}`);
+      }
+      return r.Ref;
+    }
+    const getAtt = r?.['Fn::GetAtt'] as [string, string] | undefined;
+    if (Array.isArray(getAtt)) {
+      if (attribute !== undefined && getAtt[1] !== attribute) {
+        throw new Error(`expected attribute ${attribute}, got ${JSON.stringify(ref)}`);
+      }
+      return getAtt[0];
+    }
+    throw new Error(`not a reference: ${JSON.stringify(ref)}`);
+  }
+
+  /** Every logical id referenced anywhere inside an expression (pseudo parameters excluded). */
+  refs(expr: unknown): Set<string> {
+    const out = new Set<string>();
+    const walk = (e: unknown) => {
+      if (Array.isArray(e)) {
+        e.forEach(walk);
+      } else if (e && typeof e === 'object') {
+        const o = e as Record<string, unknown>;
+        if (typeof o.Ref === 'string' && !o.Ref.startsWith('AWS::')) {
+          out.add(o.Ref);
+        }
+        const getAtt = o['Fn::GetAtt'];
+        if (Array.isArray(getAtt) && typeof getAtt[0] === 'string') {
+          out.add(getAtt[0]);
+        }
+        Object.values(o).forEach(walk);
+      }
+    };
+    walk(expr);
+    return out;
+  }
+
+  /** The logical id of the function whose FunctionName is `name`. */
+  functionNamed(name: string): string {
+    return this.byProp('AWS::Lambda::Function', 'FunctionName', name)[0];
+  }
+
+  /** The logical id of the queue whose QueueName is `name`. */
+  queueNamed(name: string): string {
+    return this.byProp('AWS::SQS::Queue', 'QueueName', name)[0];
+  }
+
+  /** The QueueName of the queue a reference points at. */
+  queueNameOf(ref: unknown, attribute?: string): string {
+    const q = this.get(this.target(ref, attribute));
+    if (q.Type !== 'AWS::SQS::Queue') {
+      throw new Error(`${JSON.stringify(ref)} is a ${q.Type}, not a queue`);
+    }
+    return q.Properties?.QueueName;
+  }
+
+  /** Statements of every policy attached to a role (inline policies, AWS::IAM::Policy, managed policies). */
+  roleStatements(roleId: string): { policy: string; statement: Record<string, any> }[] {
+    const out: { policy: string; statement: Record<string, any> }[] = [];
+    const role = this.get(roleId);
+    for (const p of role.Properties?.Policies ?? []) {
+      for (const s of p.PolicyDocument.Statement) {
+        out.push({ policy: `${roleId}/${p.PolicyName}`, statement: s });
+      }
+    }
+    for (const [id, p] of [...this.ofType('AWS::IAM::Policy'), ...this.ofType('AWS::IAM::ManagedPolicy')]) {
+      const roles: unknown[] = p.Properties?.Roles ?? [];
+      if (roles.some((r) => (r as { Ref?: string }).Ref === roleId)) {
+        for (const s of p.Properties?.PolicyDocument.Statement ?? []) {
+          out.push({ policy: id, statement: s });
+        }
+      }
+    }
+    return out;
+  }
+}
+
+/** A statement's field as an array. */
+export function asArray<T>(v: T | T[] | undefined): T[] {
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}

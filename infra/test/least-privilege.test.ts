@@ -1,0 +1,269 @@
+/**
+ * Least privilege: every IAM statement attached to a function's role (or a
+ * state machine's role) is implied by what resources.json says it may do (its
+ * `permissions`, its trigger, and writing its own log group), names only the
+ * resources those permissions are about, and uses `Resource: "*"` only for the
+ * documented exceptions. Conversely, every declared permission is granted.
+ *
+ * The mapping below is written out independently of the stack's grant code.
+ */
+import * as assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { STATE_MACHINE_WILDCARD_EXCEPTIONS, WILDCARD_EXCEPTIONS } from '../lib/baton-stack';
+import { FunctionSpec, Naming, Resources, allQueues } from '../lib/resources';
+import { TemplateView, asArray } from '../lib/testing/template';
+import { VARIANTS, synthVariant } from '../lib/testing/variants';
+
+const naming = new Naming('test');
+
+/** Actions allowed on some resources (logical ids), or on "*". */
+interface Allowance {
+  readonly why: string;
+  readonly actions: readonly string[];
+  readonly on: readonly string[] | '*';
+  /** Actions that must actually be granted when the permission is declared. */
+  readonly required: readonly string[];
+}
+
+const TABLE_READ = [
+  'dynamodb:BatchGetItem',
+  'dynamodb:Query',
+  'dynamodb:GetItem',
+  'dynamodb:Scan',
+  'dynamodb:ConditionCheckItem',
+  'dynamodb:GetRecords',
+  'dynamodb:GetShardIterator',
+  'dynamodb:DescribeTable',
+];
+const TABLE_WRITE = [
+  'dynamodb:BatchWriteItem',
+  'dynamodb:PutItem',
+  'dynamodb:UpdateItem',
+  'dynamodb:DeleteItem',
+  'dynamodb:ConditionCheckItem',
+  'dynamodb:DescribeTable',
+];
+const STREAM_READ = ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'];
+const SQS_CONSUME = [
+  'sqs:ReceiveMessage',
+  'sqs:ChangeMessageVisibility',
+  'sqs:GetQueueUrl',
+  'sqs:DeleteMessage',
+  'sqs:GetQueueAttributes',
+];
+const SQS_SEND = ['sqs:SendMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl'];
+const STATES_READ = [
+  'states:DescribeStateMachine',
+  'states:ListExecutions',
+  'states:DescribeExecution',
+  'states:GetExecutionHistory',
+  'states:DescribeStateMachineForExecution',
+];
+const CALLBACK = ['states:SendTaskSuccess', 'states:SendTaskFailure', 'states:SendTaskHeartbeat'];
+
+class Ids {
+  constructor(
+    private readonly t: TemplateView,
+    private readonly r: Resources,
+  ) {}
+
+  get table(): string {
+    return this.t.byProp('AWS::DynamoDB::Table', 'TableName', naming.physical(this.r.table.name))[0];
+  }
+
+  get bus(): string {
+    return this.t.byProp('AWS::Events::EventBus', 'Name', naming.physical(this.r.bus.name))[0];
+  }
+
+  machine(name: string): string {
+    return this.t.byProp('AWS::StepFunctions::StateMachine', 'StateMachineName', naming.physical(name))[0];
+  }
+
+  queue(name: string): string {
+    return this.t.queueNamed(naming.physical(name));
+  }
+}
+
+/** What one permission string allows. */
+function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
+  const [service, verb, target] = raw.split(':');
+  const machines = (m?: string) => (m ? [ids.machine(m)] : r.state_machines.map((x) => ids.machine(x.name)));
+  switch (`${service}:${verb}`) {
+    case 'table:read':
+      return [{ why: raw, actions: TABLE_READ, on: [ids.table], required: ['dynamodb:GetItem', 'dynamodb:Query'] }];
+    case 'table:write':
+      return [{ why: raw, actions: TABLE_WRITE, on: [ids.table], required: ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:ConditionCheckItem'] }];
+    case 'table:describe':
+      return [{ why: raw, actions: ['dynamodb:DescribeTable'], on: [ids.table], required: ['dynamodb:DescribeTable'] }];
+    case 'stream:read':
+      return [
+        { why: raw, actions: STREAM_READ, on: [ids.table], required: STREAM_READ },
+        { why: raw, actions: ['dynamodb:ListStreams'], on: '*', required: [] },
+      ];
+    case 'bus:put':
+      return [{ why: raw, actions: ['events:PutEvents'], on: [ids.bus], required: ['events:PutEvents'] }];
+    case 'bus:describe':
+      return [{ why: raw, actions: ['events:DescribeEventBus'], on: [ids.bus], required: ['events:DescribeEventBus'] }];
+    case 'states:start':
+      return [{ why: raw, actions: ['states:StartExecution'], on: machines(target), required: ['states:StartExecution'] }];
+    case 'states:stop':
+      return [{ why: raw, actions: ['states:StopExecution'], on: machines(target), required: ['states:StopExecution'] }];
+    case 'states:read':
+      return r.state_machines.length === 0 ? [] : [{ why: raw, actions: STATES_READ, on: machines(target), required: ['states:DescribeExecution'] }];
+    case 'states:describe':
+      return [
+        ...(r.state_machines.length === 0
+          ? []
+          : [{ why: raw, actions: ['states:DescribeStateMachine'], on: machines(), required: ['states:DescribeStateMachine'] }]),
+        { why: raw, actions: ['states:ListStateMachines'], on: '*', required: ['states:ListStateMachines'] },
+      ];
+    case 'states:callback':
+      return [{ why: raw, actions: CALLBACK, on: '*', required: CALLBACK }];
+    case 'queue:send':
+      return [{ why: raw, actions: SQS_SEND, on: [ids.queue(target)], required: ['sqs:SendMessage'] }];
+    case 'queue:list':
+      return [{ why: raw, actions: ['sqs:ListQueues'], on: '*', required: ['sqs:ListQueues'] }];
+    default:
+      throw new Error(`the test does not know permission ${raw}`);
+  }
+}
+
+/** Everything a function may do: its permissions, its trigger, its own log group. */
+function functionAllowances(fn: FunctionSpec, t: TemplateView, r: Resources): { declared: Allowance[]; all: Allowance[] } {
+  const ids = new Ids(t, r);
+  const declared = (fn.permissions ?? []).flatMap((p) => allowancesOf(p, ids, r));
+  const implicit: Allowance[] = [];
+  const fnRes = t.get(t.functionNamed(naming.physical(fn.name)));
+  const logGroup = t.target(fnRes.Properties?.LoggingConfig.LogGroup);
+  implicit.push({ why: 'own log group', actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], on: [logGroup], required: ['logs:PutLogEvents'] });
+  if (fn.trigger === 'stream') {
+    implicit.push(...allowancesOf('stream:read', ids, r));
+  }
+  for (const q of allQueues(r).filter((x) => x.function === fn.name)) {
+    implicit.push({ why: `consume ${q.name}`, actions: SQS_CONSUME, on: [ids.queue(q.name)], required: ['sqs:ReceiveMessage', 'sqs:DeleteMessage'] });
+  }
+  return { declared, all: [...declared, ...implicit] };
+}
+
+/** Checks a role's statements against its allowances; returns the problems found. */
+function audit(
+  t: TemplateView,
+  roleId: string,
+  allowances: Allowance[],
+  declared: Allowance[],
+  wildcardOk: (action: string) => boolean,
+): string[] {
+  const problems: string[] = [];
+  const granted: { action: string; refs: Set<string> | '*' }[] = [];
+  const role = t.get(roleId);
+  if (role.Properties?.ManagedPolicyArns !== undefined) {
+    problems.push(`role has managed policies ${JSON.stringify(role.Properties.ManagedPolicyArns)}`);
+  }
+  for (const { policy, statement } of t.roleStatements(roleId)) {
+    if (statement.Effect !== 'Allow' || statement.NotAction || statement.NotResource || statement.Condition) {
+      problems.push(`${policy}: unexpected statement shape ${JSON.stringify(statement)}`);
+      continue;
+    }
+    for (const action of asArray<string>(statement.Action)) {
+      if (action.includes('*')) {
+        problems.push(`${policy}: wildcard action ${action}`);
+      }
+      for (const resource of asArray<unknown>(statement.Resource)) {
+        if (resource === '*') {
+          granted.push({ action, refs: '*' });
+          const ok = allowances.some((a) => a.on === '*' && a.actions.includes(action));
+          if (!ok || !wildcardOk(action)) {
+            problems.push(`${policy}: ${action} on "*" is not a documented exception implied by the permissions`);
+          }
+          continue;
+        }
+        const refs = t.refs(resource);
+        granted.push({ action, refs });
+        const ok =
+          refs.size > 0 &&
+          allowances.some((a) => a.on !== '*' && a.actions.includes(action) && [...refs].every((id) => a.on.includes(id)));
+        if (!ok) {
+          problems.push(`${policy}: ${action} on ${JSON.stringify(resource)} is not implied by the permissions`);
+        }
+      }
+    }
+  }
+  for (const a of declared) {
+    for (const action of a.required) {
+      const found = granted.some(
+        (g) => g.action === action && (a.on === '*' ? g.refs === '*' : g.refs !== '*' && a.on.some((id) => (g.refs as Set<string>).has(id))),
+      );
+      if (!found) {
+        problems.push(`${a.why} is declared but ${action} is not granted`);
+      }
+    }
+  }
+  return problems;
+}
+
+for (const v of VARIANTS) {
+  describe(`least privilege (${v.label})`, () => {
+    const { json } = synthVariant(v);
+    const t = new TemplateView(json);
+    const r = v.resources;
+
+    for (const fn of r.functions) {
+      it(`function ${fn.name}: grants exactly ${JSON.stringify(fn.permissions ?? [])} plus its trigger`, () => {
+        const fnRes = t.get(t.functionNamed(naming.physical(fn.name)));
+        const roleId = t.target(fnRes.Properties?.Role, 'Arn');
+        assert.equal(t.get(roleId).Properties?.Policies, undefined, 'no inline policies on the role');
+        const { declared, all } = functionAllowances(fn, t, r);
+        const problems = audit(t, roleId, all, declared, (action) => action in WILDCARD_EXCEPTIONS);
+        assert.deepEqual(problems, []);
+      });
+    }
+
+    for (const m of r.state_machines) {
+      it(`state machine ${m.name}: may send to its queues, plus logging/tracing and its declared permissions`, () => {
+        const ids = new Ids(t, r);
+        const sm = t.get(ids.machine(m.name));
+        const roleId = t.target(sm.Properties?.RoleArn, 'Arn');
+        const declared = [
+          ...(m.permissions ?? []).flatMap((p) => allowancesOf(p, ids, r)),
+          ...[...new Set(Object.values(m.queue_substitutions))].map(
+            (q): Allowance => ({ why: `task queue ${q}`, actions: SQS_SEND, on: [ids.queue(q)], required: ['sqs:SendMessage'] }),
+          ),
+        ];
+        const all: Allowance[] = [
+          ...declared,
+          { why: 'logging and tracing', actions: STATE_MACHINE_WILDCARD_EXCEPTIONS, on: '*', required: [] },
+        ];
+        const problems = audit(
+          t,
+          roleId,
+          all,
+          declared,
+          (action) => STATE_MACHINE_WILDCARD_EXCEPTIONS.includes(action) || action in WILDCARD_EXCEPTIONS,
+        );
+        assert.deepEqual(problems, []);
+      });
+    }
+
+    it('documents every wildcard exception', () => {
+      for (const [action, why] of Object.entries(WILDCARD_EXCEPTIONS)) {
+        assert.ok(why.length > 20, action);
+      }
+    });
+  });
+}
+
+describe('least privilege audit', () => {
+  it('catches a grant beyond the declared permissions', () => {
+    const v = VARIANTS[1];
+    const { json } = synthVariant(v);
+    const t = new TemplateView(json);
+    // Pretend the relay declared nothing: its bus:put grant must then be flagged.
+    const relay = v.resources.functions.find((f) => f.name === 'relay')!;
+    const fnRes = t.get(t.functionNamed(naming.physical('relay')));
+    const roleId = t.target(fnRes.Properties?.Role, 'Arn');
+    const { all } = functionAllowances({ ...relay, permissions: [] }, t, v.resources);
+    const problems = audit(t, roleId, all, [], (a) => a in WILDCARD_EXCEPTIONS);
+    assert.ok(problems.some((p) => p.includes('events:PutEvents')), JSON.stringify(problems));
+  });
+});

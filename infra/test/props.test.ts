@@ -1,0 +1,117 @@
+/**
+ * Props: defaults, validation (the same bounds as the functions' own start-up
+ * checks), and parsing from the CDK context.
+ */
+import * as assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { App } from 'aws-cdk-lib';
+
+import { BatonStack, resolveProps } from '../lib/baton-stack';
+import { contextProps } from '../lib/context';
+import { TEST_ENV } from '../lib/testing/synth';
+import { REAL } from '../lib/testing/variants';
+
+const build = (props: Record<string, unknown>) => () =>
+  new BatonStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Props', {
+    env: TEST_ENV,
+    missingCrates: 'placeholder',
+    ...props,
+  });
+
+describe('stack props', () => {
+  it('defaults to the spec’s values', () => {
+    const r = resolveProps({}, REAL.resources);
+    assert.deepEqual(
+      {
+        stage: r.stage,
+        leaseDurationS: r.leaseDurationS,
+        heartbeatIntervalS: r.heartbeatIntervalS,
+        firstHeartbeatGraceS: r.firstHeartbeatGraceS,
+        reaperPeriodS: r.reaperPeriodS,
+        sessionTtlS: r.sessionTtlS,
+        pollIntervalS: r.pollIntervalS,
+        logLevel: r.logLevel,
+        deletionProtection: r.deletionProtection,
+        archiveRetentionDays: r.archiveRetentionDays,
+      },
+      {
+        stage: 'dev',
+        leaseDurationS: 180,
+        heartbeatIntervalS: 15,
+        firstHeartbeatGraceS: 60,
+        reaperPeriodS: 60,
+        sessionTtlS: 3600,
+        pollIntervalS: 5,
+        logLevel: 'info',
+        deletionProtection: true,
+        archiveRetentionDays: REAL.resources.bus.archive_retention_days,
+      },
+    );
+  });
+
+  it('throws when the lease is shorter than 3 heartbeats', () => {
+    assert.throws(build({ leaseDurationS: 44, heartbeatIntervalS: 15 }), /leaseDurationS \(44\) must be at least 3 × heartbeatIntervalS/);
+    assert.throws(build({ leaseDurationS: 180, heartbeatIntervalS: 61 }), /at least 3 × heartbeatIntervalS/);
+    assert.doesNotThrow(build({ leaseDurationS: 45, heartbeatIntervalS: 15 }));
+  });
+
+  it('throws on the other values the functions would refuse at start-up', () => {
+    assert.throws(build({ firstHeartbeatGraceS: 10 }), /firstHeartbeatGraceS \(10\) must be at least heartbeatIntervalS/);
+    assert.throws(build({ reaperPeriodS: 90 }), /whole minutes/);
+    assert.throws(build({ reaperPeriodS: 30 }), /reaperPeriodS must be a whole number between 60/);
+    assert.throws(build({ sessionTtlS: 10 }), /sessionTtlS/);
+    assert.throws(build({ pollIntervalS: 0 }), /pollIntervalS/);
+    assert.throws(build({ leaseDurationS: 1.5 }), /leaseDurationS must be a whole number/);
+    assert.throws(build({ logLevel: 'info; rm -rf' }), /RUST_LOG/);
+    assert.throws(build({ stage: 'Prod' }), /stage "Prod"/);
+    assert.throws(build({ logRetentionDays: 31 }), /logRetentionDays/);
+  });
+
+  it('refuses to build a function whose crate is missing, unless placeholders are allowed', () => {
+    const resources = {
+      ...REAL.resources,
+      functions: [{ name: 'no-such-crate', trigger: 'schedule' as const }],
+      routes: [],
+      subscribers: [],
+      task_queues: [],
+      state_machines: [],
+      schedules: [{ name: 'tick', function: 'no-such-crate', period_config: 'BATON_REAPER_PERIOD_S' }],
+    };
+    assert.throws(build({ resources, missingCrates: 'error' }), /functions\/no-such-crate\/Cargo\.toml does not exist/);
+    assert.doesNotThrow(build({ resources }));
+  });
+});
+
+describe('context', () => {
+  it('parses -c values (strings) into typed props', () => {
+    const ctx: Record<string, string> = {
+      stage: 'prod',
+      leaseDurationS: '240',
+      heartbeatIntervalS: '20',
+      deletionProtection: 'false',
+      stateMachineLogLevel: 'all',
+      allowMissingCrates: 'true',
+      logLevel: 'baton=debug,info',
+    };
+    const props = contextProps((k) => ctx[k]);
+    assert.deepEqual(props, {
+      stage: 'prod',
+      leaseDurationS: 240,
+      heartbeatIntervalS: 20,
+      deletionProtection: false,
+      stateMachineLogLevel: 'ALL',
+      missingCrates: 'placeholder',
+      logLevel: 'baton=debug,info',
+    });
+  });
+
+  it('rejects malformed values', () => {
+    assert.throws(() => contextProps((k) => (k === 'leaseDurationS' ? 'soon' : undefined)), /leaseDurationS="soon" is not a number/);
+    assert.throws(() => contextProps((k) => (k === 'deletionProtection' ? 'maybe' : undefined)), /not a boolean/);
+  });
+
+  it('leaves unset keys to the defaults', () => {
+    assert.deepEqual(contextProps(() => undefined), {});
+  });
+});

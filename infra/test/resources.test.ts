@@ -1,0 +1,101 @@
+/**
+ * resources.json: the real file is valid, its references and permissions are
+ * checked, names follow `Naming` of the Rust side, every function has its
+ * crate, and the repository root is found from anywhere inside the checkout.
+ */
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, it } from 'node:test';
+
+import { RepoPaths, findRepoRoot } from '../lib/repo';
+import { Naming, Resources, parsePermission, placeholders, validateResources } from '../lib/resources';
+import { FIXTURE, REAL, repo } from '../lib/testing/variants';
+
+const clone = (r: Resources): any => JSON.parse(JSON.stringify(r));
+
+describe('resources.json', () => {
+  it('is valid, and so is the fixture', () => {
+    assert.doesNotThrow(() => validateResources(REAL.resources));
+    assert.deepEqual(validateResources(FIXTURE.resources), []);
+  });
+
+  it('has a crate functions/<name> building binary baton-<name> for every function', () => {
+    for (const fn of REAL.resources.functions) {
+      const manifest = repo.functionManifest(fn.name);
+      assert.ok(fs.existsSync(manifest), `${manifest} is missing`);
+      const toml = fs.readFileSync(manifest, 'utf-8');
+      const bin = new RegExp(`^\\s*name\\s*=\\s*"baton-${fn.name}"\\s*$`, 'm');
+      assert.match(toml, bin, `${manifest} names no package or [[bin]] baton-${fn.name}`);
+    }
+  });
+
+  it('has a definition file with exactly the declared placeholders for every state machine', () => {
+    for (const m of REAL.resources.state_machines) {
+      const raw = fs.readFileSync(repo.stateMachineDefinition(m.definition), 'utf-8');
+      assert.doesNotThrow(() => JSON.parse(raw), m.definition);
+      assert.deepEqual(placeholders(raw), Object.keys(m.queue_substitutions).sort(), m.definition);
+    }
+  });
+
+  it('rejects unknown permissions and dangling references', () => {
+    const bad = (mutate: (r: any) => void, message: RegExp) => {
+      const r = clone(FIXTURE.resources);
+      mutate(r);
+      assert.throws(() => validateResources(r), message);
+    };
+    bad((r) => (r.functions[0].permissions = ['table:*']), /unknown permission "table:\*"/);
+    bad((r) => (r.functions[0].permissions = ['states:start:nope']), /unknown state machine nope/);
+    bad((r) => (r.functions[0].permissions = ['queue:send:nope']), /unknown queue nope/);
+    bad((r) => (r.routes[0].function = 'nope'), /unknown function nope/);
+    bad((r) => (r.routes[0].function = 'relay'), /trigger is stream, not http/);
+    bad((r) => r.routes.push({ ...r.routes[0] }), /duplicate route/);
+    bad((r) => (r.subscribers[0].batch_size = 11), /batch_size must be a whole number between 1 and 10/);
+    bad((r) => (r.subscribers[0].facts = []), /routes no facts/);
+    bad((r) => (r.state_machines[0].queue_substitutions = { X: 'orchestrate' }), /unknown task queue orchestrate/);
+    bad((r) => r.task_queues.push({ ...r.task_queues[0], name: 'orchestrate' }), /duplicate queue/);
+  });
+
+  it('warns about a function that nothing triggers yet', () => {
+    const r = clone(FIXTURE.resources);
+    r.functions.push({ name: 'lonely', trigger: 'sqs' });
+    assert.deepEqual(validateResources(r), ['function lonely (trigger sqs) has nothing that triggers it yet']);
+  });
+
+  it('parses the permission vocabulary', () => {
+    assert.deepEqual(parsePermission('table:read'), { kind: 'table:read' });
+    assert.deepEqual(parsePermission('states:start:run-attempt'), { kind: 'states:start', machine: 'run-attempt' });
+    assert.deepEqual(parsePermission('states:read'), { kind: 'states:read' });
+    assert.deepEqual(parsePermission('states:read:job'), { kind: 'states:read', machine: 'job' });
+    assert.deepEqual(parsePermission('queue:send:enqueue'), { kind: 'queue:send', queue: 'enqueue' });
+    assert.throws(() => parsePermission('queue:send:'), /unknown permission/);
+    assert.throws(() => parsePermission('*'), /unknown permission/);
+  });
+});
+
+describe('naming', () => {
+  it('matches shared/src/resources.rs', () => {
+    const dev = new Naming('dev');
+    assert.equal(dev.physical('state'), 'baton-dev-state');
+    assert.equal(dev.dlq('enqueue'), 'baton-dev-enqueue-dlq');
+    assert.equal(dev.prefix, 'baton-dev-');
+  });
+});
+
+describe('repository root', () => {
+  it('is found by walking up from any directory inside the checkout', () => {
+    assert.equal(findRepoRoot(path.join(repo.root, 'infra', 'lib')), repo.root);
+    assert.equal(findRepoRoot(repo.root), repo.root);
+    assert.equal(new RepoPaths(repo.root).resourcesJson, path.join(repo.root, 'infra', 'resources.json'));
+  });
+
+  it('is an error outside a checkout', { skip: process.env.BATON_REPO_ROOT ? 'BATON_REPO_ROOT is set' : false }, () => {
+    const outside = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-outside-'));
+    try {
+      assert.throws(() => findRepoRoot(outside), /no Cargo workspace/);
+    } finally {
+      fs.rmSync(outside, { recursive: true, force: true });
+    }
+  });
+});
