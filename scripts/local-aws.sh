@@ -36,7 +36,8 @@ start_moto() {
     echo "local-aws: port $port is already in use; set BATON_MOTO_PORT to another port" >&2
     return 1
   fi
-  "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+  # Our launcher: moto with its DynamoDB backend made thread-safe (see the file).
+  "$VENV/bin/python" "$ROOT/scripts/moto_server.py" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
   MOTO_PID=$!
   local deadline=$((SECONDS + 60))
   until curl -fsS -o /dev/null "http://127.0.0.1:$port/moto-api/" 2>/dev/null; do
