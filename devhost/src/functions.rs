@@ -20,21 +20,47 @@ pub struct UnknownFunction {
 }
 
 pub struct Functions {
+    /// What every function built on `Context` shares (config, clients, store).
+    context: baton_shared::context::Context,
     health: baton_health::State,
     relay: baton_relay::State,
+    create_run: baton_create_run::State,
+    runs_read: baton_runs_read::State,
+    cancel: baton_cancel::State,
+    rerun: baton_rerun::State,
+    orchestrator: baton_orchestrator::State,
+    start_attempt: baton_start_attempt::State,
+    job_outcomes: baton_job_outcomes::State,
 }
 
 impl Functions {
     pub fn new(config: &Config, clients: &AwsClients) -> Self {
         Self {
+            context: baton_shared::context::Context::new(config.clone(), clients.clone()),
             health: baton_health::State { config: config.clone(), clients: clients.clone() },
             relay: baton_relay::State { config: config.clone(), clients: clients.clone() },
+            create_run: baton_create_run::State::new(config.clone(), clients.clone()),
+            runs_read: baton_runs_read::State::new(config.clone(), clients.clone()),
+            cancel: baton_cancel::State::new(config.clone(), clients.clone()),
+            rerun: baton_rerun::State::new(config.clone(), clients.clone()),
+            orchestrator: baton_orchestrator::State::new(config.clone(), clients.clone()),
+            start_attempt: baton_start_attempt::State::new(config.clone(), clients.clone()),
+            job_outcomes: baton_job_outcomes::State::new(config.clone(), clients.clone()),
         }
     }
 
     pub async fn http(&self, function: &str, req: Request) -> Response<Body> {
         match function {
             "health" => baton_health::handle(&self.health, req).await,
+            "create-run" => baton_create_run::handle(&self.create_run, req).await,
+            "runs-read" => baton_runs_read::handle(&self.runs_read, req).await,
+            "cancel" => baton_cancel::handle(&self.cancel, req).await,
+            "rerun" => baton_rerun::handle(&self.rerun, req).await,
+            "registration-tokens" => baton_registration_tokens::handle(&self.context, req).await,
+            "register" => baton_register::handle(&self.context, req).await,
+            "claim" => baton_claim::handle(&self.context, req).await,
+            "heartbeat" => baton_heartbeat::handle(&self.context, req).await,
+            "complete" => baton_complete::handle(&self.context, req).await,
             other => {
                 tracing::error!(function = other, "route names a function without an HTTP handler");
                 baton_shared::http::error_response(&ApiError::internal())
@@ -42,8 +68,15 @@ impl Functions {
         }
     }
 
-    pub async fn sqs(&self, function: &str, _event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
-        Err(UnknownFunction { trigger: "sqs", function: function.to_string() })
+    pub async fn sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
+        match function {
+            "enqueue" => Ok(baton_enqueue::handle(&self.context, event).await),
+            "reconcile" => Ok(baton_reconcile::handle(&self.context, event).await),
+            "orchestrator" => Ok(baton_orchestrator::handle(&self.orchestrator, event).await),
+            "start-attempt" => Ok(baton_start_attempt::handle(&self.start_attempt, event).await),
+            "job-outcomes" => Ok(baton_job_outcomes::handle(&self.job_outcomes, event).await),
+            other => Err(UnknownFunction { trigger: "sqs", function: other.to_string() }),
+        }
     }
 
     pub async fn stream(&self, function: &str, event: StreamEvent) -> Result<DynamoDbEventResponse, UnknownFunction> {
@@ -54,6 +87,14 @@ impl Functions {
     }
 
     pub async fn scheduled(&self, function: &str, _event: CloudWatchEvent) -> Result<(), UnknownFunction> {
-        Err(UnknownFunction { trigger: "schedule", function: function.to_string() })
+        match function {
+            "lease-reaper" => {
+                if let Err(err) = baton_lease_reaper::handle(&self.context, chrono::Utc::now()).await {
+                    tracing::error!(error = %err, "lease reaper failed; the next tick retries");
+                }
+                Ok(())
+            }
+            other => Err(UnknownFunction { trigger: "schedule", function: other.to_string() }),
+        }
     }
 }

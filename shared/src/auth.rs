@@ -46,7 +46,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The request's bearer token if it is of `kind`; 401 otherwise (a token of
 /// another kind is as good as none here).
-pub fn require_token<'a>(req: &'a lambda_http::Request, kind: TokenKind) -> Result<&'a str, ApiError> {
+pub fn require_token(req: &lambda_http::Request, kind: TokenKind) -> Result<&str, ApiError> {
     match crate::http::bearer_token(req) {
         Some(token) if token.starts_with(kind.prefix()) && token.len() > kind.prefix().len() => Ok(token),
         _ => Err(ApiError::unauthenticated()),

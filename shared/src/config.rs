@@ -30,6 +30,8 @@ pub struct Config {
     /// `BATON_RUN_STATE_MACHINE_ARN`: the run-attempt state machine (only the
     /// functions that start executions need it).
     pub run_state_machine_arn: Option<String>,
+    /// Orchestration timings (see [`OrchestrationConfig`]).
+    pub orchestration: OrchestrationConfig,
     /// `BATON_ADMIN_TOKEN`: optional bootstrap admin token (`bat_…`). The dev
     /// stack sets it so a fresh checkout can be driven with curl; its hash is
     /// stored like any other token at start-up, the secret never is.
@@ -54,6 +56,28 @@ impl Default for LeaseConfig {
             heartbeat_interval: Duration::from_secs(15),
             first_heartbeat_grace: Duration::from_secs(60),
         }
+    }
+}
+
+/// Orchestration timings (behaviour.md §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrchestrationConfig {
+    /// `BATON_TIMEOUT_MINUTE_S` (default 60, 1..=60): how many seconds one
+    /// "minute" of a definition's `timeout-minutes` (job and run) lasts. Only
+    /// tests and demos lower it, to see timeouts fire in seconds; the
+    /// definition and its frozen snapshot keep the minutes as written.
+    pub timeout_minute: Duration,
+    /// `BATON_ORCHESTRATOR_MAX_WAIT_S` (default 3600, 10..=86400): the longest
+    /// an attempt's orchestration waits for progress before it looks again on
+    /// its own. Job outcomes wake it at once; this only bounds how long a lost
+    /// wake-up (a crash between a commit and its SendTaskSuccess) can delay
+    /// an attempt, at 3 state transitions per wait.
+    pub max_wait: Duration,
+}
+
+impl Default for OrchestrationConfig {
+    fn default() -> Self {
+        Self { timeout_minute: Duration::from_secs(60), max_wait: Duration::from_secs(3_600) }
     }
 }
 
@@ -106,6 +130,10 @@ impl Config {
             session_ttl: seconds("BATON_SESSION_TTL_S", 3_600, 60, 7 * 86_400)?,
             poll_interval: seconds("BATON_POLL_INTERVAL_S", 5, 1, 300)?,
             outbox_ttl_days,
+            orchestration: OrchestrationConfig {
+                timeout_minute: seconds("BATON_TIMEOUT_MINUTE_S", 60, 1, 60)?,
+                max_wait: seconds("BATON_ORCHESTRATOR_MAX_WAIT_S", 3_600, 10, 86_400)?,
+            },
             run_state_machine_arn: lookup("BATON_RUN_STATE_MACHINE_ARN").filter(|s| !s.is_empty()),
             bootstrap_admin_token: lookup("BATON_ADMIN_TOKEN").filter(|s| !s.is_empty()),
         })
@@ -148,6 +176,16 @@ mod tests {
         assert_eq!(config.lease, LeaseConfig::default());
         assert_eq!(config.reaper_period, Duration::from_secs(60));
         assert_eq!(config.session_ttl, Duration::from_secs(3600));
+        assert_eq!(config.orchestration, OrchestrationConfig::default());
+    }
+
+    #[test]
+    fn a_timeout_minute_longer_than_a_minute_is_rejected() {
+        let mut map = base();
+        map.insert("BATON_TIMEOUT_MINUTE_S".into(), "61".into());
+        assert!(Config::from_map(&map).unwrap_err().0.contains("BATON_TIMEOUT_MINUTE_S"));
+        map.insert("BATON_TIMEOUT_MINUTE_S".into(), "2".into());
+        assert_eq!(Config::from_map(&map).unwrap().orchestration.timeout_minute, Duration::from_secs(2));
     }
 
     #[test]

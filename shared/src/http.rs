@@ -162,3 +162,31 @@ mod tests {
         assert_eq!(bearer_token(&request("", None)), None);
     }
 }
+
+/// The lease a `blt_` token names, checked against the route's execution.
+#[derive(Debug, Clone)]
+pub struct LeaseCredentials {
+    pub execution_id: uuid::Uuid,
+    pub epoch: u64,
+    pub token_hash: String,
+}
+
+/// Reads the lease token: 401 when missing or malformed, 404 when it names
+/// another execution than the path (another lease's token is out of scope).
+pub fn lease_credentials(req: &Request) -> Result<LeaseCredentials, ApiError> {
+    let token = crate::auth::require_token(req, crate::auth::TokenKind::Lease)?;
+    let (execution_id, epoch) =
+        crate::runners::lease::parse_lease_token(token).ok_or_else(ApiError::unauthenticated)?;
+    if path_id(req, "execution_id")? != execution_id {
+        return Err(ApiError::not_found("lease"));
+    }
+    Ok(LeaseCredentials { execution_id, epoch, token_hash: crate::auth::hash_token(token) })
+}
+
+/// 409 `lease-lost`: stop the job, do not report, claim again.
+pub fn lease_lost() -> ApiError {
+    ApiError::new(
+        ErrorCode::LeaseLost,
+        "the lease was lost (expired, reaped or superseded); stop the job and claim again",
+    )
+}

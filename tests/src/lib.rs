@@ -5,6 +5,8 @@
 //! The emulator is started by `make test` (scripts/test.sh), which exports
 //! `BATON_AWS_ENDPOINT`. Nothing here mocks AWS.
 
+pub mod runners;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -84,6 +86,8 @@ impl TestStack {
         overrides: HashMap<String, String>,
         mut options: HostOptions,
     ) -> Self {
+        // The functions' JSON logs; nextest shows them for a failing test.
+        baton_shared::telemetry::init();
         let captured: Arc<Mutex<Vec<Captured>>> = Arc::default();
         options.extra_sqs_functions.insert(CAPTURE.into(), capture_handler(captured.clone()));
         let clients = AwsClients::local(&endpoint()).await;

@@ -1,3 +1,5 @@
 //! The runners context: pure decisions (labels, leases, claim order). No I/O.
 
+pub mod claim;
 pub mod labels;
+pub mod lease;

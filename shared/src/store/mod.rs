@@ -53,7 +53,7 @@ impl Store {
                         Err(StoreError::DynamoDb(format!("transaction cancelled: {reasons:?}")))
                     }
                 }
-                other => Err(StoreError::DynamoDb(other.to_string())),
+                other => Err(StoreError::DynamoDb(format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(other)))),
             },
             Err(err) => Err(StoreError::DynamoDb(display_sdk_error(&err))),
         }
@@ -62,10 +62,7 @@ impl Store {
 
 /// A readable message for an SDK error (its `Display` alone says "service error").
 pub fn display_sdk_error<E: std::error::Error + 'static, R: std::fmt::Debug>(err: &SdkError<E, R>) -> String {
-    match err {
-        SdkError::ServiceError(service) => service.err().to_string(),
-        other => format!("{other:?}"),
-    }
+    format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(err))
 }
 
 /// A string attribute.
@@ -88,6 +85,13 @@ pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreE
     Ok(serde_dynamo::from_item(item)?)
 }
 
+pub mod attempts;
+pub mod claims;
+pub mod leases;
+pub mod operators;
 pub mod outbox;
 pub mod processed;
-pub mod operators;
+pub mod queue;
+pub mod runs;
+pub mod serialize;
+pub mod sessions;

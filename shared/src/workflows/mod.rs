@@ -3,6 +3,7 @@
 //! returns a decision, so the store and the orchestrator stay thin and the
 //! rules are tested without AWS.
 
+pub mod attempt;
 pub mod condition;
 pub mod dag;
 pub mod definition;
@@ -11,6 +12,7 @@ pub mod execution;
 pub mod graph;
 pub mod rerun;
 pub mod status;
+pub mod view;
 mod yaml;
 
 pub use condition::JobCondition;

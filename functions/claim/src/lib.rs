@@ -1,0 +1,69 @@
+//! `POST /v1/runners/claim`: 200 with one job and its lease, or 204.
+//! With `wait_s` (≤ 20) the claim long-polls and returns as soon as work appears.
+
+use std::time::Duration;
+
+use baton_shared::api::{ClaimRequest, MAX_CLAIM_WAIT_S};
+use baton_shared::auth::{require_token, TokenKind};
+use baton_shared::context::Context;
+use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::http::{empty_response, json_response, parse_json, respond};
+use baton_shared::metrics::{emit, Unit};
+use baton_shared::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
+use baton_shared::store::claims::{ClaimOutcome, ClaimStats};
+use http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use tracing::Instrument;
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(claim(context, req).await)
+}
+
+async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let token = require_token(&req, TokenKind::Session)?;
+    let body: ClaimRequest = parse_json(&req)?;
+    let wait = match body.wait_s {
+        Some(w) if w > MAX_CLAIM_WAIT_S => {
+            return Err(ApiError::invalid_request(format!("wait_s must be between 0 and {MAX_CLAIM_WAIT_S}")))
+        }
+        w => Duration::from_secs(w.unwrap_or(0)),
+    };
+    let now = chrono::Utc::now();
+    let session = context.store.session_for_token(token, now).await?.ok_or_else(ApiError::unauthenticated)?;
+    let span = tracing::info_span!("claim", session_id = %session.id, workspace_id = %session.workspace_id);
+    async move {
+        if session.is_capped_out() {
+            return Err(exhausted());
+        }
+        let touch_every = chrono::Duration::from_std(SESSION_TOUCH_EVERY).unwrap_or_default();
+        context.store.touch_session(&session, now, touch_every).await?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut stats = ClaimStats::default();
+        loop {
+            let outcome = context
+                .store
+                .claim_next(&session, &context.config.lease, context.config.outbox_ttl_days, chrono::Utc::now(), &mut stats)
+                .await?;
+            match outcome {
+                ClaimOutcome::Claimed(job) => {
+                    tracing::info!(job_execution_id = %job.job_execution_id, run_id = %job.run_id, job_id = %job.job_id, epoch = job.lease.epoch, "job claimed");
+                    emit("claim", &[("claims", 1.0, Unit::Count), ("lost_races", f64::from(stats.lost_races), Unit::Count)]);
+                    return Ok(json_response(StatusCode::OK, &*job));
+                }
+                ClaimOutcome::SessionExhausted => return Err(exhausted()),
+                ClaimOutcome::NothingToClaim => {
+                    if tokio::time::Instant::now() + LONG_POLL_RECHECK > deadline {
+                        return Ok(empty_response(StatusCode::NO_CONTENT));
+                    }
+                    tokio::time::sleep(LONG_POLL_RECHECK).await;
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+fn exhausted() -> ApiError {
+    ApiError::new(ErrorCode::SessionExhausted, "this session has used all the claims its registration token allows")
+}

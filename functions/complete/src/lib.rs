@@ -1,0 +1,96 @@
+//! The runner's reports on a lease: step progress
+//! (`POST …/leases/{execution_id}/steps/{step_id}`) and the job's result
+//! (`POST …/leases/{execution_id}/complete`), which ends the lease at once.
+//! Both are fenced by the lease's epoch and token.
+
+use baton_shared::api::{CancelFlag, CompleteRequest, CompleteResponse, StepReport};
+use baton_shared::context::Context;
+use baton_shared::error::ApiError;
+use baton_shared::facts::{Fact, JobCompleted, StepResult};
+use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
+use baton_shared::store::leases::{Completion, Fenced};
+use http::StatusCode;
+use lambda_http::{Body, Request, RequestExt, Response};
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    let is_step = req.path_parameters().first("step_id").is_some();
+    respond(if is_step { report_step(context, req).await } else { complete(context, req).await })
+}
+
+async fn report_step(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let lease = lease_credentials(&req)?;
+    let step_id = path_id(&req, "step_id")?;
+    let report: StepReport = parse_json(&req)?;
+    let step = StepResult {
+        id: step_id,
+        status: report.status,
+        exit_code: report.exit_code,
+        started_at: report.started_at,
+        finished_at: report.finished_at,
+    };
+    match context.store.report_step(lease.execution_id, lease.epoch, &lease.token_hash, &step).await? {
+        Fenced::Ok(item) => {
+            Ok(json_response(StatusCode::OK, &CancelFlag { cancel: item.cancel_requested_at.is_some() }))
+        }
+        Fenced::LeaseLost => Err(lease_lost()),
+        Fenced::NotFound => Err(ApiError::not_found("lease")),
+    }
+}
+
+async fn complete(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let lease = lease_credentials(&req)?;
+    let body: CompleteRequest = parse_json(&req)?;
+    // The lease item knows the run, job and session the fact must name. When
+    // it is gone (a repeat, or a lost lease) the fenced write below tells
+    // which, and the placeholder fact is never written.
+    let item = context.store.lease(lease.execution_id).await?;
+    finish(context, &lease, item, body).await
+}
+
+async fn finish(
+    context: &Context,
+    lease: &baton_shared::http::LeaseCredentials,
+    item: Option<baton_shared::store::leases::LeaseItem>,
+    body: CompleteRequest,
+) -> Result<Response<Body>, ApiError> {
+    let now = chrono::Utc::now();
+    let lease_ref = match &item {
+        Some(item) if item.epoch == lease.epoch => item.lease_ref(),
+        _ => baton_shared::facts::LeaseRef {
+            run_id: uuid::Uuid::nil(),
+            attempt: 0,
+            job_id: uuid::Uuid::nil(),
+            job_execution_id: lease.execution_id,
+            session_id: uuid::Uuid::nil(),
+            epoch: lease.epoch,
+        },
+    };
+    let workspace = item.as_ref().map(|i| i.workspace_id.clone()).unwrap_or_default();
+    let fact = Fact::new(
+        workspace,
+        now,
+        JobCompleted {
+            lease: lease_ref,
+            status: body.status,
+            steps: body.steps,
+            outputs: body.outputs,
+            message: body.message,
+            completed_at: now,
+        },
+    );
+    match context
+        .store
+        .complete(lease.execution_id, lease.epoch, &lease.token_hash, &fact, context.config.outbox_ttl_days)
+        .await?
+    {
+        Fenced::Ok(Completion::Recorded(status)) => {
+            tracing::info!(job_execution_id = %lease.execution_id, run_id = %fact.detail.lease.run_id, session_id = %fact.detail.lease.session_id, ?status, "job completed; lease ended");
+            Ok(json_response(StatusCode::OK, &CompleteResponse { status }))
+        }
+        Fenced::Ok(Completion::AlreadyRecorded(status)) => {
+            Ok(json_response(StatusCode::OK, &CompleteResponse { status }))
+        }
+        Fenced::LeaseLost => Err(lease_lost()),
+        Fenced::NotFound => Err(ApiError::not_found("lease")),
+    }
+}

@@ -1,0 +1,45 @@
+//! `POST /v1/runners/register`: a registration token and labels → a session.
+
+use baton_shared::api::{RegisterRequest, RegisterResponse};
+use baton_shared::auth::{require_token, TokenKind};
+use baton_shared::context::Context;
+use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::http::{json_response, parse_json, respond};
+use baton_shared::runners::labels::canonicalize;
+use baton_shared::store::sessions::RegisterRefusal;
+use http::StatusCode;
+use lambda_http::{Body, Request, Response};
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(register(context, req).await)
+}
+
+async fn register(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let token = require_token(&req, TokenKind::Registration)?;
+    let body: RegisterRequest = parse_json(&req)?;
+    let labels = canonicalize(&body.labels)?;
+    let ttl = chrono::Duration::from_std(context.config.session_ttl).map_err(|_| ApiError::internal())?;
+    match context.store.register_session(token, labels, body.name, ttl, chrono::Utc::now()).await? {
+        Ok((session, session_token)) => {
+            tracing::info!(session_id = %session.id, workspace_id = %session.workspace_id, "runner registered");
+            Ok(json_response(
+                StatusCode::CREATED,
+                &RegisterResponse {
+                    session_id: session.id,
+                    session_token,
+                    session_expires_at: session.expires_at,
+                    workspace_id: session.workspace_id,
+                    labels: session.labels,
+                    max_claims: session.max_claims,
+                    heartbeat_interval_s: context.config.lease.heartbeat_interval.as_secs(),
+                    poll_interval_s: context.config.poll_interval.as_secs(),
+                },
+            ))
+        }
+        Err(RegisterRefusal::Unauthenticated) => Err(ApiError::unauthenticated()),
+        Err(RegisterRefusal::Consumed) => Err(ApiError::new(
+            ErrorCode::RegistrationTokenConsumed,
+            "this single-use registration token has already been used",
+        )),
+    }
+}

@@ -1,0 +1,77 @@
+//! Registration tokens (operators): `POST`, `GET` and `DELETE` under
+//! `/v1/workspaces/{ws}/registration-tokens`. The secret is shown once, in
+//! the 201; only its hash is stored.
+
+use baton_shared::api::{
+    CreateRegistrationToken, CreatedRegistrationToken, RegistrationTokenList, RegistrationTokenSummary,
+};
+use baton_shared::context::Context;
+use baton_shared::error::ApiError;
+use baton_shared::http::{empty_response, json_response, method_not_allowed, parse_json, path_id, path_param, respond};
+use http::{Method, StatusCode};
+use lambda_http::{Body, Request, Response};
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(route(context, req).await)
+}
+
+async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let workspace = path_param(&req, "ws")?;
+    context.store.authorize_operator(&req, &workspace).await?;
+    let now = chrono::Utc::now();
+    match *req.method() {
+        Method::POST => {
+            let body: CreateRegistrationToken = parse_json(&req)?;
+            if body.max_claims == Some(0) {
+                return Err(ApiError::invalid_request("max_claims must be at least 1"));
+            }
+            if body.expires_in_s == Some(0) {
+                return Err(ApiError::invalid_request("expires_in_s must be at least 1"));
+            }
+            let (record, token) = context
+                .store
+                .create_registration_token(
+                    &workspace,
+                    body.name,
+                    body.expires_in_s,
+                    body.single_use,
+                    body.max_claims,
+                    now,
+                )
+                .await?;
+            tracing::info!(workspace_id = %workspace, token_id = %record.id, "registration token created");
+            Ok(json_response(
+                StatusCode::CREATED,
+                &CreatedRegistrationToken { id: record.id, token, expires_at: record.expires_at },
+            ))
+        }
+        Method::GET => {
+            let items = context
+                .store
+                .list_registration_tokens(&workspace)
+                .await?
+                .into_iter()
+                .map(|t| RegistrationTokenSummary {
+                    id: t.id,
+                    name: t.name,
+                    expires_at: t.expires_at,
+                    single_use: t.single_use,
+                    max_claims: t.max_claims,
+                    revoked_at: t.revoked_at,
+                    created_at: t.created_at,
+                })
+                .collect();
+            Ok(json_response(StatusCode::OK, &RegistrationTokenList { items }))
+        }
+        Method::DELETE => {
+            let id = path_id(&req, "id")?;
+            if context.store.revoke_registration_token(&workspace, id, now).await? {
+                tracing::info!(workspace_id = %workspace, token_id = %id, "registration token revoked");
+                Ok(empty_response(StatusCode::NO_CONTENT))
+            } else {
+                Err(ApiError::not_found("registration token"))
+            }
+        }
+        _ => Err(method_not_allowed()),
+    }
+}

@@ -1,0 +1,124 @@
+//! `POST /v1/workspaces/{ws}/runs/{run_id}/rerun {mode}` (behaviour.md §11):
+//! attempt n+1 of the same run, from the frozen snapshot of attempt n (the
+//! definition is never re-read; the new attempt points at the same snapshot
+//! item). [`plan_rerun`] decides which jobs are carried over (status and
+//! outputs copied, `carried_over: true`, no execution, never enqueued) and
+//! which run again.
+//!
+//! One transaction: the run moves to the new attempt conditioned on its
+//! current attempt still being n, the new attempt item, and the
+//! `run.attempt_created` fact (which starts the orchestration). Of two
+//! concurrent reruns exactly one passes that condition; the other answers
+//! 409 `run-not-terminal`, as it would a moment later.
+
+use std::collections::BTreeMap;
+
+use baton_shared::aws::AwsClients;
+use baton_shared::config::Config;
+use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::facts::{Fact, RunAttemptCreated};
+use baton_shared::http::{json_response, parse_json, path_id, path_param, respond};
+use baton_shared::store::attempts::AttemptItem;
+use baton_shared::store::{serialize, Store, TxOutcome};
+use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
+use baton_shared::workflows::view::RerunRequest;
+use baton_shared::workflows::{plan_rerun, PreviousJob, RerunAction, RerunMode};
+use lambda_http::{Body, Request, Response};
+
+pub struct State {
+    pub config: Config,
+    pub clients: AwsClients,
+    pub store: Store,
+}
+
+impl State {
+    pub fn new(config: Config, clients: AwsClients) -> Self {
+        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
+        Self { config, clients, store }
+    }
+}
+
+pub async fn handle(state: &State, req: Request) -> Response<Body> {
+    respond(rerun(state, &req).await)
+}
+
+fn not_terminal(run_id: uuid::Uuid) -> ApiError {
+    ApiError::new(ErrorCode::RunNotTerminal, format!("run {run_id}'s current attempt has not finished"))
+}
+
+async fn rerun(state: &State, req: &Request) -> Result<Response<Body>, ApiError> {
+    let workspace_id = path_param(req, "ws")?;
+    state.store.authorize_operator(req, &workspace_id).await?;
+    let run_id = path_id(req, "run_id")?;
+    let store = &state.store;
+    let _serialised = serialize::lock(serialize::run_key(run_id)).await;
+    let run = store
+        .get_run(run_id)
+        .await?
+        .filter(|run| run.workspace_id == workspace_id)
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    let body: RerunRequest = parse_json(req)?;
+    let previous = store.get_attempt(run_id, run.current_attempt).await?.ok_or_else(ApiError::internal)?;
+    if !previous.state.status.is_terminal() || !previous.state.all_jobs_terminal() {
+        return Err(not_terminal(run_id));
+    }
+    let definition =
+        store.get_snapshot(run_id, previous.state.snapshot_attempt).await?.ok_or_else(ApiError::internal)?;
+    let previous_jobs: Vec<PreviousJob> = previous
+        .state
+        .jobs
+        .iter()
+        .map(|job| PreviousJob {
+            key: job.key.clone(),
+            needs: definition.job(&job.key).map(|d| d.needs.clone()).unwrap_or_default(),
+            status: job.status,
+        })
+        .collect();
+    let plan = plan_rerun(&previous_jobs, body.mode)?;
+    let carried: BTreeMap<String, _> = plan
+        .iter()
+        .filter(|planned| planned.action == RerunAction::Carry)
+        .filter_map(|planned| previous.state.jobs.iter().find(|job| job.key == planned.key))
+        .map(|job| (job.key.clone(), job.clone()))
+        .collect();
+    let number = previous.state.attempt + 1;
+    let now = chrono::Utc::now();
+    let attempt = AttemptState::new(NewAttempt {
+        run_id,
+        workspace_id: &workspace_id,
+        attempt: number,
+        definition: &definition,
+        snapshot_attempt: previous.state.snapshot_attempt,
+        rerun_mode: Some(body.mode),
+        carried: &carried,
+        now,
+    });
+    let mode = match body.mode {
+        RerunMode::All => "all",
+        RerunMode::Failed => "failed",
+    };
+    let fact = Fact::new(
+        &workspace_id,
+        now,
+        RunAttemptCreated {
+            run_id,
+            attempt: number,
+            workflow_name: run.name.clone(),
+            run_number: run.number,
+            rerun_mode: Some(mode.to_string()),
+        },
+    );
+    let items = vec![
+        store.rerun_update(run_id, previous.state.attempt, number)?,
+        store.attempt_put(&AttemptItem::new(attempt), None)?,
+        store.outbox_put(&fact, state.config.outbox_ttl_days)?,
+    ];
+    match store.transact(items).await? {
+        TxOutcome::Committed => {
+            tracing::info!(%run_id, attempt = number, mode, carried = carried.len(), "rerun created");
+            let view = store.run_view(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?;
+            Ok(json_response(http::StatusCode::CREATED, &view))
+        }
+        TxOutcome::ConditionFailed { .. } => Err(not_terminal(run_id)),
+    }
+}

@@ -1,0 +1,72 @@
+//! `GET /v1/workspaces/{ws}/runs/{run_id}` (the run view: every attempt
+//! with its jobs, executions and steps, read with one `Query` of the run's
+//! partition) and `GET /v1/workspaces/{ws}/runs?status=&limit=&cursor=`
+//! (newest first, from the `runs-by-workspace` index; never a Scan).
+//! Read-only: nothing here writes.
+
+use baton_shared::aws::AwsClients;
+use baton_shared::config::Config;
+use baton_shared::error::ApiError;
+use baton_shared::http::{json_response, path_id, path_param, query_param, respond};
+use baton_shared::store::Store;
+use baton_shared::workflows::status::RunStatus;
+use baton_shared::workflows::view::{RunList, RunSummary};
+use lambda_http::{Body, Request, RequestExt, Response};
+
+/// Runs a page holds when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 20;
+/// The largest `limit` accepted.
+pub const MAX_LIMIT: usize = 100;
+
+pub struct State {
+    pub config: Config,
+    pub clients: AwsClients,
+    pub store: Store,
+}
+
+impl State {
+    pub fn new(config: Config, clients: AwsClients) -> Self {
+        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
+        Self { config, clients, store }
+    }
+}
+
+pub async fn handle(state: &State, req: Request) -> Response<Body> {
+    respond(read(state, &req).await)
+}
+
+async fn read(state: &State, req: &Request) -> Result<Response<Body>, ApiError> {
+    let workspace_id = path_param(req, "ws")?;
+    state.store.authorize_operator(req, &workspace_id).await?;
+    if req.path_parameters().first("run_id").is_some() {
+        let run_id = path_id(req, "run_id")?;
+        let view = state.store.run_view(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
+        return Ok(json_response(http::StatusCode::OK, &view));
+    }
+    let status = query_param(req, "status")
+        .filter(|s| !s.is_empty())
+        .map(|raw| {
+            serde_json::from_value::<RunStatus>(serde_json::Value::String(raw.clone())).map_err(|_| {
+                ApiError::invalid_request(format!(
+                    "status must be pending, running, succeeded, failed or cancelled, got {raw:?}"
+                ))
+            })
+        })
+        .transpose()?;
+    let limit = match query_param(req, "limit").filter(|s| !s.is_empty()) {
+        None => DEFAULT_LIMIT,
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|l| (1..=MAX_LIMIT).contains(l))
+            .ok_or_else(|| ApiError::invalid_request(format!("limit must be 1 to {MAX_LIMIT}, got {raw:?}")))?,
+    };
+    let cursor = query_param(req, "cursor")
+        .filter(|s| !s.is_empty())
+        .map(|raw| baton_shared::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("cursor is malformed")))
+        .transpose()?;
+    let (runs, next) = state.store.list_runs(&workspace_id, status, limit, cursor).await?;
+    let list =
+        RunList { items: runs.iter().map(RunSummary::from).collect(), next_cursor: next.map(|id| id.to_string()) };
+    Ok(json_response(http::StatusCode::OK, &list))
+}

@@ -1,0 +1,140 @@
+//! Request and response bodies of the runner API (api.md "Runners" and the
+//! registration-token routes), defined once and used by the functions and by
+//! clients (the runner agent), so the contract cannot drift.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CreateRegistrationToken {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub expires_in_s: Option<u64>,
+    #[serde(default)]
+    pub single_use: bool,
+    #[serde(default)]
+    pub max_claims: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CreatedRegistrationToken {
+    pub id: Uuid,
+    pub token: String,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegistrationTokenSummary {
+    pub id: Uuid,
+    pub name: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub single_use: bool,
+    pub max_claims: Option<u64>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegistrationTokenList {
+    pub items: Vec<RegistrationTokenSummary>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegisterRequest {
+    pub labels: Vec<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegisterResponse {
+    pub session_id: Uuid,
+    pub session_token: String,
+    pub session_expires_at: DateTime<Utc>,
+    pub workspace_id: String,
+    pub labels: Vec<String>,
+    pub max_claims: Option<u64>,
+    pub heartbeat_interval_s: u64,
+    pub poll_interval_s: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClaimRequest {
+    #[serde(default)]
+    pub wait_s: Option<u64>,
+}
+
+/// The longest long poll a claim may ask for.
+pub const MAX_CLAIM_WAIT_S: u64 = 20;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LeaseGrant {
+    pub token: String,
+    pub epoch: u64,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClaimedJob {
+    pub key: String,
+    pub labels: Vec<String>,
+    pub timeout_s: u64,
+    pub env: BTreeMap<String, String>,
+    pub steps: Vec<StepSpec>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClaimResponse {
+    pub job_execution_id: Uuid,
+    pub job_id: Uuid,
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub workspace_id: String,
+    pub lease: LeaseGrant,
+    pub job: ClaimedJob,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HeartbeatResponse {
+    pub cancel: bool,
+    pub expires_at: DateTime<Utc>,
+    pub heartbeat_interval_s: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepReport {
+    pub status: StepStatus,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CancelFlag {
+    pub cancel: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CompleteRequest {
+    pub status: JobOutcome,
+    #[serde(default)]
+    pub steps: Vec<StepResult>,
+    #[serde(default)]
+    pub outputs: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CompleteResponse {
+    pub status: JobOutcome,
+}

@@ -1,0 +1,116 @@
+//! `claim_next`: the claim use case (behaviour.md §4) over the queue items.
+//!
+//! Reads: the workspace's label sets, then the heads of the fitting ones in
+//! parallel; writes: one transaction per attempt. A lost race falls through
+//! to the next candidate (bounded by `runners::claim::MAX_ATTEMPTS`).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::leases::LeaseItem;
+use super::queue::{lease_ref, ClaimAttempt, PendingItem};
+use super::sessions::Session;
+use super::Store;
+use crate::api::{ClaimResponse, ClaimedJob, LeaseGrant};
+use crate::auth::hash_token;
+use crate::config::LeaseConfig;
+use crate::error::StoreError;
+use crate::facts::{Fact, JobClaimed};
+use crate::runners::claim::{attempt_order, oldest_first, HEAD_READ};
+use crate::runners::labels::is_subset;
+use crate::runners::lease::{expiry_after_claim, lease_shard, new_lease_token};
+
+#[derive(Debug)]
+pub enum ClaimOutcome {
+    Claimed(Box<ClaimResponse>),
+    NothingToClaim,
+    SessionExhausted,
+}
+
+/// Counters of one claim, for metrics and the benchmark.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimStats {
+    pub lost_races: u32,
+    pub stale_dropped: u32,
+}
+
+impl Store {
+    pub async fn claim_next(
+        &self,
+        session: &Session,
+        lease_config: &LeaseConfig,
+        outbox_ttl_days: u32,
+        now: DateTime<Utc>,
+        stats: &mut ClaimStats,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let fitting: Vec<_> = self
+            .label_sets(&session.workspace_id)
+            .await?
+            .into_iter()
+            .filter(|set| is_subset(&set.labels, &session.labels))
+            .collect();
+        let heads = futures::future::try_join_all(
+            fitting.iter().map(|set| self.pending_head(&session.workspace_id, &set.sk, HEAD_READ as i32)),
+        )
+        .await?;
+        let mut candidates: Vec<PendingItem> = heads.into_iter().flatten().collect();
+        oldest_first(&mut candidates);
+        candidates.truncate(HEAD_READ);
+        let order = attempt_order(candidates.len(), &mut rand::rng());
+        for index in order {
+            let pending = &candidates[index];
+            let epoch = pending.epoch + 1;
+            let token = new_lease_token(pending.execution_id, epoch);
+            let expires_at = expiry_after_claim(now, lease_config);
+            let lease = LeaseItem {
+                pk: LeaseItem::key(pending.execution_id),
+                sk: "LEASE".into(),
+                kind: "lease".into(),
+                execution_id: pending.execution_id,
+                workspace_id: pending.workspace_id.clone(),
+                run_id: pending.run_id,
+                job_id: pending.job_id,
+                attempt: pending.attempt,
+                session_id: session.id,
+                epoch,
+                token_hash: hash_token(&token),
+                claimed_at: now,
+                expires_at,
+                heartbeated: false,
+                cancel_requested_at: None,
+                steps: BTreeMap::new(),
+                lx_shard: lease_shard(pending.execution_id),
+                lx_expires_at: expires_at.timestamp_millis(),
+            };
+            let fact = Fact::new(
+                pending.workspace_id.clone(),
+                now,
+                JobClaimed { lease: lease_ref(pending, session.id, epoch), claimed_at: now },
+            );
+            match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days).await? {
+                ClaimAttempt::Won => {
+                    return Ok(ClaimOutcome::Claimed(Box::new(ClaimResponse {
+                        job_execution_id: pending.execution_id,
+                        job_id: pending.job_id,
+                        run_id: pending.run_id,
+                        attempt: pending.attempt,
+                        workspace_id: pending.workspace_id.clone(),
+                        lease: LeaseGrant { token, epoch, expires_at },
+                        job: ClaimedJob {
+                            key: pending.job.key.clone(),
+                            labels: pending.job.labels.clone(),
+                            timeout_s: pending.job.timeout_s,
+                            env: pending.job.env.clone(),
+                            steps: pending.job.steps.clone(),
+                        },
+                    })))
+                }
+                ClaimAttempt::Lost => stats.lost_races += 1,
+                ClaimAttempt::Stale => stats.stale_dropped += 1,
+                ClaimAttempt::SessionExhausted => return Ok(ClaimOutcome::SessionExhausted),
+            }
+        }
+        Ok(ClaimOutcome::NothingToClaim)
+    }
+}

@@ -1,0 +1,351 @@
+//! Leases (behaviour.md §5, §6): `EXEC#<execution>` / `LEASE`, a small item so
+//! that a heartbeat costs one write unit. It exists only while the lease is
+//! live; `lx_shard`/`lx_expires_at` put it in the sparse `leases-by-expiry`
+//! index the reaper reads.
+//!
+//! Fencing: every write is conditioned on the lease's epoch and the hash of
+//! its token, so a runner that lost its lease (reaped, or completed by an
+//! earlier attempt of its own) can never act on it again.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::queue::{runner_record_key, status};
+use super::sessions::rfc3339;
+use super::{from_item, n, s, Item, Store, TxOutcome};
+use crate::error::StoreError;
+use crate::facts::{Fact, JobCompleted, JobLeaseExpired, JobOutcome, StepResult};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LeaseItem {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub execution_id: Uuid,
+    pub workspace_id: String,
+    pub run_id: Uuid,
+    pub job_id: Uuid,
+    pub attempt: u32,
+    pub session_id: Uuid,
+    pub epoch: u64,
+    pub token_hash: String,
+    pub claimed_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub heartbeated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// Step progress as reported, by step id.
+    pub steps: BTreeMap<String, StepResult>,
+    pub lx_shard: String,
+    /// `expires_at` in epoch milliseconds, the index's sort key.
+    pub lx_expires_at: i64,
+}
+
+impl LeaseItem {
+    pub fn key(execution_id: Uuid) -> String {
+        runner_record_key(execution_id)
+    }
+
+    pub fn lease_ref(&self) -> crate::facts::LeaseRef {
+        crate::facts::LeaseRef {
+            run_id: self.run_id,
+            attempt: self.attempt,
+            job_id: self.job_id,
+            job_execution_id: self.execution_id,
+            session_id: self.session_id,
+            epoch: self.epoch,
+        }
+    }
+}
+
+/// What a fenced write on a lease found.
+#[derive(Debug, PartialEq)]
+pub enum Fenced<T> {
+    Ok(T),
+    /// The lease is gone or has moved to another epoch: 409 `lease-lost`.
+    LeaseLost,
+    /// The token is not this lease's: 404 (do not reveal the lease).
+    NotFound,
+}
+
+/// What complete recorded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Completion {
+    Recorded(JobOutcome),
+    /// A repeat of an earlier complete of the same lease.
+    AlreadyRecorded(JobOutcome),
+}
+
+fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
+    built.map_err(|e| StoreError::Other(e.to_string()))
+}
+
+fn lease_from(item: Option<Item>) -> Result<Option<LeaseItem>, StoreError> {
+    item.map(from_item).transpose()
+}
+
+impl Store {
+    /// Diagnoses a failed fenced write from the item as it was (`ALL_OLD`).
+    fn fence_failure<T>(old: Option<Item>, epoch: u64, token_hash: &str) -> Result<Fenced<T>, StoreError> {
+        match lease_from(old)? {
+            Some(lease) if lease.epoch == epoch && lease.token_hash != token_hash => Ok(Fenced::NotFound),
+            _ => Ok(Fenced::LeaseLost),
+        }
+    }
+
+    /// One conditional write, no read: extends the lease and returns it (the
+    /// cancel flag comes back with it).
+    pub async fn heartbeat(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        expires_at: DateTime<Utc>,
+    ) -> Result<Fenced<LeaseItem>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(LeaseItem::key(execution_id)))
+            .key("sk", s("LEASE"))
+            .update_expression("SET expires_at = :x, lx_expires_at = :xm, heartbeated = :t")
+            .condition_expression("epoch = :e AND token_hash = :h")
+            .expression_attribute_values(":x", s(rfc3339(expires_at)))
+            .expression_attribute_values(":xm", n(expires_at.timestamp_millis()))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":e", n(epoch))
+            .expression_attribute_values(":h", s(token_hash))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => match lease_from(out.attributes)? {
+                Some(lease) => Ok(Fenced::Ok(lease)),
+                None => Err(StoreError::Malformed("heartbeat returned no item".into())),
+            },
+            Err(err) => match err.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
+                    Self::fence_failure(e.item.clone(), epoch, token_hash)
+                }
+                _ => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
+            },
+        }
+    }
+
+    /// Records one step's progress on the lease (fenced like a heartbeat).
+    pub async fn report_step(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        step: &StepResult,
+    ) -> Result<Fenced<LeaseItem>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(LeaseItem::key(execution_id)))
+            .key("sk", s("LEASE"))
+            .update_expression("SET steps.#step = :report")
+            .condition_expression("epoch = :e AND token_hash = :h")
+            .expression_attribute_names("#step", step.id.to_string())
+            .expression_attribute_values(":report", serde_dynamo::to_attribute_value(step)?)
+            .expression_attribute_values(":e", n(epoch))
+            .expression_attribute_values(":h", s(token_hash))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => match lease_from(out.attributes)? {
+                Some(lease) => Ok(Fenced::Ok(lease)),
+                None => Err(StoreError::Malformed("step report returned no item".into())),
+            },
+            Err(err) => match err.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
+                    Self::fence_failure(e.item.clone(), epoch, token_hash)
+                }
+                _ => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
+            },
+        }
+    }
+
+    /// Ends the lease at once and records the outcome, with the
+    /// `runners.job.completed` fact, in one transaction. A repeat of the same
+    /// lease's complete finds the recorded outcome and returns it.
+    pub async fn complete(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        fact: &Fact<JobCompleted>,
+        outbox_ttl_days: u32,
+    ) -> Result<Fenced<Completion>, StoreError> {
+        let outcome = fact.detail.status;
+        let outcome_str = match outcome {
+            JobOutcome::Succeeded => "succeeded",
+            JobOutcome::Failed => "failed",
+        };
+        let end_lease = build(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("pk", s(LeaseItem::key(execution_id)))
+                .key("sk", s("LEASE"))
+                .condition_expression("epoch = :e AND token_hash = :h")
+                .expression_attribute_values(":e", n(epoch))
+                .expression_attribute_values(":h", s(token_hash))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build(),
+        )?;
+        let record = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(runner_record_key(execution_id)))
+                .key("sk", s("RUNNER"))
+                .update_expression(
+                    "SET #status = :completed, outcome = :o, completed_epoch = :e, completed_token_hash = :h",
+                )
+                .condition_expression("#status = :leased AND epoch = :e")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":completed", s(status::COMPLETED))
+                .expression_attribute_values(":leased", s(status::LEASED))
+                .expression_attribute_values(":o", s(outcome_str))
+                .expression_attribute_values(":e", n(epoch))
+                .expression_attribute_values(":h", s(token_hash))
+                .build(),
+        )?;
+        let items = vec![
+            TransactWriteItem::builder().delete(end_lease).build(),
+            TransactWriteItem::builder().update(record).build(),
+            self.outbox_put(fact, outbox_ttl_days)?,
+        ];
+        match self.transact(items).await? {
+            TxOutcome::Committed => Ok(Fenced::Ok(Completion::Recorded(outcome))),
+            TxOutcome::ConditionFailed { .. } => {
+                let record = self.runner_record(execution_id).await?;
+                match record {
+                    Some(r)
+                        if r.status == status::COMPLETED
+                            && r.completed_epoch == Some(epoch)
+                            && r.completed_token_hash.as_deref() == Some(token_hash) =>
+                    {
+                        let recorded = if r.outcome.as_deref() == Some("succeeded") {
+                            JobOutcome::Succeeded
+                        } else {
+                            JobOutcome::Failed
+                        };
+                        Ok(Fenced::Ok(Completion::AlreadyRecorded(recorded)))
+                    }
+                    _ => match self.lease(execution_id).await? {
+                        Some(lease) if lease.epoch == epoch && lease.token_hash != token_hash => Ok(Fenced::NotFound),
+                        _ => Ok(Fenced::LeaseLost),
+                    },
+                }
+            }
+        }
+    }
+
+    pub async fn lease(&self, execution_id: Uuid) -> Result<Option<LeaseItem>, StoreError> {
+        lease_from(self.get(&LeaseItem::key(execution_id), "LEASE").await?)
+    }
+
+    /// Live leases of one index shard that expired before `now`, oldest first.
+    pub async fn expired_leases(
+        &self,
+        shard: &str,
+        now: DateTime<Utc>,
+        limit: i32,
+    ) -> Result<Vec<LeaseItem>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name("leases-by-expiry")
+            .key_condition_expression("lx_shard = :shard AND lx_expires_at < :now")
+            .expression_attribute_values(":shard", s(shard))
+            .expression_attribute_values(":now", n(now.timestamp_millis()))
+            .limit(limit)
+            .send()
+            .await
+            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+    }
+
+    /// Expires one lease with its tombstone and its `lease_expired` fact. The
+    /// condition re-checks the expiry at write time, so a heartbeat that lands
+    /// after the reaper read the index saves the lease; and only one of two
+    /// concurrent reapers can delete it, so there is one fact per lease.
+    /// `false` when the lease was saved or already gone.
+    pub async fn expire_lease(
+        &self,
+        lease: &LeaseItem,
+        now: DateTime<Utc>,
+        fact: &Fact<JobLeaseExpired>,
+        outbox_ttl_days: u32,
+    ) -> Result<bool, StoreError> {
+        let delete = build(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("pk", s(&lease.pk))
+                .key("sk", s("LEASE"))
+                .condition_expression("epoch = :e AND lx_expires_at < :now")
+                .expression_attribute_values(":e", n(lease.epoch))
+                .expression_attribute_values(":now", n(now.timestamp_millis()))
+                .build(),
+        )?;
+        let tombstone = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(runner_record_key(lease.execution_id)))
+                .key("sk", s("RUNNER"))
+                .update_expression("SET #status = :expired")
+                .condition_expression("#status = :leased AND epoch = :e")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":expired", s(status::EXPIRED))
+                .expression_attribute_values(":leased", s(status::LEASED))
+                .expression_attribute_values(":e", n(lease.epoch))
+                .build(),
+        )?;
+        let items = vec![
+            TransactWriteItem::builder().delete(delete).build(),
+            TransactWriteItem::builder().update(tombstone).build(),
+            self.outbox_put(fact, outbox_ttl_days)?,
+        ];
+        Ok(matches!(self.transact(items).await?, TxOutcome::Committed))
+    }
+
+    /// Flags a live lease for cancellation; the first timestamp wins. A lease
+    /// that already ended needs no flag.
+    pub async fn flag_lease_for_cancel(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(LeaseItem::key(execution_id)))
+            .key("sk", s("LEASE"))
+            .update_expression("SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)")
+            .condition_expression("attribute_exists(pk) AND epoch = :e")
+            .expression_attribute_values(":now", s(rfc3339(now)))
+            .expression_attribute_values(":e", n(epoch))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(()),
+            Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! The pending queue and the runners' record of each execution
+//! (behaviour.md §3, §4, §7).
+//!
+//! Items:
+//! - `EXEC#<execution>` / `RUNNER`: the runners' record of an execution: its
+//!   status (`pending → leased → completed | expired`, or `terminated`), the
+//!   lease epoch, and where its pending item is. It is never deleted: it is
+//!   the durable tombstone that makes a replayed enqueue a no-op.
+//! - `Q#<workspace>#<labelset>` / `<queued_at>#<execution>`: a pending item,
+//!   carrying everything the runner needs, in the partition of its workspace
+//!   and canonical label set, ordered by `queued_at`.
+//! - `QREG#<workspace>` / `<labelset>`: the label sets a workspace has queued
+//!   work for, so a claim queries only partitions whose labels fit.
+
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::sessions::{rfc3339, session_key, Session};
+use super::{from_item, n, s, to_item, Store, TxOutcome};
+use crate::error::StoreError;
+use crate::facts::{Fact, JobClaimed, JobExecutionQueued, JobSpec, LeaseRef};
+
+/// Status of the runners' record of an execution.
+pub mod status {
+    pub const PENDING: &str = "pending";
+    pub const LEASED: &str = "leased";
+    pub const COMPLETED: &str = "completed";
+    pub const EXPIRED: &str = "expired";
+    pub const TERMINATED: &str = "terminated";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunnerRecord {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub execution_id: Uuid,
+    pub workspace_id: String,
+    pub run_id: Uuid,
+    pub job_id: Uuid,
+    pub attempt: u32,
+    pub status: String,
+    pub epoch: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_pk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_sk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_token_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminated_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PendingItem {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub execution_id: Uuid,
+    pub workspace_id: String,
+    pub run_id: Uuid,
+    pub job_id: Uuid,
+    pub attempt: u32,
+    pub queued_at: DateTime<Utc>,
+    /// The epoch of the record when it was queued; the claim's compare-and-set.
+    pub epoch: u64,
+    pub job: JobSpec,
+}
+
+impl crate::runners::claim::Candidate for PendingItem {
+    fn queued_at(&self) -> DateTime<Utc> {
+        self.queued_at
+    }
+    fn execution_id(&self) -> Uuid {
+        self.execution_id
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LabelSet {
+    pub pk: String,
+    /// The label set id.
+    pub sk: String,
+    pub labels: Vec<String>,
+}
+
+pub fn runner_record_key(execution_id: Uuid) -> String {
+    format!("EXEC#{execution_id}")
+}
+
+fn queue_pk(workspace_id: &str, labelset: &str) -> String {
+    format!("Q#{workspace_id}#{labelset}")
+}
+
+fn registry_pk(workspace_id: &str) -> String {
+    format!("QREG#{workspace_id}")
+}
+
+/// What an enqueue did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Enqueued {
+    Queued,
+    /// The execution was known already (queued, claimed, expired or ended).
+    AlreadyKnown,
+}
+
+/// What one claim attempt on one candidate did.
+#[derive(Debug)]
+pub enum ClaimAttempt {
+    Won,
+    /// Another runner took it first.
+    Lost,
+    /// The pending item was stale (its execution is leased or finished); it
+    /// was removed and no claim was spent.
+    Stale,
+    SessionExhausted,
+}
+
+fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
+    built.map_err(|e| StoreError::Other(e.to_string()))
+}
+
+impl Store {
+    /// Makes an execution claimable. Idempotent through the runners' record:
+    /// its put is conditioned on absence, so a replay (before or after a
+    /// claim, an expiry or a termination) writes nothing and the first
+    /// `queued_at` stands.
+    pub async fn enqueue(
+        &self,
+        fact: &Fact<JobExecutionQueued>,
+        labels: Vec<String>,
+        labelset: &str,
+    ) -> Result<Enqueued, StoreError> {
+        let d = &fact.detail;
+        let ws = &fact.header.workspace_id;
+        let pending = PendingItem {
+            pk: queue_pk(ws, labelset),
+            sk: format!("{}#{}", rfc3339(d.queued_at), d.job_execution_id),
+            kind: "pending".into(),
+            execution_id: d.job_execution_id,
+            workspace_id: ws.clone(),
+            run_id: d.run_id,
+            job_id: d.job_id,
+            attempt: d.attempt,
+            queued_at: d.queued_at,
+            epoch: 0,
+            job: JobSpec { labels: labels.clone(), ..d.job.clone() },
+        };
+        let record = RunnerRecord {
+            pk: runner_record_key(d.job_execution_id),
+            sk: "RUNNER".into(),
+            kind: "runner_execution".into(),
+            execution_id: d.job_execution_id,
+            workspace_id: ws.clone(),
+            run_id: d.run_id,
+            job_id: d.job_id,
+            attempt: d.attempt,
+            status: status::PENDING.into(),
+            epoch: 0,
+            queued_at: Some(d.queued_at),
+            pending_pk: Some(pending.pk.clone()),
+            pending_sk: Some(pending.sk.clone()),
+            outcome: None,
+            completed_epoch: None,
+            completed_token_hash: None,
+            terminated_at: None,
+        };
+        let put_record = build(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(&record)?))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let put_pending = build(Put::builder().table_name(&self.table).set_item(Some(to_item(&pending)?)).build())?;
+        let register = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(registry_pk(ws)))
+                .key("sk", s(labelset))
+                .update_expression("SET labels = :labels, #type = :type")
+                .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":labels", serde_dynamo::to_attribute_value(&labels)?)
+                .expression_attribute_values(":type", s("labelset"))
+                .build(),
+        )?;
+        let items = vec![
+            TransactWriteItem::builder().put(put_record).build(),
+            TransactWriteItem::builder().put(put_pending).build(),
+            TransactWriteItem::builder().update(register).build(),
+        ];
+        Ok(match self.transact(items).await? {
+            TxOutcome::Committed => Enqueued::Queued,
+            TxOutcome::ConditionFailed { .. } => Enqueued::AlreadyKnown,
+        })
+    }
+
+    /// The label sets `workspace_id` has queued work for.
+    pub async fn label_sets(&self, workspace_id: &str) -> Result<Vec<LabelSet>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(registry_pk(workspace_id)))
+            .send()
+            .await
+            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+    }
+
+    /// The oldest `limit` pending items of one label set.
+    pub async fn pending_head(
+        &self,
+        workspace_id: &str,
+        labelset: &str,
+        limit: i32,
+    ) -> Result<Vec<PendingItem>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(queue_pk(workspace_id, labelset)))
+            .limit(limit)
+            .send()
+            .await
+            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+    }
+
+    /// Tries to move one pending item to a lease, atomically with the
+    /// `runners.job.claimed` fact and the session's claim count.
+    pub async fn try_claim(
+        &self,
+        pending: &PendingItem,
+        session: &Session,
+        lease: &super::leases::LeaseItem,
+        fact: &Fact<JobClaimed>,
+        outbox_ttl_days: u32,
+    ) -> Result<ClaimAttempt, StoreError> {
+        let delete_pending = build(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("pk", s(&pending.pk))
+                .key("sk", s(&pending.sk))
+                .condition_expression("attribute_exists(pk)")
+                .build(),
+        )?;
+        // The record must still be pending at the epoch the item was queued
+        // with: a stale pending item (leased or finished execution) fails here.
+        let lease_record = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(runner_record_key(pending.execution_id)))
+                .key("sk", s("RUNNER"))
+                .update_expression("SET #status = :leased, epoch = :epoch REMOVE pending_pk, pending_sk")
+                .condition_expression("#status = :pending AND epoch = :prev")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":leased", s(status::LEASED))
+                .expression_attribute_values(":pending", s(status::PENDING))
+                .expression_attribute_values(":epoch", n(lease.epoch))
+                .expression_attribute_values(":prev", n(pending.epoch))
+                .build(),
+        )?;
+        let put_lease = build(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(lease)?))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
+        let mut items = vec![
+            TransactWriteItem::builder().delete(delete_pending).build(),
+            TransactWriteItem::builder().update(lease_record).build(),
+            TransactWriteItem::builder().put(put_lease).build(),
+            self.outbox_put(fact, outbox_ttl_days)?,
+        ];
+        if let Some(max) = session.max_claims {
+            let count = build(
+                Update::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(session_key(session.id)))
+                    .key("sk", s("SESSION"))
+                    .update_expression("SET claims = claims + :one")
+                    .condition_expression("claims < :max")
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":max", n(max))
+                    .build(),
+            )?;
+            items.push(TransactWriteItem::builder().update(count).build());
+        }
+        match self.transact(items).await? {
+            TxOutcome::Committed => Ok(ClaimAttempt::Won),
+            TxOutcome::ConditionFailed { reasons } => {
+                let failed = |i: usize| reasons.get(i).is_some_and(|r| r.is_some());
+                if failed(4) {
+                    Ok(ClaimAttempt::SessionExhausted)
+                } else if failed(0) {
+                    Ok(ClaimAttempt::Lost)
+                } else {
+                    // Only the execution's state disagreed: the item is stale.
+                    self.delete_pending(&pending.pk, &pending.sk).await?;
+                    Ok(ClaimAttempt::Stale)
+                }
+            }
+        }
+    }
+
+    async fn delete_pending(&self, pk: &str, sk: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .send()
+            .await
+            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        Ok(())
+    }
+
+    pub async fn runner_record(&self, execution_id: Uuid) -> Result<Option<RunnerRecord>, StoreError> {
+        self.get(&runner_record_key(execution_id), "RUNNER").await?.map(from_item).transpose()
+    }
+
+    /// Terminal reconciliation (behaviour.md §7) of one execution: a pending
+    /// execution loses its pending item and becomes `terminated`; a leased one
+    /// gets its lease flagged for cancellation (first timestamp wins) and
+    /// keeps it, so its runner can still complete; an unknown one gets a
+    /// tombstone so a late enqueue cannot queue it. Touches nothing else.
+    /// Idempotent: every write is conditioned on the state it read; a lost
+    /// race re-reads (bounded).
+    pub async fn reconcile_terminated(
+        &self,
+        workspace_id: &str,
+        lease_ref: &crate::facts::JobExecutionTerminated,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        for _ in 0..5 {
+            let record = self.runner_record(lease_ref.job_execution_id).await?;
+            let done = match record {
+                None => {
+                    let tombstone = RunnerRecord {
+                        pk: runner_record_key(lease_ref.job_execution_id),
+                        sk: "RUNNER".into(),
+                        kind: "runner_execution".into(),
+                        execution_id: lease_ref.job_execution_id,
+                        workspace_id: workspace_id.to_string(),
+                        run_id: lease_ref.run_id,
+                        job_id: lease_ref.job_id,
+                        attempt: lease_ref.attempt,
+                        status: status::TERMINATED.into(),
+                        epoch: 0,
+                        queued_at: None,
+                        pending_pk: None,
+                        pending_sk: None,
+                        outcome: None,
+                        completed_epoch: None,
+                        completed_token_hash: None,
+                        terminated_at: Some(now),
+                    };
+                    let put = build(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(to_item(&tombstone)?))
+                            .condition_expression("attribute_not_exists(pk)")
+                            .build(),
+                    )?;
+                    matches!(
+                        self.transact(vec![TransactWriteItem::builder().put(put).build()]).await?,
+                        TxOutcome::Committed
+                    )
+                }
+                Some(record) if record.workspace_id != workspace_id => {
+                    tracing::error!(execution_id = %record.execution_id, "terminated fact names another workspace; ignored");
+                    true
+                }
+                Some(record) if record.status == status::PENDING => {
+                    let mut items = vec![TransactWriteItem::builder()
+                        .update(build(
+                            Update::builder()
+                                .table_name(&self.table)
+                                .key("pk", s(&record.pk))
+                                .key("sk", s("RUNNER"))
+                                .update_expression(
+                                    "SET #status = :terminated, terminated_at = :now REMOVE pending_pk, pending_sk",
+                                )
+                                .condition_expression("#status = :pending AND epoch = :epoch")
+                                .expression_attribute_names("#status", "status")
+                                .expression_attribute_values(":terminated", s(status::TERMINATED))
+                                .expression_attribute_values(":pending", s(status::PENDING))
+                                .expression_attribute_values(":now", s(rfc3339(now)))
+                                .expression_attribute_values(":epoch", n(record.epoch))
+                                .build(),
+                        )?)
+                        .build()];
+                    if let (Some(pk), Some(sk)) = (&record.pending_pk, &record.pending_sk) {
+                        items.push(
+                            TransactWriteItem::builder()
+                                .delete(build(
+                                    Delete::builder().table_name(&self.table).key("pk", s(pk)).key("sk", s(sk)).build(),
+                                )?)
+                                .build(),
+                        );
+                    }
+                    matches!(self.transact(items).await?, TxOutcome::Committed)
+                }
+                Some(record) if record.status == status::LEASED => {
+                    self.flag_lease_for_cancel(record.execution_id, record.epoch, now).await?;
+                    true
+                }
+                Some(_) => true, // completed, expired or terminated already
+            };
+            if done {
+                return Ok(());
+            }
+        }
+        Err(StoreError::Other(format!("reconciling {} kept losing races; will be retried", lease_ref.job_execution_id)))
+    }
+}
+
+/// The lease reference a claimed fact carries.
+pub fn lease_ref(pending: &PendingItem, session_id: Uuid, epoch: u64) -> LeaseRef {
+    LeaseRef {
+        run_id: pending.run_id,
+        attempt: pending.attempt,
+        job_id: pending.job_id,
+        job_execution_id: pending.execution_id,
+        session_id,
+        epoch,
+    }
+}

@@ -1,0 +1,319 @@
+//! Registration tokens and runner sessions (behaviour.md §2).
+//!
+//! Tokens carry their item's id in the clear, `brt_<id>.<secret>` and
+//! `bst_<id>.<secret>`, so authenticating is one `GetItem` by id followed by a
+//! comparison of hashes; the secret itself is never stored.
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{from_item, s, to_item, Store, TxOutcome};
+use crate::auth::{hash_token, new_token, TokenKind};
+use crate::error::StoreError;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegistrationToken {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: Uuid,
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub secret_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    pub single_use: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_claims: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// Listing index (`runs-by-workspace` GSI, shared by workspace listings).
+    pub rw_pk: String,
+    pub rw_sk: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Session {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: Uuid,
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_claims: Option<u64>,
+    pub claims: u64,
+    pub token_hash: String,
+    pub expires_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Session {
+    pub fn is_capped_out(&self) -> bool {
+        self.max_claims.is_some_and(|max| self.claims >= max)
+    }
+}
+
+/// Why a registration was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RegisterRefusal {
+    /// Unknown, wrong secret, revoked or expired: indistinguishable to the caller.
+    Unauthenticated,
+    /// A single-use token that already made its session.
+    Consumed,
+}
+
+pub fn registration_token_key(id: Uuid) -> String {
+    format!("REGTOKEN#{id}")
+}
+
+pub fn session_key(id: Uuid) -> String {
+    format!("SESSION#{id}")
+}
+
+/// Splits `<prefix><id>.<secret>` into the id.
+pub fn token_id(token: &str, kind: TokenKind) -> Option<Uuid> {
+    let rest = token.strip_prefix(kind.prefix())?;
+    let (id, secret) = rest.split_once('.')?;
+    (secret.len() >= 32).then_some(())?;
+    Uuid::parse_str(id).ok()
+}
+
+fn token_for(kind: TokenKind, id: Uuid) -> String {
+    let secret = new_token(kind);
+    format!("{}{}.{}", kind.prefix(), id.simple(), &secret[kind.prefix().len()..])
+}
+
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+impl Store {
+    pub async fn create_registration_token(
+        &self,
+        workspace_id: &str,
+        name: Option<String>,
+        expires_in_s: Option<u64>,
+        single_use: bool,
+        max_claims: Option<u64>,
+        now: DateTime<Utc>,
+    ) -> Result<(RegistrationToken, String), StoreError> {
+        let id = crate::ids::new_id();
+        let token = token_for(TokenKind::Registration, id);
+        let record = RegistrationToken {
+            pk: registration_token_key(id),
+            sk: "REGTOKEN".into(),
+            kind: "registration_token".into(),
+            id,
+            workspace_id: workspace_id.to_string(),
+            name,
+            secret_hash: hash_token(&token),
+            expires_at: expires_in_s.map(|s| now + Duration::seconds(s.min(i64::MAX as u64) as i64)),
+            single_use,
+            max_claims,
+            consumed_at: None,
+            revoked_at: None,
+            created_at: now,
+            rw_pk: format!("REGTOKENS#{workspace_id}"),
+            rw_sk: format!("{}#{id}", rfc3339(now)),
+        };
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&record)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        Ok((record, token))
+    }
+
+    pub async fn list_registration_tokens(&self, workspace_id: &str) -> Result<Vec<RegistrationToken>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name("runs-by-workspace")
+                .key_condition_expression("rw_pk = :pk")
+                .expression_attribute_values(":pk", s(format!("REGTOKENS#{workspace_id}")))
+                .scan_index_forward(false)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            for item in out.items.unwrap_or_default() {
+                items.push(from_item(item)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    async fn get_registration_token(&self, id: Uuid) -> Result<Option<RegistrationToken>, StoreError> {
+        self.get(&registration_token_key(id), "REGTOKEN").await?.map(from_item).transpose()
+    }
+
+    /// Revokes a token of `workspace_id`; `false` when there is none (another
+    /// workspace's token is not found either). Revoking twice is a no-op.
+    pub async fn revoke_registration_token(
+        &self,
+        workspace_id: &str,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        match self.get_registration_token(id).await? {
+            Some(token) if token.workspace_id == workspace_id => {
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .key("pk", s(registration_token_key(id)))
+                    .key("sk", s("REGTOKEN"))
+                    .update_expression("SET revoked_at = if_not_exists(revoked_at, :now)")
+                    .expression_attribute_values(":now", s(rfc3339(now)))
+                    .send()
+                    .await
+                    .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Makes a session from a registration token. A single-use token is
+    /// consumed in the same transaction as the session is created, so two
+    /// concurrent registrations make exactly one session.
+    pub async fn register_session(
+        &self,
+        token: &str,
+        labels: Vec<String>,
+        name: Option<String>,
+        session_ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Result<(Session, String), RegisterRefusal>, StoreError> {
+        let Some(id) = token_id(token, TokenKind::Registration) else {
+            return Ok(Err(RegisterRefusal::Unauthenticated));
+        };
+        let Some(reg) = self.get_registration_token(id).await? else {
+            return Ok(Err(RegisterRefusal::Unauthenticated));
+        };
+        let usable = reg.secret_hash == hash_token(token)
+            && reg.revoked_at.is_none()
+            && reg.expires_at.is_none_or(|at| at > now);
+        if !usable {
+            return Ok(Err(RegisterRefusal::Unauthenticated));
+        }
+        if reg.single_use && reg.consumed_at.is_some() {
+            return Ok(Err(RegisterRefusal::Consumed));
+        }
+        let session_id = crate::ids::new_id();
+        let session_token = token_for(TokenKind::Session, session_id);
+        let session = Session {
+            pk: session_key(session_id),
+            sk: "SESSION".into(),
+            kind: "session".into(),
+            id: session_id,
+            workspace_id: reg.workspace_id.clone(),
+            name,
+            labels,
+            max_claims: reg.max_claims,
+            claims: 0,
+            token_hash: hash_token(&session_token),
+            expires_at: now + session_ttl,
+            last_seen_at: now,
+            created_at: now,
+        };
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(to_item(&session)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let mut items = vec![TransactWriteItem::builder().put(put).build()];
+        if reg.single_use {
+            let consume = Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(registration_token_key(id)))
+                .key("sk", s("REGTOKEN"))
+                .update_expression("SET consumed_at = :now")
+                .condition_expression("attribute_not_exists(consumed_at) OR consumed_at = :null")
+                .expression_attribute_values(":now", s(rfc3339(now)))
+                .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
+                .build()
+                .map_err(|e| StoreError::Other(e.to_string()))?;
+            items.push(TransactWriteItem::builder().update(consume).build());
+        }
+        match self.transact(items).await? {
+            TxOutcome::Committed => Ok(Ok((session, session_token))),
+            TxOutcome::ConditionFailed { .. } => Ok(Err(RegisterRefusal::Consumed)),
+        }
+    }
+
+    /// The session a `bst_` token belongs to, if the token is valid now.
+    pub async fn session_for_token(&self, token: &str, now: DateTime<Utc>) -> Result<Option<Session>, StoreError> {
+        let Some(id) = token_id(token, TokenKind::Session) else { return Ok(None) };
+        let Some(item) = self.get(&session_key(id), "SESSION").await? else { return Ok(None) };
+        let session: Session = from_item(item)?;
+        Ok((session.token_hash == hash_token(token) && session.expires_at > now).then_some(session))
+    }
+
+    /// Records that the session was seen, at most once per `every`: the
+    /// condition makes idle polling cost no write most of the time.
+    pub async fn touch_session(
+        &self,
+        session: &Session,
+        now: DateTime<Utc>,
+        every: Duration,
+    ) -> Result<(), StoreError> {
+        if now - session.last_seen_at < every {
+            return Ok(());
+        }
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(session_key(session.id)))
+            .key("sk", s("SESSION"))
+            .update_expression("SET last_seen_at = :now")
+            .condition_expression("last_seen_at < :before")
+            .expression_attribute_values(":now", s(rfc3339(now)))
+            .expression_attribute_values(":before", s(rfc3339(now - every)))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(()),
+            Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
+        }
+    }
+
+    /// The item at (`pk`, `sk`), read consistently.
+    pub async fn get(&self, pk: &str, sk: &str) -> Result<Option<super::Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        Ok(out.item)
+    }
+}

@@ -1,0 +1,600 @@
+//! The state of one attempt of a run, and every change made to it: started,
+//! advanced by the orchestrator, moved by a runner's fact, cancelled (pure:
+//! each change mutates the state and returns the facts it must publish, in
+//! the same transaction, by the caller).
+//!
+//! Why one state for the whole attempt: an attempt's jobs and their
+//! executions live on **one** item (the attempt item). A run of 256 jobs
+//! would need 512 job and execution items, past the 100 items a
+//! `TransactWriteItems` holds, so creating a run could not be atomic; one
+//! item keeps creation at a handful of items and lets the orchestrator read
+//! the whole attempt with one `GetItem`. The item stays small (≈ 300 bytes a
+//! job: ids, statuses, timestamps; the definition lives in its own frozen
+//! snapshot item, step results in one item per finished execution), about
+//! 80 KB for 256 jobs, far under DynamoDB's 400 KB. The cost is contention:
+//! every change of the attempt is a compare-and-set on its `version`, so
+//! outcomes of jobs finishing together retry against each other.
+//!
+//! Changes that publish facts are bounded (`budget` jobs a call) so that one
+//! transaction never exceeds 100 items; the caller loops until nothing
+//! changes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::dag::{plan_advance, JobSnapshot};
+use super::definition::{JobDefinition, WorkflowDefinition};
+use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
+use super::rerun::RerunMode;
+use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason};
+use crate::facts::{
+    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, RunCancelled, RunTerminated, StepSpec,
+};
+
+/// The run, as its item holds it (the run mirrors its current attempt).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub id: Uuid,
+    pub workspace_id: String,
+    pub name: String,
+    pub number: u64,
+    pub status: RunStatus,
+    pub current_attempt: u32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The `inputs` of the create request, as JSON text.
+    #[serde(default)]
+    pub inputs: Option<String>,
+}
+
+/// One attempt: its status and every job's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptState {
+    pub run_id: Uuid,
+    pub workspace_id: String,
+    pub attempt: u32,
+    pub status: AttemptStatus,
+    pub reason: Option<StatusReason>,
+    pub rerun_mode: Option<RerunMode>,
+    /// The attempt whose snapshot item holds this attempt's definition
+    /// (a rerun points at its predecessor's: snapshots never change).
+    pub snapshot_attempt: u32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The run timeout, set when the attempt starts.
+    pub deadline: Option<DateTime<Utc>>,
+    pub jobs: Vec<JobState>,
+}
+
+/// One job of an attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobState {
+    pub id: Uuid,
+    pub key: String,
+    pub status: JobStatus,
+    pub reason: Option<StatusReason>,
+    /// Copied from the previous attempt by a `failed` rerun; never executed.
+    pub carried_over: bool,
+    /// For a carried-over job: the execution (of an earlier attempt) whose
+    /// result item holds the job's steps and outputs. Outputs live in result
+    /// items, never here, so the attempt item stays small whatever the jobs
+    /// output.
+    #[serde(default)]
+    pub carried_from: Option<Uuid>,
+    /// `None` only for carried-over jobs.
+    pub execution: Option<ExecutionRecord>,
+}
+
+/// The job's execution in this attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    pub id: Uuid,
+    pub status: ExecutionStatus,
+    pub reason: Option<StatusReason>,
+    pub queued_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The job timeout, counted from queueing (a claim does not move it).
+    pub deadline: Option<DateTime<Utc>>,
+    pub runner_session_id: Option<Uuid>,
+}
+
+/// A fact a change must publish, in the transaction that writes the change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Emitted {
+    Queued(JobExecutionQueued),
+    ExecutionTerminated(JobExecutionTerminated),
+    JobTerminated(JobTerminated),
+    RunTerminated(RunTerminated),
+    RunCancelled(RunCancelled),
+}
+
+/// The id of step `index` of an execution. Derived (SHA-256 of the
+/// execution id and the index) rather than stored, so the attempt item does
+/// not grow with steps; the queued fact hands the ids to the runner, which
+/// reports steps by them.
+pub fn step_id(execution_id: Uuid, index: usize) -> Uuid {
+    let mut hasher = Sha256::new();
+    hasher.update(execution_id.as_bytes());
+    hasher.update((index as u64).to_be_bytes());
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
+/// What a runner needs to execute `job` (the queued fact carries it).
+pub fn job_spec(definition: &WorkflowDefinition, job: &JobDefinition, execution_id: Uuid, minute: Duration) -> JobSpec {
+    let minutes = |m: u32| u64::from(m) * minute.as_secs();
+    let mut env = definition.env.clone();
+    env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    JobSpec {
+        key: job.key.clone(),
+        labels: job.labels.clone(),
+        timeout_s: minutes(job.timeout_minutes),
+        env,
+        steps: job
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(index, step)| StepSpec {
+                id: step_id(execution_id, index),
+                name: step.name.clone(),
+                run: step.run.clone(),
+                env: step.env.clone(),
+                timeout_s: step.timeout_minutes.map(minutes),
+            })
+            .collect(),
+    }
+}
+
+fn scaled(minutes: u32, minute: Duration) -> chrono::Duration {
+    chrono::Duration::seconds(i64::from(minutes).saturating_mul(minute.as_secs() as i64))
+}
+
+fn job_status_of(status: ExecutionStatus) -> JobStatus {
+    match status {
+        ExecutionStatus::Pending => JobStatus::Pending,
+        ExecutionStatus::Queued => JobStatus::Queued,
+        ExecutionStatus::Running => JobStatus::Running,
+        ExecutionStatus::Succeeded => JobStatus::Succeeded,
+        ExecutionStatus::Failed => JobStatus::Failed,
+        ExecutionStatus::Cancelled => JobStatus::Cancelled,
+    }
+}
+
+/// The result of one bounded change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Change {
+    /// Whether the state changed (and so must be written).
+    pub changed: bool,
+    pub emitted: Vec<Emitted>,
+}
+
+/// What a runner's fact did to an execution.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunnerEffect {
+    pub changed: bool,
+    /// The execution (and its job) just became terminal: an outcome that
+    /// wakes the orchestration.
+    pub finished: bool,
+    pub emitted: Vec<Emitted>,
+}
+
+/// What a new attempt is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct NewAttempt<'a> {
+    pub run_id: Uuid,
+    pub workspace_id: &'a str,
+    /// Its number: 1 on creation, n+1 on a rerun.
+    pub attempt: u32,
+    /// The frozen definition it runs.
+    pub definition: &'a WorkflowDefinition,
+    /// The attempt whose snapshot item holds `definition`.
+    pub snapshot_attempt: u32,
+    pub rerun_mode: Option<RerunMode>,
+    /// Jobs carried over from the previous attempt, by key.
+    pub carried: &'a BTreeMap<String, JobState>,
+    pub now: DateTime<Utc>,
+}
+
+/// Why an attempt cannot be cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlreadyFinished;
+
+impl AttemptState {
+    /// A new attempt whose jobs are all pending with a pending execution,
+    /// except `carried` ones (key → the previous attempt's job), which are
+    /// copied with `carried_over: true` and no execution.
+    pub fn new(new: NewAttempt<'_>) -> Self {
+        let NewAttempt { run_id, workspace_id, attempt, definition, snapshot_attempt, rerun_mode, carried, now } = new;
+        let jobs = definition
+            .jobs
+            .iter()
+            .map(|job| match carried.get(&job.key) {
+                Some(previous) => JobState {
+                    id: crate::ids::new_id(),
+                    key: job.key.clone(),
+                    status: previous.status,
+                    reason: previous.reason,
+                    carried_over: true,
+                    carried_from: previous.carried_from.or(previous.execution.as_ref().map(|e| e.id)),
+                    execution: None,
+                },
+                None => JobState {
+                    id: crate::ids::new_id(),
+                    key: job.key.clone(),
+                    status: JobStatus::Pending,
+                    reason: None,
+                    carried_over: false,
+                    carried_from: None,
+                    execution: Some(ExecutionRecord {
+                        id: crate::ids::new_id(),
+                        status: ExecutionStatus::Pending,
+                        reason: None,
+                        queued_at: None,
+                        started_at: None,
+                        finished_at: None,
+                        deadline: None,
+                        runner_session_id: None,
+                    }),
+                },
+            })
+            .collect();
+        Self {
+            run_id,
+            workspace_id: workspace_id.to_string(),
+            attempt,
+            status: AttemptStatus::Pending,
+            reason: None,
+            rerun_mode,
+            snapshot_attempt,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            deadline: None,
+            jobs,
+        }
+    }
+
+    /// Whether every job is terminal (nothing will run any more).
+    pub fn all_jobs_terminal(&self) -> bool {
+        self.jobs.iter().all(|job| job.status.is_terminal())
+    }
+
+    /// The earliest deadline still ahead of the orchestration: a running
+    /// execution's job timeout or the run timeout.
+    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        let executions = self
+            .jobs
+            .iter()
+            .filter_map(|job| job.execution.as_ref())
+            .filter(|e| !e.status.is_terminal())
+            .filter_map(|e| e.deadline);
+        let run = if self.status.is_terminal() { None } else { self.deadline };
+        executions.chain(run).min()
+    }
+
+    fn job_index(&self, job_id: Uuid) -> Option<usize> {
+        self.jobs.iter().position(|job| job.id == job_id)
+    }
+
+    /// Ends job `index` (and its execution, if not terminal yet) with
+    /// `status`/`reason`, returning the facts to publish.
+    fn end_job(
+        &mut self,
+        index: usize,
+        job_status: JobStatus,
+        execution_status: ExecutionStatus,
+        reason: Option<StatusReason>,
+        now: DateTime<Utc>,
+    ) -> Vec<Emitted> {
+        let mut emitted = Vec::new();
+        let (run_id, attempt) = (self.run_id, self.attempt);
+        let job = &mut self.jobs[index];
+        if let Some(execution) = job.execution.as_mut() {
+            if !execution.status.is_terminal() {
+                execution.status = execution_status;
+                execution.reason = reason;
+                execution.finished_at = Some(now);
+                emitted.push(Emitted::ExecutionTerminated(JobExecutionTerminated {
+                    run_id,
+                    attempt,
+                    job_id: job.id,
+                    job_execution_id: execution.id,
+                    status: execution_status.as_str().into(),
+                    reason: reason.map(|r| r.as_str().into()),
+                }));
+            }
+        }
+        if !job.status.is_terminal() {
+            job.status = job_status;
+            job.reason = reason;
+            emitted.push(Emitted::JobTerminated(JobTerminated {
+                run_id,
+                attempt,
+                job_id: job.id,
+                job_key: job.key.clone(),
+                status: job_status.as_str().into(),
+                reason: reason.map(|r| r.as_str().into()),
+            }));
+        }
+        emitted
+    }
+
+    fn finish(&mut self, status: AttemptStatus, reason: Option<StatusReason>, now: DateTime<Utc>) -> Vec<Emitted> {
+        if self.status.is_terminal() {
+            return Vec::new();
+        }
+        self.status = status;
+        self.reason = reason;
+        self.finished_at = Some(now);
+        vec![Emitted::RunTerminated(RunTerminated {
+            run_id: self.run_id,
+            attempt: self.attempt,
+            status: status.as_str().into(),
+            reason: reason.map(|r| r.as_str().into()),
+        })]
+    }
+
+    /// One bounded step of the orchestrator (behaviour.md §9): start the
+    /// attempt, apply the run timeout and job timeouts, then start, skip and
+    /// cancel what [`plan_advance`] says, touching at most `budget` jobs.
+    /// Finalises the attempt once every job is terminal. Call again until
+    /// nothing changes.
+    pub fn advance(
+        &mut self,
+        definition: &WorkflowDefinition,
+        now: DateTime<Utc>,
+        minute: Duration,
+        budget: usize,
+    ) -> Change {
+        let mut change = Change::default();
+        if self.status == AttemptStatus::Pending {
+            self.status = AttemptStatus::Running;
+            self.started_at = Some(now);
+            self.deadline = Some(now + scaled(definition.timeout_minutes, minute));
+            change.changed = true;
+        }
+        let mut touched = 0;
+
+        // The run timeout: everything still going ends as timed out.
+        let run_timed_out = !self.status.is_terminal() && self.deadline.is_some_and(|d| d <= now);
+        if run_timed_out {
+            for index in 0..self.jobs.len() {
+                if touched >= budget {
+                    break;
+                }
+                let job = &self.jobs[index];
+                if job.status.is_terminal() {
+                    continue;
+                }
+                let job_status = if job.status == JobStatus::Pending { JobStatus::Skipped } else { JobStatus::Failed };
+                let execution_status =
+                    if job.status == JobStatus::Pending { ExecutionStatus::Cancelled } else { ExecutionStatus::Failed };
+                change.emitted.extend(self.end_job(
+                    index,
+                    job_status,
+                    execution_status,
+                    Some(StatusReason::TimedOut),
+                    now,
+                ));
+                change.changed = true;
+                touched += 1;
+            }
+            if self.all_jobs_terminal() {
+                change.emitted.extend(self.finish(AttemptStatus::Failed, Some(StatusReason::TimedOut), now));
+                change.changed = true;
+            }
+            return change;
+        }
+
+        // Job timeouts, counted from queueing.
+        for index in 0..self.jobs.len() {
+            if touched >= budget {
+                return change;
+            }
+            let Some(execution) = self.jobs[index].execution.as_ref() else { continue };
+            if execution.status.is_terminal() || execution.deadline.is_none_or(|d| d > now) {
+                continue;
+            }
+            let state =
+                ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at };
+            if let ExecutionUpdate::Apply(next) = apply_execution_event(&state, &ExecutionEvent::TimedOut) {
+                change.emitted.extend(self.end_job(index, job_status_of(next.status), next.status, next.reason, now));
+                change.changed = true;
+                touched += 1;
+            }
+        }
+
+        // What the scheduler decides now.
+        let snapshots: Vec<JobSnapshot> = self
+            .jobs
+            .iter()
+            .map(|job| {
+                let defined = definition.job(&job.key);
+                JobSnapshot {
+                    key: job.key.clone(),
+                    needs: defined.map(|d| d.needs.clone()).unwrap_or_default(),
+                    condition: defined.map(|d| d.condition).unwrap_or_default(),
+                    status: job.status,
+                }
+            })
+            .collect();
+        let plan = plan_advance(&snapshots, self.status == AttemptStatus::Cancelled);
+        let decisions = plan
+            .cancel
+            .iter()
+            .map(|key| (key, Decision::Cancel))
+            .chain(plan.skip.iter().map(|key| (key, Decision::Skip)))
+            .chain(plan.start.iter().map(|key| (key, Decision::Start)));
+        let mut complete = true;
+        for (key, decision) in decisions {
+            if touched >= budget {
+                complete = false;
+                break;
+            }
+            let Some(index) = self.jobs.iter().position(|job| &job.key == key) else { continue };
+            match decision {
+                Decision::Cancel => {
+                    change.emitted.extend(self.end_job(
+                        index,
+                        JobStatus::Cancelled,
+                        ExecutionStatus::Cancelled,
+                        Some(StatusReason::RunCancelled),
+                        now,
+                    ));
+                }
+                Decision::Skip => {
+                    change.emitted.extend(self.end_job(
+                        index,
+                        JobStatus::Skipped,
+                        ExecutionStatus::Cancelled,
+                        Some(StatusReason::ConditionRejected),
+                        now,
+                    ));
+                }
+                Decision::Start => {
+                    // A job without an execution (carried over) is terminal
+                    // and never planned; nothing to start if it were.
+                    let Some(defined) = definition.job(key) else { continue };
+                    let Some(emitted) = self.start_job(index, definition, defined, now, minute) else { continue };
+                    change.emitted.push(emitted);
+                }
+            }
+            change.changed = true;
+            touched += 1;
+        }
+        if complete && self.all_jobs_terminal() {
+            let outcome = plan.outcome.unwrap_or(AttemptStatus::Succeeded);
+            let emitted = self.finish(outcome, None, now);
+            change.changed |= !emitted.is_empty();
+            change.emitted.extend(emitted);
+        }
+        change
+    }
+
+    fn start_job(
+        &mut self,
+        index: usize,
+        definition: &WorkflowDefinition,
+        defined: &JobDefinition,
+        now: DateTime<Utc>,
+        minute: Duration,
+    ) -> Option<Emitted> {
+        let (run_id, attempt) = (self.run_id, self.attempt);
+        let job = &mut self.jobs[index];
+        let execution = job.execution.as_mut()?;
+        job.status = JobStatus::Queued;
+        execution.status = ExecutionStatus::Queued;
+        let queued_at = *execution.queued_at.get_or_insert(now);
+        execution.deadline = Some(queued_at + scaled(defined.timeout_minutes, minute));
+        Some(Emitted::Queued(JobExecutionQueued {
+            run_id,
+            attempt,
+            job_id: job.id,
+            job_execution_id: execution.id,
+            queued_at,
+            job: job_spec(definition, defined, execution.id, minute),
+        }))
+    }
+
+    /// Applies a runner's fact (claimed, completed, lease expired) to the
+    /// execution `execution_id` of job `job_id`, by the precedence rules of
+    /// [`apply_execution_event`]. A fact about an execution this attempt
+    /// does not have changes nothing.
+    pub fn apply_runner_event(
+        &mut self,
+        job_id: Uuid,
+        execution_id: Uuid,
+        event: &ExecutionEvent,
+        session_id: Option<Uuid>,
+        at: DateTime<Utc>,
+    ) -> RunnerEffect {
+        let mut effect = RunnerEffect::default();
+        let Some(index) = self.job_index(job_id) else { return effect };
+        let Some(execution) = self.jobs[index].execution.as_mut() else { return effect };
+        if execution.id != execution_id {
+            return effect;
+        }
+        let state =
+            ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at };
+        let ExecutionUpdate::Apply(next) = apply_execution_event(&state, event) else { return effect };
+        effect.changed = true;
+        let was_terminal = execution.status.is_terminal();
+        execution.started_at = next.started_at;
+        if execution.runner_session_id.is_none() {
+            execution.runner_session_id = session_id;
+        }
+        if next.status.is_terminal() && !was_terminal {
+            effect.emitted = self.end_job(index, job_status_of(next.status), next.status, next.reason, at);
+            effect.finished = true;
+        } else if !was_terminal {
+            let job = &mut self.jobs[index];
+            if let Some(execution) = job.execution.as_mut() {
+                execution.status = next.status;
+                execution.reason = next.reason;
+            }
+            if super::status::transition(job.status, job_status_of(next.status)) == super::status::Transition::Apply {
+                job.status = job_status_of(next.status);
+            }
+        }
+        effect
+    }
+
+    /// Cancels the attempt (behaviour.md §10): the attempt becomes
+    /// `cancelled` at once, and at most `budget` of its non-terminal jobs
+    /// that do not run after a cancel are cancelled in this change; the
+    /// orchestrator's next [`AttemptState::advance`] cancels any rest, and
+    /// `always()`/`cancelled()` jobs still run.
+    pub fn cancel(
+        &mut self,
+        definition: &WorkflowDefinition,
+        now: DateTime<Utc>,
+        budget: usize,
+    ) -> Result<Change, AlreadyFinished> {
+        if self.status.is_terminal() {
+            return Err(AlreadyFinished);
+        }
+        let mut change = Change { changed: true, emitted: Vec::new() };
+        change.emitted.push(Emitted::RunCancelled(RunCancelled { run_id: self.run_id, attempt: self.attempt }));
+        change.emitted.extend(self.finish(AttemptStatus::Cancelled, Some(StatusReason::RunCancelled), now));
+        let mut touched = 0;
+        for index in 0..self.jobs.len() {
+            if touched >= budget {
+                break;
+            }
+            let job = &self.jobs[index];
+            let runs_after_cancel = definition.job(&job.key).is_some_and(|d| d.condition.runs_after_cancel());
+            if job.status.is_terminal() || runs_after_cancel {
+                continue;
+            }
+            change.emitted.extend(self.end_job(
+                index,
+                JobStatus::Cancelled,
+                ExecutionStatus::Cancelled,
+                Some(StatusReason::RunCancelled),
+                now,
+            ));
+            touched += 1;
+        }
+        Ok(change)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Start,
+    Skip,
+    Cancel,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,131 @@
+use super::*;
+use crate::workflows::parse_definition;
+use crate::workflows::CompletionStatus;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn definition() -> WorkflowDefinition {
+    parse_definition(
+        r#"
+name: ci
+jobs:
+  build:
+    runs-on: linux
+    timeout-minutes: 5
+    steps: [{run: make}]
+  test:
+    needs: build
+    runs-on: linux
+    steps: [{run: make test}]
+  report:
+    needs: test
+    if: always()
+    runs-on: linux
+    steps: [{run: ./report}]
+"#,
+    )
+    .unwrap()
+}
+
+fn attempt(definition: &WorkflowDefinition) -> AttemptState {
+    AttemptState::new(NewAttempt {
+        run_id: Uuid::now_v7(),
+        workspace_id: "ws",
+        attempt: 1,
+        definition,
+        snapshot_attempt: 1,
+        rerun_mode: None,
+        carried: &BTreeMap::new(),
+        now: Utc::now(),
+    })
+}
+
+fn status_of(state: &AttemptState, key: &str) -> JobStatus {
+    state.jobs.iter().find(|j| j.key == key).unwrap().status
+}
+
+fn finish(state: &mut AttemptState, key: &str, status: CompletionStatus) -> RunnerEffect {
+    let job = state.jobs.iter().find(|j| j.key == key).unwrap().clone();
+    let execution = job.execution.unwrap().id;
+    let event = ExecutionEvent::Completed { status, steps: vec![] };
+    state.apply_runner_event(job.id, execution, &event, None, Utc::now())
+}
+
+#[test]
+fn the_first_advance_starts_the_attempt_and_queues_the_roots_only() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+    assert!(change.changed);
+    assert_eq!(state.status, AttemptStatus::Running);
+    assert_eq!(status_of(&state, "build"), JobStatus::Queued);
+    assert_eq!(status_of(&state, "test"), JobStatus::Pending);
+    assert!(
+        matches!(change.emitted.as_slice(), [Emitted::Queued(q)] if q.job.key == "build" && q.job.timeout_s == 300)
+    );
+    assert!(!state.advance(&definition, Utc::now(), MINUTE, 40).changed, "a second advance changes nothing");
+}
+
+#[test]
+fn a_failed_build_skips_test_runs_report_and_fails_the_attempt() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    state.advance(&definition, Utc::now(), MINUTE, 40);
+    let effect = finish(&mut state, "build", CompletionStatus::Failed);
+    assert!(effect.finished && effect.emitted.len() == 2);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+    assert_eq!(status_of(&state, "test"), JobStatus::Skipped);
+    assert_eq!(status_of(&state, "report"), JobStatus::Queued);
+    assert!(change.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t) if t.status == "skipped")));
+    finish(&mut state, "report", CompletionStatus::Succeeded);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+    assert_eq!(state.status, AttemptStatus::Failed);
+    assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunTerminated(t) if t.status == "failed")));
+}
+
+#[test]
+fn a_job_past_its_deadline_times_out_even_when_claimed() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    let start = Utc::now();
+    state.advance(&definition, start, MINUTE, 40);
+    let build = state.jobs[0].clone();
+    let claimed = ExecutionEvent::Claimed { at: start + chrono::Duration::minutes(4) };
+    state.apply_runner_event(build.id, build.execution.as_ref().unwrap().id, &claimed, None, start);
+    assert_eq!(status_of(&state, "build"), JobStatus::Running);
+    state.advance(&definition, start + chrono::Duration::minutes(5), MINUTE, 40);
+    assert_eq!(status_of(&state, "build"), JobStatus::Failed);
+    assert_eq!(state.jobs[0].execution.as_ref().unwrap().reason, Some(StatusReason::TimedOut));
+}
+
+#[test]
+fn cancel_spares_always_jobs_and_refuses_a_finished_attempt() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    state.advance(&definition, Utc::now(), MINUTE, 40);
+    let change = state.cancel(&definition, Utc::now(), 40).unwrap();
+    assert_eq!(state.status, AttemptStatus::Cancelled);
+    assert_eq!(status_of(&state, "build"), JobStatus::Cancelled);
+    assert_eq!(status_of(&state, "report"), JobStatus::Pending);
+    assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunCancelled(_))));
+    state.advance(&definition, Utc::now(), MINUTE, 40);
+    assert_eq!(status_of(&state, "report"), JobStatus::Queued, "always() still runs after a cancel");
+    assert_eq!(state.cancel(&definition, Utc::now(), 40), Err(AlreadyFinished));
+}
+
+#[test]
+fn a_replayed_outcome_changes_nothing() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    state.advance(&definition, Utc::now(), MINUTE, 40);
+    assert!(finish(&mut state, "build", CompletionStatus::Succeeded).finished);
+    let again = finish(&mut state, "build", CompletionStatus::Failed);
+    assert!(!again.changed && again.emitted.is_empty());
+}
+
+#[test]
+fn step_ids_are_stable_and_distinct() {
+    let execution = Uuid::now_v7();
+    assert_eq!(step_id(execution, 0), step_id(execution, 0));
+    assert_ne!(step_id(execution, 0), step_id(execution, 1));
+}

@@ -1,0 +1,195 @@
+//! Helpers for driving the runner API as a runner and an operator would.
+
+use std::time::Duration;
+
+use baton_shared::api::{ClaimResponse, RegisterResponse};
+use baton_shared::context::Context;
+use baton_shared::facts::{Fact, JobExecutionQueued, JobSpec, StepSpec};
+use baton_shared::store::queue::RunnerRecord;
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::{wait_for, TestStack};
+
+/// A JSON response: status and body (`Value::Null` when empty).
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+impl TestStack {
+    /// The functions' context, for calling a handler directly (the reaper
+    /// with a chosen `now`).
+    pub fn context(&self) -> Context {
+        Context::new(self.host.config.clone(), self.clients.clone())
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Answer {
+        self.send(reqwest::Method::POST, path, token, Some(body.to_string())).await
+    }
+
+    pub async fn send(&self, method: reqwest::Method, path: &str, token: &str, body: Option<String>) -> Answer {
+        let mut request = self.http.request(method, self.url(path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body);
+        }
+        let response = request.send().await.expect("the API answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON body") };
+        Answer { status, body }
+    }
+
+    /// A registration token of `workspace` with the given options.
+    pub async fn registration_token(&self, workspace: &str, options: Value) -> String {
+        let answer =
+            self.post(&format!("/v1/workspaces/{workspace}/registration-tokens"), &self.admin_token, options).await;
+        assert_eq!(answer.status, 201, "{}", answer.body);
+        answer.body["token"].as_str().unwrap().to_string()
+    }
+
+    /// A runner session of `workspace` with `labels` (a fresh reusable token).
+    pub async fn runner(&self, workspace: &str, labels: &[&str]) -> RegisterResponse {
+        let token = self.registration_token(workspace, json!({})).await;
+        self.register(&token, labels).await
+    }
+
+    pub async fn register(&self, token: &str, labels: &[&str]) -> RegisterResponse {
+        let answer = self.post("/v1/runners/register", token, json!({ "labels": labels })).await;
+        assert_eq!(answer.status, 201, "{}", answer.body);
+        serde_json::from_value(answer.body).unwrap()
+    }
+
+    /// Claims once; `Some` on 200, `None` on 204, panics otherwise.
+    pub async fn claim(&self, session_token: &str) -> Option<ClaimResponse> {
+        let answer = self.post("/v1/runners/claim", session_token, json!({})).await;
+        match answer.status {
+            200 => Some(serde_json::from_value(answer.body).unwrap()),
+            204 => None,
+            other => panic!("claim answered {other}: {}", answer.body),
+        }
+    }
+
+    pub async fn heartbeat(&self, lease_token: &str, execution: Uuid) -> Answer {
+        self.post(&format!("/v1/runners/leases/{execution}/heartbeat"), lease_token, json!({})).await
+    }
+
+    pub async fn complete(&self, lease_token: &str, execution: Uuid, body: Value) -> Answer {
+        self.post(&format!("/v1/runners/leases/{execution}/complete"), lease_token, body).await
+    }
+
+    /// Publishes a `job_execution.queued` fact the way the orchestrator does
+    /// (outbox, in a transaction) and waits until the enqueue subscriber made
+    /// it pending.
+    pub async fn queue_job(
+        &self,
+        workspace: &str,
+        labels: &[&str],
+        queued_at: DateTime<Utc>,
+    ) -> Fact<JobExecutionQueued> {
+        let fact = queued_fact(workspace, labels, queued_at);
+        self.publish(&fact).await;
+        self.wait_runner_record(fact.detail.job_execution_id).await;
+        fact
+    }
+
+    /// Writes a fact to the outbox in its own transaction: it then travels
+    /// the real pipeline (stream → relay → bus → queues).
+    pub async fn publish<D: baton_shared::facts::FactDetail>(&self, fact: &Fact<D>) {
+        let put = self.store.outbox_put(fact, 7).unwrap();
+        let outcome = self.store.transact(vec![put]).await.unwrap();
+        assert!(matches!(outcome, baton_shared::store::TxOutcome::Committed));
+    }
+
+    /// Delivers `fact` to the bus again, as a retried relay batch would (the
+    /// outbox holds it once; its event_id stays the same).
+    pub async fn redeliver<D: baton_shared::facts::FactDetail>(&self, fact: &Fact<D>) {
+        let item = baton_shared::store::outbox::OutboxItem::for_fact(fact, 7).unwrap();
+        let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
+        let response =
+            baton_shared::facts::relay::publish(&self.clients.eventbridge, &self.provisioned.bus, &pending).await;
+        assert!(response.batch_item_failures.is_empty());
+    }
+
+    pub async fn wait_runner_record(&self, execution: Uuid) -> RunnerRecord {
+        wait_for("the runners' record of the execution", Duration::from_secs(30), || async {
+            self.store.runner_record(execution).await.unwrap()
+        })
+        .await
+    }
+
+    /// Waits until the fact with `event_id` was published and the subscriber
+    /// queue `logical` has no message left, visible or in flight: the
+    /// subscriber has handled it (a handled message is deleted).
+    pub async fn wait_handled(&self, event_id: Uuid, logical: &str) {
+        let id = event_id.to_string();
+        wait_for("the fact on the bus", Duration::from_secs(30), || async {
+            let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+            captured.iter().any(|c| c.detail["event_id"] == id.as_str()).then_some(())
+        })
+        .await;
+        let url = self.provisioned.queues[logical].url.clone();
+        wait_for(&format!("queue {logical} to drain"), Duration::from_secs(30), || async {
+            let out = self
+                .clients
+                .sqs
+                .get_queue_attributes()
+                .queue_url(&url)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+                .send()
+                .await
+                .ok()?;
+            let attributes = out.attributes()?;
+            let count = |name| attributes.get(&name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(1);
+            (count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages) == 0
+                && count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible) == 0)
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// Every pending item of `workspace` (for assertions; tests may query).
+    pub async fn pending_of(&self, workspace: &str) -> Vec<baton_shared::store::queue::PendingItem> {
+        let mut all = Vec::new();
+        for set in self.store.label_sets(workspace).await.unwrap() {
+            all.extend(self.store.pending_head(workspace, &set.sk, 1000).await.unwrap());
+        }
+        all
+    }
+}
+
+/// A queued fact for a one-step job.
+pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -> Fact<JobExecutionQueued> {
+    Fact::new(
+        workspace,
+        queued_at,
+        JobExecutionQueued {
+            run_id: Uuid::now_v7(),
+            attempt: 1,
+            job_id: Uuid::now_v7(),
+            job_execution_id: Uuid::now_v7(),
+            queued_at,
+            job: JobSpec {
+                key: "build".into(),
+                labels: labels.iter().map(|l| l.to_string()).collect(),
+                timeout_s: 3600,
+                env: Default::default(),
+                steps: vec![StepSpec {
+                    id: Uuid::now_v7(),
+                    name: Some("compile".into()),
+                    run: "true".into(),
+                    env: Default::default(),
+                    timeout_s: None,
+                }],
+            },
+        },
+    )
+}

@@ -1,0 +1,295 @@
+//! The queue: enqueue (replays, tombstones), claim (labels, order, races,
+//! caps, stale items) — behaviour.md §3, §4 and §13 scenarios 1–10.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated};
+use baton_shared::runners::labels::{canonicalize, labelset_id};
+use baton_shared::store::queue::status;
+use baton_tests::runners::queued_fact;
+use baton_tests::TestStack;
+use chrono::{Duration as Span, Utc};
+use serde_json::json;
+
+fn republish_with(fact: &Fact<JobExecutionQueued>, queued_at: chrono::DateTime<Utc>) -> Fact<JobExecutionQueued> {
+    let mut detail = fact.detail.clone();
+    detail.queued_at = queued_at;
+    Fact::new(fact.header.workspace_id.clone(), queued_at, detail)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replayed_enqueue_leaves_one_pending_item_with_the_first_queued_at() {
+    let stack = TestStack::start().await;
+    let first = stack.queue_job("ws1", &["linux"], Utc::now() - Span::seconds(30)).await;
+    // The same fact again (redelivery) and the same execution queued later.
+    stack.redeliver(&first).await;
+    let later = republish_with(&first, Utc::now());
+    stack.publish(&later).await;
+    stack.wait_handled(later.header.event_id, "enqueue").await;
+
+    let pending = stack.pending_of("ws1").await;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].queued_at, first.detail.queued_at);
+    let record = stack.store.runner_record(first.detail.job_execution_id).await.unwrap().unwrap();
+    assert_eq!(record.queued_at, Some(first.detail.queued_at));
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replayed_enqueue_after_claim_queues_nothing() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+    let fact = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let claimed = stack.claim(&runner.session_token).await.expect("the job is claimable");
+    assert_eq!(claimed.job_execution_id, fact.detail.job_execution_id);
+
+    let replay = republish_with(&fact, Utc::now());
+    stack.publish(&replay).await;
+    stack.wait_handled(replay.header.event_id, "enqueue").await;
+    assert!(stack.pending_of("ws1").await.is_empty());
+    assert!(stack.claim(&runner.session_token).await.is_none());
+    let record = stack.store.runner_record(fact.detail.job_execution_id).await.unwrap().unwrap();
+    assert_eq!(record.status, status::LEASED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_after_the_lease_expired_or_the_execution_ended_does_not_requeue() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+
+    // Expired: claimed, never heartbeated, reaped.
+    let expired = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    stack.claim(&runner.session_token).await.expect("claimable");
+    let reaped = baton_lease_reaper_now(&stack, Utc::now() + Span::seconds(61)).await;
+    assert_eq!(reaped, 1);
+
+    // Ended while pending: the terminated fact removes it and leaves a tombstone.
+    let ended = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let terminated = terminated_fact(&ended, "cancelled");
+    stack.publish(&terminated).await;
+    stack.wait_handled(terminated.header.event_id, "reconcile").await;
+    assert!(stack.pending_of("ws1").await.is_empty(), "the pending item of an ended execution is removed");
+
+    for fact in [&expired, &ended] {
+        let replay = republish_with(fact, Utc::now());
+        stack.publish(&replay).await;
+        stack.wait_handled(replay.header.event_id, "enqueue").await;
+    }
+    assert!(stack.pending_of("ws1").await.is_empty());
+    assert!(stack.claim(&runner.session_token).await.is_none());
+    assert_eq!(
+        stack.store.runner_record(expired.detail.job_execution_id).await.unwrap().unwrap().status,
+        status::EXPIRED
+    );
+    assert_eq!(
+        stack.store.runner_record(ended.detail.job_execution_id).await.unwrap().unwrap().status,
+        status::TERMINATED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_fact_that_overtakes_its_queued_fact_still_prevents_queueing() {
+    let stack = TestStack::start().await;
+    let fact = queued_fact("ws1", &["linux"], Utc::now());
+    let terminated = terminated_fact(&fact, "cancelled");
+    stack.publish(&terminated).await;
+    stack.wait_handled(terminated.header.event_id, "reconcile").await;
+    stack.publish(&fact).await;
+    stack.wait_handled(fact.header.event_id, "enqueue").await;
+    assert!(stack.pending_of("ws1").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_are_canonical_and_a_job_runs_only_where_its_labels_are_a_subset() {
+    let stack = TestStack::start().await;
+    let small = stack.runner("ws1", &["Linux"]).await;
+    assert_eq!(small.labels, vec!["linux"]);
+    let big = stack.runner("ws1", &[" LINUX ", "x64", "linux"]).await;
+    assert_eq!(big.labels, vec!["linux", "x64"]);
+
+    let gpu = stack.queue_job("ws1", &["linux", "gpu"], Utc::now() - Span::seconds(10)).await;
+    let plain = stack.queue_job("ws1", &["Linux"], Utc::now()).await;
+
+    let claimed = stack.claim(&small.session_token).await.expect("`Linux` runs on [linux]");
+    assert_eq!(claimed.job_execution_id, plain.detail.job_execution_id);
+    assert_eq!(claimed.job.labels, vec!["linux"]);
+    assert!(stack.claim(&small.session_token).await.is_none(), "[linux, gpu] does not run on [linux]");
+    assert!(stack.claim(&big.session_token).await.is_none(), "[linux, gpu] does not run on [linux, x64]");
+    let gpu_runner = stack.runner("ws1", &["gpu", "linux", "x64"]).await;
+    let claimed = stack.claim(&gpu_runner.session_token).await.expect("a superset runs it");
+    assert_eq!(claimed.job_execution_id, gpu.detail.job_execution_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oldest_fitting_job_goes_first_and_an_older_unfitting_one_does_not_block_it() {
+    let stack = TestStack::start().await;
+    let now = Utc::now();
+    let unfitting = stack.queue_job("ws1", &["macos"], now - Span::seconds(60)).await;
+    let young = stack.queue_job("ws1", &["linux"], now - Span::seconds(10)).await;
+    let old = stack.queue_job("ws1", &["linux", "x64"], now - Span::seconds(20)).await;
+    let runner = stack.runner("ws1", &["linux", "x64"]).await;
+    let first = stack.claim(&runner.session_token).await.unwrap();
+    let second = stack.claim(&runner.session_token).await.unwrap();
+    assert_eq!(first.job_execution_id, old.detail.job_execution_id, "oldest queued_at first, across label sets");
+    assert_eq!(second.job_execution_id, young.detail.job_execution_id);
+    assert!(stack.claim(&runner.session_token).await.is_none());
+    assert_eq!(stack.pending_of("ws1").await[0].execution_id, unfitting.detail.job_execution_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_concurrent_claims_on_one_job_make_exactly_one_lease() {
+    let stack = Arc::new(TestStack::start().await);
+    let mut runners = Vec::new();
+    for _ in 0..16 {
+        runners.push(stack.runner("ws1", &["linux"]).await.session_token);
+    }
+    let fact = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let claims = futures::future::join_all(runners.iter().map(|token| {
+        let stack = stack.clone();
+        let token = token.clone();
+        async move { stack.claim(&token).await }
+    }))
+    .await;
+    let won: Vec<_> = claims.into_iter().flatten().collect();
+    assert_eq!(won.len(), 1, "exactly one 200, fifteen 204");
+    assert_eq!(won[0].job_execution_id, fact.detail.job_execution_id);
+    assert_eq!(won[0].lease.epoch, 1);
+    let claimed_facts = stack
+        .wait_fact("baton.runners.job.claimed", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == fact.detail.job_execution_id.to_string()
+        })
+        .await;
+    assert_eq!(claimed_facts["epoch"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_runners_drain_two_hundred_jobs_each_claimed_exactly_once() {
+    let stack = Arc::new(TestStack::start().await);
+    let labels = canonicalize(&["linux".to_string()]).unwrap();
+    let labelset = labelset_id(&labels);
+    let base = Utc::now() - Span::seconds(600);
+    let mut queued = HashSet::new();
+    // Enqueued through the enqueue use case directly (the pipeline is covered
+    // above); 200 executions in one workspace and label set.
+    for i in 0..200 {
+        let fact = queued_fact("ws1", &["linux"], base + Span::milliseconds(i));
+        stack.store.enqueue(&fact, labels.clone(), &labelset).await.unwrap();
+        queued.insert(fact.detail.job_execution_id);
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let token = stack.runner("ws1", &["linux"]).await.session_token;
+        let stack = stack.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(job) = stack.claim(&token).await {
+                let done = stack
+                    .complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []}))
+                    .await;
+                assert_eq!(done.status, 200, "{}", done.body);
+                mine.push(job.job_execution_id);
+            }
+            mine
+        }));
+    }
+    let mut claimed: HashMap<uuid::Uuid, u32> = HashMap::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            *claimed.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(claimed.len(), 200, "none lost");
+    assert!(claimed.values().all(|&n| n == 1), "none claimed twice");
+    assert_eq!(claimed.keys().copied().collect::<HashSet<_>>(), queued);
+    assert!(stack.pending_of("ws1").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_session_gets_409_past_its_cap_and_an_empty_poll_spends_nothing() {
+    let stack = TestStack::start().await;
+    let token = stack.registration_token("ws1", json!({"max_claims": 1})).await;
+    let runner = stack.register(&token, &["linux"]).await;
+    assert_eq!(runner.max_claims, Some(1));
+    // Empty polls first: they must not use up the one claim.
+    for _ in 0..3 {
+        assert!(stack.claim(&runner.session_token).await.is_none());
+    }
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    assert!(stack.claim(&runner.session_token).await.is_some());
+    let answer = stack.post("/v1/runners/claim", &runner.session_token, json!({})).await;
+    assert_eq!((answer.status, answer.code()), (409, "session-exhausted"));
+    assert_eq!(stack.pending_of("ws1").await.len(), 1, "the refused claim took nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_pending_item_for_a_leased_execution_is_dropped_without_spending_a_claim() {
+    let stack = TestStack::start().await;
+    let token = stack.registration_token("ws1", json!({"max_claims": 3})).await;
+    let runner = stack.register(&token, &["linux"]).await;
+    let fact = stack.queue_job("ws1", &["linux"], Utc::now() - Span::seconds(5)).await;
+    let pending = stack.pending_of("ws1").await;
+    stack.claim(&runner.session_token).await.expect("claimable");
+    // Put the claimed execution's pending item back, as a lost delete would.
+    stack
+        .clients
+        .dynamodb
+        .put_item()
+        .table_name(&stack.store.table)
+        .set_item(Some(baton_shared::store::to_item(&pending[0]).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    let other = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let claimed = stack.claim(&runner.session_token).await.expect("falls through to the next job");
+    assert_eq!(claimed.job_execution_id, other.detail.job_execution_id);
+    assert_ne!(claimed.job_execution_id, fact.detail.job_execution_id);
+    assert!(stack.pending_of("ws1").await.is_empty(), "the stale item was removed");
+    assert!(
+        stack.claim(&runner.session_token).await.is_none(),
+        "no loop, and the stale item spent no claim (2 of 3 used)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_returns_as_soon_as_work_appears() {
+    let stack = Arc::new(TestStack::start().await);
+    let runner = stack.runner("ws1", &["linux"]).await;
+    let poll = {
+        let stack = stack.clone();
+        let token = runner.session_token.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let answer = stack.post("/v1/runners/claim", &token, json!({"wait_s": 20})).await;
+            (answer, started.elapsed())
+        })
+    };
+    let fact = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let (answer, waited) = poll.await.unwrap();
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body["job_execution_id"], fact.detail.job_execution_id.to_string());
+    assert!(waited < Duration::from_secs(20), "returned when the job appeared, not at the deadline");
+    let too_long = stack.post("/v1/runners/claim", &runner.session_token, json!({"wait_s": 21})).await;
+    assert_eq!((too_long.status, too_long.code()), (400, "invalid-request"));
+}
+
+fn terminated_fact(fact: &Fact<JobExecutionQueued>, status: &str) -> Fact<JobExecutionTerminated> {
+    Fact::new(
+        fact.header.workspace_id.clone(),
+        Utc::now(),
+        JobExecutionTerminated {
+            run_id: fact.detail.run_id,
+            attempt: fact.detail.attempt,
+            job_id: fact.detail.job_id,
+            job_execution_id: fact.detail.job_execution_id,
+            status: status.into(),
+            reason: Some("run_cancelled".into()),
+        },
+    )
+}
+
+async fn baton_lease_reaper_now(stack: &TestStack, now: chrono::DateTime<Utc>) -> usize {
+    baton_lease_reaper::handle(&stack.context(), now).await.unwrap()
+}

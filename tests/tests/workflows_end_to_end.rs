@@ -1,0 +1,109 @@
+//! Both contexts together, through facts only: a run's jobs are enqueued by
+//! the runners side from `job_execution.queued`, claimed and completed by a
+//! runner over HTTP, and the run finishes; a cancel reaches the runner on
+//! its next heartbeat — behaviour.md §13 scenarios 17 and 21 end to end.
+
+mod workflows_support;
+
+use baton_shared::api::ClaimResponse;
+use baton_tests::{wait_for, TestStack};
+use serde_json::json;
+use workflows_support::*;
+
+async fn claim_next(stack: &TestStack, session_token: &str) -> ClaimResponse {
+    wait_for("a job to claim", WAIT, || async { stack.claim(session_token).await }).await
+}
+
+fn succeeded_steps(claim: &ClaimResponse) -> serde_json::Value {
+    claim.job.steps.iter().map(|s| json!({"id": s.id, "status": "succeeded", "exit_code": 0})).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_claims_and_completes_every_job_of_a_run_over_http() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: e2e\njobs:\n  build:\n    runs-on: [linux, x64]\n    steps: [{name: compile, run: make}]\n  test:\n    needs: build\n    runs-on: linux\n    steps: [{run: make test}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let runner = stack.runner(&ws, &["linux", "x64"]).await;
+
+    for key in ["build", "test"] {
+        let claim = claim_next(&stack, &runner.session_token).await;
+        assert_eq!(claim.job.key, key);
+        assert_eq!(claim.run_id.to_string(), run_id);
+        let view =
+            wait_view(&stack, &ws, &run_id, "the claim recorded", |v| job(v, 1, key)["status"] == "running").await;
+        assert_eq!(job(&view, 1, key)["executions"][0]["runner_session_id"], runner.session_id.to_string());
+        let answer = stack
+            .complete(
+                &claim.lease.token,
+                claim.job_execution_id,
+                json!({"status": "succeeded", "steps": succeeded_steps(&claim)}),
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    assert_eq!(job(&view, 1, "build")["executions"][0]["steps"][0]["status"], "succeeded");
+    assert!(stack.claim(&runner.session_token).await.is_none(), "nothing left to claim");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_tells_its_runner_to_stop_on_the_next_heartbeat() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: e2e-cancel\njobs:\n  long:\n    runs-on: linux\n    steps: [{run: sleep 600}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let claim = claim_next(&stack, &runner.session_token).await;
+    let beat = stack.heartbeat(&claim.lease.token, claim.job_execution_id).await;
+    assert_eq!((beat.status, beat.body["cancel"].as_bool()), (200, Some(false)), "{}", beat.body);
+
+    let (status, view) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{view:#}");
+    wait_for("the runner to be told to cancel", WAIT, || async {
+        let beat = stack.heartbeat(&claim.lease.token, claim.job_execution_id).await;
+        (beat.body["cancel"] == true).then_some(())
+    })
+    .await;
+    // The runner stops and completes with `failed`; the cancellation stands.
+    let answer =
+        stack.complete(&claim.lease.token, claim.job_execution_id, json!({"status": "failed", "steps": []})).await;
+    assert!(answer.status == 200 || answer.status == 409, "{}", answer.body);
+    flush_pipeline(&stack, &ws).await;
+    let view = run_view(&stack, &ws, &run_id).await;
+    assert_eq!(view["status"], "cancelled");
+    assert_eq!(job(&view, 1, "long")["status"], "cancelled");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_timeout_reaches_the_runner_as_cancel_and_its_complete_does_not_undo_it() {
+    // One timeout minute lasts 10 s: the job may run 20 s from queueing,
+    // time enough for the runners side to enqueue it even on a busy emulator.
+    let stack = start_with_minute(10).await;
+    let ws = workspace();
+    let yaml = "name: e2e-timeout\njobs:\n  slow:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: sleep 600}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let claim = claim_next(&stack, &runner.session_token).await;
+    assert_eq!(claim.job.timeout_s, 20);
+    wait_for("the runner to be told to stop", WAIT, || async {
+        let beat = stack.heartbeat(&claim.lease.token, claim.job_execution_id).await;
+        (beat.body["cancel"] == true).then_some(())
+    })
+    .await;
+    let answer =
+        stack.complete(&claim.lease.token, claim.job_execution_id, json!({"status": "failed", "steps": []})).await;
+    assert!(answer.status == 200 || answer.status == 409, "{}", answer.body);
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let execution = &job(&view, 1, "slow")["executions"][0];
+    assert_eq!(
+        (execution["status"].as_str(), execution["status_reason"].as_str()),
+        (Some("failed"), Some("timed_out"))
+    );
+}

@@ -1,0 +1,436 @@
+//! Orchestration of an attempt on real Step Functions executions (moto):
+//! the DAG, runner facts and their precedence, replays, lease expiry, job
+//! timeouts, cancel — behaviour.md §9, §10 and §13 scenarios 17–21, 24, 25.
+
+mod workflows_support;
+
+use baton_shared::facts::{
+    FactDetail, JobExecutionTerminated, JobOutcome, JobTerminated, RunCancelled, RunTerminated, StepStatus,
+};
+use serde_json::json;
+use workflows_support::*;
+
+const DAG: &str = r#"
+name: dag
+jobs:
+  build:
+    runs-on: linux
+    steps: [{name: compile, run: make}, {name: package, run: make dist}]
+  test:
+    needs: build
+    runs-on: linux
+    steps: [{run: make test}]
+  deploy:
+    needs: test
+    runs-on: linux
+    steps: [{run: ./deploy}]
+  report:
+    needs: [test]
+    if: always()
+    runs-on: linux
+    steps: [{run: ./report}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dag_runs_job_after_job_to_success_with_few_state_transitions() {
+    let stack = start().await;
+    let ws = workspace();
+    let run = create_run(&stack, &ws, DAG).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    for key in ["build", "test"] {
+        run_job(&stack, &ws, &run_id, 1, key, JobOutcome::Succeeded).await;
+    }
+    // deploy and report start together once test succeeded.
+    run_job(&stack, &ws, &run_id, 1, "deploy", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 1, "report", JobOutcome::Succeeded).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    assert!(view["finished_at"].is_string());
+    let build = job(&view, 1, "build");
+    assert_eq!(build["status"], "succeeded");
+    let execution = &build["executions"][0];
+    assert_eq!(execution["status"], "succeeded");
+    assert!(execution["started_at"].is_string() && execution["finished_at"].is_string());
+    assert!(execution["runner_session_id"].is_string());
+    assert_eq!(execution["steps"][1]["name"], "package");
+    assert_eq!(execution["steps"][1]["status"], "succeeded");
+    assert_eq!(execution["steps"][1]["exit_code"], 0);
+    assert_eq!(build["outputs"], json!({"job": "build"}));
+    let finished = stack.wait_fact(RunTerminated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
+    assert_eq!(finished["status"], "succeeded");
+    assert_eq!(count_facts(&stack, JobTerminated::DETAIL_TYPE, &run_id), 4);
+
+    // The execution's history: transitions are paid per wake-up, not per job.
+    let arn = format!(
+        "{}:{run_id}-1",
+        stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
+    );
+    let execution = wait_for_execution_end(&stack, &arn).await;
+    assert_eq!(execution, "SUCCEEDED");
+    let history = stack.clients.sfn.get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
+    let entered = history.events().iter().filter(|e| e.r#type().as_str().ends_with("StateEntered")).count();
+    eprintln!("state transitions for 4 jobs: {entered} ({} history events)", history.events().len());
+    assert!(entered <= 3 * 8 + 2, "{entered} transitions for 4 jobs");
+    stack.assert_all_facts_valid();
+}
+
+async fn wait_for_execution_end(stack: &baton_tests::TestStack, arn: &str) -> String {
+    baton_tests::wait_for("the execution to end", WAIT, || async {
+        let out = stack.clients.sfn.describe_execution().execution_arn(arn).send().await.ok()?;
+        let status = out.status().as_str().to_string();
+        (status != "RUNNING").then_some(status)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_dependency_skips_its_dependents_runs_always_jobs_and_fails_the_run() {
+    let stack = start().await;
+    let ws = workspace();
+    let run = create_run(&stack, &ws, DAG).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run_id, 1, "build", JobOutcome::Failed).await;
+    // test and deploy are skipped; report (always) runs after the failure.
+    run_job(&stack, &ws, &run_id, 1, "report", JobOutcome::Succeeded).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(job(&view, 1, "build")["status"], "failed");
+    assert_eq!(job(&view, 1, "build")["status_reason"], "step_failed");
+    for key in ["test", "deploy"] {
+        assert_eq!(job(&view, 1, key)["status"], "skipped", "{key}");
+        assert_eq!(job(&view, 1, key)["status_reason"], "condition_rejected", "{key}");
+    }
+    assert_eq!(job(&view, 1, "report")["status"], "succeeded");
+    assert_eq!(view["attempts"][0]["status"], "failed");
+    let mut keys = queued_keys(&stack, &run_id);
+    keys.sort();
+    assert_eq!(keys, ["build", "report"], "skipped jobs are never enqueued");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diamond_with_a_partial_failure_fails_and_an_all_skipped_run_succeeds() {
+    let stack = start().await;
+    let ws = workspace();
+    let diamond = r#"
+name: diamond
+jobs:
+  a: {runs-on: linux, steps: [{run: a}]}
+  b: {needs: a, runs-on: linux, steps: [{run: b}]}
+  c: {needs: a, runs-on: linux, steps: [{run: c}]}
+  d: {needs: [b, c], runs-on: linux, steps: [{run: d}]}
+"#;
+    let run = create_run(&stack, &ws, diamond).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run_id, 1, "a", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 1, "b", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 1, "c", JobOutcome::Failed).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(job(&view, 1, "d")["status"], "skipped");
+
+    let skipped = "name: skipped\njobs:\n  on-failure:\n    if: failure()\n    runs-on: linux\n    steps: [{run: x}]\n  on-cancel:\n    if: cancelled()\n    runs-on: linux\n    steps: [{run: y}]\n";
+    let run = create_run(&stack, &ws, skipped).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    assert_eq!(job(&view, 1, "on-failure")["status"], "skipped");
+    assert_eq!(job(&view, 1, "on-cancel")["status"], "skipped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_facts_delivered_twice_and_out_of_order_reach_the_same_end_state() {
+    let stack = start().await;
+    let ws = workspace();
+    let run = create_run(&stack, &ws, "name: one\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n  b:\n    runs-on: linux\n    steps: [{run: b}]\n").await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let queued_a = queued(&stack, &run_id, 1, "a").await;
+    let queued_b = queued(&stack, &run_id, 1, "b").await;
+    let (a, b) = (Runner::for_queued(&ws, &queued_a), Runner::for_queued(&ws, &queued_b));
+
+    // a: the complete arrives before its claim; then everything again, and a
+    // lease expiry that lost the race to the finish.
+    let claimed_at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    let completed = a.completed(JobOutcome::Succeeded);
+    let claimed = a.claimed(claimed_at);
+    publish(&stack, &ws, completed.clone()).await;
+    wait_view(&stack, &ws, &run_id, "a finished", |v| job(v, 1, "a")["status"] == "succeeded").await;
+    publish(&stack, &ws, claimed.clone()).await;
+    publish(&stack, &ws, a.lease_expired(a.steps(StepStatus::Running))).await;
+    publish(&stack, &ws, completed.clone()).await;
+    publish(&stack, &ws, claimed.clone()).await;
+    // b: claimed twice (the first claim's instant wins), then a failed
+    // complete, delivered twice.
+    publish(&stack, &ws, b.claimed(claimed_at)).await;
+    publish(&stack, &ws, b.claimed(claimed_at + chrono::Duration::seconds(3))).await;
+    let failed = b.completed(JobOutcome::Failed);
+    publish(&stack, &ws, failed.clone()).await;
+    publish(&stack, &ws, failed).await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    flush_pipeline(&stack, &ws).await;
+    let view_after = run_view(&stack, &ws, &run_id).await;
+    assert_eq!(view["attempts"], view_after["attempts"], "late replays changed nothing");
+    let exec_a = &job(&view, 1, "a")["executions"][0];
+    assert_eq!(exec_a["status"], "succeeded", "finished beats a later lease expiry");
+    let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(exec_a["started_at"].clone()).unwrap();
+    assert_eq!(started, claimed_at, "a claim after the finish still records the start, and does not reopen");
+    let exec_b = &job(&view, 1, "b")["executions"][0];
+    assert_eq!((exec_b["status"].as_str(), exec_b["status_reason"].as_str()), (Some("failed"), Some("step_failed")));
+    let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(exec_b["started_at"].clone()).unwrap();
+    assert_eq!(started, claimed_at, "first claim wins");
+    assert_eq!(count_facts(&stack, JobExecutionTerminated::DETAIL_TYPE, &run_id), 2, "one terminated fact each");
+    assert_eq!(count_facts(&stack, JobTerminated::DETAIL_TYPE, &run_id), 2);
+    assert_eq!(count_facts(&stack, RunTerminated::DETAIL_TYPE, &run_id), 1);
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_adopts_the_steps_outcome_when_every_step_finished_else_fails_as_runner_lost() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: lost\njobs:\n  done:\n    runs-on: linux\n    steps: [{run: a}, {run: b}]\n  lost:\n    runs-on: linux\n    steps: [{run: a}, {run: b}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let done = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "done").await);
+    let lost = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "lost").await);
+    done.claim(&stack).await;
+    lost.claim(&stack).await;
+    wait_view(&stack, &ws, &run_id, "both running", |v| {
+        job(v, 1, "done")["status"] == "running" && job(v, 1, "lost")["status"] == "running"
+    })
+    .await;
+    publish(&stack, &ws, done.lease_expired(done.steps(StepStatus::Succeeded))).await;
+    let mut partial = lost.steps(StepStatus::Succeeded);
+    partial[1].status = StepStatus::Running;
+    publish(&stack, &ws, lost.lease_expired(partial)).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(job(&view, 1, "done")["executions"][0]["status"], "succeeded");
+    let lost_execution = &job(&view, 1, "lost")["executions"][0];
+    assert_eq!(lost_execution["status"], "failed");
+    assert_eq!(lost_execution["status_reason"], "runner_lost");
+    assert_eq!(lost_execution["steps"][1]["status"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_timeout_fails_the_execution_and_a_claim_does_not_extend_it() {
+    // One timeout minute lasts 2 s here.
+    let stack = start_with_minute(2).await;
+    let ws = workspace();
+    let yaml =
+        "name: slow\njobs:\n  slow:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: sleep 600}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let queued = queued(&stack, &run_id, 1, "slow").await;
+    assert_eq!(queued.detail.job.timeout_s, 4);
+    let runner = Runner::for_queued(&ws, &queued);
+    runner.claim(&stack).await;
+    let terminated =
+        stack.wait_fact(JobExecutionTerminated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
+    assert_eq!(terminated["status"], "failed");
+    assert_eq!(terminated["reason"], "timed_out", "the runners side flags the lease from this fact");
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let execution = &job(&view, 1, "slow")["executions"][0];
+    assert_eq!(execution["status_reason"], "timed_out");
+    let queued_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["queued_at"].clone()).unwrap();
+    let finished_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["finished_at"].clone()).unwrap();
+    let elapsed = finished_at - queued_at;
+    assert!(elapsed >= chrono::Duration::seconds(4), "timed out after {elapsed}: counted from queueing");
+    assert!(elapsed < chrono::Duration::seconds(30), "timed out after {elapsed}");
+    // The runner's late complete changes nothing.
+    runner.complete(&stack, JobOutcome::Succeeded).await;
+    flush_pipeline(&stack, &ws).await;
+    assert_eq!(job(&run_view(&stack, &ws, &run_id).await, 1, "slow")["status"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_non_terminal_jobs_lets_always_jobs_run_and_refuses_a_finished_run() {
+    let stack = start().await;
+    let ws = workspace();
+    let run = create_run(&stack, &ws, DAG).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let build = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "build").await);
+    build.claim(&stack).await;
+    wait_view(&stack, &ws, &run_id, "build running", |v| job(v, 1, "build")["status"] == "running").await;
+
+    let path = format!("/v1/workspaces/{ws}/runs/{run_id}/cancel");
+    let (status, view) = post(&stack, &stack.admin_token, &path, json!({})).await;
+    assert_eq!(status, 202, "{view:#}");
+    assert_eq!(view["status"], "cancelled");
+    assert_eq!(view["attempts"][0]["status"], "cancelled");
+    let build_view = job(&view, 1, "build");
+    assert_eq!(
+        (build_view["status"].as_str(), build_view["status_reason"].as_str()),
+        (Some("cancelled"), Some("run_cancelled"))
+    );
+    assert_eq!(build_view["executions"][0]["status"], "cancelled");
+    assert_eq!(job(&view, 1, "test")["status"], "cancelled");
+    assert_eq!(job(&view, 1, "report")["status"], "pending", "always() is spared");
+    stack.wait_fact(RunCancelled::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
+    let terminated = stack
+        .wait_fact(JobExecutionTerminated::DETAIL_TYPE, WAIT, |d| {
+            d["job_execution_id"] == build.lease.job_execution_id.to_string()
+        })
+        .await;
+    assert_eq!(terminated["reason"], "run_cancelled");
+
+    // report (always) runs after the cancel; the run stays cancelled.
+    run_job(&stack, &ws, &run_id, 1, "report", JobOutcome::Succeeded).await;
+    let view = wait_view(&stack, &ws, &run_id, "report done", |v| job(v, 1, "report")["status"] == "succeeded").await;
+    assert_eq!(view["status"], "cancelled");
+    // The runner's complete after the cancel does not downgrade it.
+    build.complete(&stack, JobOutcome::Failed).await;
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("run-already-finished")));
+    flush_pipeline(&stack, &ws).await;
+    let view = run_view(&stack, &ws, &run_id).await;
+    assert_eq!(job(&view, 1, "build")["status"], "cancelled");
+    assert_eq!(job(&view, 1, "deploy")["status"], "cancelled");
+    assert!(!queued_keys(&stack, &run_id).contains(&"test".to_string()));
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_jobs_finishing_together_share_wake_ups_instead_of_paying_transitions_each() {
+    let stack = start().await;
+    let ws = workspace();
+    let jobs: String = (0..20).map(|i| format!("  j{i}: {{runs-on: linux, steps: [{{run: x}}]}}\n")).collect();
+    let run = create_run(&stack, &ws, &format!("name: wide\njobs:\n{jobs}")).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let mut runners = Vec::new();
+    for i in 0..20 {
+        runners.push(Runner::for_queued(&ws, &queued(&stack, &run_id, 1, &format!("j{i}")).await));
+    }
+    futures::future::join_all(runners.iter().map(|r| r.complete(&stack, JobOutcome::Succeeded))).await;
+    wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let arn = format!(
+        "{}:{run_id}-1",
+        stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
+    );
+    assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED");
+    let history = stack.clients.sfn.get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
+    let entered = history.events().iter().filter(|e| e.r#type().as_str().ends_with("StateEntered")).count();
+    eprintln!("state transitions for 20 parallel jobs: {entered} ({} history events)", history.events().len());
+    assert!(entered < 3 * 20, "{entered} transitions: more than a per-job state machine would cost");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_runner_fact_is_dead_lettered_while_the_run_keeps_flowing() {
+    let stack = start().await;
+    let ws = workspace();
+    // A claim about an attempt that does not exist can never be applied.
+    let poison = baton_shared::facts::JobClaimed {
+        lease: baton_shared::facts::LeaseRef {
+            run_id: uuid::Uuid::now_v7(),
+            attempt: 1,
+            job_id: uuid::Uuid::now_v7(),
+            job_execution_id: uuid::Uuid::now_v7(),
+            session_id: uuid::Uuid::now_v7(),
+            epoch: 1,
+        },
+        claimed_at: chrono::Utc::now(),
+    };
+    publish(&stack, &ws, poison.clone()).await;
+    let run = create_run(&stack, &ws, "name: flowing\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run_id, 1, "a", JobOutcome::Succeeded).await;
+    wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+
+    let dlq = stack.provisioned.queues["job-outcomes"].dlq_url.clone();
+    let sqs = stack.clients.sqs.clone();
+    let dead = baton_tests::wait_for("the poison fact in the DLQ", std::time::Duration::from_secs(90), || {
+        let sqs = sqs.clone();
+        let dlq = dlq.clone();
+        async move {
+            let out = sqs.receive_message().queue_url(&dlq).wait_time_seconds(1).send().await.ok()?;
+            out.messages().first().and_then(|m| m.body().map(str::to_string))
+        }
+    })
+    .await;
+    let envelope: serde_json::Value = serde_json::from_str(&dead).unwrap();
+    assert_eq!(envelope["detail"]["run_id"], poison.lease.run_id.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_timeout_ends_the_attempt_as_failed_and_timed_out() {
+    // One timeout minute lasts 2 s: the run may last 6 s, its job 2 min.
+    let stack = start_with_minute(2).await;
+    let ws = workspace();
+    let yaml = "name: capped\ntimeout-minutes: 3\njobs:\n  long:\n    runs-on: linux\n    timeout-minutes: 60\n    steps: [{run: sleep 600}]\n  after:\n    needs: long\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let runner = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "long").await);
+    runner.claim(&stack).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(view["attempts"][0]["status_reason"], "timed_out");
+    let long = job(&view, 1, "long");
+    assert_eq!((long["status"].as_str(), long["status_reason"].as_str()), (Some("failed"), Some("timed_out")));
+    assert_eq!(long["executions"][0]["status"], "failed");
+    assert_eq!(job(&view, 1, "after")["status"], "skipped");
+    let finished = stack.wait_fact(RunTerminated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
+    assert_eq!(finished["reason"], "timed_out");
+    stack.assert_all_facts_valid();
+}
+
+/// Publishes an already relayed fact again, as a retried stream batch would.
+async fn redeliver(stack: &baton_tests::TestStack, event_id: &str) {
+    use baton_shared::store::s;
+    let outbox = stack
+        .clients
+        .dynamodb
+        .get_item()
+        .table_name(&stack.store.table)
+        .key("pk", s(format!("OUTBOX#{event_id}")))
+        .key("sk", s("OUTBOX"))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the outbox item");
+    let item: baton_shared::store::outbox::OutboxItem = baton_shared::store::from_item(outbox).unwrap();
+    let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
+    let response =
+        baton_shared::facts::relay::publish(&stack.clients.eventbridge, &stack.provisioned.bus, &pending).await;
+    assert!(response.batch_item_failures.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_run_can_be_cancelled() {
+    let stack = start().await;
+    let ws = workspace();
+    let run = create_run(&stack, &ws, "name: once\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let created = stack
+        .wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
+        .await;
+    queued(&stack, &run_id, 1, "a").await;
+    redeliver(&stack, created["event_id"].as_str().unwrap()).await;
+    redeliver(&stack, created["event_id"].as_str().unwrap()).await;
+    run_job(&stack, &ws, &run_id, 1, "a", JobOutcome::Succeeded).await;
+    wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    flush_pipeline(&stack, &ws).await;
+    let executions = stack
+        .clients
+        .sfn
+        .list_executions()
+        .state_machine_arn(&stack.provisioned.state_machines["run-attempt"])
+        .send()
+        .await
+        .unwrap();
+    let mine = executions.executions().iter().filter(|e| e.name().starts_with(&run_id)).count();
+    assert_eq!(mine, 1, "one execution per attempt, whatever the deliveries");
+    assert_eq!(queued_keys(&stack, &run_id), ["a"], "the job was queued once");
+
+    // A run cancelled before anything ran: pending → cancelled.
+    let run = create_run(&stack, &ws, "name: early\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let (status, view) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{view:#}");
+    assert_eq!(view["status"], "cancelled");
+    let view =
+        wait_view(&stack, &ws, &run_id, "the orchestration to finish", |v| job(v, 1, "a")["status"] == "cancelled")
+            .await;
+    assert_eq!(view["status"], "cancelled");
+    let arn = format!(
+        "{}:{run_id}-1",
+        stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
+    );
+    assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED", "the orchestration ends too");
+}

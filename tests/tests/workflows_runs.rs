@@ -1,0 +1,219 @@
+//! Runs: creation, the run view, idempotency, run numbers, validation and
+//! scoping — behaviour.md §8 and §13 scenarios 23 and 6 (reads), 25.
+
+mod workflows_support;
+
+use baton_shared::facts::{FactDetail, RunAttemptCreated};
+use serde_json::json;
+use workflows_support::*;
+
+const SPEC_EXAMPLE: &str = r#"
+name: ci
+env: {RUST_LOG: info}
+jobs:
+  build:
+    runs-on: [linux, x64]
+    timeout-minutes: 30
+    steps:
+      - name: compile
+        run: cargo build --release
+  test:
+    needs: build
+    runs-on: linux
+    steps:
+      - run: cargo test
+  report:
+    needs: [build, test]
+    if: always()
+    runs-on: linux
+    steps:
+      - run: ./report.sh
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_a_run_answers_its_view_and_orchestrates_attempt_one() {
+    let stack = start().await;
+    let ws = workspace();
+    let created = create_run(&stack, &ws, SPEC_EXAMPLE).await;
+    let run_id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(created["workspace_id"], ws.as_str());
+    assert_eq!(created["name"], "ci");
+    assert_eq!(created["number"], 1);
+    assert_eq!(created["status"], "pending");
+    assert_eq!(created["current_attempt"], 1);
+    assert!(created["finished_at"].is_null());
+    let build = job(&created, 1, "build");
+    assert_eq!(build["labels"], json!(["linux", "x64"]));
+    assert_eq!(build["needs"], json!([]));
+    assert_eq!(build["carried_over"], false);
+    assert_eq!(build["status"], "pending");
+    assert_eq!(build["executions"].as_array().unwrap().len(), 1, "one execution per job");
+    assert_eq!(build["executions"][0]["steps"][0]["name"], "compile");
+    assert_eq!(job(&created, 1, "report")["needs"], json!(["build", "test"]));
+
+    // The orchestration starts the attempt and queues the root job only.
+    let queued = queued(&stack, &run_id, 1, "build").await;
+    assert_eq!(queued.detail.job.labels, ["linux", "x64"]);
+    assert_eq!(queued.detail.job.timeout_s, 30 * 60);
+    assert_eq!(queued.detail.job.env.get("RUST_LOG").map(String::as_str), Some("info"));
+    let view = wait_view(&stack, &ws, &run_id, "build queued", |v| job(v, 1, "build")["status"] == "queued").await;
+    assert_eq!(view["status"], "running");
+    assert!(view["started_at"].is_string());
+    let execution = &job(&view, 1, "build")["executions"][0];
+    assert_eq!(execution["status"], "queued", "an execution stays queued until claimed");
+    assert!(execution["queued_at"].is_string() && execution["started_at"].is_null());
+    assert_eq!(execution["steps"][0]["id"], queued.detail.job.steps[0].id.to_string());
+    assert_eq!(job(&view, 1, "test")["status"], "pending");
+    assert_eq!(queued_keys(&stack, &run_id), ["build"]);
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_idempotency_key_returns_the_same_run_and_writes_nothing() {
+    let stack = start().await;
+    let ws = workspace();
+    let body = json!({"definition": SPEC_EXAMPLE, "idempotency_key": "deploy-42", "inputs": {"sha": "abc123"}});
+    let (first_status, first) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body.clone()).await;
+    assert_eq!(first_status, 201, "{first:#}");
+    let run_id = first["id"].as_str().unwrap().to_string();
+    let (again_status, again) = post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
+    assert_eq!(again_status, 200, "{again:#}");
+    assert_eq!(again["id"], first["id"]);
+    assert_eq!(again["number"], 1);
+    assert_eq!(again["inputs"], json!({"sha": "abc123"}));
+
+    flush_pipeline(&stack, &ws).await;
+    assert_eq!(count_facts(&stack, RunAttemptCreated::DETAIL_TYPE, &run_id), 1, "no second fact");
+    let (_, list) = get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs")).await;
+    let ci_runs = list["items"].as_array().unwrap().iter().filter(|r| r["name"] == "ci").count();
+    assert_eq!(ci_runs, 1, "no second run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_numbers_are_consecutive_under_eight_concurrent_creates() {
+    let stack = start().await;
+    let ws = workspace();
+    let creates = (0..8).map(|_| {
+        let stack = &stack;
+        let ws = ws.clone();
+        async move {
+            let (status, body) = post(
+                stack,
+                &stack.admin_token,
+                &format!("/v1/workspaces/{ws}/runs"),
+                json!({"definition": SPEC_EXAMPLE}),
+            )
+            .await;
+            assert_eq!(status, 201, "{body:#}");
+            body["number"].as_u64().unwrap()
+        }
+    });
+    let mut numbers = futures::future::join_all(creates).await;
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=8).collect::<Vec<u64>>());
+    // Another workflow of the workspace has its own numbers.
+    let other =
+        create_run(&stack, &ws, "name: other\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: 'true'}]\n").await;
+    assert_eq!(other["number"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_definition_is_refused_naming_job_and_field_and_nothing_is_written() {
+    let stack = start().await;
+    let ws = workspace();
+    let path = format!("/v1/workspaces/{ws}/runs");
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"definition": "jobs: [unclosed"})).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert_eq!(body["error"]["code"], "invalid-definition");
+
+    let unknown_need = "name: bad\njobs:\n  test:\n    needs: biuld\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"definition": unknown_need})).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert_eq!(body["error"]["code"], "invalid-definition");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("test") && message.contains("needs") && message.contains("biuld"), "{message}");
+
+    let no_runs_on = "name: bad\njobs:\n  a:\n    steps: [{run: 'true'}]\n";
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"definition": no_runs_on})).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("runs-on"), "{body:#}");
+
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"inputs": {}})).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert_eq!(body["error"]["code"], "invalid-request");
+
+    flush_pipeline(&stack, &ws).await;
+    let (_, list) = get(&stack, &stack.admin_token, &path).await;
+    let names: Vec<&str> = list["items"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["sentinel"], "only the sentinel run was written");
+    let created: Vec<_> = stack.facts(RunAttemptCreated::DETAIL_TYPE);
+    assert!(created.iter().all(|d| d["workflow_name"] == "sentinel"), "no fact for a refused definition");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_not_found_when_unknown_or_read_from_another_workspace() {
+    let stack = start().await;
+    let (ws_a, ws_b) = (workspace(), workspace());
+    let run = create_run(&stack, &ws_a, SPEC_EXAMPLE).await;
+    let run_id = run["id"].as_str().unwrap();
+    let token_b = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
+    stack.store.put_operator_token(&token_b, Some(&ws_b), None).await.unwrap();
+
+    let (status, body) =
+        get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws_a}/runs/{}", uuid::Uuid::now_v7())).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not-found")));
+    let (status, _) = get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws_a}/runs/not-a-uuid")).await;
+    assert_eq!(status, 404);
+    // Workspace B's token can neither read A's run through A nor through B.
+    let (status, _) = get(&stack, &token_b, &format!("/v1/workspaces/{ws_a}/runs/{run_id}")).await;
+    assert_eq!(status, 404);
+    let (status, _) = get(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs/{run_id}")).await;
+    assert_eq!(status, 404);
+    let (status, _) = post(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 404);
+    let (status, _) =
+        post(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs/{run_id}/rerun"), json!({"mode": "all"})).await;
+    assert_eq!(status, 404);
+    let (status, list) = get(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs")).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["items"], json!([]));
+    // Without a token: 401.
+    let response = stack.http.get(stack.url(&format!("/v1/workspaces/{ws_a}/runs/{run_id}"))).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    // A's run is still there for A.
+    assert_eq!(run_view(&stack, &ws_a, run_id).await["id"], run["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_listed_newest_first_in_pages_and_filtered_by_status() {
+    let stack = start().await;
+    let ws = workspace();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(create_run(&stack, &ws, SPEC_EXAMPLE).await["id"].as_str().unwrap().to_string());
+    }
+    let path = format!("/v1/workspaces/{ws}/runs");
+    let (status, page) = get(&stack, &stack.admin_token, &format!("{path}?limit=2")).await;
+    assert_eq!(status, 200, "{page:#}");
+    let first: Vec<&str> = page["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(first, [ids[2].as_str(), ids[1].as_str()]);
+    let cursor = page["next_cursor"].as_str().expect("a next page");
+    let (_, page) = get(&stack, &stack.admin_token, &format!("{path}?limit=2&cursor={cursor}")).await;
+    let second: Vec<&str> = page["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(second, [ids[0].as_str()]);
+    assert!(page["next_cursor"].is_null());
+
+    let (_, cancelled) = get(&stack, &stack.admin_token, &format!("{path}?status=cancelled")).await;
+    assert_eq!(cancelled["items"], json!([]));
+    let (status, _) = post(&stack, &stack.admin_token, &format!("{path}/{}/cancel", ids[1]), json!({})).await;
+    assert_eq!(status, 202);
+    let (_, cancelled) = get(&stack, &stack.admin_token, &format!("{path}?status=cancelled")).await;
+    let only: Vec<&str> = cancelled["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(only, [ids[1].as_str()]);
+
+    for bad in ["limit=0", "limit=1000", "status=done", "cursor=zzz"] {
+        let (status, body) = get(&stack, &stack.admin_token, &format!("{path}?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body:#}");
+    }
+}

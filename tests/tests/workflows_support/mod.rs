@@ -1,0 +1,202 @@
+//! Helpers of the workflows tests: the operator API through HTTP, and a
+//! simulated runner that writes the runners context's facts through the
+//! real pipeline (outbox → stream → relay → bus → queue → subscriber), as
+//! the runners side would.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use baton_shared::facts::{
+    Fact, FactDetail, JobClaimed, JobCompleted, JobExecutionQueued, JobLeaseExpired, JobOutcome, LeaseRef, StepResult,
+    StepStatus,
+};
+use baton_shared::store::TxOutcome;
+use baton_tests::{wait_for, TestStack};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// How long the tests wait for the pipeline and the orchestration.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub async fn start() -> TestStack {
+    TestStack::start().await
+}
+
+/// A stack whose timeout minute lasts `seconds`.
+pub async fn start_with_minute(seconds: u64) -> TestStack {
+    TestStack::start_with(|_| {}, HashMap::from([("BATON_TIMEOUT_MINUTE_S".to_string(), seconds.to_string())])).await
+}
+
+/// A workspace no other test uses.
+pub fn workspace() -> String {
+    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
+}
+
+pub async fn post(stack: &TestStack, token: &str, path: &str, body: Value) -> (u16, Value) {
+    let response = stack.http.post(stack.url(path)).bearer_auth(token).json(&body).send().await.expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+pub async fn get(stack: &TestStack, token: &str, path: &str) -> (u16, Value) {
+    let response = stack.http.get(stack.url(path)).bearer_auth(token).send().await.expect("GET");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Creates a run as the admin; panics unless 201.
+pub async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> Value {
+    let (status, body) =
+        post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    assert_eq!(status, 201, "{body:#}");
+    body
+}
+
+pub async fn run_view(stack: &TestStack, ws: &str, run_id: &str) -> Value {
+    let (status, body) = get(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs/{run_id}")).await;
+    assert_eq!(status, 200, "{body:#}");
+    body
+}
+
+/// Waits until the run view satisfies `pred`, returning it.
+pub async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    wait_for(what, WAIT, || async {
+        let view = run_view(stack, ws, run_id).await;
+        pred(&view).then_some(view)
+    })
+    .await
+}
+
+pub async fn wait_run_status(stack: &TestStack, ws: &str, run_id: &str, status: &str) -> Value {
+    wait_view(stack, ws, run_id, &format!("run {run_id} {status}"), |v| v["status"] == status).await
+}
+
+/// The job `key` of attempt `attempt` in a view.
+pub fn job<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
+    let attempts = view["attempts"].as_array().expect("attempts");
+    let attempt = attempts.iter().find(|a| a["attempt"] == attempt).expect("the attempt");
+    attempt["jobs"].as_array().expect("jobs").iter().find(|j| j["key"] == key).expect("the job")
+}
+
+/// Waits for the `job_execution.queued` fact of job `key` in `attempt`.
+pub async fn queued(stack: &TestStack, run_id: &str, attempt: u32, key: &str) -> Fact<JobExecutionQueued> {
+    let detail = stack
+        .wait_fact(JobExecutionQueued::DETAIL_TYPE, WAIT, |d| {
+            d["run_id"] == run_id && d["attempt"] == attempt && d["job"]["key"] == key
+        })
+        .await;
+    serde_json::from_value(detail).expect("a queued fact")
+}
+
+/// The queued facts of a run so far.
+pub fn queued_keys(stack: &TestStack, run_id: &str) -> Vec<String> {
+    stack
+        .facts(JobExecutionQueued::DETAIL_TYPE)
+        .into_iter()
+        .filter(|d| d["run_id"] == run_id)
+        .map(|d| d["job"]["key"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Writes a runners fact through the outbox, as the runners side does.
+pub async fn publish<D: FactDetail>(stack: &TestStack, ws: &str, detail: D) {
+    let fact = Fact::new(ws, chrono::Utc::now(), detail);
+    let outcome = stack.store.transact(vec![stack.store.outbox_put(&fact, 7).unwrap()]).await.unwrap();
+    assert!(matches!(outcome, TxOutcome::Committed));
+}
+
+/// A simulated runner holding one execution.
+pub struct Runner {
+    pub ws: String,
+    pub lease: LeaseRef,
+    pub step_ids: Vec<Uuid>,
+    pub key: String,
+}
+
+impl Runner {
+    pub fn for_queued(ws: &str, queued: &Fact<JobExecutionQueued>) -> Self {
+        Self {
+            ws: ws.to_string(),
+            lease: LeaseRef {
+                run_id: queued.detail.run_id,
+                attempt: queued.detail.attempt,
+                job_id: queued.detail.job_id,
+                job_execution_id: queued.detail.job_execution_id,
+                session_id: Uuid::now_v7(),
+                epoch: 1,
+            },
+            step_ids: queued.detail.job.steps.iter().map(|s| s.id).collect(),
+            key: queued.detail.job.key.clone(),
+        }
+    }
+
+    pub fn claimed(&self, at: chrono::DateTime<chrono::Utc>) -> JobClaimed {
+        JobClaimed { lease: self.lease.clone(), claimed_at: at }
+    }
+
+    pub fn steps(&self, status: StepStatus) -> Vec<StepResult> {
+        self.step_ids
+            .iter()
+            .map(|id| StepResult {
+                id: *id,
+                status,
+                exit_code: match status {
+                    StepStatus::Succeeded => Some(0),
+                    StepStatus::Failed => Some(1),
+                    _ => None,
+                },
+                started_at: None,
+                finished_at: None,
+            })
+            .collect()
+    }
+
+    pub fn completed(&self, status: JobOutcome) -> JobCompleted {
+        let step = if status == JobOutcome::Succeeded { StepStatus::Succeeded } else { StepStatus::Failed };
+        JobCompleted {
+            lease: self.lease.clone(),
+            status,
+            steps: self.steps(step),
+            outputs: [("job".to_string(), json!(self.key))].into_iter().collect(),
+            message: None,
+            completed_at: chrono::Utc::now(),
+        }
+    }
+
+    pub fn lease_expired(&self, steps: Vec<StepResult>) -> JobLeaseExpired {
+        JobLeaseExpired { lease: self.lease.clone(), expired_at: chrono::Utc::now(), steps }
+    }
+
+    pub async fn claim(&self, stack: &TestStack) {
+        publish(stack, &self.ws, self.claimed(chrono::Utc::now())).await;
+    }
+
+    pub async fn complete(&self, stack: &TestStack, status: JobOutcome) {
+        publish(stack, &self.ws, self.completed(status)).await;
+    }
+}
+
+/// Claims and completes job `key` of `attempt` once it is queued.
+pub async fn run_job(stack: &TestStack, ws: &str, run_id: &str, attempt: u32, key: &str, status: JobOutcome) {
+    let queued = queued(stack, run_id, attempt, key).await;
+    let runner = Runner::for_queued(ws, &queued);
+    runner.claim(stack).await;
+    runner.complete(stack, status).await;
+}
+
+/// Waits until no more facts of `detail_type` for `run_id` arrive than a
+/// later sentinel proves: creates a sentinel run and waits for its fact, so
+/// everything written before it has been delivered.
+pub async fn flush_pipeline(stack: &TestStack, ws: &str) {
+    let sentinel =
+        create_run(stack, ws, "name: sentinel\njobs:\n  s:\n    runs-on: linux\n    steps: [{run: 'true'}]\n").await;
+    let id = sentinel["id"].as_str().unwrap().to_string();
+    stack.wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == id.as_str()).await;
+}
+
+/// How many facts of `detail_type` are about `run_id`.
+pub fn count_facts(stack: &TestStack, detail_type: &str, run_id: &str) -> usize {
+    stack.facts(detail_type).iter().filter(|d| d["run_id"] == run_id).count()
+}
