@@ -193,3 +193,36 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
         },
     )
 }
+
+impl TestStack {
+    /// How many items of `kind` (the item `type`) the table holds. Tests only:
+    /// it scans, which no hot path may.
+    pub async fn count_items(&self, kind: &str) -> usize {
+        let mut count = 0;
+        let mut start = None;
+        loop {
+            let out = self
+                .clients
+                .dynamodb
+                .scan()
+                .table_name(&self.store.table)
+                .filter_expression("#t = :t")
+                .expression_attribute_names("#t", "type")
+                .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(kind.into()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            count += out.items().len();
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return count;
+            }
+        }
+    }
+
+    /// Runs the lease reaper once as if the time were `now`.
+    pub async fn reap_at(&self, now: DateTime<Utc>) -> usize {
+        baton_lease_reaper::handle(&self.context(), now).await.unwrap()
+    }
+}

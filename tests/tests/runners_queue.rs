@@ -62,7 +62,7 @@ async fn enqueue_after_the_lease_expired_or_the_execution_ended_does_not_requeue
     // Expired: claimed, never heartbeated, reaped.
     let expired = stack.queue_job("ws1", &["linux"], Utc::now()).await;
     stack.claim(&runner.session_token).await.expect("claimable");
-    let reaped = baton_lease_reaper_now(&stack, Utc::now() + Span::seconds(61)).await;
+    let reaped = stack.reap_at(Utc::now() + Span::seconds(61)).await;
     assert_eq!(reaped, 1);
 
     // Ended while pending: the terminated fact removes it and leaves a tombstone.
@@ -288,8 +288,4 @@ fn terminated_fact(fact: &Fact<JobExecutionQueued>, status: &str) -> Fact<JobExe
             reason: Some("run_cancelled".into()),
         },
     )
-}
-
-async fn baton_lease_reaper_now(stack: &TestStack, now: chrono::DateTime<Utc>) -> usize {
-    baton_lease_reaper::handle(&stack.context(), now).await.unwrap()
 }

@@ -1,0 +1,255 @@
+//! Leases: heartbeat, step reports, complete, the reaper and terminal
+//! reconciliation — behaviour.md §5–7 and §13 scenarios 11–16.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_shared::api::ClaimResponse;
+use baton_shared::facts::{Fact, JobExecutionTerminated, JobLeaseExpired};
+use baton_shared::runners::lease::lease_shard;
+use baton_shared::store::queue::status;
+use baton_tests::TestStack;
+use chrono::{Duration as Span, Utc};
+use serde_json::json;
+
+async fn leased(stack: &TestStack, workspace: &str) -> (String, ClaimResponse) {
+    let runner = stack.runner(workspace, &["linux"]).await;
+    stack.queue_job(workspace, &["linux"], Utc::now()).await;
+    let job = stack.claim(&runner.session_token).await.expect("claimable");
+    (runner.session_token, job)
+}
+
+fn terminated(job: &ClaimResponse) -> Fact<JobExecutionTerminated> {
+    Fact::new(
+        job.workspace_id.clone(),
+        Utc::now(),
+        JobExecutionTerminated {
+            run_id: job.run_id,
+            attempt: job.attempt,
+            job_id: job.job_id,
+            job_execution_id: job.job_execution_id,
+            status: "cancelled".into(),
+            reason: Some("run_cancelled".into()),
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_extends_the_lease_and_reports_no_cancel() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let grace_expiry = job.lease.expires_at;
+    let answer = stack.heartbeat(&job.lease.token, job.job_execution_id).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.body["cancel"], false);
+    assert_eq!(answer.body["heartbeat_interval_s"], 15);
+    let extended: chrono::DateTime<Utc> = serde_json::from_value(answer.body["expires_at"].clone()).unwrap();
+    assert!(extended > grace_expiry + Span::seconds(100), "a heartbeat extends by the lease duration (180 s)");
+    let lease = stack.store.lease(job.job_execution_id).await.unwrap().unwrap();
+    assert_eq!(lease.expires_at, extended);
+    assert!(lease.heartbeated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_with_a_stale_epoch_or_another_leases_token_changes_nothing() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let (_, other) = leased(&stack, "ws1").await;
+    let before = stack.store.lease(job.job_execution_id).await.unwrap().unwrap();
+
+    // Same execution and secret, another epoch: a fenced-out runner.
+    let stale = job.lease.token.replacen(".1.", ".2.", 1);
+    let answer = stack.heartbeat(&stale, job.job_execution_id).await;
+    assert_eq!((answer.status, answer.code()), (409, "lease-lost"));
+    // Another lease's token (another session) on this execution.
+    let answer = stack.heartbeat(&other.lease.token, job.job_execution_id).await;
+    assert_eq!((answer.status, answer.code()), (404, "not-found"));
+    // A session token is not a lease token.
+    let answer = stack.heartbeat("bst_nope", job.job_execution_id).await;
+    assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
+    // A malformed body.
+    let answer = stack
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/runners/leases/{}/heartbeat", job.job_execution_id),
+            &job.lease.token,
+            Some("{nope".into()),
+        )
+        .await;
+    assert_eq!((answer.status, answer.code()), (400, "invalid-request"));
+
+    let after = stack.store.lease(job.job_execution_id).await.unwrap().unwrap();
+    assert_eq!(before, after, "no refused heartbeat wrote anything");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_heartbeated_lease_expires_after_the_grace_and_a_heartbeated_one_lives() {
+    let stack = TestStack::start().await;
+    let (_, silent) = leased(&stack, "ws1").await;
+    let (_, alive) = leased(&stack, "ws1").await;
+    assert_eq!(stack.heartbeat(&alive.lease.token, alive.job_execution_id).await.status, 200);
+
+    // Just before the grace: nothing expires.
+    assert_eq!(stack.reap_at(silent.lease.expires_at - Span::seconds(1)).await, 0);
+    // Past the 60 s grace, before the 180 s lease: only the silent one.
+    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(61)).await, 1);
+    assert!(stack.store.lease(silent.job_execution_id).await.unwrap().is_none());
+    assert!(stack.store.lease(alive.job_execution_id).await.unwrap().is_some());
+    let record = stack.store.runner_record(silent.job_execution_id).await.unwrap().unwrap();
+    assert_eq!(record.status, status::EXPIRED, "the tombstone stays");
+
+    let answer = stack.heartbeat(&silent.lease.token, silent.job_execution_id).await;
+    assert_eq!((answer.status, answer.code()), (409, "lease-lost"), "a reaped runner can never act again");
+    let expired = stack
+        .wait_fact("baton.runners.job.lease_expired", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == silent.job_execution_id.to_string()
+        })
+        .await;
+    assert_eq!(expired["epoch"], 1);
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_between_the_reapers_read_and_write_saves_the_lease() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let reaper_now = Utc::now() + Span::seconds(61);
+    // The reaper's read: the lease is a candidate.
+    let candidates = stack.store.expired_leases(&lease_shard(job.job_execution_id), reaper_now, 100).await.unwrap();
+    let candidate = candidates.into_iter().find(|l| l.execution_id == job.job_execution_id).expect("read as expired");
+    // The runner heartbeats in between.
+    assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
+    // The reaper's write re-checks the expiry and loses.
+    let fact = Fact::new(
+        candidate.workspace_id.clone(),
+        reaper_now,
+        JobLeaseExpired { lease: candidate.lease_ref(), expired_at: reaper_now, steps: vec![] },
+    );
+    assert!(!stack.store.expire_lease(&candidate, reaper_now, &fact, 7).await.unwrap());
+    assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_some(), "the lease survived");
+    assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
+    assert_eq!(stack.store.runner_record(job.job_execution_id).await.unwrap().unwrap().status, status::LEASED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_reapers_at_once_emit_one_lease_expired_per_lease() {
+    let stack = Arc::new(TestStack::start().await);
+    let mut jobs = Vec::new();
+    for _ in 0..6 {
+        jobs.push(leased(&stack, "ws1").await.1);
+    }
+    let now = Utc::now() + Span::seconds(61);
+    let (a, b) = tokio::join!(stack.reap_at(now), stack.reap_at(now));
+    assert_eq!(a + b, 6, "each lease expired by exactly one of the two");
+    for job in &jobs {
+        stack
+            .wait_fact("baton.runners.job.lease_expired", Duration::from_secs(30), |d| {
+                d["job_execution_id"] == job.job_execution_id.to_string()
+            })
+            .await;
+    }
+    // A third, retried run finds nothing.
+    assert_eq!(stack.reap_at(now).await, 0);
+    assert_eq!(outbox_count(&stack, "baton.runners.job.lease_expired").await, 6, "one fact per lease");
+}
+
+/// Outbox items (facts written) of `detail_type`.
+async fn outbox_count(stack: &TestStack, detail_type: &str) -> usize {
+    let out = stack
+        .clients
+        .dynamodb
+        .scan()
+        .table_name(&stack.store.table)
+        .filter_expression("#t = :t AND detail_type = :d")
+        .expression_attribute_names("#t", "type")
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S("outbox".into()))
+        .expression_attribute_values(":d", aws_sdk_dynamodb::types::AttributeValue::S(detail_type.into()))
+        .send()
+        .await
+        .unwrap();
+    out.items().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_flags_the_lease_once_keeps_the_first_timestamp_and_leaves_siblings() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let (_, sibling) = leased(&stack, "ws1").await;
+    let fact = terminated(&job);
+    stack.publish(&fact).await;
+    stack.wait_handled(fact.header.event_id, "reconcile").await;
+
+    let answer = stack.heartbeat(&job.lease.token, job.job_execution_id).await;
+    assert_eq!(answer.body["cancel"], true, "the runner sees cancel on its next heartbeat");
+    let first = stack.store.lease(job.job_execution_id).await.unwrap().unwrap().cancel_requested_at;
+    assert!(first.is_some());
+    assert_eq!(stack.heartbeat(&sibling.lease.token, sibling.job_execution_id).await.body["cancel"], false);
+
+    // Delivered again, later: the first timestamp stands.
+    stack.redeliver(&fact).await;
+    let again = terminated(&job);
+    stack.publish(&again).await;
+    stack.wait_handled(again.header.event_id, "reconcile").await;
+    assert_eq!(stack.store.lease(job.job_execution_id).await.unwrap().unwrap().cancel_requested_at, first);
+
+    // The runner stops and completes as failed: accepted.
+    let done = stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "failed", "steps": []})).await;
+    assert_eq!((done.status, done.body["status"].as_str()), (200, Some("failed")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_ends_the_lease_at_once_and_a_repeat_returns_the_recorded_outcome() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let step = job.job.steps[0].id;
+    let progress = stack
+        .post(
+            &format!("/v1/runners/leases/{}/steps/{step}", job.job_execution_id),
+            &job.lease.token,
+            json!({"status": "running"}),
+        )
+        .await;
+    assert_eq!((progress.status, &progress.body["cancel"]), (200, &json!(false)));
+    let body = json!({"status": "succeeded", "steps": [{"id": step, "status": "succeeded", "exit_code": 0}]});
+    let first = stack.complete(&job.lease.token, job.job_execution_id, body.clone()).await;
+    assert_eq!((first.status, first.body["status"].as_str()), (200, Some("succeeded")));
+    assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_none(), "no lease left to reap");
+
+    // A repeat (even claiming another outcome) returns the recorded one.
+    let repeat = stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "failed", "steps": []})).await;
+    assert_eq!((repeat.status, repeat.body["status"].as_str()), (200, Some("succeeded")));
+    let completed = stack
+        .wait_fact("baton.runners.job.completed", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == job.job_execution_id.to_string()
+        })
+        .await;
+    assert_eq!(completed["status"], "succeeded");
+    assert_eq!(completed["steps"][0]["exit_code"], 0);
+    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(600)).await, 0);
+    let facts = stack.facts("baton.runners.job.completed");
+    assert_eq!(facts.len(), 1, "one result, one fact");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_after_the_lease_expired_is_lease_lost_and_the_expiry_carries_the_steps() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let step = job.job.steps[0].id;
+    let report = json!({"status": "succeeded", "exit_code": 0});
+    let progress = stack
+        .post(&format!("/v1/runners/leases/{}/steps/{step}", job.job_execution_id), &job.lease.token, report)
+        .await;
+    assert_eq!(progress.status, 200);
+    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(61)).await, 1);
+    let late =
+        stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
+    assert_eq!((late.status, late.code()), (409, "lease-lost"));
+    let expired = stack
+        .wait_fact("baton.runners.job.lease_expired", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == job.job_execution_id.to_string()
+        })
+        .await;
+    assert_eq!(expired["steps"][0]["status"], "succeeded", "the reported step travels with the expiry");
+    assert!(stack.facts("baton.runners.job.completed").is_empty());
+}
