@@ -96,6 +96,8 @@ pub struct ClaimResponse {
     pub run_id: Uuid,
     pub attempt: u32,
     pub workspace_id: String,
+    /// When the orchestrator queued the job (how long it waited for a runner).
+    pub queued_at: DateTime<Utc>,
     pub lease: LeaseGrant,
     pub job: ClaimedJob,
 }

@@ -9,6 +9,7 @@ use serde_json::json;
 pub enum Unit {
     Count,
     Milliseconds,
+    Seconds,
 }
 
 impl Unit {
@@ -16,6 +17,7 @@ impl Unit {
         match self {
             Unit::Count => "Count",
             Unit::Milliseconds => "Milliseconds",
+            Unit::Seconds => "Seconds",
         }
     }
 }
@@ -44,6 +46,29 @@ pub fn emf_line(function: &str, metrics: &[(&str, f64, Unit)], now_ms: i64) -> S
     doc.to_string()
 }
 
+/// Renders one EMF document of a stage-wide metric (dimension `stage` only),
+/// for alarms that look at the deployment as a whole.
+pub fn stage_emf_line(stage: &str, name: &str, value: f64, unit: Unit, now_ms: i64) -> String {
+    json!({
+        "_aws": {
+            "Timestamp": now_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "Baton",
+                "Dimensions": [["stage"]],
+                "Metrics": [{"Name": name, "Unit": unit.as_str()}],
+            }]
+        },
+        "stage": stage,
+        name: value,
+    })
+    .to_string()
+}
+
+/// Prints a stage-wide metric now.
+pub fn emit_for_stage(stage: &str, name: &str, value: f64, unit: Unit) {
+    println!("{}", stage_emf_line(stage, name, value, unit, chrono::Utc::now().timestamp_millis()));
+}
+
 /// Prints metrics for `function` now.
 pub fn emit(function: &str, metrics: &[(&str, f64, Unit)]) {
     println!("{}", emf_line(function, metrics, chrono::Utc::now().timestamp_millis()));
@@ -61,5 +86,15 @@ mod tests {
         assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Metrics"][1]["Name"], "lost_races");
         assert_eq!(doc["claims"], 2.0);
         assert_eq!(doc["function"], "claim");
+    }
+
+    #[test]
+    fn stage_metrics_carry_only_the_stage_dimension() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&stage_emf_line("prod", "OldestPendingJobAgeSeconds", 42.0, Unit::Seconds, 1))
+                .unwrap();
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"], serde_json::json!([["stage"]]));
+        assert_eq!(doc["OldestPendingJobAgeSeconds"], 42.0);
+        assert_eq!(doc["stage"], "prod");
     }
 }

@@ -8,7 +8,7 @@ use baton_shared::auth::{require_token, TokenKind};
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{empty_response, json_response, parse_json, respond};
-use baton_shared::metrics::{emit, Unit};
+use baton_shared::metrics::{emit, emit_for_stage, Unit};
 use baton_shared::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
 use baton_shared::store::claims::{ClaimOutcome, ClaimStats};
 use http::StatusCode;
@@ -48,6 +48,10 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                 ClaimOutcome::Claimed(job) => {
                     tracing::info!(job_execution_id = %job.job_execution_id, run_id = %job.run_id, job_id = %job.job_id, epoch = job.lease.epoch, "job claimed");
                     emit("claim", &[("claims", 1.0, Unit::Count), ("lost_races", f64::from(stats.lost_races), Unit::Count)]);
+                    // Claims go (about) oldest first, so the claimed job's wait
+                    // is the age of the oldest pending job the fleet can run.
+                    let waited = (chrono::Utc::now() - job.queued_at).num_milliseconds() as f64 / 1000.0;
+                    emit_for_stage(&context.config.stage, "OldestPendingJobAgeSeconds", waited, Unit::Seconds);
                     return Ok(json_response(StatusCode::OK, &*job));
                 }
                 ClaimOutcome::SessionExhausted => return Err(exhausted()),

@@ -96,6 +96,7 @@ impl Store {
                         run_id: pending.run_id,
                         attempt: pending.attempt,
                         workspace_id: pending.workspace_id.clone(),
+                        queued_at: pending.queued_at,
                         lease: LeaseGrant { token, epoch, expires_at },
                         job: ClaimedJob {
                             key: pending.job.key.clone(),
