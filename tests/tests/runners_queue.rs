@@ -289,3 +289,56 @@ fn terminated_fact(fact: &Fact<JobExecutionQueued>, status: &str) -> Fact<JobExe
         },
     )
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_fact_with_invalid_labels_is_dead_lettered_and_writes_nothing() {
+    let stack = TestStack::start().await;
+    let bad = queued_fact("ws1", &["linux", "Not A Label"], Utc::now());
+    let empty = queued_fact("ws1", &[], Utc::now());
+    stack.publish(&bad).await;
+    stack.publish(&empty).await;
+    let dlq = stack.provisioned.queues["enqueue"].dlq_url.clone();
+    let dead = Arc::new(std::sync::Mutex::new(HashSet::new()));
+    baton_tests::wait_for("both facts in the enqueue DLQ", Duration::from_secs(60), || {
+        let sqs = stack.clients.sqs.clone();
+        let dlq = dlq.clone();
+        let dead = dead.clone();
+        async move {
+            let out = sqs
+                .receive_message()
+                .queue_url(&dlq)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .ok()?;
+            let mut dead = dead.lock().unwrap();
+            for message in out.messages() {
+                let envelope: serde_json::Value = serde_json::from_str(message.body().unwrap_or("{}")).ok()?;
+                dead.insert(envelope["detail"]["job_execution_id"].as_str()?.to_string());
+            }
+            (dead.len() == 2).then_some(())
+        }
+    })
+    .await;
+    let dead = dead.lock().unwrap().clone();
+    assert!(dead.contains(&bad.detail.job_execution_id.to_string()));
+    assert!(stack.store.runner_record(bad.detail.job_execution_id).await.unwrap().is_none());
+    assert!(stack.store.runner_record(empty.detail.job_execution_id).await.unwrap().is_none());
+    assert!(stack.pending_of("ws1").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_polling_does_not_write_the_session_on_every_poll() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+    let key = format!("SESSION#{}", runner.session_id);
+    let before: baton_shared::store::sessions::Session =
+        baton_shared::store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
+    for _ in 0..5 {
+        assert!(stack.claim(&runner.session_token).await.is_none());
+    }
+    let after: baton_shared::store::sessions::Session =
+        baton_shared::store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
+    assert_eq!(before.last_seen_at, after.last_seen_at, "last_seen_at is written at most once every 10 s");
+}
