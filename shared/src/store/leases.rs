@@ -109,35 +109,20 @@ impl Store {
         token_hash: &str,
         expires_at: DateTime<Utc>,
     ) -> Result<Fenced<LeaseItem>, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(LeaseItem::key(execution_id)))
-            .key("sk", s("LEASE"))
-            .update_expression("SET expires_at = :x, lx_expires_at = :xm, heartbeated = :t")
-            .condition_expression("epoch = :e AND token_hash = :h")
-            .expression_attribute_values(":x", s(rfc3339(expires_at)))
-            .expression_attribute_values(":xm", n(expires_at.timestamp_millis()))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .expression_attribute_values(":e", n(epoch))
-            .expression_attribute_values(":h", s(token_hash))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(out) => match lease_from(out.attributes)? {
-                Some(lease) => Ok(Fenced::Ok(lease)),
-                None => Err(StoreError::Malformed("heartbeat returned no item".into())),
-            },
-            Err(err) => match err.as_service_error() {
-                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
-                    Self::fence_failure(e.item.clone(), epoch, token_hash)
-                }
-                _ => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
-            },
-        }
+        let values = [
+            (":x", s(rfc3339(expires_at))),
+            (":xm", n(expires_at.timestamp_millis())),
+            (":t", AttributeValue::Bool(true)),
+        ];
+        self.fenced_update(
+            execution_id,
+            epoch,
+            token_hash,
+            "SET expires_at = :x, lx_expires_at = :xm, heartbeated = :t",
+            None,
+            values,
+        )
+        .await
     }
 
     /// Records one step's progress on the lease (fenced like a heartbeat).
@@ -148,32 +133,59 @@ impl Store {
         token_hash: &str,
         step: &StepResult,
     ) -> Result<Fenced<LeaseItem>, StoreError> {
-        let result = self
+        let report = serde_dynamo::to_attribute_value(step)?;
+        let step_name = ("#step", step.id.to_string());
+        self.fenced_update(
+            execution_id,
+            epoch,
+            token_hash,
+            "SET steps.#step = :report",
+            Some(step_name),
+            [(":report", report)],
+        )
+        .await
+    }
+
+    /// An update of the live lease conditioned on its epoch and token hash,
+    /// returning the lease as written; on a failed condition the item as it
+    /// was tells a lost lease (gone, or another epoch) from a foreign token.
+    async fn fenced_update<const N: usize>(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        update: &str,
+        name: Option<(&str, String)>,
+        values: [(&str, AttributeValue); N],
+    ) -> Result<Fenced<LeaseItem>, StoreError> {
+        let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("pk", s(LeaseItem::key(execution_id)))
             .key("sk", s("LEASE"))
-            .update_expression("SET steps.#step = :report")
+            .update_expression(update)
             .condition_expression("epoch = :e AND token_hash = :h")
-            .expression_attribute_names("#step", step.id.to_string())
-            .expression_attribute_values(":report", serde_dynamo::to_attribute_value(step)?)
             .expression_attribute_values(":e", n(epoch))
             .expression_attribute_values(":h", s(token_hash))
             .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        if let Some((placeholder, value)) = name {
+            request = request.expression_attribute_names(placeholder, value);
+        }
+        for (placeholder, value) in values {
+            request = request.expression_attribute_values(placeholder, value);
+        }
+        match request.send().await {
             Ok(out) => match lease_from(out.attributes)? {
                 Some(lease) => Ok(Fenced::Ok(lease)),
-                None => Err(StoreError::Malformed("step report returned no item".into())),
+                None => Err(StoreError::Malformed("a fenced update returned no item".into())),
             },
             Err(err) => match err.as_service_error() {
                 Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
                     Self::fence_failure(e.item.clone(), epoch, token_hash)
                 }
-                _ => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
+                _ => Err(err.into()),
             },
         }
     }
@@ -274,8 +286,7 @@ impl Store {
             .expression_attribute_values(":now", n(now.timestamp_millis()))
             .limit(limit)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         out.items.unwrap_or_default().into_iter().map(from_item).collect()
     }
 
@@ -330,7 +341,7 @@ impl Store {
         epoch: u64,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let result = self
+        let flag = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -342,10 +353,6 @@ impl Store {
             .expression_attribute_values(":e", n(epoch))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(()),
-            Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
-        }
+        super::condition_may_fail(flag).map(|_| ())
     }
 }

@@ -60,6 +60,26 @@ impl Store {
     }
 }
 
+impl<E: std::error::Error + 'static, R: std::fmt::Debug> From<SdkError<E, R>> for StoreError {
+    fn from(err: SdkError<E, R>) -> Self {
+        StoreError::DynamoDb(display_sdk_error(&err))
+    }
+}
+
+/// A conditional write whose condition failing is fine (the state it wanted
+/// is there already, or the item it guards is gone): `Ok(false)` then.
+pub fn condition_may_fail<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<bool, StoreError>
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(err)) if err.err().code() == Some("ConditionalCheckFailedException") => Ok(false),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// A readable message for an SDK error (its `Display` alone says "service error").
 pub fn display_sdk_error<E: std::error::Error + 'static, R: std::fmt::Debug>(err: &SdkError<E, R>) -> String {
     format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(err))

@@ -43,7 +43,7 @@ impl Store {
             created_at: Utc::now(),
             revoked_at: None,
         };
-        let result = self
+        let put = self
             .client
             .put_item()
             .table_name(&self.table)
@@ -51,11 +51,7 @@ impl Store {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(()),
-            Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
-        }
+        super::condition_may_fail(put).map(|_| ())
     }
 
     async fn operator_token(&self, token: &str) -> Result<Option<OperatorToken>, StoreError> {
@@ -66,8 +62,7 @@ impl Store {
             .key("pk", s(key(&hash_token(token))))
             .key("sk", AttributeValue::S("APITOKEN".into()))
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         out.item.map(from_item).transpose()
     }
 

@@ -214,8 +214,7 @@ impl Store {
             .key_condition_expression("pk = :pk")
             .expression_attribute_values(":pk", s(registry_pk(workspace_id)))
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         out.items.unwrap_or_default().into_iter().map(from_item).collect()
     }
 
@@ -234,8 +233,7 @@ impl Store {
             .expression_attribute_values(":pk", s(queue_pk(workspace_id, labelset)))
             .limit(limit)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         out.items.unwrap_or_default().into_iter().map(from_item).collect()
     }
 
@@ -318,14 +316,7 @@ impl Store {
     }
 
     async fn delete_pending(&self, pk: &str, sk: &str) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+        self.client.delete_item().table_name(&self.table).key("pk", s(pk)).key("sk", s(sk)).send().await?;
         Ok(())
     }
 

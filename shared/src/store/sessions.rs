@@ -134,8 +134,7 @@ impl Store {
             .set_item(Some(to_item(&record)?))
             .condition_expression("attribute_not_exists(pk)")
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         Ok((record, token))
     }
 
@@ -153,8 +152,7 @@ impl Store {
                 .scan_index_forward(false)
                 .set_exclusive_start_key(start)
                 .send()
-                .await
-                .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+                .await?;
             for item in out.items.unwrap_or_default() {
                 items.push(from_item(item)?);
             }
@@ -187,8 +185,7 @@ impl Store {
                     .update_expression("SET revoked_at = if_not_exists(revoked_at, :now)")
                     .expression_attribute_values(":now", s(rfc3339(now)))
                     .send()
-                    .await
-                    .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+                    .await?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -283,7 +280,7 @@ impl Store {
         if now - session.last_seen_at < every {
             return Ok(());
         }
-        let result = self
+        let touch = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -295,11 +292,8 @@ impl Store {
             .expression_attribute_values(":before", s(rfc3339(now - every)))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(()),
-            Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
-        }
+        // A concurrent poll of the same session touched it first: fine.
+        super::condition_may_fail(touch).map(|_| ())
     }
 
     /// The item at (`pk`, `sk`), read consistently.
@@ -312,8 +306,7 @@ impl Store {
             .key("sk", s(sk))
             .consistent_read(true)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         Ok(out.item)
     }
 }
