@@ -7,6 +7,10 @@
 //!   `dev`) on `BATON_AWS_ENDPOINT`, serves the API on 127.0.0.1:`BATON_PORT`
 //!   (default 8080) and prints the API URL and the admin token
 //!   (`BATON_ADMIN_TOKEN`, or a new one). Ctrl-C stops it.
+//! - `baton-devhost admin-token --table T [--workspace W]` stores a new
+//!   operator token's hash in a deployed table (AWS credentials from the
+//!   environment, as any AWS tool) and prints the token once: how an operator
+//!   gets the first token after `cdk deploy`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,6 +33,18 @@ fn new_admin_token() -> String {
     use rand::Rng;
     let bytes: [u8; 24] = rand::rng().random();
     format!("bat_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+async fn admin_token(args: &[String]) -> Result<(), String> {
+    let table = arg_value(args, "--table").ok_or("--table is required (the stack's TableName output)")?;
+    let workspace = arg_value(args, "--workspace");
+    let clients = AwsClients::from_env().await;
+    let store = baton_shared::store::Store::new(clients.dynamodb.clone(), table);
+    let token = new_admin_token();
+    let name = if workspace.is_some() { "operator" } else { "admin" };
+    store.put_operator_token(&token, workspace.as_deref(), Some(name)).await.map_err(|e| e.to_string())?;
+    println!("{token}");
+    Ok(())
 }
 
 async fn run() -> Result<(), String> {
@@ -80,11 +96,12 @@ async fn main() -> ExitCode {
         Some("plan") => plan(&arg_value(&args, "--stage").unwrap_or_else(|| "dev".into())).and_then(|plan| {
             serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
         }),
+        Some("admin-token") => admin_token(&args).await,
         None | Some("run") => {
             baton_shared::telemetry::init();
             run().await
         }
-        Some(other) => Err(format!("unknown command {other:?}; use `plan [--stage S]` or `run`")),
+        Some(other) => Err(format!("unknown command {other:?}; use `plan [--stage S]`, `run` or `admin-token --table T [--workspace W]`")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
