@@ -101,7 +101,9 @@ async fn main() -> ExitCode {
             baton_shared::telemetry::init();
             run().await
         }
-        Some(other) => Err(format!("unknown command {other:?}; use `plan [--stage S]`, `run` or `admin-token --table T [--workspace W]`")),
+        Some(other) => Err(format!(
+            "unknown command {other:?}; use `plan [--stage S]`, `run` or `admin-token --table T [--workspace W]`"
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
