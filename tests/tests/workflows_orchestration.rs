@@ -243,11 +243,16 @@ async fn a_job_timeout_fails_the_execution_and_a_claim_does_not_extend_it() {
 async fn cancel_ends_non_terminal_jobs_lets_always_jobs_run_and_refuses_a_finished_run() {
     let stack = start().await;
     let ws = workspace();
-    let run = create_run(&stack, &ws, DAG).await;
+    let with_lint = format!("{DAG}  lint:\n    runs-on: linux\n    steps: [{{run: lint}}]\n");
+    let run = create_run(&stack, &ws, &with_lint).await;
     let run_id = run["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run_id, 1, "lint", JobOutcome::Succeeded).await;
     let build = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "build").await);
     build.claim(&stack).await;
-    wait_view(&stack, &ws, &run_id, "build running", |v| job(v, 1, "build")["status"] == "running").await;
+    wait_view(&stack, &ws, &run_id, "build running, lint done", |v| {
+        job(v, 1, "build")["status"] == "running" && job(v, 1, "lint")["status"] == "succeeded"
+    })
+    .await;
 
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}/cancel");
     let (status, view) = post(&stack, &stack.admin_token, &path, json!({})).await;
@@ -262,6 +267,12 @@ async fn cancel_ends_non_terminal_jobs_lets_always_jobs_run_and_refuses_a_finish
     assert_eq!(build_view["executions"][0]["status"], "cancelled");
     assert_eq!(job(&view, 1, "test")["status"], "cancelled");
     assert_eq!(job(&view, 1, "report")["status"], "pending", "always() is spared");
+    let lint = job(&view, 1, "lint");
+    assert_eq!(
+        (lint["status"].as_str(), lint["executions"][0]["status"].as_str()),
+        (Some("succeeded"), Some("succeeded")),
+        "finished jobs are left alone"
+    );
     stack.wait_fact(RunCancelled::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
     let terminated = stack
         .wait_fact(JobExecutionTerminated::DETAIL_TYPE, WAIT, |d| {
@@ -283,6 +294,12 @@ async fn cancel_ends_non_terminal_jobs_lets_always_jobs_run_and_refuses_a_finish
     assert_eq!(job(&view, 1, "build")["status"], "cancelled");
     assert_eq!(job(&view, 1, "deploy")["status"], "cancelled");
     assert!(!queued_keys(&stack, &run_id).contains(&"test".to_string()));
+    let lint_terminated = stack
+        .facts(JobTerminated::DETAIL_TYPE)
+        .into_iter()
+        .filter(|d| d["run_id"] == run_id.as_str() && d["job_key"] == "lint")
+        .count();
+    assert_eq!(lint_terminated, 1, "the cancel emitted nothing for a finished job");
     stack.assert_all_facts_valid();
 }
 
@@ -433,4 +450,40 @@ async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_ru
         stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
     );
     assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED", "the orchestration ends too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_jobs_start_and_cancel_across_several_transactions_of_at_most_a_hundred_items() {
+    let stack = start().await;
+    let ws = workspace();
+    let jobs: String = (0..60).map(|i| format!("  j{i}: {{runs-on: linux, steps: [{{run: x}}]}}\n")).collect();
+    let run = create_run(&stack, &ws, &format!("name: many\njobs:\n{jobs}")).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    baton_tests::wait_for("sixty queued facts", WAIT, || async {
+        (queued_keys(&stack, &run_id).len() == 60).then_some(())
+    })
+    .await;
+    let view = wait_view(&stack, &ws, &run_id, "every job queued", |v| {
+        v["attempts"][0]["jobs"].as_array().unwrap().iter().all(|j| j["status"] == "queued")
+    })
+    .await;
+    assert_eq!(view["status"], "running");
+
+    let (status, view) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{view:#}");
+    assert_eq!(view["status"], "cancelled");
+    // The cancel's transaction holds what fits; the orchestration cancels the rest.
+    let view = wait_view(&stack, &ws, &run_id, "every job cancelled", |v| {
+        v["attempts"][0]["jobs"].as_array().unwrap().iter().all(|j| j["status"] == "cancelled")
+    })
+    .await;
+    assert_eq!(view["status"], "cancelled");
+    baton_tests::wait_for("sixty terminated facts", WAIT, || async {
+        (count_facts(&stack, JobExecutionTerminated::DETAIL_TYPE, &run_id) == 60).then_some(())
+    })
+    .await;
+    flush_pipeline(&stack, &ws).await;
+    assert_eq!(count_facts(&stack, JobExecutionTerminated::DETAIL_TYPE, &run_id), 60, "one each, no more");
+    stack.assert_all_facts_valid();
 }

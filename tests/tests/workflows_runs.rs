@@ -65,7 +65,38 @@ async fn creating_a_run_answers_its_view_and_orchestrates_attempt_one() {
     assert_eq!(execution["steps"][0]["id"], queued.detail.job.steps[0].id.to_string());
     assert_eq!(job(&view, 1, "test")["status"], "pending");
     assert_eq!(queued_keys(&stack, &run_id), ["build"]);
+    assert_has_keys(
+        &view,
+        &[
+            "id",
+            "workspace_id",
+            "name",
+            "number",
+            "status",
+            "current_attempt",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "attempts",
+        ],
+    );
+    assert_has_keys(&view["attempts"][0], &["attempt", "status", "rerun_mode", "started_at", "finished_at", "jobs"]);
+    let build = job(&view, 1, "build");
+    assert_has_keys(build, &["id", "key", "status", "status_reason", "labels", "needs", "carried_over", "executions"]);
+    assert_has_keys(
+        &build["executions"][0],
+        &["id", "status", "status_reason", "queued_at", "started_at", "finished_at", "runner_session_id", "steps"],
+    );
+    assert_has_keys(&build["executions"][0]["steps"][0], &["id", "name", "status", "exit_code"]);
     stack.assert_all_facts_valid();
+}
+
+/// Every field api.md shows is present (null or not).
+fn assert_has_keys(value: &serde_json::Value, keys: &[&str]) {
+    let object = value.as_object().expect("an object");
+    for key in keys {
+        assert!(object.contains_key(*key), "missing `{key}` in {value:#}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,11 +114,22 @@ async fn a_repeated_idempotency_key_returns_the_same_run_and_writes_nothing() {
     assert_eq!(again["number"], 1);
     assert_eq!(again["inputs"], json!({"sha": "abc123"}));
 
+    // Four concurrent creates with one new key: one run, the same for all.
+    let body = json!({"definition": SPEC_EXAMPLE, "idempotency_key": "deploy-43"});
+    let path = format!("/v1/workspaces/{ws}/runs");
+    let answers =
+        futures::future::join_all((0..4).map(|_| post(&stack, &stack.admin_token, &path, body.clone()))).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 200, 201], "{answers:?}");
+    assert!(answers.iter().all(|(_, view)| view["id"] == answers[0].1["id"]));
+    assert_eq!(answers[0].1["number"], 2);
+
     flush_pipeline(&stack, &ws).await;
     assert_eq!(count_facts(&stack, RunAttemptCreated::DETAIL_TYPE, &run_id), 1, "no second fact");
     let (_, list) = get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs")).await;
     let ci_runs = list["items"].as_array().unwrap().iter().filter(|r| r["name"] == "ci").count();
-    assert_eq!(ci_runs, 1, "no second run");
+    assert_eq!(ci_runs, 2, "one run per key");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

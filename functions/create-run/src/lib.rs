@@ -20,6 +20,7 @@ use baton_shared::config::Config;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::facts::{Fact, RunAttemptCreated};
 use baton_shared::http::{json_response, parse_json, path_param, respond};
+use baton_shared::metrics::{emit, Unit};
 use baton_shared::store::runs::{CreateOutcome, NewRun};
 use baton_shared::store::{serialize, Store};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt, RunState};
@@ -89,7 +90,7 @@ async fn create_run(state: &State, req: &Request) -> Result<Response<Body>, ApiE
     });
 
     let _serialised = serialize::lock(serialize::counter_key(&workspace_id, &name)).await;
-    for _ in 0..MAX_NUMBER_RETRIES {
+    for retry in 0..MAX_NUMBER_RETRIES {
         let previous_number = state.store.last_run_number(&workspace_id, &name).await?;
         let run = RunState {
             id: run_id,
@@ -125,6 +126,10 @@ async fn create_run(state: &State, req: &Request) -> Result<Response<Body>, ApiE
         match state.store.create_run(new).await? {
             CreateOutcome::Created => {
                 tracing::info!(%run_id, workspace_id, number = run.number, jobs = attempt.jobs.len(), "run created");
+                emit(
+                    "create-run",
+                    &[("runs_created", 1.0, Unit::Count), ("number_retries", f64::from(retry), Unit::Count)],
+                );
                 let view = baton_shared::workflows::view::build_run_view(
                     &run,
                     std::slice::from_ref(&attempt),

@@ -27,6 +27,7 @@ use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
 use baton_shared::facts::{
     self, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult,
 };
+use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::wake;
 use baton_shared::store::{serialize, Store, TxOutcome};
 use baton_shared::workflows::attempt::{step_id, AttemptState};
@@ -166,6 +167,7 @@ async fn adopt(state: &State, delivered: Delivered) -> Result<(), HandlerError> 
         );
         if !effect.changed {
             tracing::debug!(%run_id, attempt, %execution_id, fact = delivered.detail_type, "runner fact changed nothing");
+            emit("job-outcomes", &[("facts_without_effect", 1.0, Unit::Count)]);
             if let Some(token) = item.token_to_wake() {
                 wake(&state.clients.sfn, token).await?;
             }
@@ -187,6 +189,13 @@ async fn adopt(state: &State, delivered: Delivered) -> Result<(), HandlerError> 
             TxOutcome::Committed => {
                 tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, %execution_id,
                     fact = delivered.detail_type, finished = effect.finished, "execution updated");
+                emit(
+                    "job-outcomes",
+                    &[
+                        ("executions_finished", if effect.finished { 1.0 } else { 0.0 }, Unit::Count),
+                        ("attempt_conflicts", f64::from(conflicts), Unit::Count),
+                    ],
+                );
                 if let Some(token) = next.token_to_wake() {
                     wake(&state.clients.sfn, token).await?;
                 }

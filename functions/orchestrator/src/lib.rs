@@ -24,8 +24,10 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use baton_shared::aws::AwsClients;
 use baton_shared::config::Config;
 use baton_shared::error::StoreError;
+use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{complete_task, fail_task, wake, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION};
 use baton_shared::store::{serialize, Store, TxOutcome};
+use baton_shared::workflows::attempt::Emitted;
 use rand::Rng;
 use uuid::Uuid;
 
@@ -104,6 +106,7 @@ async fn advance(state: &State, run_id: Uuid, attempt: u32, token: &str) -> Resu
     };
     let minute = state.config.orchestration.timeout_minute;
     let mut conflicts = 0;
+    let mut started = 0usize;
     loop {
         let now = chrono::Utc::now();
         let mut next = item.clone();
@@ -130,6 +133,7 @@ async fn advance(state: &State, run_id: Uuid, attempt: u32, token: &str) -> Resu
         items.extend(store.emitted_puts(&workspace_id, now, &change.emitted, state.config.outbox_ttl_days)?);
         match store.transact(items).await? {
             TxOutcome::Committed => {
+                started += change.emitted.iter().filter(|e| matches!(e, Emitted::Queued(_))).count();
                 if !change.emitted.is_empty() {
                     tracing::info!(%run_id, attempt, status = %next.state.status, facts = change.emitted.len(), "attempt advanced");
                 }
@@ -160,6 +164,14 @@ async fn advance(state: &State, run_id: Uuid, attempt: u32, token: &str) -> Resu
         .unwrap_or(max_wait)
         .clamp(1, max_wait);
     let output = AdvanceOutput { done, wait_s, progress: item.progress };
+    emit(
+        "orchestrator",
+        &[
+            ("advances", 1.0, Unit::Count),
+            ("jobs_started", started as f64, Unit::Count),
+            ("attempt_conflicts", f64::from(conflicts), Unit::Count),
+        ],
+    );
     tracing::debug!(%run_id, attempt, done, wait_s, progress = item.progress, "advance reported");
     complete_task(&state.clients.sfn, token, &output).await
 }

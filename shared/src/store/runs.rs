@@ -28,6 +28,11 @@ use crate::workflows::WorkflowDefinition;
 
 pub const RUN_SK: &str = "RUN";
 
+/// Runs a filtered list query evaluates a page.
+const FILTERED_PAGE: usize = 100;
+/// Pages one list request reads at most before answering a cursor.
+const MAX_PAGES: usize = 10;
+
 /// A run item as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunItem {
@@ -288,8 +293,12 @@ impl Store {
                 ("rw_sk".to_string(), s(id.to_string())),
             ])
         });
-        loop {
-            let remaining = limit.saturating_sub(runs.len()).max(1);
+        // Without a filter a page of `limit` is exact; with one, each query
+        // evaluates a bounded page and the scan stops after a bounded number
+        // of pages, answering a cursor where it stopped (a cursor is a run
+        // id: the index keys of any run are derived from it).
+        let page = if status.is_some() { FILTERED_PAGE.max(limit) } else { limit };
+        for _ in 0..MAX_PAGES {
             let mut query = self
                 .client
                 .query()
@@ -298,7 +307,7 @@ impl Store {
                 .key_condition_expression("rw_pk = :ws")
                 .expression_attribute_values(":ws", s(workspace_runs_key(workspace_id)))
                 .scan_index_forward(false)
-                .limit(remaining as i32)
+                .limit(page as i32)
                 .set_exclusive_start_key(start.take());
             if let Some(status) = status {
                 query = query
@@ -308,19 +317,27 @@ impl Store {
                     .expression_attribute_values(":status", s(status.as_str()));
             }
             let out = query.send().await.map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
-            for item in out.items.unwrap_or_default() {
-                runs.push(from_item::<RunItem>(item)?.state);
-            }
             let more = out.last_evaluated_key.filter(|key| !key.is_empty());
-            if runs.len() >= limit {
-                let next = if more.is_some() { runs.last().map(|run| run.id) } else { None };
-                return Ok((runs, next));
+            let items = out.items.unwrap_or_default();
+            let count = items.len();
+            for (index, item) in items.into_iter().enumerate() {
+                runs.push(from_item::<RunItem>(item)?.state);
+                if runs.len() == limit {
+                    let rest = index + 1 < count || more.is_some();
+                    let next = if rest { runs.last().map(|run| run.id) } else { None };
+                    return Ok((runs, next));
+                }
             }
             match more {
                 Some(key) => start = Some(key),
                 None => return Ok((runs, None)),
             }
         }
+        let stopped_at = start.as_ref().and_then(|key| match key.get("rw_sk") {
+            Some(AttributeValue::S(id)) => Uuid::parse_str(id).ok(),
+            _ => None,
+        });
+        Ok((runs, stopped_at))
     }
 
     /// The run view of `run_id`, if the run exists in `workspace_id` (a

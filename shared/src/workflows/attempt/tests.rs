@@ -129,3 +129,42 @@ fn step_ids_are_stable_and_distinct() {
     assert_eq!(step_id(execution, 0), step_id(execution, 0));
     assert_ne!(step_id(execution, 0), step_id(execution, 1));
 }
+
+#[test]
+fn an_attempt_of_256_jobs_stays_far_under_the_400_kb_item_limit() {
+    let jobs: String =
+        (0..256).map(|i| format!("  job-{i:0>95}:\n    runs-on: [linux, x64]\n    steps: [{{run: make}}]\n")).collect();
+    let definition = parse_definition(&format!("name: wide\njobs:\n{jobs}")).unwrap();
+    let mut state = attempt(&definition);
+    let start = Utc::now();
+    while state.advance(&definition, start, MINUTE, 40).changed {}
+    for job in state.jobs.clone() {
+        let execution = job.execution.as_ref().unwrap().id;
+        let claimed = ExecutionEvent::Claimed { at: start };
+        state.apply_runner_event(job.id, execution, &claimed, Some(Uuid::now_v7()), start);
+        let failed = ExecutionEvent::LeaseExpired { steps: vec![crate::workflows::StepStatus::Running] };
+        state.apply_runner_event(job.id, execution, &failed, None, start);
+    }
+    assert!(state.all_jobs_terminal());
+    let size = serde_json::to_vec(&state).unwrap().len();
+    eprintln!("attempt of 256 finished jobs: {size} bytes as JSON");
+    assert!(size < 200_000, "{size} bytes");
+}
+
+#[test]
+fn one_advance_touches_at_most_its_budget_of_jobs() {
+    let jobs: String = (0..100).map(|i| format!("  j{i}: {{runs-on: linux, steps: [{{run: x}}]}}\n")).collect();
+    let definition = parse_definition(&format!("jobs:\n{jobs}")).unwrap();
+    let mut state = attempt(&definition);
+    let mut rounds = Vec::new();
+    loop {
+        let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+        if !change.changed {
+            break;
+        }
+        rounds.push(change.emitted.len());
+    }
+    assert_eq!(rounds, [40, 40, 20], "facts a transaction carries: within 100 items with the attempt");
+    let cancel = state.cancel(&definition, Utc::now(), 40).unwrap();
+    assert_eq!(cancel.emitted.len(), 2 + 2 * 40);
+}
