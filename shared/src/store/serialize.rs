@@ -4,12 +4,11 @@
 //! Correctness never depends on it: every such write is a compare-and-set
 //! that tolerates other processes. But writers in one process (a batch of
 //! facts handled concurrently, the dev host running every function) would
-//! otherwise race each other and lose conditions they need not lose: each
-//! lost transaction costs a round trip and a retry, and on the local
-//! emulator (moto 5.2.5) a failed transaction rolls back by restoring a
-//! whole-table snapshot, which can undo another request's concurrent
-//! commit. Taking the key's lock first removes those self-inflicted
-//! conflicts.
+//! otherwise race each other and lose conditions they need not lose: a
+//! subscriber handles a batch of up to ten facts concurrently, and ten job
+//! outcomes of one attempt would contend for its version; each lost
+//! transaction costs a round trip and a retry. Taking the key's lock first
+//! removes those self-inflicted conflicts.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
