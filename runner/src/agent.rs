@@ -1,0 +1,307 @@
+//! The agent's loop: register; claim with a long poll; run up to
+//! `concurrency` jobs at once; register again when the session token is about
+//! to expire or a 401 comes back; stop claiming on shutdown, on
+//! `session-exhausted`, or after `--once` / `--max-jobs`; then wait for the
+//! running jobs (which a non-draining shutdown has told to stop).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use baton_shared::api::{RegisterRequest, RegisterResponse, MAX_CLAIM_WAIT_S};
+use chrono::Utc;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::backoff::Backoff;
+use crate::client::{Client, ClientError};
+use crate::job::{run_job, JobEnd, JobSettings};
+use crate::Shutdown;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub api: String,
+    pub registration_token: String,
+    pub labels: Vec<String>,
+    pub name: Option<String>,
+    pub work_dir: PathBuf,
+    /// Stop claiming after this many jobs (`--once` is 1).
+    pub max_jobs: Option<u64>,
+    pub concurrency: usize,
+    /// Long-poll duration of a claim, at most 20 s.
+    pub claim_wait_s: u64,
+    pub kill_grace: Duration,
+    pub json_logs: bool,
+    pub keep_work_dirs: bool,
+}
+
+/// Why the agent stopped claiming, and what its jobs came to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub claimed: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub lost: u64,
+    pub abandoned: u64,
+    pub unreported: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot register: {0}")]
+    Registration(ClientError),
+    #[error("cannot claim: {0}")]
+    Claim(ClientError),
+}
+
+struct Session {
+    response: RegisterResponse,
+    /// Register again from here on: 80 % into the token's life, so that a
+    /// renewal has time to retry before the token expires.
+    renew_at: chrono::DateTime<Utc>,
+}
+
+impl Session {
+    fn new(response: RegisterResponse) -> Self {
+        let now = Utc::now();
+        let life = (response.session_expires_at - now).max(chrono::Duration::zero());
+        Self { renew_at: now + life * 4 / 5, response }
+    }
+
+    fn needs_renewal(&self) -> bool {
+        self.renew_at <= Utc::now()
+    }
+}
+
+/// Runs the agent until it stops claiming and its jobs ended.
+pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -> Result<Summary, AgentError> {
+    let client = Client::new(&config.api).map_err(AgentError::Registration)?;
+    let settings = JobSettings {
+        client: client.clone(),
+        work_root: config.work_dir.clone(),
+        kill_grace: config.kill_grace,
+        json_output: config.json_logs,
+        keep_work_dir: config.keep_work_dirs,
+    };
+    let mut summary = Summary::default();
+    let mut jobs: JoinSet<JobEnd> = JoinSet::new();
+    let mut errors = Backoff::for_errors();
+    let Some(mut session) = register(&client, &config, &mut shutdown, &mut errors).await? else {
+        return Ok(summary);
+    };
+    let mut idle = idle_backoff(&session.response);
+    let mut failure = None;
+
+    loop {
+        while let Some(done) = jobs.try_join_next() {
+            tally(&mut summary, done);
+        }
+        if *shutdown.borrow() != Shutdown::Running {
+            tracing::info!("shutting down: no more claims");
+            break;
+        }
+        if config.max_jobs.is_some_and(|max| summary.claimed >= max) {
+            tracing::info!(claimed = summary.claimed, "job limit reached: no more claims");
+            break;
+        }
+        if jobs.len() >= config.concurrency.max(1) {
+            tokio::select! {
+                Some(done) = jobs.join_next() => tally(&mut summary, done),
+                _ = shutdown.wait_for(|s| *s != Shutdown::Running) => {}
+            }
+            continue;
+        }
+        if session.needs_renewal() {
+            tracing::info!("session token about to expire: registering again");
+            match register(&client, &config, &mut shutdown, &mut errors).await {
+                Ok(Some(renewed)) => session = renewed,
+                Ok(None) => break,
+                Err(err) => {
+                    failure = Some(err);
+                    break;
+                }
+            }
+        }
+        let token = session.response.session_token.clone();
+        // A drain lets a claim in flight finish (and runs what it brings):
+        // dropping it could leave a job leased to nobody until its lease
+        // expires. Abandoning does not wait.
+        let answer = tokio::select! {
+            answer = client.claim(&token, config.claim_wait_s.min(MAX_CLAIM_WAIT_S)) => answer,
+            _ = shutdown.wait_for(|s| *s == Shutdown::Abandon) => continue,
+        };
+        let delay = match answer {
+            Ok(Some(claim)) => {
+                errors.reset();
+                idle.reset();
+                summary.claimed += 1;
+                tracing::info!(job = %claim.job.key, execution = %claim.job_execution_id, run = %claim.run_id,
+                    epoch = claim.lease.epoch, "job claimed");
+                let interval = Duration::from_secs(session.response.heartbeat_interval_s.max(1));
+                jobs.spawn(run_job(settings.clone(), claim, interval, shutdown.clone()));
+                Duration::ZERO
+            }
+            Ok(None) => {
+                errors.reset();
+                idle.next_delay()
+            }
+            Err(ClientError::Unauthenticated(message)) => {
+                tracing::info!(%message, "session token refused (expired or revoked): registering again");
+                tokio::time::sleep(errors.next_delay()).await;
+                match register(&client, &config, &mut shutdown, &mut errors).await {
+                    Ok(Some(renewed)) => {
+                        idle = idle_backoff(&renewed.response);
+                        session = renewed;
+                        Duration::ZERO
+                    }
+                    Ok(None) => break,
+                    Err(err) => {
+                        failure = Some(err);
+                        break;
+                    }
+                }
+            }
+            Err(ClientError::SessionExhausted(message)) => {
+                tracing::warn!(%message, "session exhausted (its registration token caps the claims): no more claims");
+                break;
+            }
+            Err(err) if err.is_transient() => {
+                let delay = errors.next_delay();
+                tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "claim failed");
+                delay
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "claim refused: check --api and the runner's labels");
+                failure = Some(AgentError::Claim(err));
+                break;
+            }
+        };
+        if !delay.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.wait_for(|s| *s != Shutdown::Running) => {}
+            }
+        }
+    }
+
+    if !jobs.is_empty() {
+        let draining = *shutdown.borrow() != Shutdown::Abandon;
+        tracing::info!(
+            running = jobs.len(),
+            "{}",
+            if draining { "waiting for the running jobs" } else { "stopping the running jobs" }
+        );
+    }
+    while let Some(done) = jobs.join_next().await {
+        tally(&mut summary, done);
+    }
+    tracing::info!(
+        claimed = summary.claimed,
+        succeeded = summary.succeeded,
+        failed = summary.failed,
+        lost = summary.lost,
+        abandoned = summary.abandoned,
+        unreported = summary.unreported,
+        "runner stopped"
+    );
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(summary),
+    }
+}
+
+/// Idle polls back off from 250 ms up to the server's suggested interval.
+fn idle_backoff(session: &RegisterResponse) -> Backoff {
+    Backoff::new(Duration::from_millis(250), Duration::from_secs(session.poll_interval_s.max(1)))
+}
+
+/// Registers, retrying transient failures until shutdown (`Ok(None)`).
+async fn register(
+    client: &Client,
+    config: &AgentConfig,
+    shutdown: &mut watch::Receiver<Shutdown>,
+    errors: &mut Backoff,
+) -> Result<Option<Session>, AgentError> {
+    let body = RegisterRequest { labels: config.labels.clone(), name: config.name.clone() };
+    loop {
+        let answer = tokio::select! {
+            answer = client.register(&config.registration_token, &body) => answer,
+            _ = shutdown.wait_for(|s| *s != Shutdown::Running) => return Ok(None),
+        };
+        match answer {
+            Ok(response) => {
+                tracing::info!(session = %response.session_id, workspace = %response.workspace_id,
+                    labels = %response.labels.join(","), heartbeat_interval_s = response.heartbeat_interval_s,
+                    expires_at = %response.session_expires_at, "registered");
+                return Ok(Some(Session::new(response)));
+            }
+            Err(err) if err.is_transient() => {
+                let delay = errors.next_delay();
+                tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "registration failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.wait_for(|s| *s != Shutdown::Running) => return Ok(None),
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "registration refused: check the registration token and the labels");
+                return Err(AgentError::Registration(err));
+            }
+        }
+    }
+}
+
+fn tally(summary: &mut Summary, done: Result<JobEnd, tokio::task::JoinError>) {
+    match done {
+        Ok(JobEnd::Reported(baton_shared::facts::JobOutcome::Succeeded)) => summary.succeeded += 1,
+        Ok(JobEnd::Reported(baton_shared::facts::JobOutcome::Failed)) => summary.failed += 1,
+        Ok(JobEnd::LeaseLost) => summary.lost += 1,
+        Ok(JobEnd::Abandoned) => summary.abandoned += 1,
+        Ok(JobEnd::ReportFailed(_)) => summary.unreported += 1,
+        Err(err) => {
+            tracing::error!(error = %err, "a job task failed");
+            summary.unreported += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registered(expires_in: chrono::Duration) -> RegisterResponse {
+        RegisterResponse {
+            session_id: uuid::Uuid::nil(),
+            session_token: "bst_x".into(),
+            session_expires_at: Utc::now() + expires_in,
+            workspace_id: "ws1".into(),
+            labels: vec!["linux".into()],
+            max_claims: None,
+            heartbeat_interval_s: 15,
+            poll_interval_s: 5,
+        }
+    }
+
+    #[test]
+    fn a_session_is_renewed_well_before_its_token_expires() {
+        let session = Session::new(registered(chrono::Duration::seconds(3600)));
+        assert!(!session.needs_renewal());
+        let margin = session.response.session_expires_at - session.renew_at;
+        assert!(margin >= chrono::Duration::seconds(700), "renewed 80 % into its life: {margin}");
+    }
+
+    #[test]
+    fn a_short_or_past_session_is_renewed_at_once_without_looping_on_negative_time() {
+        assert!(Session::new(registered(chrono::Duration::seconds(-5))).needs_renewal());
+        let short = Session::new(registered(chrono::Duration::seconds(60)));
+        assert!(!short.needs_renewal(), "a 60 s token is used for 48 s, not renewed on every poll");
+    }
+
+    #[test]
+    fn idle_polls_back_off_up_to_the_servers_poll_interval() {
+        let mut idle = idle_backoff(&registered(chrono::Duration::seconds(3600)));
+        let delays: Vec<Duration> = (0..10).map(|_| idle.next_delay()).collect();
+        assert!(delays[0] <= Duration::from_millis(250));
+        assert!(delays.iter().all(|d| *d <= Duration::from_secs(5)), "{delays:?}");
+        assert!(delays[9] >= Duration::from_millis(2500), "{delays:?}");
+    }
+}

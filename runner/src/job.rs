@@ -1,0 +1,383 @@
+//! Executes one claimed job: a fresh work directory, each step as
+//! `sh -c <run>` in its own process group with the job's env, the step's env
+//! and the `BATON_*` variables, output streamed with a `[job/step]` prefix,
+//! step and job timeouts enforced by killing the group, progress reported per
+//! step, and a complete with every step's result. A step after a failed one
+//! is skipped.
+//!
+//! Stopping early ([`Stop`]): on `cancel` the running step's group is
+//! terminated and the job completes as `failed`; on a lost lease or when the
+//! runner abandons its jobs, the group is terminated and nothing is reported.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_shared::api::{ClaimResponse, CompleteRequest, StepReport};
+use baton_shared::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
+use chrono::Utc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::watch;
+use tokio::time::Instant as TokioInstant;
+
+use crate::client::{with_retries, Client};
+use crate::process::{exit_code, signal_group, terminate_group};
+use crate::{escalate, heartbeat, Shutdown, Stop};
+
+/// Environment variables of the runner that a job must never see.
+const SECRET_VARS: &[&str] = &["BATON_REGISTRATION_TOKEN", "BATON_ADMIN_TOKEN", "BATON_TOKEN"];
+
+/// How long progress reports are retried (they are optional: the job goes on).
+const STEP_REPORT_BUDGET: Duration = Duration::from_secs(10);
+/// How long the final complete is retried on transient failures.
+const COMPLETE_BUDGET: Duration = Duration::from_secs(120);
+
+/// What every job of one agent shares.
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    pub client: Client,
+    /// Each job gets `<work_root>/<job_execution_id>`, removed afterwards.
+    pub work_root: PathBuf,
+    /// Between SIGTERM and SIGKILL when a step is stopped.
+    pub kill_grace: Duration,
+    /// Output lines as tracing events (JSON logs) instead of plain lines.
+    pub json_output: bool,
+    /// Keep the work directory after the job (debugging).
+    pub keep_work_dir: bool,
+}
+
+/// How a job ended, from the runner's point of view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Completed and accepted; the outcome the server recorded.
+    Reported(JobOutcome),
+    /// The lease was lost: stopped, nothing reported.
+    LeaseLost,
+    /// The runner shut down without draining: stopped, nothing reported.
+    Abandoned,
+    /// The complete could not be delivered.
+    ReportFailed(String),
+}
+
+/// How one step's process ended.
+enum Ended {
+    Exited,
+    StepTimeout(u64),
+    JobTimeout(u64),
+    Stopped(Stop),
+    SpawnFailed(String),
+}
+
+/// Runs the claimed job to its end. `heartbeat_interval` is the session's
+/// (the heartbeat answers may change it).
+pub async fn run_job(
+    settings: JobSettings,
+    claim: ClaimResponse,
+    heartbeat_interval: Duration,
+    mut shutdown: watch::Receiver<Shutdown>,
+) -> JobEnd {
+    let execution = claim.job_execution_id;
+    let key = claim.job.key.clone();
+    let (stop_tx, mut stop_rx) = watch::channel(Stop::None);
+    let stop_tx = Arc::new(stop_tx);
+    let heartbeat = tokio::spawn(heartbeat::keep_alive(
+        settings.client.clone(),
+        claim.lease.token.clone(),
+        execution,
+        heartbeat_interval,
+        stop_tx.clone(),
+    ));
+    let abandon = {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            if shutdown.wait_for(|s| *s == Shutdown::Abandon).await.is_ok() {
+                escalate(&stop_tx, Stop::Abandon);
+            }
+        })
+    };
+
+    let started = Instant::now();
+    tracing::info!(job = %key, %execution, run = %claim.run_id, attempt = claim.attempt, steps = claim.job.steps.len(), "job started");
+    let dir = settings.work_root.join(execution.to_string());
+    let (results, message) = match prepare_dir(&dir) {
+        Ok(()) => run_steps(&settings, &claim, &dir, &stop_tx, &mut stop_rx).await,
+        Err(err) => {
+            tracing::error!(job = %key, dir = %dir.display(), error = %err, "cannot create the work directory");
+            let skipped = claim.job.steps.iter().map(|s| skipped(s.id)).collect();
+            (skipped, Some(format!("the runner could not create its work directory: {err}")))
+        }
+    };
+
+    let stop = *stop_rx.borrow();
+    let end = match stop {
+        Stop::LeaseLost => JobEnd::LeaseLost,
+        Stop::Abandon => JobEnd::Abandoned,
+        Stop::None | Stop::Cancel => {
+            let succeeded =
+                message.is_none() && stop == Stop::None && results.iter().all(|r| r.status == StepStatus::Succeeded);
+            let status = if succeeded { JobOutcome::Succeeded } else { JobOutcome::Failed };
+            let message = if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
+            let body = CompleteRequest { status, steps: results, outputs: BTreeMap::new(), message };
+            let token = claim.lease.token.as_str();
+            match with_retries("complete", COMPLETE_BUDGET, || settings.client.complete(token, execution, &body)).await
+            {
+                Ok(answer) => JobEnd::Reported(answer.status),
+                Err(err) if err.means_lease_gone() => JobEnd::LeaseLost,
+                Err(err) => JobEnd::ReportFailed(err.to_string()),
+            }
+        }
+    };
+    heartbeat.abort();
+    abandon.abort();
+    if !settings.keep_work_dir {
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), error = %err, "cannot remove the work directory");
+            }
+        }
+    }
+    let duration_s = started.elapsed().as_secs_f64();
+    match &end {
+        JobEnd::Reported(outcome) => {
+            tracing::info!(job = %key, status = %outcome_str(*outcome), duration_s = round(duration_s), %execution, "job finished")
+        }
+        JobEnd::LeaseLost => {
+            tracing::warn!(job = %key, %execution, duration_s = round(duration_s), "job stopped: lease lost, nothing reported")
+        }
+        JobEnd::Abandoned => {
+            tracing::warn!(job = %key, %execution, duration_s = round(duration_s), "job abandoned: runner shutting down")
+        }
+        JobEnd::ReportFailed(err) => {
+            tracing::error!(job = %key, %execution, error = %err, "job finished but its result could not be reported")
+        }
+    }
+    end
+}
+
+fn prepare_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)
+}
+
+async fn run_steps(
+    settings: &JobSettings,
+    claim: &ClaimResponse,
+    dir: &Path,
+    stop_tx: &watch::Sender<Stop>,
+    stop_rx: &mut watch::Receiver<Stop>,
+) -> (Vec<StepResult>, Option<String>) {
+    let job_deadline = TokioInstant::now() + Duration::from_secs(claim.job.timeout_s.max(1));
+    let mut results = Vec::with_capacity(claim.job.steps.len());
+    let mut message = None;
+    let mut failed = false;
+    for (index, step) in claim.job.steps.iter().enumerate() {
+        let name = step_name(step, index);
+        let stop = *stop_rx.borrow();
+        if stop >= Stop::LeaseLost {
+            break;
+        }
+        if failed || stop == Stop::Cancel {
+            tracing::info!(job = %claim.job.key, step = %name, status = %"skipped", "step skipped");
+            let result = skipped(step.id);
+            report(settings, claim, &result, stop_tx).await;
+            results.push(result);
+            continue;
+        }
+        let started_at = Utc::now();
+        let running = StepResult {
+            id: step.id,
+            status: StepStatus::Running,
+            exit_code: None,
+            started_at: Some(started_at),
+            finished_at: None,
+        };
+        report(settings, claim, &running, stop_tx).await;
+        tracing::info!(job = %claim.job.key, step = %name, "step started");
+        let clock = Instant::now();
+        let (ended, code) = run_step(settings, claim, step, &name, dir, job_deadline, stop_rx).await;
+        let status =
+            if matches!(ended, Ended::Exited) && code == Some(0) { StepStatus::Succeeded } else { StepStatus::Failed };
+        let result = StepResult {
+            id: step.id,
+            status,
+            exit_code: code,
+            started_at: Some(started_at),
+            finished_at: Some(Utc::now()),
+        };
+        let duration_s = round(clock.elapsed().as_secs_f64());
+        let reason = match &ended {
+            Ended::Exited => None,
+            Ended::StepTimeout(s) => Some(format!("step timed out after {s} s")),
+            Ended::JobTimeout(s) => Some(format!("job timed out after {s} s")),
+            Ended::Stopped(Stop::Cancel) => Some("cancelled".to_string()),
+            Ended::Stopped(_) => Some("stopped".to_string()),
+            Ended::SpawnFailed(err) => Some(format!("could not start: {err}")),
+        };
+        tracing::info!(job = %claim.job.key, step = %name, status = %status_str(status), exit_code = code, duration_s,
+            reason = reason.as_deref(), "step finished");
+        if let (Ended::StepTimeout(_) | Ended::JobTimeout(_) | Ended::SpawnFailed(_), Some(reason)) = (&ended, &reason)
+        {
+            message.get_or_insert_with(|| format!("step {name}: {reason}"));
+        }
+        if *stop_rx.borrow() < Stop::LeaseLost {
+            report(settings, claim, &result, stop_tx).await;
+        }
+        failed |= status != StepStatus::Succeeded;
+        results.push(result);
+    }
+    (results, message)
+}
+
+/// Reports a step's progress (best effort); its answer may stop the job.
+async fn report(settings: &JobSettings, claim: &ClaimResponse, result: &StepResult, stop_tx: &watch::Sender<Stop>) {
+    let body = StepReport {
+        status: result.status,
+        exit_code: result.exit_code,
+        started_at: result.started_at,
+        finished_at: result.finished_at,
+    };
+    let token = claim.lease.token.as_str();
+    let execution = claim.job_execution_id;
+    let answer = with_retries("step report", STEP_REPORT_BUDGET, || {
+        settings.client.report_step(token, execution, result.id, &body)
+    })
+    .await;
+    match answer {
+        Ok(flag) if flag.cancel => escalate(stop_tx, Stop::Cancel),
+        Ok(_) => {}
+        Err(err) if err.means_lease_gone() => escalate(stop_tx, Stop::LeaseLost),
+        Err(err) => tracing::warn!(%execution, step = %result.id, error = %err, "step report not delivered"),
+    }
+}
+
+/// Runs one step to its end; returns how it ended and its exit code.
+async fn run_step(
+    settings: &JobSettings,
+    claim: &ClaimResponse,
+    step: &StepSpec,
+    name: &str,
+    dir: &Path,
+    job_deadline: TokioInstant,
+    stop_rx: &mut watch::Receiver<Stop>,
+) -> (Ended, Option<i32>) {
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(&step.run)
+        .current_dir(dir)
+        .envs(&claim.job.env)
+        .envs(&step.env)
+        .envs(baton_vars(claim, step, name, dir))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for var in SECRET_VARS {
+        command.env_remove(var);
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => return (Ended::SpawnFailed(err.to_string()), None),
+    };
+    let pgid = child.id().map_or(0, |id| id as i32);
+    let prefix = format!("{}/{name}", claim.job.key);
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(tokio::spawn(stream_lines(out, prefix.clone(), "stdout", settings.json_output)));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(tokio::spawn(stream_lines(err, prefix, "stderr", settings.json_output)));
+    }
+    let step_timeout = step.timeout_s.map(|s| (s, TokioInstant::now() + Duration::from_secs(s)));
+    let step_deadline = step_timeout.map_or(job_deadline, |(_, at)| at.min(job_deadline));
+    let waited = tokio::select! {
+        status = child.wait() => Ok(status.ok()),
+        _ = tokio::time::sleep_until(step_deadline) => Err(match step_timeout {
+            Some((s, at)) if at <= job_deadline => Ended::StepTimeout(s),
+            _ => Ended::JobTimeout(claim.job.timeout_s),
+        }),
+        stop = stop_rx.wait_for(|s| *s != Stop::None) => Err(Ended::Stopped(stop.map(|s| *s).unwrap_or(Stop::Abandon))),
+    };
+    let (ended, status) = match waited {
+        Ok(status) => (Ended::Exited, status),
+        Err(ended) => (ended, terminate_group(&mut child, pgid, settings.kill_grace).await),
+    };
+    // Whatever the step left running in its group goes with it.
+    signal_group(pgid, libc::SIGKILL);
+    for reader in readers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    }
+    (ended, status.as_ref().and_then(exit_code))
+}
+
+/// Prints each line of a step's output with its `[job/step]` prefix.
+async fn stream_lines(pipe: impl AsyncRead + Unpin, prefix: String, stream: &'static str, json: bool) {
+    let mut reader = BufReader::new(pipe);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if json {
+                    tracing::info!(target: "baton_runner::output", step = %prefix, stream, line, "output");
+                } else {
+                    println!("[{prefix}] {line}");
+                }
+            }
+        }
+    }
+}
+
+/// The variables every step sees.
+fn baton_vars(claim: &ClaimResponse, step: &StepSpec, name: &str, dir: &Path) -> Vec<(String, String)> {
+    vec![
+        ("CI".into(), "true".into()),
+        ("BATON".into(), "true".into()),
+        ("BATON_WORKSPACE_ID".into(), claim.workspace_id.clone()),
+        ("BATON_RUN_ID".into(), claim.run_id.to_string()),
+        ("BATON_ATTEMPT".into(), claim.attempt.to_string()),
+        ("BATON_JOB_ID".into(), claim.job_id.to_string()),
+        ("BATON_JOB_KEY".into(), claim.job.key.clone()),
+        ("BATON_JOB_EXECUTION_ID".into(), claim.job_execution_id.to_string()),
+        ("BATON_STEP_ID".into(), step.id.to_string()),
+        ("BATON_STEP_NAME".into(), name.to_string()),
+        ("BATON_WORK_DIR".into(), dir.display().to_string()),
+    ]
+}
+
+fn step_name(step: &StepSpec, index: usize) -> String {
+    step.name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| format!("step-{}", index + 1))
+}
+
+fn skipped(id: uuid::Uuid) -> StepResult {
+    StepResult { id, status: StepStatus::Skipped, exit_code: None, started_at: None, finished_at: None }
+}
+
+fn status_str(status: StepStatus) -> &'static str {
+    match status {
+        StepStatus::Pending => "pending",
+        StepStatus::Running => "running",
+        StepStatus::Succeeded => "succeeded",
+        StepStatus::Failed => "failed",
+        StepStatus::Skipped => "skipped",
+    }
+}
+
+fn outcome_str(outcome: JobOutcome) -> &'static str {
+    match outcome {
+        JobOutcome::Succeeded => "succeeded",
+        JobOutcome::Failed => "failed",
+    }
+}
+
+fn round(seconds: f64) -> f64 {
+    (seconds * 100.0).round() / 100.0
+}

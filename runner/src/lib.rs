@@ -1,0 +1,68 @@
+//! The reference runner agent of Baton (`baton-runner`) and the operator CLI
+//! (`baton`), as a library so that both binaries stay thin.
+//!
+//! - [`client`]: the typed HTTP client and the classification of failures.
+//! - [`agent`]: register, claim (long poll, backoff), run up to N jobs, stop.
+//! - [`job`]: execute one claimed job, step by step, and report it.
+//! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
+//! - [`process`]: process groups and signals.
+//! - [`operator`]: the operator side (`baton token …`, `baton run …`).
+
+pub mod agent;
+pub mod backoff;
+pub mod client;
+pub mod heartbeat;
+pub mod job;
+pub mod operator;
+pub mod process;
+
+/// Why a running job must stop early. Ordered by precedence: a later,
+/// stronger reason replaces a weaker one, never the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stop {
+    /// Keep going.
+    None,
+    /// The server asked to cancel: stop the processes, complete as `failed`.
+    Cancel,
+    /// The lease is no longer ours: stop the processes, report nothing.
+    LeaseLost,
+    /// The runner is shutting down without draining: stop, report nothing.
+    Abandon,
+}
+
+/// Raises the stop reason of a job to `stop` unless a stronger one is set.
+pub fn escalate(sender: &tokio::sync::watch::Sender<Stop>, stop: Stop) {
+    sender.send_if_modified(|current| {
+        if stop > *current {
+            *current = stop;
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// The agent's shutdown state, driven by SIGINT / SIGTERM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Shutdown {
+    Running,
+    /// Stop claiming; let the running jobs finish and report.
+    Drain,
+    /// Stop claiming; kill the running jobs without reporting.
+    Abandon,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_reason_only_ever_grows_stronger() {
+        let (tx, rx) = tokio::sync::watch::channel(Stop::None);
+        escalate(&tx, Stop::LeaseLost);
+        escalate(&tx, Stop::Cancel);
+        assert_eq!(*rx.borrow(), Stop::LeaseLost, "a late cancel does not turn a lost lease into a report");
+        escalate(&tx, Stop::Abandon);
+        assert_eq!(*rx.borrow(), Stop::Abandon);
+    }
+}

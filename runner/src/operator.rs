@@ -1,0 +1,166 @@
+//! The operator side of the API (api.md "Operators"), used by the `baton`
+//! CLI: registration tokens and runs, over the shared request and view types.
+
+use std::collections::HashMap;
+
+use baton_shared::api::{CreateRegistrationToken, CreatedRegistrationToken};
+use baton_shared::workflows::rerun::RerunMode;
+use baton_shared::workflows::view::{CreateRunRequest, RerunRequest, RunView};
+use reqwest::Method;
+use uuid::Uuid;
+
+use crate::client::{Client, ClientError};
+
+/// An operator (`bat_…` token) talking to one API.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub client: Client,
+    pub token: String,
+}
+
+impl Operator {
+    pub fn new(api: &str, token: &str) -> Result<Self, ClientError> {
+        Ok(Self { client: Client::new(api)?, token: token.to_string() })
+    }
+
+    pub async fn create_registration_token(
+        &self,
+        workspace: &str,
+        body: &CreateRegistrationToken,
+    ) -> Result<CreatedRegistrationToken, ClientError> {
+        let path = format!("/v1/workspaces/{}/registration-tokens", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
+    }
+
+    pub async fn submit_run(&self, workspace: &str, body: &CreateRunRequest) -> Result<RunView, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
+    }
+
+    pub async fn get_run(&self, workspace: &str, run: Uuid) -> Result<RunView, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    pub async fn cancel_run(&self, workspace: &str, run: Uuid) -> Result<RunView, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}/cancel", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(&serde_json::json!({}))).await
+    }
+
+    pub async fn rerun(&self, workspace: &str, run: Uuid, mode: RerunMode) -> Result<RunView, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}/rerun", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(&RerunRequest { mode })).await
+    }
+}
+
+/// A workspace id as one path segment (ids are `[A-Za-z0-9._-]`; anything
+/// else is percent-encoded so it cannot escape the segment).
+fn segment(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for byte in raw.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// One line per status that is new or changed in `next` compared with
+/// `previous` (everything when there is no previous view): the run, each
+/// job of the current attempt, and each step of its latest execution.
+pub fn changes(previous: Option<&RunView>, next: &RunView) -> Vec<String> {
+    let mut before: HashMap<String, String> = HashMap::new();
+    if let Some(previous) = previous {
+        for (key, status) in statuses(previous) {
+            before.insert(key, status);
+        }
+    }
+    statuses(next)
+        .into_iter()
+        .filter(|(key, status)| before.get(key) != Some(status))
+        .map(|(key, status)| format!("{key}: {status}"))
+        .collect()
+}
+
+/// `(what, status)` pairs of a run view, in display order.
+fn statuses(view: &RunView) -> Vec<(String, String)> {
+    let mut out = vec![(
+        format!("run {} #{} (attempt {})", view.name, view.number, view.current_attempt),
+        view.status.to_string(),
+    )];
+    let Some(attempt) = view.attempts.iter().find(|a| a.attempt == view.current_attempt) else { return out };
+    for job in &attempt.jobs {
+        let mut status = job.status.to_string();
+        if let Some(reason) = &job.status_reason {
+            status.push_str(&format!(
+                " ({})",
+                serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+            ));
+        }
+        if job.carried_over {
+            status.push_str(" [carried over]");
+        }
+        out.push((format!("  job {}", job.key), status));
+        if let Some(execution) = job.executions.last() {
+            for (index, step) in execution.steps.iter().enumerate() {
+                let name = step.name.clone().unwrap_or_else(|| format!("step-{}", index + 1));
+                let mut status = serde_json::to_value(step.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                if let Some(code) = step.exit_code {
+                    status.push_str(&format!(" (exit {code})"));
+                }
+                out.push((format!("    step {}/{name}", job.key), status));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(job_status: &str, step_status: &str, exit: Option<i32>) -> RunView {
+        let step = serde_json::json!({"id": Uuid::nil(), "name": "compile", "status": step_status, "exit_code": exit});
+        let execution = serde_json::json!({"id": Uuid::nil(), "status": job_status, "status_reason": null,
+            "queued_at": null, "started_at": null, "finished_at": null, "runner_session_id": null, "steps": [step]});
+        let job = serde_json::json!({"id": Uuid::nil(), "key": "build", "status": job_status, "status_reason": null,
+            "labels": ["linux"], "needs": [], "carried_over": false, "executions": [execution]});
+        let attempt = serde_json::json!({"attempt": 1, "status": "running", "status_reason": null, "rerun_mode": null,
+            "started_at": null, "finished_at": null, "jobs": [job]});
+        serde_json::from_value(serde_json::json!({
+            "id": Uuid::nil(), "workspace_id": "ws1", "name": "ci", "number": 7,
+            "status": "running", "current_attempt": 1,
+            "created_at": "2026-01-01T00:00:00Z", "started_at": null, "finished_at": null,
+            "attempts": [attempt]
+        }))
+        .expect("a run view")
+    }
+
+    #[test]
+    fn the_first_view_shows_everything() {
+        let lines = changes(None, &view("queued", "pending", None));
+        assert_eq!(
+            lines,
+            vec!["run ci #7 (attempt 1): running", "  job build: queued", "    step build/compile: pending"]
+        );
+    }
+
+    #[test]
+    fn later_views_show_only_what_changed() {
+        let a = view("running", "running", None);
+        let b = view("running", "succeeded", Some(0));
+        assert_eq!(changes(Some(&a), &b), vec!["    step build/compile: succeeded (exit 0)"]);
+        assert!(changes(Some(&b), &b).is_empty());
+    }
+
+    #[test]
+    fn a_workspace_cannot_escape_its_path_segment() {
+        assert_eq!(segment("ws-1.a_b"), "ws-1.a_b");
+        assert_eq!(segment("../x y"), "..%2Fx%20y");
+    }
+}

@@ -1,0 +1,100 @@
+//! The `baton` operator CLI against the local stack, end to end with a real
+//! `baton-runner`: a registration token, a submitted run, watched to its end,
+//! rerun and cancelled.
+
+mod support;
+
+use std::process::Output;
+
+use baton_tests::TestStack;
+use support::*;
+
+async fn baton(stack: &TestStack, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .env("BATON_API", &stack.api)
+        .env("BATON_ADMIN_TOKEN", &stack.admin_token)
+        .output()
+        .await
+        .expect("baton runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+const WORKFLOW: &str = "name: cli\njobs:\n  build:\n    runs-on: linux\n    steps:\n      - {name: compile, run: echo compiled > out.txt}\n      - {name: inspect, run: grep -q compiled out.txt}\n  test:\n    needs: build\n    runs-on: linux\n    steps: [{name: check, run: 'true'}]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_creates_a_token_submits_a_run_watches_it_succeed_and_reruns_it() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let created = baton(&stack, &["token", "create", "--workspace", &ws, "--max-claims", "2"]).await;
+    assert!(created.status.success(), "{}", stderr(&created));
+    let token = stdout(&created).trim().to_string();
+    assert!(token.starts_with("brt_"), "only the secret on stdout: {token:?}");
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+
+    let file = scratch().join("ci.yml");
+    std::fs::write(&file, WORKFLOW).expect("write the workflow");
+    let submitted = baton(&stack, &["run", "submit", "--workspace", &ws, &file.display().to_string()]).await;
+    assert!(submitted.status.success(), "{}", stderr(&submitted));
+    let run_id = stdout(&submitted).trim().to_string();
+    assert!(uuid::Uuid::parse_str(&run_id).is_ok(), "the run id on stdout: {run_id:?}");
+
+    let watched = baton(&stack, &["run", "watch", "--workspace", &ws, &run_id, "--interval-s", "1"]).await;
+    let lines = stdout(&watched);
+    assert!(watched.status.success(), "watch exits 0 on success:\n{lines}\n{}", stderr(&watched));
+    for expected in [
+        "  job build: succeeded",
+        "    step build/compile: succeeded (exit 0)",
+        "    step build/inspect: succeeded (exit 0)",
+        "  job test: succeeded",
+        "run cli #1 (attempt 1): succeeded",
+    ] {
+        assert!(lines.lines().any(|l| l == expected), "missing {expected:?} in:\n{lines}");
+    }
+    // The token capped the session at two claims: the runner stops claiming and exits 0.
+    assert!(runner.exited(WAIT).await.success());
+
+    let nothing_failed = baton(&stack, &["run", "rerun", "--workspace", &ws, &run_id, "--mode", "failed"]).await;
+    assert!(!nothing_failed.status.success());
+    assert!(stderr(&nothing_failed).contains("no-failed-jobs"), "{}", stderr(&nothing_failed));
+
+    let rerun = baton(&stack, &["run", "rerun", "--workspace", &ws, &run_id, "--mode", "all"]).await;
+    assert!(rerun.status.success(), "{}", stderr(&rerun));
+    assert!(stdout(&rerun).contains("attempt 2"), "{}", stdout(&rerun));
+    // No runner is left: cancel the new attempt, and watch reports it failed to succeed.
+    let cancelled = baton(&stack, &["run", "cancel", "--workspace", &ws, &run_id]).await;
+    assert!(cancelled.status.success(), "{}", stderr(&cancelled));
+    let watched = baton(&stack, &["run", "watch", "--workspace", &ws, &run_id, "--interval-s", "1"]).await;
+    assert!(!watched.status.success(), "a cancelled run exits non-zero:\n{}", stdout(&watched));
+    assert!(stdout(&watched).contains("(attempt 2): cancelled"), "{}", stdout(&watched));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reports_api_errors_with_their_code_and_a_non_zero_exit() {
+    let stack = TestStack::start().await;
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let missing = baton(&stack, &["run", "get", "--workspace", "ws1", &unknown]).await;
+    assert!(!missing.status.success());
+    assert!(stderr(&missing).contains("404 not-found"), "{}", stderr(&missing));
+
+    let file = scratch().join("bad.yml");
+    std::fs::write(&file, "name: bad\njobs: {}\n").expect("write");
+    let invalid = baton(&stack, &["run", "submit", "--workspace", "ws1", &file.display().to_string()]).await;
+    assert!(!invalid.status.success());
+    assert!(stderr(&invalid).contains("invalid-definition"), "{}", stderr(&invalid));
+
+    let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["token", "create", "--workspace", "ws1", "--api", &stack.api, "--token", "bat_wrong"])
+        .output()
+        .await
+        .expect("baton runs");
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("unauthenticated"), "{}", stderr(&refused));
+}

@@ -1,0 +1,166 @@
+//! Helpers of the runner tests: the real `baton-runner` binary as a child
+//! process against a [`TestStack`], jobs with chosen steps, and process
+//! checks.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+
+use baton_runner::process::live_members;
+use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
+use baton_tests::runners::queued_fact;
+use baton_tests::{wait_for, TestStack};
+use chrono::Utc;
+use uuid::Uuid;
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// A stack whose leases are short: heartbeat every 1 s, lease 3 s, first
+/// heartbeat within 2 s.
+pub async fn fast_lease_stack() -> TestStack {
+    TestStack::start_with(
+        |_| {},
+        HashMap::from([
+            ("BATON_HEARTBEAT_INTERVAL_S".into(), "1".into()),
+            ("BATON_LEASE_DURATION_S".into(), "3".into()),
+            ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), "2".into()),
+        ]),
+    )
+    .await
+}
+
+/// A workspace no other test uses.
+pub fn workspace() -> String {
+    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
+}
+
+/// A fresh directory of this test (markers, work dirs).
+pub fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("baton-runner-test-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// A queued job of `workspace` with `steps` as `(name, run)`, and `env` for the job.
+pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&str, &str)]) -> Fact<JobExecutionQueued> {
+    let mut fact = queued_fact(workspace, labels, Utc::now());
+    fact.detail.job.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    fact.detail.job.steps = steps
+        .iter()
+        .map(|(name, run)| StepSpec {
+            id: Uuid::now_v7(),
+            name: Some(name.to_string()),
+            run: run.to_string(),
+            env: BTreeMap::new(),
+            timeout_s: None,
+        })
+        .collect();
+    fact
+}
+
+/// Publishes the job and waits until it is claimable.
+pub async fn queue(stack: &TestStack, fact: &Fact<JobExecutionQueued>) {
+    stack.publish(fact).await;
+    stack.wait_runner_record(fact.detail.job_execution_id).await;
+}
+
+/// The orchestrator's word that the execution ended (here: cancelled).
+pub fn terminated(fact: &Fact<JobExecutionQueued>) -> Fact<JobExecutionTerminated> {
+    let d = &fact.detail;
+    Fact::new(
+        fact.header.workspace_id.clone(),
+        Utc::now(),
+        JobExecutionTerminated {
+            run_id: d.run_id,
+            attempt: d.attempt,
+            job_id: d.job_id,
+            job_execution_id: d.job_execution_id,
+            status: "cancelled".into(),
+            reason: Some("run_cancelled".into()),
+        },
+    )
+}
+
+/// A `baton-runner` process; killed (SIGKILL) when dropped if still running.
+pub struct Runner {
+    pub child: Child,
+    pub work_dir: PathBuf,
+}
+
+impl Runner {
+    /// Starts the real binary against `stack` with the registration token in
+    /// the environment (as an operator would), plus `args`.
+    pub fn start(stack: &TestStack, token: &str, labels: &str, args: &[&str]) -> Self {
+        let work_dir = scratch().join("work");
+        let child = Command::new(env!("CARGO_BIN_EXE_baton-runner"))
+            .arg("--api")
+            .arg(&stack.api)
+            .arg("--labels")
+            .arg(labels)
+            .arg("--work-dir")
+            .arg(&work_dir)
+            .arg("--kill-grace-s")
+            .arg("2")
+            .args(args)
+            .env("BATON_REGISTRATION_TOKEN", token)
+            .spawn()
+            .expect("baton-runner starts");
+        Self { child, work_dir }
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(rc, 0, "signal delivered");
+    }
+
+    /// Waits for the process to exit.
+    pub async fn exited(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "baton-runner did not exit within {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits for a step to write its process group id (its shell's `$$`) to `marker`.
+pub async fn pgid_from(marker: &Path) -> i32 {
+    wait_for("the step's pid marker", WAIT, || async {
+        std::fs::read_to_string(marker).ok().and_then(|s| s.trim().parse::<i32>().ok())
+    })
+    .await
+}
+
+/// Waits until no live process is left in group `pgid`.
+pub async fn group_gone(pgid: i32, timeout: Duration) {
+    wait_for(&format!("process group {pgid} to be gone"), timeout, || async {
+        live_members(pgid).is_empty().then_some(())
+    })
+    .await
+}
+
+/// Kills what is left of group `pgid` (after a runner was SIGKILLed).
+pub fn kill_group(pgid: i32) {
+    baton_runner::process::signal_group(pgid, libc::SIGKILL);
+}
+
+/// Waits for the `completed` fact of the execution.
+pub async fn completed(stack: &TestStack, execution: Uuid) -> serde_json::Value {
+    stack.wait_fact("baton.runners.job.completed", WAIT, |d| d["job_execution_id"] == execution.to_string()).await
+}
