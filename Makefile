@@ -1,13 +1,17 @@
 # The two set-up commands (both install whatever is missing):
 #   make dev   - the whole local stack: moto + every function behind the API on 127.0.0.1:$${BATON_PORT:-8080}
 #   make test  - every test: lints, Rust unit + integration tests against moto, infra tests
-.PHONY: dev test lint plan
+# Also: make bench - the claim-path benchmark against moto (docs/benchmarks.md); ARGS="--jobs 500" to change it
+.PHONY: dev test lint plan bench
 
 dev:
 	bash scripts/dev.sh
 
 test:
 	bash scripts/test.sh
+
+bench:
+	bash scripts/bench.sh $(ARGS)
 
 lint:
 	cargo fmt --all -- --check

@@ -27,7 +27,37 @@ impl AwsClients {
     /// Clients for a local emulator: fixed region and dummy credentials, so a
     /// developer machine needs no AWS profile.
     pub async fn local(endpoint: &str) -> Self {
-        let config = aws_config::defaults(BehaviorVersion::latest())
+        Self::from_sdk_config(&Self::local_sdk_config(endpoint).await)
+    }
+
+    /// As [`AwsClients::local`], with `interceptor` on every client: it sees
+    /// each request and response (the benchmark counts requests this way).
+    pub async fn local_with_interceptor(
+        endpoint: &str,
+        interceptor: aws_sdk_dynamodb::config::SharedInterceptor,
+    ) -> Self {
+        let config = Self::local_sdk_config(endpoint).await;
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
+            ),
+            dynamodb_streams: aws_sdk_dynamodbstreams::Client::from_conf(
+                aws_sdk_dynamodbstreams::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(
+                aws_sdk_sqs::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
+            ),
+            eventbridge: aws_sdk_eventbridge::Client::from_conf(
+                aws_sdk_eventbridge::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
+            ),
+            sfn: aws_sdk_sfn::Client::from_conf(
+                aws_sdk_sfn::config::Builder::from(&config).interceptor(interceptor).build(),
+            ),
+        }
+    }
+
+    async fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new("us-east-1"))
             .endpoint_url(endpoint)
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
@@ -38,8 +68,7 @@ impl AwsClients {
                 "baton-local",
             ))
             .load()
-            .await;
-        Self::from_sdk_config(&config)
+            .await
     }
 
     pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {

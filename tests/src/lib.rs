@@ -139,6 +139,28 @@ impl TestStack {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.api)
     }
+
+    /// A stack provisioned from `plan` exactly as given (no capture
+    /// subscriber is added), on `clients` — the benchmark passes clients that
+    /// count requests, so the dev host's functions use them too.
+    pub async fn start_on(
+        clients: AwsClients,
+        plan: &Plan,
+        overrides: HashMap<String, String>,
+        options: HostOptions,
+    ) -> Self {
+        let provisioned = provision(&clients, plan).await.expect("provisioning on the emulator");
+        let admin_token = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
+        let mut env = test_env();
+        env.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
+        env.extend(overrides);
+        let env = function_env(&provisioned, &env);
+        let host = DevHost::start(&clients, &provisioned, &env, options).await.expect("dev host starts");
+        let api = host.api_url.clone();
+        let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
+        let captured = Arc::default();
+        Self { admin_token, captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
+    }
 }
 
 /// Adds a subscriber (rule → queue with DLQ) to the plan, for a function the

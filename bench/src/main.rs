@@ -1,0 +1,662 @@
+//! `make bench`: what the claim path costs, counted against the local stack.
+//!
+//! Every AWS request (the bench's own and the functions', which run in the
+//! dev host on the same clients) goes through a counting interceptor
+//! ([`recorder`]). The stack is provisioned without EventBridge rules and
+//! without schedules, so no subscriber or reaper writes in the background: a
+//! measured window holds only the requests of the operation measured.
+//!
+//! Scenarios:
+//! 1. each runner operation once, uncontended (1 runner): DynamoDB requests by
+//!    operation, read and write units;
+//! 2. contention: R runners (1, 8, 32) drain a queue of N jobs with HTTP
+//!    claim + complete; failed conditional writes per successful claim;
+//! 3. the emulator's single-request latency, for scale.
+//!
+//! Flags (or environment): `--jobs N` (`BATON_BENCH_JOBS`, default 200),
+//! `--runners 1,8,32` (`BATON_BENCH_RUNNERS`), `--out PATH`
+//! (default `target/bench/claim-path.json`). Needs `BATON_AWS_ENDPOINT`
+//! (scripts/bench.sh starts moto and sets it).
+
+mod recorder;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_devhost::HostOptions;
+use baton_shared::aws::AwsClients;
+use baton_shared::context::Context;
+use baton_shared::facts::{Fact, FactDetail, JobExecutionQueued};
+use baton_shared::provision::{default_infra_dir, Plan};
+use baton_shared::resources::{Naming, Resources};
+use baton_shared::runners::claim::HEAD_READ;
+use baton_shared::runners::labels::{canonicalize, labelset_id};
+use baton_shared::store::Store;
+use baton_tests::runners::queued_fact;
+use baton_tests::{endpoint, unique_stage, TestStack};
+use chrono::Utc;
+use recorder::{Recorder, Request};
+use serde::Serialize;
+use serde_json::json;
+
+const LABELS: &[&str] = &["linux", "x64"];
+
+struct Options {
+    jobs: usize,
+    runners: Vec<usize>,
+    out: PathBuf,
+}
+
+fn options() -> Options {
+    let mut jobs = std::env::var("BATON_BENCH_JOBS").ok();
+    let mut runners = std::env::var("BATON_BENCH_RUNNERS").ok();
+    let mut out = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--jobs" => jobs = args.next(),
+            "--runners" => runners = args.next(),
+            "--out" => out = args.next(),
+            "-h" | "--help" => {
+                println!("bench [--jobs N] [--runners 1,8,32] [--out target/bench/claim-path.json]");
+                std::process::exit(0);
+            }
+            other => {
+                eprintln!("unknown argument {other}; see --help");
+                std::process::exit(2);
+            }
+        }
+    }
+    let jobs = jobs.map(|j| j.parse().expect("--jobs takes a number")).unwrap_or(200);
+    let runners = runners
+        .map(|r| r.split(',').map(|n| n.trim().parse().expect("--runners takes numbers like 1,8,32")).collect())
+        .unwrap_or_else(|| vec![1, 8, 32]);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = out.map(PathBuf::from).unwrap_or_else(|| root.join("target/bench/claim-path.json"));
+    Options { jobs, runners, out }
+}
+
+/// The functions print their metrics (EMF lines) to stdout; while the bench
+/// runs, stdout goes to a log file so the report stays readable.
+struct QuietStdout {
+    saved: i32,
+}
+
+impl QuietStdout {
+    fn to(log: &std::path::Path) -> Option<Self> {
+        let file = std::fs::File::create(log).ok()?;
+        use std::os::fd::AsRawFd;
+        let _ = std::io::stdout().flush();
+        // SAFETY: plain descriptor duplication on descriptors this process owns.
+        let saved = unsafe { libc::dup(1) };
+        if saved < 0 {
+            return None;
+        }
+        // SAFETY: as above; `file` stays open until dup2 has copied it.
+        unsafe { libc::dup2(file.as_raw_fd(), 1) };
+        Some(Self { saved })
+    }
+
+    fn restore(self) {
+        let _ = std::io::stdout().flush();
+        // SAFETY: restores the descriptor saved in `to`.
+        unsafe {
+            libc::dup2(self.saved, 1);
+            libc::close(self.saved);
+        }
+    }
+}
+
+/// A stack like the tests' one, on counting clients, without rules or
+/// schedules (nothing runs in the background).
+async fn start_stack(recorder: &Recorder) -> TestStack {
+    let clients = AwsClients::local_with_interceptor(&endpoint(), recorder.interceptor()).await;
+    let mut plan = Plan::new(&Resources::load(), &Naming::for_stage(&unique_stage()), &default_infra_dir())
+        .expect("the plan builds from resources.json");
+    plan.rules.clear();
+    plan.schedules.clear();
+    TestStack::start_on(clients, &plan, HashMap::new(), HostOptions::default()).await
+}
+
+// ---------------------------------------------------------------- windows
+
+fn dynamodb(requests: &[Request]) -> Vec<&Request> {
+    requests.iter().filter(|r| r.is_dynamodb()).collect()
+}
+
+fn is_read(operation: &str) -> bool {
+    matches!(operation, "GetItem" | "Query" | "Scan" | "BatchGetItem" | "TransactGetItems")
+}
+
+fn is_write(operation: &str) -> bool {
+    matches!(operation, "PutItem" | "UpdateItem" | "DeleteItem" | "BatchWriteItem" | "TransactWriteItems")
+}
+
+/// Waits until no DynamoDB request was recorded for a while.
+async fn settle(recorder: &Recorder) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = recorder.mark();
+    loop {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let now = recorder.mark();
+        let busy = dynamodb(&recorder.since(last)).len();
+        if busy == 0 || Instant::now() > deadline {
+            return;
+        }
+        last = now;
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct OperationFigures {
+    name: String,
+    requests: usize,
+    by_operation: BTreeMap<String, usize>,
+    read_requests: usize,
+    write_requests: usize,
+    transactions: usize,
+    read_units: f64,
+    write_units: f64,
+    failed_conditional_writes: usize,
+    other_services: BTreeMap<String, usize>,
+    request_bytes: usize,
+    target: Option<String>,
+    meets_target: Option<bool>,
+}
+
+fn figures(name: &str, window: &[Request]) -> OperationFigures {
+    let ddb = dynamodb(window);
+    let mut by_operation = BTreeMap::new();
+    for r in &ddb {
+        *by_operation.entry(r.operation.clone()).or_insert(0) += 1;
+    }
+    let mut other_services = BTreeMap::new();
+    for r in window.iter().filter(|r| !r.is_dynamodb()) {
+        *other_services.entry(format!("{}:{}", r.service, r.operation)).or_insert(0) += 1;
+    }
+    OperationFigures {
+        name: name.into(),
+        requests: ddb.len(),
+        by_operation,
+        read_requests: ddb.iter().filter(|r| is_read(&r.operation)).count(),
+        write_requests: ddb.iter().filter(|r| is_write(&r.operation)).count(),
+        transactions: ddb.iter().filter(|r| r.operation == "TransactWriteItems").count(),
+        read_units: ddb.iter().map(|r| r.read_units).sum(),
+        write_units: ddb.iter().map(|r| r.write_units).sum(),
+        failed_conditional_writes: ddb.iter().filter(|r| r.failed_condition).count(),
+        other_services,
+        request_bytes: ddb.iter().map(|r| r.request_bytes).sum(),
+        target: None,
+        meets_target: None,
+    }
+}
+
+async fn measure<T>(
+    recorder: &Recorder,
+    name: &str,
+    op: impl std::future::Future<Output = T>,
+) -> (OperationFigures, T) {
+    settle(recorder).await;
+    let mark = recorder.mark();
+    let out = op.await;
+    (figures(name, &recorder.since(mark)), out)
+}
+
+// ---------------------------------------------------------------- scenario 1
+
+fn sqs_event_for(fact: &Fact<JobExecutionQueued>) -> aws_lambda_events::sqs::SqsEvent {
+    let envelope = json!({
+        "version": "0",
+        "id": uuid::Uuid::new_v4(),
+        "detail-type": JobExecutionQueued::DETAIL_TYPE,
+        "source": "baton",
+        "account": "123456789012",
+        "time": Utc::now(),
+        "region": "us-east-1",
+        "resources": [],
+        "detail": fact,
+    });
+    serde_json::from_value(json!({
+        "Records": [{
+            "messageId": uuid::Uuid::new_v4().to_string(),
+            "receiptHandle": "bench",
+            "body": envelope.to_string(),
+            "attributes": {},
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+            "awsRegion": "us-east-1",
+        }]
+    }))
+    .expect("an SQS event")
+}
+
+async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>) -> Fact<JobExecutionQueued> {
+    let fact = queued_fact(workspace, LABELS, at);
+    let labels = canonicalize(&fact.detail.job.labels).expect("valid labels");
+    let set = labelset_id(&labels);
+    store.enqueue(&fact, labels, &set).await.expect("enqueue");
+    fact
+}
+
+async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context) -> Vec<OperationFigures> {
+    let ws = format!("bench-ops-{}", &unique_stage()[1..]);
+    let mut all = Vec::new();
+
+    let reg_token = stack.registration_token(&ws, json!({})).await;
+    let (f, runner) = measure(recorder, "register", stack.register(&reg_token, LABELS)).await;
+    all.push(f);
+    let session = runner.session_token.clone();
+
+    let (f, none) = measure(recorder, "empty claim (no work ever queued)", stack.claim(&session)).await;
+    assert!(none.is_none());
+    all.push(f);
+
+    let fact = queued_fact(&ws, LABELS, Utc::now());
+    let event = sqs_event_for(&fact);
+    let (f, response) = measure(recorder, "enqueue (function, one fact)", baton_enqueue::handle(context, event)).await;
+    assert!(response.batch_item_failures.is_empty(), "the enqueue function took the fact");
+    all.push(f);
+
+    let (f, job) = measure(recorder, "claim (one job queued)", stack.claim(&session)).await;
+    let job = job.expect("the queued job is claimed");
+    all.push(f);
+    let id = job.job_execution_id;
+    let token = job.lease.token.clone();
+
+    let (f, hb) = measure(recorder, "heartbeat", stack.heartbeat(&token, id)).await;
+    assert_eq!(hb.status, 200, "{}", hb.body);
+    all.push(f);
+
+    let step = job.job.steps[0].id;
+    let path = format!("/v1/runners/leases/{id}/steps/{step}");
+    let (f, report) = measure(
+        recorder,
+        "step report",
+        stack.post(&path, &token, json!({"status": "running", "started_at": Utc::now()})),
+    )
+    .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    all.push(f);
+
+    let (f, done) =
+        measure(recorder, "complete", stack.complete(&token, id, json!({"status": "succeeded", "steps": []}))).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    all.push(f);
+
+    let (f, none) = measure(recorder, "empty claim (label set drained)", stack.claim(&session)).await;
+    assert!(none.is_none());
+    all.push(f);
+
+    // A lease nobody heartbeats, then the reaper after its expiry.
+    enqueue_direct(&stack.store, &ws, Utc::now()).await;
+    let _lost = stack.claim(&session).await.expect("a job to let expire");
+    let later = Utc::now() + chrono::Duration::hours(2);
+    let (f, expired) =
+        measure(recorder, "reaper (expires one lease)", baton_lease_reaper::handle(context, later)).await;
+    assert_eq!(expired.expect("the reaper runs"), 1, "the reaper expired the lease");
+    all.push(f);
+
+    for f in &mut all {
+        match f.name.as_str() {
+            "claim (one job queued)" => {
+                f.target = Some("≤ 2 reads + 1 transaction".into());
+                f.meets_target = Some(f.read_requests <= 2 && f.transactions == 1 && f.write_requests == 1);
+            }
+            "heartbeat" => {
+                f.target = Some("exactly 1 write, no read".into());
+                f.meets_target = Some(f.write_requests == 1 && f.read_requests == 0 && f.requests == 1);
+            }
+            _ => {}
+        }
+    }
+    all
+}
+
+// ---------------------------------------------------------------- scenario 2
+
+#[derive(Debug, Serialize)]
+struct ContentionFigures {
+    runners: usize,
+    jobs: usize,
+    claims: usize,
+    empty_claims: usize,
+    claim_errors: usize,
+    failed_conditional_writes: usize,
+    failed_conditional_writes_per_claim: f64,
+    failed_claim_transactions: usize,
+    dynamodb_requests: usize,
+    dynamodb_requests_per_claim: f64,
+    read_units_per_claim: f64,
+    write_units_per_claim: f64,
+    /// Failed conditional writes per claim while the backlog was at least
+    /// the claim window (`HEAD_READ`), and in the drain's tail below it.
+    failed_per_claim_backlog: f64,
+    failed_per_claim_tail: f64,
+    claims_in_tail: usize,
+    /// The emulator's median answer time per DynamoDB operation.
+    median_ms_by_operation: BTreeMap<String, f64>,
+    claim_http_median_ms: f64,
+    claim_http_p95_ms: f64,
+    wall_seconds: f64,
+    target: Option<String>,
+    meets_target: Option<bool>,
+}
+
+async fn contention(stack: Arc<TestStack>, recorder: &Recorder, runners: usize, jobs: usize) -> ContentionFigures {
+    let ws = format!("bench-r{runners}-{}", &unique_stage()[1..]);
+    let start = Utc::now() - chrono::Duration::seconds(jobs as i64 + 1);
+    // Enqueue straight into the store (the bench is about claims), a few at a time.
+    let store = stack.store.clone();
+    futures::future::join_all((0..jobs).collect::<Vec<_>>().chunks(8).map(|chunk| {
+        let store = store.clone();
+        let ws = ws.clone();
+        let chunk = chunk.to_vec();
+        async move {
+            for i in chunk {
+                enqueue_direct(&store, &ws, start + chrono::Duration::milliseconds(i as i64 * 10)).await;
+            }
+        }
+    }))
+    .await;
+    let mut sessions = Vec::new();
+    for _ in 0..runners {
+        sessions.push(stack.runner(&ws, LABELS).await.session_token);
+    }
+    settle(recorder).await;
+
+    let claimed = Arc::new(AtomicUsize::new(0));
+    let empty = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    // When the backlog fell below the claim window (jobs left < HEAD_READ).
+    let tail_from: Arc<Mutex<Option<Instant>>> =
+        Arc::new(Mutex::new(if jobs <= HEAD_READ { Some(Instant::now()) } else { None }));
+    let mark = recorder.mark();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(600);
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .map(|session| {
+            let (stack, claimed, empty, errors, latencies, tail_from) =
+                (stack.clone(), claimed.clone(), empty.clone(), errors.clone(), latencies.clone(), tail_from.clone());
+            tokio::spawn(async move {
+                while claimed.load(Ordering::SeqCst) < jobs && Instant::now() < deadline {
+                    let t = Instant::now();
+                    let answer = stack.post("/v1/runners/claim", &session, json!({})).await;
+                    latencies.lock().unwrap_or_else(|e| e.into_inner()).push(t.elapsed().as_secs_f64() * 1000.0);
+                    match answer.status {
+                        200 => {
+                            let n = claimed.fetch_add(1, Ordering::SeqCst) + 1;
+                            if n + HEAD_READ == jobs.max(HEAD_READ) {
+                                *tail_from.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                            }
+                            let id = answer.body["job_execution_id"].as_str().unwrap_or_default().to_string();
+                            let token = answer.body["lease"]["token"].as_str().unwrap_or_default().to_string();
+                            let done = stack
+                                .post(
+                                    &format!("/v1/runners/leases/{id}/complete"),
+                                    &token,
+                                    json!({"status": "succeeded", "steps": []}),
+                                )
+                                .await;
+                            if done.status != 200 {
+                                errors.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        204 => {
+                            empty.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        _ => {
+                            errors.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let window = recorder.since(mark);
+    let ddb = dynamodb(&window);
+    let claims = claimed.load(Ordering::SeqCst);
+    let failed = ddb.iter().filter(|r| r.failed_condition).count();
+    let per = |x: f64| if claims == 0 { 0.0 } else { x / claims as f64 };
+    let tail_at = tail_from.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(Instant::now);
+    let claims_in_tail = jobs.min(HEAD_READ);
+    let failed_tail = ddb.iter().filter(|r| r.failed_condition && r.at.is_some_and(|at| at >= tail_at)).count();
+    let ratio = |x: usize, n: usize| if n == 0 { 0.0 } else { x as f64 / n as f64 };
+    let mut times: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in &ddb {
+        times.entry(r.operation.clone()).or_default().push(r.millis);
+    }
+    let median_ms_by_operation = times
+        .into_iter()
+        .map(|(op, mut t)| {
+            t.sort_by(|a, b| a.total_cmp(b));
+            (op, percentile(&t, 0.5))
+        })
+        .collect();
+    let mut lat = latencies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    ContentionFigures {
+        runners,
+        jobs,
+        claims,
+        empty_claims: empty.load(Ordering::SeqCst),
+        claim_errors: errors.load(Ordering::SeqCst),
+        failed_conditional_writes: failed,
+        failed_conditional_writes_per_claim: per(failed as f64),
+        failed_claim_transactions: ddb
+            .iter()
+            .filter(|r| r.failed_condition && r.operation == "TransactWriteItems")
+            .count(),
+        dynamodb_requests: ddb.len(),
+        dynamodb_requests_per_claim: per(ddb.len() as f64),
+        read_units_per_claim: per(ddb.iter().map(|r| r.read_units).sum()),
+        write_units_per_claim: per(ddb.iter().map(|r| r.write_units).sum()),
+        failed_per_claim_backlog: ratio(failed - failed_tail, claims.saturating_sub(claims_in_tail)),
+        failed_per_claim_tail: ratio(failed_tail, claims_in_tail),
+        claims_in_tail,
+        median_ms_by_operation,
+        claim_http_median_ms: percentile(&lat, 0.5),
+        claim_http_p95_ms: percentile(&lat, 0.95),
+        wall_seconds: wall,
+        target: (runners == 32).then(|| "≤ 0.2 failed conditional writes per claim".into()),
+        meets_target: (runners == 32).then_some(per(failed as f64) <= 0.2),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+// ---------------------------------------------------------------- scenario 3
+
+#[derive(Debug, Serialize)]
+struct Latency {
+    calls: usize,
+    median_ms: f64,
+    p90_ms: f64,
+    min_ms: f64,
+}
+
+async fn emulator_latency(stack: &TestStack) -> Latency {
+    let calls = 50;
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let _ = stack.store.get("BENCH#latency", "PROBE").await.expect("GetItem answers");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    Latency { calls, median_ms: percentile(&times, 0.5), p90_ms: percentile(&times, 0.9), min_ms: times[0] }
+}
+
+// ---------------------------------------------------------------- report
+
+fn fmt_ops(by: &BTreeMap<String, usize>) -> String {
+    by.iter().map(|(op, n)| if *n == 1 { op.clone() } else { format!("{op}×{n}") }).collect::<Vec<_>>().join(" + ")
+}
+
+fn verdict(meets: Option<bool>) -> &'static str {
+    match meets {
+        Some(true) => "meets",
+        Some(false) => "MISSES",
+        None => "",
+    }
+}
+
+fn report(ops: &[OperationFigures], cont: &[ContentionFigures], latency: &Latency, opts: &Options) -> String {
+    let mut s = String::new();
+    s.push_str("Baton claim-path benchmark (DynamoDB requests counted by an SDK interceptor; units computed from item sizes)\n\n");
+    s.push_str("1. Per operation, uncontended (1 runner)\n");
+    s.push_str(&format!(
+        "{:<34} {:>4} {:>3} {:>3} {:>6} {:>6}  {:<48} {}\n",
+        "operation", "reqs", "rd", "wr", "RCU", "WCU", "DynamoDB requests", "target"
+    ));
+    for f in ops {
+        let target = match &f.target {
+            Some(t) => format!("{t}: {}", verdict(f.meets_target)),
+            None => String::new(),
+        };
+        s.push_str(&format!(
+            "{:<34} {:>4} {:>3} {:>3} {:>6.1} {:>6.1}  {:<48} {}\n",
+            f.name,
+            f.requests,
+            f.read_requests,
+            f.write_requests,
+            f.read_units,
+            f.write_units,
+            fmt_ops(&f.by_operation),
+            target
+        ));
+    }
+    s.push_str("   (rd/wr: read/write requests; RCU/WCU: read/write capacity units as AWS would bill them;\n");
+    s.push_str("    a transaction counts each of its items twice)\n\n");
+    s.push_str(&format!("2. Contention: R runners drain {} jobs (HTTP claim + complete in a loop)\n", opts.jobs));
+    s.push_str(&format!(
+        "{:>7} {:>6} {:>5} {:>9} {:>10} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9} {:>7}  {}\n",
+        "runners",
+        "claims",
+        "empty",
+        "failed-cw",
+        "failed/clm",
+        "backlog",
+        "tail",
+        "reqs/clm",
+        "RCU/clm",
+        "WCU/clm",
+        "claim p50",
+        "wall s",
+        "target"
+    ));
+    for c in cont {
+        let target = match &c.target {
+            Some(t) => format!("{t}: {}", verdict(c.meets_target)),
+            None => String::new(),
+        };
+        s.push_str(&format!(
+            "{:>7} {:>6} {:>5} {:>9} {:>10.3} {:>8.3} {:>6.2} {:>8.2} {:>7.2} {:>7.2} {:>7.0}ms {:>7.1}  {}\n",
+            c.runners,
+            c.claims,
+            c.empty_claims,
+            c.failed_conditional_writes,
+            c.failed_conditional_writes_per_claim,
+            c.failed_per_claim_backlog,
+            c.failed_per_claim_tail,
+            c.dynamodb_requests_per_claim,
+            c.read_units_per_claim,
+            c.write_units_per_claim,
+            c.claim_http_median_ms,
+            c.wall_seconds,
+            target
+        ));
+        if c.claim_errors > 0 {
+            s.push_str(&format!("        ({} claim/complete calls answered an error)\n", c.claim_errors));
+        }
+    }
+    s.push_str(&format!(
+        "   (failed-cw: conditional writes that failed, mostly lost claim races; failed/clm: per successful claim,\n\
+         \x20   over the whole drain, then split: backlog = while ≥ {HEAD_READ} jobs were left (the claim window), tail = the last\n\
+         \x20   {HEAD_READ}; empty: 204 answers; wall seconds and latencies are information only: the emulator is slow)\n"
+    ));
+    for c in cont {
+        let times: Vec<String> = c.median_ms_by_operation.iter().map(|(op, ms)| format!("{op} {ms:.0} ms")).collect();
+        s.push_str(&format!("   emulator median answer, {} runner(s): {}\n", c.runners, times.join(", ")));
+    }
+    s.push('\n');
+    s.push_str(&format!(
+        "3. Emulator: single GetItem latency over {} calls: median {:.1} ms, p90 {:.1} ms, min {:.1} ms\n",
+        latency.calls, latency.median_ms, latency.p90_ms, latency.min_ms
+    ));
+    s.push_str(&format!("\nJSON: {}\n", opts.out.display()));
+    s
+}
+
+#[tokio::main]
+async fn main() {
+    let mut opts = options();
+    if std::env::var("BATON_AWS_ENDPOINT").is_err() {
+        eprintln!("BATON_AWS_ENDPOINT is not set: run `make bench` (scripts/bench.sh starts moto)");
+        std::process::exit(2);
+    }
+    if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).expect("creating the output directory");
+        if let (Ok(dir), Some(name)) = (std::fs::canonicalize(dir), opts.out.file_name()) {
+            opts.out = dir.join(name);
+        }
+    }
+    let log = opts.out.with_file_name("functions-stdout.log");
+    let quiet = QuietStdout::to(&log);
+    eprintln!("bench: provisioning a stack on {} …", endpoint());
+
+    let recorder = Recorder::default();
+    let stack = Arc::new(start_stack(&recorder).await);
+    let context = stack.context();
+
+    eprintln!("bench: per-operation figures …");
+    let ops = per_operation(&stack, &recorder, &context).await;
+    let mut cont = Vec::new();
+    for &runners in &opts.runners {
+        eprintln!("bench: {runners} runner(s) draining {} jobs …", opts.jobs);
+        cont.push(contention(stack.clone(), &recorder, runners, opts.jobs).await);
+    }
+    eprintln!("bench: emulator latency …");
+    let latency = emulator_latency(&stack).await;
+
+    if let Some(quiet) = quiet {
+        quiet.restore();
+    }
+    let text = report(&ops, &cont, &latency, &opts);
+    print!("{text}");
+    let mut by_service: BTreeMap<String, usize> = BTreeMap::new();
+    for r in recorder.since(0) {
+        *by_service.entry(format!("{}:{}", r.service, r.operation)).or_insert(0) += 1;
+    }
+    let json = json!({
+        "all_requests_by_service_operation": by_service,
+        "generated_at": Utc::now(),
+        "endpoint": endpoint(),
+        "jobs": opts.jobs,
+        "units": "read_units/write_units: DynamoDB capacity units computed from item sizes (1 KB per write unit, twice in a transaction; 4 KB per read unit, half when eventually consistent)",
+        "operations": ops,
+        "contention": cont,
+        "emulator_get_item_latency_ms": latency,
+    });
+    std::fs::write(&opts.out, serde_json::to_string_pretty(&json).expect("JSON")).expect("writing the JSON report");
+    drop(context);
+    if let Ok(stack) = Arc::try_unwrap(stack) {
+        stack.host.stop().await;
+    }
+}
