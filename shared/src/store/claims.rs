@@ -3,13 +3,21 @@
 //! Reads: the workspace's label sets, then the heads of the fitting ones in
 //! parallel; writes: one transaction per attempt. A lost race falls through
 //! to the next candidate (bounded by `runners::claim::MAX_ATTEMPTS`).
+//!
+//! The label sets of a workspace change rarely (a new set appears when a job
+//! with new labels is first queued), so a function instance trusts what it
+//! read for `LABEL_SETS_TTL`: a warm claim is then one query and one
+//! transaction. A claim that finds nothing with cached sets reads them again
+//! before answering 204, so a job with a brand-new label set is never missed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
 use super::leases::LeaseItem;
-use super::queue::{lease_ref, ClaimAttempt, PendingItem};
+use super::queue::{lease_ref, ClaimAttempt, LabelSet, PendingItem};
 use super::sessions::Session;
 use super::Store;
 use crate::api::{ClaimResponse, ClaimedJob, LeaseGrant};
@@ -35,7 +43,35 @@ pub struct ClaimStats {
     pub stale_dropped: u32,
 }
 
+/// How long a function instance trusts a workspace's label sets.
+pub const LABEL_SETS_TTL: Duration = Duration::from_secs(1);
+
+type LabelSetCache = Mutex<HashMap<String, (Instant, Arc<Vec<LabelSet>>)>>;
+
+/// Per process: (table, workspace) → when read, what was read.
+static LABEL_SETS: LazyLock<LabelSetCache> = LazyLock::new(LabelSetCache::default);
+
 impl Store {
+    /// The workspace's label sets, from the cache when fresh; `true` when cached.
+    async fn label_sets_cached(
+        &self,
+        workspace_id: &str,
+        fresh: bool,
+    ) -> Result<(Arc<Vec<LabelSet>>, bool), StoreError> {
+        let key = format!("{}#{workspace_id}", self.table);
+        if !fresh {
+            let cache = LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((at, sets)) = cache.get(&key) {
+                if at.elapsed() < LABEL_SETS_TTL {
+                    return Ok((sets.clone(), true));
+                }
+            }
+        }
+        let sets = Arc::new(self.label_sets(workspace_id).await?);
+        LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (Instant::now(), sets.clone()));
+        Ok((sets, false))
+    }
+
     pub async fn claim_next(
         &self,
         session: &Session,
@@ -44,12 +80,25 @@ impl Store {
         now: DateTime<Utc>,
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
-        let fitting: Vec<_> = self
-            .label_sets(&session.workspace_id)
-            .await?
-            .into_iter()
-            .filter(|set| is_subset(&set.labels, &session.labels))
-            .collect();
+        let (sets, cached) = self.label_sets_cached(&session.workspace_id, false).await?;
+        let outcome = self.claim_among(&sets, session, lease_config, outbox_ttl_days, now, stats).await?;
+        if cached && matches!(outcome, ClaimOutcome::NothingToClaim) {
+            let (sets, _) = self.label_sets_cached(&session.workspace_id, true).await?;
+            return self.claim_among(&sets, session, lease_config, outbox_ttl_days, now, stats).await;
+        }
+        Ok(outcome)
+    }
+
+    async fn claim_among(
+        &self,
+        sets: &[LabelSet],
+        session: &Session,
+        lease_config: &LeaseConfig,
+        outbox_ttl_days: u32,
+        now: DateTime<Utc>,
+        stats: &mut ClaimStats,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let fitting: Vec<_> = sets.iter().filter(|set| is_subset(&set.labels, &session.labels)).collect();
         let heads = futures::future::try_join_all(
             fitting.iter().map(|set| self.pending_head(&session.workspace_id, &set.sk, HEAD_READ as i32)),
         )
