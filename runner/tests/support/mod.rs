@@ -164,3 +164,35 @@ pub fn kill_group(pgid: i32) {
 pub async fn completed(stack: &TestStack, execution: Uuid) -> serde_json::Value {
     stack.wait_fact("baton.runners.job.completed", WAIT, |d| d["job_execution_id"] == execution.to_string()).await
 }
+
+impl Runner {
+    /// Stops the runner as an operator would (SIGTERM: it stops its running
+    /// steps and exits) and waits for it; SIGKILL if it does not exit in time.
+    pub async fn stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(libc::SIGTERM);
+            let deadline = std::time::Instant::now() + Duration::from_secs(15);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Kills process group `pgid` when dropped: a step left running by a
+/// SIGKILLed runner, or by a test that failed half-way, does not outlive the
+/// test.
+pub struct GroupGuard(pub i32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !live_members(self.0).is_empty() {
+            kill_group(self.0);
+        }
+    }
+}

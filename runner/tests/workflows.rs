@@ -1,0 +1,770 @@
+//! Real YAML workflows through the whole local stack: a run is created over
+//! the HTTP API (or with the `baton` CLI), orchestrated by Step Functions on
+//! the emulator, its jobs are enqueued, claimed and executed by real
+//! `baton-runner` processes running shell steps, and the results come back
+//! through the orchestration to the run view, which every test asserts on.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use baton_tests::{wait_for, TestStack};
+use chrono::{DateTime, Duration as Span, Utc};
+use serde_json::{json, Value};
+use support::*;
+
+/// How long a run may take to reach a state: the emulator is slow, and
+/// every job crosses the pipeline twice (queued, then completed).
+const RUN_WAIT: Duration = Duration::from_secs(90);
+
+/// The lease settings of [`fast_lease_stack`].
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+const LEASE_DURATION_S: i64 = 3;
+
+// ---- the operator side: HTTP API and `baton` CLI ----
+
+async fn post(stack: &TestStack, path: &str, body: Value) -> (u16, Value) {
+    let response =
+        stack.http.post(stack.url(path)).bearer_auth(&stack.admin_token).json(&body).send().await.expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Creates a run of `yaml` in `ws` over HTTP; returns its id.
+async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> String {
+    let (status, body) = post(stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    assert_eq!(status, 201, "{body:#}");
+    body["id"].as_str().expect("the run id").to_string()
+}
+
+async fn run_view(stack: &TestStack, ws: &str, run_id: &str) -> Value {
+    let response = stack
+        .http
+        .get(stack.url(&format!("/v1/workspaces/{ws}/runs/{run_id}")))
+        .bearer_auth(&stack.admin_token)
+        .send()
+        .await
+        .expect("GET");
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 200, "{body:#}");
+    body
+}
+
+/// Waits until the run view satisfies `pred`; on timeout, shows the last view.
+async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + RUN_WAIT;
+    loop {
+        let view = run_view(stack, ws, run_id).await;
+        if pred(&view) {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "timed out after {RUN_WAIT:?} waiting for {what}; last view:\n{view:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn wait_run_status(stack: &TestStack, ws: &str, run_id: &str, status: &str) -> Value {
+    wait_view(stack, ws, run_id, &format!("run {run_id} to be {status}"), |v| v["status"] == status).await
+}
+
+/// Job `key` of attempt `attempt` in a run view.
+fn job_in<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
+    let attempts = view["attempts"].as_array().expect("attempts");
+    let attempt = attempts.iter().find(|a| a["attempt"] == attempt).unwrap_or_else(|| panic!("attempt {attempt}"));
+    attempt["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["key"] == key)
+        .unwrap_or_else(|| panic!("job {key} in {view:#}"))
+}
+
+/// The only execution of job `key` of `attempt`.
+fn execution_of<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
+    let executions = job_in(view, attempt, key)["executions"].as_array().expect("executions");
+    assert_eq!(executions.len(), 1, "one execution of {key}: {executions:#?}");
+    &executions[0]
+}
+
+fn time(value: &Value) -> DateTime<Utc> {
+    value.as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a timestamp, got {value}"))
+}
+
+/// `(status, exit_code)` of each step of an execution, in order.
+fn step_outcomes(execution: &Value) -> Vec<(String, Value)> {
+    execution["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| (s["status"].as_str().unwrap_or_default().to_string(), s["exit_code"].clone()))
+        .collect()
+}
+
+/// Asserts job `key` of `attempt` succeeded through one execution whose
+/// `steps` steps all exited 0.
+fn assert_job_succeeded(view: &Value, attempt: u32, key: &str, steps: usize) {
+    let job = job_in(view, attempt, key);
+    assert_eq!(job["status"], "succeeded", "{job:#}");
+    let execution = execution_of(view, attempt, key);
+    assert_eq!(execution["status"], "succeeded", "{execution:#}");
+    assert!(execution["runner_session_id"].is_string(), "{execution:#}");
+    assert_eq!(step_outcomes(execution), vec![("succeeded".to_string(), json!(0)); steps], "{execution:#}");
+}
+
+async fn baton(stack: &TestStack, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .env("BATON_API", &stack.api)
+        .env("BATON_ADMIN_TOKEN", &stack.admin_token)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("baton runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `env:` of a workflow that gives every job the absolute `dir` as `SHARED`.
+fn shared_env(dir: &Path) -> String {
+    format!("env:\n  SHARED: {}\n", dir.display())
+}
+
+// ---- the tests ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diamond_workflow_runs_each_job_after_its_needs_and_succeeds() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    // Each job records that it ran in `order` and checks what the jobs it
+    // needs wrote; a job started too early fails. `LEVEL` checks that a
+    // step's env overrides its job's, which overrides the workflow's.
+    let yaml = format!(
+        r#"name: diamond
+{env}  LEVEL: workflow
+jobs:
+  build:
+    runs-on: linux
+    env:
+      LEVEL: job
+    steps:
+      - name: compile
+        run: |
+          test "$LEVEL" = job
+          echo "$BATON_JOB_KEY" >> "$SHARED/order" && echo artifact-v1 > "$SHARED/build.out"
+      - name: inspect
+        env:
+          LEVEL: step
+        run: test "$LEVEL" = step && grep -qx artifact-v1 "$SHARED/build.out"
+  test-a:
+    needs: build
+    runs-on: linux
+    steps:
+      - name: unit
+        run: |
+          test "$LEVEL" = workflow
+          grep -qx artifact-v1 "$SHARED/build.out"
+          echo "$BATON_JOB_KEY" >> "$SHARED/order"
+          echo a-passed > "$SHARED/test-a.out"
+  test-b:
+    needs: build
+    runs-on: [linux, x64]
+    steps:
+      - name: integration
+        run: |
+          grep -qx artifact-v1 "$SHARED/build.out"
+          echo "$BATON_JOB_KEY" >> "$SHARED/order"
+          echo b-passed > "$SHARED/test-b.out"
+  report:
+    needs: [test-a, test-b]
+    runs-on: linux
+    steps:
+      - name: collect
+        run: |
+          grep -qx a-passed "$SHARED/test-a.out"
+          grep -qx b-passed "$SHARED/test-b.out"
+          echo "$BATON_JOB_KEY" >> "$SHARED/order"
+          cat "$SHARED/test-a.out" "$SHARED/test-b.out" > "$SHARED/report.out"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "2"]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    assert_eq!(view["current_attempt"], 1);
+    assert_job_succeeded(&view, 1, "build", 2);
+    assert_job_succeeded(&view, 1, "test-a", 1);
+    assert_job_succeeded(&view, 1, "test-b", 1);
+    assert_job_succeeded(&view, 1, "report", 1);
+    let names: Vec<_> =
+        execution_of(&view, 1, "build")["steps"].as_array().unwrap().iter().map(|s| &s["name"]).collect();
+    assert_eq!(names, vec!["compile", "inspect"]);
+    assert_eq!(job_in(&view, 1, "report")["needs"], json!(["test-a", "test-b"]));
+
+    // The dependencies held: each job started after its needs finished.
+    for (job, need) in [("test-a", "build"), ("test-b", "build"), ("report", "test-a"), ("report", "test-b")] {
+        let started = time(&execution_of(&view, 1, job)["started_at"]);
+        let need_done = time(&execution_of(&view, 1, need)["finished_at"]);
+        assert!(started >= need_done, "{job} started at {started} before {need} finished at {need_done}");
+    }
+    let order = std::fs::read_to_string(shared.join("order")).expect("the jobs wrote the order file");
+    let order: Vec<_> = order.lines().collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert_eq!((order[0], order[3]), ("build", "report"), "{order:?}");
+    assert_eq!(std::fs::read_to_string(shared.join("report.out")).unwrap(), "a-passed\nb-passed\n");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_still_runs() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: broken
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - {{name: fetch, run: 'true'}}
+      - name: compile
+        run: |
+          echo "error: does not compile" >&2
+          exit 3
+      - name: package
+        run: touch "$SHARED/packaged"
+  test:
+    needs: build
+    runs-on: linux
+    steps:
+      - name: unit
+        run: touch "$SHARED/tested"
+  deploy:
+    needs: test
+    runs-on: linux
+    steps:
+      - name: ship
+        run: touch "$SHARED/deployed"
+  report:
+    needs: [build, test]
+    if: always()
+    runs-on: linux
+    steps:
+      - name: summary
+        run: echo "report of $BATON_RUN_ID" > "$SHARED/reported"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let build = execution_of(&view, 1, "build");
+    assert_eq!(job_in(&view, 1, "build")["status"], "failed");
+    assert_eq!((&build["status"], &build["status_reason"]), (&json!("failed"), &json!("step_failed")), "{build:#}");
+    assert_eq!(
+        step_outcomes(build),
+        vec![("succeeded".into(), json!(0)), ("failed".into(), json!(3)), ("skipped".into(), Value::Null)]
+    );
+    for key in ["test", "deploy"] {
+        let job = job_in(&view, 1, key);
+        assert_eq!(job["status"], "skipped", "{job:#}");
+        assert_eq!(job["status_reason"], "condition_rejected", "{job:#}");
+        assert!(
+            job["executions"].as_array().unwrap().iter().all(|e| e["started_at"].is_null()),
+            "a skipped job never runs: {job:#}"
+        );
+    }
+    assert_job_succeeded(&view, 1, "report", 1);
+    assert!(shared.join("reported").exists(), "the always() job ran on the runner");
+    for never in ["packaged", "tested", "deployed"] {
+        assert!(!shared.join(never).exists(), "{never}: a skipped step or job ran");
+    }
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
+    let stack = fast_lease_stack().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    // First attempt: the step hangs (and is lost with its runner). Second
+    // attempt: the marker of the first makes it pass at once.
+    let yaml = format!(
+        r#"name: flaky
+{env}jobs:
+  prepare:
+    runs-on: linux
+    steps:
+      - name: fetch
+        run: echo "$BATON_ATTEMPT" >> "$SHARED/prepared"
+  long:
+    needs: prepare
+    runs-on: linux
+    steps:
+      - name: integration
+        run: |
+          echo $$ > "$SHARED/pgid"
+          test -f "$SHARED/second" || (touch "$SHARED/second"; sleep 600)
+"#,
+        env = shared_env(&shared)
+    );
+    let mut first = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let pgid = pgid_from(&shared.join("pgid")).await;
+    let _orphans = GroupGuard(pgid);
+    let view =
+        wait_view(&stack, &ws, &run_id, "long to be running", |v| job_in(v, 1, "long")["status"] == "running").await;
+    let lost_execution = execution_of(&view, 1, "long")["id"].as_str().unwrap().to_string();
+
+    first.signal(libc::SIGKILL);
+    assert!(!first.exited(WAIT).await.success());
+    // The orphaned step: on a real machine it would have gone with the runner's host.
+    kill_group(pgid);
+    // The reaper, as if past the last heartbeat plus the lease (and the
+    // first-heartbeat grace): repeated until it took the lease.
+    wait_for("the reaper to expire the lost lease", WAIT, || async {
+        let reaped = stack.reap_at(Utc::now() + Span::seconds(LEASE_DURATION_S + 1)).await;
+        let expired = stack
+            .facts("baton.runners.job.lease_expired")
+            .iter()
+            .any(|d| d["job_execution_id"] == lost_execution.as_str());
+        (reaped > 0 || expired).then_some(())
+    })
+    .await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let lost = execution_of(&view, 1, "long");
+    assert_eq!((&lost["status"], &lost["status_reason"]), (&json!("failed"), &json!("runner_lost")), "{lost:#}");
+    assert_eq!(job_in(&view, 1, "long")["status"], "failed");
+    assert_job_succeeded(&view, 1, "prepare", 1);
+    let lost_session = lost["runner_session_id"].clone();
+
+    let rerun = baton(&stack, &["run", "rerun", "--workspace", &ws, &run_id, "--mode", "failed"]).await;
+    assert!(rerun.status.success(), "{}", text(&rerun.stderr));
+    assert!(text(&rerun.stdout).contains("attempt 2"), "{}", text(&rerun.stdout));
+    let mut second = Runner::start(&stack, &token, "linux", &[]);
+
+    let view = wait_view(&stack, &ws, &run_id, "attempt 2 to succeed", |v| {
+        v["current_attempt"] == 2 && v["status"] == "succeeded"
+    })
+    .await;
+    let attempts = view["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!((&attempts[1]["status"], &attempts[1]["rerun_mode"]), (&json!("succeeded"), &json!("failed")));
+    assert_job_succeeded(&view, 2, "long", 1);
+    assert_ne!(execution_of(&view, 2, "long")["runner_session_id"], lost_session, "another runner ran it");
+    let prepare = job_in(&view, 2, "prepare");
+    assert_eq!((&prepare["status"], &prepare["carried_over"]), (&json!("succeeded"), &json!(true)), "{prepare:#}");
+    assert_eq!(
+        std::fs::read_to_string(shared.join("prepared")).unwrap(),
+        "1\n",
+        "the carried-over job did not run again"
+    );
+    // Attempt 1 keeps its history.
+    assert_eq!(attempts[0]["status"], "failed");
+    let lost = execution_of(&view, 1, "long");
+    assert_eq!((&lost["status"], &lost["status_reason"]), (&json!("failed"), &json!("runner_lost")), "{lost:#}");
+    assert_eq!(lost["id"], lost_execution.as_str());
+    assert_eq!(job_in(&view, 1, "long")["status"], "failed");
+    second.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
+    let stack = fast_lease_stack().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: long
+{env}jobs:
+  soak:
+    runs-on: linux
+    steps:
+      - name: wait
+        run: |
+          echo $$ > "$SHARED/pgid"
+          sleep 600 & sleep 600
+      - name: after
+        run: touch "$SHARED/after"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let pgid = pgid_from(&shared.join("pgid")).await;
+    let _leftovers = GroupGuard(pgid);
+    let view =
+        wait_view(&stack, &ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
+    let execution: uuid::Uuid = execution_of(&view, 1, "soak")["id"].as_str().unwrap().parse().unwrap();
+
+    let asked = Instant::now();
+    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body:#}");
+    // The cancel reaches the lease through the pipeline (emulator time) and
+    // flags it; from then on the runner must see it on its next heartbeat.
+    // Watch both the flag and the step's process group.
+    let deadline = Instant::now() + WAIT;
+    let mut flagged_at: Option<DateTime<Utc>> = None;
+    loop {
+        if flagged_at.is_none() {
+            if let Some(lease) = stack.store.lease(execution).await.expect("read the lease") {
+                flagged_at = lease.cancel_requested_at;
+            }
+        }
+        if baton_runner::process::live_members(pgid).is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the step still runs {WAIT:?} after the cancel");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let gone_at = Utc::now();
+    let view = wait_run_status(&stack, &ws, &run_id, "cancelled").await;
+    // If the runner completed (which ends the lease) between two looks, the
+    // execution's cancellation instant stands in: it precedes the flag.
+    let since = flagged_at.unwrap_or_else(|| time(&execution_of(&view, 1, "soak")["finished_at"]));
+    let stopped_after = (gone_at - since).to_std().unwrap_or_default();
+    // One heartbeat interval, plus the time to act on it and slack for a
+    // loaded machine (the step dies on SIGTERM, well within the 2 s grace).
+    let budget = HEARTBEAT_INTERVAL + Duration::from_secs(5);
+    assert!(stopped_after <= budget, "the step stopped {stopped_after:?} after the lease was flagged");
+    eprintln!(
+        "cancel: step gone {:?} after the request, {stopped_after:?} after the flag (seen: {})",
+        asked.elapsed(),
+        flagged_at.is_some()
+    );
+
+    let job = job_in(&view, 1, "soak");
+    assert_eq!((&job["status"], &job["status_reason"]), (&json!("cancelled"), &json!("run_cancelled")), "{job:#}");
+    let cancelled = execution_of(&view, 1, "soak");
+    assert_eq!(
+        (&cancelled["status"], &cancelled["status_reason"]),
+        (&json!("cancelled"), &json!("run_cancelled")),
+        "the runner's failed complete does not undo the cancel: {cancelled:#}"
+    );
+    assert!(!shared.join("after").exists(), "the step after the cancelled one never ran");
+    // The runner reported the stopped job: failed, the rest skipped.
+    let done = completed(&stack, execution).await;
+    assert_eq!(done["status"], "failed", "{done:#}");
+    assert_eq!(
+        (&done["steps"][0]["exit_code"], &done["steps"][1]["status"]),
+        (&json!(128 + libc::SIGTERM), &json!("skipped"))
+    );
+    let view = run_view(&stack, &ws, &run_id).await;
+    assert_eq!((&view["status"], &job_in(&view, 1, "soak")["status"]), (&json!("cancelled"), &json!("cancelled")));
+    // It is back to claiming: still alive.
+    assert!(runner.child.try_wait().unwrap().is_none(), "the runner survives a cancelled job");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_with_labels_no_runner_has_stay_queued_while_the_others_run_and_finish() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let yaml = r#"name: mixed
+jobs:
+  train:
+    runs-on: [linux, gpu]
+    steps:
+      - {name: fit, run: 'true'}
+  build:
+    runs-on: linux
+    steps:
+      - {name: compile, run: 'true'}
+  test:
+    needs: build
+    runs-on: [linux, x64]
+    steps:
+      - {name: unit, run: 'true'}
+"#;
+    let mut runner = Runner::start(&stack, &token, "linux,x64", &[]);
+    let run_id = create_run(&stack, &ws, yaml).await;
+
+    // `train` was queued at the start; `test` only after `build` finished.
+    let view = wait_view(&stack, &ws, &run_id, "build and test to succeed", |v| {
+        job_in(v, 1, "build")["status"] == "succeeded" && job_in(v, 1, "test")["status"] == "succeeded"
+    })
+    .await;
+    assert_job_succeeded(&view, 1, "build", 1);
+    assert_job_succeeded(&view, 1, "test", 1);
+    let train = execution_of(&view, 1, "train");
+    assert_eq!(job_in(&view, 1, "train")["status"], "queued");
+    assert_eq!(train["status"], "queued", "{train:#}");
+    assert!(train["queued_at"].is_string() && train["started_at"].is_null(), "{train:#}");
+    assert!(time(&train["queued_at"]) <= time(&execution_of(&view, 1, "test")["queued_at"]));
+    assert_eq!(view["status"], "running", "the run waits for the gpu job");
+    let pending = stack.pending_of(&ws).await;
+    assert_eq!(pending.len(), 1, "only the gpu job waits in the queue: {pending:?}");
+
+    // Cancelling the run removes the job nobody could take from the queue.
+    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body:#}");
+    let view = wait_run_status(&stack, &ws, &run_id, "cancelled").await;
+    assert_eq!(job_in(&view, 1, "train")["status"], "cancelled");
+    assert_eq!(job_in(&view, 1, "build")["status"], "succeeded", "finished jobs keep their outcome");
+    wait_for("the gpu job to leave the queue", WAIT, || async { stack.pending_of(&ws).await.is_empty().then_some(()) })
+        .await;
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_workflow_in_examples_ci_yml_succeeds_on_a_linux_x64_runner() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ci.yml");
+    assert!(file.exists(), "{}", file.display());
+    let created = baton(&stack, &["token", "create", "--workspace", &ws]).await;
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let token = text(&created.stdout).trim().to_string();
+    let mut runner = Runner::start(&stack, &token, "linux,x64", &[]);
+
+    // The README's commands: submit the file, then watch the run to its end.
+    let submitted = baton(&stack, &["run", "submit", "--workspace", &ws, &file.display().to_string()]).await;
+    assert!(submitted.status.success(), "{}", text(&submitted.stderr));
+    let run_id = text(&submitted.stdout).trim().to_string();
+    let watched = tokio::time::timeout(
+        RUN_WAIT,
+        baton(&stack, &["run", "watch", "--workspace", &ws, &run_id, "--interval-s", "1"]),
+    )
+    .await
+    .expect("`baton run watch` ends with the run");
+    let lines = text(&watched.stdout);
+    assert!(watched.status.success(), "watch exits 0 when the run succeeded:\n{lines}\n{}", text(&watched.stderr));
+    assert!(lines.lines().any(|l| l == "run ci #1 (attempt 1): succeeded"), "{lines}");
+
+    let view = run_view(&stack, &ws, &run_id).await;
+    assert_eq!(view["status"], "succeeded", "{view:#}");
+    assert_job_succeeded(&view, 1, "build", 3);
+    assert_job_succeeded(&view, 1, "test", 2);
+    assert_job_succeeded(&view, 1, "report", 1);
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_cancel_the_always_and_cancelled_jobs_still_run_on_the_runner() {
+    let stack = fast_lease_stack().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: cleanup
+{env}jobs:
+  soak:
+    runs-on: linux
+    steps:
+      - name: wait
+        run: |
+          echo $$ > "$SHARED/pgid"
+          sleep 600
+  deploy:
+    needs: soak
+    runs-on: linux
+    steps:
+      - name: ship
+        run: touch "$SHARED/deployed"
+  cleanup:
+    needs: soak
+    if: always()
+    runs-on: linux
+    steps:
+      - name: tidy
+        run: touch "$SHARED/cleaned"
+  notify:
+    needs: soak
+    if: cancelled()
+    runs-on: linux
+    steps:
+      - name: page
+        run: touch "$SHARED/notified"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let pgid = pgid_from(&shared.join("pgid")).await;
+    let _leftovers = GroupGuard(pgid);
+    wait_view(&stack, &ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
+
+    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body:#}");
+    assert_eq!(body["status"], "cancelled", "{body:#}");
+    group_gone(pgid, WAIT).await;
+    let view = wait_view(&stack, &ws, &run_id, "cleanup and notify to run", |v| {
+        job_in(v, 1, "cleanup")["status"] == "succeeded" && job_in(v, 1, "notify")["status"] == "succeeded"
+    })
+    .await;
+    assert_eq!(view["status"], "cancelled", "{view:#}");
+    assert_job_succeeded(&view, 1, "cleanup", 1);
+    assert_job_succeeded(&view, 1, "notify", 1);
+    for key in ["soak", "deploy"] {
+        let job = job_in(&view, 1, key);
+        assert_eq!((&job["status"], &job["status_reason"]), (&json!("cancelled"), &json!("run_cancelled")), "{job:#}");
+    }
+    assert!(shared.join("cleaned").exists() && shared.join("notified").exists());
+    assert!(!shared.join("deployed").exists(), "a success() job does not run after a cancel");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rerun_of_the_diamond_carries_over_what_succeeded_and_runs_the_rest_again() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    // behaviour.md §11: build ✓ → test-a ✓, test-b ✗ → report ✓ (always()).
+    // Each job appends its attempt to its own file, so what ran is visible.
+    let yaml = format!(
+        r#"name: diamond-rerun
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - name: compile
+        run: echo "$BATON_ATTEMPT" >> "$SHARED/build.ran"
+  test-a:
+    needs: build
+    runs-on: linux
+    steps:
+      - name: unit
+        run: echo "$BATON_ATTEMPT" >> "$SHARED/test-a.ran"
+  test-b:
+    needs: build
+    runs-on: linux
+    steps:
+      - name: flaky
+        run: |
+          echo "$BATON_ATTEMPT" >> "$SHARED/test-b.ran"
+          test "$BATON_ATTEMPT" -ge 2
+  report:
+    needs: [test-a, test-b]
+    if: always()
+    runs-on: linux
+    steps:
+      - name: summary
+        run: echo "$BATON_ATTEMPT" >> "$SHARED/report.ran"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(job_in(&view, 1, "test-b")["status"], "failed");
+    assert_eq!(step_outcomes(execution_of(&view, 1, "test-b")), vec![("failed".to_string(), json!(1))]);
+    for key in ["build", "test-a", "report"] {
+        assert_job_succeeded(&view, 1, key, 1);
+    }
+
+    let (status, body) =
+        post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/rerun"), json!({"mode": "failed"})).await;
+    assert_eq!(status, 201, "{body:#}");
+    assert_eq!(body["current_attempt"], 2, "{body:#}");
+    let view = wait_view(&stack, &ws, &run_id, "attempt 2 to succeed", |v| {
+        v["current_attempt"] == 2 && v["status"] == "succeeded"
+    })
+    .await;
+    for key in ["build", "test-a"] {
+        let job = job_in(&view, 2, key);
+        assert_eq!((&job["status"], &job["carried_over"]), (&json!("succeeded"), &json!(true)), "{job:#}");
+    }
+    for key in ["test-b", "report"] {
+        assert_job_succeeded(&view, 2, key, 1);
+        assert_eq!(job_in(&view, 2, key)["carried_over"], false);
+    }
+    let ran = |key: &str| std::fs::read_to_string(shared.join(format!("{key}.ran"))).unwrap_or_default();
+    assert_eq!((ran("build"), ran("test-a")), ("1\n".into(), "1\n".into()), "carried over, not run again");
+    assert_eq!((ran("test-b"), ran("report")), ("1\n2\n".into(), "1\n2\n".into()), "run again in attempt 2");
+    // Attempt 1 keeps its own history.
+    assert_eq!(job_in(&view, 1, "test-b")["status"], "failed");
+    assert_eq!(execution_of(&view, 1, "test-b")["status"], "failed");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run() {
+    // One timeout minute lasts 5 s here: the step may run 5 s, the job 10 s.
+    let stack = TestStack::start_with(|_| {}, HashMap::from([("BATON_TIMEOUT_MINUTE_S".into(), "5".into())])).await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: timeouts
+{env}jobs:
+  step-limited:
+    runs-on: linux
+    steps:
+      - name: hang
+        timeout-minutes: 1
+        run: |
+          echo $$ > "$SHARED/step.pgid"
+          sleep 600
+      - name: after
+        run: touch "$SHARED/step.after"
+  job-limited:
+    runs-on: linux
+    timeout-minutes: 2
+    steps:
+      - name: hang
+        run: |
+          echo $$ > "$SHARED/job.pgid"
+          sleep 600
+      - name: after
+        run: touch "$SHARED/job.after"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "2"]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let step_pgid = pgid_from(&shared.join("step.pgid")).await;
+    let _step_leftovers = GroupGuard(step_pgid);
+    let job_pgid = pgid_from(&shared.join("job.pgid")).await;
+    let _job_leftovers = GroupGuard(job_pgid);
+    // 5 s and 10 s limits, plus the 2 s kill grace and slack.
+    group_gone(step_pgid, Duration::from_secs(20)).await;
+    group_gone(job_pgid, Duration::from_secs(30)).await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let step_limited = execution_of(&view, 1, "step-limited");
+    assert_eq!(job_in(&view, 1, "step-limited")["status"], "failed");
+    assert_eq!(step_limited["status"], "failed", "{step_limited:#}");
+    assert_eq!(
+        step_outcomes(step_limited),
+        vec![("failed".to_string(), json!(128 + libc::SIGTERM)), ("skipped".to_string(), Value::Null)]
+    );
+    let job_limited = execution_of(&view, 1, "job-limited");
+    assert_eq!(job_in(&view, 1, "job-limited")["status"], "failed");
+    assert_eq!(job_limited["status"], "failed", "{job_limited:#}");
+    // The runner's own step timeout: an ordinary failed step.
+    assert_eq!(step_limited["status_reason"], "step_failed", "{step_limited:#}");
+    // The job timeout counts from queueing on the server, from the claim on
+    // the runner: the server's comes first and stands, unless the runner's
+    // complete won the race (then the step's kill is the reason).
+    assert!(
+        job_limited["status_reason"] == "timed_out" || job_limited["status_reason"] == "step_failed",
+        "{job_limited:#}"
+    );
+    // Not asserted: the job-limited execution's steps. When the server's
+    // timeout wins, the view keeps them `pending` although the runner
+    // reported them (failed 143, skipped): reported as a product finding.
+    assert!(!shared.join("step.after").exists() && !shared.join("job.after").exists());
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
