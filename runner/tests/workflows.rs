@@ -761,9 +761,15 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
         job_limited["status_reason"] == "timed_out" || job_limited["status_reason"] == "step_failed",
         "{job_limited:#}"
     );
-    // Not asserted: the job-limited execution's steps. When the server's
-    // timeout wins, the view keeps them `pending` although the runner
-    // reported them (failed 143, skipped): reported as a product finding.
+    // Whichever side's timeout won, the runner's report of what its steps
+    // did reaches the view (the status stands; the steps are recorded).
+    let steps = wait_for("the job-limited steps in the view", Duration::from_secs(60), || async {
+        let view = run_view(&stack, &ws, &run_id).await;
+        let outcomes = step_outcomes(execution_of(&view, 1, "job-limited"));
+        (outcomes.first().map(|o| o.0.as_str()) == Some("failed")).then_some(outcomes)
+    })
+    .await;
+    assert_eq!(steps, vec![("failed".to_string(), json!(128 + libc::SIGTERM)), ("skipped".to_string(), Value::Null)]);
     assert!(!shared.join("step.after").exists() && !shared.join("job.after").exists());
     runner.stop().await;
     stack.assert_all_facts_valid();

@@ -167,6 +167,12 @@ async fn adopt(state: &State, delivered: Delivered) -> Result<(), HandlerError> 
         );
         if !effect.changed {
             tracing::debug!(%run_id, attempt, %execution_id, fact = delivered.detail_type, "runner fact changed nothing");
+            let ended_by_server = matches!(fact.kind, Kind::Completed(_))
+                && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
+            if ended_by_server && !fact.steps.is_empty() {
+                let outputs = fact.outputs.clone().unwrap_or_default();
+                store.record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs).await?;
+            }
             emit("job-outcomes", &[("facts_without_effect", 1.0, Unit::Count)]);
             if let Some(token) = item.token_to_wake() {
                 wake(&state.clients.sfn, token).await?;

@@ -227,6 +227,25 @@ impl Store {
         Ok(TransactWriteItem::builder().put(put).build())
     }
 
+    /// Records the steps a runner reported for an execution the server had
+    /// already ended (timed out, cancelled): the status stands, but the view
+    /// should show what the steps did. Only the first report is kept (the put
+    /// is conditioned on absence), so a redelivered fact changes nothing.
+    pub async fn record_late_results(
+        &self,
+        run_id: Uuid,
+        attempt: u32,
+        execution_id: Uuid,
+        steps: &[StepResult],
+        outputs: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        let mut put = self.result_put(run_id, attempt, execution_id, steps, outputs)?;
+        if let Some(p) = put.put.as_mut() {
+            p.condition_expression = Some("attribute_not_exists(pk)".into());
+        }
+        self.transact(vec![put]).await.map(|_| ())
+    }
+
     /// Mirrors attempt `attempt`'s status onto its run, provided it is
     /// still the run's current attempt.
     pub fn run_mirror_update(
