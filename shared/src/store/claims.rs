@@ -5,10 +5,12 @@
 //! to the next candidate (bounded by `runners::claim::MAX_ATTEMPTS`).
 //!
 //! The label sets of a workspace change rarely (a new set appears when a job
-//! with new labels is first queued), so a function instance trusts what it
-//! read for `LABEL_SETS_TTL`: a warm claim is then one query and one
-//! transaction. A claim that finds nothing with cached sets reads them again
-//! before answering 204, so a job with a brand-new label set is never missed.
+//! with new labels is first queued), so a function instance trusts a
+//! non-empty list it read for `LABEL_SETS_TTL`: a warm claim, and an empty
+//! poll on a drained queue, then read one query and no registry. The price:
+//! a job whose label set is brand new may wait up to that second longer for
+//! a runner of this instance (an empty registry is never cached, so the first
+//! job of an idle workspace is not delayed).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -52,24 +54,22 @@ type LabelSetCache = Mutex<HashMap<String, (Instant, Arc<Vec<LabelSet>>)>>;
 static LABEL_SETS: LazyLock<LabelSetCache> = LazyLock::new(LabelSetCache::default);
 
 impl Store {
-    /// The workspace's label sets, from the cache when fresh; `true` when cached.
-    async fn label_sets_cached(
-        &self,
-        workspace_id: &str,
-        fresh: bool,
-    ) -> Result<(Arc<Vec<LabelSet>>, bool), StoreError> {
+    /// The workspace's label sets, from this instance's cache when fresh.
+    async fn label_sets_cached(&self, workspace_id: &str) -> Result<Arc<Vec<LabelSet>>, StoreError> {
         let key = format!("{}#{workspace_id}", self.table);
-        if !fresh {
+        {
             let cache = LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((at, sets)) = cache.get(&key) {
                 if at.elapsed() < LABEL_SETS_TTL {
-                    return Ok((sets.clone(), true));
+                    return Ok(sets.clone());
                 }
             }
         }
         let sets = Arc::new(self.label_sets(workspace_id).await?);
-        LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (Instant::now(), sets.clone()));
-        Ok((sets, false))
+        if !sets.is_empty() {
+            LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (Instant::now(), sets.clone()));
+        }
+        Ok(sets)
     }
 
     pub async fn claim_next(
@@ -80,13 +80,8 @@ impl Store {
         now: DateTime<Utc>,
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
-        let (sets, cached) = self.label_sets_cached(&session.workspace_id, false).await?;
-        let outcome = self.claim_among(&sets, session, lease_config, outbox_ttl_days, now, stats).await?;
-        if cached && matches!(outcome, ClaimOutcome::NothingToClaim) {
-            let (sets, _) = self.label_sets_cached(&session.workspace_id, true).await?;
-            return self.claim_among(&sets, session, lease_config, outbox_ttl_days, now, stats).await;
-        }
-        Ok(outcome)
+        let sets = self.label_sets_cached(&session.workspace_id).await?;
+        self.claim_among(&sets, session, lease_config, outbox_ttl_days, now, stats).await
     }
 
     async fn claim_among(
