@@ -111,7 +111,16 @@ impl TestStack {
     /// Delivers `fact` to the bus again, as a retried relay batch would (the
     /// outbox holds it once; its event_id stays the same).
     pub async fn redeliver<D: baton_shared::facts::FactDetail>(&self, fact: &Fact<D>) {
-        let item = baton_shared::store::outbox::OutboxItem::for_fact(fact, 7).unwrap();
+        self.publish_again(baton_shared::store::outbox::OutboxItem::for_fact(fact, 7).unwrap()).await;
+    }
+
+    /// Publishes the already relayed fact `event_id` again, from its outbox item.
+    pub async fn redeliver_event(&self, event_id: &str) {
+        let item = self.store.get(&format!("OUTBOX#{event_id}"), "OUTBOX").await.unwrap().expect("the outbox item");
+        self.publish_again(baton_shared::store::from_item(item).unwrap()).await;
+    }
+
+    async fn publish_again(&self, item: baton_shared::store::outbox::OutboxItem) {
         let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
         let response =
             baton_shared::facts::relay::publish(&self.clients.eventbridge, &self.provisioned.bus, &pending).await;

@@ -110,23 +110,7 @@ async fn a_fact_written_in_a_transaction_reaches_its_subscriber_once_even_when_d
 
     // Redeliver: publish the same outbox record again, as a retried stream
     // batch would. The fact keeps its event_id and the effect does not repeat.
-    let outbox = stack
-        .clients
-        .dynamodb
-        .get_item()
-        .table_name(&stack.store.table)
-        .key("pk", s(format!("OUTBOX#{id}")))
-        .key("sk", s("OUTBOX"))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .expect("the outbox item was written with the state change");
-    let item: baton_shared::store::outbox::OutboxItem = baton_shared::store::from_item(outbox).unwrap();
-    let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
-    let response =
-        baton_shared::facts::relay::publish(&stack.clients.eventbridge, &stack.provisioned.bus, &pending).await;
-    assert!(response.batch_item_failures.is_empty());
+    stack.redeliver_event(&id.to_string()).await;
     wait_for("the redelivery to reach the probe", Duration::from_secs(30), || async {
         (seen.lock().unwrap().deliveries.get(&id).copied() >= Some(2)).then_some(())
     })
@@ -145,8 +129,9 @@ async fn a_fact_written_in_a_transaction_reaches_its_subscriber_once_even_when_d
         .await
         .unwrap();
     assert!(run_item.item.is_some(), "the state change committed with its fact");
+    let event_id = id.to_string();
+    stack.wait_fact(RunCancelled::DETAIL_TYPE, Duration::from_secs(30), |d| d["event_id"] == event_id.as_str()).await;
     stack.assert_all_facts_valid();
-    assert!(!stack.facts(RunCancelled::DETAIL_TYPE).is_empty(), "the capture subscriber saw the fact too");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -385,28 +385,6 @@ async fn the_run_timeout_ends_the_attempt_as_failed_and_timed_out() {
     stack.assert_all_facts_valid();
 }
 
-/// Publishes an already relayed fact again, as a retried stream batch would.
-async fn redeliver(stack: &baton_tests::TestStack, event_id: &str) {
-    use baton_shared::store::s;
-    let outbox = stack
-        .clients
-        .dynamodb
-        .get_item()
-        .table_name(&stack.store.table)
-        .key("pk", s(format!("OUTBOX#{event_id}")))
-        .key("sk", s("OUTBOX"))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .expect("the outbox item");
-    let item: baton_shared::store::outbox::OutboxItem = baton_shared::store::from_item(outbox).unwrap();
-    let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
-    let response =
-        baton_shared::facts::relay::publish(&stack.clients.eventbridge, &stack.provisioned.bus, &pending).await;
-    assert!(response.batch_item_failures.is_empty());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_run_can_be_cancelled() {
     let stack = start().await;
@@ -417,8 +395,8 @@ async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_ru
         .wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
         .await;
     queued(&stack, &run_id, 1, "a").await;
-    redeliver(&stack, created["event_id"].as_str().unwrap()).await;
-    redeliver(&stack, created["event_id"].as_str().unwrap()).await;
+    stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
+    stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
     run_job(&stack, &ws, &run_id, 1, "a", JobOutcome::Succeeded).await;
     wait_run_status(&stack, &ws, &run_id, "succeeded").await;
     flush_pipeline(&stack, &ws).await;
