@@ -60,12 +60,15 @@ start_moto() {
   echo "local-aws: moto $(cat "$VENV/.requirements.sha256" | cut -c1-8) on $BATON_AWS_ENDPOINT (pid $MOTO_PID)" >&2
 }
 
+# Always succeeds: callers run under `set -e`, and moto's exit status after
+# the signal (143) is not a failure of theirs.
 stop_moto() {
   if [ -n "$MOTO_PID" ] && kill -0 "$MOTO_PID" 2>/dev/null; then
-    kill "$MOTO_PID" 2>/dev/null
+    kill "$MOTO_PID" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$MOTO_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$MOTO_PID" 2>/dev/null
-    wait "$MOTO_PID" 2>/dev/null
+    kill -9 "$MOTO_PID" 2>/dev/null || true
+    wait "$MOTO_PID" 2>/dev/null || true
   fi
   MOTO_PID=""
+  return 0
 }
