@@ -13,30 +13,18 @@
 
 use std::time::Duration;
 
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{json_response, path_id, path_param, respond};
 use baton_shared::orchestration::{wake, JOBS_PER_TRANSACTION};
-use baton_shared::store::{serialize, Store, TxOutcome};
+use baton_shared::store::{serialize, TxOutcome};
 use lambda_http::{Body, Request, Response};
 use rand::Rng;
 
 /// How many times a cancel retries a lost compare-and-set.
 const MAX_RETRIES: u32 = 50;
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
-    pub store: Store,
-}
-
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
-    }
-}
+/// The function's cold-start state: the context every function shares.
+pub use baton_shared::context::Context as State;
 
 pub async fn handle(state: &State, req: Request) -> Response<Body> {
     respond(cancel(state, &req).await)

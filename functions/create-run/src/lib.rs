@@ -15,14 +15,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::facts::{Fact, RunAttemptCreated};
 use baton_shared::http::{json_response, parse_json, path_param, respond};
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::store::runs::{CreateOutcome, NewRun};
-use baton_shared::store::{serialize, Store};
+use baton_shared::store::serialize;
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt, RunState};
 use baton_shared::workflows::parse_definition;
 use baton_shared::workflows::status::RunStatus;
@@ -37,18 +35,8 @@ const MAX_NUMBER_RETRIES: u32 = 100;
 /// The name runs of a workflow without `name:` are numbered under.
 pub const UNNAMED_WORKFLOW: &str = "unnamed";
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
-    pub store: Store,
-}
-
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
-    }
-}
+/// The function's cold-start state: the context every function shares.
+pub use baton_shared::context::Context as State;
 
 pub async fn handle(state: &State, req: Request) -> Response<Body> {
     respond(create_run(state, &req).await)

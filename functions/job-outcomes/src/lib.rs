@@ -21,15 +21,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
 use baton_shared::facts::{
     self, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult,
 };
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::wake;
-use baton_shared::store::{serialize, Store, TxOutcome};
+use baton_shared::store::{serialize, TxOutcome};
 use baton_shared::workflows::attempt::{step_id, AttemptState};
 use baton_shared::workflows::{CompletionStatus, ExecutionEvent, StepStatus, WorkflowDefinition};
 use chrono::{DateTime, Utc};
@@ -38,18 +36,8 @@ use rand::Rng;
 /// How many lost compare-and-sets one fact tolerates before SQS retries it.
 const MAX_CONFLICTS: u32 = 50;
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
-    pub store: Store,
-}
-
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
-    }
-}
+/// The function's cold-start state: the context every function shares.
+pub use baton_shared::context::Context as State;
 
 pub async fn handle(state: &State, event: SqsEvent) -> SqsBatchResponse {
     consume(event, |delivered| adopt(state, delivered)).await
@@ -222,7 +210,7 @@ async fn adopt(state: &State, delivered: Delivered) -> Result<(), HandlerError> 
 /// Every step's status for the precedence rules (needs the frozen
 /// definition for how many steps the job has).
 async fn job_steps(
-    store: &Store,
+    store: &baton_shared::store::Store,
     attempt: &AttemptState,
     job_key: &str,
     fact: &RunnerFact,

@@ -21,12 +21,10 @@
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
 use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{complete_task, fail_task, wake, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION};
-use baton_shared::store::{serialize, Store, TxOutcome};
+use baton_shared::store::{serialize, TxOutcome};
 use baton_shared::workflows::attempt::Emitted;
 use rand::Rng;
 use uuid::Uuid;
@@ -35,18 +33,8 @@ use uuid::Uuid;
 /// is retried by SQS.
 const MAX_CONFLICTS: u32 = 50;
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
-    pub store: Store,
-}
-
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
-    }
-}
+/// The function's cold-start state: the context every function shares.
+pub use baton_shared::context::Context as State;
 
 /// Handles a batch of task messages; failed ones are retried by SQS.
 pub async fn handle(state: &State, event: SqsEvent) -> SqsBatchResponse {

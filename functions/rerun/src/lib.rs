@@ -13,30 +13,18 @@
 
 use std::collections::BTreeMap;
 
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::facts::{Fact, RunAttemptCreated};
 use baton_shared::http::{json_response, parse_json, path_id, path_param, respond};
 use baton_shared::store::attempts::AttemptItem;
-use baton_shared::store::{serialize, Store, TxOutcome};
+use baton_shared::store::{serialize, TxOutcome};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
 use baton_shared::workflows::view::RerunRequest;
 use baton_shared::workflows::{plan_rerun, PreviousJob, RerunAction, RerunMode};
 use lambda_http::{Body, Request, Response};
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
-    pub store: Store,
-}
-
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
-    }
-}
+/// The function's cold-start state: the context every function shares.
+pub use baton_shared::context::Context as State;
 
 pub async fn handle(state: &State, req: Request) -> Response<Body> {
     respond(rerun(state, &req).await)

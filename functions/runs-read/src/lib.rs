@@ -4,11 +4,8 @@
 //! (newest first, from the `runs-by-workspace` index; never a Scan).
 //! Read-only: nothing here writes.
 
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
 use baton_shared::error::ApiError;
 use baton_shared::http::{json_response, path_id, path_param, query_param, respond};
-use baton_shared::store::Store;
 use baton_shared::workflows::status::RunStatus;
 use baton_shared::workflows::view::{RunList, RunSummary};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -18,18 +15,8 @@ pub const DEFAULT_LIMIT: usize = 20;
 /// The largest `limit` accepted.
 pub const MAX_LIMIT: usize = 100;
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
-    pub store: Store,
-}
-
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
-    }
-}
+/// The function's cold-start state: the context every function shares.
+pub use baton_shared::context::Context as State;
 
 pub async fn handle(state: &State, req: Request) -> Response<Body> {
     respond(read(state, &req).await)
