@@ -37,7 +37,17 @@ impl Store {
     }
 
     /// Runs a transaction; a failed condition is an outcome, not an error.
-    pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+    ///
+    /// A transaction of one write is sent as that write alone: a single-item
+    /// write is just as atomic and conditional, and DynamoDB bills an item
+    /// inside `TransactWriteItems` twice (the attempt item, a few KB, is
+    /// written this way on every runner fact).
+    pub async fn transact(&self, mut items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+        if items.len() == 1 {
+            if let Some(outcome) = self.write_one(&mut items[0]).await? {
+                return Ok(outcome);
+            }
+        }
         match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
             Ok(_) => Ok(TxOutcome::Committed),
             Err(SdkError::ServiceError(err)) => match err.err() {
@@ -57,6 +67,58 @@ impl Store {
             },
             Err(err) => Err(StoreError::DynamoDb(display_sdk_error(&err))),
         }
+    }
+}
+
+impl Store {
+    /// The single-item form of a transaction's write; `None` for a lone
+    /// condition check, which only a transaction can express.
+    async fn write_one(&self, item: &mut TransactWriteItem) -> Result<Option<TxOutcome>, StoreError> {
+        let written = if let Some(put) = item.put.take() {
+            let written = self
+                .client
+                .put_item()
+                .table_name(put.table_name)
+                .set_item(Some(put.item))
+                .set_condition_expression(put.condition_expression)
+                .set_expression_attribute_names(put.expression_attribute_names)
+                .set_expression_attribute_values(put.expression_attribute_values)
+                .send()
+                .await;
+            condition_may_fail(written)?
+        } else if let Some(update) = item.update.take() {
+            let written = self
+                .client
+                .update_item()
+                .table_name(update.table_name)
+                .set_key(Some(update.key))
+                .update_expression(update.update_expression)
+                .set_condition_expression(update.condition_expression)
+                .set_expression_attribute_names(update.expression_attribute_names)
+                .set_expression_attribute_values(update.expression_attribute_values)
+                .send()
+                .await;
+            condition_may_fail(written)?
+        } else if let Some(delete) = item.delete.take() {
+            let written = self
+                .client
+                .delete_item()
+                .table_name(delete.table_name)
+                .set_key(Some(delete.key))
+                .set_condition_expression(delete.condition_expression)
+                .set_expression_attribute_names(delete.expression_attribute_names)
+                .set_expression_attribute_values(delete.expression_attribute_values)
+                .send()
+                .await;
+            condition_may_fail(written)?
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(if written {
+            TxOutcome::Committed
+        } else {
+            TxOutcome::ConditionFailed { reasons: vec![Some("ConditionalCheckFailed".to_string())] }
+        }))
     }
 }
 
