@@ -58,7 +58,43 @@ pub struct AttemptItem {
     pub progress: u64,
     pub wait_token: Option<String>,
     pub wait_progress: Option<u64>,
+    #[serde(with = "deflated")]
     pub state: AttemptState,
+}
+
+/// The attempt state is stored as deflated JSON (a binary attribute). It
+/// holds every job of the run and is written whole on every job outcome and
+/// every orchestration step; DynamoDB bills a write unit per started KB of
+/// the item (twice inside a transaction), and as a map its field names
+/// repeat for every job. Deflated it is several times smaller, which both
+/// cuts the write units per job and pushes the 400 KB item limit out to runs
+/// several times larger. Nothing reads or updates it by attribute path.
+mod deflated {
+    use std::io::{Read, Write};
+
+    use flate2::read::DeflateDecoder;
+    use flate2::write::DeflateEncoder;
+    use flate2::Compression;
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::workflows::attempt::AttemptState;
+
+    pub fn serialize<S: Serializer>(state: &AttemptState, serializer: S) -> Result<S::Ok, S::Error> {
+        let json = serde_json::to_vec(state).map_err(S::Error::custom)?;
+        let mut encoder = DeflateEncoder::new(Vec::with_capacity(json.len() / 4), Compression::default());
+        encoder.write_all(&json).map_err(S::Error::custom)?;
+        let packed = encoder.finish().map_err(S::Error::custom)?;
+        serializer.serialize_bytes(&packed)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<AttemptState, D::Error> {
+        let packed = serde_bytes::ByteBuf::deserialize(deserializer)?;
+        let mut json = Vec::new();
+        DeflateDecoder::new(packed.as_slice()).read_to_end(&mut json).map_err(D::Error::custom)?;
+        serde_json::from_slice(&json).map_err(D::Error::custom)
+    }
 }
 
 impl AttemptItem {
@@ -329,5 +365,48 @@ impl Store {
             Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
             Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflows::attempt::NewAttempt;
+    use crate::workflows::definition::parse_definition;
+
+    fn fifty_job_attempt() -> AttemptState {
+        let mut yaml = String::from("name: wide\njobs:\n");
+        for i in 0..50 {
+            yaml.push_str(&format!("  job{i:02}:\n    runs-on: [linux]\n    steps:\n      - run: \"true\"\n"));
+        }
+        let definition = parse_definition(&yaml).expect("a valid workflow");
+        AttemptState::new(NewAttempt {
+            run_id: Uuid::new_v4(),
+            workspace_id: "ws",
+            attempt: 1,
+            definition: &definition,
+            snapshot_attempt: 1,
+            rerun_mode: None,
+            carried: &BTreeMap::new(),
+            now: Utc::now(),
+        })
+    }
+
+    #[test]
+    fn the_attempt_state_survives_the_round_trip_through_a_deflated_binary_attribute() {
+        let item = AttemptItem::new(fifty_job_attempt());
+        let stored = to_item(&item).expect("serialises");
+        assert!(matches!(stored.get("state"), Some(AttributeValue::B(_))), "{:?}", stored.get("state"));
+        assert_eq!(from_item::<AttemptItem>(stored).expect("deserialises"), item);
+    }
+
+    #[test]
+    fn deflating_makes_a_fifty_job_attempt_several_times_smaller_than_its_json() {
+        let state = fifty_job_attempt();
+        let json = serde_json::to_vec(&state).expect("JSON").len();
+        let Some(AttributeValue::B(packed)) = to_item(&AttemptItem::new(state)).expect("item").remove("state") else {
+            panic!("the state is a binary attribute");
+        };
+        assert!(packed.as_ref().len() * 3 < json, "{} bytes deflated from {json}", packed.as_ref().len());
     }
 }
