@@ -10,6 +10,8 @@ use baton_shared::config::Config;
 use baton_shared::error::ApiError;
 use lambda_http::{Body, Request, Response};
 
+use crate::invocations::Invocations;
+
 /// A trigger named a function this host does not know (a resources.json
 /// entry without a handler here is a bug the start-up check reports).
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +33,8 @@ pub struct Functions {
     orchestrator: baton_orchestrator::State,
     start_attempt: baton_start_attempt::State,
     job_outcomes: baton_job_outcomes::State,
+    /// Every invocation, counted as Lambda would.
+    pub invocations: Invocations,
 }
 
 impl Functions {
@@ -46,10 +50,15 @@ impl Functions {
             orchestrator: baton_orchestrator::State::new(config.clone(), clients.clone()),
             start_attempt: baton_start_attempt::State::new(config.clone(), clients.clone()),
             job_outcomes: baton_job_outcomes::State::new(config.clone(), clients.clone()),
+            invocations: Invocations::default(),
         }
     }
 
     pub async fn http(&self, function: &str, req: Request) -> Response<Body> {
+        self.invocations.invoke(function, 0, self.route_http(function, req), |r| Some(r.status().as_u16())).await
+    }
+
+    async fn route_http(&self, function: &str, req: Request) -> Response<Body> {
         match function {
             "health" => baton_health::handle(&self.health, req).await,
             "create-run" => baton_create_run::handle(&self.create_run, req).await,
@@ -69,6 +78,11 @@ impl Functions {
     }
 
     pub async fn sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
+        let records = event.records.len();
+        self.invocations.invoke(function, records, self.route_sqs(function, event), |_| None).await
+    }
+
+    async fn route_sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
         match function {
             "enqueue" => Ok(baton_enqueue::handle(&self.context, event).await),
             "reconcile" => Ok(baton_reconcile::handle(&self.context, event).await),
@@ -80,13 +94,21 @@ impl Functions {
     }
 
     pub async fn stream(&self, function: &str, event: StreamEvent) -> Result<DynamoDbEventResponse, UnknownFunction> {
-        match function {
-            "relay" => Ok(baton_relay::handle(&self.relay, event).await),
-            other => Err(UnknownFunction { trigger: "stream", function: other.to_string() }),
-        }
+        let records = event.records.len();
+        let handler = async move {
+            match function {
+                "relay" => Ok(baton_relay::handle(&self.relay, event).await),
+                other => Err(UnknownFunction { trigger: "stream", function: other.to_string() }),
+            }
+        };
+        self.invocations.invoke(function, records, handler, |_| None).await
     }
 
     pub async fn scheduled(&self, function: &str, _event: CloudWatchEvent) -> Result<(), UnknownFunction> {
+        self.invocations.invoke(function, 0, self.route_scheduled(function), |_| None).await
+    }
+
+    async fn route_scheduled(&self, function: &str) -> Result<(), UnknownFunction> {
         match function {
             "lease-reaper" => {
                 if let Err(err) = baton_lease_reaper::handle(&self.context, chrono::Utc::now()).await {

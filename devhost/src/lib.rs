@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod functions;
+pub mod invocations;
 pub mod schedule;
 pub mod sqs;
 pub mod stream;
@@ -70,6 +71,8 @@ pub fn function_env(provisioned: &Provisioned, overrides: &HashMap<String, Strin
 pub struct DevHost {
     pub api_url: String,
     pub config: Config,
+    /// What each function was invoked for so far.
+    pub invocations: invocations::Invocations,
     stop: watch::Sender<()>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -174,7 +177,7 @@ impl DevHost {
             tasks.push(tokio::spawn(ticker.run(shutdown.clone())));
         }
 
-        Ok(Self { api_url: format!("http://{addr}"), config, stop, tasks })
+        Ok(Self { api_url: format!("http://{addr}"), config, invocations: functions.invocations.clone(), stop, tasks })
     }
 
     /// Stops every trigger and waits for in-flight work to finish.
