@@ -13,6 +13,13 @@
 //! 0.28 for 32 runners on 64 candidates, 0.13 on 128. FIFO is then
 //! approximate within that window; it is strict again once the backlog is
 //! below `STRICT_FIFO_BELOW`.
+//!
+//! The drain's tail: once fewer than `HEAD_READ` jobs are left, a claim's
+//! read is the whole queue, every racing runner read the same few items, and
+//! after a lost race the rest of that read is stale. So a claim that lost on
+//! a short window reads it again (at most `MAX_REREADS` times) and picks at
+//! random among what is left, instead of walking down a list the winners
+//! are emptying; a claim that never lost keeps strict FIFO.
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
@@ -23,10 +30,13 @@ pub const STRICT_FIFO_BELOW: usize = 8;
 
 /// How many pending items of each fitting label set a claim reads (the
 /// window it spreads over under a backlog).
-pub const HEAD_READ: usize = 64;
+pub const HEAD_READ: usize = 128;
 
-/// How many candidates one claim tries before it reads the queue again.
+/// How many candidates one claim tries in all before it answers 204.
 pub const MAX_ATTEMPTS: usize = 8;
+
+/// How many times a claim that lost a race on a short window reads it again.
+pub const MAX_REREADS: usize = 3;
 
 /// How often a long-polling claim looks at the queue again.
 pub const LONG_POLL_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
@@ -47,9 +57,10 @@ pub fn oldest_first<C: Candidate>(candidates: &mut [C]) {
 }
 
 /// The order in which to try `len` candidates sorted oldest first: in order
-/// when there are few, otherwise a random sample of the whole window.
-pub fn attempt_order(len: usize, rng: &mut impl Rng) -> Vec<usize> {
-    if len < STRICT_FIFO_BELOW {
+/// when there are few and this claim has not lost a race yet, otherwise a
+/// random sample of the whole window.
+pub fn attempt_order(len: usize, lost_a_race: bool, rng: &mut impl Rng) -> Vec<usize> {
+    if len < STRICT_FIFO_BELOW && !lost_a_race {
         return (0..len).take(MAX_ATTEMPTS).collect();
     }
     rand::seq::index::sample(rng, len, MAX_ATTEMPTS.min(len)).into_vec()
@@ -83,9 +94,26 @@ mod tests {
     #[test]
     fn few_candidates_are_tried_strictly_oldest_first() {
         let mut rng = rand::rng();
-        assert_eq!(attempt_order(3, &mut rng), vec![0, 1, 2]);
-        assert_eq!(attempt_order(STRICT_FIFO_BELOW - 1, &mut rng), (0..STRICT_FIFO_BELOW - 1).collect::<Vec<_>>());
-        assert!(attempt_order(0, &mut rng).is_empty());
+        assert_eq!(attempt_order(3, false, &mut rng), vec![0, 1, 2]);
+        assert_eq!(
+            attempt_order(STRICT_FIFO_BELOW - 1, false, &mut rng),
+            (0..STRICT_FIFO_BELOW - 1).collect::<Vec<_>>()
+        );
+        assert!(attempt_order(0, false, &mut rng).is_empty());
+    }
+
+    #[test]
+    fn after_a_lost_race_few_candidates_are_tried_in_random_order_not_head_first() {
+        let mut rng = rand::rng();
+        let mut firsts = std::collections::HashSet::new();
+        for _ in 0..100 {
+            let order = attempt_order(5, true, &mut rng);
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 1, 2, 3, 4], "every candidate once");
+            firsts.insert(order[0]);
+        }
+        assert!(firsts.len() > 1, "the losers do not all go for the head again");
     }
 
     #[test]
@@ -93,7 +121,7 @@ mod tests {
         let mut rng = rand::rng();
         let mut starts = std::collections::HashSet::new();
         for _ in 0..200 {
-            let order = attempt_order(HEAD_READ, &mut rng);
+            let order = attempt_order(HEAD_READ, false, &mut rng);
             assert_eq!(order.len(), MAX_ATTEMPTS);
             let distinct: std::collections::HashSet<_> = order.iter().collect();
             assert_eq!(distinct.len(), order.len());

@@ -2,7 +2,8 @@
 //!
 //! Reads: the workspace's label sets, then the heads of the fitting ones in
 //! parallel; writes: one transaction per attempt. A lost race falls through
-//! to the next candidate (bounded by `runners::claim::MAX_ATTEMPTS`).
+//! to the next candidate (bounded by `runners::claim::MAX_ATTEMPTS`); on a
+//! short window, through a fresh read (`runners::claim::MAX_REREADS`).
 //!
 //! The label sets of a workspace change rarely (a new set appears when a job
 //! with new labels is first queued), so a function instance trusts a
@@ -27,7 +28,7 @@ use crate::auth::hash_token;
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed};
-use crate::runners::claim::{attempt_order, oldest_first, HEAD_READ};
+use crate::runners::claim::{attempt_order, oldest_first, HEAD_READ, MAX_ATTEMPTS, MAX_REREADS};
 use crate::runners::labels::is_subset;
 use crate::runners::lease::{expiry_after_claim, lease_shard, new_lease_token};
 
@@ -94,68 +95,99 @@ impl Store {
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
         let fitting: Vec<_> = sets.iter().filter(|set| is_subset(&set.labels, &session.labels)).collect();
+        let mut attempts = 0;
+        let mut lost = false;
+        let mut rereads = 0;
+        'read: loop {
+            let candidates = self.claim_window(&fitting, &session.workspace_id).await?;
+            // A short window is the whole fitting queue. After a lost race on
+            // it, the rest of this read is as stale as the loser's pick was:
+            // every runner read the same few items, and going down the list
+            // loses again and again (the drain's tail measured about one
+            // failed write per claim that way). A fresh read of a short window
+            // costs a fraction of a read unit, a failed claim transaction
+            // 8 write units; and the fresh pick is random, not the head again.
+            let short = candidates.len() < HEAD_READ;
+            let order = attempt_order(candidates.len(), lost, &mut rand::rng());
+            for index in order {
+                if attempts == MAX_ATTEMPTS {
+                    break 'read;
+                }
+                attempts += 1;
+                let pending = &candidates[index];
+                let epoch = pending.epoch + 1;
+                let token = new_lease_token(pending.execution_id, epoch);
+                let expires_at = expiry_after_claim(now, lease_config);
+                let lease = LeaseItem {
+                    pk: LeaseItem::key(pending.execution_id),
+                    sk: "LEASE".into(),
+                    kind: "lease".into(),
+                    execution_id: pending.execution_id,
+                    workspace_id: pending.workspace_id.clone(),
+                    run_id: pending.run_id,
+                    job_id: pending.job_id,
+                    attempt: pending.attempt,
+                    session_id: session.id,
+                    epoch,
+                    token_hash: hash_token(&token),
+                    claimed_at: now,
+                    expires_at,
+                    heartbeated: false,
+                    cancel_requested_at: None,
+                    steps: BTreeMap::new(),
+                    lx_shard: lease_shard(pending.execution_id),
+                    lx_expires_at: expires_at.timestamp_millis(),
+                };
+                let fact = Fact::new(
+                    pending.workspace_id.clone(),
+                    now,
+                    JobClaimed { lease: lease_ref(pending, session.id, epoch), claimed_at: now },
+                );
+                match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days).await? {
+                    ClaimAttempt::Won => {
+                        return Ok(ClaimOutcome::Claimed(Box::new(ClaimResponse {
+                            job_execution_id: pending.execution_id,
+                            job_id: pending.job_id,
+                            run_id: pending.run_id,
+                            attempt: pending.attempt,
+                            workspace_id: pending.workspace_id.clone(),
+                            queued_at: pending.queued_at,
+                            lease: LeaseGrant { token, epoch, expires_at },
+                            job: ClaimedJob {
+                                key: pending.job.key.clone(),
+                                labels: pending.job.labels.clone(),
+                                timeout_s: pending.job.timeout_s,
+                                env: pending.job.env.clone(),
+                                steps: pending.job.steps.clone(),
+                            },
+                        })))
+                    }
+                    ClaimAttempt::Lost => {
+                        stats.lost_races += 1;
+                        lost = true;
+                        if short && rereads < MAX_REREADS {
+                            rereads += 1;
+                            continue 'read;
+                        }
+                    }
+                    ClaimAttempt::Stale => stats.stale_dropped += 1,
+                    ClaimAttempt::SessionExhausted => return Ok(ClaimOutcome::SessionExhausted),
+                }
+            }
+            break;
+        }
+        Ok(ClaimOutcome::NothingToClaim)
+    }
+
+    /// The oldest `HEAD_READ` pending items of the fitting label sets.
+    async fn claim_window(&self, fitting: &[&LabelSet], workspace_id: &str) -> Result<Vec<PendingItem>, StoreError> {
         let heads = futures::future::try_join_all(
-            fitting.iter().map(|set| self.pending_head(&session.workspace_id, &set.sk, HEAD_READ as i32)),
+            fitting.iter().map(|set| self.pending_head(workspace_id, &set.sk, HEAD_READ as i32)),
         )
         .await?;
         let mut candidates: Vec<PendingItem> = heads.into_iter().flatten().collect();
         oldest_first(&mut candidates);
         candidates.truncate(HEAD_READ);
-        let order = attempt_order(candidates.len(), &mut rand::rng());
-        for index in order {
-            let pending = &candidates[index];
-            let epoch = pending.epoch + 1;
-            let token = new_lease_token(pending.execution_id, epoch);
-            let expires_at = expiry_after_claim(now, lease_config);
-            let lease = LeaseItem {
-                pk: LeaseItem::key(pending.execution_id),
-                sk: "LEASE".into(),
-                kind: "lease".into(),
-                execution_id: pending.execution_id,
-                workspace_id: pending.workspace_id.clone(),
-                run_id: pending.run_id,
-                job_id: pending.job_id,
-                attempt: pending.attempt,
-                session_id: session.id,
-                epoch,
-                token_hash: hash_token(&token),
-                claimed_at: now,
-                expires_at,
-                heartbeated: false,
-                cancel_requested_at: None,
-                steps: BTreeMap::new(),
-                lx_shard: lease_shard(pending.execution_id),
-                lx_expires_at: expires_at.timestamp_millis(),
-            };
-            let fact = Fact::new(
-                pending.workspace_id.clone(),
-                now,
-                JobClaimed { lease: lease_ref(pending, session.id, epoch), claimed_at: now },
-            );
-            match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days).await? {
-                ClaimAttempt::Won => {
-                    return Ok(ClaimOutcome::Claimed(Box::new(ClaimResponse {
-                        job_execution_id: pending.execution_id,
-                        job_id: pending.job_id,
-                        run_id: pending.run_id,
-                        attempt: pending.attempt,
-                        workspace_id: pending.workspace_id.clone(),
-                        queued_at: pending.queued_at,
-                        lease: LeaseGrant { token, epoch, expires_at },
-                        job: ClaimedJob {
-                            key: pending.job.key.clone(),
-                            labels: pending.job.labels.clone(),
-                            timeout_s: pending.job.timeout_s,
-                            env: pending.job.env.clone(),
-                            steps: pending.job.steps.clone(),
-                        },
-                    })))
-                }
-                ClaimAttempt::Lost => stats.lost_races += 1,
-                ClaimAttempt::Stale => stats.stale_dropped += 1,
-                ClaimAttempt::SessionExhausted => return Ok(ClaimOutcome::SessionExhausted),
-            }
-        }
-        Ok(ClaimOutcome::NothingToClaim)
+        Ok(candidates)
     }
 }
