@@ -19,6 +19,7 @@
 //! (scripts/bench.sh starts moto and sets it).
 
 mod recorder;
+mod workflows;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -27,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use baton_bench::{cold_start, cost};
 use baton_devhost::HostOptions;
 use baton_shared::aws::AwsClients;
 use baton_shared::context::Context;
@@ -45,39 +47,96 @@ use serde_json::json;
 
 const LABELS: &[&str] = &["linux", "x64"];
 
+/// What to run: `--sections` picks among these (default: all).
+const SECTIONS: &[&str] = &["claim-path", "contention", "workflows", "idle", "cold-start"];
+
 struct Options {
+    sections: Vec<String>,
+    /// Contention: jobs per drain, runner counts, workspace counts.
     jobs: usize,
     runners: Vec<usize>,
+    workspaces: Vec<usize>,
+    /// Workflows: shapes, runs per shape, runners.
+    shapes: Vec<workflows::Shape>,
+    runs: usize,
+    workflow_runners: usize,
+    /// Cold start: where the release binaries are, runs per function.
+    bin_dir: PathBuf,
+    cold_runs: usize,
     out: PathBuf,
 }
 
+const USAGE: &str = "bench [--sections claim-path,contention,workflows,idle,cold-start]
+      [--jobs 1000] [--runners 1,8,32,64] [--workspaces 1,10]            contention
+      [--shapes single,fan-out-10,chain-50] [--runs 3] [--workflow-runners 4]   workflows
+      [--bin-dir target/release] [--cold-runs 5]                         cold start
+      [--out target/bench/bench.json]
+Every flag also reads BATON_BENCH_<FLAG> (e.g. BATON_BENCH_JOBS=200).";
+
+fn list<T>(raw: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> Vec<T> {
+    raw.split(',').map(|x| parse(x.trim()).unwrap_or_else(|| fail(&format!("{what}: cannot read {x:?}")))).collect()
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench: {message}\n{USAGE}");
+    std::process::exit(2);
+}
+
 fn options() -> Options {
-    let mut jobs = std::env::var("BATON_BENCH_JOBS").ok();
-    let mut runners = std::env::var("BATON_BENCH_RUNNERS").ok();
-    let mut out = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--jobs" => jobs = args.next(),
-            "--runners" => runners = args.next(),
-            "--out" => out = args.next(),
-            "-h" | "--help" => {
-                println!("bench [--jobs N] [--runners 1,8,32] [--out target/bench/claim-path.json]");
-                std::process::exit(0);
-            }
-            other => {
-                eprintln!("unknown argument {other}; see --help");
-                std::process::exit(2);
-            }
+    let flags = [
+        "sections",
+        "jobs",
+        "runners",
+        "workspaces",
+        "shapes",
+        "runs",
+        "workflow-runners",
+        "bin-dir",
+        "cold-runs",
+        "out",
+    ];
+    let mut values: HashMap<&str, String> = HashMap::new();
+    for flag in flags {
+        let var = format!("BATON_BENCH_{}", flag.replace('-', "_").to_uppercase());
+        if let Ok(v) = std::env::var(var) {
+            values.insert(flag, v);
         }
     }
-    let jobs = jobs.map(|j| j.parse().expect("--jobs takes a number")).unwrap_or(200);
-    let runners = runners
-        .map(|r| r.split(',').map(|n| n.trim().parse().expect("--runners takes numbers like 1,8,32")).collect())
-        .unwrap_or_else(|| vec![1, 8, 32]);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "-h" || arg == "--help" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let Some(flag) = arg.strip_prefix("--").and_then(|f| flags.iter().find(|x| **x == f)) else {
+            fail(&format!("unknown argument {arg}"))
+        };
+        let Some(value) = args.next() else { fail(&format!("--{flag} takes a value")) };
+        values.insert(flag, value);
+    }
+    let get = |flag: &str, default: &str| values.get(flag).cloned().unwrap_or_else(|| default.to_string());
+    let number = |x: &str| x.parse::<usize>().ok();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = out.map(PathBuf::from).unwrap_or_else(|| root.join("target/bench/claim-path.json"));
-    Options { jobs, runners, out }
+    let sections =
+        list(&get("sections", &SECTIONS.join(",")), "--sections", |x| SECTIONS.contains(&x).then(|| x.to_string()));
+    Options {
+        sections,
+        jobs: list(&get("jobs", "1000"), "--jobs", number)[0],
+        runners: list(&get("runners", "1,8,32,64"), "--runners", number),
+        workspaces: list(&get("workspaces", "1,10"), "--workspaces", number),
+        shapes: list(&get("shapes", "single,fan-out-10,chain-50"), "--shapes", workflows::Shape::parse),
+        runs: list(&get("runs", "3"), "--runs", number)[0].max(1),
+        workflow_runners: list(&get("workflow-runners", "4"), "--workflow-runners", number)[0].max(1),
+        bin_dir: values.get("bin-dir").map(PathBuf::from).unwrap_or_else(|| root.join("target/release")),
+        cold_runs: list(&get("cold-runs", "5"), "--cold-runs", number)[0].max(1),
+        out: values.get("out").map(PathBuf::from).unwrap_or_else(|| root.join("target/bench/bench.json")),
+    }
+}
+
+impl Options {
+    fn wants(&self, section: &str) -> bool {
+        self.sections.iter().any(|s| s == section)
+    }
 }
 
 /// The functions print their metrics (EMF lines) to stdout; while the bench
@@ -111,13 +170,17 @@ impl QuietStdout {
     }
 }
 
-/// A stack like the tests' one, on counting clients, without rules or
-/// schedules (nothing runs in the background).
-async fn start_stack(recorder: &Recorder) -> TestStack {
+/// A stack like the tests' one, on counting clients, without schedules
+/// (the reaper would tick in the middle of a measurement) and, unless
+/// `with_rules`, without EventBridge rules (no subscriber works in the
+/// background: the claim path's windows hold only the operation measured).
+async fn start_stack(recorder: &Recorder, with_rules: bool) -> TestStack {
     let clients = AwsClients::local_with_interceptor(&endpoint(), recorder.interceptor()).await;
     let mut plan = Plan::new(&Resources::load(), &Naming::for_stage(&unique_stage()), &default_infra_dir())
         .expect("the plan builds from resources.json");
-    plan.rules.clear();
+    if !with_rules {
+        plan.rules.clear();
+    }
     plan.schedules.clear();
     TestStack::start_on(clients, &plan, HashMap::new(), HostOptions::default()).await
 }
@@ -138,12 +201,22 @@ fn is_write(operation: &str) -> bool {
 
 /// Waits until no DynamoDB request was recorded for a while.
 async fn settle(recorder: &Recorder) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    settle_except(recorder, "").await
+}
+
+/// Waits until no DynamoDB request was recorded for a while, except those of
+/// `function`'s invocations (idle runners long-poll the claim function all
+/// the time; their polls never stop).
+async fn settle_except(recorder: &Recorder, function: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut last = recorder.mark();
     loop {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let now = recorder.mark();
-        let busy = dynamodb(&recorder.since(last)).len();
+        let busy = dynamodb(&recorder.since(last))
+            .iter()
+            .filter(|r| function.is_empty() || r.function.as_deref() != Some(function))
+            .count();
         if busy == 0 || Instant::now() > deadline {
             return;
         }
@@ -331,6 +404,7 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
 #[derive(Debug, Serialize)]
 struct ContentionFigures {
     runners: usize,
+    workspaces: usize,
     jobs: usize,
     claims: usize,
     empty_claims: usize,
@@ -356,25 +430,38 @@ struct ContentionFigures {
     meets_target: Option<bool>,
 }
 
-async fn contention(stack: Arc<TestStack>, recorder: &Recorder, runners: usize, jobs: usize) -> ContentionFigures {
-    let ws = format!("bench-r{runners}-{}", &unique_stage()[1..]);
+/// R runners drain `jobs` jobs spread evenly over `workspaces` workspaces;
+/// each runner belongs to one workspace (round robin), and every workspace
+/// gets at least one, so `runners` grows to `workspaces` if it is smaller.
+async fn contention(
+    stack: Arc<TestStack>,
+    recorder: &Recorder,
+    runners: usize,
+    jobs: usize,
+    workspaces: usize,
+) -> ContentionFigures {
+    let workspaces = workspaces.max(1);
+    let runners = runners.max(workspaces);
+    let tag = &unique_stage()[1..];
+    let names: Vec<String> = (0..workspaces).map(|w| format!("bench-r{runners}-w{w}-{tag}")).collect();
     let start = Utc::now() - chrono::Duration::seconds(jobs as i64 + 1);
     // Enqueue straight into the store (the bench is about claims), a few at a time.
     let store = stack.store.clone();
-    futures::future::join_all((0..jobs).collect::<Vec<_>>().chunks(8).map(|chunk| {
+    futures::future::join_all((0..jobs).collect::<Vec<_>>().chunks(jobs.div_ceil(8).max(1)).map(|chunk| {
         let store = store.clone();
-        let ws = ws.clone();
+        let names = names.clone();
         let chunk = chunk.to_vec();
         async move {
             for i in chunk {
-                enqueue_direct(&store, &ws, start + chrono::Duration::milliseconds(i as i64 * 10)).await;
+                let ws = &names[i % names.len()];
+                enqueue_direct(&store, ws, start + chrono::Duration::milliseconds(i as i64 * 10)).await;
             }
         }
     }))
     .await;
     let mut sessions = Vec::new();
-    for _ in 0..runners {
-        sessions.push(stack.runner(&ws, LABELS).await.session_token);
+    for r in 0..runners {
+        sessions.push(stack.runner(&names[r % names.len()], LABELS).await.session_token);
     }
     settle(recorder).await;
 
@@ -387,7 +474,7 @@ async fn contention(stack: Arc<TestStack>, recorder: &Recorder, runners: usize, 
         Arc::new(Mutex::new(if jobs <= HEAD_READ { Some(Instant::now()) } else { None }));
     let mark = recorder.mark();
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(600);
+    let deadline = started + Duration::from_secs(1800);
     let tasks: Vec<_> = sessions
         .into_iter()
         .map(|session| {
@@ -458,6 +545,7 @@ async fn contention(stack: Arc<TestStack>, recorder: &Recorder, runners: usize, 
     lat.sort_by(|a, b| a.total_cmp(b));
     ContentionFigures {
         runners,
+        workspaces,
         jobs,
         claims,
         empty_claims: empty.load(Ordering::SeqCst),
@@ -527,10 +615,9 @@ fn verdict(meets: Option<bool>) -> &'static str {
     }
 }
 
-fn report(ops: &[OperationFigures], cont: &[ContentionFigures], latency: &Latency, opts: &Options) -> String {
+/// The claim path's per-operation table.
+fn render_operations(ops: &[OperationFigures]) -> String {
     let mut s = String::new();
-    s.push_str("Baton claim-path benchmark (DynamoDB requests counted by an SDK interceptor; units computed from item sizes)\n\n");
-    s.push_str("1. Per operation, uncontended (1 runner)\n");
     s.push_str(&format!(
         "{:<34} {:>4} {:>3} {:>3} {:>6} {:>6}  {:<48} {}\n",
         "operation", "reqs", "rd", "wr", "RCU", "WCU", "DynamoDB requests", "target"
@@ -554,10 +641,15 @@ fn report(ops: &[OperationFigures], cont: &[ContentionFigures], latency: &Latenc
     }
     s.push_str("   (rd/wr: read/write requests; RCU/WCU: read/write capacity units as AWS would bill them;\n");
     s.push_str("    a transaction counts each of its items twice)\n\n");
-    s.push_str(&format!("2. Contention: R runners drain {} jobs (HTTP claim + complete in a loop)\n", opts.jobs));
+    s
+}
+
+fn render_contention(cont: &[ContentionFigures]) -> String {
+    let mut s = String::new();
     s.push_str(&format!(
-        "{:>7} {:>6} {:>5} {:>9} {:>10} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9} {:>7}  {}\n",
+        "{:>7} {:>3} {:>6} {:>5} {:>9} {:>10} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9} {:>7}  {}\n",
         "runners",
+        "ws",
         "claims",
         "empty",
         "failed-cw",
@@ -577,8 +669,9 @@ fn report(ops: &[OperationFigures], cont: &[ContentionFigures], latency: &Latenc
             None => String::new(),
         };
         s.push_str(&format!(
-            "{:>7} {:>6} {:>5} {:>9} {:>10.3} {:>8.3} {:>6.2} {:>8.2} {:>7.2} {:>7.2} {:>7.0}ms {:>7.1}  {}\n",
+            "{:>7} {:>3} {:>6} {:>5} {:>9} {:>10.3} {:>8.3} {:>6.2} {:>8.2} {:>7.2} {:>7.2} {:>7.0}ms {:>7.1}  {}\n",
             c.runners,
+            c.workspaces,
             c.claims,
             c.empty_claims,
             c.failed_conditional_writes,
@@ -603,14 +696,42 @@ fn report(ops: &[OperationFigures], cont: &[ContentionFigures], latency: &Latenc
     ));
     for c in cont {
         let times: Vec<String> = c.median_ms_by_operation.iter().map(|(op, ms)| format!("{op} {ms:.0} ms")).collect();
-        s.push_str(&format!("   emulator median answer, {} runner(s): {}\n", c.runners, times.join(", ")));
+        s.push_str(&format!(
+            "   emulator median answer, {} runner(s), {} workspace(s): {}\n",
+            c.runners,
+            c.workspaces,
+            times.join(", ")
+        ));
     }
-    s.push('\n');
+    s
+}
+
+fn render_idle(idle: &[(cost::IdleRunner, cost::Usage)]) -> String {
+    let mut s = String::new();
     s.push_str(&format!(
-        "3. Emulator: single GetItem latency over {} calls: median {:.1} ms, p90 {:.1} ms, min {:.1} ms\n",
-        latency.calls, latency.median_ms, latency.p90_ms, latency.min_ms
+        "{:>6} {:>6} {:>12} {:>14} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+        "wait", "pause", "polls/month", "RCU per poll", "invoc", "$/month", "Lambda", "DynamoDB", "API GW"
     ));
-    s.push_str(&format!("\nJSON: {}\n", opts.out.display()));
+    for (i, per_poll) in idle {
+        s.push_str(&format!(
+            "{:>5.0}s {:>5.0}s {:>12.0} {:>14.1} {:>8.2} {:>8.3} {:>9.3} {:>9.3} {:>9.3}\n",
+            i.wait_s,
+            i.pause_s,
+            i.polls_per_month,
+            per_poll.dynamodb_read_units,
+            per_poll.lambda_invocations,
+            i.cost.total,
+            i.cost.lambda,
+            i.cost.dynamodb,
+            i.cost.api_gateway
+        ));
+    }
+    s.push_str(&format!(
+        "   (first row: the agent's default, a 20 s long poll back to back; the claim function is billed for the time\n\
+         \x20   it holds a poll open, at {} MB. Second row: `--claim-wait-s 0`, the agent then backs off to the\n\
+         \x20   session's poll_interval_s, 5 s by default. Reads per poll measured; no writes while idle)\n",
+        cost::FUNCTION_MEMORY_MB
+    ));
     s
 }
 
@@ -632,39 +753,121 @@ async fn main() {
     eprintln!("bench: provisioning a stack on {} …", endpoint());
 
     let recorder = Recorder::default();
-    let stack = Arc::new(start_stack(&recorder).await);
+    let stack = Arc::new(start_stack(&recorder, false).await);
     let context = stack.context();
+    let mut text = String::from(
+        "Baton benchmark: every AWS request counted by an SDK interceptor (the functions' too); DynamoDB units computed\n\
+         from item sizes; money at us-east-1 list prices (bench/src/cost.rs)\n",
+    );
+    let mut json = serde_json::Map::new();
+    let mut section = 0;
+    let mut heading = |text: &mut String, title: &str| {
+        section += 1;
+        text.push_str(&format!("\n{section}. {title}\n"));
+    };
 
-    eprintln!("bench: per-operation figures …");
-    let ops = per_operation(&stack, &recorder, &context).await;
-    let mut cont = Vec::new();
-    for &runners in &opts.runners {
-        eprintln!("bench: {runners} runner(s) draining {} jobs …", opts.jobs);
-        cont.push(contention(stack.clone(), &recorder, runners, opts.jobs).await);
+    if opts.wants("claim-path") {
+        eprintln!("bench: claim path, per operation …");
+        let ops = per_operation(&stack, &recorder, &context).await;
+        heading(&mut text, "Claim path, per operation, uncontended (1 runner)");
+        text.push_str(&render_operations(&ops));
+        json.insert("operations".into(), json!(ops));
     }
+
+    if opts.wants("workflows") {
+        let wf_recorder = Recorder::default();
+        let wf_stack = Arc::new(start_stack(&wf_recorder, true).await);
+        let uncounted = AwsClients::local(&endpoint()).await;
+        let work_root = opts.out.with_file_name("work");
+        let shapes = workflows::run_all(
+            wf_stack.clone(),
+            &wf_recorder,
+            &uncounted,
+            &opts.shapes,
+            opts.workflow_runners,
+            opts.runs,
+            &work_root,
+        )
+        .await;
+        heading(
+            &mut text,
+            &format!(
+                "Whole workflows: {} run(s) a shape, {} in-process baton-runner agents, steps `true`",
+                opts.runs, opts.workflow_runners
+            ),
+        );
+        text.push_str(&workflows::render(&shapes));
+        json.insert("workflows".into(), json!(shapes));
+        if let Ok(stack) = Arc::try_unwrap(wf_stack) {
+            stack.host.stop().await;
+        }
+    }
+
+    if opts.wants("idle") {
+        eprintln!("bench: an idle runner's long polls …");
+        let ws = format!("bench-idle-{}", &unique_stage()[1..]);
+        let mut idle = Vec::new();
+        for (wait_s, pause_s, polls) in [(20, 5.0_f64, 2), (0, 5.0, 5)] {
+            let per_poll = workflows::idle_poll(&stack, &recorder, &ws, wait_s, polls).await;
+            let pause_s = if wait_s == 0 { pause_s } else { 0.0 };
+            idle.push((cost::idle_runner(wait_s as f64, pause_s, &per_poll, cost::FUNCTION_MEMORY_MB), per_poll));
+        }
+        heading(&mut text, "Idle cost of one polling runner, per 30-day month");
+        text.push_str(&render_idle(&idle));
+        json.insert(
+            "idle_runner".into(),
+            json!(idle.iter().map(|(i, p)| json!({"month": i, "per_poll": p})).collect::<Vec<_>>()),
+        );
+    }
+
+    if opts.wants("contention") {
+        let mut cont = Vec::new();
+        for &workspaces in &opts.workspaces {
+            for &runners in &opts.runners {
+                eprintln!("bench: {runners} runner(s) draining {} jobs over {workspaces} workspace(s) …", opts.jobs);
+                cont.push(contention(stack.clone(), &recorder, runners, opts.jobs, workspaces).await);
+            }
+        }
+        heading(
+            &mut text,
+            &format!("Contention: R runners drain {} jobs (HTTP claim + complete in a loop)", opts.jobs),
+        );
+        text.push_str(&render_contention(&cont));
+        json.insert("contention".into(), json!(cont));
+    }
+
+    if opts.wants("cold-start") {
+        eprintln!("bench: cold starts of the release binaries in {} …", opts.bin_dir.display());
+        let mut env = baton_devhost::function_env(&stack.provisioned, &HashMap::new());
+        env.insert("BATON_AWS_ENDPOINT".into(), endpoint());
+        let report = cold_start::measure(&opts.bin_dir, &env, opts.cold_runs).await;
+        heading(&mut text, "Cold start proxy: release binary size, process start → first handled event");
+        text.push_str(&cold_start::render(&report));
+        json.insert("cold_start".into(), json!(report));
+    }
+
     eprintln!("bench: emulator latency …");
     let latency = emulator_latency(&stack).await;
+    heading(&mut text, "The emulator, for scale");
+    text.push_str(&format!(
+        "single GetItem over {} calls: median {:.1} ms, p90 {:.1} ms, min {:.1} ms (DynamoDB in-region: single-digit ms)\n",
+        latency.calls, latency.median_ms, latency.p90_ms, latency.min_ms
+    ));
+    text.push_str(&format!("\nJSON: {}\n", opts.out.display()));
 
     if let Some(quiet) = quiet {
         quiet.restore();
     }
-    let text = report(&ops, &cont, &latency, &opts);
     print!("{text}");
-    let mut by_service: BTreeMap<String, usize> = BTreeMap::new();
-    for r in recorder.since(0) {
-        *by_service.entry(format!("{}:{}", r.service, r.operation)).or_insert(0) += 1;
-    }
-    let json = json!({
-        "all_requests_by_service_operation": by_service,
-        "generated_at": Utc::now(),
-        "endpoint": endpoint(),
-        "jobs": opts.jobs,
-        "units": "read_units/write_units: DynamoDB capacity units computed from item sizes (1 KB per write unit, twice in a transaction; 4 KB per read unit, half when eventually consistent)",
-        "operations": ops,
-        "contention": cont,
-        "emulator_get_item_latency_ms": latency,
-    });
-    std::fs::write(&opts.out, serde_json::to_string_pretty(&json).expect("JSON")).expect("writing the JSON report");
+    json.insert("generated_at".into(), json!(Utc::now()));
+    json.insert("endpoint".into(), json!(endpoint()));
+    json.insert("emulator_get_item_latency_ms".into(), json!(latency));
+    json.insert(
+        "units".into(),
+        json!("read_units/write_units: DynamoDB capacity units computed from item sizes (1 KB per write unit, twice in a transaction; 4 KB per read unit, half when eventually consistent); money in USD"),
+    );
+    std::fs::write(&opts.out, serde_json::to_string_pretty(&serde_json::Value::Object(json)).expect("JSON"))
+        .expect("writing the JSON report");
     drop(context);
     if let Ok(stack) = Arc::try_unwrap(stack) {
         stack.host.stop().await;

@@ -46,6 +46,13 @@ pub struct Request {
     /// A conditional write that failed its condition (alone, or as a
     /// transaction cancelled by `ConditionalCheckFailed`).
     pub failed_condition: bool,
+    /// Entries of a batch request (`PutEvents`, `SendMessageBatch`,
+    /// `DeleteMessageBatch`), or messages a `ReceiveMessage` got.
+    pub entries: usize,
+    /// The function invocation that sent it (none: the bench itself).
+    pub function: Option<String>,
+    #[serde(skip)]
+    pub invocation: Option<u64>,
     /// The error type, when the request failed.
     pub error: Option<String>,
     pub millis: f64,
@@ -69,6 +76,8 @@ struct Pending {
     write_units: f64,
     /// `ConsistentRead` of a read request.
     consistent: bool,
+    entries: usize,
+    invocation: Option<baton_devhost::invocations::Invocation>,
     /// Writes to apply to the size cache once the request succeeded:
     /// (key, Some(size)) puts, (key, None) deletes.
     effects: Vec<(String, Option<usize>)>,
@@ -144,11 +153,17 @@ impl Intercept for Counting {
             read_units: 0.0,
             write_units: 0.0,
             consistent: false,
+            entries: 0,
+            // The interceptor runs in the task that sent the request, so the
+            // dev host's invocation scope is visible here.
+            invocation: baton_devhost::invocations::current(),
             effects: Vec::new(),
         };
-        if is_dynamodb {
-            if let Ok(request) = serde_json::from_slice::<Value>(body) {
+        if let Ok(request) = serde_json::from_slice::<Value>(body) {
+            if is_dynamodb {
                 self.price_request(&operation, &request, &mut pending);
+            } else {
+                pending.entries = request["Entries"].as_array().map_or(0, Vec::len);
             }
         }
         cfg.interceptor_state().store_put(pending);
@@ -203,6 +218,8 @@ impl Intercept for Counting {
                 };
             }
             error = kind;
+        } else if operation == "ReceiveMessage" {
+            pending.entries = body.as_ref().and_then(|b| b["Messages"].as_array()).map_or(0, Vec::len);
         } else if is_dynamodb {
             if let Some(body) = &body {
                 self.price_response(&operation, body, &mut pending);
@@ -224,6 +241,9 @@ impl Intercept for Counting {
             read_units: pending.read_units,
             write_units: pending.write_units,
             failed_condition,
+            entries: pending.entries,
+            function: pending.invocation.as_ref().map(|i| i.function.clone()),
+            invocation: pending.invocation.as_ref().map(|i| i.id),
             error,
             millis,
             at: Some(Instant::now()),
@@ -449,6 +469,8 @@ mod tests {
             read_units: 0.0,
             write_units: 0.0,
             consistent: false,
+            entries: 0,
+            invocation: None,
             effects: Vec::new(),
         }
     }
