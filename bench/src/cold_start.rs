@@ -1,13 +1,14 @@
 //! Cold-start proxy: how big each function's `bootstrap` is, and how long a
 //! fresh process takes from spawn to answering its first event.
 //!
-//! Lambda's cold start is dominated, for a Rust `provided.al2023` function, by
-//! fetching the code (its size) and by the INIT phase (config, AWS clients,
+//! A Rust `provided.al2023` function's cold start grows with the code Lambda
+//! fetches and maps (its size) and with its INIT phase (config, AWS clients,
 //! the runtime's first poll). Neither can be observed on Lambda from here, so
 //! this module measures the closest local equivalents:
 //!
-//! - **size**: the bytes of `baton-<function>` in `bin_dir` (the release
-//!   profile strips, thin-LTOs and builds for size, as the deploy does);
+//! - **size**: the bytes of `baton-<function>` in `bin_dir` (built with the
+//!   workspace's release profile, as the deploy builds them; the report's
+//!   note quotes the profile);
 //! - **time to first event**: each binary is run as Lambda runs it, against a
 //!   minimal emulator of the [Lambda Runtime API] served on `127.0.0.1`, and
 //!   fed one realistic event of its trigger. The clock starts just before
