@@ -95,16 +95,7 @@ impl TestStack {
             .expect("the plan builds from resources.json");
         add_subscriber(&mut plan, CAPTURE, ALL_DETAIL_TYPES.iter().map(|d| d.to_string()).collect(), 5);
         customize(&mut plan);
-        let provisioned = provision(&clients, &plan).await.expect("provisioning on the emulator");
-        let admin_token = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
-        let mut env = test_env();
-        env.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
-        env.extend(overrides);
-        let env = function_env(&provisioned, &env);
-        let host = DevHost::start(&clients, &provisioned, &env, options).await.expect("dev host starts");
-        let api = host.api_url.clone();
-        let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
-        Self { admin_token, captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
+        Self::assemble(clients, &plan, overrides, options, captured).await
     }
 
     /// The captured facts of `detail_type` so far.
@@ -149,6 +140,19 @@ impl TestStack {
         overrides: HashMap<String, String>,
         options: HostOptions,
     ) -> Self {
+        Self::assemble(clients, plan, overrides, options, Arc::default()).await
+    }
+
+    /// Provisions `plan`, starts the dev host on it with an admin token and
+    /// `overrides`, and keeps `captured` (what a capture subscriber, if the
+    /// plan has one, collects).
+    async fn assemble(
+        clients: AwsClients,
+        plan: &Plan,
+        overrides: HashMap<String, String>,
+        options: HostOptions,
+        captured: Arc<Mutex<Vec<Captured>>>,
+    ) -> Self {
         let provisioned = provision(&clients, plan).await.expect("provisioning on the emulator");
         let admin_token = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
         let mut env = test_env();
@@ -158,7 +162,6 @@ impl TestStack {
         let host = DevHost::start(&clients, &provisioned, &env, options).await.expect("dev host starts");
         let api = host.api_url.clone();
         let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
-        let captured = Arc::default();
         Self { admin_token, captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
     }
 }
