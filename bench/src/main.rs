@@ -378,9 +378,13 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     enqueue_direct(&stack.store, &ws, Utc::now()).await;
     let _lost = stack.claim(&session).await.expect("a job to let expire");
     let later = Utc::now() + chrono::Duration::hours(2);
-    let (f, expired) =
-        measure(recorder, "reaper (expires one lease)", baton_lease_reaper::handle(context, later)).await;
-    assert_eq!(expired.expect("the reaper runs"), 1, "the reaper expired the lease");
+    let limits = baton_lease_reaper::ReapLimits {
+        page: baton_lease_reaper::REAPER_PAGE,
+        stop_at: std::time::Instant::now() + std::time::Duration::from_secs(60),
+    };
+    let (f, reaped) =
+        measure(recorder, "reaper (expires one lease)", baton_lease_reaper::reap(context, later, 0, limits)).await;
+    assert_eq!(reaped.expect("the reaper runs").expired(), 1, "the reaper expired the lease");
     all.push(f);
 
     for f in &mut all {

@@ -18,10 +18,10 @@ use baton_devhost::invocations::Record as InvocationRecord;
 use baton_runner::agent::AgentConfig;
 use baton_runner::operator::Operator;
 use baton_runner::Shutdown;
-use baton_shared::api::CreateRegistrationToken;
+use baton_shared::api::runners::CreateRegistrationToken;
+use baton_shared::api::runs::{CreateRunRequest, RunView};
 use baton_shared::aws::AwsClients;
 use baton_shared::store::Store;
-use baton_shared::workflows::view::{CreateRunRequest, RunView};
 use baton_tests::TestStack;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -256,7 +256,7 @@ pub async fn bench_shape(
         let window = recorder.since(mark);
         let invocations = stack.host.invocations.since(invocation_mark);
         let transitions = count_transitions(quiet, &state_machine, run_id).await;
-        let view = watcher.run_view(workspace, run_id).await.ok().flatten();
+        let view = watcher.run_records(workspace, run_id).await.ok().flatten().map(|records| records.view());
         figures.push(run_figures(run_id, status, shape.jobs(), &window, &invocations, transitions, view.as_ref()));
         eprintln!(
             "bench:   {} run {}/{runs}: {} in {:.1} s",

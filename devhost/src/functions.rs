@@ -1,12 +1,15 @@
 //! Every function's handler, mounted in one process. The handlers are the
 //! very code that runs on Lambda; only the trigger around them differs.
 
+use std::time::{Duration, SystemTime};
+
 use aws_lambda_events::cloudwatch_events::CloudWatchEvent;
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use baton_shared::aws::AwsClients;
 use baton_shared::config::Config;
+use baton_shared::context::{Context, Scheduled};
 use baton_shared::error::ApiError;
 use lambda_http::{Body, Request, Response};
 
@@ -21,37 +24,20 @@ pub struct UnknownFunction {
     pub function: String,
 }
 
+/// How long the dev host lets a scheduled invocation run, as Lambda would
+/// (the CDK stack's default function timeout, `functionTimeoutS`).
+const SCHEDULED_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub struct Functions {
-    /// What every function built on `Context` shares (config, clients, store).
-    context: baton_shared::context::Context,
-    health: baton_health::State,
-    relay: baton_relay::State,
-    create_run: baton_create_run::State,
-    runs_read: baton_runs_read::State,
-    cancel: baton_cancel::State,
-    rerun: baton_rerun::State,
-    orchestrator: baton_orchestrator::State,
-    start_attempt: baton_start_attempt::State,
-    job_outcomes: baton_job_outcomes::State,
+    /// The one context every function is started with (config, clients, store).
+    context: Context,
     /// Every invocation, counted as Lambda would.
     pub invocations: Invocations,
 }
 
 impl Functions {
     pub fn new(config: &Config, clients: &AwsClients) -> Self {
-        Self {
-            context: baton_shared::context::Context::new(config.clone(), clients.clone()),
-            health: baton_health::State { config: config.clone(), clients: clients.clone() },
-            relay: baton_relay::State { config: config.clone(), clients: clients.clone() },
-            create_run: baton_create_run::State::new(config.clone(), clients.clone()),
-            runs_read: baton_runs_read::State::new(config.clone(), clients.clone()),
-            cancel: baton_cancel::State::new(config.clone(), clients.clone()),
-            rerun: baton_rerun::State::new(config.clone(), clients.clone()),
-            orchestrator: baton_orchestrator::State::new(config.clone(), clients.clone()),
-            start_attempt: baton_start_attempt::State::new(config.clone(), clients.clone()),
-            job_outcomes: baton_job_outcomes::State::new(config.clone(), clients.clone()),
-            invocations: Invocations::default(),
-        }
+        Self { context: Context::new(config.clone(), clients.clone()), invocations: Invocations::default() }
     }
 
     pub async fn http(&self, function: &str, req: Request) -> Response<Body> {
@@ -60,11 +46,11 @@ impl Functions {
 
     async fn route_http(&self, function: &str, req: Request) -> Response<Body> {
         match function {
-            "health" => baton_health::handle(&self.health, req).await,
-            "create-run" => baton_create_run::handle(&self.create_run, req).await,
-            "runs-read" => baton_runs_read::handle(&self.runs_read, req).await,
-            "cancel" => baton_cancel::handle(&self.cancel, req).await,
-            "rerun" => baton_rerun::handle(&self.rerun, req).await,
+            "health" => baton_health::handle(&self.context, req).await,
+            "create-run" => baton_create_run::handle(&self.context, req).await,
+            "runs-read" => baton_runs_read::handle(&self.context, req).await,
+            "cancel" => baton_cancel::handle(&self.context, req).await,
+            "rerun" => baton_rerun::handle(&self.context, req).await,
             "registration-tokens" => baton_registration_tokens::handle(&self.context, req).await,
             "register" => baton_register::handle(&self.context, req).await,
             "claim" => baton_claim::handle(&self.context, req).await,
@@ -86,9 +72,9 @@ impl Functions {
         match function {
             "enqueue" => Ok(baton_enqueue::handle(&self.context, event).await),
             "reconcile" => Ok(baton_reconcile::handle(&self.context, event).await),
-            "orchestrator" => Ok(baton_orchestrator::handle(&self.orchestrator, event).await),
-            "start-attempt" => Ok(baton_start_attempt::handle(&self.start_attempt, event).await),
-            "job-outcomes" => Ok(baton_job_outcomes::handle(&self.job_outcomes, event).await),
+            "orchestrator" => Ok(baton_orchestrator::handle(&self.context, event).await),
+            "start-attempt" => Ok(baton_start_attempt::handle(&self.context, event).await),
+            "job-outcomes" => Ok(baton_job_outcomes::handle(&self.context, event).await),
             other => Err(UnknownFunction { trigger: "sqs", function: other.to_string() }),
         }
     }
@@ -97,7 +83,7 @@ impl Functions {
         let records = event.records.len();
         let handler = async move {
             match function {
-                "relay" => Ok(baton_relay::handle(&self.relay, event).await),
+                "relay" => Ok(baton_relay::handle(&self.context, event).await),
                 other => Err(UnknownFunction { trigger: "stream", function: other.to_string() }),
             }
         };
@@ -111,7 +97,8 @@ impl Functions {
     async fn route_scheduled(&self, function: &str) -> Result<(), UnknownFunction> {
         match function {
             "lease-reaper" => {
-                if let Err(err) = baton_lease_reaper::handle(&self.context, chrono::Utc::now()).await {
+                let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };
+                if let Err(err) = baton_lease_reaper::handle(&self.context, invocation).await {
                     tracing::error!(error = %err, "lease reaper failed; the next tick retries");
                 }
                 Ok(())

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use baton_shared::api::{RegisterRequest, RegisterResponse, MAX_CLAIM_WAIT_S};
+use baton_api::runners::{RegisterRequest, RegisterResponse, MAX_CLAIM_WAIT_S};
 use chrono::Utc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -252,8 +252,8 @@ async fn register(
 
 fn tally(summary: &mut Summary, done: Result<JobEnd, tokio::task::JoinError>) {
     match done {
-        Ok(JobEnd::Reported(baton_shared::facts::JobOutcome::Succeeded)) => summary.succeeded += 1,
-        Ok(JobEnd::Reported(baton_shared::facts::JobOutcome::Failed)) => summary.failed += 1,
+        Ok(JobEnd::Reported(baton_api::facts::JobOutcome::Succeeded)) => summary.succeeded += 1,
+        Ok(JobEnd::Reported(baton_api::facts::JobOutcome::Failed)) => summary.failed += 1,
         Ok(JobEnd::LeaseLost) => summary.lost += 1,
         Ok(JobEnd::Abandoned) => summary.abandoned += 1,
         Ok(JobEnd::ReportFailed(_)) => summary.unreported += 1,

@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
-use baton_shared::api::{
+use baton_api::error::ErrorBody;
+use baton_api::runners::{
     CancelFlag, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatResponse, RegisterRequest,
     RegisterResponse, StepReport,
 };
-use baton_shared::http::ErrorBody;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use uuid::Uuid;

@@ -15,8 +15,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_shared::api::{ClaimResponse, CompleteRequest, StepReport};
-use baton_shared::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
+use baton_api::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
+use baton_api::runners::{ClaimResponse, CompleteRequest, StepReport};
 use chrono::Utc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;

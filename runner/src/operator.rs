@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use baton_shared::api::{CreateRegistrationToken, CreatedRegistrationToken};
-use baton_shared::workflows::rerun::RerunMode;
-use baton_shared::workflows::view::{CreateRunRequest, RerunRequest, RunView};
+use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
+use baton_api::runs::RerunMode;
+use baton_api::runs::{CreateRunRequest, RerunRequest, RunView};
 use reqwest::Method;
 use uuid::Uuid;
 

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use baton_shared::store::queue::status;
+use baton_shared::store::records::RunnerStatus;
 use baton_tests::{wait_for, TestStack};
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
@@ -157,7 +157,7 @@ async fn a_runner_killed_mid_job_loses_the_lease_and_another_runner_does_not_get
         .wait_fact("baton.runners.job.lease_expired", WAIT, |d| d["job_execution_id"] == execution.to_string())
         .await;
     assert_eq!(expired["epoch"], 1);
-    assert_eq!(stack.store.runner_record(execution).await.unwrap().unwrap().status, status::EXPIRED);
+    assert_eq!(stack.store.runner_record(execution).await.unwrap().unwrap().status, RunnerStatus::Expired);
 
     // A second runner gets the next job, never the lost one.
     let mut second = Runner::start(&stack, &token, "linux", &["--once"]);
@@ -193,7 +193,7 @@ async fn jobs_with_labels_no_runner_has_stay_queued_while_others_run() {
     }
     assert!(runner.exited(WAIT).await.success(), "--max-jobs 2 exits after two jobs");
     let record = stack.store.runner_record(gpu.detail.job_execution_id).await.unwrap().unwrap();
-    assert_eq!(record.status, status::PENDING, "the gpu job waits for a gpu runner");
+    assert_eq!(record.status, RunnerStatus::Pending, "the gpu job waits for a gpu runner");
     let pending = stack.pending_of(&ws).await;
     assert_eq!(pending.len(), 1);
 }
@@ -231,7 +231,7 @@ async fn sigterm_without_drain_abandons_the_running_job_and_reports_nothing() {
     assert_eq!(runner.exited(Duration::from_secs(15)).await.code(), Some(0));
     group_gone(pgid, Duration::from_secs(5)).await;
     let record = stack.store.runner_record(fact.detail.job_execution_id).await.unwrap().unwrap();
-    assert_eq!(record.status, status::LEASED, "no complete: the lease is left to expire");
+    assert_eq!(record.status, RunnerStatus::Leased, "no complete: the lease is left to expire");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,7 +282,7 @@ async fn a_runner_paused_past_its_lease_stops_the_job_without_a_report_and_claim
     queue(&stack, &next).await;
     assert_eq!(completed(&stack, next.detail.job_execution_id).await["status"], "succeeded", "it claims again");
     assert!(stack.facts("baton.runners.job.completed").iter().all(|d| d["job_execution_id"] != execution.to_string()));
-    assert_eq!(stack.store.runner_record(execution).await.unwrap().unwrap().status, status::EXPIRED);
+    assert_eq!(stack.store.runner_record(execution).await.unwrap().unwrap().status, RunnerStatus::Expired);
     runner.signal(libc::SIGTERM);
     assert_eq!(runner.exited(WAIT).await.code(), Some(0));
 }

@@ -1,5 +1,19 @@
-//! What every function holds from its cold start: configuration, the AWS
-//! clients and the store. Built once, borrowed by each invocation.
+//! What every function holds from its cold start, and the one start-up path
+//! of every function: JSON logs, configuration validated from the
+//! environment (a bad value stops the cold start with its reason), the AWS
+//! clients and the store, built once and borrowed by each invocation. One
+//! helper per trigger kind hands the handler to the Lambda runtime; a
+//! function's `main` is one call.
+
+use std::future::Future;
+use std::time::SystemTime;
+
+use aws_lambda_events::cloudwatch_events::CloudWatchEvent;
+use aws_lambda_events::dynamodb::Event as StreamEvent;
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::streams::DynamoDbEventResponse;
+pub use lambda_runtime::Error;
+use lambda_runtime::{service_fn, LambdaEvent};
 
 use crate::aws::AwsClients;
 use crate::config::Config;
@@ -25,4 +39,78 @@ impl Context {
         let config = crate::config::Config::from_env()?;
         Ok(Self::new(config, AwsClients::from_env().await))
     }
+
+    /// The context of a cold start, for the life of the process.
+    async fn for_process() -> Result<&'static Self, Error> {
+        Ok(Box::leak(Box::new(Self::from_env().await?)))
+    }
+}
+
+/// A scheduled invocation: when Lambda will stop it.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduled {
+    pub deadline: SystemTime,
+}
+
+/// Serves an HTTP API function (API Gateway HTTP API, payload 2.0).
+pub async fn serve_http<F, Fut>(handler: F) -> Result<(), Error>
+where
+    F: Fn(&'static Context, lambda_http::Request) -> Fut,
+    Fut: Future<Output = lambda_http::Response<lambda_http::Body>> + Send,
+{
+    let context = Context::for_process().await?;
+    let handler = &handler;
+    lambda_http::run(lambda_http::service_fn(move |req| {
+        let answered = handler(context, req);
+        async move { Ok::<_, Error>(answered.await) }
+    }))
+    .await
+}
+
+/// Serves an SQS-triggered function that reports partial batch failures.
+pub async fn serve_sqs<F, Fut>(handler: F) -> Result<(), Error>
+where
+    F: Fn(&'static Context, SqsEvent) -> Fut,
+    Fut: Future<Output = SqsBatchResponse>,
+{
+    let context = Context::for_process().await?;
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        let handled = handler(context, event.payload);
+        async move { Ok::<_, Error>(handled.await) }
+    }))
+    .await
+}
+
+/// Serves a function fed by the table's stream, reporting batch item failures.
+pub async fn serve_stream<F, Fut>(handler: F) -> Result<(), Error>
+where
+    F: Fn(&'static Context, StreamEvent) -> Fut,
+    Fut: Future<Output = DynamoDbEventResponse>,
+{
+    let context = Context::for_process().await?;
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
+        let handled = handler(context, event.payload);
+        async move { Ok::<_, Error>(handled.await) }
+    }))
+    .await
+}
+
+/// Serves a scheduled function (an EventBridge schedule); the handler is
+/// told the invocation's deadline so it can stop in time.
+pub async fn serve_schedule<F, Fut, T, E>(handler: F) -> Result<(), Error>
+where
+    F: Fn(&'static Context, Scheduled) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    T: serde::Serialize,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let context = Context::for_process().await?;
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<CloudWatchEvent>| {
+        let handled = handler(context, Scheduled { deadline: event.context.deadline() });
+        async move { handled.await.map_err(Error::from) }
+    }))
+    .await
 }

@@ -1,72 +1,9 @@
-//! Errors with stable, kebab-case codes (api.md "Errors"). A code is part of the
-//! contract: clients switch on it, so codes are never renamed.
+//! Errors: what a client is answered (a stable code from
+//! `baton_api::error`, with a message) and what the store and other backends
+//! fail with.
 
+pub use baton_api::error::{ErrorBody, ErrorCode, ErrorDetail};
 use http::StatusCode;
-use serde::Serialize;
-
-/// Every error code the API can answer with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ErrorCode {
-    InvalidRequest,
-    InvalidLabels,
-    InvalidDefinition,
-    Unauthenticated,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    RegistrationTokenConsumed,
-    SessionExhausted,
-    LeaseLost,
-    RunAlreadyFinished,
-    RunNotTerminal,
-    NoFailedJobs,
-    Unavailable,
-    Internal,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidRequest => "invalid-request",
-            ErrorCode::InvalidLabels => "invalid-labels",
-            ErrorCode::InvalidDefinition => "invalid-definition",
-            ErrorCode::Unauthenticated => "unauthenticated",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::NotFound => "not-found",
-            ErrorCode::MethodNotAllowed => "method-not-allowed",
-            ErrorCode::RegistrationTokenConsumed => "registration-token-consumed",
-            ErrorCode::SessionExhausted => "session-exhausted",
-            ErrorCode::LeaseLost => "lease-lost",
-            ErrorCode::RunAlreadyFinished => "run-already-finished",
-            ErrorCode::RunNotTerminal => "run-not-terminal",
-            ErrorCode::NoFailedJobs => "no-failed-jobs",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Internal => "internal",
-        }
-    }
-
-    /// The HTTP status that goes with the code.
-    pub fn status(self) -> StatusCode {
-        match self {
-            ErrorCode::InvalidRequest | ErrorCode::InvalidLabels | ErrorCode::InvalidDefinition => {
-                StatusCode::BAD_REQUEST
-            }
-            ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
-            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::RegistrationTokenConsumed
-            | ErrorCode::SessionExhausted
-            | ErrorCode::LeaseLost
-            | ErrorCode::RunAlreadyFinished
-            | ErrorCode::RunNotTerminal
-            | ErrorCode::NoFailedJobs => StatusCode::CONFLICT,
-            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-}
 
 /// An error answered to an API client: a stable code and a human message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,7 +30,7 @@ impl ApiError {
         Self::new(ErrorCode::Internal, "internal error")
     }
     pub fn status(&self) -> StatusCode {
-        self.code.status()
+        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 }
 
@@ -103,6 +40,17 @@ impl ApiError {
 pub enum StoreError {
     #[error("dynamodb: {0}")]
     DynamoDb(String),
+    /// DynamoDB throttled the request (`ProvisionedThroughputExceeded`,
+    /// `ThrottlingException`, `RequestLimitExceeded`): retry later.
+    #[error("dynamodb throttled the request: {0}")]
+    Throttled(String),
+    /// A transaction was cancelled because another one held an item
+    /// (`TransactionConflict`): a lost race, retry after reading again.
+    #[error("transaction conflict: {0}")]
+    TransactionConflict(String),
+    /// A read-decide-write use case kept losing races and gave up.
+    #[error("too contended: {0}")]
+    Contended(String),
     #[error("a conditional write failed: {0}")]
     ConditionFailed(String),
     #[error("item is malformed: {0}")]
@@ -111,8 +59,20 @@ pub enum StoreError {
     Other(String),
 }
 
+impl StoreError {
+    /// Whether trying again later may succeed (throttling, a transaction
+    /// conflict, lost races): the client is told 503, a message is redelivered.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, StoreError::Throttled(_) | StoreError::TransactionConflict(_) | StoreError::Contended(_))
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
+        if err.is_retriable() {
+            tracing::warn!(error = %err, "store busy");
+            return ApiError::new(ErrorCode::Unavailable, "the service is busy, try again");
+        }
         tracing::error!(error = %err, "store error");
         ApiError::internal()
     }

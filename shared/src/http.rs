@@ -6,22 +6,12 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
+use crate::store::Store;
+use crate::tokens::{self, TokenKind};
 
 /// Largest request body accepted (api.md: "> 1 MiB is 400 invalid-request").
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
-/// The error document: `{"error": {"code", "message"}}`.
-#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct ErrorDetail {
-    pub code: String,
-    pub message: String,
-}
 
 /// A JSON response with `status`.
 pub fn json_response<T: Serialize>(status: http::StatusCode, value: &T) -> Response<Body> {
@@ -99,6 +89,29 @@ pub fn bearer_token(req: &Request) -> Option<&str> {
     (!token.is_empty()).then_some(token)
 }
 
+/// The request's bearer token if it is of `kind`; 401 otherwise (a token of
+/// another kind is as good as none here).
+pub fn require_token(req: &Request, kind: TokenKind) -> Result<&str, ApiError> {
+    bearer_token(req).filter(|token| kind.is_kind_of(token)).ok_or_else(ApiError::unauthenticated)
+}
+
+/// Authorises an operator request on `workspace_id`: 401 without a valid
+/// `bat_` token; 404 for a token scoped to another workspace (existence is
+/// not revealed).
+pub async fn authorize_operator(store: &Store, req: &Request, workspace_id: &str) -> Result<(), ApiError> {
+    let token = require_token(req, TokenKind::Operator)?;
+    let record = store
+        .operator_token(token)
+        .await?
+        .filter(|record| record.revoked_at.is_none())
+        .ok_or_else(ApiError::unauthenticated)?;
+    match record.workspace_id {
+        None => Ok(()),
+        Some(scope) if scope == workspace_id => Ok(()),
+        Some(_) => Err(ApiError::new(ErrorCode::NotFound, "workspace not found")),
+    }
+}
+
 /// A path parameter that the route template names; 404 when it is missing.
 pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
     req.path_parameters()
@@ -174,13 +187,12 @@ pub struct LeaseCredentials {
 /// Reads the lease token: 401 when missing or malformed, 404 when it names
 /// another execution than the path (another lease's token is out of scope).
 pub fn lease_credentials(req: &Request) -> Result<LeaseCredentials, ApiError> {
-    let token = crate::auth::require_token(req, crate::auth::TokenKind::Lease)?;
-    let (execution_id, epoch) =
-        crate::runners::lease::parse_lease_token(token).ok_or_else(ApiError::unauthenticated)?;
+    let token = require_token(req, TokenKind::Lease)?;
+    let (execution_id, epoch) = tokens::parse_lease_token(token).ok_or_else(ApiError::unauthenticated)?;
     if path_id(req, "execution_id")? != execution_id {
         return Err(ApiError::not_found("lease"));
     }
-    Ok(LeaseCredentials { execution_id, epoch, token_hash: crate::auth::hash_token(token) })
+    Ok(LeaseCredentials { execution_id, epoch, token_hash: tokens::hash_token(token) })
 }
 
 /// 409 `lease-lost`: stop the job, do not report, claim again.

@@ -1,10 +1,14 @@
-//! Baton's shared crate: the pure domain, typed configuration, errors with
-//! stable codes, the facts (outbox, relay, subscribers), the DynamoDB store and
-//! the AWS adapters. Layering reads top-down: functions → store → pure
-//! decisions; nothing here imports a function crate.
+//! Baton's server crate: the pure domain, typed configuration, errors, the
+//! facts' server side (outbox, relay, subscribers), the DynamoDB store and
+//! the AWS adapters. The contract (API bodies, views, statuses, fact types,
+//! error codes) is the light `baton-api` crate, re-exported as `api`.
+//! Layering reads top-down: functions → store → pure decisions; nothing
+//! here imports a function crate.
+//!
+//! Feature `local-stack`: what only the local stack, the tests and the
+//! benchmark need (provisioning the emulator, checking facts against their
+//! JSON Schemas); a deployed function is built without it.
 
-pub mod api;
-pub mod auth;
 pub mod aws;
 pub mod config;
 pub mod context;
@@ -15,11 +19,16 @@ pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod orchestration;
+#[cfg(feature = "local-stack")]
 pub mod provision;
 pub mod resources;
 pub mod runners;
+pub mod sqs;
 pub mod store;
 pub mod telemetry;
+pub mod time;
+pub mod tokens;
 pub mod workflows;
 
+pub use baton_api as api;
 pub use error::{ApiError, ErrorCode};

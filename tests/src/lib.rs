@@ -154,7 +154,7 @@ impl TestStack {
         captured: Arc<Mutex<Vec<Captured>>>,
     ) -> Self {
         let provisioned = provision(&clients, plan).await.expect("provisioning on the emulator");
-        let admin_token = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
+        let admin_token = baton_shared::tokens::new_operator_token();
         let mut env = test_env();
         env.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
         env.extend(overrides);

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use baton_shared::api::{ClaimResponse, RegisterResponse};
+use baton_shared::api::runners::{ClaimResponse, RegisterResponse};
 use baton_shared::context::Context;
 use baton_shared::facts::{Fact, JobExecutionQueued, JobSpec, StepSpec};
-use baton_shared::store::queue::RunnerRecord;
+use baton_shared::store::records::RunnerRecord;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -230,8 +230,12 @@ impl TestStack {
         }
     }
 
-    /// Runs the lease reaper once as if the time were `now`.
+    /// Runs the lease reaper once, through every shard, as if the time were `now`.
     pub async fn reap_at(&self, now: DateTime<Utc>) -> usize {
-        baton_lease_reaper::handle(&self.context(), now).await.unwrap()
+        let limits = baton_lease_reaper::ReapLimits {
+            page: baton_lease_reaper::REAPER_PAGE,
+            stop_at: std::time::Instant::now() + std::time::Duration::from_secs(60),
+        };
+        baton_lease_reaper::reap(&self.context(), now, 0, limits).await.unwrap().expired()
     }
 }

@@ -18,7 +18,7 @@ async fn registration_token_routes_need_an_operator_token_of_the_workspace() {
     let answer = stack.send(reqwest::Method::GET, path, &wrong_kind, None).await;
     assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
 
-    let scoped = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
+    let scoped = baton_shared::tokens::new_operator_token();
     stack.store.put_operator_token(&scoped, Some("ws2"), None).await.unwrap();
     let answer = stack.post(path, &scoped, json!({})).await;
     assert_eq!((answer.status, answer.code()), (404, "not-found"), "another workspace is not revealed");

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_shared::api::ClaimResponse;
+use baton_shared::api::runners::ClaimResponse;
 use baton_shared::facts::{Fact, JobExecutionTerminated, JobLeaseExpired};
-use baton_shared::runners::lease::lease_shard;
-use baton_shared::store::queue::status;
+use baton_shared::store::keys::lease_shard;
+use baton_shared::store::records::RunnerStatus;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
@@ -96,7 +96,7 @@ async fn a_never_heartbeated_lease_expires_after_the_grace_and_a_heartbeated_one
     assert!(stack.store.lease(silent.job_execution_id).await.unwrap().is_none());
     assert!(stack.store.lease(alive.job_execution_id).await.unwrap().is_some());
     let record = stack.store.runner_record(silent.job_execution_id).await.unwrap().unwrap();
-    assert_eq!(record.status, status::EXPIRED, "the tombstone stays");
+    assert_eq!(record.status, RunnerStatus::Expired, "the tombstone stays");
 
     let answer = stack.heartbeat(&silent.lease.token, silent.job_execution_id).await;
     assert_eq!((answer.status, answer.code()), (409, "lease-lost"), "a reaped runner can never act again");
@@ -128,7 +128,7 @@ async fn a_heartbeat_between_the_reapers_read_and_write_saves_the_lease() {
     assert!(!stack.store.expire_lease(&candidate, reaper_now, &fact, 7).await.unwrap());
     assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_some(), "the lease survived");
     assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
-    assert_eq!(stack.store.runner_record(job.job_execution_id).await.unwrap().unwrap().status, status::LEASED);
+    assert_eq!(stack.store.runner_record(job.job_execution_id).await.unwrap().unwrap().status, RunnerStatus::Leased);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated};
 use baton_shared::runners::labels::{canonicalize, labelset_id};
-use baton_shared::store::queue::status;
+use baton_shared::store::records::RunnerStatus;
 use baton_tests::runners::queued_fact;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
@@ -51,7 +51,7 @@ async fn replayed_enqueue_after_claim_queues_nothing() {
     assert!(stack.pending_of("ws1").await.is_empty());
     assert!(stack.claim(&runner.session_token).await.is_none());
     let record = stack.store.runner_record(fact.detail.job_execution_id).await.unwrap().unwrap();
-    assert_eq!(record.status, status::LEASED);
+    assert_eq!(record.status, RunnerStatus::Leased);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,11 +81,11 @@ async fn enqueue_after_the_lease_expired_or_the_execution_ended_does_not_requeue
     assert!(stack.claim(&runner.session_token).await.is_none());
     assert_eq!(
         stack.store.runner_record(expired.detail.job_execution_id).await.unwrap().unwrap().status,
-        status::EXPIRED
+        RunnerStatus::Expired
     );
     assert_eq!(
         stack.store.runner_record(ended.detail.job_execution_id).await.unwrap().unwrap().status,
-        status::TERMINATED
+        RunnerStatus::Terminated
     );
 }
 

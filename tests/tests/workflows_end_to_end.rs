@@ -5,7 +5,7 @@
 
 mod workflows_support;
 
-use baton_shared::api::ClaimResponse;
+use baton_shared::api::runners::ClaimResponse;
 use baton_tests::{wait_for, TestStack};
 use serde_json::json;
 use workflows_support::*;

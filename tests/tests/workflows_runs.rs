@@ -199,7 +199,7 @@ async fn a_run_is_not_found_when_unknown_or_read_from_another_workspace() {
     let (ws_a, ws_b) = (workspace(), workspace());
     let run = create_run(&stack, &ws_a, SPEC_EXAMPLE).await;
     let run_id = run["id"].as_str().unwrap();
-    let token_b = baton_shared::auth::new_token(baton_shared::auth::TokenKind::Operator);
+    let token_b = baton_shared::tokens::new_operator_token();
     stack.store.put_operator_token(&token_b, Some(&ws_b), None).await.unwrap();
 
     let (status, body) =

@@ -8,73 +8,53 @@
 //! woken through its parked task token: it lets `always()`/`cancelled()`
 //! jobs run and cancels whatever one transaction could not hold.
 //!
-//! Idempotency: a compare-and-set on the attempt's version; a terminal
-//! attempt (a cancel already happened) answers 409 `run-already-finished`.
+//! Idempotency: a compare-and-set on the attempt's version
+//! (`Store::update_attempt`); a terminal attempt (a cancel already happened)
+//! answers 409 `run-already-finished`.
 
-use std::time::Duration;
-
+use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
-use baton_shared::http::{json_response, path_id, path_param, respond};
+use baton_shared::http::{authorize_operator, json_response, path_id, path_param, respond};
 use baton_shared::orchestration::{wake, JOBS_PER_TRANSACTION};
-use baton_shared::store::{serialize, TxOutcome};
+use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
-use rand::Rng;
 
-/// How many times a cancel retries a lost compare-and-set.
-const MAX_RETRIES: u32 = 50;
-
-/// The function's cold-start state: the context every function shares.
-pub use baton_shared::context::Context as State;
-
-pub async fn handle(state: &State, req: Request) -> Response<Body> {
-    respond(cancel(state, &req).await)
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(cancel(context, &req).await)
 }
 
-async fn cancel(state: &State, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_param(req, "ws")?;
-    state.store.authorize_operator(req, &workspace_id).await?;
+    authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
-    let store = &state.store;
-    for _ in 0..MAX_RETRIES {
-        let run = store
-            .get_run(run_id)
-            .await?
-            .filter(|run| run.workspace_id == workspace_id)
-            .ok_or_else(|| ApiError::not_found("run"))?;
-        let _serialised = serialize::lock(serialize::attempt_key(run_id, run.current_attempt)).await;
-        let item = store.get_attempt(run_id, run.current_attempt).await?.ok_or_else(ApiError::internal)?;
-        let definition =
-            store.get_snapshot(run_id, item.state.snapshot_attempt).await?.ok_or_else(ApiError::internal)?;
-        let now = chrono::Utc::now();
-        let mut next = item.clone();
-        let change = next
-            .state
-            .cancel(&definition, now, JOBS_PER_TRANSACTION)
-            .map_err(|_| ApiError::new(ErrorCode::RunAlreadyFinished, format!("run {run_id} has already finished")))?;
-        next.version += 1;
-        next.progress += 1;
-        let mut items = vec![
-            store.attempt_put(&next, Some(item.version))?,
-            store.run_mirror_update(run_id, next.state.attempt, next.state.status, None, next.state.finished_at)?,
-        ];
-        items.extend(store.emitted_puts(&workspace_id, now, &change.emitted, state.config.outbox_ttl_days)?);
-        match store.transact(items).await? {
-            TxOutcome::Committed => {
-                tracing::info!(%run_id, attempt = next.state.attempt, facts = change.emitted.len(), "run cancelled");
-                if let Some(token) = next.token_to_wake() {
-                    if let Err(err) = wake(&state.clients.sfn, token).await {
-                        // The orchestration still looks again at its next deadline.
-                        tracing::warn!(%run_id, error = %err, "could not wake the orchestration");
-                    }
-                }
-                let view = store.run_view(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?;
-                return Ok(json_response(http::StatusCode::ACCEPTED, &view));
-            }
-            TxOutcome::ConditionFailed { .. } => {
-                let pause = rand::rng().random_range(5..40);
-                tokio::time::sleep(Duration::from_millis(pause)).await;
-            }
+    let store = &context.store;
+    let run = store
+        .get_run(run_id)
+        .await?
+        .filter(|run| run.workspace_id == workspace_id)
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    let mut facts = 0;
+    let updated = store
+        .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
+            let change = next.state.cancel(definition, chrono::Utc::now(), JOBS_PER_TRANSACTION).map_err(|_| {
+                ApiError::new(ErrorCode::RunAlreadyFinished, format!("run {run_id} has already finished"))
+            })?;
+            facts = change.emitted.len();
+            Ok::<_, ApiError>(AttemptStep::Write(AttemptWrite {
+                emitted: change.emitted,
+                progressed: true,
+                ..AttemptWrite::default()
+            }))
+        })
+        .await?
+        .ok_or_else(ApiError::internal)?;
+    tracing::info!(%run_id, attempt = run.current_attempt, facts, "run cancelled");
+    if let Some(token) = updated.item.token_to_wake() {
+        if let Err(err) = wake(&context.clients.sfn, token).await {
+            // The orchestration still looks again at its next deadline.
+            tracing::warn!(%run_id, error = %err, "could not wake the orchestration");
         }
     }
-    Err(ApiError::new(ErrorCode::Unavailable, "the run changes too fast to cancel, try again"))
+    let view = store.run_records(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?.view();
+    Ok(json_response(http::StatusCode::ACCEPTED, &view))
 }

@@ -3,14 +3,15 @@
 
 use std::time::Duration;
 
-use baton_shared::api::{ClaimRequest, MAX_CLAIM_WAIT_S};
-use baton_shared::auth::{require_token, TokenKind};
+use baton_shared::api::runners::{ClaimRequest, ClaimResponse, ClaimedJob, LeaseGrant, MAX_CLAIM_WAIT_S};
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::http::require_token;
 use baton_shared::http::{empty_response, json_response, parse_json, respond};
 use baton_shared::metrics::{emit, emit_for_stage, Unit};
 use baton_shared::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
-use baton_shared::store::claims::{ClaimOutcome, ClaimStats};
+use baton_shared::store::claims::{ClaimOutcome, ClaimStats, Claimed};
+use baton_shared::tokens::TokenKind;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use tracing::Instrument;
@@ -45,14 +46,15 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                 .claim_next(&session, &context.config.lease, context.config.outbox_ttl_days, chrono::Utc::now(), &mut stats)
                 .await?;
             match outcome {
-                ClaimOutcome::Claimed(job) => {
+                ClaimOutcome::Claimed(claimed) => {
+                    let job = claim_response(*claimed);
                     tracing::info!(job_execution_id = %job.job_execution_id, run_id = %job.run_id, job_id = %job.job_id, epoch = job.lease.epoch, "job claimed");
                     emit("claim", &[("claims", 1.0, Unit::Count), ("lost_races", f64::from(stats.lost_races), Unit::Count)]);
                     // Claims go (about) oldest first, so the claimed job's wait
                     // is the age of the oldest pending job the fleet can run.
                     let waited = (chrono::Utc::now() - job.queued_at).num_milliseconds() as f64 / 1000.0;
                     emit_for_stage(&context.config.stage, "OldestPendingJobAgeSeconds", waited, Unit::Seconds);
-                    return Ok(json_response(StatusCode::OK, &*job));
+                    return Ok(json_response(StatusCode::OK, &job));
                 }
                 ClaimOutcome::SessionExhausted => return Err(exhausted()),
                 ClaimOutcome::NothingToClaim => {
@@ -70,4 +72,25 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
 
 fn exhausted() -> ApiError {
     ApiError::new(ErrorCode::SessionExhausted, "this session has used all the claims its registration token allows")
+}
+
+/// The 200 body: everything the runner needs to execute the job, and its lease.
+fn claim_response(claimed: Claimed) -> ClaimResponse {
+    let Claimed { pending, lease, lease_token } = claimed;
+    ClaimResponse {
+        job_execution_id: pending.execution_id,
+        job_id: pending.job_id,
+        run_id: pending.run_id,
+        attempt: pending.attempt,
+        workspace_id: pending.workspace_id,
+        queued_at: pending.queued_at,
+        lease: LeaseGrant { token: lease_token, epoch: lease.epoch, expires_at: lease.expires_at },
+        job: ClaimedJob {
+            key: pending.job.key,
+            labels: pending.job.labels,
+            timeout_s: pending.job.timeout_s,
+            env: pending.job.env,
+            steps: pending.job.steps,
+        },
+    }
 }

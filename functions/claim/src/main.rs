@@ -1,11 +1,4 @@
-use baton_shared::context::Context;
-use lambda_http::{service_fn, Error, Request};
-
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    let context = &Context::from_env().await?;
-    lambda_http::run(service_fn(
-        move |req: Request| async move { Ok::<_, Error>(baton_claim::handle(context, req).await) },
-    ))
-    .await
+async fn main() -> Result<(), baton_shared::context::Error> {
+    baton_shared::context::serve_http(baton_claim::handle).await
 }

@@ -3,7 +3,7 @@
 //! (`POST …/leases/{execution_id}/complete`), which ends the lease at once.
 //! Both are fenced by the lease's epoch and token.
 
-use baton_shared::api::{CancelFlag, CompleteRequest, CompleteResponse, StepReport};
+use baton_shared::api::runners::{CancelFlag, CompleteRequest, CompleteResponse, StepReport};
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
 use baton_shared::facts::{Fact, JobCompleted, StepResult};

@@ -10,41 +10,33 @@
 //! creates with one key race on the key item's condition and the loser
 //! answers with the winner's run. Numbers: the counter item is written
 //! conditioned on the value read, so a create that lost the number to a
-//! concurrent one re-reads and retries.
+//! concurrent one re-reads and retries (`Store::create_run`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use baton_shared::error::{ApiError, ErrorCode};
-use baton_shared::facts::{Fact, RunAttemptCreated};
-use baton_shared::http::{json_response, parse_json, path_param, respond};
+use baton_shared::api::runs::CreateRunRequest;
+use baton_shared::context::Context;
+use baton_shared::error::ApiError;
+use baton_shared::http::{authorize_operator, json_response, parse_json, path_param, respond};
 use baton_shared::metrics::{emit, Unit};
-use baton_shared::store::runs::{CreateOutcome, NewRun};
-use baton_shared::store::serialize;
-use baton_shared::workflows::attempt::{AttemptState, NewAttempt, RunState};
+use baton_shared::store::runs::{NewRun, RunCreated};
+use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
 use baton_shared::workflows::parse_definition;
-use baton_shared::workflows::status::RunStatus;
-use baton_shared::workflows::view::CreateRunRequest;
+use baton_shared::workflows::view::RunRecords;
 use lambda_http::{Body, Request, Response};
-use rand::Rng;
 
 /// The longest idempotency key accepted.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
-/// How many times a create retries after losing its number to another.
-const MAX_NUMBER_RETRIES: u32 = 100;
 /// The name runs of a workflow without `name:` are numbered under.
 pub const UNNAMED_WORKFLOW: &str = "unnamed";
 
-/// The function's cold-start state: the context every function shares.
-pub use baton_shared::context::Context as State;
-
-pub async fn handle(state: &State, req: Request) -> Response<Body> {
-    respond(create_run(state, &req).await)
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(create_run(context, &req).await)
 }
 
-async fn create_run(state: &State, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_param(req, "ws")?;
-    state.store.authorize_operator(req, &workspace_id).await?;
+    authorize_operator(&context.store, req, &workspace_id).await?;
     let body: CreateRunRequest = parse_json(req)?;
     let definition = parse_definition(&body.definition)?;
     if let Some(key) = &body.idempotency_key {
@@ -53,8 +45,8 @@ async fn create_run(state: &State, req: &Request) -> Result<Response<Body>, ApiE
                 "idempotency_key must hold 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters"
             )));
         }
-        if let Some(existing) = state.store.run_for_idempotency_key(&workspace_id, key).await? {
-            return existing_run(state, &workspace_id, existing).await;
+        if let Some(existing) = context.store.run_for_idempotency_key(&workspace_id, key).await? {
+            return existing_run(context, &workspace_id, existing).await;
         }
     }
     let inputs = body
@@ -76,69 +68,41 @@ async fn create_run(state: &State, req: &Request) -> Result<Response<Body>, ApiE
         carried: &BTreeMap::new(),
         now,
     });
-
-    let _serialised = serialize::lock(serialize::counter_key(&workspace_id, &name)).await;
-    for retry in 0..MAX_NUMBER_RETRIES {
-        let previous_number = state.store.last_run_number(&workspace_id, &name).await?;
-        let run = RunState {
+    let created = context
+        .store
+        .create_run(NewRun {
             id: run_id,
-            workspace_id: workspace_id.clone(),
-            name: name.clone(),
-            number: previous_number + 1,
-            status: RunStatus::Pending,
-            current_attempt: 1,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-            inputs: inputs.clone(),
-        };
-        let fact = Fact::new(
-            &workspace_id,
-            now,
-            RunAttemptCreated {
-                run_id,
-                attempt: 1,
-                workflow_name: name.clone(),
-                run_number: run.number,
-                rerun_mode: None,
-            },
-        );
-        let new = NewRun {
-            run: &run,
+            workspace_id: &workspace_id,
+            name: &name,
+            inputs,
             attempt: &attempt,
             definition: &definition,
             idempotency_key: body.idempotency_key.as_deref(),
-            previous_number,
-            fact: state.store.outbox_put(&fact, state.config.outbox_ttl_days)?,
-        };
-        match state.store.create_run(new).await? {
-            CreateOutcome::Created => {
-                tracing::info!(%run_id, workspace_id, number = run.number, jobs = attempt.jobs.len(), "run created");
-                emit(
-                    "create-run",
-                    &[("runs_created", 1.0, Unit::Count), ("number_retries", f64::from(retry), Unit::Count)],
-                );
-                let view = baton_shared::workflows::view::build_run_view(
-                    &run,
-                    std::slice::from_ref(&attempt),
-                    &BTreeMap::from([(1, definition.clone())]),
-                    &Default::default(),
-                );
-                return Ok(json_response(http::StatusCode::CREATED, &view));
-            }
-            CreateOutcome::Existing(existing) => return existing_run(state, &workspace_id, existing).await,
-            CreateOutcome::NumberTaken => {
-                let pause = rand::rng().random_range(5..40);
-                tokio::time::sleep(Duration::from_millis(pause)).await;
-            }
+            now,
+            outbox_ttl_days: context.config.outbox_ttl_days,
+        })
+        .await?;
+    match created {
+        RunCreated::New { run, number_retries } => {
+            tracing::info!(%run_id, workspace_id, number = run.number, jobs = attempt.jobs.len(), "run created");
+            emit(
+                "create-run",
+                &[("runs_created", 1.0, Unit::Count), ("number_retries", f64::from(number_retries), Unit::Count)],
+            );
+            let records = RunRecords {
+                run,
+                attempts: vec![attempt],
+                definitions: BTreeMap::from([(1, definition)]),
+                results: Default::default(),
+            };
+            Ok(json_response(http::StatusCode::CREATED, &records.view()))
         }
+        RunCreated::Existing(existing) => existing_run(context, &workspace_id, existing).await,
     }
-    tracing::warn!(%run_id, workspace_id, "gave up creating a run: run numbers too contended");
-    Err(ApiError::new(ErrorCode::Unavailable, "too many concurrent creates, try again"))
 }
 
-async fn existing_run(state: &State, workspace_id: &str, run_id: uuid::Uuid) -> Result<Response<Body>, ApiError> {
-    let view = state.store.run_view(workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
+async fn existing_run(context: &Context, workspace_id: &str, run_id: uuid::Uuid) -> Result<Response<Body>, ApiError> {
+    let view = context.store.run_records(workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?.view();
     tracing::info!(%run_id, workspace_id, "repeated idempotency key: existing run");
     Ok(json_response(http::StatusCode::OK, &view))
 }

@@ -1,11 +1,4 @@
-use baton_health::{handle, State};
-use baton_shared::{aws::AwsClients, config::Config, telemetry};
-use lambda_http::{service_fn, Error, Request};
-
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    telemetry::init();
-    let state = State { config: Config::from_env()?, clients: AwsClients::from_env().await };
-    let state = &state;
-    lambda_http::run(service_fn(move |req: Request| async move { Ok::<_, Error>(handle(state, req).await) })).await
+async fn main() -> Result<(), baton_shared::context::Error> {
+    baton_shared::context::serve_http(baton_health::handle).await
 }

@@ -1,7 +1,7 @@
 //! `POST /v1/runners/leases/{execution_id}/heartbeat`: one conditional write,
 //! no read; answers whether cancellation was requested.
 
-use baton_shared::api::HeartbeatResponse;
+use baton_shared::api::runners::HeartbeatResponse;
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
 use baton_shared::http::{json_response, respond};

@@ -6,7 +6,8 @@
 //! replays are decided by `apply_execution_event` (finished > lease expired
 //! > claimed > timeout; terminal states absorb).
 //!
-//! Each fact is one compare-and-set on the attempt's version. An outcome
+//! Each fact is one compare-and-set on the attempt's version
+//! (`Store::update_attempt`). An outcome
 //! also bumps the attempt's progress, writes the reported steps and the
 //! `job_execution.terminated` and `job.terminated` facts in the same
 //! transaction, then wakes the orchestration through its parked token.
@@ -18,29 +19,20 @@
 //! and its wake-up is healed by the redelivery).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::facts::{
-    self, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult,
-};
+use baton_shared::facts::{FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::wake;
-use baton_shared::store::{serialize, TxOutcome};
-use baton_shared::workflows::attempt::{step_id, AttemptState};
-use baton_shared::workflows::{CompletionStatus, ExecutionEvent, StepStatus, WorkflowDefinition};
+use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+use baton_shared::workflows::attempt::step_id;
+use baton_shared::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 use chrono::{DateTime, Utc};
-use rand::Rng;
 
-/// How many lost compare-and-sets one fact tolerates before SQS retries it.
-const MAX_CONFLICTS: u32 = 50;
-
-/// The function's cold-start state: the context every function shares.
-pub use baton_shared::context::Context as State;
-
-pub async fn handle(state: &State, event: SqsEvent) -> SqsBatchResponse {
-    consume(event, |delivered| adopt(state, delivered)).await
+pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
+    consume(event, |delivered| adopt(context, delivered)).await
 }
 
 /// What a runner fact says happened to an execution.
@@ -55,7 +47,7 @@ struct RunnerFact {
 #[derive(Clone, Copy)]
 enum Kind {
     Claimed,
-    Completed(CompletionStatus),
+    Completed(JobOutcome),
     LeaseExpired,
 }
 
@@ -73,10 +65,7 @@ fn read_fact(delivered: &Delivered) -> Result<RunnerFact, HandlerError> {
         }
         JobCompleted::DETAIL_TYPE => {
             let fact = delivered.parse::<JobCompleted>()?;
-            let status = match fact.detail.status {
-                JobOutcome::Succeeded => CompletionStatus::Succeeded,
-                JobOutcome::Failed => CompletionStatus::Failed,
-            };
+            let status = fact.detail.status;
             Ok(RunnerFact {
                 lease: fact.detail.lease,
                 at: fact.detail.completed_at,
@@ -99,16 +88,6 @@ fn read_fact(delivered: &Delivered) -> Result<RunnerFact, HandlerError> {
     }
 }
 
-fn step_status(status: facts::StepStatus) -> StepStatus {
-    match status {
-        facts::StepStatus::Pending => StepStatus::Pending,
-        facts::StepStatus::Running => StepStatus::Running,
-        facts::StepStatus::Succeeded => StepStatus::Succeeded,
-        facts::StepStatus::Failed => StepStatus::Failed,
-        facts::StepStatus::Skipped => StepStatus::Skipped,
-    }
-}
-
 /// The status of every step of the job, in order: what the runner reported
 /// for it, `pending` for steps it never reported on.
 fn all_steps(definition: &WorkflowDefinition, job_key: &str, fact: &RunnerFact) -> Vec<StepStatus> {
@@ -116,107 +95,81 @@ fn all_steps(definition: &WorkflowDefinition, job_key: &str, fact: &RunnerFact) 
     (0..count)
         .map(|index| {
             let id = step_id(fact.lease.job_execution_id, index);
-            fact.steps.iter().find(|step| step.id == id).map_or(StepStatus::Pending, |step| step_status(step.status))
+            fact.steps.iter().find(|step| step.id == id).map_or(StepStatus::Pending, |step| step.status)
         })
         .collect()
 }
 
-async fn adopt(state: &State, delivered: Delivered) -> Result<(), HandlerError> {
+async fn adopt(context: &Context, delivered: Delivered) -> Result<(), HandlerError> {
     let fact = read_fact(&delivered)?;
-    let store = &state.store;
+    let store = &context.store;
     let (run_id, attempt) = (fact.lease.run_id, fact.lease.attempt);
     let execution_id = fact.lease.job_execution_id;
-    let _serialised = serialize::lock(serialize::attempt_key(run_id, attempt)).await;
-    let mut conflicts = 0;
-    loop {
-        let item = store
-            .get_attempt(run_id, attempt)
-            .await?
-            .ok_or_else(|| HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist")))?;
-        let Some(job) = item.state.jobs.iter().find(|job| job.id == fact.lease.job_id) else {
-            return Err(HandlerError::Permanent(format!("job {} is not in {run_id}/{attempt}", fact.lease.job_id)));
-        };
-        let event = match fact.kind {
-            Kind::Claimed => ExecutionEvent::Claimed { at: fact.at },
-            Kind::Completed(status) => {
-                ExecutionEvent::Completed { status, steps: job_steps(store, &item.state, &job.key, &fact).await? }
-            }
-            Kind::LeaseExpired => {
-                ExecutionEvent::LeaseExpired { steps: job_steps(store, &item.state, &job.key, &fact).await? }
-            }
-        };
-        let mut next = item.clone();
-        let effect = next.state.apply_runner_event(
-            fact.lease.job_id,
-            execution_id,
-            &event,
-            Some(fact.lease.session_id),
-            fact.at,
-        );
-        if !effect.changed {
-            tracing::debug!(%run_id, attempt, %execution_id, fact = delivered.detail_type, "runner fact changed nothing");
-            let ended_by_server = matches!(fact.kind, Kind::Completed(_))
+    // What the last decision found, for what happens after the write.
+    let mut finished = false;
+    let mut ended_by_server = false;
+    let updated = store
+        .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
+            let Some(job) = next.state.jobs.iter().find(|job| job.id == fact.lease.job_id) else {
+                return Err(HandlerError::Permanent(format!("job {} is not in {run_id}/{attempt}", fact.lease.job_id)));
+            };
+            let event = match fact.kind {
+                Kind::Claimed => ExecutionEvent::Claimed { at: fact.at },
+                Kind::Completed(status) => {
+                    ExecutionEvent::Completed { status, steps: all_steps(definition, &job.key, &fact) }
+                }
+                Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, &fact) },
+            };
+            ended_by_server = matches!(fact.kind, Kind::Completed(_))
                 && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
-            if ended_by_server && !fact.steps.is_empty() {
-                let outputs = fact.outputs.clone().unwrap_or_default();
-                store.record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs).await?;
+            let effect = next.state.apply_runner_event(
+                fact.lease.job_id,
+                execution_id,
+                &event,
+                Some(fact.lease.session_id),
+                fact.at,
+            );
+            finished = effect.finished;
+            if !effect.changed {
+                return Ok(AttemptStep::Done);
             }
-            emit("job-outcomes", &[("facts_without_effect", 1.0, Unit::Count)]);
-            if let Some(token) = item.token_to_wake() {
-                wake(&state.clients.sfn, token).await?;
+            let outputs = fact.outputs.clone().unwrap_or_default();
+            let mut items = Vec::new();
+            if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
+                items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
             }
-            return Ok(());
+            Ok(AttemptStep::Write(AttemptWrite {
+                emitted: effect.emitted,
+                items,
+                progressed: effect.finished,
+                again: false,
+            }))
+        })
+        .await?
+        .ok_or_else(|| HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist")))?;
+    if updated.writes == 0 {
+        tracing::debug!(%run_id, attempt, %execution_id, fact = delivered.detail_type, "runner fact changed nothing");
+        if ended_by_server && !fact.steps.is_empty() {
+            let outputs = fact.outputs.clone().unwrap_or_default();
+            store.record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs).await?;
         }
-        next.version += 1;
-        if effect.finished {
-            next.progress += 1;
-        }
-        let now = Utc::now();
-        let workspace_id = next.state.workspace_id.clone();
-        let mut items = vec![store.attempt_put(&next, Some(item.version))?];
-        let outputs = fact.outputs.clone().unwrap_or_default();
-        if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
-            items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
-        }
-        items.extend(store.emitted_puts(&workspace_id, now, &effect.emitted, state.config.outbox_ttl_days)?);
-        match store.transact(items).await? {
-            TxOutcome::Committed => {
-                tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, %execution_id,
-                    fact = delivered.detail_type, finished = effect.finished, "execution updated");
-                emit(
-                    "job-outcomes",
-                    &[
-                        ("executions_finished", if effect.finished { 1.0 } else { 0.0 }, Unit::Count),
-                        ("attempt_conflicts", f64::from(conflicts), Unit::Count),
-                    ],
-                );
-                if let Some(token) = next.token_to_wake() {
-                    wake(&state.clients.sfn, token).await?;
-                }
-                return Ok(());
-            }
-            TxOutcome::ConditionFailed { .. } => {
-                conflicts += 1;
-                if conflicts > MAX_CONFLICTS {
-                    return Err(HandlerError::Transient(format!("attempt {run_id}/{attempt} too contended")));
-                }
-                let pause = rand::rng().random_range(5..40);
-                tokio::time::sleep(Duration::from_millis(pause)).await;
-            }
-        }
+        emit("job-outcomes", &[("facts_without_effect", 1.0, Unit::Count)]);
+    } else {
+        tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, %execution_id,
+            fact = delivered.detail_type, finished, "execution updated");
+        emit(
+            "job-outcomes",
+            &[
+                ("executions_finished", if finished { 1.0 } else { 0.0 }, Unit::Count),
+                ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
+            ],
+        );
     }
-}
-
-/// Every step's status for the precedence rules (needs the frozen
-/// definition for how many steps the job has).
-async fn job_steps(
-    store: &baton_shared::store::Store,
-    attempt: &AttemptState,
-    job_key: &str,
-    fact: &RunnerFact,
-) -> Result<Vec<StepStatus>, HandlerError> {
-    let definition = store.get_snapshot(attempt.run_id, attempt.snapshot_attempt).await?.ok_or_else(|| {
-        HandlerError::Transient(format!("snapshot of {}/{} missing", attempt.run_id, attempt.attempt))
-    })?;
-    Ok(all_steps(&definition, job_key, fact))
+    // A redelivered fact re-sends the wake-up if the orchestration still
+    // waits for progress that has happened (a crash between a commit and its
+    // wake-up is healed by the redelivery).
+    if let Some(token) = updated.item.token_to_wake() {
+        wake(&context.clients.sfn, token).await?;
+    }
+    Ok(())
 }

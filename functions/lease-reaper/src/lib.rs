@@ -4,32 +4,104 @@
 //! heartbeat between the read and the write saves the lease, and two reapers
 //! at once produce one `lease_expired` fact per lease.
 //!
-//! Bounded work with continuation: each invocation takes pages of at most
-//! `REAPER_PAGE` leases per shard until a page comes back short or the time
-//! budget is spent; what is left waits for the next tick.
+//! Bounded work with continuation: an invocation takes pages of at most
+//! [`REAPER_PAGE`] leases per shard and stops [`DEADLINE_MARGIN`] before the
+//! invocation's deadline (Lambda's, whatever the function timeout is set
+//! to), so on a backlog it ends by itself instead of being killed mid-write.
+//! It visits the shards in turn from a starting shard that rotates: the next
+//! invocation starts at the shard after the one this one stopped in (or
+//! after the one it started at), so one busy shard cannot starve the others.
 
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
-use baton_shared::context::Context;
+use baton_shared::context::{Context, Scheduled};
 use baton_shared::error::StoreError;
 use baton_shared::facts::{Fact, JobLeaseExpired};
 use baton_shared::metrics::{emit, Unit};
-use baton_shared::runners::lease::all_lease_shards;
+use baton_shared::store::keys::{lease_shard_key, LEASE_SHARDS};
 use chrono::{DateTime, Utc};
 
 /// Leases read per query.
 pub const REAPER_PAGE: i32 = 100;
-/// Wall-clock budget of one invocation (well under the function timeout).
-pub const REAPER_BUDGET: Duration = Duration::from_secs(45);
+/// How long before the invocation's deadline the reaper stops starting new
+/// pages: a page of expiries (one transaction each) must fit in it.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
-/// Expires every lease that expired before `now` (within the budget);
-/// returns how many it expired.
-pub async fn handle(context: &Context, now: DateTime<Utc>) -> Result<usize, StoreError> {
-    let started = Instant::now();
-    let mut expired = 0;
-    for shard in all_lease_shards() {
+/// The shard the next invocation of this instance starts at.
+static NEXT_SHARD: AtomicU32 = AtomicU32::new(0);
+
+/// How one pass of the reaper is bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct ReapLimits {
+    /// Leases read per query.
+    pub page: i32,
+    /// No page is started after this instant (one page always is, so every
+    /// invocation makes progress).
+    pub stop_at: Instant,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    /// Leases expired, by shard, in the order the shards were visited.
+    pub expired_by_shard: Vec<(u32, usize)>,
+    /// Whether the pass stopped at its time limit with shards left to visit
+    /// or a shard's backlog left to drain.
+    pub stopped_early: bool,
+    /// Where the next pass starts.
+    pub next_shard: u32,
+}
+
+impl Reaped {
+    pub fn expired(&self) -> usize {
+        self.expired_by_shard.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// The instant to stop starting pages, for an invocation ending at `deadline`.
+pub fn stop_at(deadline: SystemTime, now: SystemTime, now_instant: Instant) -> Instant {
+    let left = deadline.duration_since(now).unwrap_or_default();
+    now_instant + left.saturating_sub(DEADLINE_MARGIN)
+}
+
+/// The scheduled invocation: one pass, bounded by the invocation's deadline,
+/// from the shard where the previous pass of this instance left off.
+pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, StoreError> {
+    let limits =
+        ReapLimits { page: REAPER_PAGE, stop_at: stop_at(invocation.deadline, SystemTime::now(), Instant::now()) };
+    let start = NEXT_SHARD.load(Ordering::Relaxed) % LEASE_SHARDS;
+    let reaped = reap(context, Utc::now(), start, limits).await?;
+    NEXT_SHARD.store(reaped.next_shard, Ordering::Relaxed);
+    if reaped.stopped_early {
+        tracing::warn!(
+            expired = reaped.expired(),
+            next_shard = reaped.next_shard,
+            "reaper stopped before its deadline; the rest waits for the next tick"
+        );
+    }
+    emit("lease-reaper", &[("leases_expired", reaped.expired() as f64, Unit::Count)]);
+    Ok(reaped.expired())
+}
+
+/// Expires the leases that expired before `now`, visiting every shard once
+/// from `start`, within `limits`.
+pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: ReapLimits) -> Result<Reaped, StoreError> {
+    let mut reaped =
+        Reaped { expired_by_shard: Vec::new(), stopped_early: false, next_shard: (start + 1) % LEASE_SHARDS };
+    let mut pages = 0;
+    for offset in 0..LEASE_SHARDS {
+        let shard = (start + offset) % LEASE_SHARDS;
+        let mut expired = 0;
         loop {
-            let page = context.store.expired_leases(&shard, now, REAPER_PAGE).await?;
+            if pages > 0 && Instant::now() >= limits.stop_at {
+                reaped.stopped_early = true;
+                reaped.next_shard = (shard + 1) % LEASE_SHARDS;
+                reaped.expired_by_shard.push((shard, expired));
+                return Ok(reaped);
+            }
+            pages += 1;
+            let page = context.store.expired_leases(&lease_shard_key(shard), now, limits.page).await?;
             let mut saved_or_gone = 0;
             for lease in &page {
                 let fact = Fact::new(
@@ -50,15 +122,25 @@ pub async fn handle(context: &Context, now: DateTime<Utc>) -> Result<usize, Stor
             }
             // A short page is the end of the shard's backlog; a page of only
             // saved leases would repeat itself, so move on.
-            if page.len() < REAPER_PAGE as usize || saved_or_gone == page.len() || started.elapsed() > REAPER_BUDGET {
+            if page.len() < limits.page as usize || saved_or_gone == page.len() {
                 break;
             }
         }
-        if started.elapsed() > REAPER_BUDGET {
-            tracing::warn!(expired, "reaper budget spent; the rest waits for the next tick");
-            break;
-        }
+        reaped.expired_by_shard.push((shard, expired));
     }
-    emit("lease-reaper", &[("leases_expired", expired as f64, Unit::Count)]);
-    Ok(expired)
+    Ok(reaped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reaper_stops_its_margin_before_the_deadline_and_at_once_when_it_is_that_close() {
+        let (now, instant) = (SystemTime::now(), Instant::now());
+        let in_thirty = stop_at(now + Duration::from_secs(30), now, instant);
+        assert_eq!(in_thirty - instant, Duration::from_secs(30) - DEADLINE_MARGIN);
+        assert_eq!(stop_at(now + Duration::from_secs(2), now, instant), instant);
+        assert_eq!(stop_at(now - Duration::from_secs(2), now, instant), instant, "a deadline already passed");
+    }
 }

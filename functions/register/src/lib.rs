@@ -1,12 +1,13 @@
 //! `POST /v1/runners/register`: a registration token and labels → a session.
 
-use baton_shared::api::{RegisterRequest, RegisterResponse};
-use baton_shared::auth::{require_token, TokenKind};
+use baton_shared::api::runners::{RegisterRequest, RegisterResponse};
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::http::require_token;
 use baton_shared::http::{json_response, parse_json, respond};
 use baton_shared::runners::labels::canonicalize;
 use baton_shared::store::sessions::RegisterRefusal;
+use baton_shared::tokens::TokenKind;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 

@@ -2,7 +2,7 @@
 //! `/v1/workspaces/{ws}/registration-tokens`. The secret is shown once, in
 //! the 201; only its hash is stored.
 
-use baton_shared::api::{
+use baton_shared::api::runners::{
     CreateRegistrationToken, CreatedRegistrationToken, RegistrationTokenList, RegistrationTokenSummary,
 };
 use baton_shared::context::Context;
@@ -17,7 +17,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     let workspace = path_param(&req, "ws")?;
-    context.store.authorize_operator(&req, &workspace).await?;
+    baton_shared::http::authorize_operator(&context.store, &req, &workspace).await?;
     let now = chrono::Utc::now();
     match *req.method() {
         Method::POST => {

@@ -5,41 +5,35 @@
 //! outputs copied, `carried_over: true`, no execution, never enqueued) and
 //! which run again.
 //!
-//! One transaction: the run moves to the new attempt conditioned on its
-//! current attempt still being n, the new attempt item, and the
-//! `run.attempt_created` fact (which starts the orchestration). Of two
+//! One transaction (`Store::create_rerun`): the run moves to the new attempt
+//! conditioned on its current attempt still being n, the new attempt item,
+//! and the `run.attempt_created` fact (which starts the orchestration). Of two
 //! concurrent reruns exactly one passes that condition; the other answers
 //! 409 `run-not-terminal`, as it would a moment later.
 
 use std::collections::BTreeMap;
 
+use baton_shared::api::runs::RerunRequest;
+use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
-use baton_shared::facts::{Fact, RunAttemptCreated};
-use baton_shared::http::{json_response, parse_json, path_id, path_param, respond};
-use baton_shared::store::attempts::AttemptItem;
-use baton_shared::store::{serialize, TxOutcome};
+use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_param, respond};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
-use baton_shared::workflows::view::RerunRequest;
-use baton_shared::workflows::{plan_rerun, PreviousJob, RerunAction, RerunMode};
+use baton_shared::workflows::{plan_rerun, PreviousJob, RerunAction};
 use lambda_http::{Body, Request, Response};
 
-/// The function's cold-start state: the context every function shares.
-pub use baton_shared::context::Context as State;
-
-pub async fn handle(state: &State, req: Request) -> Response<Body> {
-    respond(rerun(state, &req).await)
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(rerun(context, &req).await)
 }
 
 fn not_terminal(run_id: uuid::Uuid) -> ApiError {
     ApiError::new(ErrorCode::RunNotTerminal, format!("run {run_id}'s current attempt has not finished"))
 }
 
-async fn rerun(state: &State, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_param(req, "ws")?;
-    state.store.authorize_operator(req, &workspace_id).await?;
+    authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
-    let store = &state.store;
-    let _serialised = serialize::lock(serialize::run_key(run_id)).await;
+    let store = &context.store;
     let run = store
         .get_run(run_id)
         .await?
@@ -81,32 +75,13 @@ async fn rerun(state: &State, req: &Request) -> Result<Response<Body>, ApiError>
         carried: &carried,
         now,
     });
-    let mode = match body.mode {
-        RerunMode::All => "all",
-        RerunMode::Failed => "failed",
-    };
-    let fact = Fact::new(
-        &workspace_id,
-        now,
-        RunAttemptCreated {
-            run_id,
-            attempt: number,
-            workflow_name: run.name.clone(),
-            run_number: run.number,
-            rerun_mode: Some(mode.to_string()),
-        },
-    );
-    let items = vec![
-        store.rerun_update(run_id, previous.state.attempt, number)?,
-        store.attempt_put(&AttemptItem::new(attempt), None)?,
-        store.outbox_put(&fact, state.config.outbox_ttl_days)?,
-    ];
-    match store.transact(items).await? {
-        TxOutcome::Committed => {
-            tracing::info!(%run_id, attempt = number, mode, carried = carried.len(), "rerun created");
-            let view = store.run_view(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?;
-            Ok(json_response(http::StatusCode::CREATED, &view))
-        }
-        TxOutcome::ConditionFailed { .. } => Err(not_terminal(run_id)),
+    let won = store
+        .create_rerun(&run, previous.state.attempt, &attempt, body.mode, now, context.config.outbox_ttl_days)
+        .await?;
+    if !won {
+        return Err(not_terminal(run_id));
     }
+    tracing::info!(%run_id, attempt = number, mode = ?body.mode, carried = carried.len(), "rerun created");
+    let view = store.run_records(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?.view();
+    Ok(json_response(http::StatusCode::CREATED, &view))
 }

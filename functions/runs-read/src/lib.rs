@@ -4,10 +4,12 @@
 //! (newest first, from the `runs-by-workspace` index; never a Scan).
 //! Read-only: nothing here writes.
 
+use baton_shared::api::runs::RunList;
+use baton_shared::context::Context;
 use baton_shared::error::ApiError;
 use baton_shared::http::{json_response, path_id, path_param, query_param, respond};
 use baton_shared::workflows::status::RunStatus;
-use baton_shared::workflows::view::{RunList, RunSummary};
+use baton_shared::workflows::view::run_summary;
 use lambda_http::{Body, Request, RequestExt, Response};
 
 /// Runs a page holds when `limit` is not given.
@@ -15,19 +17,17 @@ pub const DEFAULT_LIMIT: usize = 20;
 /// The largest `limit` accepted.
 pub const MAX_LIMIT: usize = 100;
 
-/// The function's cold-start state: the context every function shares.
-pub use baton_shared::context::Context as State;
-
-pub async fn handle(state: &State, req: Request) -> Response<Body> {
-    respond(read(state, &req).await)
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(read(context, &req).await)
 }
 
-async fn read(state: &State, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_param(req, "ws")?;
-    state.store.authorize_operator(req, &workspace_id).await?;
+    baton_shared::http::authorize_operator(&context.store, req, &workspace_id).await?;
     if req.path_parameters().first("run_id").is_some() {
         let run_id = path_id(req, "run_id")?;
-        let view = state.store.run_view(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
+        let view =
+            context.store.run_records(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?.view();
         return Ok(json_response(http::StatusCode::OK, &view));
     }
     let status = query_param(req, "status")
@@ -52,8 +52,7 @@ async fn read(state: &State, req: &Request) -> Result<Response<Body>, ApiError> 
         .filter(|s| !s.is_empty())
         .map(|raw| baton_shared::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("cursor is malformed")))
         .transpose()?;
-    let (runs, next) = state.store.list_runs(&workspace_id, status, limit, cursor).await?;
-    let list =
-        RunList { items: runs.iter().map(RunSummary::from).collect(), next_cursor: next.map(|id| id.to_string()) };
+    let (runs, next) = context.store.list_runs(&workspace_id, status, limit, cursor).await?;
+    let list = RunList { items: runs.iter().map(run_summary).collect(), next_cursor: next.map(|id| id.to_string()) };
     Ok(json_response(http::StatusCode::OK, &list))
 }

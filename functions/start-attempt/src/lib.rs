@@ -6,30 +6,18 @@
 //! new (`ExecutionAlreadyExists` counts as started).
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
+use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
 use baton_shared::facts::RunAttemptCreated;
 use baton_shared::orchestration::{start_attempt_execution, AttemptRef};
 
-pub struct State {
-    pub config: Config,
-    pub clients: AwsClients,
+pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
+    consume(event, |delivered| start(context, delivered)).await
 }
 
-impl State {
-    pub fn new(config: Config, clients: AwsClients) -> Self {
-        Self { config, clients }
-    }
-}
-
-pub async fn handle(state: &State, event: SqsEvent) -> SqsBatchResponse {
-    consume(event, |delivered| start(state, delivered)).await
-}
-
-async fn start(state: &State, delivered: Delivered) -> Result<(), HandlerError> {
+async fn start(context: &Context, delivered: Delivered) -> Result<(), HandlerError> {
     let fact = delivered.parse::<RunAttemptCreated>()?;
-    let arn = state
+    let arn = context
         .config
         .run_state_machine_arn
         .as_deref()
@@ -39,7 +27,7 @@ async fn start(state: &State, delivered: Delivered) -> Result<(), HandlerError> 
         run_id: fact.detail.run_id,
         attempt: fact.detail.attempt,
     };
-    start_attempt_execution(&state.clients.sfn, arn, &attempt).await?;
+    start_attempt_execution(&context.clients.sfn, arn, &attempt).await?;
     tracing::info!(run_id = %attempt.run_id, attempt = attempt.attempt, execution = %attempt.execution_name(), "attempt orchestration started");
     Ok(())
 }

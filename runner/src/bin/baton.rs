@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use baton_api::runners::CreateRegistrationToken;
+use baton_api::runs::RerunMode;
+use baton_api::runs::{CreateRunRequest, RunView};
+use baton_api::status::RunStatus;
 use baton_runner::client::ClientError;
 use baton_runner::operator::{changes, Operator};
-use baton_shared::api::CreateRegistrationToken;
-use baton_shared::workflows::rerun::RerunMode;
-use baton_shared::workflows::status::RunStatus;
-use baton_shared::workflows::view::{CreateRunRequest, RunView};
 use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
 

@@ -1,16 +1,17 @@
 //! Consuming facts from a subscriber's SQS queue.
 //!
 //! Each message body is an EventBridge envelope whose `detail` is a [`Fact`].
-//! Messages are handled concurrently and failures are reported per message
-//! (partial batch response), so one poison message is retried and finally
-//! dead-lettered on its own while the rest of the batch succeeds.
+//! Messages go through the one partial-batch loop (`crate::sqs`), so one
+//! poison message is retried and finally dead-lettered on its own while the
+//! rest of the batch succeeds.
 
 use std::future::Future;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 
 use super::{Fact, FactDetail};
+use crate::sqs::{partial_batch, MessageError};
 
 /// A fact as delivered: its detail type and raw detail.
 #[derive(Debug, Clone)]
@@ -43,6 +44,12 @@ pub enum HandlerError {
     Transient(String),
 }
 
+impl MessageError for HandlerError {
+    fn permanent(&self) -> bool {
+        matches!(self, HandlerError::Permanent(_))
+    }
+}
+
 impl From<crate::error::StoreError> for HandlerError {
     fn from(err: crate::error::StoreError) -> Self {
         HandlerError::Transient(err.to_string())
@@ -57,37 +64,15 @@ pub fn delivered(message: &SqsMessage) -> Result<Delivered, HandlerError> {
     Ok(Delivered { detail_type: envelope.detail_type, detail: envelope.detail })
 }
 
-/// Runs `handle` on every message of the batch concurrently and reports the
-/// ones that failed.
+/// Runs `handle` on the fact of every message of the batch concurrently
+/// and reports the ones that failed (`crate::sqs::partial_batch`).
 pub async fn consume<F, Fut>(event: SqsEvent, handle: F) -> SqsBatchResponse
 where
     F: Fn(Delivered) -> Fut,
     Fut: Future<Output = Result<(), HandlerError>>,
 {
     let handle = &handle;
-    let results = futures::future::join_all(event.records.iter().map(|message| async move {
-        let outcome = match delivered(message) {
-            Ok(fact) => handle(fact).await,
-            Err(err) => Err(err),
-        };
-        (message.message_id.clone(), outcome)
-    }))
-    .await;
-    let mut response = SqsBatchResponse::default();
-    for (message_id, outcome) in results {
-        if let Err(err) = outcome {
-            match &err {
-                HandlerError::Permanent(_) => tracing::error!(message_id = ?message_id, error = %err, "fact rejected"),
-                HandlerError::Transient(_) => {
-                    tracing::warn!(message_id = ?message_id, error = %err, "fact will be retried")
-                }
-            }
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = message_id.unwrap_or_default();
-            response.batch_item_failures.push(failure);
-        }
-    }
-    response
+    partial_batch(event, |message| async move { handle(delivered(&message)?).await }).await
 }
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::attempt_format::StoredAttemptItem;
+use super::keys::{self, attempt_sk, run_pk, snapshot_sk, steps_sk};
+use super::{contention, serialize};
 use super::{from_item, n, s, to_item, Store};
 use crate::error::StoreError;
 use crate::facts::{Fact, StepResult};
@@ -30,25 +33,10 @@ use crate::workflows::attempt::{AttemptState, Emitted};
 use crate::workflows::status::RunStatus;
 use crate::workflows::WorkflowDefinition;
 
-/// The partition of a run and everything it holds.
-pub fn run_pk(run_id: Uuid) -> String {
-    format!("RUN#{run_id}")
-}
-
-pub fn attempt_sk(attempt: u32) -> String {
-    format!("ATTEMPT#{attempt:010}")
-}
-
-pub fn snapshot_sk(attempt: u32) -> String {
-    format!("SNAPSHOT#{attempt:010}")
-}
-
-pub fn steps_sk(attempt: u32, execution_id: Uuid) -> String {
-    format!("STEPS#{attempt:010}#{execution_id}")
-}
-
-/// An attempt item as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An attempt item. Its stored form, with the state in a versioned format
+/// of its own, is `attempt_format`'s.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "StoredAttemptItem")]
 pub struct AttemptItem {
     pub pk: String,
     pub sk: String,
@@ -58,43 +46,7 @@ pub struct AttemptItem {
     pub progress: u64,
     pub wait_token: Option<String>,
     pub wait_progress: Option<u64>,
-    #[serde(with = "deflated")]
     pub state: AttemptState,
-}
-
-/// The attempt state is stored as deflated JSON (a binary attribute). It
-/// holds every job of the run and is written whole on every job outcome and
-/// every orchestration step; DynamoDB bills a write unit per started KB of
-/// the item (twice inside a transaction), and as a map its field names
-/// repeat for every job. Deflated it is several times smaller, which both
-/// cuts the write units per job and pushes the 400 KB item limit out to runs
-/// several times larger. Nothing reads or updates it by attribute path.
-mod deflated {
-    use std::io::{Read, Write};
-
-    use flate2::read::DeflateDecoder;
-    use flate2::write::DeflateEncoder;
-    use flate2::Compression;
-    use serde::de::Error as _;
-    use serde::ser::Error as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::workflows::attempt::AttemptState;
-
-    pub fn serialize<S: Serializer>(state: &AttemptState, serializer: S) -> Result<S::Ok, S::Error> {
-        let json = serde_json::to_vec(state).map_err(S::Error::custom)?;
-        let mut encoder = DeflateEncoder::new(Vec::with_capacity(json.len() / 4), Compression::default());
-        encoder.write_all(&json).map_err(S::Error::custom)?;
-        let packed = encoder.finish().map_err(S::Error::custom)?;
-        serializer.serialize_bytes(&packed)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<AttemptState, D::Error> {
-        let packed = serde_bytes::ByteBuf::deserialize(deserializer)?;
-        let mut json = Vec::new();
-        DeflateDecoder::new(packed.as_slice()).read_to_end(&mut json).map_err(D::Error::custom)?;
-        serde_json::from_slice(&json).map_err(D::Error::custom)
-    }
 }
 
 impl AttemptItem {
@@ -165,8 +117,7 @@ impl Store {
             .key("sk", s(attempt_sk(attempt)))
             .consistent_read(true)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         out.item.map(from_item).transpose()
     }
 
@@ -197,8 +148,7 @@ impl Store {
             .key("pk", s(run_pk(run_id)))
             .key("sk", s(snapshot_sk(attempt)))
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         let Some(item) = out.item else { return Ok(None) };
         let snapshot: SnapshotItem = from_item(item)?;
         serde_json::from_str(&snapshot.definition).map(Some).map_err(|e| StoreError::Malformed(e.to_string()))
@@ -293,14 +243,14 @@ impl Store {
         finished_at: Option<DateTime<Utc>>,
     ) -> Result<TransactWriteItem, StoreError> {
         let timestamp = |t: Option<DateTime<Utc>>| match t {
-            Some(t) => s(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+            Some(t) => s(keys::timestamp(t)),
             None => AttributeValue::Null(true),
         };
         let mut expression = "SET #state.#status = :status, #state.finished_at = :finished".to_string();
         let mut update = Update::builder()
             .table_name(&self.table)
             .key("pk", s(run_pk(run_id)))
-            .key("sk", s(super::runs::RUN_SK))
+            .key("sk", s(keys::RUN_SK))
             .condition_expression("#state.current_attempt = :attempt")
             .expression_attribute_names("#state", "state")
             .expression_attribute_names("#status", "status")
@@ -347,6 +297,7 @@ impl Store {
         token: &str,
         seen_progress: u64,
     ) -> Result<bool, StoreError> {
+        let _serialised = serialize::lock(serialize::attempt_key(run_id, attempt)).await;
         let result = self
             .client
             .update_item()
@@ -363,7 +314,124 @@ impl Store {
         match result {
             Ok(_) => Ok(true),
             Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(err) => Err(StoreError::DynamoDb(super::display_sdk_error(&err))),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+/// What one step of an attempt's compare-and-set decided.
+#[derive(Debug)]
+pub enum AttemptStep {
+    /// Nothing (more) to write.
+    Done,
+    /// Write the mutated attempt, with its facts and any other items, in one
+    /// transaction conditioned on the version that was read.
+    Write(AttemptWrite),
+}
+
+/// The rest of a write of the attempt item.
+#[derive(Debug, Default)]
+pub struct AttemptWrite {
+    /// Facts the change publishes (outbox items in the same transaction).
+    pub emitted: Vec<Emitted>,
+    /// Other items of the same transaction (a finished execution's result).
+    pub items: Vec<TransactWriteItem>,
+    /// A job outcome or a cancel happened: bump `progress`, which is what a
+    /// parked orchestration waits to see move.
+    pub progressed: bool,
+    /// After the commit, decide again on the state just written (the
+    /// orchestrator advances in bounded steps until nothing changes).
+    pub again: bool,
+}
+
+/// How an attempt update went.
+#[derive(Debug)]
+pub struct AttemptUpdated {
+    /// The attempt as last read or written.
+    pub item: AttemptItem,
+    /// Transactions committed.
+    pub writes: u32,
+    /// Races lost on the way (each one re-read the attempt).
+    pub lost_races: u32,
+}
+
+impl Store {
+    /// The one compare-and-set of the attempt aggregate: read the attempt
+    /// (and its frozen definition), let `decide` mutate a copy, write it
+    /// conditioned on the version read, with the facts it emits and the run
+    /// mirroring a changed status, all in one transaction. A lost race
+    /// (another writer moved the version, a transaction conflict, throttling)
+    /// re-reads and decides again after a jittered pause, at most
+    /// [`contention::MAX_LOST_RACES`] times. Writers of the attempt in this
+    /// process queue on its in-process lock first (`serialize`), so they do
+    /// not lose races to each other.
+    ///
+    /// `decide` must be a pure function of the state it is given: it may run
+    /// again on a fresher state after a lost race, so a replay is safe.
+    /// `Ok(None)`: the attempt does not exist.
+    pub async fn update_attempt<E>(
+        &self,
+        run_id: Uuid,
+        attempt: u32,
+        outbox_ttl_days: u32,
+        mut decide: impl FnMut(&mut AttemptItem, &WorkflowDefinition) -> Result<AttemptStep, E>,
+    ) -> Result<Option<AttemptUpdated>, E>
+    where
+        E: From<StoreError>,
+    {
+        let _serialised = serialize::lock(serialize::attempt_key(run_id, attempt)).await;
+        let Some(mut item) = self.get_attempt(run_id, attempt).await? else { return Ok(None) };
+        let definition = self.get_snapshot(run_id, item.state.snapshot_attempt).await?.ok_or_else(|| {
+            StoreError::Malformed(format!("attempt {run_id}/{attempt} has no snapshot {}", item.state.snapshot_attempt))
+        })?;
+        let mut updated = AttemptUpdated { item: item.clone(), writes: 0, lost_races: 0 };
+        loop {
+            let mut next = item.clone();
+            let write = match decide(&mut next, &definition)? {
+                AttemptStep::Done => {
+                    updated.item = item;
+                    return Ok(Some(updated));
+                }
+                AttemptStep::Write(write) => write,
+            };
+            next.version = item.version + 1;
+            if write.progressed {
+                next.progress += 1;
+            }
+            let now = Utc::now();
+            let mut items = vec![self.attempt_put(&next, Some(item.version))?];
+            if next.state.status != item.state.status {
+                // Only the first attempt's start is the run's start; a rerun
+                // keeps the run's `started_at`.
+                let started_at = if attempt == 1 { next.state.started_at } else { None };
+                items.push(self.run_mirror_update(
+                    run_id,
+                    attempt,
+                    next.state.status,
+                    started_at,
+                    next.state.finished_at,
+                )?);
+            }
+            items.extend(write.items);
+            items.extend(self.emitted_puts(&next.state.workspace_id, now, &write.emitted, outbox_ttl_days)?);
+            if contention::lost_race(self.transact(items).await)? {
+                updated.lost_races += 1;
+                if updated.lost_races > contention::MAX_LOST_RACES {
+                    return Err(contention::too_contended(format!("attempt {run_id}/{attempt}")).into());
+                }
+                contention::pause_after_lost_race().await;
+                item = self
+                    .get_attempt(run_id, attempt)
+                    .await?
+                    .ok_or_else(|| StoreError::Malformed(format!("attempt {run_id}/{attempt} disappeared")))?;
+                continue;
+            }
+            updated.writes += 1;
+            item = next;
+            if !write.again {
+                updated.item = item;
+                return Ok(Some(updated));
+            }
         }
     }
 }
@@ -371,8 +439,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Item;
     use crate::workflows::attempt::NewAttempt;
     use crate::workflows::definition::parse_definition;
+    use crate::workflows::status::{ExecutionStatus, JobStatus, StatusReason};
 
     fn fifty_job_attempt() -> AttemptState {
         let mut yaml = String::from("name: wide\njobs:\n");
@@ -390,6 +460,65 @@ mod tests {
             carried: &BTreeMap::new(),
             now: Utc::now(),
         })
+    }
+
+    /// An attempt item exactly as the store wrote it before the stored
+    /// format had a type of its own (`shared/src/store/fixtures`): a rename
+    /// of a domain field must not stop it from loading.
+    #[test]
+    fn an_attempt_stored_in_format_1_still_loads() {
+        let fixture: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(include_str!("fixtures/attempt-v1.json")).expect("the fixture is JSON");
+        let stored: Item = fixture
+            .into_iter()
+            .map(|(name, value)| {
+                let value = match (value.get("S"), value.get("N"), value.get("B")) {
+                    (Some(text), _, _) => AttributeValue::S(text.as_str().expect("S").into()),
+                    (_, Some(number), _) => AttributeValue::N(number.as_str().expect("N").into()),
+                    (_, _, Some(bytes)) => AttributeValue::B(aws_smithy_types::Blob::new(
+                        aws_smithy_types::base64::decode(bytes.as_str().expect("B")).expect("base64"),
+                    )),
+                    _ => panic!("unexpected attribute {name}: {value}"),
+                };
+                (name, value)
+            })
+            .collect();
+        assert!(!stored.contains_key("state_format"), "written before the format was named");
+        let item: AttemptItem = from_item(stored).expect("format 1 loads");
+        assert_eq!((item.version, item.progress, item.wait_progress), (7, 2, Some(2)));
+        assert_eq!(item.wait_token.as_deref(), Some("token-abc"));
+        let state = &item.state;
+        assert_eq!(state.run_id.to_string(), "01938a5e-0000-7000-8000-000000000001");
+        assert_eq!((state.workspace_id.as_str(), state.attempt, state.snapshot_attempt), ("acme", 2, 1));
+        assert_eq!(state.status, RunStatus::Running);
+        assert_eq!(state.rerun_mode, Some(crate::workflows::RerunMode::Failed));
+        assert_eq!(state.started_at.map(|t| t.to_rfc3339()), Some("2026-12-02T10:00:01.250+00:00".into()));
+        let keys: Vec<&str> = state.jobs.iter().map(|job| job.key.as_str()).collect();
+        assert_eq!(keys, ["build", "test", "report"]);
+        let (build, test, report) = (&state.jobs[0], &state.jobs[1], &state.jobs[2]);
+        assert!(build.carried_over && build.execution.is_none());
+        assert_eq!(build.status, JobStatus::Succeeded);
+        assert_eq!(
+            build.carried_from.map(|id| id.to_string()).as_deref(),
+            Some("01938a5e-0000-7000-8000-0000000000c1")
+        );
+        let execution = test.execution.as_ref().expect("test ran");
+        assert_eq!((test.status, test.reason), (JobStatus::Failed, Some(StatusReason::RunnerLost)));
+        assert_eq!((execution.status, execution.reason), (ExecutionStatus::Failed, Some(StatusReason::RunnerLost)));
+        assert_eq!(execution.started_at.map(|t| t.to_rfc3339()), Some("2026-12-02T10:00:03.500+00:00".into()));
+        assert_eq!(
+            execution.runner_session_id.map(|id| id.to_string()).as_deref(),
+            Some("01938a5e-0000-7000-8000-0000000000d1")
+        );
+        let running = report.execution.as_ref().expect("report runs");
+        assert_eq!(
+            (report.status, running.status, running.finished_at),
+            (JobStatus::Running, ExecutionStatus::Running, None)
+        );
+        // Written again, it is written in the current format and reads back the same.
+        let rewritten = to_item(&item).expect("serialises");
+        assert_eq!(rewritten.get("state_format"), Some(&AttributeValue::N("1".into())));
+        assert_eq!(from_item::<AttemptItem>(rewritten).expect("reads back"), item);
     }
 
     #[test]

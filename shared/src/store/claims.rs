@@ -19,22 +19,31 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use super::keys::{lease_shard, LEASE_SK};
 use super::leases::LeaseItem;
 use super::queue::{lease_ref, ClaimAttempt, LabelSet, PendingItem};
 use super::sessions::Session;
 use super::Store;
-use crate::api::{ClaimResponse, ClaimedJob, LeaseGrant};
-use crate::auth::hash_token;
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed};
 use crate::runners::claim::{attempt_order, oldest_first, HEAD_READ, MAX_ATTEMPTS, MAX_REREADS};
 use crate::runners::labels::is_subset;
-use crate::runners::lease::{expiry_after_claim, lease_shard, new_lease_token};
+use crate::runners::lease::expiry_after_claim;
+use crate::tokens::{hash_token, new_lease_token};
+
+/// A won claim: the pending item that was taken, the lease now held and its
+/// token (shown to the runner once; only its hash is stored).
+#[derive(Debug)]
+pub struct Claimed {
+    pub pending: PendingItem,
+    pub lease: LeaseItem,
+    pub lease_token: String,
+}
 
 #[derive(Debug)]
 pub enum ClaimOutcome {
-    Claimed(Box<ClaimResponse>),
+    Claimed(Box<Claimed>),
     NothingToClaim,
     SessionExhausted,
 }
@@ -120,7 +129,7 @@ impl Store {
                 let expires_at = expiry_after_claim(now, lease_config);
                 let lease = LeaseItem {
                     pk: LeaseItem::key(pending.execution_id),
-                    sk: "LEASE".into(),
+                    sk: LEASE_SK.into(),
                     kind: "lease".into(),
                     execution_id: pending.execution_id,
                     workspace_id: pending.workspace_id.clone(),
@@ -145,21 +154,10 @@ impl Store {
                 );
                 match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days).await? {
                     ClaimAttempt::Won => {
-                        return Ok(ClaimOutcome::Claimed(Box::new(ClaimResponse {
-                            job_execution_id: pending.execution_id,
-                            job_id: pending.job_id,
-                            run_id: pending.run_id,
-                            attempt: pending.attempt,
-                            workspace_id: pending.workspace_id.clone(),
-                            queued_at: pending.queued_at,
-                            lease: LeaseGrant { token, epoch, expires_at },
-                            job: ClaimedJob {
-                                key: pending.job.key.clone(),
-                                labels: pending.job.labels.clone(),
-                                timeout_s: pending.job.timeout_s,
-                                env: pending.job.env.clone(),
-                                steps: pending.job.steps.clone(),
-                            },
+                        return Ok(ClaimOutcome::Claimed(Box::new(Claimed {
+                            pending: pending.clone(),
+                            lease,
+                            lease_token: token,
                         })))
                     }
                     ClaimAttempt::Lost => {

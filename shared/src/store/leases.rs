@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::queue::{runner_record_key, status};
-use super::sessions::rfc3339;
+use super::keys::{execution_pk, timestamp, LEASES_BY_EXPIRY, LEASE_SK, RUNNER_SK};
+use super::records::RunnerStatus;
 use super::{from_item, n, s, Item, Store, TxOutcome};
 use crate::error::StoreError;
 use crate::facts::{Fact, JobCompleted, JobLeaseExpired, JobOutcome, StepResult};
@@ -36,10 +36,12 @@ pub struct LeaseItem {
     pub session_id: Uuid,
     pub epoch: u64,
     pub token_hash: String,
+    #[serde(with = "crate::time::stored")]
     pub claimed_at: DateTime<Utc>,
+    #[serde(with = "crate::time::stored")]
     pub expires_at: DateTime<Utc>,
     pub heartbeated: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub cancel_requested_at: Option<DateTime<Utc>>,
     /// Step progress as reported, by step id.
     pub steps: BTreeMap<String, StepResult>,
@@ -50,7 +52,7 @@ pub struct LeaseItem {
 
 impl LeaseItem {
     pub fn key(execution_id: Uuid) -> String {
-        runner_record_key(execution_id)
+        execution_pk(execution_id)
     }
 
     pub fn lease_ref(&self) -> crate::facts::LeaseRef {
@@ -110,7 +112,7 @@ impl Store {
         expires_at: DateTime<Utc>,
     ) -> Result<Fenced<LeaseItem>, StoreError> {
         let values = [
-            (":x", s(rfc3339(expires_at))),
+            (":x", s(timestamp(expires_at))),
             (":xm", n(expires_at.timestamp_millis())),
             (":t", AttributeValue::Bool(true)),
         ];
@@ -163,7 +165,7 @@ impl Store {
             .update_item()
             .table_name(&self.table)
             .key("pk", s(LeaseItem::key(execution_id)))
-            .key("sk", s("LEASE"))
+            .key("sk", s(LEASE_SK))
             .update_expression(update)
             .condition_expression("epoch = :e AND token_hash = :h")
             .expression_attribute_values(":e", n(epoch))
@@ -202,15 +204,11 @@ impl Store {
         outbox_ttl_days: u32,
     ) -> Result<Fenced<Completion>, StoreError> {
         let outcome = fact.detail.status;
-        let outcome_str = match outcome {
-            JobOutcome::Succeeded => "succeeded",
-            JobOutcome::Failed => "failed",
-        };
         let end_lease = build(
             Delete::builder()
                 .table_name(&self.table)
                 .key("pk", s(LeaseItem::key(execution_id)))
-                .key("sk", s("LEASE"))
+                .key("sk", s(LEASE_SK))
                 .condition_expression("epoch = :e AND token_hash = :h")
                 .expression_attribute_values(":e", n(epoch))
                 .expression_attribute_values(":h", s(token_hash))
@@ -220,16 +218,16 @@ impl Store {
         let record = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(runner_record_key(execution_id)))
-                .key("sk", s("RUNNER"))
+                .key("pk", s(execution_pk(execution_id)))
+                .key("sk", s(RUNNER_SK))
                 .update_expression(
                     "SET #status = :completed, outcome = :o, completed_epoch = :e, completed_token_hash = :h",
                 )
                 .condition_expression("#status = :leased AND epoch = :e")
                 .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":completed", s(status::COMPLETED))
-                .expression_attribute_values(":leased", s(status::LEASED))
-                .expression_attribute_values(":o", s(outcome_str))
+                .expression_attribute_values(":completed", s(RunnerStatus::Completed.as_str()))
+                .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
+                .expression_attribute_values(":o", serde_dynamo::to_attribute_value(outcome)?)
                 .expression_attribute_values(":e", n(epoch))
                 .expression_attribute_values(":h", s(token_hash))
                 .build(),
@@ -245,16 +243,11 @@ impl Store {
                 let record = self.runner_record(execution_id).await?;
                 match record {
                     Some(r)
-                        if r.status == status::COMPLETED
+                        if r.status == RunnerStatus::Completed
                             && r.completed_epoch == Some(epoch)
                             && r.completed_token_hash.as_deref() == Some(token_hash) =>
                     {
-                        let recorded = if r.outcome.as_deref() == Some("succeeded") {
-                            JobOutcome::Succeeded
-                        } else {
-                            JobOutcome::Failed
-                        };
-                        Ok(Fenced::Ok(Completion::AlreadyRecorded(recorded)))
+                        Ok(Fenced::Ok(Completion::AlreadyRecorded(r.outcome.unwrap_or(JobOutcome::Failed))))
                     }
                     _ => match self.lease(execution_id).await? {
                         Some(lease) if lease.epoch == epoch && lease.token_hash != token_hash => Ok(Fenced::NotFound),
@@ -266,7 +259,7 @@ impl Store {
     }
 
     pub async fn lease(&self, execution_id: Uuid) -> Result<Option<LeaseItem>, StoreError> {
-        lease_from(self.get(&LeaseItem::key(execution_id), "LEASE").await?)
+        lease_from(self.get(&LeaseItem::key(execution_id), LEASE_SK).await?)
     }
 
     /// Live leases of one index shard that expired before `now`, oldest first.
@@ -280,7 +273,7 @@ impl Store {
             .client
             .query()
             .table_name(&self.table)
-            .index_name("leases-by-expiry")
+            .index_name(LEASES_BY_EXPIRY)
             .key_condition_expression("lx_shard = :shard AND lx_expires_at < :now")
             .expression_attribute_values(":shard", s(shard))
             .expression_attribute_values(":now", n(now.timestamp_millis()))
@@ -306,7 +299,7 @@ impl Store {
             Delete::builder()
                 .table_name(&self.table)
                 .key("pk", s(&lease.pk))
-                .key("sk", s("LEASE"))
+                .key("sk", s(LEASE_SK))
                 .condition_expression("epoch = :e AND lx_expires_at < :now")
                 .expression_attribute_values(":e", n(lease.epoch))
                 .expression_attribute_values(":now", n(now.timestamp_millis()))
@@ -315,13 +308,13 @@ impl Store {
         let tombstone = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(runner_record_key(lease.execution_id)))
-                .key("sk", s("RUNNER"))
+                .key("pk", s(execution_pk(lease.execution_id)))
+                .key("sk", s(RUNNER_SK))
                 .update_expression("SET #status = :expired")
                 .condition_expression("#status = :leased AND epoch = :e")
                 .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":expired", s(status::EXPIRED))
-                .expression_attribute_values(":leased", s(status::LEASED))
+                .expression_attribute_values(":expired", s(RunnerStatus::Expired.as_str()))
+                .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
                 .expression_attribute_values(":e", n(lease.epoch))
                 .build(),
         )?;
@@ -346,10 +339,10 @@ impl Store {
             .update_item()
             .table_name(&self.table)
             .key("pk", s(LeaseItem::key(execution_id)))
-            .key("sk", s("LEASE"))
+            .key("sk", s(LEASE_SK))
             .update_expression("SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)")
             .condition_expression("attribute_exists(pk) AND epoch = :e")
-            .expression_attribute_values(":now", s(rfc3339(now)))
+            .expression_attribute_values(":now", s(timestamp(now)))
             .expression_attribute_values(":e", n(epoch))
             .send()
             .await;

@@ -57,15 +57,20 @@ impl Store {
                         .iter()
                         .map(|r| r.code().filter(|c| *c != "None").map(str::to_string))
                         .collect();
-                    if reasons.iter().flatten().all(|c| c == "ConditionalCheckFailed") {
+                    let codes = || reasons.iter().flatten();
+                    if codes().all(|c| c == "ConditionalCheckFailed") {
                         Ok(TxOutcome::ConditionFailed { reasons })
+                    } else if codes().any(|c| c == "TransactionConflict") {
+                        Err(StoreError::TransactionConflict(format!("transaction cancelled: {reasons:?}")))
+                    } else if codes().any(|c| THROTTLING_CODES.contains(&c.as_str())) {
+                        Err(StoreError::Throttled(format!("transaction cancelled: {reasons:?}")))
                     } else {
                         Err(StoreError::DynamoDb(format!("transaction cancelled: {reasons:?}")))
                     }
                 }
-                other => Err(StoreError::DynamoDb(format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(other)))),
+                _ => Err(StoreError::from(SdkError::ServiceError(err))),
             },
-            Err(err) => Err(StoreError::DynamoDb(display_sdk_error(&err))),
+            Err(err) => Err(err.into()),
         }
     }
 }
@@ -122,9 +127,30 @@ impl Store {
     }
 }
 
-impl<E: std::error::Error + 'static, R: std::fmt::Debug> From<SdkError<E, R>> for StoreError {
+/// Error codes (of a request, or of a transaction's cancellation reasons)
+/// that mean DynamoDB throttled the request.
+const THROTTLING_CODES: &[&str] = &[
+    "ProvisionedThroughputExceeded",
+    "ProvisionedThroughputExceededException",
+    "ThrottlingError",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
+
+/// Keeps throttling and transaction conflicts apart from other failures:
+/// they are lost races to retry, the others are not.
+impl<E, R> From<SdkError<E, R>> for StoreError
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
+    R: std::fmt::Debug,
+{
     fn from(err: SdkError<E, R>) -> Self {
-        StoreError::DynamoDb(display_sdk_error(&err))
+        let message = display_sdk_error(&err);
+        match err.as_service_error().and_then(|e| e.code()) {
+            Some(code) if THROTTLING_CODES.contains(&code) => StoreError::Throttled(message),
+            Some("TransactionConflictException") => StoreError::TransactionConflict(message),
+            _ => StoreError::DynamoDb(message),
+        }
     }
 }
 
@@ -167,13 +193,17 @@ pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreE
     Ok(serde_dynamo::from_item(item)?)
 }
 
+pub mod attempt_format;
 pub mod attempts;
 pub mod claims;
+pub mod contention;
+pub mod keys;
 pub mod leases;
 pub mod operators;
 pub mod outbox;
 pub mod processed;
 pub mod queue;
+pub mod records;
 pub mod runs;
 pub mod serialize;
 pub mod sessions;

@@ -1,12 +1,11 @@
 //! Operator API tokens (`bat_`): workspace-scoped or admin. Stored by hash.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{from_item, s, to_item, Store};
-use crate::auth::{hash_token, require_token, TokenKind};
-use crate::error::{ApiError, ErrorCode, StoreError};
+use super::{from_item, keys, s, to_item, Store};
+use crate::error::StoreError;
+use crate::tokens::hash_token;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct OperatorToken {
@@ -17,12 +16,10 @@ pub struct OperatorToken {
     /// `None`: an admin token, valid for every workspace.
     pub workspace_id: Option<String>,
     pub name: Option<String>,
+    #[serde(with = "crate::time::stored")]
     pub created_at: DateTime<Utc>,
+    #[serde(default, with = "crate::time::stored_option")]
     pub revoked_at: Option<DateTime<Utc>>,
-}
-
-fn key(token_hash: &str) -> String {
-    format!("APITOKEN#{token_hash}")
 }
 
 impl Store {
@@ -35,8 +32,8 @@ impl Store {
         name: Option<&str>,
     ) -> Result<(), StoreError> {
         let record = OperatorToken {
-            pk: key(&hash_token(token)),
-            sk: "APITOKEN".into(),
+            pk: keys::operator_token_pk(&hash_token(token)),
+            sk: keys::OPERATOR_TOKEN_SK.into(),
             kind: "api_token".into(),
             workspace_id: workspace_id.map(str::to_string),
             name: name.map(str::to_string),
@@ -54,31 +51,16 @@ impl Store {
         super::condition_may_fail(put).map(|_| ())
     }
 
-    async fn operator_token(&self, token: &str) -> Result<Option<OperatorToken>, StoreError> {
+    /// The operator token record of `token`, if one is stored.
+    pub async fn operator_token(&self, token: &str) -> Result<Option<OperatorToken>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("pk", s(key(&hash_token(token))))
-            .key("sk", AttributeValue::S("APITOKEN".into()))
+            .key("pk", s(keys::operator_token_pk(&hash_token(token))))
+            .key("sk", s(keys::OPERATOR_TOKEN_SK))
             .send()
             .await?;
         out.item.map(from_item).transpose()
-    }
-
-    /// Authorises an operator request on `workspace_id`: 401 without a valid
-    /// `bat_` token; 404 for a token scoped to another workspace (existence
-    /// is not revealed).
-    pub async fn authorize_operator(&self, req: &lambda_http::Request, workspace_id: &str) -> Result<(), ApiError> {
-        let token = require_token(req, TokenKind::Operator)?;
-        let record = self.operator_token(token).await?.ok_or_else(ApiError::unauthenticated)?;
-        if record.revoked_at.is_some() {
-            return Err(ApiError::unauthenticated());
-        }
-        match record.workspace_id {
-            None => Ok(()),
-            Some(scope) if scope == workspace_id => Ok(()),
-            Some(_) => Err(ApiError::new(ErrorCode::NotFound, "workspace not found")),
-        }
     }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{to_item, Item, Store};
+use super::{keys, to_item, Item, Store};
 use crate::error::StoreError;
 use crate::facts::{Fact, FactDetail};
 
@@ -35,8 +35,8 @@ impl OutboxItem {
     pub fn for_fact<D: FactDetail>(fact: &Fact<D>, ttl_days: u32) -> Result<Self, StoreError> {
         let detail = serde_json::to_string(fact).map_err(|e| StoreError::Malformed(e.to_string()))?;
         Ok(Self {
-            pk: format!("OUTBOX#{}", fact.header.event_id),
-            sk: "OUTBOX".into(),
+            pk: keys::outbox_pk(fact.header.event_id),
+            sk: keys::OUTBOX_SK.into(),
             kind: OUTBOX_TYPE.into(),
             event_id: fact.header.event_id,
             source: D::CONTEXT.source().into(),

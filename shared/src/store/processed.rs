@@ -6,7 +6,7 @@
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use uuid::Uuid;
 
-use super::{n, s, Store};
+use super::{keys, n, s, Store};
 use crate::error::StoreError;
 
 impl Store {
@@ -15,8 +15,8 @@ impl Store {
     pub fn processed_marker(&self, consumer: &str, event_id: Uuid, ttl: i64) -> Result<TransactWriteItem, StoreError> {
         let put = Put::builder()
             .table_name(&self.table)
-            .item("pk", s(format!("PROCESSED#{consumer}#{event_id}")))
-            .item("sk", s("PROCESSED"))
+            .item("pk", s(keys::processed_pk(consumer, event_id)))
+            .item("sk", s(keys::PROCESSED_SK))
             .item("type", s("processed"))
             .item("ttl", n(ttl))
             .condition_expression("attribute_not_exists(pk)")

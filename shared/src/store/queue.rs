@@ -1,10 +1,8 @@
 //! The pending queue and the runners' record of each execution
 //! (behaviour.md §3, §4, §7).
 //!
-//! Items:
-//! - `EXEC#<execution>` / `RUNNER`: the runners' record of an execution: its
-//!   status (`pending → leased → completed | expired`, or `terminated`), the
-//!   lease epoch, and where its pending item is. It is never deleted: it is
+//! Items (keys in `store::keys`):
+//! - the runners' record of an execution (`store::records`), never deleted:
 //!   the durable tombstone that makes a replayed enqueue a no-op.
 //! - `Q#<workspace>#<labelset>` / `<queued_at>#<execution>`: a pending item,
 //!   carrying everything the runner needs, in the partition of its workspace
@@ -17,48 +15,13 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::sessions::{rfc3339, session_key, Session};
+use super::keys::{self, execution_pk, RUNNER_SK};
+use super::leases::LeaseItem;
+use super::records::{RunnerRecord, RunnerStatus};
+use super::sessions::Session;
 use super::{from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed, JobExecutionQueued, JobSpec, LeaseRef};
-
-/// Status of the runners' record of an execution.
-pub mod status {
-    pub const PENDING: &str = "pending";
-    pub const LEASED: &str = "leased";
-    pub const COMPLETED: &str = "completed";
-    pub const EXPIRED: &str = "expired";
-    pub const TERMINATED: &str = "terminated";
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunnerRecord {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub execution_id: Uuid,
-    pub workspace_id: String,
-    pub run_id: Uuid,
-    pub job_id: Uuid,
-    pub attempt: u32,
-    pub status: String,
-    pub epoch: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queued_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_pk: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_sk: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_epoch: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_token_hash: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminated_at: Option<DateTime<Utc>>,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PendingItem {
@@ -71,6 +34,7 @@ pub struct PendingItem {
     pub run_id: Uuid,
     pub job_id: Uuid,
     pub attempt: u32,
+    #[serde(with = "crate::time::stored")]
     pub queued_at: DateTime<Utc>,
     /// The epoch of the record when it was queued; the claim's compare-and-set.
     pub epoch: u64,
@@ -92,18 +56,6 @@ pub struct LabelSet {
     /// The label set id.
     pub sk: String,
     pub labels: Vec<String>,
-}
-
-pub fn runner_record_key(execution_id: Uuid) -> String {
-    format!("EXEC#{execution_id}")
-}
-
-fn queue_pk(workspace_id: &str, labelset: &str) -> String {
-    format!("Q#{workspace_id}#{labelset}")
-}
-
-fn registry_pk(workspace_id: &str) -> String {
-    format!("QREG#{workspace_id}")
 }
 
 /// What an enqueue did.
@@ -144,8 +96,8 @@ impl Store {
         let d = &fact.detail;
         let ws = &fact.header.workspace_id;
         let pending = PendingItem {
-            pk: queue_pk(ws, labelset),
-            sk: format!("{}#{}", rfc3339(d.queued_at), d.job_execution_id),
+            pk: keys::queue_pk(ws, labelset),
+            sk: keys::pending_sk(d.queued_at, d.job_execution_id),
             kind: "pending".into(),
             execution_id: d.job_execution_id,
             workspace_id: ws.clone(),
@@ -157,15 +109,15 @@ impl Store {
             job: JobSpec { labels: labels.clone(), ..d.job.clone() },
         };
         let record = RunnerRecord {
-            pk: runner_record_key(d.job_execution_id),
-            sk: "RUNNER".into(),
+            pk: execution_pk(d.job_execution_id),
+            sk: RUNNER_SK.into(),
             kind: "runner_execution".into(),
             execution_id: d.job_execution_id,
             workspace_id: ws.clone(),
             run_id: d.run_id,
             job_id: d.job_id,
             attempt: d.attempt,
-            status: status::PENDING.into(),
+            status: RunnerStatus::Pending,
             epoch: 0,
             queued_at: Some(d.queued_at),
             pending_pk: Some(pending.pk.clone()),
@@ -186,7 +138,7 @@ impl Store {
         let register = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(registry_pk(ws)))
+                .key("pk", s(keys::labelset_registry_pk(ws)))
                 .key("sk", s(labelset))
                 .update_expression("SET labels = :labels, #type = :type")
                 .expression_attribute_names("#type", "type")
@@ -212,7 +164,7 @@ impl Store {
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(registry_pk(workspace_id)))
+            .expression_attribute_values(":pk", s(keys::labelset_registry_pk(workspace_id)))
             .send()
             .await?;
         out.items.unwrap_or_default().into_iter().map(from_item).collect()
@@ -230,7 +182,7 @@ impl Store {
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(queue_pk(workspace_id, labelset)))
+            .expression_attribute_values(":pk", s(keys::queue_pk(workspace_id, labelset)))
             .limit(limit)
             .send()
             .await?;
@@ -243,7 +195,7 @@ impl Store {
         &self,
         pending: &PendingItem,
         session: &Session,
-        lease: &super::leases::LeaseItem,
+        lease: &LeaseItem,
         fact: &Fact<JobClaimed>,
         outbox_ttl_days: u32,
     ) -> Result<ClaimAttempt, StoreError> {
@@ -260,13 +212,13 @@ impl Store {
         let lease_record = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(runner_record_key(pending.execution_id)))
-                .key("sk", s("RUNNER"))
+                .key("pk", s(execution_pk(pending.execution_id)))
+                .key("sk", s(RUNNER_SK))
                 .update_expression("SET #status = :leased, epoch = :epoch REMOVE pending_pk, pending_sk")
                 .condition_expression("#status = :pending AND epoch = :prev")
                 .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":leased", s(status::LEASED))
-                .expression_attribute_values(":pending", s(status::PENDING))
+                .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
+                .expression_attribute_values(":pending", s(RunnerStatus::Pending.as_str()))
                 .expression_attribute_values(":epoch", n(lease.epoch))
                 .expression_attribute_values(":prev", n(pending.epoch))
                 .build(),
@@ -288,8 +240,8 @@ impl Store {
             let count = build(
                 Update::builder()
                     .table_name(&self.table)
-                    .key("pk", s(session_key(session.id)))
-                    .key("sk", s("SESSION"))
+                    .key("pk", s(keys::session_pk(session.id)))
+                    .key("sk", s(keys::SESSION_SK))
                     .update_expression("SET claims = claims + :one")
                     .condition_expression("claims < :max")
                     .expression_attribute_values(":one", n(1))
@@ -320,10 +272,6 @@ impl Store {
         Ok(())
     }
 
-    pub async fn runner_record(&self, execution_id: Uuid) -> Result<Option<RunnerRecord>, StoreError> {
-        self.get(&runner_record_key(execution_id), "RUNNER").await?.map(from_item).transpose()
-    }
-
     /// Terminal reconciliation (behaviour.md §7) of one execution: a pending
     /// execution loses its pending item and becomes `terminated`; a leased one
     /// gets its lease flagged for cancellation (first timestamp wins) and
@@ -342,15 +290,15 @@ impl Store {
             let done = match record {
                 None => {
                     let tombstone = RunnerRecord {
-                        pk: runner_record_key(lease_ref.job_execution_id),
-                        sk: "RUNNER".into(),
+                        pk: execution_pk(lease_ref.job_execution_id),
+                        sk: RUNNER_SK.into(),
                         kind: "runner_execution".into(),
                         execution_id: lease_ref.job_execution_id,
                         workspace_id: workspace_id.to_string(),
                         run_id: lease_ref.run_id,
                         job_id: lease_ref.job_id,
                         attempt: lease_ref.attempt,
-                        status: status::TERMINATED.into(),
+                        status: RunnerStatus::Terminated,
                         epoch: 0,
                         queued_at: None,
                         pending_pk: None,
@@ -376,21 +324,21 @@ impl Store {
                     tracing::error!(execution_id = %record.execution_id, "terminated fact names another workspace; ignored");
                     true
                 }
-                Some(record) if record.status == status::PENDING => {
+                Some(record) if record.status == RunnerStatus::Pending => {
                     let mut items = vec![TransactWriteItem::builder()
                         .update(build(
                             Update::builder()
                                 .table_name(&self.table)
                                 .key("pk", s(&record.pk))
-                                .key("sk", s("RUNNER"))
+                                .key("sk", s(RUNNER_SK))
                                 .update_expression(
                                     "SET #status = :terminated, terminated_at = :now REMOVE pending_pk, pending_sk",
                                 )
                                 .condition_expression("#status = :pending AND epoch = :epoch")
                                 .expression_attribute_names("#status", "status")
-                                .expression_attribute_values(":terminated", s(status::TERMINATED))
-                                .expression_attribute_values(":pending", s(status::PENDING))
-                                .expression_attribute_values(":now", s(rfc3339(now)))
+                                .expression_attribute_values(":terminated", s(RunnerStatus::Terminated.as_str()))
+                                .expression_attribute_values(":pending", s(RunnerStatus::Pending.as_str()))
+                                .expression_attribute_values(":now", s(keys::timestamp(now)))
                                 .expression_attribute_values(":epoch", n(record.epoch))
                                 .build(),
                         )?)
@@ -406,7 +354,7 @@ impl Store {
                     }
                     matches!(self.transact(items).await?, TxOutcome::Committed)
                 }
-                Some(record) if record.status == status::LEASED => {
+                Some(record) if record.status == RunnerStatus::Leased => {
                     self.flag_lease_for_cancel(record.execution_id, record.epoch, now).await?;
                     true
                 }

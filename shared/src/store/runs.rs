@@ -15,18 +15,19 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::attempts::{run_pk, AttemptItem, SnapshotItem, StepsItem};
-use super::{from_item, n, s, to_item, Item, Store, TxOutcome};
+use super::attempts::{AttemptItem, SnapshotItem, StepsItem};
+use super::keys::{self, run_pk, RUN_SK};
+use super::{contention, from_item, n, s, serialize, to_item, Item, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::facts::{Fact, RunAttemptCreated};
 use crate::workflows::attempt::{AttemptState, RunState};
 use crate::workflows::status::RunStatus;
-use crate::workflows::view::{build_run_view, ExecutionResult, RunView};
-use crate::workflows::WorkflowDefinition;
-
-pub const RUN_SK: &str = "RUN";
+use crate::workflows::view::{ExecutionResult, RunRecords};
+use crate::workflows::{RerunMode, WorkflowDefinition};
 
 /// Runs a filtered list query evaluates a page.
 const FILTERED_PAGE: usize = 100;
@@ -51,39 +52,16 @@ impl RunItem {
             pk: run_pk(state.id),
             sk: RUN_SK.into(),
             kind: "run".into(),
-            rw_pk: workspace_runs_key(&state.workspace_id),
+            rw_pk: keys::workspace_runs_pk(&state.workspace_id),
             rw_sk: state.id.to_string(),
             state,
         }
     }
 }
 
-fn workspace_runs_key(workspace_id: &str) -> String {
-    format!("WS#{workspace_id}")
-}
-
-fn counter_pk(workspace_id: &str, workflow: &str) -> String {
-    format!("RUNNUM#{workspace_id}#{workflow}")
-}
-
-fn idempotency_pk(workspace_id: &str, key: &str) -> String {
-    format!("RUNIDEM#{workspace_id}#{key}")
-}
-
-/// Everything stored about one run.
-#[derive(Debug, Clone, Default)]
-pub struct RunRecords {
-    pub run: Option<RunState>,
-    pub attempts: Vec<AttemptItem>,
-    /// Snapshot attempt → definition.
-    pub definitions: BTreeMap<u32, WorkflowDefinition>,
-    /// Execution id → reported steps and outputs.
-    pub results: HashMap<Uuid, ExecutionResult>,
-}
-
-/// What a create transaction did.
+/// What one create transaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CreateOutcome {
+enum CreateOutcome {
     Created,
     /// The idempotency key already names this run.
     Existing(Uuid),
@@ -91,16 +69,29 @@ pub enum CreateOutcome {
     NumberTaken,
 }
 
-/// A run to create: the first attempt, its snapshot and the fact.
+/// A run to create: its first attempt and the definition it freezes.
 pub struct NewRun<'a> {
-    pub run: &'a RunState,
+    pub id: Uuid,
+    pub workspace_id: &'a str,
+    /// The workflow's name: runs are numbered per name.
+    pub name: &'a str,
+    /// The create request's `inputs`, as JSON text.
+    pub inputs: Option<String>,
     pub attempt: &'a AttemptState,
     pub definition: &'a WorkflowDefinition,
     pub idempotency_key: Option<&'a str>,
-    /// The number read from the counter before (`run.number - 1`).
-    pub previous_number: u64,
-    /// The `run.attempt_created` fact's outbox item.
-    pub fact: TransactWriteItem,
+    pub now: DateTime<Utc>,
+    pub outbox_ttl_days: u32,
+}
+
+/// What creating a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunCreated {
+    /// The run as written, and how many times its number was lost to a
+    /// concurrent create first.
+    New { run: RunState, number_retries: u32 },
+    /// The idempotency key already names this run: nothing was written.
+    Existing(Uuid),
 }
 
 fn build_err(e: impl std::fmt::Display) -> StoreError {
@@ -114,12 +105,11 @@ impl Store {
             .client
             .get_item()
             .table_name(&self.table)
-            .key("pk", s(counter_pk(workspace_id, workflow)))
-            .key("sk", s("COUNTER"))
+            .key("pk", s(keys::run_counter_pk(workspace_id, workflow)))
+            .key("sk", s(keys::COUNTER_SK))
             .consistent_read(true)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         match out.item.as_ref().and_then(|item| item.get("last")) {
             Some(AttributeValue::N(raw)) => raw.parse().map_err(|_| StoreError::Malformed(format!("counter {raw}"))),
             Some(_) => Err(StoreError::Malformed("counter is not a number".into())),
@@ -133,12 +123,11 @@ impl Store {
             .client
             .get_item()
             .table_name(&self.table)
-            .key("pk", s(idempotency_pk(workspace_id, key)))
-            .key("sk", s("IDEM"))
+            .key("pk", s(keys::idempotency_pk(workspace_id, key)))
+            .key("sk", s(keys::IDEMPOTENCY_SK))
             .consistent_read(true)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         match out.item.as_ref().and_then(|item| item.get("run_id")) {
             Some(AttributeValue::S(raw)) => {
                 Uuid::parse_str(raw).map(Some).map_err(|_| StoreError::Malformed(format!("run id {raw}")))
@@ -147,23 +136,67 @@ impl Store {
         }
     }
 
-    /// Creates a run in one transaction: counter, run, attempt 1, snapshot,
-    /// idempotency key and the fact.
-    pub async fn create_run(&self, new: NewRun<'_>) -> Result<CreateOutcome, StoreError> {
-        let run = new.run;
+    /// Creates a run (behaviour.md §8): the next number of its workflow, the
+    /// run, attempt 1, the frozen snapshot, the idempotency key and the
+    /// `run.attempt_created` fact, in one transaction. The counter is written
+    /// conditioned on the number read, so a create that lost the number to a
+    /// concurrent one reads again and retries (numbers stay consecutive); a
+    /// create that lost the idempotency key answers with the winner's run.
+    pub async fn create_run(&self, new: NewRun<'_>) -> Result<RunCreated, StoreError> {
+        let _serialised = serialize::lock(serialize::counter_key(new.workspace_id, new.name)).await;
+        for number_retries in 0..=contention::MAX_LOST_RACES {
+            let previous_number = self.last_run_number(new.workspace_id, new.name).await?;
+            let run = RunState {
+                id: new.id,
+                workspace_id: new.workspace_id.to_string(),
+                name: new.name.to_string(),
+                number: previous_number + 1,
+                status: RunStatus::Pending,
+                current_attempt: 1,
+                created_at: new.now,
+                started_at: None,
+                finished_at: None,
+                inputs: new.inputs.clone(),
+            };
+            match self.create_numbered_run(&new, &run, previous_number).await? {
+                CreateOutcome::Created => return Ok(RunCreated::New { run, number_retries }),
+                CreateOutcome::Existing(existing) => return Ok(RunCreated::Existing(existing)),
+                CreateOutcome::NumberTaken => contention::pause_after_lost_race().await,
+            }
+        }
+        Err(contention::too_contended(format!("the run numbers of {}/{}", new.workspace_id, new.name)))
+    }
+
+    async fn create_numbered_run(
+        &self,
+        new: &NewRun<'_>,
+        run: &RunState,
+        previous_number: u64,
+    ) -> Result<CreateOutcome, StoreError> {
+        let fact = Fact::new(
+            new.workspace_id,
+            new.now,
+            RunAttemptCreated {
+                run_id: run.id,
+                attempt: 1,
+                workflow_name: run.name.clone(),
+                run_number: run.number,
+                rerun_mode: None,
+            },
+        );
         let counter = Put::builder()
             .table_name(&self.table)
-            .item("pk", s(counter_pk(&run.workspace_id, &run.name)))
-            .item("sk", s("COUNTER"))
+            .item("pk", s(keys::run_counter_pk(&run.workspace_id, &run.name)))
+            .item("sk", s(keys::COUNTER_SK))
             .item("type", s("run_counter"))
             .item("last", n(run.number));
-        let counter = if new.previous_number == 0 {
+        let counter = if previous_number == 0 {
             counter.condition_expression("attribute_not_exists(pk)")
         } else {
             counter
                 .condition_expression("#last = :prev")
                 .expression_attribute_names("#last", "last")
-                .expression_attribute_values(":prev", n(new.previous_number))
+                .expression_attribute_values(":prev", n(previous_number))
         };
         let run_put = Put::builder()
             .table_name(&self.table)
@@ -176,14 +209,14 @@ impl Store {
             TransactWriteItem::builder().put(run_put).build(),
             self.attempt_put(&AttemptItem::new(new.attempt.clone()), None)?,
             self.snapshot_put(run.id, new.attempt.attempt, new.definition)?,
-            new.fact,
+            self.outbox_put(&fact, new.outbox_ttl_days)?,
         ];
         let idempotency_index = items.len();
         if let Some(key) = new.idempotency_key {
             let put = Put::builder()
                 .table_name(&self.table)
-                .item("pk", s(idempotency_pk(&run.workspace_id, key)))
-                .item("sk", s("IDEM"))
+                .item("pk", s(keys::idempotency_pk(&run.workspace_id, key)))
+                .item("sk", s(keys::IDEMPOTENCY_SK))
                 .item("type", s("run_idempotency"))
                 .item("run_id", s(run.id.to_string()))
                 .condition_expression("attribute_not_exists(pk)")
@@ -191,9 +224,11 @@ impl Store {
                 .map_err(build_err)?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        match self.transact(items).await? {
-            TxOutcome::Committed => Ok(CreateOutcome::Created),
-            TxOutcome::ConditionFailed { reasons } => {
+        match self.transact(items).await {
+            Ok(TxOutcome::Committed) => Ok(CreateOutcome::Created),
+            Err(err) if err.is_retriable() => Ok(CreateOutcome::NumberTaken),
+            Err(err) => Err(err),
+            Ok(TxOutcome::ConditionFailed { reasons }) => {
                 if reasons.get(idempotency_index).is_some_and(Option::is_some) {
                     if let Some(key) = new.idempotency_key {
                         if let Some(existing) = self.run_for_idempotency_key(&run.workspace_id, key).await? {
@@ -206,9 +241,14 @@ impl Store {
         }
     }
 
-    /// Reads every item of a run (one paginated `Query` of its partition).
-    pub async fn get_run_records(&self, run_id: Uuid) -> Result<RunRecords, StoreError> {
-        let mut records = RunRecords::default();
+    /// Everything stored about run `run_id`, if it exists in
+    /// `workspace_id` (a run of another workspace is not found: existence is
+    /// not revealed). One paginated `Query` of the run's partition.
+    pub async fn run_records(&self, workspace_id: &str, run_id: Uuid) -> Result<Option<RunRecords>, StoreError> {
+        let mut run = None;
+        let mut attempts = Vec::new();
+        let mut definitions = BTreeMap::new();
+        let mut results = HashMap::new();
         let mut start: Option<Item> = None;
         loop {
             let out = self
@@ -220,30 +260,29 @@ impl Store {
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
-                .await
-                .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+                .await?;
             for item in out.items.unwrap_or_default() {
                 let kind = match item.get("type") {
                     Some(AttributeValue::S(kind)) => kind.clone(),
                     _ => continue,
                 };
                 match kind.as_str() {
-                    "run" => records.run = Some(from_item::<RunItem>(item)?.state),
-                    "attempt" => records.attempts.push(from_item(item)?),
+                    "run" => run = Some(from_item::<RunItem>(item)?.state),
+                    "attempt" => attempts.push(from_item::<AttemptItem>(item)?.state),
                     "snapshot" => {
-                        let sk = match item.get("sk") {
-                            Some(AttributeValue::S(sk)) => sk.clone(),
-                            _ => continue,
+                        let Some(attempt) =
+                            item.get("sk").and_then(|sk| sk.as_s().ok()).and_then(|sk| keys::snapshot_attempt(sk))
+                        else {
+                            continue;
                         };
-                        let attempt: u32 = sk.trim_start_matches("SNAPSHOT#").parse().unwrap_or_default();
                         let snapshot: SnapshotItem = from_item(item)?;
                         let definition = serde_json::from_str(&snapshot.definition)
                             .map_err(|e| StoreError::Malformed(e.to_string()))?;
-                        records.definitions.insert(attempt, definition);
+                        definitions.insert(attempt, definition);
                     }
                     "steps" => {
                         let result: StepsItem = from_item(item)?;
-                        records.results.insert(
+                        results.insert(
                             result.execution_id,
                             ExecutionResult { steps: result.steps, outputs: result.outputs },
                         );
@@ -256,7 +295,12 @@ impl Store {
                 _ => break,
             }
         }
-        Ok(records)
+        Ok(run.filter(|run: &RunState| run.workspace_id == workspace_id).map(|run| RunRecords {
+            run,
+            attempts,
+            definitions,
+            results,
+        }))
     }
 
     /// The run item alone.
@@ -269,8 +313,7 @@ impl Store {
             .key("sk", s(RUN_SK))
             .consistent_read(true)
             .send()
-            .await
-            .map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            .await?;
         Ok(out.item.map(from_item::<RunItem>).transpose()?.map(|item| item.state))
     }
 
@@ -289,7 +332,7 @@ impl Store {
             HashMap::from([
                 ("pk".to_string(), s(run_pk(id))),
                 ("sk".to_string(), s(RUN_SK)),
-                ("rw_pk".to_string(), s(workspace_runs_key(workspace_id))),
+                ("rw_pk".to_string(), s(keys::workspace_runs_pk(workspace_id))),
                 ("rw_sk".to_string(), s(id.to_string())),
             ])
         });
@@ -303,9 +346,9 @@ impl Store {
                 .client
                 .query()
                 .table_name(&self.table)
-                .index_name("runs-by-workspace")
+                .index_name(keys::RUNS_BY_WORKSPACE)
                 .key_condition_expression("rw_pk = :ws")
-                .expression_attribute_values(":ws", s(workspace_runs_key(workspace_id)))
+                .expression_attribute_values(":ws", s(keys::workspace_runs_pk(workspace_id)))
                 .scan_index_forward(false)
                 .limit(page as i32)
                 .set_exclusive_start_key(start.take());
@@ -316,7 +359,7 @@ impl Store {
                     .expression_attribute_names("#status", "status")
                     .expression_attribute_values(":status", s(status.as_str()));
             }
-            let out = query.send().await.map_err(|e| StoreError::DynamoDb(super::display_sdk_error(&e)))?;
+            let out = query.send().await?;
             let more = out.last_evaluated_key.filter(|key| !key.is_empty());
             let items = out.items.unwrap_or_default();
             let count = items.len();
@@ -340,21 +383,48 @@ impl Store {
         Ok((runs, stopped_at))
     }
 
-    /// The run view of `run_id`, if the run exists in `workspace_id` (a
-    /// run of another workspace is not found: existence is not revealed).
-    pub async fn run_view(&self, workspace_id: &str, run_id: Uuid) -> Result<Option<RunView>, StoreError> {
-        let records = self.get_run_records(run_id).await?;
-        let Some(run) = records.run else { return Ok(None) };
-        if run.workspace_id != workspace_id {
-            return Ok(None);
-        }
-        let attempts: Vec<AttemptState> = records.attempts.into_iter().map(|item| item.state).collect();
-        Ok(Some(build_run_view(&run, &attempts, &records.definitions, &records.results)))
+    /// Creates attempt `attempt` of `run` as a rerun of its attempt `from`
+    /// (behaviour.md §11), in one transaction: the run points at the new
+    /// attempt provided its current attempt is still `from`, the attempt
+    /// item, and the `run.attempt_created` fact. `false`: another rerun won.
+    pub async fn create_rerun(
+        &self,
+        run: &RunState,
+        from: u32,
+        attempt: &AttemptState,
+        mode: RerunMode,
+        now: DateTime<Utc>,
+        outbox_ttl_days: u32,
+    ) -> Result<bool, StoreError> {
+        // Reruns of one run in this process queue here instead of losing
+        // the run's condition to each other.
+        let _serialised = serialize::lock(serialize::run_key(run.id)).await;
+        let mode = match mode {
+            RerunMode::All => "all",
+            RerunMode::Failed => "failed",
+        };
+        let fact = Fact::new(
+            &run.workspace_id,
+            now,
+            RunAttemptCreated {
+                run_id: run.id,
+                attempt: attempt.attempt,
+                workflow_name: run.name.clone(),
+                run_number: run.number,
+                rerun_mode: Some(mode.to_string()),
+            },
+        );
+        let items = vec![
+            self.rerun_update(run.id, from, attempt.attempt)?,
+            self.attempt_put(&AttemptItem::new(attempt.clone()), None)?,
+            self.outbox_put(&fact, outbox_ttl_days)?,
+        ];
+        Ok(matches!(self.transact(items).await?, TxOutcome::Committed))
     }
 
     /// Points the run at a new attempt `to`, provided its current attempt
     /// is still `from`: of two concurrent reruns exactly one passes.
-    pub fn rerun_update(&self, run_id: Uuid, from: u32, to: u32) -> Result<TransactWriteItem, StoreError> {
+    fn rerun_update(&self, run_id: Uuid, from: u32, to: u32) -> Result<TransactWriteItem, StoreError> {
         let update = Update::builder()
             .table_name(&self.table)
             .key("pk", s(run_pk(run_id)))

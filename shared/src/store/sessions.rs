@@ -1,17 +1,18 @@
 //! Registration tokens and runner sessions (behaviour.md §2).
 //!
-//! Tokens carry their item's id in the clear, `brt_<id>.<secret>` and
-//! `bst_<id>.<secret>`, so authenticating is one `GetItem` by id followed by a
-//! comparison of hashes; the secret itself is never stored.
+//! Tokens (minted in `tokens`) carry their item's id in the clear, so
+//! authenticating is one `GetItem` by id followed by a comparison of hashes;
+//! the secret itself is never stored.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::keys::{self, timestamp, REGISTRATION_TOKEN_SK, SESSION_SK};
 use super::{from_item, s, to_item, Store, TxOutcome};
-use crate::auth::{hash_token, new_token, TokenKind};
 use crate::error::StoreError;
+use crate::tokens::{self, hash_token};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RegistrationToken {
@@ -24,15 +25,16 @@ pub struct RegistrationToken {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub secret_hash: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub expires_at: Option<DateTime<Utc>>,
     pub single_use: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_claims: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub consumed_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub revoked_at: Option<DateTime<Utc>>,
+    #[serde(with = "crate::time::stored")]
     pub created_at: DateTime<Utc>,
     /// Listing index (`runs-by-workspace` GSI, shared by workspace listings).
     pub rw_pk: String,
@@ -54,8 +56,11 @@ pub struct Session {
     pub max_claims: Option<u64>,
     pub claims: u64,
     pub token_hash: String,
+    #[serde(with = "crate::time::stored")]
     pub expires_at: DateTime<Utc>,
+    #[serde(with = "crate::time::stored")]
     pub last_seen_at: DateTime<Utc>,
+    #[serde(with = "crate::time::stored")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -74,31 +79,6 @@ pub enum RegisterRefusal {
     Consumed,
 }
 
-pub fn registration_token_key(id: Uuid) -> String {
-    format!("REGTOKEN#{id}")
-}
-
-pub fn session_key(id: Uuid) -> String {
-    format!("SESSION#{id}")
-}
-
-/// Splits `<prefix><id>.<secret>` into the id.
-pub fn token_id(token: &str, kind: TokenKind) -> Option<Uuid> {
-    let rest = token.strip_prefix(kind.prefix())?;
-    let (id, secret) = rest.split_once('.')?;
-    (secret.len() >= 32).then_some(())?;
-    Uuid::parse_str(id).ok()
-}
-
-fn token_for(kind: TokenKind, id: Uuid) -> String {
-    let secret = new_token(kind);
-    format!("{}{}.{}", kind.prefix(), id.simple(), &secret[kind.prefix().len()..])
-}
-
-pub fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
 impl Store {
     pub async fn create_registration_token(
         &self,
@@ -110,10 +90,10 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(RegistrationToken, String), StoreError> {
         let id = crate::ids::new_id();
-        let token = token_for(TokenKind::Registration, id);
+        let token = tokens::new_registration_token(id);
         let record = RegistrationToken {
-            pk: registration_token_key(id),
-            sk: "REGTOKEN".into(),
+            pk: keys::registration_token_pk(id),
+            sk: REGISTRATION_TOKEN_SK.into(),
             kind: "registration_token".into(),
             id,
             workspace_id: workspace_id.to_string(),
@@ -125,8 +105,8 @@ impl Store {
             consumed_at: None,
             revoked_at: None,
             created_at: now,
-            rw_pk: format!("REGTOKENS#{workspace_id}"),
-            rw_sk: format!("{}#{id}", rfc3339(now)),
+            rw_pk: keys::workspace_registration_tokens_pk(workspace_id),
+            rw_sk: keys::registration_token_listing_sk(now, id),
         };
         self.client
             .put_item()
@@ -146,9 +126,9 @@ impl Store {
                 .client
                 .query()
                 .table_name(&self.table)
-                .index_name("runs-by-workspace")
+                .index_name(keys::RUNS_BY_WORKSPACE)
                 .key_condition_expression("rw_pk = :pk")
-                .expression_attribute_values(":pk", s(format!("REGTOKENS#{workspace_id}")))
+                .expression_attribute_values(":pk", s(keys::workspace_registration_tokens_pk(workspace_id)))
                 .scan_index_forward(false)
                 .set_exclusive_start_key(start)
                 .send()
@@ -164,7 +144,7 @@ impl Store {
     }
 
     async fn get_registration_token(&self, id: Uuid) -> Result<Option<RegistrationToken>, StoreError> {
-        self.get(&registration_token_key(id), "REGTOKEN").await?.map(from_item).transpose()
+        self.get(&keys::registration_token_pk(id), REGISTRATION_TOKEN_SK).await?.map(from_item).transpose()
     }
 
     /// Revokes a token of `workspace_id`; `false` when there is none (another
@@ -180,10 +160,10 @@ impl Store {
                 self.client
                     .update_item()
                     .table_name(&self.table)
-                    .key("pk", s(registration_token_key(id)))
-                    .key("sk", s("REGTOKEN"))
+                    .key("pk", s(keys::registration_token_pk(id)))
+                    .key("sk", s(REGISTRATION_TOKEN_SK))
                     .update_expression("SET revoked_at = if_not_exists(revoked_at, :now)")
-                    .expression_attribute_values(":now", s(rfc3339(now)))
+                    .expression_attribute_values(":now", s(timestamp(now)))
                     .send()
                     .await?;
                 Ok(true)
@@ -203,7 +183,7 @@ impl Store {
         session_ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<Result<(Session, String), RegisterRefusal>, StoreError> {
-        let Some(id) = token_id(token, TokenKind::Registration) else {
+        let Some(id) = tokens::registration_token_id(token) else {
             return Ok(Err(RegisterRefusal::Unauthenticated));
         };
         let Some(reg) = self.get_registration_token(id).await? else {
@@ -219,10 +199,10 @@ impl Store {
             return Ok(Err(RegisterRefusal::Consumed));
         }
         let session_id = crate::ids::new_id();
-        let session_token = token_for(TokenKind::Session, session_id);
+        let session_token = tokens::new_session_token(session_id);
         let session = Session {
-            pk: session_key(session_id),
-            sk: "SESSION".into(),
+            pk: keys::session_pk(session_id),
+            sk: SESSION_SK.into(),
             kind: "session".into(),
             id: session_id,
             workspace_id: reg.workspace_id.clone(),
@@ -245,11 +225,11 @@ impl Store {
         if reg.single_use {
             let consume = Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(registration_token_key(id)))
-                .key("sk", s("REGTOKEN"))
+                .key("pk", s(keys::registration_token_pk(id)))
+                .key("sk", s(REGISTRATION_TOKEN_SK))
                 .update_expression("SET consumed_at = :now")
                 .condition_expression("attribute_not_exists(consumed_at) OR consumed_at = :null")
-                .expression_attribute_values(":now", s(rfc3339(now)))
+                .expression_attribute_values(":now", s(timestamp(now)))
                 .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
                 .build()
                 .map_err(|e| StoreError::Other(e.to_string()))?;
@@ -263,8 +243,8 @@ impl Store {
 
     /// The session a `bst_` token belongs to, if the token is valid now.
     pub async fn session_for_token(&self, token: &str, now: DateTime<Utc>) -> Result<Option<Session>, StoreError> {
-        let Some(id) = token_id(token, TokenKind::Session) else { return Ok(None) };
-        let Some(item) = self.get(&session_key(id), "SESSION").await? else { return Ok(None) };
+        let Some(id) = tokens::session_token_id(token) else { return Ok(None) };
+        let Some(item) = self.get(&keys::session_pk(id), SESSION_SK).await? else { return Ok(None) };
         let session: Session = from_item(item)?;
         Ok((session.token_hash == hash_token(token) && session.expires_at > now).then_some(session))
     }
@@ -284,12 +264,12 @@ impl Store {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("pk", s(session_key(session.id)))
-            .key("sk", s("SESSION"))
+            .key("pk", s(keys::session_pk(session.id)))
+            .key("sk", s(SESSION_SK))
             .update_expression("SET last_seen_at = :now")
             .condition_expression("last_seen_at < :before")
-            .expression_attribute_values(":now", s(rfc3339(now)))
-            .expression_attribute_values(":before", s(rfc3339(now - every)))
+            .expression_attribute_values(":now", s(timestamp(now)))
+            .expression_attribute_values(":before", s(timestamp(now - every)))
             .send()
             .await;
         // A concurrent poll of the same session touched it first: fine.

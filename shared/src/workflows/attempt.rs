@@ -50,8 +50,11 @@ pub struct RunState {
     pub number: u64,
     pub status: RunStatus,
     pub current_attempt: u32,
+    #[serde(with = "crate::time::stored")]
     pub created_at: DateTime<Utc>,
+    #[serde(default, with = "crate::time::stored_option")]
     pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, with = "crate::time::stored_option")]
     pub finished_at: Option<DateTime<Utc>>,
     /// The `inputs` of the create request, as JSON text.
     #[serde(default)]

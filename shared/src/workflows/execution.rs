@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::status::{ExecutionStatus, StatusReason, StepStatus};
+pub use crate::facts::JobOutcome;
 
 /// The part of an execution these decisions read and write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,14 +32,6 @@ pub struct ExecutionState {
     pub started_at: Option<DateTime<Utc>>,
 }
 
-/// The result a runner reports on complete (api.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CompletionStatus {
-    Succeeded,
-    Failed,
-}
-
 /// Something that happened to an execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutionEvent {
@@ -46,7 +39,7 @@ pub enum ExecutionEvent {
     Claimed { at: DateTime<Utc> },
     /// Its runner completed it (`runners.job.completed`). `steps` holds the
     /// status of every step of the job, in order.
-    Completed { status: CompletionStatus, steps: Vec<StepStatus> },
+    Completed { status: JobOutcome, steps: Vec<StepStatus> },
     /// Its lease expired (`runners.job.lease_expired`). `steps` holds the
     /// status of every step of the job as last reported; steps never
     /// reported on are `pending`.
@@ -138,8 +131,8 @@ fn apply_claim(current: &ExecutionState, at: DateTime<Utc>) -> ExecutionUpdate {
 
 /// The runner's word, unless a step it reported failed: a job "succeeded"
 /// with a failed step is recorded as failed.
-fn outcome_of_completion(status: CompletionStatus, steps: &[StepStatus]) -> (ExecutionStatus, Option<StatusReason>) {
-    if status == CompletionStatus::Failed || steps.contains(&StepStatus::Failed) {
+fn outcome_of_completion(status: JobOutcome, steps: &[StepStatus]) -> (ExecutionStatus, Option<StatusReason>) {
+    if status == JobOutcome::Failed || steps.contains(&StepStatus::Failed) {
         (ExecutionStatus::Failed, Some(StatusReason::StepFailed))
     } else {
         (ExecutionStatus::Succeeded, None)

@@ -18,9 +18,7 @@ mod yaml;
 pub use condition::JobCondition;
 pub use dag::{plan_advance, AdvancePlan, JobSnapshot};
 pub use definition::{parse_definition, DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition};
-pub use execution::{
-    apply_execution_event, apply_execution_events, CompletionStatus, ExecutionEvent, ExecutionState, ExecutionUpdate,
-};
+pub use execution::{apply_execution_event, apply_execution_events, ExecutionEvent, ExecutionState, ExecutionUpdate};
 pub use rerun::{plan_rerun, PlannedJob, PreviousJob, RerunAction, RerunError, RerunMode};
 pub use status::{
     derive_attempt_status, transition, AttemptStatus, ExecutionStatus, JobStatus, Lifecycle, RunStatus, StatusReason,

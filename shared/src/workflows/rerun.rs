@@ -12,13 +12,7 @@ use super::graph::NeedsGraph;
 use super::status::JobStatus;
 use crate::error::{ApiError, ErrorCode};
 
-/// `{mode: "all" | "failed"}` of the rerun request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RerunMode {
-    All,
-    Failed,
-}
+pub use baton_api::runs::RerunMode;
 
 /// A job of the previous attempt, as the rerun plan needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

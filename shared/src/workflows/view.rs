@@ -1,131 +1,29 @@
-//! The run view and run summaries of the operator API (api.md "Run view"),
-//! built from the stored states. Defined once here so the functions and
-//! clients share the very types; fields may be added, never removed.
+//! Builds the run view and run summaries of the operator API (api.md "Run
+//! view") from the stored states. The view types are the contract and live
+//! in `baton_api::runs`.
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use baton_api::runs::{AttemptView, ExecutionView, JobView, RunSummary, RunView, StepView};
 use uuid::Uuid;
 
 use super::attempt::{step_id, AttemptState, RunState};
 use super::definition::WorkflowDefinition;
-use super::rerun::RerunMode;
-use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason};
-use crate::facts::{StepResult, StepStatus};
+use super::status::StepStatus;
+use crate::facts::StepResult;
 
-/// `POST /v1/workspaces/{ws}/runs`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct CreateRunRequest {
-    pub definition: String,
-    #[serde(default)]
-    pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
-    pub idempotency_key: Option<String>,
-}
-
-/// `POST …/runs/{run_id}/rerun`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RerunRequest {
-    pub mode: RerunMode,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunView {
-    pub id: Uuid,
-    pub workspace_id: String,
-    pub name: String,
-    pub number: u64,
-    pub status: RunStatus,
-    pub current_attempt: u32,
-    pub created_at: DateTime<Utc>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-    /// The `inputs` the run was created with.
-    #[serde(default)]
-    pub inputs: Option<serde_json::Value>,
-    pub attempts: Vec<AttemptView>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AttemptView {
-    pub attempt: u32,
-    pub status: AttemptStatus,
-    pub status_reason: Option<StatusReason>,
-    pub rerun_mode: Option<RerunMode>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub jobs: Vec<JobView>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct JobView {
-    pub id: Uuid,
-    pub key: String,
-    pub status: JobStatus,
-    pub status_reason: Option<StatusReason>,
-    pub labels: Vec<String>,
-    pub needs: Vec<String>,
-    pub carried_over: bool,
-    #[serde(default)]
-    pub outputs: BTreeMap<String, serde_json::Value>,
-    pub executions: Vec<ExecutionView>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ExecutionView {
-    pub id: Uuid,
-    pub status: ExecutionStatus,
-    pub status_reason: Option<StatusReason>,
-    pub queued_at: Option<DateTime<Utc>>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub runner_session_id: Option<Uuid>,
-    pub steps: Vec<StepView>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct StepView {
-    pub id: Uuid,
-    pub name: Option<String>,
-    pub status: StepStatus,
-    pub exit_code: Option<i32>,
-}
-
-/// One item of `GET …/runs`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunSummary {
-    pub id: Uuid,
-    pub workspace_id: String,
-    pub name: String,
-    pub number: u64,
-    pub status: RunStatus,
-    pub current_attempt: u32,
-    pub created_at: DateTime<Utc>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-/// `GET …/runs`: newest first.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunList {
-    pub items: Vec<RunSummary>,
-    pub next_cursor: Option<String>,
-}
-
-impl From<&RunState> for RunSummary {
-    fn from(run: &RunState) -> Self {
-        Self {
-            id: run.id,
-            workspace_id: run.workspace_id.clone(),
-            name: run.name.clone(),
-            number: run.number,
-            status: run.status,
-            current_attempt: run.current_attempt,
-            created_at: run.created_at,
-            started_at: run.started_at,
-            finished_at: run.finished_at,
-        }
+/// The summary of a run in a listing.
+pub fn run_summary(run: &RunState) -> RunSummary {
+    RunSummary {
+        id: run.id,
+        workspace_id: run.workspace_id.clone(),
+        name: run.name.clone(),
+        number: run.number,
+        status: run.status,
+        current_attempt: run.current_attempt,
+        created_at: run.created_at,
+        started_at: run.started_at,
+        finished_at: run.finished_at,
     }
 }
 
@@ -134,6 +32,24 @@ impl From<&RunState> for RunSummary {
 pub struct ExecutionResult {
     pub steps: Vec<StepResult>,
     pub outputs: BTreeMap<String, serde_json::Value>,
+}
+
+/// Everything stored about one run: what its view is built from.
+#[derive(Debug, Clone)]
+pub struct RunRecords {
+    pub run: RunState,
+    pub attempts: Vec<AttemptState>,
+    /// Snapshot attempt → definition.
+    pub definitions: BTreeMap<u32, WorkflowDefinition>,
+    /// Execution id → reported steps and outputs.
+    pub results: HashMap<Uuid, ExecutionResult>,
+}
+
+impl RunRecords {
+    /// The run view (api.md "Run view").
+    pub fn view(&self) -> RunView {
+        build_run_view(&self.run, &self.attempts, &self.definitions, &self.results)
+    }
 }
 
 /// Builds the run view. `definitions` holds the snapshot of every attempt

@@ -1,6 +1,6 @@
 use super::*;
+use crate::facts::JobOutcome;
 use crate::workflows::parse_definition;
-use crate::workflows::CompletionStatus;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -44,7 +44,7 @@ fn status_of(state: &AttemptState, key: &str) -> JobStatus {
     state.jobs.iter().find(|j| j.key == key).unwrap().status
 }
 
-fn finish(state: &mut AttemptState, key: &str, status: CompletionStatus) -> RunnerEffect {
+fn finish(state: &mut AttemptState, key: &str, status: JobOutcome) -> RunnerEffect {
     let job = state.jobs.iter().find(|j| j.key == key).unwrap().clone();
     let execution = job.execution.unwrap().id;
     let event = ExecutionEvent::Completed { status, steps: vec![] };
@@ -71,13 +71,13 @@ fn a_failed_build_skips_test_runs_report_and_fails_the_attempt() {
     let definition = definition();
     let mut state = attempt(&definition);
     state.advance(&definition, Utc::now(), MINUTE, 40);
-    let effect = finish(&mut state, "build", CompletionStatus::Failed);
+    let effect = finish(&mut state, "build", JobOutcome::Failed);
     assert!(effect.finished && effect.emitted.len() == 2);
     let change = state.advance(&definition, Utc::now(), MINUTE, 40);
     assert_eq!(status_of(&state, "test"), JobStatus::Skipped);
     assert_eq!(status_of(&state, "report"), JobStatus::Queued);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t) if t.status == "skipped")));
-    finish(&mut state, "report", CompletionStatus::Succeeded);
+    finish(&mut state, "report", JobOutcome::Succeeded);
     let change = state.advance(&definition, Utc::now(), MINUTE, 40);
     assert_eq!(state.status, AttemptStatus::Failed);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunTerminated(t) if t.status == "failed")));
@@ -118,8 +118,8 @@ fn a_replayed_outcome_changes_nothing() {
     let definition = definition();
     let mut state = attempt(&definition);
     state.advance(&definition, Utc::now(), MINUTE, 40);
-    assert!(finish(&mut state, "build", CompletionStatus::Succeeded).finished);
-    let again = finish(&mut state, "build", CompletionStatus::Failed);
+    assert!(finish(&mut state, "build", JobOutcome::Succeeded).finished);
+    let again = finish(&mut state, "build", JobOutcome::Failed);
     assert!(!again.changed && again.emitted.is_empty());
 }
 

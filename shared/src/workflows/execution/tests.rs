@@ -22,7 +22,7 @@ fn applied(update: ExecutionUpdate) -> ExecutionState {
     }
 }
 
-fn completed(status: CompletionStatus) -> ExecutionEvent {
+fn completed(status: JobOutcome) -> ExecutionEvent {
     ExecutionEvent::Completed { status, steps: vec![StepStatus::Succeeded] }
 }
 
@@ -57,31 +57,31 @@ fn a_claim_processed_after_the_finish_still_records_started_at() {
 
 #[test]
 fn a_successful_complete_succeeds_the_execution() {
-    let next = applied(apply_execution_event(&running_since(1), &completed(CompletionStatus::Succeeded)));
+    let next = applied(apply_execution_event(&running_since(1), &completed(JobOutcome::Succeeded)));
     assert_eq!((next.status, next.reason, next.started_at), (S::Succeeded, None, Some(at(1))));
 }
 
 #[test]
 fn a_failed_complete_fails_the_execution_as_step_failed() {
-    let next = applied(apply_execution_event(&running_since(1), &completed(CompletionStatus::Failed)));
+    let next = applied(apply_execution_event(&running_since(1), &completed(JobOutcome::Failed)));
     assert_eq!((next.status, next.reason), (S::Failed, Some(StatusReason::StepFailed)));
 }
 
 #[test]
 fn a_complete_claiming_success_with_a_failed_step_is_recorded_as_failed() {
-    let event = ExecutionEvent::Completed { status: CompletionStatus::Succeeded, steps: vec![StepOk, StepFailed] };
+    let event = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![StepOk, StepFailed] };
     assert_eq!(applied(apply_execution_event(&running_since(1), &event)).status, S::Failed);
 }
 
 #[test]
 fn a_repeated_complete_is_a_no_op() {
-    let done = applied(apply_execution_event(&running_since(1), &completed(CompletionStatus::Succeeded)));
-    assert_eq!(apply_execution_event(&done, &completed(CompletionStatus::Failed)), ExecutionUpdate::NoOp);
+    let done = applied(apply_execution_event(&running_since(1), &completed(JobOutcome::Succeeded)));
+    assert_eq!(apply_execution_event(&done, &completed(JobOutcome::Failed)), ExecutionUpdate::NoOp);
 }
 
 #[test]
 fn finished_beats_a_lease_expiry_that_arrives_later() {
-    let done = applied(apply_execution_event(&running_since(1), &completed(CompletionStatus::Succeeded)));
+    let done = applied(apply_execution_event(&running_since(1), &completed(JobOutcome::Succeeded)));
     let late = ExecutionEvent::LeaseExpired { steps: vec![StepRunning] };
     assert_eq!(apply_execution_event(&done, &late), ExecutionUpdate::NoOp);
 }
@@ -124,7 +124,7 @@ fn a_timeout_fails_a_queued_or_running_execution_as_timed_out() {
 
 #[test]
 fn a_timeout_that_loses_the_race_to_a_finish_changes_nothing() {
-    let done = applied(apply_execution_event(&running_since(1), &completed(CompletionStatus::Succeeded)));
+    let done = applied(apply_execution_event(&running_since(1), &completed(JobOutcome::Succeeded)));
     assert_eq!(apply_execution_event(&done, &ExecutionEvent::TimedOut), ExecutionUpdate::NoOp);
 }
 
@@ -137,7 +137,7 @@ fn a_cancel_cancels_a_non_terminal_execution_as_run_cancelled() {
 #[test]
 fn a_complete_after_a_cancel_does_not_downgrade_it() {
     let cancelled = applied(apply_execution_event(&running_since(1), &ExecutionEvent::Cancelled));
-    assert_eq!(apply_execution_event(&cancelled, &completed(CompletionStatus::Failed)), ExecutionUpdate::NoOp);
+    assert_eq!(apply_execution_event(&cancelled, &completed(JobOutcome::Failed)), ExecutionUpdate::NoOp);
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn events_at_hand_together_apply_in_precedence_order() {
         ExecutionEvent::TimedOut,
         ExecutionEvent::LeaseExpired { steps: vec![StepRunning] },
         ExecutionEvent::Claimed { at: at(4) },
-        completed(CompletionStatus::Succeeded),
+        completed(JobOutcome::Succeeded),
     ];
     let next = applied(apply_execution_events(&state(S::Queued), &events));
     assert_eq!(next, ExecutionState { status: S::Succeeded, reason: None, started_at: Some(at(4)) });
@@ -161,7 +161,7 @@ fn a_claim_and_a_timeout_together_end_timed_out_with_a_start() {
 
 fn any_event() -> impl Strategy<Value = ExecutionEvent> {
     let step = prop_oneof![Just(StepPending), Just(StepRunning), Just(StepOk), Just(StepFailed)];
-    let completion = prop_oneof![Just(CompletionStatus::Succeeded), Just(CompletionStatus::Failed)];
+    let completion = prop_oneof![Just(JobOutcome::Succeeded), Just(JobOutcome::Failed)];
     prop_oneof![
         (0u32..60).prop_map(|second| ExecutionEvent::Claimed { at: at(second) }),
         (completion, proptest::collection::vec(step.clone(), 0..4))

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
+use crate::facts::{JobOutcome, StepResult, StepSpec};
+use crate::status::StepStatus;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CreateRegistrationToken {

@@ -1,14 +1,91 @@
-//! Every fact Baton publishes (behaviour.md §12). Field names are part of the
-//! contract with outside consumers; each struct has a schema in
-//! `events/schemas/<detail-type>.json` and a sample in `events/samples/`.
+//! Facts: past-tense domain events (behaviour.md §12). Every fact's
+//! `detail` is a [`Fact`]: a common header (`schema_version`, `event_id`,
+//! `occurred_at`, `workspace_id`) flattened with the fact's own fields.
+//! Field names are part of the contract with outside consumers; each detail
+//! type has a JSON Schema in `events/schemas/<detail-type>.json` and a sample
+//! in `events/samples/`.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{Context, FactDetail};
+pub use crate::status::StepStatus;
+
+/// Version of every fact's schema; bumped (with a new schema) on a breaking change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The bounded context a fact comes from; it is also the EventBridge `source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Workflows,
+    Runners,
+}
+
+impl Context {
+    pub fn source(self) -> &'static str {
+        match self {
+            Context::Workflows => "baton.workflows",
+            Context::Runners => "baton.runners",
+        }
+    }
+}
+
+/// A fact's own fields, with its stable `detail-type`.
+pub trait FactDetail: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync {
+    /// `baton.<context>.<entity>.<fact>`.
+    const DETAIL_TYPE: &'static str;
+    const CONTEXT: Context;
+}
+
+/// The common header of every fact.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FactHeader {
+    pub schema_version: u32,
+    /// Unique, and stable across redelivery: it is the outbox item's id.
+    pub event_id: Uuid,
+    pub occurred_at: DateTime<Utc>,
+    pub workspace_id: String,
+}
+
+/// A whole fact: header plus detail, as it travels in an EventBridge `detail`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Fact<D> {
+    #[serde(flatten)]
+    pub header: FactHeader,
+    #[serde(flatten)]
+    pub detail: D,
+}
+
+impl<D: FactDetail> Fact<D> {
+    /// A new fact about `workspace_id`, with a fresh id.
+    pub fn new(workspace_id: impl Into<String>, occurred_at: DateTime<Utc>, detail: D) -> Self {
+        Self {
+            header: FactHeader {
+                schema_version: SCHEMA_VERSION,
+                event_id: uuid::Uuid::now_v7(),
+                occurred_at,
+                workspace_id: workspace_id.into(),
+            },
+            detail,
+        }
+    }
+
+    pub fn detail_type(&self) -> &'static str {
+        D::DETAIL_TYPE
+    }
+}
+
+/// The source (context) named by a detail type, if it is one of Baton's.
+pub fn source_of(detail_type: &str) -> Option<&'static str> {
+    match detail_type.split('.').nth(1)? {
+        "workflows" => Some(Context::Workflows.source()),
+        "runners" => Some(Context::Runners.source()),
+        _ => None,
+    }
+}
 
 /// What a runner needs to execute a job; carried by the queued fact so the
 /// runners context never reads the workflows context's items.
@@ -32,23 +109,6 @@ pub struct StepSpec {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub timeout_s: Option<u64>,
-}
-
-/// Status of one step as a runner reports it.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-    Skipped,
-}
-
-impl StepStatus {
-    pub fn is_finished(self) -> bool {
-        matches!(self, StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped)
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

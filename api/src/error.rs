@@ -1,0 +1,78 @@
+//! Error codes (api.md "Errors"): stable and kebab-case. A code is part of
+//! the contract: clients switch on it, so codes are never renamed.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error code the API can answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    InvalidLabels,
+    InvalidDefinition,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    RegistrationTokenConsumed,
+    SessionExhausted,
+    LeaseLost,
+    RunAlreadyFinished,
+    RunNotTerminal,
+    NoFailedJobs,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid-request",
+            ErrorCode::InvalidLabels => "invalid-labels",
+            ErrorCode::InvalidDefinition => "invalid-definition",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not-found",
+            ErrorCode::MethodNotAllowed => "method-not-allowed",
+            ErrorCode::RegistrationTokenConsumed => "registration-token-consumed",
+            ErrorCode::SessionExhausted => "session-exhausted",
+            ErrorCode::LeaseLost => "lease-lost",
+            ErrorCode::RunAlreadyFinished => "run-already-finished",
+            ErrorCode::RunNotTerminal => "run-not-terminal",
+            ErrorCode::NoFailedJobs => "no-failed-jobs",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status that goes with the code.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidRequest | ErrorCode::InvalidLabels | ErrorCode::InvalidDefinition => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RegistrationTokenConsumed
+            | ErrorCode::SessionExhausted
+            | ErrorCode::LeaseLost
+            | ErrorCode::RunAlreadyFinished
+            | ErrorCode::RunNotTerminal
+            | ErrorCode::NoFailedJobs => 409,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+/// The error document: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}

@@ -1,0 +1,119 @@
+//! The operator API's run routes (api.md "Operators"): the create and rerun
+//! requests, the run view and run summaries. Defined once here so the
+//! functions and clients share the very types; fields may be added, never
+//! removed.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
+
+/// `{mode: "all" | "failed"}` of the rerun request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerunMode {
+    All,
+    Failed,
+}
+
+/// `POST /v1/workspaces/{ws}/runs`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CreateRunRequest {
+    pub definition: String,
+    #[serde(default)]
+    pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `POST …/runs/{run_id}/rerun`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RerunRequest {
+    pub mode: RerunMode,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunView {
+    pub id: Uuid,
+    pub workspace_id: String,
+    pub name: String,
+    pub number: u64,
+    pub status: RunStatus,
+    pub current_attempt: u32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The `inputs` the run was created with.
+    #[serde(default)]
+    pub inputs: Option<serde_json::Value>,
+    pub attempts: Vec<AttemptView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AttemptView {
+    pub attempt: u32,
+    pub status: AttemptStatus,
+    pub status_reason: Option<StatusReason>,
+    pub rerun_mode: Option<RerunMode>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub jobs: Vec<JobView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobView {
+    pub id: Uuid,
+    pub key: String,
+    pub status: JobStatus,
+    pub status_reason: Option<StatusReason>,
+    pub labels: Vec<String>,
+    pub needs: Vec<String>,
+    pub carried_over: bool,
+    #[serde(default)]
+    pub outputs: BTreeMap<String, serde_json::Value>,
+    pub executions: Vec<ExecutionView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionView {
+    pub id: Uuid,
+    pub status: ExecutionStatus,
+    pub status_reason: Option<StatusReason>,
+    pub queued_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub runner_session_id: Option<Uuid>,
+    pub steps: Vec<StepView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepView {
+    pub id: Uuid,
+    pub name: Option<String>,
+    pub status: StepStatus,
+    pub exit_code: Option<i32>,
+}
+
+/// One item of `GET …/runs`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunSummary {
+    pub id: Uuid,
+    pub workspace_id: String,
+    pub name: String,
+    pub number: u64,
+    pub status: RunStatus,
+    pub current_attempt: u32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// `GET …/runs`: newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunList {
+    pub items: Vec<RunSummary>,
+    pub next_cursor: Option<String>,
+}

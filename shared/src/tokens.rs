@@ -1,0 +1,153 @@
+//! Bearer tokens (api.md "Auth"), every kind minted and parsed here and
+//! nowhere else. Pure: reading a token from an HTTP request is `http`'s job.
+//!
+//! The prefix tells the kind:
+//!
+//! | kind | form | stored as |
+//! | --- | --- | --- |
+//! | operator | `bat_<secret>` | `APITOKEN#<hash>` (looked up by hash) |
+//! | registration | `brt_<id>.<secret>` | the token item `<id>`, with the hash |
+//! | session | `bst_<id>.<secret>` | the session item `<id>`, with the hash |
+//! | lease | `blt_<execution>.<epoch>.<secret>` | the lease item, with the hash |
+//!
+//! A token that names its item in the clear makes authenticating one
+//! `GetItem` by id followed by a comparison of hashes (the lease token also
+//! names its epoch, so heartbeat and complete need no read at all). Only a
+//! SHA-256 of a token is ever stored: secrets are 192 random bits, so a fast
+//! hash is as good as a slow one against guessing, and it lets a lookup be
+//! one `GetItem` by hash.
+
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The kinds of token, by prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    Operator,
+    Registration,
+    Session,
+    Lease,
+}
+
+impl TokenKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            TokenKind::Operator => "bat_",
+            TokenKind::Registration => "brt_",
+            TokenKind::Session => "bst_",
+            TokenKind::Lease => "blt_",
+        }
+    }
+
+    /// Whether `token` is of this kind by its prefix (and has something after it).
+    pub fn is_kind_of(self, token: &str) -> bool {
+        token.starts_with(self.prefix()) && token.len() > self.prefix().len()
+    }
+}
+
+/// Secrets are this many random bytes (192 bits), written as hex.
+const SECRET_BYTES: usize = 24;
+/// A parsed secret shorter than this many characters is refused.
+const MIN_SECRET_CHARS: usize = 32;
+
+fn secret() -> String {
+    let bytes: [u8; SECRET_BYTES] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What is stored in place of a token: its SHA-256, in hex.
+pub fn hash_token(token: &str) -> String {
+    format!("{:x}", Sha256::digest(token.as_bytes()))
+}
+
+/// A new operator API token (`bat_`).
+pub fn new_operator_token() -> String {
+    format!("{}{}", TokenKind::Operator.prefix(), secret())
+}
+
+/// A new registration token naming its item `id`.
+pub fn new_registration_token(id: Uuid) -> String {
+    named(TokenKind::Registration, id)
+}
+
+/// A new session token naming its session `id`.
+pub fn new_session_token(id: Uuid) -> String {
+    named(TokenKind::Session, id)
+}
+
+/// A new lease token naming the execution and the epoch it fences.
+pub fn new_lease_token(execution_id: Uuid, epoch: u64) -> String {
+    format!("{}{}.{epoch}.{}", TokenKind::Lease.prefix(), execution_id.simple(), secret())
+}
+
+fn named(kind: TokenKind, id: Uuid) -> String {
+    format!("{}{}.{}", kind.prefix(), id.simple(), secret())
+}
+
+/// The item a registration token names, if it is well formed.
+pub fn registration_token_id(token: &str) -> Option<Uuid> {
+    named_id(token, TokenKind::Registration)
+}
+
+/// The session a session token names, if it is well formed.
+pub fn session_token_id(token: &str) -> Option<Uuid> {
+    named_id(token, TokenKind::Session)
+}
+
+fn named_id(token: &str, kind: TokenKind) -> Option<Uuid> {
+    let rest = token.strip_prefix(kind.prefix())?;
+    let (id, secret) = rest.split_once('.')?;
+    (secret.len() >= MIN_SECRET_CHARS).then_some(())?;
+    Uuid::parse_str(id).ok()
+}
+
+/// The execution and epoch a lease token names, if it is well formed.
+pub fn parse_lease_token(token: &str) -> Option<(Uuid, u64)> {
+    let rest = token.strip_prefix(TokenKind::Lease.prefix())?;
+    let mut parts = rest.splitn(3, '.');
+    let execution = Uuid::parse_str(parts.next()?).ok()?;
+    let epoch = parts.next()?.parse().ok()?;
+    let secret = parts.next()?;
+    (secret.len() >= MIN_SECRET_CHARS).then_some((execution, epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_carry_their_kind_and_hash_stably() {
+        let token = new_operator_token();
+        assert!(token.starts_with("bat_") && token.len() == 4 + 48);
+        assert!(TokenKind::Operator.is_kind_of(&token) && !TokenKind::Session.is_kind_of(&token));
+        assert!(!TokenKind::Operator.is_kind_of("bat_"));
+        assert_eq!(hash_token(&token), hash_token(&token));
+        assert_ne!(hash_token(&token), hash_token(&new_operator_token()));
+        assert_eq!(hash_token("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn registration_and_session_tokens_name_their_item_and_nothing_else_parses() {
+        let id = Uuid::now_v7();
+        let registration = new_registration_token(id);
+        assert!(registration.starts_with("brt_"));
+        assert_eq!(registration_token_id(&registration), Some(id));
+        assert_eq!(session_token_id(&registration), None, "a registration token is no session token");
+        let session = new_session_token(id);
+        assert!(session.starts_with("bst_"));
+        assert_eq!(session_token_id(&session), Some(id));
+        assert_eq!(session_token_id(&format!("bst_{}.short", id.simple())), None);
+        assert_eq!(session_token_id("bst_nope.0123456789abcdef0123456789abcdef"), None);
+    }
+
+    #[test]
+    fn a_lease_token_names_its_execution_and_epoch_and_nothing_else_parses() {
+        let id = Uuid::now_v7();
+        let token = new_lease_token(id, 7);
+        assert_eq!(parse_lease_token(&token), Some((id, 7)));
+        assert_eq!(parse_lease_token("blt_nope"), None);
+        assert_eq!(parse_lease_token(&format!("blt_{}.7.short", id.simple())), None);
+        assert_eq!(parse_lease_token(&token.replacen("blt_", "bst_", 1)), None);
+    }
+}
