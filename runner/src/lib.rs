@@ -7,13 +7,20 @@
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
 //! - [`process`]: process groups and signals.
 //! - [`operator`]: the operator side (`baton token …`, `baton run …`).
+//! - [`agent_cli`], [`operator_cli`]: the two commands' arguments and start-up.
+//!
+//! It depends on the light `baton-api` crate for the contract, never on the
+//! server crate: a runner install compiles no AWS SDK. Its end-to-end tests,
+//! which need the server and the local stack, live in `tests/runner`.
 
 pub mod agent;
+pub mod agent_cli;
 pub mod backoff;
 pub mod client;
 pub mod heartbeat;
 pub mod job;
 pub mod operator;
+pub mod operator_cli;
 pub mod process;
 
 /// Why a running job must stop early. Ordered by precedence: a later,

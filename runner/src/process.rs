@@ -61,6 +61,15 @@ pub fn live_members(pgid: i32) -> Vec<i32> {
 mod tests {
     use super::*;
 
+    /// Waits (10 s at most) until `holds`.
+    async fn eventually(what: &str, holds: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !holds() {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     #[tokio::test]
     async fn terminating_a_group_stops_the_leader_and_its_children() {
         let mut child = tokio::process::Command::new("sh")
@@ -70,16 +79,10 @@ mod tests {
             .spawn()
             .expect("sh runs");
         let pgid = child.id().expect("running") as i32;
-        baton_tests::wait_for("both sleeps", Duration::from_secs(10), || async {
-            (live_members(pgid).len() >= 3).then_some(())
-        })
-        .await;
+        eventually("both sleeps", || live_members(pgid).len() >= 3).await;
         let status = terminate_group(&mut child, pgid, Duration::from_secs(5)).await.expect("an exit status");
         assert_eq!(exit_code(&status), Some(128 + libc::SIGTERM));
-        baton_tests::wait_for("the group to be gone", Duration::from_secs(10), || async {
-            live_members(pgid).is_empty().then_some(())
-        })
-        .await;
+        eventually("the group to be gone", || live_members(pgid).is_empty()).await;
     }
 
     #[tokio::test]

@@ -2,15 +2,18 @@
 //! reconciliation — behaviour.md §5–7 and §13 scenarios 11–16.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use baton_lease_reaper::{reap, ReapLimits};
 use baton_shared::api::runners::ClaimResponse;
 use baton_shared::facts::{Fact, JobExecutionTerminated, JobLeaseExpired};
 use baton_shared::store::keys::lease_shard;
 use baton_shared::store::records::RunnerStatus;
+use baton_tests::runners::queued_fact;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
+use uuid::Uuid;
 
 async fn leased(stack: &TestStack, workspace: &str) -> (String, ClaimResponse) {
     let runner = stack.runner(workspace, &["linux"]).await;
@@ -252,4 +255,40 @@ async fn complete_after_the_lease_expired_is_lease_lost_and_the_expiry_carries_t
         .await;
     assert_eq!(expired["steps"][0]["status"], "succeeded", "the reported step travels with the expiry");
     assert!(stack.facts("baton.runners.job.completed").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reaper_stops_when_its_time_is_up_and_the_next_pass_starts_at_the_next_shard() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+    // Three leases in shard 2 (a backlog bigger than one page of 2), two in shard 3.
+    for shard in [2u8, 2, 2, 3, 3] {
+        let mut fact = queued_fact("ws1", &["linux"], Utc::now());
+        let mut id = *fact.detail.job_execution_id.as_bytes();
+        id[15] = shard;
+        fact.detail.job_execution_id = Uuid::from_bytes(id);
+        assert_eq!(lease_shard(fact.detail.job_execution_id), format!("L#{shard}"));
+        stack.publish(&fact).await;
+        stack.wait_runner_record(fact.detail.job_execution_id).await;
+        assert!(stack.claim(&runner.session_token).await.is_some(), "each job is claimed");
+    }
+    let later = Utc::now() + Span::seconds(61);
+    let context = stack.context();
+
+    // A pass whose time is already up reaps one page (it always makes
+    // progress), then stops instead of running on.
+    let out_of_time = ReapLimits { page: 2, stop_at: Instant::now() };
+    let first = reap(&context, later, 2, out_of_time).await.unwrap();
+    assert_eq!(first.expired_by_shard, vec![(2, 2)]);
+    assert!(first.stopped_early);
+    assert_eq!(first.next_shard, 3, "the next pass starts after the busy shard");
+
+    // The next pass serves shard 3 before it comes back round to shard 2's rest.
+    let ample = ReapLimits { page: 2, stop_at: Instant::now() + Duration::from_secs(60) };
+    let second = reap(&context, later, first.next_shard, ample).await.unwrap();
+    assert_eq!(second.expired_by_shard.first(), Some(&(3, 2)));
+    assert_eq!(second.expired_by_shard.last(), Some(&(2, 1)));
+    assert_eq!(second.expired(), 3);
+    assert!(!second.stopped_early);
+    assert_eq!(stack.reap_at(later).await, 0, "nothing is left");
 }

@@ -116,7 +116,7 @@ fn assert_job_succeeded(view: &Value, attempt: u32, key: &str, steps: usize) {
 }
 
 async fn baton(stack: &TestStack, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
         .args(args)
         .env("BATON_API", &stack.api)
         .env("BATON_ADMIN_TOKEN", &stack.admin_token)
@@ -527,7 +527,7 @@ jobs:
 async fn the_example_workflow_in_examples_ci_yml_succeeds_on_a_linux_x64_runner() {
     let stack = TestStack::start().await;
     let ws = workspace();
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ci.yml");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ci.yml");
     assert!(file.exists(), "{}", file.display());
     let created = baton(&stack, &["token", "create", "--workspace", &ws]).await;
     assert!(created.status.success(), "{}", text(&created.stderr));

@@ -95,7 +95,7 @@ impl Runner {
     /// the environment (as an operator would), plus `args`.
     pub fn start(stack: &TestStack, token: &str, labels: &str, args: &[&str]) -> Self {
         let work_dir = scratch().join("work");
-        let child = Command::new(env!("CARGO_BIN_EXE_baton-runner"))
+        let child = Command::new(env!("CARGO_BIN_EXE_runner-under-test"))
             .arg("--api")
             .arg(&stack.api)
             .arg("--labels")

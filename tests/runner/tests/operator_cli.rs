@@ -10,7 +10,7 @@ use baton_tests::TestStack;
 use support::*;
 
 async fn baton(stack: &TestStack, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
         .args(args)
         .env("BATON_API", &stack.api)
         .env("BATON_ADMIN_TOKEN", &stack.admin_token)
@@ -90,7 +90,7 @@ async fn the_cli_reports_api_errors_with_their_code_and_a_non_zero_exit() {
     assert!(!invalid.status.success());
     assert!(stderr(&invalid).contains("invalid-definition"), "{}", stderr(&invalid));
 
-    let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+    let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
         .args(["token", "create", "--workspace", "ws1", "--api", &stack.api, "--token", "bat_wrong"])
         .output()
         .await

@@ -1,0 +1,150 @@
+//! `baton-runner`: the reference runner agent. Thin: arguments, logs,
+//! signals; the agent itself is `baton_runner::agent`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::agent::{self, AgentConfig};
+use crate::Shutdown;
+use clap::Parser;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+/// Runs Baton jobs on this machine: registers, claims jobs whose labels this
+/// runner has, runs their steps with `sh -c`, and reports the results.
+#[derive(Debug, Parser)]
+#[command(name = "baton-runner", version)]
+struct Args {
+    /// Base URL of the Baton API, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "BATON_API")]
+    api: String,
+    /// Registration token (`brt_…`) of the workspace.
+    #[arg(long, env = "BATON_REGISTRATION_TOKEN", hide_env_values = true)]
+    token: String,
+    /// This runner's labels, comma-separated (e.g. linux,x64).
+    #[arg(long, env = "BATON_LABELS", value_delimiter = ',', required = true)]
+    labels: Vec<String>,
+    /// A name shown to operators (default: the host name).
+    #[arg(long, env = "BATON_RUNNER_NAME")]
+    name: Option<String>,
+    /// Where each job gets a fresh directory (default: $TMPDIR/baton-runner).
+    #[arg(long, env = "BATON_WORK_DIR")]
+    work_dir: Option<PathBuf>,
+    /// Run one job, then exit.
+    #[arg(long, env = "BATON_ONCE")]
+    once: bool,
+    /// Stop claiming after N jobs; exit when they ended.
+    #[arg(long, env = "BATON_MAX_JOBS")]
+    max_jobs: Option<u64>,
+    /// How many jobs may run at once.
+    #[arg(long, env = "BATON_CONCURRENCY", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    concurrency: u16,
+    /// On SIGINT/SIGTERM, let running jobs finish and report (a second signal abandons them).
+    #[arg(long, env = "BATON_DRAIN")]
+    drain: bool,
+    /// Long-poll duration of each claim, in seconds (0..=20).
+    #[arg(long, env = "BATON_CLAIM_WAIT_S", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=20))]
+    claim_wait_s: u64,
+    /// Seconds between SIGTERM and SIGKILL when a step is stopped.
+    #[arg(long, env = "BATON_KILL_GRACE_S", default_value_t = 10)]
+    kill_grace_s: u64,
+    /// Keep each job's work directory after the job (for debugging).
+    #[arg(long, env = "BATON_KEEP_WORK_DIRS")]
+    keep_work_dirs: bool,
+    /// Log JSON lines (tracing) instead of text; step output becomes events too.
+    #[arg(long, env = "BATON_JSON_LOGS")]
+    json_logs: bool,
+}
+
+/// The `baton-runner` command: parses its arguments from the process and runs.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logs(args.json_logs);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("baton-runner: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> ExitCode {
+    let (shutdown_tx, shutdown_rx) = watch::channel(Shutdown::Running);
+    if let Err(err) = watch_signals(shutdown_tx, args.drain) {
+        tracing::error!(error = %err, "cannot install the signal handlers");
+        return ExitCode::FAILURE;
+    }
+    let max_jobs = if args.once { Some(1) } else { args.max_jobs };
+    let config = AgentConfig {
+        api: args.api,
+        registration_token: args.token,
+        labels: args.labels.iter().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect(),
+        name: args.name.or_else(host_name),
+        work_dir: args.work_dir.unwrap_or_else(|| std::env::temp_dir().join("baton-runner")),
+        max_jobs,
+        concurrency: usize::from(args.concurrency),
+        claim_wait_s: args.claim_wait_s,
+        kill_grace: Duration::from_secs(args.kill_grace_s),
+        json_logs: args.json_logs,
+        keep_work_dirs: args.keep_work_dirs,
+    };
+    match agent::run(config, shutdown_rx).await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "baton-runner stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// First SIGINT/SIGTERM: stop claiming, and drain or abandon the running
+/// jobs; a second signal abandons them in any case.
+fn watch_signals(shutdown: watch::Sender<Shutdown>, drain: bool) -> std::io::Result<()> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        let mut seen = 0;
+        loop {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+            seen += 1;
+            let next = if drain && seen == 1 { Shutdown::Drain } else { Shutdown::Abandon };
+            tracing::warn!(
+                drain = next == Shutdown::Drain,
+                "signal received: no more claims; {}",
+                if next == Shutdown::Drain {
+                    "finishing the running jobs (signal again to abandon them)"
+                } else {
+                    "abandoning the running jobs"
+                }
+            );
+            shutdown.send_replace(next);
+        }
+    });
+    Ok(())
+}
+
+fn init_logs(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    if json {
+        let _ = tracing_subscriber::fmt().json().with_env_filter(filter).with_current_span(false).try_init();
+    } else {
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        let _ =
+            tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(ansi).compact().try_init();
+    }
+}
+
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}

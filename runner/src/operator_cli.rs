@@ -1,0 +1,261 @@
+//! `baton`: the operator CLI. Registration tokens and runs, over the API.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::client::ClientError;
+use crate::operator::{changes, Operator};
+use baton_api::runners::CreateRegistrationToken;
+use baton_api::runs::RerunMode;
+use baton_api::runs::{CreateRunRequest, RunView};
+use baton_api::status::RunStatus;
+use clap::{Parser, Subcommand, ValueEnum};
+use uuid::Uuid;
+
+#[derive(Debug, Parser)]
+#[command(name = "baton", version, about = "Operate Baton: registration tokens and runs")]
+struct Cli {
+    /// Base URL of the Baton API, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "BATON_API", global = true, default_value = "http://127.0.0.1:8080")]
+    api: String,
+    /// Operator API token (`bat_…`).
+    #[arg(long, env = "BATON_ADMIN_TOKEN", global = true, hide_env_values = true, default_value = "")]
+    token: String,
+    /// Print the API's JSON answer instead of a summary.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Registration tokens for runners.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Workflow runs.
+    Run {
+        #[command(subcommand)]
+        command: RunCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create a registration token; prints the secret (shown once) on stdout.
+    Create {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// The token registers one runner session only.
+        #[arg(long)]
+        single_use: bool,
+        /// Each session made from it may claim at most N jobs.
+        #[arg(long)]
+        max_claims: Option<u64>,
+        #[arg(long)]
+        expires_in_s: Option<u64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RunCommand {
+    /// Submit a workflow definition (YAML); prints the run id on stdout.
+    Submit {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        file: PathBuf,
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// Inputs as KEY=VALUE (repeatable).
+        #[arg(long = "input", value_parser = parse_input)]
+        inputs: Vec<(String, String)>,
+    },
+    /// Show a run once.
+    Get {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+    },
+    /// Follow a run until it ends: one line per status change. Exits 0 when it succeeded.
+    Watch {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        /// Seconds between polls.
+        #[arg(long, default_value_t = 2)]
+        interval_s: u64,
+    },
+    /// Cancel a run.
+    Cancel {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+    },
+    /// Start a new attempt of a finished run.
+    Rerun {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        #[arg(long, value_enum, default_value_t = Mode::Failed)]
+        mode: Mode,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    Failed,
+    All,
+}
+
+fn parse_input(raw: &str) -> Result<(String, String), String> {
+    raw.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {raw:?}"))
+}
+
+/// The `baton` command: parses its arguments from the process and runs.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("baton: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("baton: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("{0}")]
+    Api(#[from] ClientError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
+    if cli.token.is_empty() {
+        return Err(CliError::Usage("an operator token is required: --token or BATON_ADMIN_TOKEN".into()));
+    }
+    let operator = Operator::new(&cli.api, &cli.token)?;
+    match cli.command {
+        Command::Token { command: TokenCommand::Create { workspace, name, single_use, max_claims, expires_in_s } } => {
+            let body = CreateRegistrationToken { name, expires_in_s, single_use, max_claims };
+            let created = operator.create_registration_token(&workspace, &body).await?;
+            if cli.json {
+                print_json(&created);
+            } else {
+                let expiry = created.expires_at.map_or("never".to_string(), |t| t.to_rfc3339());
+                eprintln!(
+                    "registration token {} for workspace {workspace} (expires: {expiry}); shown once:",
+                    created.id
+                );
+                println!("{}", created.token);
+            }
+        }
+        Command::Run { command } => return run_command(&operator, command, cli.json).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Result<ExitCode, CliError> {
+    let view = match command {
+        RunCommand::Submit { workspace, file, idempotency_key, inputs } => {
+            let definition = std::fs::read_to_string(&file)
+                .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", file.display())))?;
+            let inputs = (!inputs.is_empty())
+                .then(|| inputs.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect());
+            let view =
+                operator.submit_run(&workspace, &CreateRunRequest { definition, inputs, idempotency_key }).await?;
+            if !json {
+                eprintln!("run {} #{} submitted: {}", view.name, view.number, view.status);
+                println!("{}", view.id);
+                return Ok(ExitCode::SUCCESS);
+            }
+            view
+        }
+        RunCommand::Get { workspace, run_id } => {
+            let view = operator.get_run(&workspace, run_id).await?;
+            if !json {
+                for line in changes(None, &view) {
+                    println!("{line}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            view
+        }
+        RunCommand::Watch { workspace, run_id, interval_s } => {
+            return watch(operator, &workspace, run_id, interval_s).await
+        }
+        RunCommand::Cancel { workspace, run_id } => {
+            let view = operator.cancel_run(&workspace, run_id).await?;
+            if !json {
+                println!("run {} #{} cancel requested: {}", view.name, view.number, view.status);
+                return Ok(ExitCode::SUCCESS);
+            }
+            view
+        }
+        RunCommand::Rerun { workspace, run_id, mode } => {
+            let mode = match mode {
+                Mode::Failed => RerunMode::Failed,
+                Mode::All => RerunMode::All,
+            };
+            let view = operator.rerun(&workspace, run_id, mode).await?;
+            if !json {
+                println!(
+                    "run {} #{} attempt {} started: {}",
+                    view.name, view.number, view.current_attempt, view.status
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            view
+        }
+    };
+    print_json(&view);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Polls the run view and prints what changed, until the run is terminal.
+async fn watch(operator: &Operator, workspace: &str, run: Uuid, interval_s: u64) -> Result<ExitCode, CliError> {
+    let mut previous: Option<RunView> = None;
+    let mut failures = 0u32;
+    loop {
+        match operator.get_run(workspace, run).await {
+            Ok(view) => {
+                failures = 0;
+                for line in changes(previous.as_ref(), &view) {
+                    println!("{line}");
+                }
+                if view.status.is_terminal() {
+                    return Ok(if view.status == RunStatus::Succeeded { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+                }
+                previous = Some(view);
+            }
+            Err(err) if err.is_transient() && failures < 10 => {
+                failures += 1;
+                eprintln!("baton: {err} (retrying)");
+            }
+            Err(err) => return Err(err.into()),
+        }
+        tokio::time::sleep(Duration::from_secs(interval_s.max(1))).await;
+    }
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(err) => eprintln!("baton: cannot print the answer: {err}"),
+    }
+}
