@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod orchestration;
 #[cfg(feature = "local-stack")]
 pub mod provision;
+#[cfg(feature = "local-stack")]
 pub mod resources;
 pub mod runners;
 pub mod sqs;

@@ -1,5 +1,6 @@
-//! The one text format of a stored timestamp: RFC 3339, UTC, always six
-//! fractional digits (`2026-12-02T10:00:00.000000Z`). Fixed width makes
+//! The one text format of a stored timestamp: RFC 3339, UTC, always nine
+//! fractional digits (`2026-12-02T10:00:00.000000000Z`), so nothing is lost
+//! of what the clock gave and a timestamp reads back equal. Fixed width makes
 //! string order time order, which conditions such as "seen before" and sort
 //! keys such as "queued at" rely on; one format for every timestamp of an
 //! item, whether serde wrote it or an update expression did.
@@ -12,7 +13,7 @@ use serde::{Deserialize, Deserializer, Serializer};
 
 /// A timestamp as stored.
 pub fn format(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+    at.to_rfc3339_opts(SecondsFormat::Nanos, true)
 }
 
 /// `#[serde(with = "crate::time::stored")]` on a `DateTime<Utc>` field of a stored item.
@@ -61,11 +62,14 @@ mod tests {
     fn stored_timestamps_have_one_fixed_width_format_and_old_ones_still_load() {
         let at = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z").expect("valid").with_timezone(&Utc);
         let json = serde_json::to_value(Item { at, maybe: Some(at) }).expect("serialises");
-        assert_eq!(json["at"], "2026-12-02T10:00:00.000000Z");
+        assert_eq!(json["at"], "2026-12-02T10:00:00.000000000Z");
         assert_eq!(json["maybe"], json["at"]);
         assert!(format(at) < format(at + chrono::Duration::milliseconds(1)));
-        let old: Item = serde_json::from_str(r#"{"at": "2026-12-02T10:00:00.123456789Z"}"#).expect("old format loads");
+        let old: Item = serde_json::from_str(r#"{"at": "2026-12-02T10:00:00.5Z"}"#).expect("old format loads");
         assert_eq!(old.maybe, None);
-        assert_eq!(old.at.timestamp_subsec_nanos(), 123_456_789);
+        assert_eq!(old.at.timestamp_subsec_millis(), 500);
+        let precise = at + chrono::Duration::nanoseconds(123_456_789);
+        let json = serde_json::to_string(&Item { at: precise, maybe: None }).expect("serialises");
+        assert_eq!(serde_json::from_str::<Item>(&json).expect("reads back").at, precise, "nothing is lost");
     }
 }

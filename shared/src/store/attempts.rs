@@ -23,7 +23,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::attempt_format::StoredAttemptItem;
 use super::keys::{self, attempt_sk, run_pk, snapshot_sk, steps_sk};
 use super::{contention, serialize};
 use super::{from_item, n, s, to_item, Store};
@@ -33,10 +32,12 @@ use crate::workflows::attempt::{AttemptState, Emitted};
 use crate::workflows::status::RunStatus;
 use crate::workflows::WorkflowDefinition;
 
+pub mod format;
+
 /// An attempt item. Its stored form, with the state in a versioned format
-/// of its own, is `attempt_format`'s.
+/// of its own, is [`format`]'s.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "StoredAttemptItem")]
+#[serde(try_from = "format::StoredAttemptItem")]
 pub struct AttemptItem {
     pub pk: String,
     pub sk: String,
@@ -463,12 +464,12 @@ mod tests {
     }
 
     /// An attempt item exactly as the store wrote it before the stored
-    /// format had a type of its own (`shared/src/store/fixtures`): a rename
+    /// format had a type of its own (`attempts/fixtures`): a rename
     /// of a domain field must not stop it from loading.
     #[test]
     fn an_attempt_stored_in_format_1_still_loads() {
         let fixture: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(include_str!("fixtures/attempt-v1.json")).expect("the fixture is JSON");
+            serde_json::from_str(include_str!("attempts/fixtures/attempt-v1.json")).expect("the fixture is JSON");
         let stored: Item = fixture
             .into_iter()
             .map(|(name, value)| {

@@ -158,7 +158,7 @@ mod tests {
         let whole = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z").expect("valid").with_timezone(&Utc);
         let later = whole + chrono::Duration::milliseconds(500);
         assert!(timestamp(whole) < timestamp(later), "{} vs {}", timestamp(whole), timestamp(later));
-        assert_eq!(timestamp(whole), "2026-12-02T10:00:00.000000Z");
+        assert_eq!(timestamp(whole), "2026-12-02T10:00:00.000000000Z");
     }
 
     #[test]

@@ -193,7 +193,6 @@ pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreE
     Ok(serde_dynamo::from_item(item)?)
 }
 
-pub mod attempt_format;
 pub mod attempts;
 pub mod claims;
 pub mod contention;

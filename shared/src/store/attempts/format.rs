@@ -24,7 +24,7 @@ use flate2::Compression;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::attempts::AttemptItem;
+use super::AttemptItem;
 use crate::workflows::attempt::{AttemptState, ExecutionRecord, JobState};
 use crate::workflows::status::{AttemptStatus, ExecutionStatus, JobStatus, StatusReason};
 use crate::workflows::RerunMode;
