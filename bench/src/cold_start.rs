@@ -29,6 +29,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use aws_lambda_events::apigw::{
+    ApiGatewayV2httpRequest, ApiGatewayV2httpRequestContext, ApiGatewayV2httpRequestContextHttpDescription,
+};
+use aws_lambda_events::cloudwatch_events::CloudWatchEvent;
+use aws_lambda_events::dynamodb::Event as StreamEvent;
+use aws_lambda_events::sqs::SqsEvent;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -36,6 +42,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use baton_shared::resources::{Function, Resources, Trigger};
+use chrono::SubsecRound;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
@@ -297,6 +304,7 @@ fn function_arn(function: &str) -> String {
 /// (payload v2.0) request for its first route, without credentials (a 401 is
 /// a handled request, and needs no data); queue and stream functions get an
 /// empty batch; the scheduled function gets EventBridge's scheduled event.
+/// Each is built from the `aws_lambda_events` type the runtime reads it into.
 fn first_event(resources: &Resources, function: &Function) -> serde_json::Value {
     let now = chrono::Utc::now();
     match function.trigger {
@@ -308,33 +316,42 @@ fn first_event(resources: &Resources, function: &Function) -> serde_json::Value 
                 .map_or(("GET", "/"), |r| (r.method.as_str(), r.path.as_str()));
             http_event(method, template, now)
         }
-        Trigger::Sqs => serde_json::json!({ "Records": [] }),
-        Trigger::Stream => serde_json::json!({ "Records": [] }),
-        Trigger::Schedule => serde_json::json!({
-            "version": "0",
-            "id": uuid::Uuid::new_v4().to_string(),
-            "detail-type": "Scheduled Event",
-            "source": "aws.events",
-            "account": ACCOUNT,
-            "time": now.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            "region": "us-east-1",
-            "resources": [format!("arn:aws:events:us-east-1:{ACCOUNT}:rule/{}", function_name(&function.name))],
-            "detail": {},
-        }),
+        Trigger::Sqs => to_json(&SqsEvent::default()),
+        Trigger::Stream => to_json(&StreamEvent::default()),
+        Trigger::Schedule => {
+            let mut event = CloudWatchEvent::<serde_json::Value>::default();
+            event.version = Some("0".into());
+            event.id = Some(uuid::Uuid::new_v4().to_string());
+            event.detail_type = Some("Scheduled Event".into());
+            event.source = Some("aws.events".into());
+            event.account_id = Some(ACCOUNT.into());
+            // EventBridge's times are to the second.
+            event.time = now.trunc_subsecs(0);
+            event.region = Some("us-east-1".into());
+            event.resources =
+                vec![format!("arn:aws:events:us-east-1:{ACCOUNT}:rule/{}", function_name(&function.name))];
+            event.detail = Some(serde_json::json!({}));
+            to_json(&event)
+        }
     }
+}
+
+fn to_json(event: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(event).expect("a Lambda event serializes to JSON")
 }
 
 /// An API Gateway HTTP API (payload format 2.0) request for `method
 /// template`, with every `{param}` filled in (`ws` with a workspace name,
 /// the others with an id).
 fn http_event(method: &str, template: &str, now: chrono::DateTime<chrono::Utc>) -> serde_json::Value {
-    let mut path_parameters = serde_json::Map::new();
+    let method = Method::from_bytes(method.as_bytes()).expect("routes in resources.json have HTTP methods");
+    let mut path_parameters = HashMap::new();
     let path = template
         .split('/')
         .map(|segment| match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
             Some(name) => {
                 let value = if name == "ws" { "bench".to_string() } else { uuid::Uuid::now_v7().to_string() };
-                path_parameters.insert(name.to_string(), value.clone().into());
+                path_parameters.insert(name.to_string(), value.clone());
                 value
             }
             None => segment.to_string(),
@@ -342,53 +359,53 @@ fn http_event(method: &str, template: &str, now: chrono::DateTime<chrono::Utc>) 
         .collect::<Vec<_>>()
         .join("/");
     let route_key = format!("{method} {template}");
-    let has_body = method != "GET" && method != "DELETE";
-    let mut headers = serde_json::json!({
-        "accept": "application/json",
-        "host": "bench.execute-api.us-east-1.amazonaws.com",
-        "user-agent": "baton-bench",
-        "x-amzn-trace-id": "Root=1-00000000-000000000000000000000000",
-        "x-forwarded-for": "127.0.0.1",
-        "x-forwarded-port": "443",
-        "x-forwarded-proto": "https",
-        "content-length": if has_body { "2" } else { "0" },
-    });
-    if has_body {
-        headers["content-type"] = "application/json".into();
-    }
-    let mut event = serde_json::json!({
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": headers,
-        "requestContext": {
-            "accountId": ACCOUNT,
-            "apiId": "bench",
-            "domainName": "bench.execute-api.us-east-1.amazonaws.com",
-            "domainPrefix": "bench",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "baton-bench",
-            },
-            "requestId": uuid::Uuid::new_v4().to_string(),
-            "routeKey": route_key,
-            "stage": "$default",
-            "time": now.format("%d/%b/%Y:%H:%M:%S +0000").to_string(),
-            "timeEpoch": now.timestamp_millis(),
-        },
-        "isBase64Encoded": false,
-    });
-    if !path_parameters.is_empty() {
-        event["pathParameters"] = path_parameters.into();
+    let has_body = method != Method::GET && method != Method::DELETE;
+    let mut headers = HeaderMap::new();
+    for (name, value) in [
+        ("accept", "application/json"),
+        ("host", "bench.execute-api.us-east-1.amazonaws.com"),
+        ("user-agent", "baton-bench"),
+        ("x-amzn-trace-id", "Root=1-00000000-000000000000000000000000"),
+        ("x-forwarded-for", "127.0.0.1"),
+        ("x-forwarded-port", "443"),
+        ("x-forwarded-proto", "https"),
+        ("content-length", if has_body { "2" } else { "0" }),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
     }
     if has_body {
-        event["body"] = "{}".into();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
     }
-    event
+
+    let mut http = ApiGatewayV2httpRequestContextHttpDescription::default();
+    http.method = method;
+    http.path = Some(path.clone());
+    http.protocol = Some("HTTP/1.1".into());
+    http.source_ip = Some("127.0.0.1".into());
+    http.user_agent = Some("baton-bench".into());
+    let mut context = ApiGatewayV2httpRequestContext::default();
+    context.account_id = Some(ACCOUNT.into());
+    context.apiid = Some("bench".into());
+    context.domain_name = Some("bench.execute-api.us-east-1.amazonaws.com".into());
+    context.domain_prefix = Some("bench".into());
+    context.http = http;
+    context.request_id = Some(uuid::Uuid::new_v4().to_string());
+    context.route_key = Some(route_key.clone());
+    context.stage = Some("$default".into());
+    context.time = Some(now.format("%d/%b/%Y:%H:%M:%S +0000").to_string());
+    context.time_epoch = now.timestamp_millis();
+
+    let mut request = ApiGatewayV2httpRequest::default();
+    request.version = Some("2.0".into());
+    request.route_key = Some(route_key);
+    request.raw_path = Some(path);
+    request.raw_query_string = Some(String::new());
+    request.headers = headers;
+    request.path_parameters = path_parameters;
+    request.request_context = context;
+    request.body = has_body.then(|| "{}".to_string());
+    request.is_base64_encoded = false;
+    to_json(&request)
 }
 
 // ------------------------------------------------------------------ one run
@@ -710,10 +727,6 @@ async fn unexpected(State(shared): State<Shared>, method: Method, uri: Uri) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
-    use aws_lambda_events::cloudwatch_events::CloudWatchEvent;
-    use aws_lambda_events::dynamodb::Event as StreamEvent;
-    use aws_lambda_events::sqs::SqsEvent;
 
     #[tokio::test]
     async fn the_emulator_serves_next_and_records_the_response() {
@@ -814,6 +827,8 @@ mod tests {
                     assert_eq!(r.version.as_deref(), Some("2.0"));
                     assert!(r.raw_path.as_deref().is_some_and(|p| p.starts_with("/v1/")), "{event}");
                     assert!(!r.raw_path.as_deref().unwrap_or_default().contains('{'), "{event}");
+                    let route = resources.routes.iter().find(|r| r.function == function.name).unwrap();
+                    assert_eq!(r.request_context.http.method.as_str(), route.method, "{event}");
                 }),
                 Trigger::Sqs => serde_json::from_value::<SqsEvent>(event.clone()).map(|_| ()),
                 Trigger::Stream => serde_json::from_value::<StreamEvent>(event.clone()).map(|_| ()),

@@ -13,9 +13,9 @@
 //!    claim + complete; failed conditional writes per successful claim;
 //! 3. the emulator's single-request latency, for scale.
 //!
-//! Flags (or environment): `--jobs N` (`BATON_BENCH_JOBS`, default 200),
-//! `--runners 1,8,32` (`BATON_BENCH_RUNNERS`), `--out PATH`
-//! (default `target/bench/claim-path.json`). Needs `BATON_AWS_ENDPOINT`
+//! Flags (or environment): `--sections`, `--jobs N` (`BATON_BENCH_JOBS`),
+//! `--runners 1,8,32` (`BATON_BENCH_RUNNERS`), `--out PATH`, … ([`Options`],
+//! `bench --help`, with the defaults). Needs `BATON_AWS_ENDPOINT`
 //! (scripts/bench.sh starts moto and sets it).
 
 mod recorder;
@@ -41,6 +41,7 @@ use baton_shared::store::Store;
 use baton_tests::runners::queued_fact;
 use baton_tests::{endpoint, unique_stage, TestStack};
 use chrono::Utc;
+use clap::{ArgAction, Parser};
 use recorder::{Recorder, Request};
 use serde::Serialize;
 use serde_json::json;
@@ -50,90 +51,153 @@ const LABELS: &[&str] = &["linux", "x64"];
 /// What to run: `--sections` picks among these (default: all).
 const SECTIONS: &[&str] = &["claim-path", "contention", "workflows", "idle", "cold-start"];
 
+/// The repository root (the bench's default paths are under its `target/`).
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// What the claim path costs, counted against the local stack
+/// (docs/benchmarks.md). Needs BATON_AWS_ENDPOINT: run `make bench`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bench",
+    args_override_self = true,
+    after_help = "Every flag also reads BATON_BENCH_<FLAG> (e.g. BATON_BENCH_JOBS=200)."
+)]
 struct Options {
+    /// Sections to run: claim-path, contention, workflows, idle, cold-start
+    #[arg(
+        long,
+        env = "BATON_BENCH_SECTIONS",
+        value_name = "LIST",
+        value_delimiter = ',',
+        action = ArgAction::Set,
+        value_parser = section,
+        default_value = "claim-path,contention,workflows,idle,cold-start"
+    )]
     sections: Vec<String>,
-    /// Contention: jobs per drain, runner counts, workspace counts.
+    /// Jobs per drain
+    #[arg(
+        long,
+        env = "BATON_BENCH_JOBS",
+        value_name = "N",
+        value_parser = number,
+        default_value = "1000",
+        help_heading = "Contention"
+    )]
     jobs: usize,
+    /// Runner counts, each draining the jobs
+    #[arg(
+        long,
+        env = "BATON_BENCH_RUNNERS",
+        value_name = "LIST",
+        value_delimiter = ',',
+        action = ArgAction::Set,
+        value_parser = number,
+        default_value = "1,8,32,64",
+        help_heading = "Contention"
+    )]
     runners: Vec<usize>,
+    /// Workspace counts the jobs are spread over
+    #[arg(
+        long,
+        env = "BATON_BENCH_WORKSPACES",
+        value_name = "LIST",
+        value_delimiter = ',',
+        action = ArgAction::Set,
+        value_parser = number,
+        default_value = "1,10",
+        help_heading = "Contention"
+    )]
     workspaces: Vec<usize>,
-    /// Workflows: shapes, runs per shape, runners.
+    /// Workflow shapes: single, fan-out-10, chain-50
+    #[arg(
+        long,
+        env = "BATON_BENCH_SHAPES",
+        value_name = "LIST",
+        value_delimiter = ',',
+        action = ArgAction::Set,
+        value_parser = shape,
+        default_value = "single,fan-out-10,chain-50",
+        help_heading = "Workflows"
+    )]
     shapes: Vec<workflows::Shape>,
+    /// Runs of each shape (at least 1)
+    #[arg(
+        long,
+        env = "BATON_BENCH_RUNS",
+        value_name = "N",
+        value_parser = number,
+        default_value = "3",
+        help_heading = "Workflows"
+    )]
     runs: usize,
+    /// In-process baton-runner agents executing the workflows (at least 1)
+    #[arg(
+        long,
+        env = "BATON_BENCH_WORKFLOW_RUNNERS",
+        value_name = "N",
+        value_parser = number,
+        default_value = "4",
+        help_heading = "Workflows"
+    )]
     workflow_runners: usize,
-    /// Cold start: where the release binaries are, runs per function.
+    /// Where the functions' release binaries are
+    #[arg(
+        long,
+        env = "BATON_BENCH_BIN_DIR",
+        value_name = "DIR",
+        default_value_os_t = root().join("target/release"),
+        help_heading = "Cold start"
+    )]
     bin_dir: PathBuf,
+    /// Runs per function (at least 1)
+    #[arg(
+        long,
+        env = "BATON_BENCH_COLD_RUNS",
+        value_name = "N",
+        value_parser = number,
+        default_value = "5",
+        help_heading = "Cold start"
+    )]
     cold_runs: usize,
+    /// The JSON report (the functions' stdout goes next to it)
+    #[arg(
+        long,
+        env = "BATON_BENCH_OUT",
+        value_name = "PATH",
+        default_value_os_t = root().join("target/bench/bench.json")
+    )]
     out: PathBuf,
 }
 
-const USAGE: &str = "bench [--sections claim-path,contention,workflows,idle,cold-start]
-      [--jobs 1000] [--runners 1,8,32,64] [--workspaces 1,10]            contention
-      [--shapes single,fan-out-10,chain-50] [--runs 3] [--workflow-runners 4]   workflows
-      [--bin-dir target/release] [--cold-runs 5]                         cold start
-      [--out target/bench/bench.json]
-Every flag also reads BATON_BENCH_<FLAG> (e.g. BATON_BENCH_JOBS=200).";
-
-fn list<T>(raw: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> Vec<T> {
-    raw.split(',').map(|x| parse(x.trim()).unwrap_or_else(|| fail(&format!("{what}: cannot read {x:?}")))).collect()
+fn number(raw: &str) -> Result<usize, String> {
+    raw.trim().parse().map_err(|_| format!("cannot read {raw:?}"))
 }
 
-fn fail(message: &str) -> ! {
-    eprintln!("bench: {message}\n{USAGE}");
-    std::process::exit(2);
+fn section(raw: &str) -> Result<String, String> {
+    SECTIONS.iter().find(|s| **s == raw.trim()).map(|s| s.to_string()).ok_or_else(|| format!("cannot read {raw:?}"))
 }
 
+fn shape(raw: &str) -> Result<workflows::Shape, String> {
+    workflows::Shape::parse(raw.trim()).ok_or_else(|| format!("cannot read {raw:?}"))
+}
+
+/// The options from the command line, then `BATON_BENCH_<FLAG>`, then the
+/// defaults.
 fn options() -> Options {
-    let flags = [
-        "sections",
-        "jobs",
-        "runners",
-        "workspaces",
-        "shapes",
-        "runs",
-        "workflow-runners",
-        "bin-dir",
-        "cold-runs",
-        "out",
-    ];
-    let mut values: HashMap<&str, String> = HashMap::new();
-    for flag in flags {
-        let var = format!("BATON_BENCH_{}", flag.replace('-', "_").to_uppercase());
-        if let Ok(v) = std::env::var(var) {
-            values.insert(flag, v);
-        }
-    }
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        if arg == "-h" || arg == "--help" {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let Some(flag) = arg.strip_prefix("--").and_then(|f| flags.iter().find(|x| **x == f)) else {
-            fail(&format!("unknown argument {arg}"))
-        };
-        let Some(value) = args.next() else { fail(&format!("--{flag} takes a value")) };
-        values.insert(flag, value);
-    }
-    let get = |flag: &str, default: &str| values.get(flag).cloned().unwrap_or_else(|| default.to_string());
-    let number = |x: &str| x.parse::<usize>().ok();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let sections =
-        list(&get("sections", &SECTIONS.join(",")), "--sections", |x| SECTIONS.contains(&x).then(|| x.to_string()));
-    Options {
-        sections,
-        jobs: list(&get("jobs", "1000"), "--jobs", number)[0],
-        runners: list(&get("runners", "1,8,32,64"), "--runners", number),
-        workspaces: list(&get("workspaces", "1,10"), "--workspaces", number),
-        shapes: list(&get("shapes", "single,fan-out-10,chain-50"), "--shapes", workflows::Shape::parse),
-        runs: list(&get("runs", "3"), "--runs", number)[0].max(1),
-        workflow_runners: list(&get("workflow-runners", "4"), "--workflow-runners", number)[0].max(1),
-        bin_dir: values.get("bin-dir").map(PathBuf::from).unwrap_or_else(|| root.join("target/release")),
-        cold_runs: list(&get("cold-runs", "5"), "--cold-runs", number)[0].max(1),
-        out: values.get("out").map(PathBuf::from).unwrap_or_else(|| root.join("target/bench/bench.json")),
-    }
+    Options::parse().at_least_one_run()
 }
 
 impl Options {
+    /// Runs of any kind are at least one (`--runs 0` runs once).
+    fn at_least_one_run(mut self) -> Self {
+        self.runs = self.runs.max(1);
+        self.workflow_runners = self.workflow_runners.max(1);
+        self.cold_runs = self.cold_runs.max(1);
+        self
+    }
+
     fn wants(&self, section: &str) -> bool {
         self.sections.iter().any(|s| s == section)
     }
@@ -875,5 +939,102 @@ async fn main() {
     drop(context);
     if let Ok(stack) = Arc::try_unwrap(stack) {
         stack.host.stop().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    /// Parses `args` as the command line, ignoring the environment.
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        let command = Options::command().mut_args(|arg| arg.env(None));
+        let matches = command.try_get_matches_from(std::iter::once("bench").chain(args.iter().copied()))?;
+        Options::from_arg_matches(&matches).map(Options::at_least_one_run)
+    }
+
+    #[test]
+    fn every_flag_also_reads_baton_bench_flag() {
+        let command = Options::command();
+        let flags: Vec<(String, Option<String>)> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_long().map(|long| (long, arg.get_env())))
+            .filter(|(long, _)| *long != "help")
+            .map(|(long, env)| (long.to_string(), env.map(|e| e.to_string_lossy().into_owned())))
+            .collect();
+        let names: Vec<&str> = flags.iter().map(|(long, _)| long.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "sections",
+                "jobs",
+                "runners",
+                "workspaces",
+                "shapes",
+                "runs",
+                "workflow-runners",
+                "bin-dir",
+                "cold-runs",
+                "out"
+            ]
+        );
+        for (long, env) in &flags {
+            assert_eq!(env.as_deref(), Some(format!("BATON_BENCH_{}", long.replace('-', "_").to_uppercase()).as_str()));
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.sections, SECTIONS);
+        assert_eq!((o.jobs, o.runners.as_slice(), o.workspaces.as_slice()), (1000, &[1, 8, 32, 64][..], &[1, 10][..]));
+        assert_eq!(o.shapes, [workflows::Shape::Single, workflows::Shape::FanOut10, workflows::Shape::Chain50]);
+        assert_eq!((o.runs, o.workflow_runners, o.cold_runs), (3, 4, 5));
+        assert_eq!(o.bin_dir, PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release"));
+        assert_eq!(o.out, PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bench/bench.json"));
+    }
+
+    #[test]
+    fn lists_are_comma_separated_and_the_last_flag_wins() {
+        let o = parse(&[
+            "--sections",
+            "idle, cold-start",
+            "--runners",
+            "1,8",
+            "--runners",
+            "2",
+            "--jobs",
+            "200",
+            "--jobs",
+            "300",
+            "--shapes",
+            "chain,1",
+            "--runs",
+            "0",
+            "--out",
+            "x.json",
+        ])
+        .unwrap();
+        assert_eq!(o.sections, ["idle", "cold-start"]);
+        assert_eq!((o.runners.as_slice(), o.jobs), (&[2][..], 300));
+        assert_eq!(o.shapes, [workflows::Shape::Chain50, workflows::Shape::Single]);
+        assert_eq!(o.runs, 1);
+        assert_eq!(o.out, PathBuf::from("x.json"));
+    }
+
+    #[test]
+    fn unreadable_values_and_unknown_flags_are_errors() {
+        for args in [
+            &["--sections", "claim-path,nope"][..],
+            &["--jobs", "many"],
+            &["--runners", "1,,8"],
+            &["--shapes", "star"],
+            &["--jobs"],
+            &["--bogus", "1"],
+            &["stray"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
     }
 }

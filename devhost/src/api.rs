@@ -55,18 +55,7 @@ impl Gateway {
                 return to_axum(baton_shared::http::error_response(&ApiError::invalid_request("body too large")));
             }
         };
-        let query: HashMap<String, Vec<String>> = parts
-            .uri
-            .query()
-            .map(|q| {
-                let mut map: HashMap<String, Vec<String>> = HashMap::new();
-                for pair in q.split('&').filter(|p| !p.is_empty()) {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    map.entry(percent_decode(k)).or_default().push(percent_decode(v));
-                }
-                map
-            })
-            .unwrap_or_default();
+        let query = parts.uri.query().map(query_parameters).unwrap_or_default();
         let body = if bytes.is_empty() { Body::Empty } else { Body::Binary(bytes.to_vec()) };
         let request =
             http::Request::from_parts(parts, body).with_path_parameters(params).with_query_string_parameters(query);
@@ -74,28 +63,15 @@ impl Gateway {
     }
 }
 
-fn percent_decode(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
+/// The query string's parameters, decoded as a browser form encodes them
+/// (`+` is a space, `%XX` a byte; a malformed escape is kept as is), each
+/// name with its values in order.
+fn query_parameters(query: &str) -> HashMap<String, Vec<String>> {
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        map.entry(name.into_owned()).or_default().push(value.into_owned());
     }
-    String::from_utf8_lossy(&out).into_owned()
+    map
 }
 
 fn to_axum(response: lambda_http::Response<Body>) -> axum::response::Response {
@@ -130,7 +106,11 @@ mod tests {
 
     #[test]
     fn query_values_are_percent_decoded() {
-        assert_eq!(percent_decode("a%20b+c"), "a b c");
-        assert_eq!(percent_decode("100%"), "100%");
+        let query = query_parameters("q=a%20b+c&share=100%&q=2&&flag&na%6De=x");
+        assert_eq!(query["q"], ["a b c", "2"]);
+        assert_eq!(query["share"], ["100%"]);
+        assert_eq!(query["flag"], [""]);
+        assert_eq!(query["name"], ["x"]);
+        assert_eq!(query.len(), 4);
     }
 }

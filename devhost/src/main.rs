@@ -20,9 +20,39 @@ use baton_devhost::{function_env, DevHost, HostOptions};
 use baton_shared::aws::AwsClients;
 use baton_shared::provision::{default_infra_dir, provision, Plan};
 use baton_shared::resources::{Naming, Resources};
+use clap::{Parser, Subcommand};
 
-fn arg_value(args: &[String], flag: &str) -> Option<String> {
-    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned()
+/// Provisions the local stack on the emulator and runs every function against
+/// it (`run`, the default), or prints the plan, or mints an operator token.
+#[derive(Debug, Parser)]
+#[command(name = "baton-devhost")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Provision stage BATON_STAGE (default dev) on BATON_AWS_ENDPOINT and
+    /// serve the API on 127.0.0.1:BATON_PORT (default 8080), until Ctrl-C
+    Run,
+    /// Print the resource plan (JSON) that the CDK tests compare the
+    /// synthesized template with
+    Plan {
+        /// The stage whose resource names the plan uses
+        #[arg(long, value_name = "S", default_value = "dev")]
+        stage: String,
+    },
+    /// Store a new operator token's hash in a deployed table and print the
+    /// token once (AWS credentials from the environment)
+    AdminToken {
+        /// The stack's table (its TableName output); required
+        #[arg(long, value_name = "T")]
+        table: Option<String>,
+        /// The workspace the token is for (default: an admin token, every workspace)
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+    },
 }
 
 fn plan(stage: &str) -> Result<Plan, String> {
@@ -35,9 +65,8 @@ fn new_admin_token() -> String {
     format!("bat_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
-async fn admin_token(args: &[String]) -> Result<(), String> {
-    let table = arg_value(args, "--table").ok_or("--table is required (the stack's TableName output)")?;
-    let workspace = arg_value(args, "--workspace");
+async fn admin_token(table: Option<String>, workspace: Option<String>) -> Result<(), String> {
+    let table = table.ok_or("--table is required (the stack's TableName output)")?;
     let clients = AwsClients::from_env().await;
     let store = baton_shared::store::Store::new(clients.dynamodb.clone(), table);
     let token = new_admin_token();
@@ -91,19 +120,15 @@ async fn run() -> Result<(), String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("plan") => plan(&arg_value(&args, "--stage").unwrap_or_else(|| "dev".into())).and_then(|plan| {
+    let result = match Cli::parse().command {
+        Some(Command::Plan { stage }) => plan(&stage).and_then(|plan| {
             serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
         }),
-        Some("admin-token") => admin_token(&args).await,
-        None | Some("run") => {
+        Some(Command::AdminToken { table, workspace }) => admin_token(table, workspace).await,
+        None | Some(Command::Run) => {
             baton_shared::telemetry::init();
             run().await
         }
-        Some(other) => Err(format!(
-            "unknown command {other:?}; use `plan [--stage S]`, `run` or `admin-token --table T [--workspace W]`"
-        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
