@@ -59,17 +59,11 @@ fn plan(stage: &str) -> Result<Plan, String> {
     Plan::new(&Resources::load(), &Naming::for_stage(stage), &default_infra_dir()).map_err(|e| e.to_string())
 }
 
-fn new_admin_token() -> String {
-    use rand::Rng;
-    let bytes: [u8; 24] = rand::rng().random();
-    format!("bat_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
-}
-
 async fn admin_token(table: Option<String>, workspace: Option<String>) -> Result<(), String> {
     let table = table.ok_or("--table is required (the stack's TableName output)")?;
     let clients = AwsClients::from_env().await;
     let store = baton_shared::store::Store::new(clients.dynamodb.clone(), table);
-    let token = new_admin_token();
+    let token = baton_shared::tokens::new_operator_token();
     let name = if workspace.is_some() { "operator" } else { "admin" };
     store.put_operator_token(&token, workspace.as_deref(), Some(name)).await.map_err(|e| e.to_string())?;
     println!("{token}");
@@ -84,7 +78,10 @@ async fn run() -> Result<(), String> {
         Ok(raw) => raw.parse().map_err(|_| format!("BATON_PORT must be a port number, got {raw:?}"))?,
         Err(_) => 8080,
     };
-    let admin_token = std::env::var("BATON_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()).unwrap_or_else(new_admin_token);
+    let admin_token = std::env::var("BATON_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(baton_shared::tokens::new_operator_token);
 
     let clients = AwsClients::local(&endpoint).await;
     let plan = plan(&stage)?;
