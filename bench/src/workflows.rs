@@ -240,7 +240,7 @@ pub async fn bench_shape(
         let run_id = created.id;
         let deadline = Instant::now() + Duration::from_secs(60 + 20 * shape.jobs() as u64);
         let status = loop {
-            let state = watcher.get_run(run_id).await.ok().flatten();
+            let state = watcher.get_run(workspace, run_id).await.ok().flatten();
             if let Some(state) = state.filter(|s| s.status.is_terminal()) {
                 break format!("{:?}", state.status).to_lowercase();
             }

@@ -28,11 +28,7 @@ async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
     authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
     let store = &context.store;
-    let run = store
-        .get_run(run_id)
-        .await?
-        .filter(|run| run.workspace_id == workspace_id)
-        .ok_or_else(|| ApiError::not_found("run"))?;
+    let run = store.get_run(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
     let mut facts = 0;
     let updated = store
         .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {

@@ -34,11 +34,7 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
     authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
     let store = &context.store;
-    let run = store
-        .get_run(run_id)
-        .await?
-        .filter(|run| run.workspace_id == workspace_id)
-        .ok_or_else(|| ApiError::not_found("run"))?;
+    let run = store.get_run(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
     let body: RerunRequest = parse_json(req)?;
     let previous = store.get_attempt(run_id, run.current_attempt).await?.ok_or_else(ApiError::internal)?;
     if !previous.state.status.is_terminal() || !previous.state.all_jobs_terminal() {

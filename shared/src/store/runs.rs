@@ -303,8 +303,9 @@ impl Store {
         }))
     }
 
-    /// The run item alone.
-    pub async fn get_run(&self, run_id: Uuid) -> Result<Option<RunState>, StoreError> {
+    /// The run item alone, if the run exists in `workspace_id` (a run of
+    /// another workspace is not found: existence is not revealed).
+    pub async fn get_run(&self, workspace_id: &str, run_id: Uuid) -> Result<Option<RunState>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -314,7 +315,8 @@ impl Store {
             .consistent_read(true)
             .send()
             .await?;
-        Ok(out.item.map(from_item::<RunItem>).transpose()?.map(|item| item.state))
+        let run = out.item.map(from_item::<RunItem>).transpose()?.map(|item| item.state);
+        Ok(run.filter(|run| run.workspace_id == workspace_id))
     }
 
     /// The runs of a workspace, newest first, optionally of one status:
