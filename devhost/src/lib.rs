@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use baton_shared::aws::AwsClients;
 use baton_shared::config::Config;
+use baton_shared::faults::FaultPlan;
 use baton_shared::provision::Provisioned;
 use baton_shared::resources::{Resources, Trigger};
 use tokio::sync::watch;
@@ -40,6 +41,9 @@ pub struct HostOptions {
     /// SQS handlers mounted in addition to Baton's functions, by function
     /// name (tests mount probe subscribers this way).
     pub extra_sqs_functions: HashMap<String, sqs::SqsHandler>,
+    /// AWS's failures, injected into every AWS request the functions make
+    /// (`baton_shared::faults`); `None`: the emulator as it is.
+    pub faults: Option<Arc<FaultPlan>>,
 }
 
 impl Default for HostOptions {
@@ -49,6 +53,7 @@ impl Default for HostOptions {
             sqs_retry_delay: Duration::from_secs(1),
             stream_idle_delay: Duration::from_millis(100),
             extra_sqs_functions: HashMap::new(),
+            faults: None,
         }
     }
 }
@@ -104,7 +109,11 @@ impl DevHost {
             }
         }
         let resources = Resources::load();
-        let functions = Arc::new(Functions::new(&config, clients));
+        let function_clients = match &options.faults {
+            Some(plan) => clients.with_faults(plan.clone()),
+            None => clients.clone(),
+        };
+        let functions = Arc::new(Functions::new(&config, &function_clients));
         let (stop, shutdown) = watch::channel(());
         let mut tasks = Vec::new();
 

@@ -12,6 +12,9 @@
 //!   environment, as any AWS tool) and prints the token once: how an operator
 //!   gets the first token after `cdk deploy`.
 
+use std::sync::Arc;
+
+use baton_shared::faults::{FaultPlan, FAULTS_ENV};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -92,9 +95,11 @@ async fn run() -> Result<(), String> {
     overrides.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
     let env = function_env(&provisioned, &overrides);
     let retry_delay = std::env::var("BATON_DEV_RETRY_DELAY_S").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let faults = FaultPlan::from_env().map_err(|e| e.to_string())?.map(Arc::new);
     let options = HostOptions {
         api_addr: SocketAddr::from(([127, 0, 0, 1], port)),
         sqs_retry_delay: std::time::Duration::from_secs(retry_delay),
+        faults: faults.clone(),
         ..HostOptions::default()
     };
     let host = DevHost::start(&clients, &provisioned, &env, options).await.map_err(|e| e.to_string())?;
@@ -102,6 +107,9 @@ async fn run() -> Result<(), String> {
     println!("  API:         {}", host.api_url);
     println!("  Admin token: {admin_token}");
     println!("  Try:         curl {}/v1/health", host.api_url);
+    if let Some(plan) = &faults {
+        println!("  Faults:      {plan:?} ({FAULTS_ENV})");
+    }
     println!("Press Ctrl-C to stop.");
 
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -111,6 +119,9 @@ async fn run() -> Result<(), String> {
         _ = terminate.recv() => {}
     }
     println!("Stopping…");
+    if let Some(plan) = &faults {
+        println!("Faults injected, by kind: {:?}", plan.injected_by_kind());
+    }
     host.stop().await;
     Ok(())
 }

@@ -71,6 +71,26 @@ impl AwsClients {
             .await
     }
 
+    /// The same clients with AWS's failures injected by `plan` below the
+    /// SDK (its retries see them as they would see real ones).
+    #[cfg(feature = "local-stack")]
+    pub fn with_faults(&self, plan: std::sync::Arc<crate::faults::FaultPlan>) -> Self {
+        let http = crate::faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan);
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(
+                self.dynamodb.config().to_builder().http_client(http.clone()).build(),
+            ),
+            dynamodb_streams: aws_sdk_dynamodbstreams::Client::from_conf(
+                self.dynamodb_streams.config().to_builder().http_client(http.clone()).build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(self.sqs.config().to_builder().http_client(http.clone()).build()),
+            eventbridge: aws_sdk_eventbridge::Client::from_conf(
+                self.eventbridge.config().to_builder().http_client(http.clone()).build(),
+            ),
+            sfn: aws_sdk_sfn::Client::from_conf(self.sfn.config().to_builder().http_client(http).build()),
+        }
+    }
+
     pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
         Self {
             dynamodb: aws_sdk_dynamodb::Client::new(config),

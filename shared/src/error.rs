@@ -63,7 +63,13 @@ impl StoreError {
     /// Whether trying again later may succeed (throttling, a transaction
     /// conflict, lost races): the client is told 503, a message is redelivered.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, StoreError::Throttled(_) | StoreError::TransactionConflict(_) | StoreError::Contended(_))
+        self.is_conflict_or_throttling() || matches!(self, StoreError::Contended(_))
+    }
+
+    /// A request that applied nothing because another transaction held an
+    /// item or DynamoDB throttled it: sending it again is safe.
+    pub fn is_conflict_or_throttling(&self) -> bool {
+        matches!(self, StoreError::Throttled(_) | StoreError::TransactionConflict(_))
     }
 }
 

@@ -37,12 +37,17 @@ pub fn empty_response(status: http::StatusCode) -> Response<Body> {
 pub fn error_response(err: &ApiError) -> Response<Body> {
     let body = ErrorBody { error: ErrorDetail { code: err.code.as_str().to_string(), message: err.message.clone() } };
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    Response::builder()
-        .status(err.status())
-        .header("content-type", "application/json")
-        .body(Body::Binary(bytes))
-        .unwrap_or_else(|_| plain_internal_error())
+    let mut response = Response::builder().status(err.status()).header("content-type", "application/json");
+    if err.code == ErrorCode::Unavailable {
+        // Busy, not broken: the client retries after this many seconds.
+        response = response.header(http::header::RETRY_AFTER, RETRY_AFTER_S.to_string());
+    }
+    response.body(Body::Binary(bytes)).unwrap_or_else(|_| plain_internal_error())
 }
+
+/// The `Retry-After` of a 503 `unavailable` (the store kept losing races or
+/// was throttled): short, the contention passes in moments.
+pub const RETRY_AFTER_S: u64 = 1;
 
 fn plain_internal_error() -> Response<Body> {
     let mut response =

@@ -7,13 +7,16 @@
 //!
 //! Feature `local-stack`: what only the local stack, the tests and the
 //! benchmark need (provisioning the emulator, checking facts against their
-//! JSON Schemas); a deployed function is built without it.
+//! JSON Schemas, injecting AWS's failures); a deployed function is built
+//! without it.
 
 pub mod aws;
 pub mod config;
 pub mod context;
 pub mod error;
 pub mod facts;
+#[cfg(feature = "local-stack")]
+pub mod faults;
 pub mod health;
 pub mod http;
 pub mod ids;

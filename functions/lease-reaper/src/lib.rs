@@ -113,11 +113,20 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
                         steps: lease.steps.values().cloned().collect(),
                     },
                 );
-                if context.store.expire_lease(lease, now, &fact, context.config.outbox_ttl_days).await? {
-                    expired += 1;
-                    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
-                } else {
-                    saved_or_gone += 1;
+                match context.store.expire_lease(lease, now, &fact, context.config.outbox_ttl_days).await {
+                    Ok(true) => {
+                        expired += 1;
+                        tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
+                    }
+                    Ok(false) => saved_or_gone += 1,
+                    // A heartbeat or a complete kept holding the lease, or
+                    // the table throttled: this lease waits for the next
+                    // pass; the other leases and shards go on.
+                    Err(err) if err.is_retriable() => {
+                        tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
+                        saved_or_gone += 1;
+                    }
+                    Err(err) => return Err(err),
                 }
             }
             // A short page is the end of the shard's backlog; a page of only

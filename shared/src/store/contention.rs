@@ -23,6 +23,29 @@ pub const MAX_LOST_RACES: u32 = 50;
 /// do not collide again in lockstep.
 const PAUSE_MS: std::ops::Range<u64> = 5..40;
 
+/// How many times one request is sent again after a transaction conflict or
+/// throttling (neither applied anything) before its caller hears of it.
+pub const REQUEST_RETRIES: u32 = 3;
+
+/// Sends a request (`send`) again, after a jittered pause, while it meets a
+/// transaction conflict or throttling, at most [`REQUEST_RETRIES`] times.
+pub async fn retry_conflicts<T, F, Fut>(mut send: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut retries = 0;
+    loop {
+        match send().await {
+            Err(err) if err.is_conflict_or_throttling() && retries < REQUEST_RETRIES => {
+                retries += 1;
+                pause_after_lost_race().await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Waits a jittered moment before the next try.
 pub async fn pause_after_lost_race() {
     let pause = rand::rng().random_range(PAUSE_MS);

@@ -343,9 +343,7 @@ impl Store {
             .update_expression("SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)")
             .condition_expression("attribute_exists(pk) AND epoch = :e")
             .expression_attribute_values(":now", s(timestamp(now)))
-            .expression_attribute_values(":e", n(epoch))
-            .send()
-            .await;
-        super::condition_may_fail(flag).map(|_| ())
+            .expression_attribute_values(":e", n(epoch));
+        super::condition_may_fail(|| flag.clone().send()).await.map(|_| ())
     }
 }

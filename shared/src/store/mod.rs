@@ -42,13 +42,22 @@ impl Store {
     /// write is just as atomic and conditional, and DynamoDB bills an item
     /// inside `TransactWriteItems` twice (the attempt item, a few KB, is
     /// written this way on every runner fact).
-    pub async fn transact(&self, mut items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
-        if items.len() == 1 {
-            if let Some(outcome) = self.write_one(&mut items[0]).await? {
+    ///
+    /// A transaction conflict (another transaction held an item) or
+    /// throttling applied nothing, so the same transaction is sent again, its
+    /// conditions evaluated afresh (`contention::retry_conflicts`); the
+    /// caller hears of it only when it persists.
+    pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
+        contention::retry_conflicts(|| self.transact_once(&items)).await
+    }
+
+    async fn transact_once(&self, items: &[TransactWriteItem]) -> Result<TxOutcome, StoreError> {
+        if let [item] = items {
+            if let Some(outcome) = self.write_one(item.clone()).await? {
                 return Ok(outcome);
             }
         }
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+        match self.client.transact_write_items().set_transact_items(Some(items.to_vec())).send().await {
             Ok(_) => Ok(TxOutcome::Committed),
             Err(SdkError::ServiceError(err)) => match err.err() {
                 TransactWriteItemsError::TransactionCanceledException(cancel) => {
@@ -78,7 +87,7 @@ impl Store {
 impl Store {
     /// The single-item form of a transaction's write; `None` for a lone
     /// condition check, which only a transaction can express.
-    async fn write_one(&self, item: &mut TransactWriteItem) -> Result<Option<TxOutcome>, StoreError> {
+    async fn write_one(&self, mut item: TransactWriteItem) -> Result<Option<TxOutcome>, StoreError> {
         let written = if let Some(put) = item.put.take() {
             let written = self
                 .client
@@ -90,7 +99,7 @@ impl Store {
                 .set_expression_attribute_values(put.expression_attribute_values)
                 .send()
                 .await;
-            condition_may_fail(written)?
+            condition_outcome(written)?
         } else if let Some(update) = item.update.take() {
             let written = self
                 .client
@@ -103,7 +112,7 @@ impl Store {
                 .set_expression_attribute_values(update.expression_attribute_values)
                 .send()
                 .await;
-            condition_may_fail(written)?
+            condition_outcome(written)?
         } else if let Some(delete) = item.delete.take() {
             let written = self
                 .client
@@ -115,7 +124,7 @@ impl Store {
                 .set_expression_attribute_values(delete.expression_attribute_values)
                 .send()
                 .await;
-            condition_may_fail(written)?
+            condition_outcome(written)?
         } else {
             return Ok(None);
         };
@@ -156,7 +165,25 @@ where
 
 /// A conditional write whose condition failing is fine (the state it wanted
 /// is there already, or the item it guards is gone): `Ok(false)` then.
-pub fn condition_may_fail<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<bool, StoreError>
+/// `send` sends the write; a conflict or throttling sends it again
+/// (`contention::retry_conflicts`).
+pub async fn condition_may_fail<T, E, R, F, Fut>(send: F) -> Result<bool, StoreError>
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
+    R: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SdkError<E, R>>>,
+{
+    let mut send = send;
+    contention::retry_conflicts(|| {
+        let sent = send();
+        async move { condition_outcome(sent.await) }
+    })
+    .await
+}
+
+/// Whether a conditional write was applied (`Ok(false)`: its condition failed).
+fn condition_outcome<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<bool, StoreError>
 where
     E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
     R: std::fmt::Debug,

@@ -45,10 +45,8 @@ impl Store {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(to_item(&record)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        super::condition_may_fail(put).map(|_| ())
+            .condition_expression("attribute_not_exists(pk)");
+        super::condition_may_fail(|| put.clone().send()).await.map(|_| ())
     }
 
     /// The operator token record of `token`, if one is stored.

@@ -250,9 +250,15 @@ impl Store {
             )?;
             items.push(TransactWriteItem::builder().update(count).build());
         }
-        match self.transact(items).await? {
-            TxOutcome::Committed => Ok(ClaimAttempt::Won),
-            TxOutcome::ConditionFailed { reasons } => {
+        match self.transact(items).await {
+            Ok(TxOutcome::Committed) => Ok(ClaimAttempt::Won),
+            // Another transaction kept holding one of the items (a claim of
+            // the same job, a runner's complete of the session's count) or
+            // the partition kept throttling: a lost race, not a failure;
+            // the claim moves on to the next candidate.
+            Err(err) if err.is_conflict_or_throttling() => Ok(ClaimAttempt::Lost),
+            Err(err) => Err(err),
+            Ok(TxOutcome::ConditionFailed { reasons }) => {
                 let failed = |i: usize| reasons.get(i).is_some_and(|r| r.is_some());
                 if failed(4) {
                     Ok(ClaimAttempt::SessionExhausted)

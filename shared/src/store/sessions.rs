@@ -269,11 +269,9 @@ impl Store {
             .update_expression("SET last_seen_at = :now")
             .condition_expression("last_seen_at < :before")
             .expression_attribute_values(":now", s(timestamp(now)))
-            .expression_attribute_values(":before", s(timestamp(now - every)))
-            .send()
-            .await;
+            .expression_attribute_values(":before", s(timestamp(now - every)));
         // A concurrent poll of the same session touched it first: fine.
-        super::condition_may_fail(touch).map(|_| ())
+        super::condition_may_fail(|| touch.clone().send()).await.map(|_| ())
     }
 
     /// The item at (`pk`, `sk`), read consistently.

@@ -1,0 +1,428 @@
+//! Fault injection for the local stack: AWS failing the way it fails on a
+//! busy day, which moto never does (it serialises requests, never throttles,
+//! never loses a response after applying a write).
+//!
+//! Off unless `BATON_FAULTS` is set, and compiled only with the
+//! `local-stack` feature (the dev host, the tests, the bench): a deployed
+//! function cannot inject faults. It sits in the HTTP client of every AWS
+//! client the local stack builds (`AwsClients::local`), below the SDK's own
+//! retries, so a fault meets the SDK exactly as a real one would: throttling
+//! and 500s are retried by the SDK, a transaction conflict is not, and a
+//! write whose response was lost is sent again by the SDK's retry.
+//!
+//! `BATON_FAULTS` is a `;`-separated list: `seed=<u64>` and rules
+//! `<service>[.<Operation>]:<fault>=<rate>` (service and operation may be
+//! `*`), for example
+//!
+//! ```text
+//! seed=7;dynamodb:conflict=0.05;dynamodb:throttle=0.02;*:lost=0.02;events.PutEvents:partial=0.1
+//! ```
+//!
+//! | fault | on | what the client sees |
+//! | --- | --- | --- |
+//! | `conflict` | DynamoDB writes | `TransactionCanceledException` with a `TransactionConflict` reason (transactions), `TransactionConflictException` (single-item writes); nothing applied |
+//! | `throttle` | DynamoDB | `ProvisionedThroughputExceededException`; nothing applied |
+//! | `server-error` | any | 500 `InternalServerError`; nothing applied |
+//! | `lost` | any | the request **is applied**, then its response is lost (500) |
+//! | `partial` | `events.PutEvents` | some entries fail with `InternalFailure` inside a 200; those are not delivered |
+//! | `invalid-token` | `states.SendTask*` | the request is applied, then `InvalidToken` (as for a token already used) |
+//! | `task-timed-out` | `states.SendTask*` | `TaskTimedOut`; nothing applied |
+//!
+//! Deterministic by seed: the k-th request of each operation meets the same
+//! fault in every run with the same seed, so a failing run can be replayed
+//! (concurrency can still change which request is the k-th).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use rand::{Rng, SeedableRng};
+
+/// The environment variable that switches faults on.
+pub const FAULTS_ENV: &str = "BATON_FAULTS";
+
+/// A kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    Conflict,
+    Throttle,
+    ServerError,
+    Lost,
+    Partial,
+    InvalidToken,
+    TaskTimedOut,
+}
+
+impl Fault {
+    fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "conflict" => Fault::Conflict,
+            "throttle" => Fault::Throttle,
+            "server-error" => Fault::ServerError,
+            "lost" => Fault::Lost,
+            "partial" => Fault::Partial,
+            "invalid-token" => Fault::InvalidToken,
+            "task-timed-out" => Fault::TaskTimedOut,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Conflict => "conflict",
+            Fault::Throttle => "throttle",
+            Fault::ServerError => "server-error",
+            Fault::Lost => "lost",
+            Fault::Partial => "partial",
+            Fault::InvalidToken => "invalid-token",
+            Fault::TaskTimedOut => "task-timed-out",
+        }
+    }
+
+    /// Whether this fault can happen to `service`'s `operation` at all.
+    fn applies_to(self, service: &str, operation: &str) -> bool {
+        let dynamodb_write = service == "dynamodb"
+            && matches!(operation, "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems");
+        match self {
+            Fault::Conflict => dynamodb_write,
+            Fault::Throttle => service == "dynamodb",
+            Fault::ServerError | Fault::Lost => true,
+            Fault::Partial => service == "events" && operation == "PutEvents",
+            Fault::InvalidToken | Fault::TaskTimedOut => service == "states" && operation.starts_with("SendTask"),
+        }
+    }
+}
+
+/// One `<service>[.<Operation>]:<fault>=<rate>` rule.
+#[derive(Debug, Clone, PartialEq)]
+struct Rule {
+    service: Option<String>,
+    operation: Option<String>,
+    fault: Fault,
+    rate: f64,
+}
+
+/// A bad `BATON_FAULTS`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{FAULTS_ENV}: {0}")]
+pub struct FaultsError(String);
+
+/// Which faults to inject, and what was injected so far.
+pub struct FaultPlan {
+    seed: u64,
+    rules: Vec<Rule>,
+    /// Requests seen, by `service.Operation`: the k of the k-th request.
+    seen: Mutex<HashMap<String, u64>>,
+    /// Faults injected, by kind and `service.Operation`.
+    injected: Mutex<BTreeMap<(Fault, String), u64>>,
+}
+
+impl fmt::Debug for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultPlan").field("seed", &self.seed).field("rules", &self.rules).finish()
+    }
+}
+
+impl FaultPlan {
+    /// Parses a plan; `Ok(None)` for an empty one (no rule, no fault).
+    pub fn parse(raw: &str) -> Result<Option<Self>, FaultsError> {
+        let mut seed = 0;
+        let mut rules = Vec::new();
+        for part in raw.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').ok_or_else(|| FaultsError(format!("`{part}` has no `=`")))?;
+            if key == "seed" {
+                seed = value.parse().map_err(|_| FaultsError(format!("seed `{value}` is not a number")))?;
+                continue;
+            }
+            let (target, fault) = key
+                .split_once(':')
+                .ok_or_else(|| FaultsError(format!("`{key}` is not <service>[.<Operation>]:<fault>")))?;
+            let fault = Fault::parse(fault).ok_or_else(|| FaultsError(format!("unknown fault `{fault}`")))?;
+            let rate: f64 = value.parse().map_err(|_| FaultsError(format!("rate `{value}` is not a number")))?;
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(FaultsError(format!("rate {rate} is not between 0 and 1")));
+            }
+            let (service, operation) = match target.split_once('.') {
+                Some((service, operation)) => (service, Some(operation)),
+                None => (target, None),
+            };
+            let named = |s: &str| (s != "*").then(|| s.to_string());
+            rules.push(Rule { service: named(service), operation: operation.and_then(named), fault, rate });
+        }
+        if rules.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self { seed, rules, seen: Mutex::default(), injected: Mutex::default() }))
+    }
+
+    /// The plan `BATON_FAULTS` describes, if it is set and not empty.
+    pub fn from_env() -> Result<Option<Self>, FaultsError> {
+        match std::env::var(FAULTS_ENV) {
+            Ok(raw) => Self::parse(&raw),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The fault the next request of `service`'s `operation` meets, if any.
+    pub fn decide(&self, service: &str, operation: &str) -> Option<Fault> {
+        let name = format!("{service}.{operation}");
+        let k = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let k = seen.entry(name.clone()).or_default();
+            *k += 1;
+            *k
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (self.seed, &name, k).hash(&mut hasher);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(hasher.finish());
+        let fault = self.rules.iter().find_map(|rule| {
+            let matches = rule.service.as_deref().is_none_or(|s| s == service)
+                && rule.operation.as_deref().is_none_or(|o| o == operation)
+                && rule.fault.applies_to(service, operation);
+            // Draw for every rule that matches, so adding a rule for another
+            // operation leaves this one's sequence unchanged.
+            (matches && rng.random::<f64>() < rule.rate).then_some(rule.fault)
+        })?;
+        *self.injected.lock().unwrap_or_else(|e| e.into_inner()).entry((fault, name)).or_default() += 1;
+        Some(fault)
+    }
+
+    /// Faults injected so far, by kind, then by `service.Operation`.
+    pub fn injected(&self) -> BTreeMap<(Fault, String), u64> {
+        self.injected.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Faults injected so far, by kind.
+    pub fn injected_by_kind(&self) -> BTreeMap<&'static str, u64> {
+        let mut by_kind = BTreeMap::new();
+        for ((fault, _), n) in self.injected() {
+            *by_kind.entry(fault.as_str()).or_default() += n;
+        }
+        by_kind
+    }
+}
+
+/// The service and operation of a request of the JSON protocols the local
+/// stack speaks (`X-Amz-Target: DynamoDB_20120810.PutItem`).
+fn target(request: &HttpRequest) -> Option<(&'static str, String)> {
+    let target = request.headers().get("x-amz-target")?;
+    let (prefix, operation) = target.split_once('.')?;
+    let service = match prefix {
+        p if p.starts_with("DynamoDBStreams") => "streams",
+        p if p.starts_with("DynamoDB") => "dynamodb",
+        "AmazonSQS" => "sqs",
+        "AWSEvents" => "events",
+        "AWSStepFunctions" => "states",
+        _ => return None,
+    };
+    Some((service, operation.to_string()))
+}
+
+/// The HTTP client of the local stack with faults: wraps the real one.
+#[derive(Debug, Clone)]
+pub struct FaultyHttpClient {
+    inner: SharedHttpClient,
+    plan: Arc<FaultPlan>,
+}
+
+impl FaultyHttpClient {
+    pub fn new(inner: SharedHttpClient, plan: Arc<FaultPlan>) -> Self {
+        Self { inner, plan }
+    }
+}
+
+impl HttpClient for FaultyHttpClient {
+    fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
+        SharedHttpConnector::new(FaultyConnector {
+            inner: self.inner.http_connector(settings, components),
+            plan: self.plan.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct FaultyConnector {
+    inner: SharedHttpConnector,
+    plan: Arc<FaultPlan>,
+}
+
+impl HttpConnector for FaultyConnector {
+    fn call(&self, mut request: HttpRequest) -> HttpConnectorFuture {
+        let Some((service, operation)) = target(&request) else { return self.inner.call(request) };
+        let Some(fault) = self.plan.decide(service, &operation) else { return self.inner.call(request) };
+        tracing::debug!(service, operation, fault = fault.as_str(), "fault injected");
+        let body = request.body().bytes().map(<[u8]>::to_vec).unwrap_or_default();
+        match fault {
+            Fault::Conflict if operation == "TransactWriteItems" => {
+                ready(error_response(400, "TransactionCanceledException", Some(&cancellation_reasons(&body))))
+            }
+            Fault::Conflict => ready(error_response(400, "TransactionConflictException", None)),
+            Fault::Throttle => ready(error_response(400, "ProvisionedThroughputExceededException", None)),
+            Fault::ServerError => ready(error_response(500, "InternalServerError", None)),
+            Fault::TaskTimedOut => ready(error_response(400, "TaskTimedOut", None)),
+            Fault::Lost | Fault::InvalidToken => {
+                let sent = self.inner.call(request);
+                HttpConnectorFuture::new(async move {
+                    // Applied: wait for the answer, then lose it.
+                    let _applied = sent.await?;
+                    Ok(if fault == Fault::Lost {
+                        error_response(500, "InternalServerError", None)
+                    } else {
+                        error_response(400, "InvalidToken", None)
+                    })
+                })
+            }
+            Fault::Partial => {
+                let Some((kept, failed)) = split_entries(&body) else { return self.inner.call(request) };
+                let length = kept.len();
+                *request.body_mut() = SdkBody::from(kept);
+                request.headers_mut().insert("content-length", length.to_string());
+                let sent = self.inner.call(request);
+                HttpConnectorFuture::new(async move {
+                    let response = sent.await?;
+                    Ok(with_failed_entries(response, &failed))
+                })
+            }
+        }
+    }
+}
+
+fn ready(response: HttpResponse) -> HttpConnectorFuture {
+    HttpConnectorFuture::ready(Ok(response))
+}
+
+/// A JSON-protocol error response (`__type` names the error).
+fn error_response(status: u16, error: &str, extra: Option<&serde_json::Value>) -> HttpResponse {
+    let mut body = serde_json::json!({ "__type": error, "message": format!("{error} (injected by {FAULTS_ENV})") });
+    if let (Some(extra), Some(map)) = (extra, body.as_object_mut()) {
+        if let Some(fields) = extra.as_object() {
+            map.extend(fields.clone());
+        }
+    }
+    let status = StatusCode::try_from(status).unwrap_or_else(|_| StatusCode::try_from(500).expect("500 is a status"));
+    let mut response = HttpResponse::new(status, SdkBody::from(body.to_string()));
+    response.headers_mut().insert("content-type", "application/x-amz-json-1.0");
+    response.headers_mut().insert("x-amzn-errortype", error.to_string());
+    response
+}
+
+/// `CancellationReasons` for a transaction: the first item conflicted.
+fn cancellation_reasons(body: &[u8]) -> serde_json::Value {
+    let items = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("TransactItems").and_then(|items| items.as_array()).map(Vec::len))
+        .unwrap_or(1)
+        .max(1);
+    let reasons: Vec<serde_json::Value> = (0..items)
+        .map(|i| {
+            if i == 0 {
+                serde_json::json!({"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"})
+            } else {
+                serde_json::json!({"Code": "None"})
+            }
+        })
+        .collect();
+    serde_json::json!({ "CancellationReasons": reasons })
+}
+
+/// Takes the last entry out of a `PutEvents` request: the body to send and
+/// the indexes that will be answered as failed. `None` for a single entry.
+fn split_entries(body: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
+    let mut request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let entries = request.get_mut("Entries")?.as_array_mut()?;
+    if entries.len() < 2 {
+        return None;
+    }
+    let failed = entries.len() - 1;
+    entries.truncate(failed);
+    Some((serde_json::to_vec(&request).ok()?, vec![failed]))
+}
+
+/// The `PutEvents` answer with `failed` entries added as `InternalFailure`.
+fn with_failed_entries(mut response: HttpResponse, failed: &[usize]) -> HttpResponse {
+    let Some(bytes) = response.body().bytes() else { return response };
+    let Ok(mut answer) = serde_json::from_slice::<serde_json::Value>(bytes) else { return response };
+    let Some(entries) = answer.get_mut("Entries").and_then(|e| e.as_array_mut()) else { return response };
+    for index in failed {
+        let failure = serde_json::json!({"ErrorCode": "InternalFailure", "ErrorMessage": "injected"});
+        if *index <= entries.len() {
+            entries.insert(*index, failure);
+        }
+    }
+    let failed_count = answer.get("FailedEntryCount").and_then(serde_json::Value::as_u64).unwrap_or(0);
+    answer["FailedEntryCount"] = serde_json::json!(failed_count + failed.len() as u64);
+    *response.body_mut() = SdkBody::from(answer.to_string());
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_parses_its_seed_and_rules_and_refuses_nonsense() {
+        let plan =
+            FaultPlan::parse("seed=7; dynamodb:conflict=0.5; *.PutEvents:partial=1").expect("valid").expect("rules");
+        assert_eq!(plan.seed, 7);
+        assert_eq!(plan.rules.len(), 2);
+        assert_eq!(plan.rules[1].service, None);
+        assert_eq!(plan.rules[1].operation.as_deref(), Some("PutEvents"));
+        assert!(FaultPlan::parse("").expect("empty is fine").is_none());
+        assert!(FaultPlan::parse("seed=1").expect("no rule").is_none());
+        for bad in ["dynamodb:conflict", "dynamodb:melt=0.1", "dynamodb:conflict=2", "dynamodb=0.1", "seed=x"] {
+            assert!(FaultPlan::parse(bad).is_err(), "{bad} is refused");
+        }
+    }
+
+    #[test]
+    fn the_same_seed_injects_the_same_faults_and_only_where_they_can_happen() {
+        let run = |seed: u64| {
+            let plan = FaultPlan::parse(&format!("seed={seed};dynamodb:conflict=0.3")).expect("valid").expect("rules");
+            let writes: Vec<_> = (0..200).map(|_| plan.decide("dynamodb", "TransactWriteItems")).collect();
+            let reads: Vec<_> = (0..50).map(|_| plan.decide("dynamodb", "GetItem")).collect();
+            (writes, reads)
+        };
+        let (a, reads) = run(1);
+        assert_eq!(a, run(1).0, "replayable");
+        assert_ne!(a, run(2).0, "another seed, other faults");
+        let conflicts = a.iter().filter(|f| **f == Some(Fault::Conflict)).count();
+        assert!((30..90).contains(&conflicts), "about 30% of 200: {conflicts}");
+        assert!(reads.iter().all(Option::is_none), "a read cannot conflict");
+    }
+
+    #[test]
+    fn a_cancelled_transaction_names_one_reason_per_item() {
+        let body = br#"{"TransactItems":[{"Put":{}},{"Update":{}},{"Delete":{}}]}"#;
+        let reasons = cancellation_reasons(body);
+        let codes: Vec<_> =
+            reasons["CancellationReasons"].as_array().expect("array").iter().map(|r| r["Code"].clone()).collect();
+        assert_eq!(codes, ["TransactionConflict", "None", "None"]);
+    }
+
+    #[test]
+    fn a_partial_put_events_keeps_all_but_the_last_entry_and_answers_it_failed() {
+        let (kept, failed) = split_entries(br#"{"Entries":[{"Detail":"a"},{"Detail":"b"}]}"#).expect("two entries");
+        assert_eq!(failed, vec![1]);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&kept).expect("json")["Entries"].as_array().map(Vec::len),
+            Some(1)
+        );
+        let answer = HttpResponse::new(
+            StatusCode::try_from(200).expect("status"),
+            SdkBody::from(r#"{"FailedEntryCount":0,"Entries":[{"EventId":"e1"}]}"#),
+        );
+        let answer = with_failed_entries(answer, &failed);
+        let json: serde_json::Value = serde_json::from_slice(answer.body().bytes().expect("bytes")).expect("json");
+        assert_eq!(json["FailedEntryCount"], 1);
+        assert_eq!(json["Entries"][1]["ErrorCode"], "InternalFailure");
+        assert!(split_entries(br#"{"Entries":[{"Detail":"a"}]}"#).is_none(), "one entry is left alone");
+    }
+}

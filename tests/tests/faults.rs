@@ -1,0 +1,142 @@
+//! Baton under the failures moto never produces (`baton_shared::faults`):
+//! the functions' AWS requests meet transaction conflicts, and the races
+//! they lose must stay races, never errors a runner sees or messages lost.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_devhost::HostOptions;
+use baton_shared::context::Context;
+use baton_shared::faults::FaultPlan;
+use baton_tests::runners::queued_fact;
+use baton_tests::{wait_for, TestStack};
+use chrono::{Duration as Span, Utc};
+use serde_json::json;
+
+/// A stack whose functions' AWS requests meet `faults` (the harness's own
+/// requests, which set up and check, do not).
+async fn stack_with_faults(faults: &str) -> (TestStack, Arc<FaultPlan>) {
+    let plan = Arc::new(FaultPlan::parse(faults).expect("a valid plan").expect("rules"));
+    let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
+    (TestStack::start_custom(|_| {}, HashMap::new(), options).await, plan)
+}
+
+fn conflicts(plan: &FaultPlan) -> u64 {
+    plan.injected_by_kind().get("conflict").copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runners_racing_for_jobs_under_transaction_conflicts_see_only_200_or_204_and_take_each_job_once() {
+    let (stack, plan) = stack_with_faults("seed=11;dynamodb.TransactWriteItems:conflict=0.5").await;
+    let stack = Arc::new(stack);
+    let mut queued = HashSet::new();
+    for _ in 0..4 {
+        queued.insert(stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id);
+    }
+    let mut runners = Vec::new();
+    for _ in 0..8 {
+        runners.push(stack.runner("ws1", &["linux"]).await.session_token);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let claims = futures::future::join_all(runners.into_iter().map(|token| {
+        let stack = stack.clone();
+        async move {
+            let mut answers = Vec::new();
+            let mut claimed = Vec::new();
+            // Until the queue is drained as this runner sees it (two empty
+            // answers in a row), or the time is up.
+            let mut empty = 0;
+            while empty < 2 && Instant::now() < deadline {
+                let answer = stack.post("/v1/runners/claim", &token, json!({})).await;
+                answers.push((answer.status, answer.body.clone()));
+                match answer.status {
+                    200 => {
+                        empty = 0;
+                        claimed.push(answer.body["job_execution_id"].as_str().unwrap_or_default().to_string());
+                    }
+                    _ => empty += 1,
+                }
+            }
+            (answers, claimed)
+        }
+    }))
+    .await;
+    let mut claimed = Vec::new();
+    for (answers, mine) in claims {
+        for (status, body) in answers {
+            assert!(status == 200 || status == 204, "a claim answered {status}: {body}");
+        }
+        claimed.extend(mine);
+    }
+    let expected: HashSet<String> = queued.iter().map(|id| id.to_string()).collect();
+    let taken: HashSet<String> = claimed.iter().cloned().collect();
+    assert_eq!(claimed.len(), expected.len(), "no job was claimed twice: {claimed:?}");
+    assert_eq!(taken, expected, "every job was claimed");
+    assert!(conflicts(&plan) > 0, "the claims met conflicts: {:?}", plan.injected_by_kind());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueues_on_one_label_set_under_transaction_conflicts_all_become_claimable() {
+    // Every enqueue of a label set updates the same registry item: on AWS,
+    // concurrent ones conflict. Each must still end up pending, none
+    // dead-lettered.
+    let (stack, plan) = stack_with_faults("seed=5;dynamodb.TransactWriteItems:conflict=0.6").await;
+    let facts: Vec<_> = (0..20).map(|_| queued_fact("ws1", &["linux", "x64"], Utc::now())).collect();
+    futures::future::join_all(facts.iter().map(|fact| stack.publish(fact))).await;
+    for fact in &facts {
+        stack.wait_runner_record(fact.detail.job_execution_id).await;
+    }
+    wait_for("every job pending", Duration::from_secs(30), || async {
+        (stack.pending_of("ws1").await.len() == facts.len()).then_some(())
+    })
+    .await;
+    assert!(conflicts(&plan) > 0, "the enqueues met conflicts: {:?}", plan.injected_by_kind());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reaper_pass_that_meets_conflicts_goes_on_and_the_next_pass_expires_the_rest_once() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+    for _ in 0..6 {
+        stack.queue_job("ws1", &["linux"], Utc::now()).await;
+        assert!(stack.claim(&runner.session_token).await.is_some());
+    }
+    let later = Utc::now() + Span::seconds(61);
+    let plan = Arc::new(
+        FaultPlan::parse("seed=3;dynamodb.TransactWriteItems:conflict=0.9").expect("a valid plan").expect("rules"),
+    );
+    let faulty = Context::new(stack.host.config.clone(), stack.clients.with_faults(plan.clone()));
+    let limits = baton_lease_reaper::ReapLimits {
+        page: baton_lease_reaper::REAPER_PAGE,
+        stop_at: Instant::now() + Duration::from_secs(60),
+    };
+    let first = baton_lease_reaper::reap(&faulty, later, 0, limits).await.expect("conflicts do not fail the pass");
+    assert!(conflicts(&plan) > 0);
+    let second = stack.reap_at(later).await;
+    assert_eq!(first.expired() + second, 6, "every lease expired, each once");
+    assert_eq!(stack.reap_at(later).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_use_registrations_under_conflicts_make_one_session_and_never_a_500() {
+    let (stack, plan) = stack_with_faults("seed=9;dynamodb.TransactWriteItems:conflict=0.3").await;
+    for round in 0..5 {
+        let token = stack.registration_token("ws1", json!({ "single_use": true })).await;
+        let body = json!({ "labels": ["linux"] });
+        let (a, b) = tokio::join!(
+            stack.post("/v1/runners/register", &token, body.clone()),
+            stack.post("/v1/runners/register", &token, body.clone())
+        );
+        let mut statuses = [a.status, b.status];
+        statuses.sort();
+        assert_eq!(statuses[0], 201, "round {round}: one registration makes the session: {} {}", a.body, b.body);
+        assert!(
+            statuses[1] == 409 || statuses[1] == 503,
+            "round {round}: the other is refused (409) or told to retry (503): {} {}",
+            a.body,
+            b.body
+        );
+    }
+    assert!(conflicts(&plan) > 0, "{:?}", plan.injected_by_kind());
+}
