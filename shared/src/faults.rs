@@ -28,6 +28,11 @@
 //! | `invalid-token` | `states.SendTask*` | the request is applied, then `InvalidToken` (as for a token already used) |
 //! | `task-timed-out` | `states.SendTask*` | `TaskTimedOut`; nothing applied |
 //!
+//! What AWS guarantees stays true under the faults: a `TransactWriteItems`
+//! sent again with the `ClientRequestToken` of one that succeeded succeeds
+//! without applying anything again (moto ignores the token; this layer
+//! keeps the promise, so a lost response is as survivable here as on AWS).
+//!
 //! Deterministic by seed: the k-th request of each operation meets the same
 //! fault in every run with the same seed, so a failing run can be replayed
 //! (concurrency can still change which request is the k-th).
@@ -123,6 +128,8 @@ pub struct FaultPlan {
     seen: Mutex<HashMap<String, u64>>,
     /// Faults injected, by kind and `service.Operation`.
     injected: Mutex<BTreeMap<(Fault, String), u64>>,
+    /// `ClientRequestToken`s of transactions that were applied.
+    applied_transactions: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl fmt::Debug for FaultPlan {
@@ -160,7 +167,13 @@ impl FaultPlan {
         if rules.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Self { seed, rules, seen: Mutex::default(), injected: Mutex::default() }))
+        Ok(Some(Self {
+            seed,
+            rules,
+            seen: Mutex::default(),
+            injected: Mutex::default(),
+            applied_transactions: Arc::default(),
+        }))
     }
 
     /// The plan `BATON_FAULTS` describes, if it is set and not empty.
@@ -257,7 +270,17 @@ struct FaultyConnector {
 impl HttpConnector for FaultyConnector {
     fn call(&self, mut request: HttpRequest) -> HttpConnectorFuture {
         let Some((service, operation)) = target(&request) else { return self.inner.call(request) };
-        let Some(fault) = self.plan.decide(service, &operation) else { return self.inner.call(request) };
+        let token =
+            (service == "dynamodb" && operation == "TransactWriteItems").then(|| request_token(&request)).flatten();
+        if let Some(token) = &token {
+            if self.plan.applied_transactions.lock().unwrap_or_else(|e| e.into_inner()).contains(token) {
+                // AWS: a repeat of an applied transaction succeeds, changing nothing.
+                return ready(success_response());
+            }
+        }
+        let Some(fault) = self.plan.decide(service, &operation) else {
+            return remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
+        };
         tracing::debug!(service, operation, fault = fault.as_str(), "fault injected");
         let body = request.body().bytes().map(<[u8]>::to_vec).unwrap_or_default();
         match fault {
@@ -269,7 +292,7 @@ impl HttpConnector for FaultyConnector {
             Fault::ServerError => ready(error_response(500, "InternalServerError", None)),
             Fault::TaskTimedOut => ready(error_response(400, "TaskTimedOut", None)),
             Fault::Lost | Fault::InvalidToken => {
-                let sent = self.inner.call(request);
+                let sent = remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
                 HttpConnectorFuture::new(async move {
                     // Applied: wait for the answer, then lose it.
                     let _applied = sent.await?;
@@ -297,6 +320,36 @@ impl HttpConnector for FaultyConnector {
 
 fn ready(response: HttpResponse) -> HttpConnectorFuture {
     HttpConnectorFuture::ready(Ok(response))
+}
+
+/// The `ClientRequestToken` of a `TransactWriteItems` request, if it has one.
+fn request_token(request: &HttpRequest) -> Option<String> {
+    let body: serde_json::Value = serde_json::from_slice(request.body().bytes()?).ok()?;
+    body.get("ClientRequestToken")?.as_str().map(str::to_string)
+}
+
+/// Records `token` as applied once `sent` answered 200.
+fn remember_applied(
+    sent: HttpConnectorFuture,
+    token: Option<String>,
+    applied: Arc<Mutex<std::collections::HashSet<String>>>,
+) -> HttpConnectorFuture {
+    let Some(token) = token else { return sent };
+    HttpConnectorFuture::new(async move {
+        let response = sent.await?;
+        if response.status().is_success() {
+            applied.lock().unwrap_or_else(|e| e.into_inner()).insert(token);
+        }
+        Ok(response)
+    })
+}
+
+/// What a JSON-protocol operation answers on success with nothing to say.
+fn success_response() -> HttpResponse {
+    let status = StatusCode::try_from(200).expect("200 is a status");
+    let mut response = HttpResponse::new(status, SdkBody::from("{}"));
+    response.headers_mut().insert("content-type", "application/x-amz-json-1.0");
+    response
 }
 
 /// A JSON-protocol error response (`__type` names the error).

@@ -140,3 +140,39 @@ async fn concurrent_single_use_registrations_under_conflicts_make_one_session_an
     }
     assert!(conflicts(&plan) > 0, "{:?}", plan.injected_by_kind());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_created_while_transaction_responses_are_lost_are_created_once_and_numbered_consecutively() {
+    // The create transaction is applied, then its answer is lost: the SDK
+    // sends it again. Run again against the state it created, it would lose
+    // its own counter condition and number a second copy of the run.
+    let (stack, plan) = stack_with_faults("seed=21;dynamodb.TransactWriteItems:lost=0.5").await;
+    let path = "/v1/workspaces/ws1/runs";
+    let definition = "name: ci\njobs:\n  build:\n    runs-on: [linux]\n    steps:\n      - run: make\n";
+    let mut created = Vec::new();
+    for _ in 0..6 {
+        let answer = stack.post(path, &stack.admin_token, json!({ "definition": definition })).await;
+        assert_eq!(answer.status, 201, "{}", answer.body);
+        created.push(answer.body["number"].as_u64().expect("a number"));
+    }
+    assert_eq!(created, (1..=6).collect::<Vec<u64>>(), "consecutive numbers, one each");
+    let listed = stack.send(reqwest::Method::GET, &format!("{path}?limit=100"), &stack.admin_token, None).await;
+    let mut numbers: Vec<u64> =
+        listed.body["items"].as_array().expect("items").iter().filter_map(|run| run["number"].as_u64()).collect();
+    numbers.sort();
+    assert_eq!(numbers, (1..=6).collect::<Vec<u64>>(), "no run was written twice");
+    assert!(plan.injected_by_kind().get("lost").copied().unwrap_or(0) > 0, "{:?}", plan.injected_by_kind());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_use_registration_whose_answer_is_lost_still_gets_its_session() {
+    let (stack, plan) = stack_with_faults("seed=2;dynamodb.TransactWriteItems:lost=0.7").await;
+    for round in 0..6 {
+        let token = stack.registration_token("ws1", json!({ "single_use": true })).await;
+        let answer = stack.post("/v1/runners/register", &token, json!({ "labels": ["linux"] })).await;
+        assert_eq!(answer.status, 201, "round {round}: the token made its session: {}", answer.body);
+        let again = stack.post("/v1/runners/register", &token, json!({ "labels": ["linux"] })).await;
+        assert_eq!(again.code(), "registration-token-consumed", "round {round}: and only one");
+    }
+    assert!(plan.injected_by_kind().get("lost").copied().unwrap_or(0) > 0, "{:?}", plan.injected_by_kind());
+}

@@ -47,6 +47,11 @@ impl Store {
     /// throttling applied nothing, so the same transaction is sent again, its
     /// conditions evaluated afresh (`contention::retry_conflicts`); the
     /// caller hears of it only when it persists.
+    ///
+    /// A transaction carries a `ClientRequestToken`, so when its response is
+    /// lost after it was applied, the SDK's retry of the same request is
+    /// answered "done" instead of running it again against the state it
+    /// created (which would fail its own conditions and read as a lost race).
     pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
         contention::retry_conflicts(|| self.transact_once(&items)).await
     }
@@ -57,7 +62,10 @@ impl Store {
                 return Ok(outcome);
             }
         }
-        match self.client.transact_write_items().set_transact_items(Some(items.to_vec())).send().await {
+        // A fresh token per try: a try cancelled by a conflict is a new request.
+        let token = uuid::Uuid::new_v4().to_string();
+        let request = self.client.transact_write_items().set_transact_items(Some(items.to_vec()));
+        match request.client_request_token(token).send().await {
             Ok(_) => Ok(TxOutcome::Committed),
             Err(SdkError::ServiceError(err)) => match err.err() {
                 TransactWriteItemsError::TransactionCanceledException(cancel) => {
