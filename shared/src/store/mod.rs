@@ -48,10 +48,11 @@ impl Store {
     /// conditions evaluated afresh (`contention::retry_conflicts`); the
     /// caller hears of it only when it persists.
     ///
-    /// A transaction carries a `ClientRequestToken`, so when its response is
-    /// lost after it was applied, the SDK's retry of the same request is
-    /// answered "done" instead of running it again against the state it
-    /// created (which would fail its own conditions and read as a lost race).
+    /// A transaction carries a `ClientRequestToken` (the SDK fills it in, one
+    /// per `send`), so when its response is lost after it was applied, the
+    /// SDK's retry of the same request is answered "done" instead of running
+    /// it again against the state it created (which would fail its own
+    /// conditions and read as a lost race).
     pub async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<TxOutcome, StoreError> {
         contention::retry_conflicts(|| self.transact_once(&items)).await
     }
@@ -62,10 +63,7 @@ impl Store {
                 return Ok(outcome);
             }
         }
-        // A fresh token per try: a try cancelled by a conflict is a new request.
-        let token = uuid::Uuid::new_v4().to_string();
-        let request = self.client.transact_write_items().set_transact_items(Some(items.to_vec()));
-        match request.client_request_token(token).send().await {
+        match self.client.transact_write_items().set_transact_items(Some(items.to_vec())).send().await {
             Ok(_) => Ok(TxOutcome::Committed),
             Err(SdkError::ServiceError(err)) => match err.err() {
                 TransactWriteItemsError::TransactionCanceledException(cancel) => {
