@@ -44,6 +44,9 @@ import {
   validateResources,
 } from './resources';
 
+/** Queue visibility timeout per second of function timeout (AWS: at least 6). */
+export const VISIBILITY_PER_TIMEOUT = 6;
+
 /** The state machine whose ARN every function gets as `BATON_RUN_STATE_MACHINE_ARN`. */
 export const RUN_STATE_MACHINE = 'run-attempt';
 
@@ -665,9 +668,15 @@ export class BatonStack extends Stack {
     });
     logGroup.grantWrite(role);
 
-    // A function fed by queues must finish within their visibility timeout.
+    // A function fed by queues gets at most a sixth of their visibility
+    // timeout (AWS's guidance for SQS event sources): a batch still being
+    // handled, or retried by the Lambda service after a throttle, must not
+    // become visible and be delivered a second time meanwhile.
     const feeding = allQueues(this.resources).filter((q: QueueSpec) => q.function === spec.name);
-    const timeoutS = Math.min(this.config.functionTimeoutS, ...feeding.map((q) => q.visibility_timeout_s));
+    const timeoutS = Math.min(
+      this.config.functionTimeoutS,
+      ...feeding.map((q) => Math.floor(q.visibility_timeout_s / VISIBILITY_PER_TIMEOUT)),
+    );
     const common = {
       functionName,
       description: `Baton ${spec.name} (${spec.trigger})`,
