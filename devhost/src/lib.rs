@@ -159,6 +159,7 @@ impl DevHost {
                 batch_size: queue.batch_size as i32,
                 retry_delay: options.sqs_retry_delay,
                 sqs: clients.sqs.clone(),
+                faults: options.faults.clone(),
             };
             tasks.push(tokio::spawn(poller.run(shutdown.clone())));
         }
@@ -172,6 +173,7 @@ impl DevHost {
                 retry_delay: options.sqs_retry_delay,
                 streams: clients.dynamodb_streams.clone(),
                 functions: functions.clone(),
+                faults: options.faults.clone(),
             };
             tasks.push(tokio::spawn(poller.run(shutdown.clone())));
         }

@@ -11,6 +11,8 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::json;
 
+use baton_shared::faults::{Fault, FaultPlan, TRIGGER};
+
 use crate::Shutdown;
 
 /// What a queue's messages are handed to: a function's SQS handler.
@@ -24,6 +26,8 @@ pub struct QueuePoller {
     pub batch_size: i32,
     pub retry_delay: Duration,
     pub sqs: aws_sdk_sqs::Client,
+    /// Deliveries as SQS makes them on a bad day (`trigger.sqs` faults).
+    pub faults: Option<Arc<FaultPlan>>,
 }
 
 impl QueuePoller {
@@ -57,7 +61,8 @@ impl QueuePoller {
         if messages.is_empty() {
             return Ok(0);
         }
-        let records: Vec<_> = messages
+        let fault = || self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, "sqs"));
+        let mut records: Vec<_> = messages
             .iter()
             .map(|m| {
                 let attributes: serde_json::Map<String, serde_json::Value> = m
@@ -77,6 +82,9 @@ impl QueuePoller {
                 })
             })
             .collect();
+        if fault() == Some(Fault::Reorder) {
+            records.reverse();
+        }
         let event: SqsEvent =
             serde_json::from_value(json!({ "Records": records })).map_err(|e| format!("building SQS event: {e}"))?;
         let failed: Vec<String> = match (self.handler)(event).await {
@@ -90,13 +98,16 @@ impl QueuePoller {
         let mut deletes = Vec::new();
         for (i, message) in messages.iter().enumerate() {
             let (Some(id), Some(handle)) = (message.message_id(), message.receipt_handle()) else { continue };
-            if failed.iter().any(|f| f == id) {
+            let failed = failed.iter().any(|f| f == id);
+            // A handled message delivered again at once: at least once.
+            if failed || fault() == Some(Fault::Duplicate) {
+                let delay = if failed { self.retry_delay.as_secs() as i32 } else { 0 };
                 let _ = self
                     .sqs
                     .change_message_visibility()
                     .queue_url(&self.queue_url)
                     .receipt_handle(handle)
-                    .visibility_timeout(self.retry_delay.as_secs() as i32)
+                    .visibility_timeout(delay)
                     .send()
                     .await;
             } else {

@@ -3,6 +3,7 @@
 //! resume from the failed record (later records are delivered again, as on
 //! Lambda: at least once).
 
+use baton_shared::faults::{Fault, FaultPlan, TRIGGER};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,8 @@ pub struct StreamPoller {
     pub retry_delay: Duration,
     pub streams: aws_sdk_dynamodbstreams::Client,
     pub functions: Arc<Functions>,
+    /// Deliveries as Lambda makes them on a bad day (`trigger.stream` faults).
+    pub faults: Option<Arc<FaultPlan>>,
 }
 
 impl StreamPoller {
@@ -96,7 +99,15 @@ impl StreamPoller {
         let mut event = Event::default();
         event.records = records.iter().map(|r| to_lambda_record(r, &self.stream_arn)).collect();
         let response = self.functions.stream(&self.function, event).await.map_err(|e| e.to_string())?;
+        let duplicate = self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, "stream")) == Some(Fault::Duplicate);
+        let first = records.first().and_then(|r| r.dynamodb()).and_then(|c| c.sequence_number()).map(str::to_string);
         match response.batch_item_failures.first().and_then(|f| f.item_identifier.clone()) {
+            // The batch was handled; deliver it again all the same, as Lambda
+            // does when an invocation's answer is lost.
+            None if duplicate && first.is_some() => {
+                let again = self.shard_iterator(ShardIteratorType::AtSequenceNumber, first).await?;
+                Ok((Some(again), true))
+            }
             None => Ok((next, true)),
             Some(sequence) => {
                 tracing::warn!(%sequence, "relay reported a failure; retrying from it");

@@ -27,6 +27,8 @@
 //! | `partial` | `events.PutEvents` | some entries fail with `InternalFailure` inside a 200; those are not delivered |
 //! | `invalid-token` | `states.SendTask*` | the request is applied, then `InvalidToken` (as for a token already used) |
 //! | `task-timed-out` | `states.SendTask*` | `TaskTimedOut`; nothing applied |
+//! | `duplicate` | `trigger.sqs`, `trigger.stream` | the dev host delivers a handled message (a batch of stream records) again, as SQS and Lambda do at least once |
+//! | `reorder` | `trigger.sqs` | the dev host hands a batch over in reverse order |
 //!
 //! What AWS guarantees stays true under the faults: a `TransactWriteItems`
 //! sent again with the `ClientRequestToken` of one that succeeded succeeds
@@ -49,10 +51,15 @@ use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
 use rand::{Rng, SeedableRng};
 
 /// The environment variable that switches faults on.
 pub const FAULTS_ENV: &str = "BATON_FAULTS";
+
+/// The "service" of the dev host's triggers (`trigger.sqs`, `trigger.stream`):
+/// not AWS requests, the deliveries the dev host makes as Lambda would.
+pub const TRIGGER: &str = "trigger";
 
 /// A kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,6 +71,10 @@ pub enum Fault {
     Partial,
     InvalidToken,
     TaskTimedOut,
+    /// A trigger delivers a message or a batch of records again.
+    Duplicate,
+    /// A trigger delivers a batch in another order.
+    Reorder,
 }
 
 impl Fault {
@@ -76,6 +87,8 @@ impl Fault {
             "partial" => Fault::Partial,
             "invalid-token" => Fault::InvalidToken,
             "task-timed-out" => Fault::TaskTimedOut,
+            "duplicate" => Fault::Duplicate,
+            "reorder" => Fault::Reorder,
             _ => return None,
         })
     }
@@ -89,6 +102,8 @@ impl Fault {
             Fault::Partial => "partial",
             Fault::InvalidToken => "invalid-token",
             Fault::TaskTimedOut => "task-timed-out",
+            Fault::Duplicate => "duplicate",
+            Fault::Reorder => "reorder",
         }
     }
 
@@ -102,6 +117,8 @@ impl Fault {
             Fault::ServerError | Fault::Lost => true,
             Fault::Partial => service == "events" && operation == "PutEvents",
             Fault::InvalidToken | Fault::TaskTimedOut => service == "states" && operation.starts_with("SendTask"),
+            Fault::Duplicate => service == TRIGGER,
+            Fault::Reorder => service == TRIGGER && operation == "sqs",
         }
     }
 }
@@ -291,6 +308,8 @@ impl HttpConnector for FaultyConnector {
             Fault::Throttle => ready(error_response(400, "ProvisionedThroughputExceededException", None)),
             Fault::ServerError => ready(error_response(500, "InternalServerError", None)),
             Fault::TaskTimedOut => ready(error_response(400, "TaskTimedOut", None)),
+            // Trigger faults never apply to an AWS request (`applies_to`).
+            Fault::Duplicate | Fault::Reorder => self.inner.call(request),
             Fault::Lost | Fault::InvalidToken => {
                 let sent = remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
                 HttpConnectorFuture::new(async move {
@@ -310,7 +329,13 @@ impl HttpConnector for FaultyConnector {
                 request.headers_mut().insert("content-length", length.to_string());
                 let sent = self.inner.call(request);
                 HttpConnectorFuture::new(async move {
-                    let response = sent.await?;
+                    let mut response = sent.await?;
+                    // The answer streams in: read it whole to rewrite it. A
+                    // body that cannot be read is a lost answer (the SDK
+                    // retries it), never an entry dropped in silence.
+                    let body = ByteStream::new(response.take_body()).collect().await.map(|b| b.into_bytes());
+                    let Ok(body) = body else { return Ok(error_response(500, "InternalServerError", None)) };
+                    *response.body_mut() = SdkBody::from(body);
                     Ok(with_failed_entries(response, &failed))
                 })
             }
@@ -399,11 +424,14 @@ fn split_entries(body: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
     Some((serde_json::to_vec(&request).ok()?, vec![failed]))
 }
 
-/// The `PutEvents` answer with `failed` entries added as `InternalFailure`.
+/// The `PutEvents` answer (read whole) with `failed` entries added as
+/// `InternalFailure`. An answer that is not the usual one (an error) is
+/// turned into a lost answer: the entries taken out must never vanish.
 fn with_failed_entries(mut response: HttpResponse, failed: &[usize]) -> HttpResponse {
-    let Some(bytes) = response.body().bytes() else { return response };
-    let Ok(mut answer) = serde_json::from_slice::<serde_json::Value>(bytes) else { return response };
-    let Some(entries) = answer.get_mut("Entries").and_then(|e| e.as_array_mut()) else { return response };
+    let lost = || error_response(500, "InternalServerError", None);
+    let Some(bytes) = response.body().bytes() else { return lost() };
+    let Ok(mut answer) = serde_json::from_slice::<serde_json::Value>(bytes) else { return lost() };
+    let Some(entries) = answer.get_mut("Entries").and_then(|e| e.as_array_mut()) else { return lost() };
     for index in failed {
         let failure = serde_json::json!({"ErrorCode": "InternalFailure", "ErrorMessage": "injected"});
         if *index <= entries.len() {

@@ -24,7 +24,7 @@ use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{complete_task, fail_task, wake, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION};
 use baton_shared::sqs::partial_batch;
-use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+use baton_shared::store::attempts::{AttemptStep, AttemptWrite, Parked};
 use baton_shared::workflows::attempt::Emitted;
 use uuid::Uuid;
 
@@ -46,14 +46,19 @@ async fn handle_message(context: &Context, message: SqsMessage) -> Result<(), St
     match task {
         TaskMessage::Advance { run_id, attempt, token, .. } => advance(context, run_id, attempt, &token).await,
         TaskMessage::Wait { run_id, attempt, token, progress, .. } => {
-            let parked = context.store.park_wait_token(run_id, attempt, &token, progress).await?;
-            tracing::debug!(%run_id, attempt, progress, parked, "wait for progress");
-            if !parked {
+            let parked = context.store.park_wait_token(run_id, attempt, &token, progress, sent_at(&message)).await?;
+            tracing::debug!(%run_id, attempt, progress, ?parked, "wait for progress");
+            if parked == Parked::ProgressMoved {
                 wake(&context.clients.sfn, &token).await?;
             }
             Ok(())
         }
     }
+}
+
+/// When SQS took the message (`SentTimestamp`, ms; kept on redelivery).
+fn sent_at(message: &SqsMessage) -> i64 {
+    message.attributes.get("SentTimestamp").and_then(|t| t.parse().ok()).unwrap_or(0)
 }
 
 async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> Result<(), StoreError> {
@@ -63,9 +68,14 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
         .store
         .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
             let change = next.state.advance(definition, chrono::Utc::now(), minute, JOBS_PER_TRANSACTION);
-            // The token that woke this advance has been used: forget it.
-            let token_used = next.wait_token.take().is_some();
-            next.wait_progress = None;
+            // A token that progress woke has been used: forget it. A token
+            // still waiting for progress stays: this may be a redelivered
+            // Advance, and the Wait after it parked that token.
+            let token_used = next.token_to_wake().is_some();
+            if token_used {
+                next.wait_token = None;
+                next.wait_progress = None;
+            }
             if !change.changed && !token_used {
                 return Ok::<_, StoreError>(AttemptStep::Done);
             }

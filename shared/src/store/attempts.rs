@@ -18,7 +18,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, Mutex};
 
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -47,6 +48,10 @@ pub struct AttemptItem {
     pub progress: u64,
     pub wait_token: Option<String>,
     pub wait_progress: Option<u64>,
+    /// When the `Wait` task message that parked the newest token was sent
+    /// (SQS `SentTimestamp`, ms): a redelivered older message must not
+    /// overwrite a newer token.
+    pub wait_sent_at: Option<i64>,
     pub state: AttemptState,
 }
 
@@ -60,6 +65,7 @@ impl AttemptItem {
             progress: 0,
             wait_token: None,
             wait_progress: None,
+            wait_sent_at: None,
             state,
         }
     }
@@ -288,36 +294,70 @@ impl Store {
 
     /// Parks the orchestration's task token on the attempt, provided no
     /// outcome happened since the orchestrator looked (`progress` is still
-    /// `seen_progress`). `false`: progress moved, complete the token now.
-    /// Bumps the version so that a writer holding an older read cannot
-    /// overwrite the token without seeing it.
+    /// `seen_progress`) and no newer `Wait` message parked a token already
+    /// (`sent_at`, the message's SQS `SentTimestamp`: a redelivered message
+    /// keeps its own, and the state machine sends a new `Wait` only after
+    /// the previous one ended). Bumps the version so that a writer holding
+    /// an older read cannot overwrite the token without seeing it. A repeat
+    /// of the same message parks the same token again.
     pub async fn park_wait_token(
         &self,
         run_id: Uuid,
         attempt: u32,
         token: &str,
         seen_progress: u64,
-    ) -> Result<bool, StoreError> {
+        sent_at: i64,
+    ) -> Result<Parked, StoreError> {
         let _serialised = serialize::lock(serialize::attempt_key(run_id, attempt)).await;
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("pk", s(run_pk(run_id)))
             .key("sk", s(attempt_sk(attempt)))
-            .update_expression("SET wait_token = :token, wait_progress = :p, version = version + :one")
-            .condition_expression("progress = :p")
+            .update_expression(
+                "SET wait_token = :token, wait_progress = :p, wait_sent_at = :sent, version = version + :one",
+            )
+            .condition_expression("progress = :p AND (attribute_not_exists(wait_sent_at) OR wait_sent_at <= :sent)")
             .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":p", n(seen_progress))
+            .expression_attribute_values(":sent", n(sent_at))
             .expression_attribute_values(":one", n(1))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(err) => Err(err.into()),
-        }
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let sent = contention::retry_conflicts(|| async {
+            match request.clone().send().await {
+                Ok(_) => Ok(None),
+                Err(err) => match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => Ok(Some(failed.item.clone())),
+                    _ => Err(StoreError::from(err)),
+                },
+            }
+        })
+        .await?;
+        Ok(match sent {
+            None => Parked::Parked,
+            Some(old) => {
+                let progress = old.as_ref().and_then(|item| item.get("progress")).and_then(|p| p.as_n().ok());
+                if progress.and_then(|p| p.parse::<u64>().ok()) == Some(seen_progress) {
+                    Parked::Superseded
+                } else {
+                    Parked::ProgressMoved
+                }
+            }
+        })
     }
+}
+
+/// What parking a `Wait` task's token did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parked {
+    /// The token waits for the next outcome.
+    Parked,
+    /// An outcome happened since `Advance` looked: complete the token now.
+    ProgressMoved,
+    /// A newer `Wait` parked its token already; this message is a stale
+    /// redelivery whose task ended long ago: nothing to do.
+    Superseded,
 }
 
 /// What one step of an attempt's compare-and-set decided.

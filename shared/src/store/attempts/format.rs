@@ -43,6 +43,8 @@ pub struct StoredAttemptItem {
     progress: u64,
     wait_token: Option<String>,
     wait_progress: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wait_sent_at: Option<i64>,
     #[serde(default = "format_1")]
     state_format: u32,
     state: serde_bytes::ByteBuf,
@@ -205,6 +207,7 @@ impl TryFrom<&AttemptItem> for StoredAttemptItem {
             progress: item.progress,
             wait_token: item.wait_token.clone(),
             wait_progress: item.wait_progress,
+            wait_sent_at: item.wait_sent_at,
             state_format: CURRENT_FORMAT,
             state: serde_bytes::ByteBuf::from(pack(&item.state)?),
         })
@@ -230,6 +233,7 @@ impl TryFrom<StoredAttemptItem> for AttemptItem {
             progress: stored.progress,
             wait_token: stored.wait_token,
             wait_progress: stored.wait_progress,
+            wait_sent_at: stored.wait_sent_at,
         })
     }
 }
