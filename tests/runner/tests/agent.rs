@@ -113,7 +113,11 @@ async fn a_cancelled_job_is_stopped_within_a_heartbeat_and_its_process_group_is_
     queue(&stack, &fact).await;
     let mut runner = Runner::start(&stack, &token, "linux", &["--once"]);
     let pgid = pgid_from(&marker).await;
-    assert!(live_count(pgid) >= 2, "the step and its background child run");
+    // The marker is written before the sleeps start: wait for them.
+    wait_for("the step and its background child to run", Duration::from_secs(10), || async {
+        (live_count(pgid) >= 2).then_some(())
+    })
+    .await;
 
     let cancel = terminated(&fact);
     stack.publish(&cancel).await;
