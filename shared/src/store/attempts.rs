@@ -116,16 +116,7 @@ fn build_err(e: impl std::fmt::Display) -> StoreError {
 impl Store {
     /// The attempt item, read consistently.
     pub async fn get_attempt(&self, run_id: Uuid, attempt: u32) -> Result<Option<AttemptItem>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(run_id)))
-            .key("sk", s(attempt_sk(attempt)))
-            .consistent_read(true)
-            .send()
-            .await?;
-        out.item.map(from_item).transpose()
+        self.get(&run_pk(run_id), &attempt_sk(attempt)).await?.map(from_item).transpose()
     }
 
     /// The frozen definition of snapshot `attempt`. Snapshots never change,
@@ -148,15 +139,7 @@ impl Store {
     }
 
     async fn read_snapshot(&self, run_id: Uuid, attempt: u32) -> Result<Option<WorkflowDefinition>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(run_id)))
-            .key("sk", s(snapshot_sk(attempt)))
-            .send()
-            .await?;
-        let Some(item) = out.item else { return Ok(None) };
+        let Some(item) = self.get_eventually(&run_pk(run_id), &snapshot_sk(attempt)).await? else { return Ok(None) };
         let snapshot: SnapshotItem = from_item(item)?;
         serde_json::from_str(&snapshot.definition).map(Some).map_err(|e| StoreError::Malformed(e.to_string()))
     }

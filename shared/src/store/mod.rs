@@ -91,6 +91,32 @@ impl Store {
 }
 
 impl Store {
+    /// The item at (`pk`, `sk`), read consistently (what a compare-and-set
+    /// or an authentication decides on).
+    pub async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        self.get_item(pk, sk, true).await
+    }
+
+    /// The item at (`pk`, `sk`), read eventually consistently: half the
+    /// read units, where a moment's staleness is harmless (a snapshot never
+    /// changes; an operator token's revocation may take a moment to bite).
+    pub async fn get_eventually(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        self.get_item(pk, sk, false).await
+    }
+
+    async fn get_item(&self, pk: &str, sk: &str, consistent: bool) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .consistent_read(consistent)
+            .send()
+            .await?;
+        Ok(out.item)
+    }
+
     /// The single-item form of a transaction's write; `None` for a lone
     /// condition check, which only a transaction can express.
     async fn write_one(&self, mut item: TransactWriteItem) -> Result<Option<TxOutcome>, StoreError> {

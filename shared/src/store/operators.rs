@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{from_item, keys, s, to_item, Store};
+use super::{from_item, keys, to_item, Store};
 use crate::error::StoreError;
 use crate::tokens::hash_token;
 
@@ -51,14 +51,9 @@ impl Store {
 
     /// The operator token record of `token`, if one is stored.
     pub async fn operator_token(&self, token: &str) -> Result<Option<OperatorToken>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(keys::operator_token_pk(&hash_token(token))))
-            .key("sk", s(keys::OPERATOR_TOKEN_SK))
-            .send()
-            .await?;
-        out.item.map(from_item).transpose()
+        self.get_eventually(&keys::operator_token_pk(&hash_token(token)), keys::OPERATOR_TOKEN_SK)
+            .await?
+            .map(from_item)
+            .transpose()
     }
 }

@@ -101,16 +101,8 @@ fn build_err(e: impl std::fmt::Display) -> StoreError {
 impl Store {
     /// The last run number given for a workflow of the workspace (0: none yet).
     pub async fn last_run_number(&self, workspace_id: &str, workflow: &str) -> Result<u64, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(keys::run_counter_pk(workspace_id, workflow)))
-            .key("sk", s(keys::COUNTER_SK))
-            .consistent_read(true)
-            .send()
-            .await?;
-        match out.item.as_ref().and_then(|item| item.get("last")) {
+        let item = self.get(&keys::run_counter_pk(workspace_id, workflow), keys::COUNTER_SK).await?;
+        match item.as_ref().and_then(|item| item.get("last")) {
             Some(AttributeValue::N(raw)) => raw.parse().map_err(|_| StoreError::Malformed(format!("counter {raw}"))),
             Some(_) => Err(StoreError::Malformed("counter is not a number".into())),
             None => Ok(0),
@@ -119,16 +111,8 @@ impl Store {
 
     /// The run an idempotency key created, if any.
     pub async fn run_for_idempotency_key(&self, workspace_id: &str, key: &str) -> Result<Option<Uuid>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(keys::idempotency_pk(workspace_id, key)))
-            .key("sk", s(keys::IDEMPOTENCY_SK))
-            .consistent_read(true)
-            .send()
-            .await?;
-        match out.item.as_ref().and_then(|item| item.get("run_id")) {
+        let item = self.get(&keys::idempotency_pk(workspace_id, key), keys::IDEMPOTENCY_SK).await?;
+        match item.as_ref().and_then(|item| item.get("run_id")) {
             Some(AttributeValue::S(raw)) => {
                 Uuid::parse_str(raw).map(Some).map_err(|_| StoreError::Malformed(format!("run id {raw}")))
             }
@@ -306,16 +290,8 @@ impl Store {
     /// The run item alone, if the run exists in `workspace_id` (a run of
     /// another workspace is not found: existence is not revealed).
     pub async fn get_run(&self, workspace_id: &str, run_id: Uuid) -> Result<Option<RunState>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(run_id)))
-            .key("sk", s(RUN_SK))
-            .consistent_read(true)
-            .send()
-            .await?;
-        let run = out.item.map(from_item::<RunItem>).transpose()?.map(|item| item.state);
+        let item = self.get(&run_pk(run_id), RUN_SK).await?;
+        let run = item.map(from_item::<RunItem>).transpose()?.map(|item| item.state);
         Ok(run.filter(|run| run.workspace_id == workspace_id))
     }
 

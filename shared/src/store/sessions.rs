@@ -273,18 +273,4 @@ impl Store {
         // A concurrent poll of the same session touched it first: fine.
         super::condition_may_fail(|| touch.clone().send()).await.map(|_| ())
     }
-
-    /// The item at (`pk`, `sk`), read consistently.
-    pub async fn get(&self, pk: &str, sk: &str) -> Result<Option<super::Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .consistent_read(true)
-            .send()
-            .await?;
-        Ok(out.item)
-    }
 }
