@@ -48,6 +48,11 @@ pub enum StoreError {
     /// (`TransactionConflict`): a lost race, retry after reading again.
     #[error("transaction conflict: {0}")]
     TransactionConflict(String),
+    /// DynamoDB failed on its side (a 5xx) even after the SDK's retries.
+    /// The request may have been applied, so it is not sent again here; the
+    /// caller is told to retry later (a client with its idempotency key).
+    #[error("dynamodb is unavailable: {0}")]
+    Unavailable(String),
     /// A read-decide-write use case kept losing races and gave up.
     #[error("too contended: {0}")]
     Contended(String),
@@ -63,7 +68,7 @@ impl StoreError {
     /// Whether trying again later may succeed (throttling, a transaction
     /// conflict, lost races): the client is told 503, a message is redelivered.
     pub fn is_retriable(&self) -> bool {
-        self.is_conflict_or_throttling() || matches!(self, StoreError::Contended(_))
+        self.is_conflict_or_throttling() || matches!(self, StoreError::Contended(_) | StoreError::Unavailable(_))
     }
 
     /// A request that applied nothing because another transaction held an

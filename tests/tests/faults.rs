@@ -176,3 +176,33 @@ async fn a_single_use_registration_whose_answer_is_lost_still_gets_its_session()
     }
     assert!(plan.injected_by_kind().get("lost").copied().unwrap_or(0) > 0, "{:?}", plan.injected_by_kind());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_token_and_a_session_whose_single_put_answers_are_lost_are_still_made() {
+    // Each is one conditional put of a new id: sent again after its answer
+    // was lost, it finds itself and must not read that as a refusal. When
+    // every one of the SDK's tries lost its answer, the client is told to
+    // retry (503), as a client of a busy service is, never 500 nor 409.
+    let (stack, plan) = stack_with_faults("seed=4;dynamodb.PutItem:lost=0.5").await;
+    let until_not_busy = |path: String, token: String| {
+        let stack = &stack;
+        async move {
+            for _ in 0..10 {
+                let answer = stack.post(&path, &token, json!({ "labels": ["linux"] })).await;
+                if answer.status != 503 {
+                    return answer;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            panic!("{path} stayed busy")
+        }
+    };
+    for round in 0..6 {
+        let created = until_not_busy("/v1/workspaces/ws1/registration-tokens".into(), stack.admin_token.clone()).await;
+        assert_eq!(created.status, 201, "round {round}: the token is made: {}", created.body);
+        let token = created.body["token"].as_str().expect("a token").to_string();
+        let session = until_not_busy("/v1/runners/register".into(), token).await;
+        assert_eq!(session.status, 201, "round {round}: the session is made: {}", session.body);
+    }
+    assert!(plan.injected_by_kind().get("lost").copied().unwrap_or(0) > 0, "{:?}", plan.injected_by_kind());
+}

@@ -187,9 +187,15 @@ where
 {
     fn from(err: SdkError<E, R>) -> Self {
         let message = display_sdk_error(&err);
+        // No answer, or none that could be read: the request may or may not
+        // have been applied, like a 500.
+        let no_answer =
+            matches!(err, SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_));
         match err.as_service_error().and_then(|e| e.code()) {
             Some(code) if THROTTLING_CODES.contains(&code) => StoreError::Throttled(message),
             Some("TransactionConflictException") => StoreError::TransactionConflict(message),
+            Some("InternalServerError" | "ServiceUnavailable") => StoreError::Unavailable(message),
+            _ if no_answer => StoreError::Unavailable(message),
             _ => StoreError::DynamoDb(message),
         }
     }

@@ -108,13 +108,15 @@ impl Store {
             rw_pk: keys::workspace_registration_tokens_pk(workspace_id),
             rw_sk: keys::registration_token_listing_sk(now, id),
         };
-        self.client
+        let put = self
+            .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(to_item(&record)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await?;
+            .condition_expression("attribute_not_exists(pk)");
+        // The id is new: if the item exists already, it is this very put,
+        // applied before its answer was lost and sent again by the SDK.
+        super::condition_may_fail(|| put.clone().send()).await?;
         Ok((record, token))
     }
 
@@ -237,6 +239,10 @@ impl Store {
         }
         match self.transact(items).await? {
             TxOutcome::Committed => Ok(Ok((session, session_token))),
+            // Only a single-use token's consumption can lose a race; a
+            // reusable token's session put alone failing its condition is
+            // this very put (a new id), applied before its answer was lost.
+            TxOutcome::ConditionFailed { .. } if !reg.single_use => Ok(Ok((session, session_token))),
             TxOutcome::ConditionFailed { .. } => Ok(Err(RegisterRefusal::Consumed)),
         }
     }

@@ -204,15 +204,20 @@ fn assert_each_execution_claimed_once(stack: &TestStack) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does() {
     let workflows = [FAN_OUT, CHAIN];
-    let calm = run_all(&TestStack::start().await, &workflows).await;
-    assert_eq!(calm[0].0, "failed", "the fan-out fails through test-b: {calm:?}");
-    assert_eq!(calm[1].0, "succeeded", "{calm:?}");
-
-    for seed in [1, 2] {
+    // The fault-free run and the stormy ones side by side: each on a
+    // stack of its own, so they share nothing but the emulator.
+    let calm = async { run_all(&TestStack::start().await, &workflows).await };
+    let stormy = |seed: u64| async move {
         let faults = Arc::new(FaultPlan::parse(&plan(seed)).expect("a valid plan").expect("rules"));
         let options = HostOptions { faults: Some(faults.clone()), ..HostOptions::default() };
         let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
-        let stormy = run_all(&stack, &workflows).await;
+        let outcomes = run_all(&stack, &workflows).await;
+        (seed, outcomes, faults, stack)
+    };
+    let (calm, first, second) = tokio::join!(calm, stormy(1), stormy(2));
+    assert_eq!(calm[0].0, "failed", "the fan-out fails through test-b: {calm:?}");
+    assert_eq!(calm[1].0, "succeeded", "{calm:?}");
+    for (seed, stormy, faults, stack) in [first, second] {
         assert_eq!(stormy, calm, "seed {seed}: the same ends; faults injected {:?}", faults.injected_by_kind());
         assert_each_execution_claimed_once(&stack);
         let injected = faults.injected_by_kind();
