@@ -53,12 +53,14 @@ pub async fn pause_after_lost_race() {
 }
 
 /// Whether a transaction's result is a lost race (retry after reading
-/// again), `Ok(true)`; committed, `Ok(false)`; or a real failure.
+/// again), `Ok(true)`; committed, `Ok(false)`; or a failure for the caller.
 pub fn lost_race(result: Result<TxOutcome, StoreError>) -> Result<bool, StoreError> {
     match result {
         Ok(TxOutcome::Committed) => Ok(false),
         Ok(TxOutcome::ConditionFailed { .. }) => Ok(true),
-        Err(err) if err.is_retriable() => Ok(true),
+        // Nothing was applied. A 5xx is not a lost race: the write may have
+        // been applied, so it goes back to the caller (a 503, a redelivery).
+        Err(err) if err.is_conflict_or_throttling() => Ok(true),
         Err(err) => Err(err),
     }
 }

@@ -210,7 +210,10 @@ impl Store {
         }
         match self.transact(items).await {
             Ok(TxOutcome::Committed) => Ok(CreateOutcome::Created),
-            Err(err) if err.is_retriable() => Ok(CreateOutcome::NumberTaken),
+            // Nothing was applied: read the counter again. (A 5xx is not
+            // retried here: the create may have been applied, and the client
+            // retries it with its idempotency key.)
+            Err(err) if err.is_conflict_or_throttling() => Ok(CreateOutcome::NumberTaken),
             Err(err) => Err(err),
             Ok(TxOutcome::ConditionFailed { reasons }) => {
                 if reasons.get(idempotency_index).is_some_and(Option::is_some) {
