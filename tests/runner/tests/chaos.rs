@@ -26,6 +26,15 @@ fn plan(seed: u64) -> String {
     )
 }
 
+/// The soak's plan: every kind of fault at one `rate`.
+fn uniform_plan(seed: u64, rate: f64) -> String {
+    format!(
+        "seed={seed};dynamodb:conflict={rate};dynamodb:throttle={rate};dynamodb:lost={rate};\
+         events.PutEvents:partial={rate};events:lost={rate};states:lost={rate};\
+         trigger.sqs:duplicate={rate};trigger.sqs:reorder={rate};trigger.stream:duplicate={rate}"
+    )
+}
+
 const FAN_OUT: &str = "name: chaos-fan-out
 jobs:
   build:
@@ -201,6 +210,15 @@ fn assert_each_execution_claimed_once(stack: &TestStack) {
     }
 }
 
+/// The workflows run on a stack whose functions meet `faults`.
+async fn stormy_run(faults: String, workflows: &[&str]) -> (Vec<Outcome>, Arc<FaultPlan>, TestStack) {
+    let plan = Arc::new(FaultPlan::parse(&faults).expect("a valid plan").expect("rules"));
+    let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
+    let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
+    let outcomes = run_all(&stack, workflows).await;
+    (outcomes, plan, stack)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does() {
     let workflows = [FAN_OUT, CHAIN];
@@ -208,10 +226,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     // stack of its own, so they share nothing but the emulator.
     let calm = async { run_all(&TestStack::start().await, &workflows).await };
     let stormy = |seed: u64| async move {
-        let faults = Arc::new(FaultPlan::parse(&plan(seed)).expect("a valid plan").expect("rules"));
-        let options = HostOptions { faults: Some(faults.clone()), ..HostOptions::default() };
-        let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
-        let outcomes = run_all(&stack, &workflows).await;
+        let (outcomes, faults, stack) = stormy_run(plan(seed), &workflows).await;
         (seed, outcomes, faults, stack)
     };
     let (calm, first, second) = tokio::join!(calm, stormy(1), stormy(2));
@@ -224,4 +239,56 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
         eprintln!("chaos: seed {seed}: faults injected by kind: {injected:?}");
         assert!(injected.len() >= 5, "seed {seed}: several kinds of fault met the run: {injected:?}");
     }
+}
+
+/// `make chaos`: the same scenario over many seeds at one fault rate,
+/// `BATON_CHAOS_SEEDS` (`first-last`) and `BATON_CHAOS_RATE` (0 to 1). It
+/// counts what happened instead of stopping at the first difference, and
+/// fails at the end if any run ended otherwise than without faults. Without
+/// `BATON_CHAOS_SEEDS` it is a single seed at the default rate, so `make
+/// test` keeps it honest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_many_seeds_at_one_fault_rate() {
+    let range = std::env::var("BATON_CHAOS_SEEDS").unwrap_or_else(|_| "100-100".into());
+    let (first, last) = range.split_once('-').expect("BATON_CHAOS_SEEDS is first-last");
+    let (first, last): (u64, u64) = (first.parse().expect("a seed"), last.parse().expect("a seed"));
+    let rate: f64 = std::env::var("BATON_CHAOS_RATE").map(|r| r.parse().expect("a rate")).unwrap_or(0.1);
+    let workflows = [FAN_OUT, CHAIN];
+    let calm = run_all(&TestStack::start().await, &workflows).await;
+    let mut injected: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let (mut runs, mut violations) = (0, Vec::new());
+    let seeds: Vec<u64> = (first..=last).collect();
+    // Two stacks at a time: the machine has two cores.
+    for pair in seeds.chunks(2) {
+        let results = futures::future::join_all(pair.iter().map(|&seed| {
+            let workflows = &workflows;
+            async move { (seed, stormy_run(uniform_plan(seed, rate), workflows).await) }
+        }))
+        .await;
+        for (seed, (outcomes, plan, stack)) in results {
+            runs += outcomes.len();
+            for (kind, n) in plan.injected_by_kind() {
+                *injected.entry(kind).or_default() += n;
+            }
+            if outcomes != calm {
+                violations.push(format!("seed {seed}: ended {outcomes:?}"));
+            }
+            let mut claims: HashMap<String, HashSet<String>> = HashMap::new();
+            for fact in stack.facts("baton.runners.job.claimed") {
+                let execution = fact["job_execution_id"].as_str().unwrap_or_default().to_string();
+                claims.entry(execution).or_default().insert(fact["event_id"].as_str().unwrap_or_default().to_string());
+            }
+            for (execution, events) in claims.iter().filter(|(_, events)| events.len() > 1) {
+                violations.push(format!("seed {seed}: execution {execution} claimed {} times", events.len()));
+            }
+        }
+    }
+    let redeliveries = injected.get("duplicate").copied().unwrap_or(0);
+    eprintln!(
+        "chaos soak: seeds {first}-{last} at rate {rate}: {runs} runs, {} seeds, faults injected by kind {injected:?}, \
+         redeliveries {redeliveries}, invariant violations {}",
+        seeds.len(),
+        violations.len()
+    );
+    assert!(violations.is_empty(), "{violations:#?}");
 }

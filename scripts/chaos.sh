@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make chaos`: the chaos soak (docs/faults.md). Real workflows and runner
+# processes on stacks whose AWS requests and triggers fail the way AWS's do,
+# over many seeds at one fault rate; prints runs, faults injected by kind,
+# redeliveries and invariant violations. BATON_CHAOS_SEEDS (first-last,
+# default 1-100: 200 runs) and BATON_CHAOS_RATE (default 0.1) choose them.
+set -euo pipefail
+source "$(dirname "$0")/local-aws.sh"
+cd "$ROOT"
+trap stop_moto EXIT
+
+ensure_venv
+export BATON_CHAOS_SEEDS="${BATON_CHAOS_SEEDS:-1-100}"
+export BATON_CHAOS_RATE="${BATON_CHAOS_RATE:-0.1}"
+cargo build -q --tests -p baton-runner-tests
+start_moto "${BATON_MOTO_PORT:-$(free_port)}"
+cargo test -q -p baton-runner-tests --test chaos soak_many_seeds_at_one_fault_rate -- --nocapture 2>&1 \
+  | grep -E '^chaos soak:|panicked|violations|test result' || true
+test "${PIPESTATUS[0]}" -eq 0
