@@ -221,6 +221,12 @@ async fn stormy_run(faults: String, workflows: &[&str]) -> (Vec<Outcome>, Arc<Fa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does() {
+    // `make chaos` sets these to soak many seeds at one rate (docs/faults.md).
+    if let Ok(range) = std::env::var("BATON_CHAOS_SEEDS") {
+        let (first, last) = range.split_once('-').expect("BATON_CHAOS_SEEDS is first-last");
+        let rate = std::env::var("BATON_CHAOS_RATE").map_or(0.1, |r| r.parse().expect("BATON_CHAOS_RATE is a rate"));
+        return soak(first.parse().expect("a seed"), last.parse().expect("a seed"), rate).await;
+    }
     let workflows = [FAN_OUT, CHAIN];
     // The fault-free run and the stormy ones side by side: each on a
     // stack of its own, so they share nothing but the emulator.
@@ -241,18 +247,11 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     }
 }
 
-/// `make chaos`: the same scenario over many seeds at one fault rate,
-/// `BATON_CHAOS_SEEDS` (`first-last`) and `BATON_CHAOS_RATE` (0 to 1). It
-/// counts what happened instead of stopping at the first difference, and
-/// fails at the end if any run ended otherwise than without faults. Without
-/// `BATON_CHAOS_SEEDS` it is a single seed at the default rate, so `make
-/// test` keeps it honest.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn soak_many_seeds_at_one_fault_rate() {
-    let range = std::env::var("BATON_CHAOS_SEEDS").unwrap_or_else(|_| "100-100".into());
-    let (first, last) = range.split_once('-').expect("BATON_CHAOS_SEEDS is first-last");
-    let (first, last): (u64, u64) = (first.parse().expect("a seed"), last.parse().expect("a seed"));
-    let rate: f64 = std::env::var("BATON_CHAOS_RATE").map(|r| r.parse().expect("a rate")).unwrap_or(0.1);
+/// `make chaos`: the same scenario over many seeds at one fault rate for
+/// every kind, `seeds` (`first-last`) at `rate`. It counts what happened
+/// instead of stopping at the first difference, prints the counts, and fails
+/// at the end if any run ended otherwise than without faults.
+async fn soak(first: u64, last: u64, rate: f64) {
     let workflows = [FAN_OUT, CHAIN];
     let calm = run_all(&TestStack::start().await, &workflows).await;
     let mut injected: BTreeMap<&'static str, u64> = BTreeMap::new();
