@@ -14,6 +14,9 @@ export BATON_CHAOS_SEEDS="${BATON_CHAOS_SEEDS:-1-100}"
 export BATON_CHAOS_RATE="${BATON_CHAOS_RATE:-0.1}"
 cargo build -q --tests -p baton-runner-tests
 start_moto "${BATON_MOTO_PORT:-$(free_port)}"
-cargo test -q -p baton-runner-tests --test chaos workflows_end_as_they_do -- --nocapture 2>&1 \
-  | grep -E '^chaos soak:|panicked|violations|test result' || true
-test "${PIPESTATUS[0]}" -eq 0
+mkdir -p target
+status=0
+cargo test -q -p baton-runner-tests --test chaos workflows_end_as_they_do -- --nocapture > target/chaos.log 2>&1 || status=$?
+grep -E '^chaos soak:|panicked|left:|right:|violation|seed [0-9]+:|test result' target/chaos.log || true
+echo "chaos: full output in target/chaos.log"
+exit "$status"

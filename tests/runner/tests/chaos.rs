@@ -122,7 +122,16 @@ fn outcome(view: &Value) -> Outcome {
 /// returns the outcomes in order.
 async fn run_all(stack: &TestStack, workflows: &[&str]) -> Vec<Outcome> {
     let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    // A client of a busy service retries a 503 (it carries Retry-After).
+    let token = loop {
+        let created =
+            stack.post(&format!("/v1/workspaces/{ws}/registration-tokens"), &stack.admin_token, json!({})).await;
+        if created.status != 503 {
+            assert_eq!(created.status, 201, "{}", created.body);
+            break created.body["token"].as_str().expect("a token").to_string();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
     let mut runners = [Runner::start(stack, &token, "linux", &[]), Runner::start(stack, &token, "linux", &[])];
     let mut outcomes = Vec::new();
     for (i, yaml) in workflows.iter().enumerate() {
