@@ -152,7 +152,8 @@ impl DevHost {
                     Box::pin(async move { mounted.sqs(&function, event).await.map_err(|e| e.to_string()) })
                 }),
             };
-            let poller = sqs::QueuePoller {
+            let poller = Arc::new(sqs::QueuePoller {
+                function: queue.function.clone(),
                 handler,
                 queue_url: addresses.url.clone(),
                 queue_arn: addresses.arn.clone(),
@@ -160,7 +161,7 @@ impl DevHost {
                 retry_delay: options.sqs_retry_delay,
                 sqs: clients.sqs.clone(),
                 faults: options.faults.clone(),
-            };
+            });
             tasks.push(tokio::spawn(poller.run(shutdown.clone())));
         }
 

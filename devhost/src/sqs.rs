@@ -11,7 +11,7 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::json;
 
-use baton_shared::faults::{Fault, FaultPlan, TRIGGER};
+use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
 
 use crate::Shutdown;
 
@@ -20,6 +20,8 @@ pub type SqsHandler =
     Arc<dyn Fn(SqsEvent) -> futures::future::BoxFuture<'static, Result<SqsBatchResponse, String>> + Send + Sync>;
 
 pub struct QueuePoller {
+    /// The function the queue feeds (names its `trigger.sqs.<function>` faults).
+    pub function: String,
     pub handler: SqsHandler,
     pub queue_url: String,
     pub queue_arn: String,
@@ -31,7 +33,7 @@ pub struct QueuePoller {
 }
 
 impl QueuePoller {
-    pub async fn run(self, mut shutdown: Shutdown) {
+    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
@@ -46,7 +48,9 @@ impl QueuePoller {
     }
 
     /// One receive → invoke → settle cycle; returns how many messages it saw.
-    pub async fn poll_once(&self) -> Result<usize, String> {
+    /// A batch held back by a `late` fault is invoked and settled later, by
+    /// a task of its own, while the queue's next messages overtake it.
+    pub async fn poll_once(self: &Arc<Self>) -> Result<usize, String> {
         let received = self
             .sqs
             .receive_message()
@@ -61,7 +65,9 @@ impl QueuePoller {
         if messages.is_empty() {
             return Ok(0);
         }
-        let fault = || self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, "sqs"));
+        let operation = format!("sqs.{}", self.function);
+        let fault = || self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &operation));
+        let batch_fault = fault();
         let mut records: Vec<_> = messages
             .iter()
             .map(|m| {
@@ -82,19 +88,58 @@ impl QueuePoller {
                 })
             })
             .collect();
-        if fault() == Some(Fault::Reorder) {
+        if batch_fault == Some(Fault::Reorder) {
             records.reverse();
         }
         let event: SqsEvent =
             serde_json::from_value(json!({ "Records": records })).map_err(|e| format!("building SQS event: {e}"))?;
-        let failed: Vec<String> = match (self.handler)(event).await {
-            Ok(response) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
-            Err(err) => {
+        let messages = messages.to_vec();
+        let count = messages.len();
+        match (batch_fault, &self.faults) {
+            (Some(Fault::Late), Some(plan)) => {
+                let (this, late) = (self.clone(), plan.late());
+                tokio::spawn(async move {
+                    tokio::time::sleep(late).await;
+                    if let Err(err) = this.invoke_and_settle(event, &messages, false).await {
+                        tracing::warn!(queue = %this.queue_url, error = %err, "settling a late batch failed");
+                    }
+                });
+            }
+            _ => self.invoke_and_settle(event, &messages, batch_fault == Some(Fault::Abandon)).await?,
+        }
+        Ok(count)
+    }
+
+    /// Invokes the function with `event` (abandoning the invocation after
+    /// its first AWS write if `abandon`), deletes what it handled and makes
+    /// the rest visible again after the retry delay.
+    async fn invoke_and_settle(
+        &self,
+        event: SqsEvent,
+        messages: &[aws_sdk_sqs::types::Message],
+        abandon: bool,
+    ) -> Result<(), String> {
+        let all = || messages.iter().filter_map(|m| m.message_id().map(str::to_string)).collect();
+        let invoked = if abandon {
+            abandoned_after_first_write((self.handler)(event)).await
+        } else {
+            Some((self.handler)(event).await)
+        };
+        let failed: Vec<String> = match invoked {
+            Some(Ok(response)) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+            Some(Err(err)) => {
                 // A function that cannot take the batch fails all of it, as on Lambda.
                 tracing::error!(error = %err, "function failed the whole batch");
-                messages.iter().filter_map(|m| m.message_id().map(str::to_string)).collect()
+                all()
+            }
+            // Lambda retries a batch whose invocation timed out or crashed.
+            None => {
+                tracing::debug!(function = %self.function, "invocation abandoned after its first write");
+                all()
             }
         };
+        let operation = format!("sqs.{}", self.function);
+        let fault = || self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &operation));
         let mut deletes = Vec::new();
         for (i, message) in messages.iter().enumerate() {
             let (Some(id), Some(handle)) = (message.message_id(), message.receipt_handle()) else { continue };
@@ -129,6 +174,6 @@ impl QueuePoller {
                 .await
                 .map_err(|e| format!("{e:?}"))?;
         }
-        Ok(messages.len())
+        Ok(())
     }
 }

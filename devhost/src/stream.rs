@@ -3,7 +3,7 @@
 //! resume from the failed record (later records are delivered again, as on
 //! Lambda: at least once).
 
-use baton_shared::faults::{Fault, FaultPlan, TRIGGER};
+use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,9 +98,30 @@ impl StreamPoller {
         }
         let mut event = Event::default();
         event.records = records.iter().map(|r| to_lambda_record(r, &self.stream_arn)).collect();
-        let response = self.functions.stream(&self.function, event).await.map_err(|e| e.to_string())?;
-        let duplicate = self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, "stream")) == Some(Fault::Duplicate);
         let first = records.first().and_then(|r| r.dynamodb()).and_then(|c| c.sequence_number()).map(str::to_string);
+        let fault = self.faults.as_ref().map(|plan| {
+            let fault = plan.decide(TRIGGER, &format!("stream.{}", self.function));
+            (fault, plan.late())
+        });
+        let invocation = self.functions.stream(&self.function, event);
+        // One shard is read in order: a late batch holds up the records
+        // behind it, as a slow invocation does on Lambda.
+        let response = match fault {
+            Some((Some(Fault::Late), late)) => {
+                tokio::time::sleep(late).await;
+                Some(invocation.await)
+            }
+            Some((Some(Fault::Abandon), _)) => abandoned_after_first_write(invocation).await,
+            _ => Some(invocation.await),
+        };
+        let duplicate = matches!(fault, Some((Some(Fault::Duplicate), _)));
+        let Some(response) = response else {
+            // Lambda retries a batch whose invocation timed out or crashed.
+            tracing::debug!(function = %self.function, "invocation abandoned after its first write");
+            let again = self.shard_iterator(ShardIteratorType::AtSequenceNumber, first).await?;
+            return Ok((Some(again), true));
+        };
+        let response = response.map_err(|e| e.to_string())?;
         match response.batch_item_failures.first().and_then(|f| f.item_identifier.clone()) {
             // The batch was handled; deliver it again all the same, as Lambda
             // does when an invocation's answer is lost.

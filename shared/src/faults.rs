@@ -29,6 +29,12 @@
 //! | `task-timed-out` | `states.SendTask*` | `TaskTimedOut`; nothing applied |
 //! | `duplicate` | `trigger.sqs`, `trigger.stream` | the dev host delivers a handled message (a batch of stream records) again, as SQS and Lambda do at least once |
 //! | `reorder` | `trigger.sqs` | the dev host hands a batch over in reverse order |
+//! | `late` | `trigger.sqs`, `trigger.stream` | the dev host holds a batch `late_ms` (plan option, default 3000) before the function sees it; later messages of the queue overtake it |
+//! | `abandon` | `trigger.sqs`, `trigger.stream` | the invocation is dropped right after its first AWS write answered (a Lambda timeout or crash), and the batch is delivered again as Lambda would |
+//!
+//! A trigger's operation is `sqs.<function>` or `stream.<function>`; a rule
+//! for `trigger.sqs` covers every queue, one for `trigger.sqs.job-outcomes`
+//! one function's.
 //!
 //! What AWS guarantees stays true under the faults: a `TransactWriteItems`
 //! sent again with the `ClientRequestToken` of one that succeeded succeeds
@@ -54,6 +60,9 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
 use rand::{Rng, SeedableRng};
 
+/// How long a `late` delivery is held unless the plan says (`late_ms`).
+pub const DEFAULT_LATE_MS: u64 = 3000;
+
 /// The environment variable that switches faults on.
 pub const FAULTS_ENV: &str = "BATON_FAULTS";
 
@@ -75,6 +84,11 @@ pub enum Fault {
     Duplicate,
     /// A trigger delivers a batch in another order.
     Reorder,
+    /// A trigger holds a batch back before delivering it.
+    Late,
+    /// A trigger drops an invocation after its first AWS write, then
+    /// delivers the batch again.
+    Abandon,
 }
 
 impl Fault {
@@ -89,6 +103,8 @@ impl Fault {
             "task-timed-out" => Fault::TaskTimedOut,
             "duplicate" => Fault::Duplicate,
             "reorder" => Fault::Reorder,
+            "late" => Fault::Late,
+            "abandon" => Fault::Abandon,
             _ => return None,
         })
     }
@@ -104,6 +120,8 @@ impl Fault {
             Fault::TaskTimedOut => "task-timed-out",
             Fault::Duplicate => "duplicate",
             Fault::Reorder => "reorder",
+            Fault::Late => "late",
+            Fault::Abandon => "abandon",
         }
     }
 
@@ -117,10 +135,16 @@ impl Fault {
             Fault::ServerError | Fault::Lost => true,
             Fault::Partial => service == "events" && operation == "PutEvents",
             Fault::InvalidToken | Fault::TaskTimedOut => service == "states" && operation.starts_with("SendTask"),
-            Fault::Duplicate => service == TRIGGER,
-            Fault::Reorder => service == TRIGGER && operation == "sqs",
+            Fault::Duplicate | Fault::Late | Fault::Abandon => service == TRIGGER,
+            Fault::Reorder => service == TRIGGER && covers("sqs", operation),
         }
     }
+}
+
+/// Whether a rule's operation `rule` covers `operation`: the same, or a
+/// trigger's kind (`sqs`) covering each function's (`sqs.enqueue`).
+fn covers(rule: &str, operation: &str) -> bool {
+    operation == rule || operation.strip_prefix(rule).is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// One `<service>[.<Operation>]:<fault>=<rate>` rule.
@@ -140,6 +164,8 @@ pub struct FaultsError(String);
 /// Which faults to inject, and what was injected so far.
 pub struct FaultPlan {
     seed: u64,
+    /// How long a `late` delivery is held.
+    late: std::time::Duration,
     rules: Vec<Rule>,
     /// Requests seen, by `service.Operation`: the k of the k-th request.
     seen: Mutex<HashMap<String, u64>>,
@@ -159,11 +185,16 @@ impl FaultPlan {
     /// Parses a plan; `Ok(None)` for an empty one (no rule, no fault).
     pub fn parse(raw: &str) -> Result<Option<Self>, FaultsError> {
         let mut seed = 0;
+        let mut late_ms = DEFAULT_LATE_MS;
         let mut rules = Vec::new();
         for part in raw.split(';').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| FaultsError(format!("`{part}` has no `=`")))?;
             if key == "seed" {
                 seed = value.parse().map_err(|_| FaultsError(format!("seed `{value}` is not a number")))?;
+                continue;
+            }
+            if key == "late_ms" {
+                late_ms = value.parse().map_err(|_| FaultsError(format!("late_ms `{value}` is not a number")))?;
                 continue;
             }
             let (target, fault) = key
@@ -186,6 +217,7 @@ impl FaultPlan {
         }
         Ok(Some(Self {
             seed,
+            late: std::time::Duration::from_millis(late_ms),
             rules,
             seen: Mutex::default(),
             injected: Mutex::default(),
@@ -215,7 +247,7 @@ impl FaultPlan {
         let mut rng = rand::rngs::StdRng::seed_from_u64(hasher.finish());
         let fault = self.rules.iter().find_map(|rule| {
             let matches = rule.service.as_deref().is_none_or(|s| s == service)
-                && rule.operation.as_deref().is_none_or(|o| o == operation)
+                && rule.operation.as_deref().is_none_or(|o| covers(o, operation))
                 && rule.fault.applies_to(service, operation);
             // Draw for every rule that matches, so adding a rule for another
             // operation leaves this one's sequence unchanged.
@@ -223,6 +255,11 @@ impl FaultPlan {
         })?;
         *self.injected.lock().unwrap_or_else(|e| e.into_inner()).entry((fault, name)).or_default() += 1;
         Some(fault)
+    }
+
+    /// How long a `late` delivery is held.
+    pub fn late(&self) -> std::time::Duration {
+        self.late
     }
 
     /// Faults injected so far, by kind, then by `service.Operation`.
@@ -284,8 +321,58 @@ struct FaultyConnector {
     plan: Arc<FaultPlan>,
 }
 
+tokio::task_local! {
+    /// Set while the dev host runs an invocation it will abandon: told when
+    /// the invocation's first AWS write has answered.
+    static WROTE: Arc<tokio::sync::Notify>;
+}
+
+/// Runs one invocation as Lambda does when the function times out or
+/// crashes right after its first AWS write: the write stands, the rest of
+/// the invocation never happens. `None` if it was abandoned so (the caller
+/// delivers the batch again); the invocation's output if it wrote nothing.
+/// Only requests made by the invocation's own task are seen.
+pub async fn abandoned_after_first_write<F: std::future::Future>(invocation: F) -> Option<F::Output> {
+    let wrote = Arc::new(tokio::sync::Notify::new());
+    let invocation = WROTE.scope(wrote.clone(), invocation);
+    tokio::select! {
+        biased;
+        _ = wrote.notified() => None,
+        output = invocation => Some(output),
+    }
+}
+
+/// Requests that change something (what an abandoned invocation leaves
+/// behind).
+fn is_write(service: &str, operation: &str) -> bool {
+    match service {
+        "dynamodb" => {
+            matches!(operation, "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem")
+        }
+        "states" => operation.starts_with("SendTask") || matches!(operation, "StartExecution" | "StopExecution"),
+        "events" => operation == "PutEvents",
+        "sqs" => operation.starts_with("SendMessage"),
+        _ => false,
+    }
+}
+
 impl HttpConnector for FaultyConnector {
-    fn call(&self, mut request: HttpRequest) -> HttpConnectorFuture {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let watched = target(&request).filter(|(service, operation)| is_write(service, operation));
+        let sent = self.call_with_faults(request);
+        match (watched, WROTE.try_with(Arc::clone).ok()) {
+            (Some(_), Some(wrote)) => HttpConnectorFuture::new(async move {
+                let answer = sent.await;
+                wrote.notify_one();
+                answer
+            }),
+            _ => sent,
+        }
+    }
+}
+
+impl FaultyConnector {
+    fn call_with_faults(&self, mut request: HttpRequest) -> HttpConnectorFuture {
         let Some((service, operation)) = target(&request) else { return self.inner.call(request) };
         let token =
             (service == "dynamodb" && operation == "TransactWriteItems").then(|| request_token(&request)).flatten();
@@ -309,7 +396,7 @@ impl HttpConnector for FaultyConnector {
             Fault::ServerError => ready(error_response(500, "InternalServerError", None)),
             Fault::TaskTimedOut => ready(error_response(400, "TaskTimedOut", None)),
             // Trigger faults never apply to an AWS request (`applies_to`).
-            Fault::Duplicate | Fault::Reorder => self.inner.call(request),
+            Fault::Duplicate | Fault::Reorder | Fault::Late | Fault::Abandon => self.inner.call(request),
             Fault::Lost | Fault::InvalidToken => {
                 let sent = remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
                 HttpConnectorFuture::new(async move {
@@ -477,6 +564,35 @@ mod tests {
         let conflicts = a.iter().filter(|f| **f == Some(Fault::Conflict)).count();
         assert!((30..90).contains(&conflicts), "about 30% of 200: {conflicts}");
         assert!(reads.iter().all(Option::is_none), "a read cannot conflict");
+    }
+
+    #[test]
+    fn a_trigger_rule_covers_each_function_and_a_function_rule_only_its_own() {
+        let plan = FaultPlan::parse("seed=3;late_ms=50;trigger.sqs:duplicate=1;trigger.stream.relay:abandon=1")
+            .expect("valid")
+            .expect("rules");
+        assert_eq!(plan.late(), std::time::Duration::from_millis(50));
+        assert_eq!(plan.decide(TRIGGER, "sqs.enqueue"), Some(Fault::Duplicate));
+        assert_eq!(plan.decide(TRIGGER, "stream.relay"), Some(Fault::Abandon));
+        assert_eq!(plan.decide(TRIGGER, "stream.other"), None);
+        assert_eq!(plan.decide(TRIGGER, "sqsx.enqueue"), None, "a prefix is not a kind");
+    }
+
+    #[tokio::test]
+    async fn an_invocation_is_abandoned_at_its_first_write_and_one_without_writes_runs_to_its_end() {
+        let finished = abandoned_after_first_write(async { 7 }).await;
+        assert_eq!(finished, Some(7));
+        let reached_second_write = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reached = reached_second_write.clone();
+        let abandoned = abandoned_after_first_write(async move {
+            // What the connector does when a write answers.
+            WROTE.with(|wrote| wrote.notify_one());
+            tokio::task::yield_now().await;
+            reached.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+        .await;
+        assert_eq!(abandoned, None);
+        assert!(!reached_second_write.load(std::sync::atomic::Ordering::SeqCst), "nothing after the write ran");
     }
 
     #[test]
