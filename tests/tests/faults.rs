@@ -17,9 +17,14 @@ use serde_json::json;
 /// A stack whose functions' AWS requests meet `faults` (the harness's own
 /// requests, which set up and check, do not).
 async fn stack_with_faults(faults: &str) -> (TestStack, Arc<FaultPlan>) {
+    stack_with_faults_and(faults, HashMap::new()).await
+}
+
+/// As [`stack_with_faults`], with `overrides` in the functions' configuration.
+async fn stack_with_faults_and(faults: &str, overrides: HashMap<String, String>) -> (TestStack, Arc<FaultPlan>) {
     let plan = Arc::new(FaultPlan::parse(faults).expect("a valid plan").expect("rules"));
     let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
-    (TestStack::start_custom(|_| {}, HashMap::new(), options).await, plan)
+    (TestStack::start_custom(|_| {}, overrides, options).await, plan)
 }
 
 fn conflicts(plan: &FaultPlan) -> u64 {
@@ -205,4 +210,82 @@ async fn a_registration_token_and_a_session_whose_single_put_answers_are_lost_ar
         assert_eq!(session.status, 201, "round {round}: the session is made: {}", session.body);
     }
     assert!(plan.injected_by_kind().get("lost").copied().unwrap_or(0) > 0, "{:?}", plan.injected_by_kind());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_when_its_fact_arrives_late() {
+    // behaviour.md §9: finished > lease expired > timeout, whatever the
+    // pipeline's latency. The runners' facts reach job-outcomes 20 s late;
+    // both jobs' 10 s timeouts pass first. One job was completed and the
+    // other's lease expired, each well before its deadline: the timeout
+    // must not be what the run shows.
+    let faults = "seed=1;late_ms=20000;trigger.sqs.job-outcomes:late=1";
+    let minute = HashMap::from([("BATON_TIMEOUT_MINUTE_S".to_string(), "5".to_string())]);
+    let (stack, plan) = stack_with_faults_and(faults, minute).await;
+    let ws = "ws-close-call";
+    let yaml =
+        "name: close-call\njobs:\n  done:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: 'true'}]\n  \
+                lost:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: 'true'}]\n";
+    let created =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let run_id = created.body["id"].as_str().expect("a run id").to_string();
+    let session = stack.runner(ws, &["linux"]).await.session_token;
+    let mut claims = HashMap::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while claims.len() < 2 {
+        assert!(Instant::now() < until, "both jobs became claimable");
+        match stack.claim(&session).await {
+            Some(claim) => {
+                claims.insert(claim.job.key.clone(), claim);
+            }
+            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let done = &claims["done"];
+    let step = done.job.steps[0].id;
+    let report = json!({ "status": "succeeded", "exit_code": 0 });
+    let reported = stack
+        .post(&format!("/v1/runners/leases/{}/steps/{step}", done.job_execution_id), &done.lease.token, report)
+        .await;
+    assert_eq!(reported.status, 200, "{}", reported.body);
+    let steps = json!([{ "id": step, "status": "succeeded", "exit_code": 0 }]);
+    let completed = stack
+        .complete(&done.lease.token, done.job_execution_id, json!({ "status": "succeeded", "steps": steps }))
+        .await;
+    assert_eq!(completed.status, 200, "{}", completed.body);
+    // The lost job's runner never heartbeats; the reaper takes its lease.
+    assert_eq!(stack.reap_at(Utc::now() + Span::hours(1)).await, 1);
+    let deadline = done.queued_at + Span::seconds(10);
+    assert!(Utc::now() < deadline, "both ended on the runners' side before the 10 s timeout; the machine was too slow");
+
+    let view = wait_for("the run finished", Duration::from_secs(60), || async {
+        let view = stack
+            .send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None)
+            .await;
+        (view.body["status"] == "failed").then_some(view.body)
+    })
+    .await;
+    let job = |key: &str| {
+        let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+        jobs.into_iter().find(|j| j["key"] == key).unwrap_or_default()
+    };
+    assert_eq!(job("done")["status"], "succeeded", "finished beats timeout: {view:#}");
+    assert_eq!(job("lost")["executions"][0]["status_reason"], "runner_lost", "lease expired beats timeout: {view:#}");
+    let finished_at: chrono::DateTime<Utc> =
+        serde_json::from_value(job("done")["executions"][0]["finished_at"].clone()).expect("finished_at");
+    assert!(finished_at >= deadline, "decided at the timeout, before the runner's fact arrived");
+    // The late fact then changes nothing but the steps the view shows.
+    let steps = wait_for("the late fact's steps in the view", Duration::from_secs(60), || async {
+        let view = stack
+            .send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None)
+            .await;
+        let jobs = view.body["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+        let done = jobs.into_iter().find(|j| j["key"] == "done").unwrap_or_default();
+        let steps = done["executions"][0]["steps"].clone();
+        (steps[0]["status"] == "succeeded").then_some((done["status"].clone(), steps))
+    })
+    .await;
+    assert_eq!(steps.0, "succeeded");
+    assert!(plan.injected_by_kind().get("late").copied().unwrap_or(0) >= 2, "{:?}", plan.injected_by_kind());
 }

@@ -9,6 +9,7 @@ use baton_shared::error::ApiError;
 use baton_shared::facts::{Fact, JobCompleted, StepResult};
 use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
 use baton_shared::store::leases::{Completion, Fenced};
+use baton_shared::workflows::execution::recorded_outcome;
 use http::StatusCode;
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -71,7 +72,7 @@ async fn finish(
         now,
         JobCompleted {
             lease: lease_ref,
-            status: body.status,
+            status: recorded_outcome(body.status, &body.steps),
             steps: body.steps,
             outputs: body.outputs,
             message: body.message,

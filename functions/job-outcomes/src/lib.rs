@@ -27,7 +27,7 @@ use baton_shared::facts::{FactDetail, JobClaimed, JobCompleted, JobLeaseExpired,
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::wake;
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
-use baton_shared::workflows::attempt::step_id;
+use baton_shared::workflows::attempt::step_statuses;
 use baton_shared::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 use chrono::{DateTime, Utc};
 
@@ -88,16 +88,9 @@ fn read_fact(delivered: &Delivered) -> Result<RunnerFact, HandlerError> {
     }
 }
 
-/// The status of every step of the job, in order: what the runner reported
-/// for it, `pending` for steps it never reported on.
+/// The status of every step of the job, in order.
 fn all_steps(definition: &WorkflowDefinition, job_key: &str, fact: &RunnerFact) -> Vec<StepStatus> {
-    let count = definition.job(job_key).map_or(0, |job| job.steps.len());
-    (0..count)
-        .map(|index| {
-            let id = step_id(fact.lease.job_execution_id, index);
-            fact.steps.iter().find(|step| step.id == id).map_or(StepStatus::Pending, |step| step.status)
-        })
-        .collect()
+    step_statuses(definition, job_key, fact.lease.job_execution_id, &fact.steps)
 }
 
 async fn adopt(context: &Context, delivered: Delivered) -> Result<(), HandlerError> {
@@ -107,7 +100,7 @@ async fn adopt(context: &Context, delivered: Delivered) -> Result<(), HandlerErr
     let execution_id = fact.lease.job_execution_id;
     // What the last decision found, for what happens after the write.
     let mut finished = false;
-    let mut ended_by_server = false;
+    let mut already_ended = false;
     let updated = store
         .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
             let Some(job) = next.state.jobs.iter().find(|job| job.id == fact.lease.job_id) else {
@@ -120,7 +113,7 @@ async fn adopt(context: &Context, delivered: Delivered) -> Result<(), HandlerErr
                 }
                 Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, &fact) },
             };
-            ended_by_server = matches!(fact.kind, Kind::Completed(_))
+            already_ended = !matches!(fact.kind, Kind::Claimed)
                 && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
             let effect = next.state.apply_runner_event(
                 fact.lease.job_id,
@@ -149,7 +142,7 @@ async fn adopt(context: &Context, delivered: Delivered) -> Result<(), HandlerErr
         .ok_or_else(|| HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist")))?;
     if updated.writes == 0 {
         tracing::debug!(%run_id, attempt, %execution_id, fact = delivered.detail_type, "runner fact changed nothing");
-        if ended_by_server && !fact.steps.is_empty() {
+        if already_ended && !fact.steps.is_empty() {
             let outputs = fact.outputs.clone().unwrap_or_default();
             store.record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs).await?;
         }

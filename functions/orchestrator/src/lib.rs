@@ -3,7 +3,12 @@
 //!
 //! - `advance`: applies [`AttemptState::advance`] until nothing changes:
 //!   marks the attempt (and run) running, applies the run timeout and job
-//!   timeouts, starts, skips and cancels jobs (each start writes the
+//!   timeouts (an overdue execution is first looked up in its runners'
+//!   record: one its runner completed, or whose lease expired, takes that
+//!   end even if the fact saying so has not arrived, and a timeout is
+//!   written only with a check that no such end was recorded since, so
+//!   finished beats timeout across the two contexts), starts, skips and
+//!   cancels jobs (each start writes the
 //!   execution `queued` with the `job_execution.queued` fact carrying the
 //!   job spec), finalises the attempt once every job is terminal; each
 //!   step is one transaction of at most [`JOBS_PER_TRANSACTION`] jobs,
@@ -25,7 +30,11 @@ use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{complete_task, fail_task, wake, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION};
 use baton_shared::sqs::partial_batch;
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite, Parked};
-use baton_shared::workflows::attempt::Emitted;
+use baton_shared::store::contention;
+use baton_shared::store::records::RunnerRecord;
+use baton_shared::workflows::attempt::{AttemptState, Emitted, RunnerEndings};
+use baton_shared::workflows::WorkflowDefinition;
+use std::collections::HashMap;
 use uuid::Uuid;
 
 /// Handles a batch of task messages; failed ones are retried by SQS.
@@ -56,37 +65,106 @@ async fn handle_message(context: &Context, message: SqsMessage) -> Result<(), St
     }
 }
 
+/// How the overdue executions of `state` ended on the runners' side, from
+/// their records (a record of another attempt's execution never matches).
+fn runner_endings(
+    state: &AttemptState,
+    definition: &WorkflowDefinition,
+    records: &HashMap<Uuid, Option<RunnerRecord>>,
+) -> RunnerEndings {
+    state
+        .jobs
+        .iter()
+        .filter_map(|job| {
+            let execution = job.execution.as_ref()?;
+            let record = records.get(&execution.id)?.as_ref()?;
+            Some((execution.id, record.ending(definition, &job.key)?))
+        })
+        .collect()
+}
+
 /// When SQS took the message (`SentTimestamp`, ms; kept on redelivery).
 fn sent_at(message: &SqsMessage) -> i64 {
     message.attributes.get("SentTimestamp").and_then(|t| t.parse().ok()).unwrap_or(0)
 }
 
+/// Why a decision of `advance` stopped without writing.
+enum Stopped {
+    Store(StoreError),
+    /// Executions are past a deadline: their runners' records must be read
+    /// (again) before the timeout can be decided.
+    ReadRunnerRecords(Vec<Uuid>),
+}
+
+impl From<StoreError> for Stopped {
+    fn from(err: StoreError) -> Self {
+        Stopped::Store(err)
+    }
+}
+
 async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> Result<(), StoreError> {
     let minute = context.config.orchestration.timeout_minute;
+    let store = &context.store;
     let mut started = 0usize;
-    let updated = context
-        .store
-        .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
-            let change = next.state.advance(definition, chrono::Utc::now(), minute, JOBS_PER_TRANSACTION);
-            // A token that progress woke has been used: forget it. A token
-            // still waiting for progress stays: this may be a redelivered
-            // Advance, and the Wait after it parked that token.
-            let token_used = next.token_to_wake().is_some();
-            if token_used {
-                next.wait_token = None;
-                next.wait_progress = None;
+    // The runners' records of overdue executions, as last read.
+    let mut records: HashMap<Uuid, Option<RunnerRecord>> = HashMap::new();
+    let mut reads = 0;
+    let updated = loop {
+        // Records are fresh for one decision: after a lost race (maybe a
+        // complete failed this decision's check) they are read again.
+        let mut records_used = false;
+        let result = store
+            .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
+                let now = chrono::Utc::now();
+                let overdue = next.state.overdue_executions(now);
+                if !overdue.is_empty() {
+                    if records_used || overdue.iter().any(|id| !records.contains_key(id)) {
+                        return Err(Stopped::ReadRunnerRecords(overdue));
+                    }
+                    records_used = true;
+                }
+                let ended = runner_endings(&next.state, definition, &records);
+                let change = next.state.advance(definition, now, minute, JOBS_PER_TRANSACTION, &ended);
+                // A token that progress woke has been used: forget it. A token
+                // still waiting for progress stays: this may be a redelivered
+                // Advance, and the Wait after it parked that token.
+                let token_used = next.token_to_wake().is_some();
+                if token_used {
+                    next.wait_token = None;
+                    next.wait_progress = None;
+                }
+                if !change.changed && !token_used {
+                    return Ok(AttemptStep::Done);
+                }
+                if !change.emitted.is_empty() {
+                    tracing::info!(%run_id, attempt, status = %next.state.status, facts = change.emitted.len(), "attempt advanced");
+                }
+                started += change.emitted.iter().filter(|e| matches!(e, Emitted::Queued(_))).count();
+                // Finished beats timeout across the two contexts: a timeout
+                // is written only while no runner's end is recorded.
+                let items = change
+                    .timed_out
+                    .iter()
+                    .map(|id| store.not_ended_by_runner_check(*id))
+                    .collect::<Result<Vec<_>, _>>()?;
+                // Advance in bounded steps (one transaction each) until nothing changes.
+                Ok(AttemptStep::Write(AttemptWrite { emitted: change.emitted, items, again: true, ..AttemptWrite::default() }))
+            })
+            .await;
+        match result {
+            Ok(updated) => break updated,
+            Err(Stopped::Store(err)) => return Err(err),
+            Err(Stopped::ReadRunnerRecords(overdue)) => {
+                reads += 1;
+                if reads > contention::MAX_LOST_RACES {
+                    return Err(contention::too_contended(format!("timeouts of attempt {run_id}/{attempt}")));
+                }
+                for id in overdue {
+                    records.insert(id, store.runner_record(id).await?);
+                }
             }
-            if !change.changed && !token_used {
-                return Ok::<_, StoreError>(AttemptStep::Done);
-            }
-            if !change.emitted.is_empty() {
-                tracing::info!(%run_id, attempt, status = %next.state.status, facts = change.emitted.len(), "attempt advanced");
-            }
-            started += change.emitted.iter().filter(|e| matches!(e, Emitted::Queued(_))).count();
-            // Advance in bounded steps (one transaction each) until nothing changes.
-            Ok(AttemptStep::Write(AttemptWrite { emitted: change.emitted, again: true, ..AttemptWrite::default() }))
-        })
-        .await?;
+        }
+    };
     let Some(updated) = updated else {
         tracing::error!(%run_id, attempt, "advance of an attempt that does not exist");
         return fail_task(&context.clients.sfn, token, "AttemptNotFound", &format!("{run_id}/{attempt}")).await;

@@ -310,10 +310,14 @@ impl Store {
                 .table_name(&self.table)
                 .key("pk", s(execution_pk(lease.execution_id)))
                 .key("sk", s(RUNNER_SK))
-                .update_expression("SET #status = :expired")
+                // The steps go onto the record too: the orchestrator adopts
+                // them from there if the job's timeout comes before this
+                // expiry's fact does.
+                .update_expression("SET #status = :expired, steps = :steps")
                 .condition_expression("#status = :leased AND epoch = :e")
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":expired", s(RunnerStatus::Expired.as_str()))
+                .expression_attribute_values(":steps", serde_dynamo::to_attribute_value(&lease.steps)?)
                 .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
                 .expression_attribute_values(":e", n(lease.epoch))
                 .build(),

@@ -126,6 +126,7 @@ impl Store {
             completed_epoch: None,
             completed_token_hash: None,
             terminated_at: None,
+            steps: Default::default(),
         };
         let put_record = build(
             Put::builder()
@@ -313,6 +314,7 @@ impl Store {
                         completed_epoch: None,
                         completed_token_hash: None,
                         terminated_at: Some(now),
+                        steps: Default::default(),
                     };
                     let put = build(
                         Put::builder()

@@ -9,10 +9,16 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
+
 use super::keys::{execution_pk, RUNNER_SK};
-use super::{from_item, Store};
+use super::{from_item, s, Store};
 use crate::error::StoreError;
-use crate::facts::JobOutcome;
+use crate::facts::{JobOutcome, StepResult};
+use crate::workflows::attempt::step_statuses;
+use crate::workflows::{ExecutionEvent, WorkflowDefinition};
 
 /// Status of the runners' record of an execution: `pending → leased →
 /// completed | expired`, or `terminated` (ended by the workflows side before
@@ -67,10 +73,56 @@ pub struct RunnerRecord {
     pub completed_token_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub terminated_at: Option<DateTime<Utc>>,
+    /// Once `expired`: the steps as the lease last held them, by step id, so
+    /// the workflows side can adopt the steps' outcome from the record.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub steps: BTreeMap<String, StepResult>,
+}
+
+impl RunnerRecord {
+    /// How the execution ended on the runners' side, as the event the
+    /// workflows side applies: finished (the recorded outcome) or lease
+    /// expired (with the steps the lease held). `None` while it may still
+    /// run, or once the workflows side ended it.
+    pub fn ending(&self, definition: &WorkflowDefinition, job_key: &str) -> Option<ExecutionEvent> {
+        match self.status {
+            RunnerStatus::Completed => Some(ExecutionEvent::Completed {
+                status: self.outcome.unwrap_or(JobOutcome::Failed),
+                // The recorded outcome already counts a failed step.
+                steps: Vec::new(),
+            }),
+            RunnerStatus::Expired => {
+                let reported: Vec<StepResult> = self.steps.values().cloned().collect();
+                Some(ExecutionEvent::LeaseExpired {
+                    steps: step_statuses(definition, job_key, self.execution_id, &reported),
+                })
+            }
+            RunnerStatus::Pending | RunnerStatus::Leased | RunnerStatus::Terminated => None,
+        }
+    }
 }
 
 impl Store {
     pub async fn runner_record(&self, execution_id: Uuid) -> Result<Option<RunnerRecord>, StoreError> {
         self.get(&execution_pk(execution_id), RUNNER_SK).await?.map(from_item).transpose()
+    }
+
+    /// A transaction's check that the runners' side has not ended the
+    /// execution (no record yet, or one still pending, leased or
+    /// terminated). The timeout path writes only with it: a complete or a
+    /// lease expiry that committed after the orchestrator read the record
+    /// fails the check, and the timeout is decided again with it.
+    pub fn not_ended_by_runner_check(&self, execution_id: Uuid) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key("pk", s(execution_pk(execution_id)))
+            .key("sk", s(RUNNER_SK))
+            .condition_expression("attribute_not_exists(pk) OR NOT (#status IN (:completed, :expired))")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":completed", s(RunnerStatus::Completed.as_str()))
+            .expression_attribute_values(":expired", s(RunnerStatus::Expired.as_str()))
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
     }
 }

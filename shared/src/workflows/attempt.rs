@@ -36,9 +36,10 @@ use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
 use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
 use super::rerun::RerunMode;
-use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason};
+use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
 use crate::facts::{
-    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, RunCancelled, RunTerminated, StepSpec,
+    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, RunCancelled, RunTerminated, StepResult,
+    StepSpec,
 };
 
 /// The run, as its item holds it (the run mirrors its current attempt).
@@ -138,6 +139,23 @@ pub fn step_id(execution_id: Uuid, index: usize) -> Uuid {
     uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
 
+/// The status of every step of job `job_key`'s execution `execution_id`, in
+/// order: what its runner reported, `pending` for steps never reported on.
+pub fn step_statuses(
+    definition: &WorkflowDefinition,
+    job_key: &str,
+    execution_id: Uuid,
+    reported: &[StepResult],
+) -> Vec<StepStatus> {
+    let count = definition.job(job_key).map_or(0, |job| job.steps.len());
+    (0..count)
+        .map(|index| {
+            let id = step_id(execution_id, index);
+            reported.iter().find(|step| step.id == id).map_or(StepStatus::Pending, |step| step.status)
+        })
+        .collect()
+}
+
 /// What a runner needs to execute `job` (the queued fact carries it).
 pub fn job_spec(definition: &WorkflowDefinition, job: &JobDefinition, execution_id: Uuid, minute: Duration) -> JobSpec {
     let minutes = |m: u32| u64::from(m) * minute.as_secs();
@@ -184,7 +202,19 @@ pub struct Change {
     /// Whether the state changed (and so must be written).
     pub changed: bool,
     pub emitted: Vec<Emitted>,
+    /// Executions this change timed out. The caller writes the change only
+    /// if their runners' records still hold no finish: a complete that
+    /// landed on the runners' side first wins (finished beats timeout).
+    pub timed_out: Vec<Uuid>,
 }
+
+/// How executions past a deadline ended on the runners' side, as their
+/// runners' records say (a `Completed` or `LeaseExpired` event), by
+/// execution id. The facts saying so may still be crossing the pipeline;
+/// the timeout path applies these instead of a timeout, so behaviour.md
+/// §9's "finished > lease expired > timeout" holds whatever the pipeline's
+/// latency.
+pub type RunnerEndings = std::collections::HashMap<Uuid, ExecutionEvent>;
 
 /// What a runner's fact did to an execution.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -290,8 +320,43 @@ impl AttemptState {
         executions.chain(run).min()
     }
 
+    /// The executions a timeout would end at `now`: every unfinished one once
+    /// the run timeout passed, else those past their job timeout. Their
+    /// runners' records are what [`AttemptState::advance`] needs to know.
+    pub fn overdue_executions(&self, now: DateTime<Utc>) -> Vec<Uuid> {
+        let run_timed_out = !self.status.is_terminal() && self.deadline.is_some_and(|d| d <= now);
+        self.jobs
+            .iter()
+            .filter_map(|job| job.execution.as_ref())
+            .filter(|e| !e.status.is_terminal() && e.status != ExecutionStatus::Pending)
+            .filter(|e| run_timed_out || e.deadline.is_some_and(|d| d <= now))
+            .map(|e| e.id)
+            .collect()
+    }
+
     fn job_index(&self, job_id: Uuid) -> Option<usize> {
         self.jobs.iter().position(|job| job.id == job_id)
+    }
+
+    /// Ends job `index` as its runner did, if `ended` knows how (finished
+    /// or lease expired, by the precedence of [`apply_execution_event`]);
+    /// `None` when the runners' side holds no ending for its execution.
+    fn end_as_the_runner_did(
+        &mut self,
+        index: usize,
+        ended: &RunnerEndings,
+        now: DateTime<Utc>,
+    ) -> Option<Vec<Emitted>> {
+        let execution = self.jobs[index].execution.as_ref()?;
+        let event = ended.get(&execution.id)?;
+        let state =
+            ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at };
+        match apply_execution_event(&state, event) {
+            ExecutionUpdate::Apply(next) if next.status.is_terminal() => {
+                Some(self.end_job(index, job_status_of(next.status), next.status, next.reason, now))
+            }
+            _ => None,
+        }
     }
 
     /// Ends job `index` (and its execution, if not terminal yet) with
@@ -357,12 +422,17 @@ impl AttemptState {
     /// cancel what [`plan_advance`] says, touching at most `budget` jobs.
     /// Finalises the attempt once every job is terminal. Call again until
     /// nothing changes.
+    ///
+    /// An overdue execution that `ended` on the runners' side takes that
+    /// ending instead of the timeout; every other one it times out is listed
+    /// in [`Change::timed_out`].
     pub fn advance(
         &mut self,
         definition: &WorkflowDefinition,
         now: DateTime<Utc>,
         minute: Duration,
         budget: usize,
+        ended: &RunnerEndings,
     ) -> Change {
         let mut change = Change::default();
         if self.status == AttemptStatus::Pending {
@@ -380,20 +450,27 @@ impl AttemptState {
                 if touched >= budget {
                     break;
                 }
-                let job = &self.jobs[index];
-                if job.status.is_terminal() {
+                if self.jobs[index].status.is_terminal() {
                     continue;
                 }
-                let job_status = if job.status == JobStatus::Pending { JobStatus::Skipped } else { JobStatus::Failed };
-                let execution_status =
-                    if job.status == JobStatus::Pending { ExecutionStatus::Cancelled } else { ExecutionStatus::Failed };
-                change.emitted.extend(self.end_job(
-                    index,
-                    job_status,
-                    execution_status,
-                    Some(StatusReason::TimedOut),
-                    now,
-                ));
+                if let Some(emitted) = self.end_as_the_runner_did(index, ended, now) {
+                    change.emitted.extend(emitted);
+                } else {
+                    let job = &self.jobs[index];
+                    let pending = job.status == JobStatus::Pending;
+                    let job_status = if pending { JobStatus::Skipped } else { JobStatus::Failed };
+                    let execution_status = if pending { ExecutionStatus::Cancelled } else { ExecutionStatus::Failed };
+                    if let Some(execution) = job.execution.as_ref().filter(|_| !pending) {
+                        change.timed_out.push(execution.id);
+                    }
+                    change.emitted.extend(self.end_job(
+                        index,
+                        job_status,
+                        execution_status,
+                        Some(StatusReason::TimedOut),
+                        now,
+                    ));
+                }
                 change.changed = true;
                 touched += 1;
             }
@@ -413,10 +490,19 @@ impl AttemptState {
             if execution.status.is_terminal() || execution.deadline.is_none_or(|d| d > now) {
                 continue;
             }
-            let state =
-                ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at };
+            let (id, state) = (
+                execution.id,
+                ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at },
+            );
+            if let Some(emitted) = self.end_as_the_runner_did(index, ended, now) {
+                change.emitted.extend(emitted);
+                change.changed = true;
+                touched += 1;
+                continue;
+            }
             if let ExecutionUpdate::Apply(next) = apply_execution_event(&state, &ExecutionEvent::TimedOut) {
                 change.emitted.extend(self.end_job(index, job_status_of(next.status), next.status, next.reason, now));
+                change.timed_out.push(id);
                 change.changed = true;
                 touched += 1;
             }
@@ -571,7 +657,7 @@ impl AttemptState {
         if self.status.is_terminal() {
             return Err(AlreadyFinished);
         }
-        let mut change = Change { changed: true, emitted: Vec::new() };
+        let mut change = Change { changed: true, ..Change::default() };
         change.emitted.push(Emitted::RunCancelled(RunCancelled { run_id: self.run_id, attempt: self.attempt }));
         change.emitted.extend(self.finish(AttemptStatus::Cancelled, Some(StatusReason::RunCancelled), now));
         let mut touched = 0;

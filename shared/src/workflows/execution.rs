@@ -129,6 +129,18 @@ fn apply_claim(current: &ExecutionState, at: DateTime<Utc>) -> ExecutionUpdate {
     }
 }
 
+/// What a complete records as the job's outcome: the runner's word, unless
+/// a step it reported failed (a job "succeeded" with a failed step failed).
+/// Recording it so on the runners' side lets the workflows side adopt the
+/// outcome from the record alone.
+pub fn recorded_outcome(status: JobOutcome, steps: &[crate::facts::StepResult]) -> JobOutcome {
+    if steps.iter().any(|step| step.status == StepStatus::Failed) {
+        JobOutcome::Failed
+    } else {
+        status
+    }
+}
+
 /// The runner's word, unless a step it reported failed: a job "succeeded"
 /// with a failed step is recorded as failed.
 fn outcome_of_completion(status: JobOutcome, steps: &[StepStatus]) -> (ExecutionStatus, Option<StatusReason>) {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::facts::JobOutcome;
-use crate::workflows::parse_definition;
+use crate::workflows::{parse_definition, StepStatus};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -55,7 +55,7 @@ fn finish(state: &mut AttemptState, key: &str, status: JobOutcome) -> RunnerEffe
 fn the_first_advance_starts_the_attempt_and_queues_the_roots_only() {
     let definition = definition();
     let mut state = attempt(&definition);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     assert!(change.changed);
     assert_eq!(state.status, AttemptStatus::Running);
     assert_eq!(status_of(&state, "build"), JobStatus::Queued);
@@ -63,22 +63,25 @@ fn the_first_advance_starts_the_attempt_and_queues_the_roots_only() {
     assert!(
         matches!(change.emitted.as_slice(), [Emitted::Queued(q)] if q.job.key == "build" && q.job.timeout_s == 300)
     );
-    assert!(!state.advance(&definition, Utc::now(), MINUTE, 40).changed, "a second advance changes nothing");
+    assert!(
+        !state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new()).changed,
+        "a second advance changes nothing"
+    );
 }
 
 #[test]
 fn a_failed_build_skips_test_runs_report_and_fails_the_attempt() {
     let definition = definition();
     let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     let effect = finish(&mut state, "build", JobOutcome::Failed);
     assert!(effect.finished && effect.emitted.len() == 2);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     assert_eq!(status_of(&state, "test"), JobStatus::Skipped);
     assert_eq!(status_of(&state, "report"), JobStatus::Queued);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t) if t.status == "skipped")));
     finish(&mut state, "report", JobOutcome::Succeeded);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     assert_eq!(state.status, AttemptStatus::Failed);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunTerminated(t) if t.status == "failed")));
 }
@@ -88,27 +91,81 @@ fn a_job_past_its_deadline_times_out_even_when_claimed() {
     let definition = definition();
     let mut state = attempt(&definition);
     let start = Utc::now();
-    state.advance(&definition, start, MINUTE, 40);
+    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
     let build = state.jobs[0].clone();
     let claimed = ExecutionEvent::Claimed { at: start + chrono::Duration::minutes(4) };
     state.apply_runner_event(build.id, build.execution.as_ref().unwrap().id, &claimed, None, start);
     assert_eq!(status_of(&state, "build"), JobStatus::Running);
-    state.advance(&definition, start + chrono::Duration::minutes(5), MINUTE, 40);
+    state.advance(&definition, start + chrono::Duration::minutes(5), MINUTE, 40, &RunnerEndings::new());
     assert_eq!(status_of(&state, "build"), JobStatus::Failed);
     assert_eq!(state.jobs[0].execution.as_ref().unwrap().reason, Some(StatusReason::TimedOut));
+}
+
+#[test]
+fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it() {
+    let definition = definition();
+    let start = Utc::now();
+    let late = start + chrono::Duration::minutes(5);
+    let mut timed_out = attempt(&definition);
+    timed_out.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let build = timed_out.jobs[0].execution.as_ref().unwrap().id;
+    assert_eq!(timed_out.overdue_executions(start), Vec::<Uuid>::new());
+    assert_eq!(timed_out.overdue_executions(late), vec![build]);
+    let change = timed_out.advance(&definition, late, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(change.timed_out, vec![build], "the caller fences what was timed out");
+
+    // The runner completed before the deadline; its fact has not arrived.
+    let mut completed = attempt(&definition);
+    completed.jobs[0].execution.as_mut().unwrap().id = build;
+    completed.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let ended =
+        RunnerEndings::from([(build, ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] })]);
+    let change = completed.advance(&definition, late, MINUTE, 40, &ended);
+    assert!(change.timed_out.is_empty());
+    assert_eq!(status_of(&completed, "build"), JobStatus::Succeeded);
+    assert_eq!(status_of(&completed, "test"), JobStatus::Queued, "the success counts at once");
+
+    // The lease expired before the deadline: runner_lost, not timed_out.
+    let mut lost = attempt(&definition);
+    lost.jobs[0].execution.as_mut().unwrap().id = build;
+    lost.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let ended = RunnerEndings::from([(build, ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] })]);
+    let change = lost.advance(&definition, late, MINUTE, 40, &ended);
+    assert!(change.timed_out.is_empty());
+    assert_eq!(lost.jobs[0].execution.as_ref().unwrap().reason, Some(StatusReason::RunnerLost));
+}
+
+#[test]
+fn at_the_run_timeout_a_job_its_runner_finished_keeps_its_success() {
+    let definition = definition();
+    let start = Utc::now();
+    let mut state = attempt(&definition);
+    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let build = state.jobs[0].execution.as_ref().unwrap().id;
+    let after_run_timeout = state.deadline.unwrap() + chrono::Duration::seconds(1);
+    // The job's own timeout is later than the run's in this check.
+    state.jobs[0].execution.as_mut().unwrap().deadline = Some(after_run_timeout + chrono::Duration::hours(1));
+    assert_eq!(state.overdue_executions(after_run_timeout), vec![build]);
+    let ended =
+        RunnerEndings::from([(build, ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] })]);
+    let change = state.advance(&definition, after_run_timeout, MINUTE, 40, &ended);
+    assert!(change.timed_out.is_empty());
+    assert_eq!(status_of(&state, "build"), JobStatus::Succeeded);
+    assert_eq!(status_of(&state, "test"), JobStatus::Skipped);
+    assert_eq!((state.status, state.reason), (AttemptStatus::Failed, Some(StatusReason::TimedOut)));
 }
 
 #[test]
 fn cancel_spares_always_jobs_and_refuses_a_finished_attempt() {
     let definition = definition();
     let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     let change = state.cancel(&definition, Utc::now(), 40).unwrap();
     assert_eq!(state.status, AttemptStatus::Cancelled);
     assert_eq!(status_of(&state, "build"), JobStatus::Cancelled);
     assert_eq!(status_of(&state, "report"), JobStatus::Pending);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunCancelled(_))));
-    state.advance(&definition, Utc::now(), MINUTE, 40);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     assert_eq!(status_of(&state, "report"), JobStatus::Queued, "always() still runs after a cancel");
     assert_eq!(state.cancel(&definition, Utc::now(), 40), Err(AlreadyFinished));
 }
@@ -117,7 +174,7 @@ fn cancel_spares_always_jobs_and_refuses_a_finished_attempt() {
 fn a_replayed_outcome_changes_nothing() {
     let definition = definition();
     let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     assert!(finish(&mut state, "build", JobOutcome::Succeeded).finished);
     let again = finish(&mut state, "build", JobOutcome::Failed);
     assert!(!again.changed && again.emitted.is_empty());
@@ -137,7 +194,7 @@ fn an_attempt_of_256_jobs_stays_far_under_the_400_kb_item_limit() {
     let definition = parse_definition(&format!("name: wide\njobs:\n{jobs}")).unwrap();
     let mut state = attempt(&definition);
     let start = Utc::now();
-    while state.advance(&definition, start, MINUTE, 40).changed {}
+    while state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new()).changed {}
     for job in state.jobs.clone() {
         let execution = job.execution.as_ref().unwrap().id;
         let claimed = ExecutionEvent::Claimed { at: start };
@@ -158,7 +215,7 @@ fn one_advance_touches_at_most_its_budget_of_jobs() {
     let mut state = attempt(&definition);
     let mut rounds = Vec::new();
     loop {
-        let change = state.advance(&definition, Utc::now(), MINUTE, 40);
+        let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
         if !change.changed {
             break;
         }
