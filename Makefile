@@ -2,7 +2,7 @@
 #   make dev   - the whole local stack: moto + every function behind the API on 127.0.0.1:$${BATON_PORT:-8080}
 #   make test  - every test: lints, Rust unit + integration tests against moto, infra tests
 # Also: make bench - the claim-path benchmark against moto (docs/benchmarks.md); ARGS="--jobs 500" to change it
-#       make chaos - the chaos soak: many seeds of faults (docs/faults.md); BATON_CHAOS_SEEDS=1-100 BATON_CHAOS_RATE=0.1
+#       make chaos - the chaos soak: many seeds of faults (docs/faults.md); BATON_CHAOS_SEEDS=1-40 BATON_CHAOS_RATE=0.1
 .PHONY: dev test lint plan bench chaos
 
 dev:

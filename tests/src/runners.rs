@@ -207,7 +207,13 @@ impl TestStack {
     /// How many items of `kind` (the item `type`) the table holds. Tests only:
     /// it scans, which no hot path may.
     pub async fn count_items(&self, kind: &str) -> usize {
-        let mut count = 0;
+        self.items_of(kind).await.len()
+    }
+
+    /// Every item of `kind` (the item `type`) in the table. Tests only: it
+    /// scans, which no hot path may.
+    pub async fn items_of(&self, kind: &str) -> Vec<baton_shared::store::Item> {
+        let mut items = Vec::new();
         let mut start = None;
         loop {
             let out = self
@@ -222,12 +228,61 @@ impl TestStack {
                 .send()
                 .await
                 .unwrap();
-            count += out.items().len();
+            items.extend(out.items().iter().cloned());
             start = out.last_evaluated_key;
             if start.is_none() {
-                return count;
+                return items;
             }
         }
+    }
+
+    /// Outbox items (by event id and detail type) that the capture
+    /// subscriber never received: facts written but never published.
+    pub fn unpublished<'a>(&self, outbox: impl IntoIterator<Item = &'a (String, String)>) -> Vec<(String, String)> {
+        let published: std::collections::HashSet<String> = baton_shared::facts::ALL_DETAIL_TYPES
+            .iter()
+            .flat_map(|t| self.facts(t))
+            .filter_map(|d| d["event_id"].as_str().map(str::to_string))
+            .collect();
+        outbox.into_iter().filter(|(id, _)| !published.contains(id)).cloned().collect()
+    }
+
+    /// The outbox items' event ids and detail types.
+    pub async fn outbox(&self) -> Vec<(String, String)> {
+        let text = |item: &baton_shared::store::Item, key: &str| {
+            item.get(key).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+        };
+        self.items_of(baton_shared::store::outbox::OUTBOX_TYPE)
+            .await
+            .iter()
+            .map(|item| (text(item, "event_id"), text(item, "detail_type")))
+            .collect()
+    }
+
+    /// Messages left in each dead-letter queue, by logical queue name (only
+    /// queues with some).
+    pub async fn dead_letters(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut dead = std::collections::BTreeMap::new();
+        for (logical, queue) in &self.provisioned.queues {
+            let out = self
+                .clients
+                .sqs
+                .get_queue_attributes()
+                .queue_url(&queue.dlq_url)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+                .send()
+                .await
+                .unwrap();
+            let count = out
+                .attributes()
+                .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            if count > 0 {
+                dead.insert(logical.clone(), count);
+            }
+        }
+        dead
     }
 
     /// Runs the lease reaper once, through every shard, as if the time were `now`.

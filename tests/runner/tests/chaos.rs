@@ -1,38 +1,57 @@
 //! Real workflows, real runner processes, and the local stack failing the way
 //! AWS fails (`baton_shared::faults`): transaction conflicts, throttling,
 //! responses lost after the write applied, partial `PutEvents` failures,
-//! Step Functions answers lost, messages and stream batches delivered twice
-//! and out of order. Each scenario must end exactly as it ends without
-//! faults, and the histories must show no double claim.
+//! Step Functions answers lost, messages and stream batches delivered
+//! twice, out of order and late, invocations abandoned after their first
+//! write. Each scenario (fan-out with a failing job and `always()`, a chain,
+//! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job) must end
+//! exactly as it ends without faults, and the histories must hold: each
+//! execution claimed once under one epoch, every outbox item published,
+//! every dead-letter queue empty, and the runners saw only documented
+//! answers (a 5xx only as a 503, which they retried).
 
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_devhost::HostOptions;
 use baton_shared::faults::FaultPlan;
-use baton_tests::TestStack;
+use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
 use support::*;
 
 /// Every kind of fault at once, each at a rate a busy day on AWS can reach.
 fn plan(seed: u64) -> String {
     format!(
-        "seed={seed};dynamodb:conflict=0.1;dynamodb:throttle=0.05;dynamodb:lost=0.05;\
+        "seed={seed};late_ms=1500;dynamodb:conflict=0.1;dynamodb:throttle=0.05;dynamodb:lost=0.05;\
          events.PutEvents:partial=0.2;events:lost=0.05;states:lost=0.1;\
-         trigger.sqs:duplicate=0.15;trigger.sqs:reorder=0.3;trigger.stream:duplicate=0.1"
+         trigger.sqs:duplicate=0.15;trigger.sqs:reorder=0.3;trigger.sqs:late=0.1;trigger.sqs:abandon=0.1;\
+         trigger.stream:duplicate=0.1;trigger.stream:late=0.05;trigger.stream:abandon=0.1"
     )
 }
 
 /// The soak's plan: every kind of fault at one `rate`.
 fn uniform_plan(seed: u64, rate: f64) -> String {
     format!(
-        "seed={seed};dynamodb:conflict={rate};dynamodb:throttle={rate};dynamodb:lost={rate};\
+        "seed={seed};late_ms=1500;dynamodb:conflict={rate};dynamodb:throttle={rate};dynamodb:lost={rate};\
          events.PutEvents:partial={rate};events:lost={rate};states:lost={rate};\
-         trigger.sqs:duplicate={rate};trigger.sqs:reorder={rate};trigger.stream:duplicate={rate}"
+         trigger.sqs:duplicate={rate};trigger.sqs:reorder={rate};trigger.sqs:late={rate};trigger.sqs:abandon={rate};\
+         trigger.stream:duplicate={rate};trigger.stream:late={rate};trigger.stream:abandon={rate}"
     )
+}
+
+/// Leases short enough that a SIGKILLed runner's job is lost in seconds,
+/// long enough that heartbeats delayed by faults never lose a live one.
+fn timings() -> HashMap<String, String> {
+    HashMap::from([
+        ("BATON_HEARTBEAT_INTERVAL_S".into(), "2".into()),
+        ("BATON_LEASE_DURATION_S".into(), "20".into()),
+        ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), "10".into()),
+        ("BATON_REAPER_PERIOD_S".into(), "2".into()),
+    ])
 }
 
 const FAN_OUT: &str = "name: chaos-fan-out
@@ -92,16 +111,99 @@ jobs:
       - run: echo 4
 ";
 
-/// What a run ended as: its status and each job's status and reason.
-type Outcome = (String, BTreeMap<String, (String, String)>);
+const CANCEL: &str = "name: chaos-cancel
+jobs:
+  slow:
+    runs-on: linux
+    steps:
+      - run: sleep 120
+  after:
+    needs: slow
+    runs-on: linux
+    steps:
+      - run: echo never
+  cleanup:
+    needs: slow
+    if: always()
+    runs-on: linux
+    steps:
+      - run: echo cleanup
+";
+
+/// Fails on its first attempt only, so a `failed` rerun succeeds.
+const RERUN: &str = "name: chaos-rerun
+jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: echo build
+  flaky:
+    needs: build
+    runs-on: linux
+    steps:
+      - run: test \"$BATON_ATTEMPT\" -ge 2
+  ship:
+    needs: flaky
+    runs-on: linux
+    steps:
+      - run: echo ship
+";
+
+/// `doomed` runs on a runner of its own, which the scenario SIGKILLs.
+fn killed(marker: &Path) -> String {
+    format!(
+        "name: chaos-killed
+jobs:
+  doomed:
+    runs-on: doomed
+    steps:
+      - run: echo $$ > {}; sleep 120
+  after:
+    needs: doomed
+    runs-on: linux
+    steps:
+      - run: echo never
+  cleanup:
+    needs: doomed
+    if: always()
+    runs-on: linux
+    steps:
+      - run: echo cleanup
+",
+        marker.display()
+    )
+}
+
+/// What a user does with a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Scenario {
+    /// Fan-out and fan-in, a failing job, an `always()` job.
+    FanOut,
+    Chain,
+    /// Cancel while a job runs; an `always()` job still runs.
+    CancelMidRun,
+    /// A run that failed, rerun with mode `failed`.
+    RerunFailed,
+    /// The runner of a job is SIGKILLed mid-job: the job is lost.
+    RunnerKilled,
+}
+
+const SCENARIOS: [Scenario; 5] =
+    [Scenario::FanOut, Scenario::Chain, Scenario::CancelMidRun, Scenario::RerunFailed, Scenario::RunnerKilled];
+
+/// What a run ended as: its status, its attempts, and each job's status
+/// and reason in the current attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    status: String,
+    attempts: usize,
+    jobs: BTreeMap<String, (String, String)>,
+}
 
 fn outcome(view: &Value) -> Outcome {
     let current = view["current_attempt"].as_u64().unwrap_or(1);
-    let attempt = view["attempts"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["attempt"].as_u64() == Some(current)))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let attempts = view["attempts"].as_array().cloned().unwrap_or_default();
+    let attempt = attempts.iter().find(|a| a["attempt"].as_u64() == Some(current)).cloned().unwrap_or(Value::Null);
     let jobs = attempt["jobs"]
         .as_array()
         .map(|jobs| {
@@ -115,67 +217,238 @@ fn outcome(view: &Value) -> Outcome {
                 .collect()
         })
         .unwrap_or_default();
-    (view["status"].as_str().unwrap_or_default().to_string(), jobs)
+    Outcome { status: view["status"].as_str().unwrap_or_default().to_string(), attempts: attempts.len(), jobs }
 }
 
-/// Runs each workflow to its end on `stack` with two runner processes;
-/// returns the outcomes in order.
-async fn run_all(stack: &TestStack, workflows: &[&str]) -> Vec<Outcome> {
-    let ws = workspace();
-    // A client of a busy service retries a 503 (it carries Retry-After).
-    let token = loop {
-        let created =
-            stack.post(&format!("/v1/workspaces/{ws}/registration-tokens"), &stack.admin_token, json!({})).await;
-        if created.status != 503 {
-            assert_eq!(created.status, 201, "{}", created.body);
-            break created.body["token"].as_str().expect("a token").to_string();
+/// A client of a busy service: a 503 (it carries `Retry-After`) is sent
+/// again after a pause, for up to a minute; any other answer is returned.
+async fn call(
+    stack: &TestStack,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> baton_tests::runners::Answer {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = stack.send(method.clone(), path, &stack.admin_token, body.as_ref().map(Value::to_string)).await;
+        if answer.status != 503 || Instant::now() >= deadline {
+            return answer;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-    };
-    let mut runners = [Runner::start(stack, &token, "linux", &[]), Runner::start(stack, &token, "linux", &[])];
-    let mut outcomes = Vec::new();
-    for (i, yaml) in workflows.iter().enumerate() {
-        // A client of a busy service: a 503 (with Retry-After) is retried,
-        // the create with an idempotency key so a retry makes no second run.
-        let body = json!({"definition": yaml, "idempotency_key": format!("chaos-{i}")});
-        let created = loop {
-            let created = stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, body.clone()).await;
-            if created.status != 503 {
-                break created;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        };
-        assert_eq!(created.status, 201, "{}", created.body);
-        let run_id = created.body["id"].as_str().expect("a run id").to_string();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        let view = loop {
-            let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
-            let view = stack.send(reqwest::Method::GET, &path, &stack.admin_token, None).await;
-            if view.status == 503 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            assert_eq!(view.status, 200, "{}", view.body);
-            let finished =
-                view.body["status"].as_str().is_some_and(|s| ["succeeded", "failed", "cancelled"].contains(&s));
-            if finished {
-                break view.body;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "run {run_id} did not finish; {}; last view:\n{:#}",
-                    diagnose(stack, &view.body).await,
-                    view.body
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
-        outcomes.push(outcome(&view));
     }
+}
+
+/// Waits until the run's view satisfies `done`; `Err` after `timeout`.
+async fn wait_run(
+    stack: &TestStack,
+    path: &str,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Value, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let view = call(stack, reqwest::Method::GET, path, None).await;
+        if view.status == 200 && done(&view.body) {
+            return Ok(view.body);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{what} not within {timeout:?} ({}); last view {}",
+                diagnose(stack, &view.body).await,
+                view.body
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The run ended and so did every job of its current attempt (a cancelled
+/// run is `cancelled` at once, while its `always()` jobs still run).
+fn finished(view: &Value) -> bool {
+    let terminal = |s: &str| ["succeeded", "failed", "cancelled", "skipped"].contains(&s);
+    let current = view["current_attempt"].as_u64().unwrap_or(1);
+    let jobs_ended = view["attempts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["attempt"].as_u64() == Some(current)))
+        .and_then(|a| a["jobs"].as_array())
+        .is_some_and(|jobs| jobs.iter().all(|j| j["status"].as_str().is_some_and(terminal)));
+    view["status"].as_str().is_some_and(terminal) && jobs_ended
+}
+
+fn job_status<'a>(view: &'a Value, key: &str) -> &'a Value {
+    let current = view["current_attempt"].as_u64().unwrap_or(1);
+    view["attempts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["attempt"].as_u64() == Some(current)))
+        .and_then(|a| a["jobs"].as_array())
+        .and_then(|jobs| jobs.iter().find(|j| j["key"] == key))
+        .map_or(&Value::Null, |j| &j["status"])
+}
+
+/// Plays `scenario` in workspace `ws` to its end: creates the run, does
+/// what the scenario does to it, waits until it finished.
+async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir: &Path) -> Result<Outcome, String> {
+    let marker = dir.join(format!("{scenario:?}.pgid"));
+    let definition = match scenario {
+        Scenario::FanOut => FAN_OUT.to_string(),
+        Scenario::Chain => CHAIN.to_string(),
+        Scenario::CancelMidRun => CANCEL.to_string(),
+        Scenario::RerunFailed => RERUN.to_string(),
+        Scenario::RunnerKilled => killed(&marker),
+    };
+    // The idempotency key makes a create retried after a lost answer the
+    // same run.
+    let body = json!({ "definition": definition, "idempotency_key": format!("chaos-{scenario:?}") });
+    let created = call(stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/runs"), Some(body)).await;
+    if created.status != 201 && created.status != 200 {
+        return Err(format!("create answered {}: {}", created.status, created.body));
+    }
+    let run_id = created.body["id"].as_str().unwrap_or_default().to_string();
+    let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
+    let wait = Duration::from_secs(180);
+    match scenario {
+        Scenario::FanOut | Scenario::Chain => {}
+        Scenario::CancelMidRun => {
+            wait_run(stack, &path, wait, "slow running", |v| job_status(v, "slow") == "running").await?;
+            let cancel = call(stack, reqwest::Method::POST, &format!("{path}/cancel"), None).await;
+            // 409 run-already-finished: a retry after an applied cancel whose answer was lost.
+            if cancel.status != 202 && cancel.status != 409 {
+                return Err(format!("cancel answered {}: {}", cancel.status, cancel.body));
+            }
+        }
+        Scenario::RerunFailed => {
+            wait_run(stack, &path, wait, "the first attempt finished", finished).await?;
+            let rerun =
+                call(stack, reqwest::Method::POST, &format!("{path}/rerun"), Some(json!({ "mode": "failed" }))).await;
+            // 409 run-not-terminal: a retry after an applied rerun whose answer was lost.
+            if rerun.status != 201 && rerun.status != 409 {
+                return Err(format!("rerun answered {}: {}", rerun.status, rerun.body));
+            }
+            wait_run(stack, &path, wait, "the rerun", |v| v["current_attempt"] == 2).await?;
+        }
+        Scenario::RunnerKilled => {
+            let mut doomed = Runner::start(stack, token, "doomed", &[]);
+            let pgid = wait_for("the doomed step's pid", Duration::from_secs(120), || async {
+                std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse::<i32>().ok())
+            })
+            .await;
+            let _group = GroupGuard(pgid);
+            doomed.signal(libc::SIGKILL);
+            doomed.exited(WAIT).await;
+            kill_group(pgid);
+        }
+    }
+    let view = wait_run(stack, &path, wait, "the run finished", finished).await?;
+    Ok(outcome(&view))
+}
+
+/// What one stack's runs ended as, and what its histories show.
+struct Played {
+    outcomes: BTreeMap<Scenario, Result<Outcome, String>>,
+    violations: Vec<String>,
+    /// Requests the runners sent again after a transient failure.
+    retries: usize,
+}
+
+/// Plays every scenario at once on `stack` with two runner processes, then
+/// checks the histories.
+async fn play_all(stack: &TestStack) -> Played {
+    let ws = workspace();
+    let token = loop {
+        let created =
+            call(stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/registration-tokens"), Some(json!({})))
+                .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        if let Some(token) = created.body["token"].as_str() {
+            break token.to_string();
+        }
+    };
+    let dir = scratch();
+    let logs: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("runner-{i}.log"))).collect();
+    let mut runners: Vec<Runner> =
+        logs.iter().map(|log| Runner::start_logged(stack, &token, "linux", &["--concurrency", "3"], log)).collect();
+    let outcomes = futures::future::join_all(SCENARIOS.iter().map(|&scenario| {
+        let (ws, token, dir) = (&ws, &token, &dir);
+        async move { (scenario, play(stack, ws, token, scenario, dir).await) }
+    }))
+    .await
+    .into_iter()
+    .collect();
     for runner in &mut runners {
         runner.stop().await;
     }
-    outcomes
+    let mut violations = claimed_more_than_once(stack);
+    // Facts written last (a run's end) may still be on their way.
+    let outbox = stack.outbox().await;
+    if outbox.is_empty() {
+        violations.push("the outbox holds no fact: nothing to check publishing against".into());
+    }
+    let published = tokio::time::timeout(Duration::from_secs(60), async {
+        while !stack.unpublished(&outbox).is_empty() {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    if published.is_err() {
+        violations.push(format!("outbox items never published: {:?}", stack.unpublished(&outbox)));
+    }
+    let dead = stack.dead_letters().await;
+    if !dead.is_empty() {
+        violations.push(format!("dead letters: {dead:?}"));
+    }
+    let (retries, seen) = runner_answers(&logs);
+    violations.extend(seen);
+    Played { outcomes, violations, retries }
+}
+
+/// Each execution was claimed at most once, under one epoch: the distinct
+/// `job.claimed` facts the bus carried (a fact delivered twice has one
+/// `event_id`).
+fn claimed_more_than_once(stack: &TestStack) -> Vec<String> {
+    let mut claims: HashMap<String, HashSet<(String, u64)>> = HashMap::new();
+    for fact in stack.facts("baton.runners.job.claimed") {
+        let execution = fact["job_execution_id"].as_str().unwrap_or_default().to_string();
+        let event = fact["event_id"].as_str().unwrap_or_default().to_string();
+        claims.entry(execution).or_default().insert((event, fact["epoch"].as_u64().unwrap_or(0)));
+    }
+    let mut violations: Vec<String> = claims
+        .iter()
+        .filter(|(_, claims)| claims.len() > 1)
+        .map(|(execution, claims)| format!("execution {execution} claimed {} times: {claims:?}", claims.len()))
+        .collect();
+    if claims.is_empty() {
+        violations.push("no job was claimed".into());
+    }
+    violations
+}
+
+/// What the runners' logs show: how many requests they retried, and every
+/// answer that is not documented (an error logged, a 5xx other than 503, a
+/// request refused, a lease lost).
+fn runner_answers(logs: &[PathBuf]) -> (usize, Vec<String>) {
+    let (mut retries, mut violations) = (0, Vec::new());
+    for log in logs {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<Value>(line) else { continue };
+            let fields = &entry["fields"];
+            let message = fields["message"].as_str().unwrap_or_default();
+            let error = fields["error"].as_str().unwrap_or_default();
+            if message.ends_with("retrying") || message.ends_with("failed") {
+                retries += 1;
+            }
+            let undocumented_5xx = error.contains("HTTP 5") && !error.contains("HTTP 503 unavailable");
+            let wrong = entry["level"] == "ERROR"
+                || undocumented_5xx
+                || error.contains("request refused")
+                || message.starts_with("lease lost");
+            if wrong {
+                violations.push(format!("{}: {line}", log.display()));
+            }
+        }
+    }
+    (retries, violations)
 }
 
 /// Where each unfinished execution of `view` is on the runners side: did its
@@ -186,7 +459,7 @@ async fn diagnose(stack: &TestStack, view: &Value) -> String {
     for attempt in view["attempts"].as_array().into_iter().flatten() {
         for job in attempt["jobs"].as_array().into_iter().flatten() {
             for execution in job["executions"].as_array().into_iter().flatten() {
-                if execution["status"] == "queued" {
+                if execution["status"] == "queued" || execution["status"] == "running" {
                     let id = execution["id"].as_str().unwrap_or_default();
                     let on_bus = queued.iter().filter(|f| f["job_execution_id"] == id).count();
                     let record = match uuid::Uuid::parse_str(id) {
@@ -204,28 +477,45 @@ async fn diagnose(stack: &TestStack, view: &Value) -> String {
     notes.join("; ")
 }
 
-/// Each execution was claimed at most once, and under one epoch: the
-/// distinct `job.claimed` facts the bus carried (a fact delivered twice has
-/// one `event_id`).
-fn assert_each_execution_claimed_once(stack: &TestStack) {
-    let mut claims: HashMap<String, HashSet<String>> = HashMap::new();
-    for fact in stack.facts("baton.runners.job.claimed") {
-        let execution = fact["job_execution_id"].as_str().unwrap_or_default().to_string();
-        claims.entry(execution).or_default().insert(fact["event_id"].as_str().unwrap_or_default().to_string());
-    }
-    assert!(!claims.is_empty(), "jobs were claimed");
-    for (execution, events) in claims {
-        assert_eq!(events.len(), 1, "execution {execution} was claimed {} times", events.len());
-    }
+/// A stack with the chaos suite's timings, whose functions meet `faults`.
+async fn stack(faults: Option<String>) -> (TestStack, Option<Arc<FaultPlan>>) {
+    let plan = faults.map(|f| Arc::new(FaultPlan::parse(&f).expect("a valid plan").expect("rules")));
+    let options = HostOptions { faults: plan.clone(), ..HostOptions::default() };
+    (TestStack::start_custom(|_| {}, timings(), options).await, plan)
 }
 
-/// The workflows run on a stack whose functions meet `faults`.
-async fn stormy_run(faults: String, workflows: &[&str]) -> (Vec<Outcome>, Arc<FaultPlan>, TestStack) {
-    let plan = Arc::new(FaultPlan::parse(&faults).expect("a valid plan").expect("rules"));
-    let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
-    let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
-    let outcomes = run_all(&stack, workflows).await;
-    (outcomes, plan, stack)
+/// The calm run's outcomes: every scenario played without faults.
+async fn calm() -> BTreeMap<Scenario, Outcome> {
+    let (stack, _) = stack(None).await;
+    let played = play_all(&stack).await;
+    assert!(played.violations.is_empty(), "without faults: {:#?}", played.violations);
+    played
+        .outcomes
+        .into_iter()
+        .map(|(scenario, outcome)| (scenario, outcome.unwrap_or_else(|e| panic!("{scenario:?} without faults: {e}"))))
+        .collect()
+}
+
+/// One seed's run of every scenario with faults, measured against `calm`:
+/// the violations, the faults injected by kind, the runners' retries.
+async fn stormy(
+    seed: u64,
+    faults: String,
+    calm: &BTreeMap<Scenario, Outcome>,
+) -> (Vec<String>, BTreeMap<&'static str, u64>, usize) {
+    let (stack, plan) = stack(Some(faults)).await;
+    let played = play_all(&stack).await;
+    let mut violations: Vec<String> = played.violations.iter().map(|v| format!("seed {seed}: {v}")).collect();
+    for (scenario, outcome) in &played.outcomes {
+        match outcome {
+            Ok(outcome) if Some(outcome) == calm.get(scenario) => {}
+            Ok(outcome) => violations
+                .push(format!("seed {seed}: {scenario:?} ended {outcome:?}, without faults {:?}", calm.get(scenario))),
+            Err(err) => violations.push(format!("seed {seed}: {scenario:?}: {err}")),
+        }
+    }
+    let injected = plan.map(|p| p.injected_by_kind()).unwrap_or_default();
+    (violations, injected, played.retries)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,66 +526,58 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
         let rate = std::env::var("BATON_CHAOS_RATE").map_or(0.1, |r| r.parse().expect("BATON_CHAOS_RATE is a rate"));
         return soak(first.parse().expect("a seed"), last.parse().expect("a seed"), rate).await;
     }
-    let workflows = [FAN_OUT, CHAIN];
-    // The fault-free run and the stormy ones side by side: each on a
-    // stack of its own, so they share nothing but the emulator.
-    let calm = async { run_all(&TestStack::start().await, &workflows).await };
-    let stormy = |seed: u64| async move {
-        let (outcomes, faults, stack) = stormy_run(plan(seed), &workflows).await;
-        (seed, outcomes, faults, stack)
-    };
-    let (calm, first, second) = tokio::join!(calm, stormy(1), stormy(2));
-    assert_eq!(calm[0].0, "failed", "the fan-out fails through test-b: {calm:?}");
-    assert_eq!(calm[1].0, "succeeded", "{calm:?}");
-    for (seed, stormy, faults, stack) in [first, second] {
-        assert_eq!(stormy, calm, "seed {seed}: the same ends; faults injected {:?}", faults.injected_by_kind());
-        assert_each_execution_claimed_once(&stack);
-        let injected = faults.injected_by_kind();
-        eprintln!("chaos: seed {seed}: faults injected by kind: {injected:?}");
-        assert!(injected.len() >= 5, "seed {seed}: several kinds of fault met the run: {injected:?}");
+    let calm = calm().await;
+    assert_eq!(calm[&Scenario::FanOut].status, "failed", "the fan-out fails through test-b: {calm:?}");
+    assert_eq!(calm[&Scenario::Chain].status, "succeeded", "{calm:?}");
+    assert_eq!(calm[&Scenario::CancelMidRun].status, "cancelled", "{calm:?}");
+    assert_eq!(calm[&Scenario::CancelMidRun].jobs["cleanup"].0, "succeeded", "always() runs after a cancel");
+    assert_eq!((calm[&Scenario::RerunFailed].status.as_str(), calm[&Scenario::RerunFailed].attempts), ("succeeded", 2));
+    assert_eq!(calm[&Scenario::RunnerKilled].jobs["doomed"], ("failed".into(), "runner_lost".into()), "{calm:?}");
+    // Two seeds side by side: each on a stack of its own.
+    let (first, second) = tokio::join!(stormy(1, plan(1), &calm), stormy(2, plan(2), &calm));
+    for (seed, (violations, injected, retries)) in [(1, first), (2, second)] {
+        eprintln!("chaos: seed {seed}: faults injected by kind {injected:?}; runner retries {retries}");
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert!(injected.len() >= 8, "seed {seed}: many kinds of fault met the runs: {injected:?}");
     }
 }
 
-/// `make chaos`: the same scenario over many seeds at one fault rate for
-/// every kind, `seeds` (`first-last`) at `rate`. It counts what happened
-/// instead of stopping at the first difference, prints the counts, and fails
-/// at the end if any run ended otherwise than without faults.
+/// `make chaos`: every scenario over many seeds at one fault rate for every
+/// kind, `seeds` (`first-last`) at `rate`. It counts what happened instead
+/// of stopping at the first difference, prints the counts, and fails at the
+/// end if any invariant was violated.
 async fn soak(first: u64, last: u64, rate: f64) {
-    let workflows = [FAN_OUT, CHAIN];
-    let calm = run_all(&TestStack::start().await, &workflows).await;
+    let started = Instant::now();
+    let calm = calm().await;
     let mut injected: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let (mut runs, mut violations) = (0, Vec::new());
+    let (mut runs, mut retries, mut violations) = (0, 0, Vec::new());
     let seeds: Vec<u64> = (first..=last).collect();
     // Two stacks at a time: the machine has two cores.
     for pair in seeds.chunks(2) {
         let results = futures::future::join_all(pair.iter().map(|&seed| {
-            let workflows = &workflows;
-            async move { (seed, stormy_run(uniform_plan(seed, rate), workflows).await) }
+            let calm = &calm;
+            async move { stormy(seed, uniform_plan(seed, rate), calm).await }
         }))
         .await;
-        for (seed, (outcomes, plan, stack)) in results {
-            runs += outcomes.len();
-            for (kind, n) in plan.injected_by_kind() {
+        for (found, by_kind, retried) in results {
+            runs += SCENARIOS.len();
+            retries += retried;
+            for (kind, n) in by_kind {
                 *injected.entry(kind).or_default() += n;
             }
-            if outcomes != calm {
-                violations.push(format!("seed {seed}: ended {outcomes:?}"));
-            }
-            let mut claims: HashMap<String, HashSet<String>> = HashMap::new();
-            for fact in stack.facts("baton.runners.job.claimed") {
-                let execution = fact["job_execution_id"].as_str().unwrap_or_default().to_string();
-                claims.entry(execution).or_default().insert(fact["event_id"].as_str().unwrap_or_default().to_string());
-            }
-            for (execution, events) in claims.iter().filter(|(_, events)| events.len() > 1) {
-                violations.push(format!("seed {seed}: execution {execution} claimed {} times", events.len()));
-            }
+            violations.extend(found);
         }
+        eprintln!("chaos soak: {runs} runs so far, {} violations, {:?}", violations.len(), started.elapsed());
     }
-    let redeliveries = injected.get("duplicate").copied().unwrap_or(0);
+    let total: u64 = injected.values().sum();
     eprintln!(
-        "chaos soak: seeds {first}-{last} at rate {rate}: {runs} runs, {} seeds, faults injected by kind {injected:?}, \
-         redeliveries {redeliveries}, invariant violations {}",
+        "chaos soak: seeds {first}-{last} at rate {rate}: {runs} runs ({} scenarios x {} seeds) in {:?}; \
+         faults injected {total} by kind {injected:?}; redeliveries {}; runner retries {retries}; \
+         invariant violations {}",
+        SCENARIOS.len(),
         seeds.len(),
+        started.elapsed(),
+        injected.get("duplicate").copied().unwrap_or(0) + injected.get("abandon").copied().unwrap_or(0),
         violations.len()
     );
     assert!(violations.is_empty(), "{violations:#?}");

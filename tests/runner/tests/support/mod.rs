@@ -111,6 +111,29 @@ impl Runner {
         Self { child, work_dir }
     }
 
+    /// As [`Runner::start`], with JSON logs written to `log` (for checks on
+    /// what the runner saw).
+    pub fn start_logged(stack: &TestStack, token: &str, labels: &str, args: &[&str], log: &Path) -> Self {
+        let work_dir = scratch().join("work");
+        let file = std::fs::File::create(log).expect("a log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_runner-under-test"))
+            .arg("--api")
+            .arg(&stack.api)
+            .arg("--labels")
+            .arg(labels)
+            .arg("--work-dir")
+            .arg(&work_dir)
+            .arg("--kill-grace-s")
+            .arg("2")
+            .arg("--json-logs")
+            .args(args)
+            .env("BATON_REGISTRATION_TOKEN", token)
+            .stdout(file)
+            .spawn()
+            .expect("baton-runner starts");
+        Self { child, work_dir }
+    }
+
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill(2) on our own child's pid.
         let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
