@@ -2,8 +2,10 @@
 //! interval (the first one at once), with at most one request in flight. It
 //! turns the answers into a [`Stop`] for the job: `cancel: true` →
 //! [`Stop::Cancel`]; `409 lease-lost` (or a lease token the server no
-//! longer knows) → [`Stop::LeaseLost`].
+//! longer knows) → [`Stop::LeaseLost`], unless the job is already reporting
+//! its result: then the complete ended the lease, and its answer decides.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +24,7 @@ pub async fn keep_alive(
     execution: Uuid,
     mut interval: Duration,
     stop: Arc<watch::Sender<Stop>>,
+    reporting: Arc<AtomicBool>,
 ) {
     let mut stop_rx = stop.subscribe();
     let mut errors = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
@@ -36,6 +39,11 @@ pub async fn keep_alive(
                 }
                 tracing::debug!(%execution, expires_at = %answer.expires_at, "heartbeat");
                 interval
+            }
+            Err(err) if err.means_lease_gone() && reporting.load(Ordering::SeqCst) => {
+                // The complete in flight ended the lease; its answer decides.
+                tracing::debug!(%execution, "the lease ended while the result was being reported");
+                return;
             }
             Err(err) if err.means_lease_gone() => {
                 tracing::warn!(%execution, error = %err, "lease lost: stopping the job without a report");

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,12 +83,14 @@ pub async fn run_job(
     let key = claim.job.key.clone();
     let (stop_tx, mut stop_rx) = watch::channel(Stop::None);
     let stop_tx = Arc::new(stop_tx);
+    let reporting = Arc::new(AtomicBool::new(false));
     let heartbeat = tokio::spawn(heartbeat::keep_alive(
         settings.client.clone(),
         claim.lease.token.clone(),
         execution,
         heartbeat_interval,
         stop_tx.clone(),
+        reporting.clone(),
     ));
     let abandon = {
         let stop_tx = stop_tx.clone();
@@ -110,6 +113,9 @@ pub async fn run_job(
         }
     };
 
+    // From here the complete's own answer says whether the lease was lost:
+    // a heartbeat racing it finds the lease it just ended.
+    reporting.store(true, Ordering::SeqCst);
     let stop = *stop_rx.borrow();
     let end = match stop {
         Stop::LeaseLost => JobEnd::LeaseLost,
