@@ -69,6 +69,12 @@ pub struct RegisterResponse {
 pub struct ClaimRequest {
     #[serde(default)]
     pub wait_s: Option<u64>,
+    /// Chosen by the runner for one claim and sent again with each retry of
+    /// it: if an earlier try was applied but its answer was lost, the retry
+    /// is answered with the same job under a fresh lease token, instead of
+    /// leaving that job leased to nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Uuid>,
 }
 
 /// The longest long poll a claim may ask for.

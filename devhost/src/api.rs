@@ -10,6 +10,8 @@ use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::resources::Route;
 use lambda_http::{Body, RequestExt};
 
+use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
+
 use crate::functions::Functions;
 
 /// API Gateway's own payload limit; the handlers enforce the API's 1 MiB.
@@ -41,6 +43,8 @@ pub fn match_route<'a>(routes: &'a [Route], method: &str, path: &str) -> Option<
 pub struct Gateway {
     pub routes: Vec<Route>,
     pub functions: Arc<Functions>,
+    /// Invocations as Lambda runs them on a bad day (`trigger.http` faults).
+    pub faults: Option<Arc<FaultPlan>>,
 }
 
 impl Gateway {
@@ -59,8 +63,34 @@ impl Gateway {
         let body = if bytes.is_empty() { Body::Empty } else { Body::Binary(bytes.to_vec()) };
         let request =
             http::Request::from_parts(parts, body).with_path_parameters(params).with_query_string_parameters(query);
-        to_axum(self.functions.http(&route.function, request).await)
+        // Boxed: a handler's future is large, and it is moved into wrappers.
+        let invocation = Box::pin(self.functions.http(&route.function, request));
+        let fault = self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &format!("http.{}", route.function)));
+        match fault {
+            // What API Gateway answers when the function crashed or timed
+            // out: the client cannot tell whether anything was applied.
+            Some(Fault::Abandon) => match abandoned_after_first_write(invocation).await {
+                Some(response) => to_axum(response),
+                None => gateway_error(502, "Internal server error"),
+            },
+            // The function ran to its end; its answer never reached the client.
+            Some(Fault::Lost) => {
+                invocation.await;
+                gateway_error(504, "Endpoint request timed out")
+            }
+            _ => to_axum(invocation.await),
+        }
     }
+}
+
+/// An answer of API Gateway itself (not of a function), with its body.
+fn gateway_error(status: u16, message: &str) -> axum::response::Response {
+    let body = serde_json::json!({ "message": message }).to_string();
+    axum::response::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(AxumBody::from(body))
+        .unwrap_or_default()
 }
 
 /// The query string's parameters, decoded as a browser form encodes them

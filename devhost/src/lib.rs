@@ -117,7 +117,11 @@ impl DevHost {
         let (stop, shutdown) = watch::channel(());
         let mut tasks = Vec::new();
 
-        let gateway = Arc::new(api::Gateway { routes: provisioned.plan.routes.clone(), functions: functions.clone() });
+        let gateway = Arc::new(api::Gateway {
+            routes: provisioned.plan.routes.clone(),
+            functions: functions.clone(),
+            faults: options.faults.clone(),
+        });
         let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
             let gateway = gateway.clone();
             async move { gateway.serve(req).await }

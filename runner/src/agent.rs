@@ -11,6 +11,7 @@ use baton_api::runners::{RegisterRequest, RegisterResponse, MAX_CLAIM_WAIT_S};
 use chrono::Utc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use uuid::Uuid;
 
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError};
@@ -90,6 +91,8 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
     };
     let mut idle = idle_backoff(&session.response);
     let mut failure = None;
+    // The id of the claim being tried (kept while its tries fail transiently).
+    let mut claim_request: Option<Uuid> = None;
 
     loop {
         while let Some(done) = jobs.try_join_next() {
@@ -122,13 +125,20 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
             }
         }
         let token = session.response.session_token.clone();
+        // One claim, however many tries it takes: a retry after a transient
+        // failure carries the same id, so a claim that was applied but whose
+        // answer was lost brings its job instead of stranding it.
+        let request_id = *claim_request.get_or_insert_with(Uuid::now_v7);
         // A drain lets a claim in flight finish (and runs what it brings):
         // dropping it could leave a job leased to nobody until its lease
         // expires. Abandoning does not wait.
         let answer = tokio::select! {
-            answer = client.claim(&token, config.claim_wait_s.min(MAX_CLAIM_WAIT_S)) => answer,
+            answer = client.claim(&token, config.claim_wait_s.min(MAX_CLAIM_WAIT_S), request_id) => answer,
             _ = shutdown.wait_for(|s| *s == Shutdown::Abandon) => continue,
         };
+        if !matches!(&answer, Err(err) if err.is_transient()) {
+            claim_request = None;
+        }
         let delay = match answer {
             Ok(Some(claim)) => {
                 errors.reset();

@@ -171,8 +171,14 @@ impl Client {
     }
 
     /// `POST /v1/runners/claim`, long-polling up to `wait_s`: `None` on 204.
-    pub async fn claim(&self, session_token: &str, wait_s: u64) -> Result<Option<ClaimResponse>, ClientError> {
-        let body = ClaimRequest { wait_s: Some(wait_s) };
+    /// `request_id` names this claim: send it again with each retry of it.
+    pub async fn claim(
+        &self,
+        session_token: &str,
+        wait_s: u64,
+        request_id: Uuid,
+    ) -> Result<Option<ClaimResponse>, ClientError> {
+        let body = ClaimRequest { wait_s: Some(wait_s), request_id: Some(request_id) };
         let timeout = REQUEST_TIMEOUT + Duration::from_secs(wait_s);
         self.send(reqwest::Method::POST, "/v1/runners/claim", session_token, Some(&body), timeout).await
     }

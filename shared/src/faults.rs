@@ -132,7 +132,9 @@ impl Fault {
         match self {
             Fault::Conflict => dynamodb_write,
             Fault::Throttle => service == "dynamodb",
-            Fault::ServerError | Fault::Lost => true,
+            // A trigger loses an answer only where there is a client to
+            // lose it: the API (`trigger.http`).
+            Fault::ServerError | Fault::Lost => service != TRIGGER || covers("http", operation),
             Fault::Partial => service == "events" && operation == "PutEvents",
             Fault::InvalidToken | Fault::TaskTimedOut => service == "states" && operation.starts_with("SendTask"),
             Fault::Duplicate | Fault::Late | Fault::Abandon => service == TRIGGER,
@@ -334,7 +336,8 @@ tokio::task_local! {
 /// Only requests made by the invocation's own task are seen.
 pub async fn abandoned_after_first_write<F: std::future::Future>(invocation: F) -> Option<F::Output> {
     let wrote = Arc::new(tokio::sync::Notify::new());
-    let invocation = WROTE.scope(wrote.clone(), invocation);
+    // Boxed: an invocation's future is large.
+    let invocation = Box::pin(WROTE.scope(wrote.clone(), invocation));
     tokio::select! {
         biased;
         _ = wrote.notified() => None,

@@ -289,3 +289,42 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     assert_eq!(steps.0, "succeeded");
     assert!(plan.injected_by_kind().get("late").copied().unwrap_or(0) >= 2, "{:?}", plan.injected_by_kind());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_a_fresh_token() {
+    // The claim function runs to its end, then API Gateway answers 504
+    // (seed 6: the first claim's answer is lost, the second's is not). A
+    // retry with the same request id must bring the job it took; without
+    // the id the job would stay leased to nobody until it is lost.
+    let (stack, plan) = stack_with_faults("seed=6;trigger.http.claim:lost=0.5").await;
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let request = json!({ "request_id": uuid::Uuid::now_v7() });
+    let mut answers = Vec::new();
+    let claim = loop {
+        let answer = stack.post("/v1/runners/claim", &session, request.clone()).await;
+        answers.push(answer.status);
+        if answer.status != 504 {
+            break answer;
+        }
+        assert!(answers.len() < 10, "the answers kept being lost: {answers:?}");
+    };
+    assert!(answers.contains(&504), "an answer was lost first: {answers:?}");
+    assert_eq!(claim.status, 200, "{}", claim.body);
+    assert_eq!(claim.body["job_execution_id"], queued.to_string(), "the job the lost answer took");
+    let token = claim.body["lease"]["token"].as_str().expect("a lease token").to_string();
+    assert_eq!(stack.heartbeat(&token, queued).await.status, 200, "the fresh token holds the lease");
+    // The same request again, now that the lease is in use: nothing more.
+    let again = stack.post("/v1/runners/claim", &session, request.clone()).await;
+    assert!(again.status == 204 || again.status == 504, "{} {}", again.status, again.body);
+    let claimed = stack.wait_fact("baton.runners.job.claimed", Duration::from_secs(30), |d| {
+        d["job_execution_id"] == queued.to_string()
+    });
+    let _ = claimed.await;
+    assert_eq!(
+        stack.facts("baton.runners.job.claimed").len(),
+        1,
+        "one claim, however many tries: {:?}",
+        plan.injected_by_kind()
+    );
+}

@@ -40,11 +40,20 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         context.store.touch_session(&session, now, touch_every).await?;
         let deadline = tokio::time::Instant::now() + wait;
         let mut stats = ClaimStats::default();
+        // A retry of a claim whose answer was lost gets that answer again.
+        let mut answered = match body.request_id {
+            Some(id) => context.store.claim_answered(&session, id).await?,
+            None => None,
+        };
         loop {
-            let outcome = context
-                .store
-                .claim_next(&session, &context.config.lease, context.config.outbox_ttl_days, chrono::Utc::now(), &mut stats)
-                .await?;
+            let outcome = match answered.take() {
+                Some(outcome) => outcome,
+                None => {
+                    let now = chrono::Utc::now();
+                    let (lease, ttl) = (&context.config.lease, context.config.outbox_ttl_days);
+                    context.store.claim_next(&session, body.request_id, lease, ttl, now, &mut stats).await?
+                }
+            };
             match outcome {
                 ClaimOutcome::Claimed(claimed) => {
                     let job = claim_response(*claimed);

@@ -17,13 +17,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
-use super::keys::{lease_shard, LEASE_SK};
+use super::keys::{claim_request_sk, lease_shard, session_pk, LEASE_SK};
 use super::leases::LeaseItem;
 use super::queue::{lease_ref, ClaimAttempt, LabelSet, PendingItem};
 use super::sessions::Session;
-use super::Store;
+use super::{from_item, n, s, Store};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed};
@@ -47,6 +51,27 @@ pub enum ClaimOutcome {
     NothingToClaim,
     SessionExhausted,
 }
+
+/// What a claim with a `request_id` took (`SESSION#<session>` /
+/// `CLAIM#<request id>`), written in the claim's transaction: a retry of
+/// that claim after its answer was lost finds it and is answered with the
+/// same job (the lease gets a fresh token: nobody received the first).
+/// Kept a day (TTL); a retry comes within seconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClaimAnswer {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub execution_id: Uuid,
+    pub epoch: u64,
+    /// The pending item the claim took: the answer is built from it.
+    pub pending: PendingItem,
+    pub ttl: i64,
+}
+
+/// How long a claim's answer is kept for its retries.
+pub const CLAIM_ANSWER_TTL: chrono::Duration = chrono::Duration::days(1);
 
 /// Counters of one claim, for metrics and the benchmark.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -82,22 +107,75 @@ impl Store {
         Ok(sets)
     }
 
+    /// Claims the next job `session` may run. With `request_id`, what it
+    /// takes is kept for the claim's retries ([`Store::claim_answered`]).
     pub async fn claim_next(
         &self,
         session: &Session,
+        request_id: Option<Uuid>,
         lease_config: &LeaseConfig,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
         let sets = self.label_sets_cached(&session.workspace_id).await?;
-        self.claim_among(&sets, session, lease_config, outbox_ttl_days, now, stats).await
+        self.claim_among(&sets, session, request_id, lease_config, outbox_ttl_days, now, stats).await
     }
 
+    /// The answer an earlier try of claim `request_id` of `session` got, if
+    /// one was applied: the same job, its lease under a fresh token.
+    /// `Some(NothingToClaim)` when that lease was since used, ended or taken
+    /// over (the claim is over; the runner claims afresh).
+    pub async fn claim_answered(
+        &self,
+        session: &Session,
+        request_id: Uuid,
+    ) -> Result<Option<ClaimOutcome>, StoreError> {
+        let Some(item) = self.get(&session_pk(session.id), &claim_request_sk(request_id)).await? else {
+            return Ok(None);
+        };
+        let answer: ClaimAnswer = from_item(item)?;
+        let token = new_lease_token(answer.execution_id, answer.epoch);
+        // Only a lease its runner never used gets a new token: the first
+        // answer was lost, so nobody holds the old one. A lease that was
+        // heartbeated is held: a confused retry must not take it over.
+        let rotated = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(LeaseItem::key(answer.execution_id)))
+            .key("sk", s(LEASE_SK))
+            .update_expression("SET token_hash = :new")
+            .condition_expression("epoch = :e AND session_id = :s AND heartbeated = :no")
+            .expression_attribute_values(":new", s(hash_token(&token)))
+            .expression_attribute_values(":e", n(answer.epoch))
+            .expression_attribute_values(":s", s(session.id.to_string()))
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match rotated {
+            Ok(out) => {
+                let lease: LeaseItem = from_item(out.attributes.unwrap_or_default())?;
+                Ok(Some(ClaimOutcome::Claimed(Box::new(Claimed {
+                    pending: answer.pending,
+                    lease,
+                    lease_token: token,
+                }))))
+            }
+            Err(err) if matches!(err.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
+                Ok(Some(ClaimOutcome::NothingToClaim))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn claim_among(
         &self,
         sets: &[LabelSet],
         session: &Session,
+        request_id: Option<Uuid>,
         lease_config: &LeaseConfig,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
@@ -152,7 +230,16 @@ impl Store {
                     now,
                     JobClaimed { lease: lease_ref(pending, session.id, epoch), claimed_at: now },
                 );
-                match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days).await? {
+                let answer = request_id.map(|id| ClaimAnswer {
+                    pk: session_pk(session.id),
+                    sk: claim_request_sk(id),
+                    kind: "claim_answer".into(),
+                    execution_id: pending.execution_id,
+                    epoch,
+                    pending: pending.clone(),
+                    ttl: (now + CLAIM_ANSWER_TTL).timestamp(),
+                });
+                match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days, answer.as_ref()).await? {
                     ClaimAttempt::Won => {
                         return Ok(ClaimOutcome::Claimed(Box::new(Claimed {
                             pending: pending.clone(),
@@ -170,6 +257,11 @@ impl Store {
                     }
                     ClaimAttempt::Stale => stats.stale_dropped += 1,
                     ClaimAttempt::SessionExhausted => return Ok(ClaimOutcome::SessionExhausted),
+                    ClaimAttempt::AlreadyAnswered => {
+                        let id =
+                            request_id.ok_or_else(|| StoreError::Malformed("an answer without a request".into()))?;
+                        return Ok(self.claim_answered(session, id).await?.unwrap_or(ClaimOutcome::NothingToClaim));
+                    }
                 }
             }
             break;

@@ -15,6 +15,7 @@
 //! | label-set registry | `QREG#<ws>` | `<labelset>` | |
 //! | registration token | `REGTOKEN#<id>` | `REGTOKEN` | `runs-by-workspace`: `rw_pk = REGTOKENS#<ws>`, `rw_sk = <created_at>#<id>` |
 //! | runner session | `SESSION#<id>` | `SESSION` | |
+//! | a claim's answer, for its retries | `SESSION#<id>` | `CLAIM#<request id>` | |
 //! | operator API token | `APITOKEN#<sha256>` | `APITOKEN` | |
 //! | outbox (a fact to relay) | `OUTBOX#<event id>` | `OUTBOX` | |
 //! | processed marker of a consumer | `PROCESSED#<consumer>#<event id>` | `PROCESSED` | |
@@ -135,6 +136,11 @@ pub fn registration_token_listing_sk(created_at: DateTime<Utc>, id: Uuid) -> Str
 
 pub fn session_pk(id: Uuid) -> String {
     format!("SESSION#{id}")
+}
+
+/// `sk` of what a session's claim `request_id` took (under [`session_pk`]).
+pub fn claim_request_sk(request_id: Uuid) -> String {
+    format!("CLAIM#{request_id}")
 }
 
 pub fn operator_token_pk(token_hash: &str) -> String {

@@ -76,6 +76,9 @@ pub enum ClaimAttempt {
     /// was removed and no claim was spent.
     Stale,
     SessionExhausted,
+    /// The claim's `request_id` took a job already (a retry racing its
+    /// original): answer with what it took.
+    AlreadyAnswered,
 }
 
 fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
@@ -199,6 +202,7 @@ impl Store {
         lease: &LeaseItem,
         fact: &Fact<JobClaimed>,
         outbox_ttl_days: u32,
+        answer: Option<&super::claims::ClaimAnswer>,
     ) -> Result<ClaimAttempt, StoreError> {
         let delete_pending = build(
             Delete::builder()
@@ -251,6 +255,18 @@ impl Store {
             )?;
             items.push(TransactWriteItem::builder().update(count).build());
         }
+        let count_at = session.max_claims.map(|_| 4);
+        let answer_at = items.len();
+        if let Some(answer) = answer {
+            let put = build(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(to_item(answer)?))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .build(),
+            )?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
         match self.transact(items).await {
             Ok(TxOutcome::Committed) => Ok(ClaimAttempt::Won),
             // Another transaction kept holding one of the items (a claim of
@@ -261,7 +277,9 @@ impl Store {
             Err(err) => Err(err),
             Ok(TxOutcome::ConditionFailed { reasons }) => {
                 let failed = |i: usize| reasons.get(i).is_some_and(|r| r.is_some());
-                if failed(4) {
+                if answer.is_some() && failed(answer_at) {
+                    Ok(ClaimAttempt::AlreadyAnswered)
+                } else if count_at.is_some_and(failed) {
                     Ok(ClaimAttempt::SessionExhausted)
                 } else if failed(0) {
                     Ok(ClaimAttempt::Lost)
