@@ -175,7 +175,13 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
                 break;
             }
             Err(err) if err.is_transient() => {
-                let delay = errors.next_delay();
+                // The failed claim may have been applied, its job now leased
+                // to us and waiting for a first heartbeat: its retry (same
+                // request id) must come well within the lease's grace, so the
+                // pause is capped at the heartbeat interval (the grace is
+                // never shorter than that).
+                let heartbeat = Duration::from_secs(session.response.heartbeat_interval_s.max(1));
+                let delay = errors.next_delay().min(heartbeat);
                 tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "claim failed");
                 delay
             }
