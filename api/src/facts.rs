@@ -87,8 +87,11 @@ pub fn source_of(detail_type: &str) -> Option<&'static str> {
     }
 }
 
-/// What a runner needs to execute a job; carried by the queued fact so the
-/// runners context never reads the workflows context's items.
+/// What a runner needs to execute a job. The orchestrator writes it to the
+/// table (`EXEC#<execution>` / `SPEC`) in the transaction that queues the
+/// job, and the claim hands it to the runner: it never travels on the bus,
+/// so facts stay small whatever the job's scripts, and the job's env (often
+/// secrets) never reaches a fact or the bus's archive.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JobSpec {
     pub key: String,
@@ -97,6 +100,21 @@ pub struct JobSpec {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub steps: Vec<StepSpec>,
+}
+
+/// What the queue needs of a queued job, as its fact carries it: which
+/// runners fit it and how long it may take. No steps, no env.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QueuedJob {
+    pub key: String,
+    pub labels: Vec<String>,
+    pub timeout_s: u64,
+}
+
+impl From<&JobSpec> for QueuedJob {
+    fn from(spec: &JobSpec) -> Self {
+        Self { key: spec.key.clone(), labels: spec.labels.clone(), timeout_s: spec.timeout_s }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -155,7 +173,8 @@ pub struct JobExecutionQueued {
     pub job_execution_id: Uuid,
     /// The orchestrator's instant: the queue orders by it, not by delivery time.
     pub queued_at: DateTime<Utc>,
-    pub job: JobSpec,
+    /// The job's key, labels and timeout; its steps and env are in the table.
+    pub job: QueuedJob,
 }
 
 impl FactDetail for JobExecutionQueued {

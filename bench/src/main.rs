@@ -371,12 +371,25 @@ fn sqs_event_for(fact: &Fact<JobExecutionQueued>) -> aws_lambda_events::sqs::Sqs
     .expect("an SQS event")
 }
 
-async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>) -> Fact<JobExecutionQueued> {
-    let fact = queued_fact(workspace, LABELS, at);
-    let labels = canonicalize(&fact.detail.job.labels).expect("valid labels");
+/// Queues a job as the orchestrator and the enqueue function together do
+/// (its spec, then its pending item), without the pipeline in between.
+async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>) {
+    let queued = queued_fact(workspace, LABELS, at);
+    write_spec(store, &queued).await;
+    let labels = canonicalize(&queued.detail.job.labels).expect("valid labels");
     let set = labelset_id(&labels);
-    store.enqueue(&fact, labels, &set).await.expect("enqueue");
-    fact
+    store.enqueue(&queued.fact, labels, &set).await.expect("enqueue");
+}
+
+/// Writes a queued job's spec, as the orchestrator does with its fact.
+async fn write_spec(store: &Store, queued: &baton_tests::runners::Queued) {
+    let put =
+        store.job_spec_put(queued.detail.job_execution_id, workspace_of(queued), &queued.spec).expect("a spec put");
+    store.transact(vec![put]).await.expect("the spec is written");
+}
+
+fn workspace_of(queued: &baton_tests::runners::Queued) -> &str {
+    &queued.fact.header.workspace_id
 }
 
 async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context) -> Vec<OperationFigures> {
@@ -392,8 +405,9 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     assert!(none.is_none());
     all.push(f);
 
-    let fact = queued_fact(&ws, LABELS, Utc::now());
-    let event = sqs_event_for(&fact);
+    let queued = queued_fact(&ws, LABELS, Utc::now());
+    write_spec(&stack.store, &queued).await;
+    let event = sqs_event_for(&queued.fact);
     let (f, response) = measure(recorder, "enqueue (function, one fact)", baton_enqueue::handle(context, event)).await;
     assert!(response.batch_item_failures.is_empty(), "the enqueue function took the fact");
     all.push(f);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use baton_shared::api::runners::{ClaimResponse, RegisterResponse};
 use baton_shared::context::Context;
-use baton_shared::facts::{Fact, JobExecutionQueued, JobSpec, StepSpec};
+use baton_shared::facts::{Fact, JobExecutionQueued, JobSpec, QueuedJob, StepSpec};
 use baton_shared::store::records::RunnerRecord;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -85,26 +85,21 @@ impl TestStack {
         self.post(&format!("/v1/runners/leases/{execution}/complete"), lease_token, body).await
     }
 
-    /// Publishes a `job_execution.queued` fact the way the orchestrator does
-    /// (outbox, in a transaction) and waits until the enqueue subscriber made
-    /// it pending.
-    pub async fn queue_job(
-        &self,
-        workspace: &str,
-        labels: &[&str],
-        queued_at: DateTime<Utc>,
-    ) -> Fact<JobExecutionQueued> {
-        let fact = queued_fact(workspace, labels, queued_at);
-        self.publish(&fact).await;
-        self.wait_runner_record(fact.detail.job_execution_id).await;
-        fact
+    /// Queues a one-step job the way the orchestrator does (its spec and its
+    /// `job_execution.queued` fact in one transaction) and waits until the
+    /// enqueue subscriber made it pending.
+    pub async fn queue_job(&self, workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -> Queued {
+        let queued = queued_fact(workspace, labels, queued_at);
+        self.publish(&queued).await;
+        self.wait_runner_record(queued.detail.job_execution_id).await;
+        queued
     }
 
-    /// Writes a fact to the outbox in its own transaction: it then travels
-    /// the real pipeline (stream → relay → bus → queues).
-    pub async fn publish<D: baton_shared::facts::FactDetail>(&self, fact: &Fact<D>) {
-        let put = self.store.outbox_put(fact, 7).unwrap();
-        let outcome = self.store.transact(vec![put]).await.unwrap();
+    /// Writes a fact (and, for a queued job, its spec) in one transaction,
+    /// as Baton does: the fact then travels the real pipeline (stream →
+    /// relay → bus → queues).
+    pub async fn publish<P: Publishable>(&self, what: &P) {
+        let outcome = self.store.transact(what.items(&self.store)).await.unwrap();
         assert!(matches!(outcome, baton_shared::store::TxOutcome::Committed));
     }
 
@@ -175,9 +170,71 @@ impl TestStack {
     }
 }
 
-/// A queued fact for a one-step job.
-pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -> Fact<JobExecutionQueued> {
-    Fact::new(
+/// A job as the orchestrator queues it: the fact the bus carries (key,
+/// labels, timeout) and the spec the table keeps for the runner that claims
+/// it (steps, env). Derefs to the fact.
+#[derive(Debug, Clone)]
+pub struct Queued {
+    pub fact: Fact<JobExecutionQueued>,
+    pub spec: JobSpec,
+}
+
+impl std::ops::Deref for Queued {
+    type Target = Fact<JobExecutionQueued>;
+    fn deref(&self) -> &Self::Target {
+        &self.fact
+    }
+}
+
+impl std::ops::DerefMut for Queued {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.fact
+    }
+}
+
+/// What [`TestStack::publish`] writes in one transaction.
+pub trait Publishable {
+    fn items(&self, store: &baton_shared::store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem>;
+}
+
+impl<D: baton_shared::facts::FactDetail> Publishable for Fact<D> {
+    fn items(&self, store: &baton_shared::store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+        vec![store.outbox_put(self, 7).unwrap()]
+    }
+}
+
+impl Publishable for Queued {
+    fn items(&self, store: &baton_shared::store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+        let d = &self.fact.detail;
+        let spec = JobSpec {
+            key: d.job.key.clone(),
+            labels: d.job.labels.clone(),
+            timeout_s: d.job.timeout_s,
+            ..self.spec.clone()
+        };
+        vec![
+            store.job_spec_put(d.job_execution_id, &self.fact.header.workspace_id, &spec).unwrap(),
+            store.outbox_put(&self.fact, 7).unwrap(),
+        ]
+    }
+}
+
+/// A queued one-step job.
+pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -> Queued {
+    let spec = JobSpec {
+        key: "build".into(),
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+        timeout_s: 3600,
+        env: Default::default(),
+        steps: vec![StepSpec {
+            id: Uuid::now_v7(),
+            name: Some("compile".into()),
+            run: "true".into(),
+            env: Default::default(),
+            timeout_s: None,
+        }],
+    };
+    let fact = Fact::new(
         workspace,
         queued_at,
         JobExecutionQueued {
@@ -186,21 +243,10 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
             job_id: Uuid::now_v7(),
             job_execution_id: Uuid::now_v7(),
             queued_at,
-            job: JobSpec {
-                key: "build".into(),
-                labels: labels.iter().map(|l| l.to_string()).collect(),
-                timeout_s: 3600,
-                env: Default::default(),
-                steps: vec![StepSpec {
-                    id: Uuid::now_v7(),
-                    name: Some("compile".into()),
-                    run: "true".into(),
-                    env: Default::default(),
-                    timeout_s: None,
-                }],
-            },
+            job: QueuedJob::from(&spec),
         },
-    )
+    );
+    Queued { fact, spec }
 }
 
 impl TestStack {

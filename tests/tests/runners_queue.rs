@@ -175,6 +175,8 @@ async fn eight_runners_drain_two_hundred_jobs_each_claimed_exactly_once() {
     // above); 200 executions in one workspace and label set.
     for i in 0..200 {
         let fact = queued_fact("ws1", &["linux"], base + Span::milliseconds(i));
+        let spec = stack.store.job_spec_put(fact.detail.job_execution_id, "ws1", &fact.spec).unwrap();
+        stack.store.transact(vec![spec]).await.unwrap();
         stack.store.enqueue(&fact, labels.clone(), &labelset).await.unwrap();
         queued.insert(fact.detail.job_execution_id);
     }

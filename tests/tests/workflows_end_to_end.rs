@@ -107,3 +107,46 @@ async fn a_job_timeout_reaches_the_runner_as_cancel_and_its_complete_does_not_un
         (Some("failed"), Some("timed_out"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_env_and_scripts_reach_its_runner_and_no_fact() {
+    // Secrets live in env; scripts can be large: neither may travel on the
+    // bus (and its archive). The runner gets both with its claim.
+    let stack = start().await;
+    let ws = workspace();
+    let secret = format!("s3cret-{}", uuid::Uuid::now_v7().simple());
+    let script = format!("echo marker-{}", uuid::Uuid::now_v7().simple());
+    let yaml = format!(
+        "name: secrets\nenv:\n  DEPLOY_TOKEN: {secret}\njobs:\n  deploy:\n    runs-on: linux\n    \
+         env: {{JOB_TOKEN: job-{secret}}}\n    steps: [{{run: '{script}', env: {{STEP_TOKEN: step-{secret}}}}}]\n"
+    );
+    let run = create_run(&stack, &ws, &yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let claim = claim_next(&stack, &runner.session_token).await;
+    assert_eq!(claim.job.env["DEPLOY_TOKEN"], secret, "the workflow env, merged in");
+    assert_eq!(claim.job.env["JOB_TOKEN"], format!("job-{secret}"));
+    assert_eq!(claim.job.steps[0].run, script);
+    assert_eq!(claim.job.steps[0].env["STEP_TOKEN"], format!("step-{secret}"));
+    let answer = stack
+        .complete(
+            &claim.lease.token,
+            claim.job_execution_id,
+            json!({"status": "succeeded", "steps": succeeded_steps(&claim)}),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    flush_pipeline(&stack, &ws).await;
+    let mut seen = 0;
+    for detail_type in baton_shared::facts::ALL_DETAIL_TYPES {
+        for fact in stack.facts(detail_type) {
+            seen += 1;
+            let text = fact.to_string();
+            assert!(!text.contains(&secret), "{detail_type} carries the secret: {text}");
+            assert!(!text.contains(&script), "{detail_type} carries the script: {text}");
+        }
+    }
+    assert!(seen >= 6, "the run's facts were all looked at ({seen})");
+    stack.assert_all_facts_valid();
+}

@@ -56,7 +56,7 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             };
             match outcome {
                 ClaimOutcome::Claimed(claimed) => {
-                    let job = claim_response(*claimed);
+                    let job = claim_response(*claimed, chrono::Utc::now());
                     tracing::info!(job_execution_id = %job.job_execution_id, run_id = %job.run_id, job_id = %job.job_id, epoch = job.lease.epoch, "job claimed");
                     emit("claim", &[("claims", 1.0, Unit::Count), ("lost_races", f64::from(stats.lost_races), Unit::Count)]);
                     // Claims go (about) oldest first, so the claimed job's wait
@@ -83,9 +83,13 @@ fn exhausted() -> ApiError {
     ApiError::new(ErrorCode::SessionExhausted, "this session has used all the claims its registration token allows")
 }
 
-/// The 200 body: everything the runner needs to execute the job, and its lease.
-fn claim_response(claimed: Claimed) -> ClaimResponse {
-    let Claimed { pending, lease, lease_token } = claimed;
+/// The 200 body: everything the runner needs to execute the job, and its
+/// lease. The job's `timeout_s` is what is left of its timeout at `now`: it
+/// counts from queueing (behaviour.md §9), not from the claim.
+fn claim_response(claimed: Claimed, now: chrono::DateTime<chrono::Utc>) -> ClaimResponse {
+    let Claimed { pending, spec, lease, lease_token } = claimed;
+    let waited = u64::try_from((now - pending.queued_at).num_seconds()).unwrap_or(0);
+    let timeout_s = pending.job.timeout_s.saturating_sub(waited).max(1);
     ClaimResponse {
         job_execution_id: pending.execution_id,
         job_id: pending.job_id,
@@ -97,9 +101,9 @@ fn claim_response(claimed: Claimed) -> ClaimResponse {
         job: ClaimedJob {
             key: pending.job.key,
             labels: pending.job.labels,
-            timeout_s: pending.job.timeout_s,
-            env: pending.job.env,
-            steps: pending.job.steps,
+            timeout_s,
+            env: spec.env,
+            steps: spec.steps,
         },
     }
 }

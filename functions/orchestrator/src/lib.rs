@@ -9,8 +9,8 @@
 //!   written only with a check that no such end was recorded since, so
 //!   finished beats timeout across the two contexts), starts, skips and
 //!   cancels jobs (each start writes the
-//!   execution `queued` with the `job_execution.queued` fact carrying the
-//!   job spec), finalises the attempt once every job is terminal; each
+//!   execution `queued` with the `job_execution.queued` fact and the job's
+//!   spec item), finalises the attempt once every job is terminal; each
 //!   step is one transaction of at most [`JOBS_PER_TRANSACTION`] jobs,
 //!   compare-and-set on the attempt's version (`Store::update_attempt`). Then it completes the task
 //!   with `{done, wait_s, progress}`: `wait_s` runs to the next deadline.
@@ -139,7 +139,7 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
                 if !change.emitted.is_empty() {
                     tracing::info!(%run_id, attempt, status = %next.state.status, facts = change.emitted.len(), "attempt advanced");
                 }
-                started += change.emitted.iter().filter(|e| matches!(e, Emitted::Queued(_))).count();
+                started += change.emitted.iter().filter(|e| matches!(e, Emitted::Queued { .. })).count();
                 // Finished beats timeout across the two contexts: a timeout
                 // is written only while no runner's end is recorded.
                 let items = change

@@ -263,16 +263,28 @@ impl Store {
         emitted: &[Emitted],
         ttl_days: u32,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        emitted
-            .iter()
-            .map(|e| match e {
-                Emitted::Queued(d) => self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days),
-                Emitted::ExecutionTerminated(d) => self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days),
-                Emitted::JobTerminated(d) => self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days),
-                Emitted::RunTerminated(d) => self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days),
-                Emitted::RunCancelled(d) => self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days),
-            })
-            .collect()
+        let mut puts = Vec::with_capacity(emitted.len());
+        for e in emitted {
+            match e {
+                Emitted::Queued { fact, spec } => {
+                    puts.push(self.job_spec_put(fact.job_execution_id, workspace_id, spec)?);
+                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, fact.clone()), ttl_days)?);
+                }
+                Emitted::ExecutionTerminated(d) => {
+                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                }
+                Emitted::JobTerminated(d) => {
+                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                }
+                Emitted::RunTerminated(d) => {
+                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                }
+                Emitted::RunCancelled(d) => {
+                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                }
+            }
+        }
+        Ok(puts)
     }
 
     /// Parks the orchestration's task token on the attempt, provided no

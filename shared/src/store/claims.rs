@@ -30,17 +30,19 @@ use super::sessions::Session;
 use super::{from_item, n, s, Store};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
-use crate::facts::{Fact, JobClaimed};
+use crate::facts::{Fact, JobClaimed, JobSpec};
 use crate::runners::claim::{attempt_order, oldest_first, HEAD_READ, MAX_ATTEMPTS, MAX_REREADS};
 use crate::runners::labels::is_subset;
 use crate::runners::lease::expiry_after_claim;
 use crate::tokens::{hash_token, new_lease_token};
 
-/// A won claim: the pending item that was taken, the lease now held and its
-/// token (shown to the runner once; only its hash is stored).
+/// A won claim: the pending item that was taken, the job's spec, the lease
+/// now held and its token (shown to the runner once; only its hash is
+/// stored).
 #[derive(Debug)]
 pub struct Claimed {
     pub pending: PendingItem,
+    pub spec: JobSpec,
     pub lease: LeaseItem,
     pub lease_token: String,
 }
@@ -139,7 +141,7 @@ impl Store {
         // Only a lease its runner never used gets a new token: the first
         // answer was lost, so nobody holds the old one. A lease that was
         // heartbeated is held: a confused retry must not take it over.
-        let rotated = self
+        let rotate = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -151,17 +153,25 @@ impl Store {
             .expression_attribute_values(":e", n(answer.epoch))
             .expression_attribute_values(":s", s(session.id.to_string()))
             .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+            .return_values(ReturnValue::AllNew);
+        // A conflict or throttling applied nothing: send it again (jittered).
+        let rotated = super::contention::retry_conflicts(|| async {
+            match rotate.clone().send().await {
+                Err(err)
+                    if !matches!(err.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) =>
+                {
+                    Err(StoreError::from(err))
+                }
+                other => Ok(other),
+            }
+        })
+        .await?;
         match rotated {
             Ok(out) => {
                 let lease: LeaseItem = from_item(out.attributes.unwrap_or_default())?;
-                Ok(Some(ClaimOutcome::Claimed(Box::new(Claimed {
-                    pending: answer.pending,
-                    lease,
-                    lease_token: token,
-                }))))
+                let spec = self.spec_of(&answer.pending).await?;
+                let claimed = Claimed { pending: answer.pending, spec, lease, lease_token: token };
+                Ok(Some(ClaimOutcome::Claimed(Box::new(claimed))))
             }
             Err(err) if matches!(err.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
                 Ok(Some(ClaimOutcome::NothingToClaim))
@@ -241,11 +251,13 @@ impl Store {
                 });
                 match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days, answer.as_ref()).await? {
                     ClaimAttempt::Won => {
+                        let spec = self.spec_of(pending).await?;
                         return Ok(ClaimOutcome::Claimed(Box::new(Claimed {
                             pending: pending.clone(),
+                            spec,
                             lease,
                             lease_token: token,
-                        })))
+                        })));
                     }
                     ClaimAttempt::Lost => {
                         stats.lost_races += 1;
@@ -267,6 +279,14 @@ impl Store {
             break;
         }
         Ok(ClaimOutcome::NothingToClaim)
+    }
+
+    /// The spec of the job a claim took. The orchestrator wrote it with the
+    /// fact that queued the job, so it is there for any job in the queue.
+    async fn spec_of(&self, pending: &PendingItem) -> Result<JobSpec, StoreError> {
+        self.job_spec(pending.execution_id).await?.ok_or_else(|| {
+            StoreError::Malformed(format!("execution {} is queued without a spec", pending.execution_id))
+        })
     }
 
     /// The oldest `HEAD_READ` pending items of the fitting label sets.

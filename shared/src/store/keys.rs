@@ -10,6 +10,7 @@
 //! | run counter | `RUNNUM#<ws>#<workflow>` | `COUNTER` | |
 //! | idempotency key | `RUNIDEM#<ws>#<key>` | `IDEM` | |
 //! | runners' record of an execution (tombstone) | `EXEC#<execution>` | `RUNNER` | |
+//! | job spec (steps, env: what a runner runs) | `EXEC#<execution>` | `SPEC` | |
 //! | lease | `EXEC#<execution>` | `LEASE` | `leases-by-expiry`: `lx_shard = L#<0..8>`, `lx_expires_at` (ms) |
 //! | pending item | `Q#<ws>#<labelset>` | `<queued_at>#<execution>` | |
 //! | label-set registry | `QREG#<ws>` | `<labelset>` | |
@@ -38,6 +39,7 @@ pub const COUNTER_SK: &str = "COUNTER";
 pub const IDEMPOTENCY_SK: &str = "IDEM";
 pub const RUNNER_SK: &str = "RUNNER";
 pub const LEASE_SK: &str = "LEASE";
+pub const SPEC_SK: &str = "SPEC";
 pub const REGISTRATION_TOKEN_SK: &str = "REGTOKEN";
 pub const SESSION_SK: &str = "SESSION";
 pub const OPERATOR_TOKEN_SK: &str = "APITOKEN";

@@ -271,3 +271,4 @@ pub mod records;
 pub mod runs;
 pub mod serialize;
 pub mod sessions;
+pub mod specs;

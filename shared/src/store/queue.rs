@@ -21,7 +21,7 @@ use super::records::{RunnerRecord, RunnerStatus};
 use super::sessions::Session;
 use super::{from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
-use crate::facts::{Fact, JobClaimed, JobExecutionQueued, JobSpec, LeaseRef};
+use crate::facts::{Fact, JobClaimed, JobExecutionQueued, LeaseRef, QueuedJob};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PendingItem {
@@ -38,7 +38,10 @@ pub struct PendingItem {
     pub queued_at: DateTime<Utc>,
     /// The epoch of the record when it was queued; the claim's compare-and-set.
     pub epoch: u64,
-    pub job: JobSpec,
+    /// Key, labels and timeout: what the queue and the claim's ordering
+    /// need. The steps and env are in the job's spec item, read only by the
+    /// claim that wins the job, so a claim window reads small items.
+    pub job: QueuedJob,
 }
 
 impl crate::runners::claim::Candidate for PendingItem {
@@ -109,7 +112,7 @@ impl Store {
             attempt: d.attempt,
             queued_at: d.queued_at,
             epoch: 0,
-            job: JobSpec { labels: labels.clone(), ..d.job.clone() },
+            job: QueuedJob { labels: labels.clone(), ..d.job.clone() },
         };
         let record = RunnerRecord {
             pk: execution_pk(d.job_execution_id),

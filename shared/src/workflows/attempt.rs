@@ -38,8 +38,8 @@ use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, Ex
 use super::rerun::RerunMode;
 use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
 use crate::facts::{
-    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, RunCancelled, RunTerminated, StepResult,
-    StepSpec,
+    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, QueuedJob, RunCancelled, RunTerminated,
+    StepResult, StepSpec,
 };
 
 /// The run, as its item holds it (the run mirrors its current attempt).
@@ -118,7 +118,11 @@ pub struct ExecutionRecord {
 /// A fact a change must publish, in the transaction that writes the change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Emitted {
-    Queued(JobExecutionQueued),
+    /// A job queued: its fact, and its spec (written to the table with it).
+    Queued {
+        fact: JobExecutionQueued,
+        spec: JobSpec,
+    },
     ExecutionTerminated(JobExecutionTerminated),
     JobTerminated(JobTerminated),
     RunTerminated(RunTerminated),
@@ -590,14 +594,16 @@ impl AttemptState {
         execution.status = ExecutionStatus::Queued;
         let queued_at = *execution.queued_at.get_or_insert(now);
         execution.deadline = Some(queued_at + scaled(defined.timeout_minutes, minute));
-        Some(Emitted::Queued(JobExecutionQueued {
+        let spec = job_spec(definition, defined, execution.id, minute);
+        let fact = JobExecutionQueued {
             run_id,
             attempt,
             job_id: job.id,
             job_execution_id: execution.id,
             queued_at,
-            job: job_spec(definition, defined, execution.id, minute),
-        }))
+            job: QueuedJob::from(&spec),
+        };
+        Some(Emitted::Queued { fact, spec })
     }
 
     /// Applies a runner's fact (claimed, completed, lease expired) to the

@@ -13,6 +13,7 @@ use baton_shared::facts::{
     StepStatus,
 };
 use baton_shared::store::TxOutcome;
+pub use baton_tests::runners::Queued;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -80,14 +81,17 @@ pub fn job<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
     attempt["jobs"].as_array().expect("jobs").iter().find(|j| j["key"] == key).expect("the job")
 }
 
-/// Waits for the `job_execution.queued` fact of job `key` in `attempt`.
-pub async fn queued(stack: &TestStack, run_id: &str, attempt: u32, key: &str) -> Fact<JobExecutionQueued> {
+/// Waits for the `job_execution.queued` fact of job `key` in `attempt`, and
+/// reads the job's spec the orchestrator wrote with it.
+pub async fn queued(stack: &TestStack, run_id: &str, attempt: u32, key: &str) -> Queued {
     let detail = stack
         .wait_fact(JobExecutionQueued::DETAIL_TYPE, WAIT, |d| {
             d["run_id"] == run_id && d["attempt"] == attempt && d["job"]["key"] == key
         })
         .await;
-    serde_json::from_value(detail).expect("a queued fact")
+    let fact: Fact<JobExecutionQueued> = serde_json::from_value(detail).expect("a queued fact");
+    let spec = stack.store.job_spec(fact.detail.job_execution_id).await.unwrap().expect("the job's spec");
+    Queued { fact, spec }
 }
 
 /// The queued facts of a run so far.
@@ -116,7 +120,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub fn for_queued(ws: &str, queued: &Fact<JobExecutionQueued>) -> Self {
+    pub fn for_queued(ws: &str, queued: &Queued) -> Self {
         Self {
             ws: ws.to_string(),
             lease: LeaseRef {
@@ -127,7 +131,7 @@ impl Runner {
                 session_id: Uuid::now_v7(),
                 epoch: 1,
             },
-            step_ids: queued.detail.job.steps.iter().map(|s| s.id).collect(),
+            step_ids: queued.spec.steps.iter().map(|s| s.id).collect(),
             key: queued.detail.job.key.clone(),
         }
     }

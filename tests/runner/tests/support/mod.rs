@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use baton_runner::process::live_members;
 use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
-use baton_tests::runners::queued_fact;
+use baton_tests::runners::{queued_fact, Queued};
 use baton_tests::{wait_for, TestStack};
 use chrono::Utc;
 use uuid::Uuid;
@@ -45,10 +45,10 @@ pub fn scratch() -> PathBuf {
 }
 
 /// A queued job of `workspace` with `steps` as `(name, run)`, and `env` for the job.
-pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&str, &str)]) -> Fact<JobExecutionQueued> {
-    let mut fact = queued_fact(workspace, labels, Utc::now());
-    fact.detail.job.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    fact.detail.job.steps = steps
+pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&str, &str)]) -> Queued {
+    let mut queued = queued_fact(workspace, labels, Utc::now());
+    queued.spec.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    queued.spec.steps = steps
         .iter()
         .map(|(name, run)| StepSpec {
             id: Uuid::now_v7(),
@@ -58,13 +58,13 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
             timeout_s: None,
         })
         .collect();
-    fact
+    queued
 }
 
-/// Publishes the job and waits until it is claimable.
-pub async fn queue(stack: &TestStack, fact: &Fact<JobExecutionQueued>) {
-    stack.publish(fact).await;
-    stack.wait_runner_record(fact.detail.job_execution_id).await;
+/// Queues the job (its spec and its fact) and waits until it is claimable.
+pub async fn queue(stack: &TestStack, queued: &Queued) {
+    stack.publish(queued).await;
+    stack.wait_runner_record(queued.detail.job_execution_id).await;
 }
 
 /// The orchestrator's word that the execution ended (here: cancelled).
