@@ -76,10 +76,15 @@ pub fn body_bytes(req: &Request) -> Result<&[u8], ApiError> {
 }
 
 /// Parses the JSON body into `T`. An empty body parses as `{}` so that routes
-/// whose fields are all optional accept a bare POST. Unknown fields are ignored.
+/// whose fields are all optional accept a bare POST. Unknown fields are
+/// ignored. Anything but a JSON object (an array, `false`) is refused, even
+/// where every field is optional.
 pub fn parse_json<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
     let bytes = body_bytes(req)?;
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::invalid_request("the body must be a JSON object"));
+    }
     serde_json::from_slice(bytes).map_err(|err| ApiError::invalid_request(format!("malformed JSON body: {err}")))
 }
 
@@ -123,6 +128,14 @@ pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
         .first(name)
         .map(str::to_string)
         .ok_or_else(|| ApiError::not_found(format!("path parameter {name}")))
+}
+
+/// The `{ws}` path parameter, a well-formed workspace id (`limits`); 400
+/// otherwise, before anything is read or written.
+pub fn path_workspace(req: &Request) -> Result<String, ApiError> {
+    let raw = path_param(req, "ws")?;
+    crate::limits::workspace_id(&raw)?;
+    Ok(raw)
 }
 
 /// A path parameter that must be a UUID; anything else is 404 (an id that
@@ -171,6 +184,15 @@ mod tests {
     fn malformed_json_is_invalid_request_and_empty_body_is_an_empty_object() {
         assert_eq!(parse_json::<Probe>(&request("{", None)).unwrap_err().code, ErrorCode::InvalidRequest);
         assert!(parse_json::<Probe>(&request("", None)).is_ok());
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_json_object_is_invalid_request() {
+        for body in ["[]", " [1]", "false", "null", "\"{}\"", "7"] {
+            let err = parse_json::<Probe>(&request(body, None)).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidRequest, "{body}");
+        }
+        assert!(parse_json::<Probe>(&request(" \n{\"wait_s\": 1}", None)).is_ok());
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod faults;
 pub mod health;
 pub mod http;
 pub mod ids;
+pub mod limits;
 pub mod metrics;
 pub mod orchestration;
 #[cfg(feature = "local-stack")]

@@ -14,7 +14,7 @@
 
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
-use baton_shared::http::{authorize_operator, json_response, path_id, path_param, respond};
+use baton_shared::http::{authorize_operator, json_response, path_id, path_workspace, respond};
 use baton_shared::orchestration::{wake, JOBS_PER_TRANSACTION};
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
@@ -24,7 +24,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
-    let workspace_id = path_param(req, "ws")?;
+    let workspace_id = path_workspace(req)?;
     authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
     let store = &context.store;

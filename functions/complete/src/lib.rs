@@ -8,7 +8,9 @@ use baton_shared::context::Context;
 use baton_shared::error::ApiError;
 use baton_shared::facts::{Fact, JobCompleted, StepResult};
 use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
+use baton_shared::limits;
 use baton_shared::store::leases::{Completion, Fenced};
+use baton_shared::workflows::definition::MAX_STEPS_PER_JOB;
 use baton_shared::workflows::execution::recorded_outcome;
 use http::StatusCode;
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -35,17 +37,35 @@ async fn report_step(context: &Context, req: Request) -> Result<Response<Body>, 
         }
         Fenced::LeaseLost => Err(lease_lost()),
         Fenced::NotFound => Err(ApiError::not_found("lease")),
+        Fenced::Refused(reason) => Err(ApiError::invalid_request(reason)),
     }
 }
 
 async fn complete(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     let lease = lease_credentials(&req)?;
     let body: CompleteRequest = parse_json(&req)?;
+    check_storable(&body)?;
     // The lease item knows the run, job and session the fact must name. When
     // it is gone (a repeat, or a lost lease) the fenced write below tells
     // which, and the placeholder fact is never written.
     let item = context.store.lease(lease.execution_id).await?;
     finish(context, &lease, item, body).await
+}
+
+/// What a complete stores must fit where it is stored (and in the fact that
+/// carries it): bounded outputs with storable numbers, a bounded message,
+/// no more step results than a job has steps.
+fn check_storable(body: &CompleteRequest) -> Result<(), ApiError> {
+    let outputs =
+        serde_json::to_value(&body.outputs).map_err(|e| ApiError::invalid_request(format!("outputs: {e}")))?;
+    limits::storable_json("outputs", &outputs, limits::MAX_OUTPUTS_BYTES)?;
+    if let Some(message) = &body.message {
+        limits::bounded_text("message", message, limits::MAX_MESSAGE_BYTES)?;
+    }
+    if body.steps.len() > MAX_STEPS_PER_JOB {
+        return Err(ApiError::invalid_request(format!("steps: at most {MAX_STEPS_PER_JOB} results (a job's steps)")));
+    }
+    Ok(())
 }
 
 async fn finish(
@@ -93,5 +113,6 @@ async fn finish(
         }
         Fenced::LeaseLost => Err(lease_lost()),
         Fenced::NotFound => Err(ApiError::not_found("lease")),
+        Fenced::Refused(reason) => Err(ApiError::invalid_request(reason)),
     }
 }

@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use baton_shared::api::runs::CreateRunRequest;
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
-use baton_shared::http::{authorize_operator, json_response, parse_json, path_param, respond};
+use baton_shared::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
+use baton_shared::limits;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::store::runs::{NewRun, RunCreated};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
@@ -35,10 +36,13 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
-    let workspace_id = path_param(req, "ws")?;
+    let workspace_id = path_workspace(req)?;
     authorize_operator(&context.store, req, &workspace_id).await?;
     let body: CreateRunRequest = parse_json(req)?;
     let definition = parse_definition(&body.definition)?;
+    if let Some(inputs) = &body.inputs {
+        limits::storable_json("inputs", &serde_json::Value::Object(inputs.clone()), limits::MAX_INPUTS_BYTES)?;
+    }
     if let Some(key) = &body.idempotency_key {
         if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN {
             return Err(ApiError::invalid_request(format!(

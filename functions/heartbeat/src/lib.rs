@@ -29,5 +29,6 @@ async fn heartbeat(context: &Context, req: Request) -> Result<Response<Body>, Ap
         )),
         Fenced::LeaseLost => Err(baton_shared::http::lease_lost()),
         Fenced::NotFound => Err(ApiError::not_found("lease")),
+        Fenced::Refused(reason) => Err(ApiError::invalid_request(reason)),
     }
 }

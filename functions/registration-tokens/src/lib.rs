@@ -7,7 +7,10 @@ use baton_shared::api::runners::{
 };
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
-use baton_shared::http::{empty_response, json_response, method_not_allowed, parse_json, path_id, path_param, respond};
+use baton_shared::http::{
+    empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
+};
+use baton_shared::limits;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 
@@ -16,7 +19,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = path_param(&req, "ws")?;
+    let workspace = path_workspace(&req)?;
     baton_shared::http::authorize_operator(&context.store, &req, &workspace).await?;
     let now = chrono::Utc::now();
     match *req.method() {
@@ -25,19 +28,13 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             if body.max_claims == Some(0) {
                 return Err(ApiError::invalid_request("max_claims must be at least 1"));
             }
-            if body.expires_in_s == Some(0) {
-                return Err(ApiError::invalid_request("expires_in_s must be at least 1"));
+            let expires_in_s = limits::token_expiry(body.expires_in_s)?;
+            if let Some(name) = &body.name {
+                limits::bounded_text("name", name, limits::MAX_TOKEN_NAME_LEN)?;
             }
             let (record, token) = context
                 .store
-                .create_registration_token(
-                    &workspace,
-                    body.name,
-                    body.expires_in_s,
-                    body.single_use,
-                    body.max_claims,
-                    now,
-                )
+                .create_registration_token(&workspace, body.name, expires_in_s, body.single_use, body.max_claims, now)
                 .await?;
             tracing::info!(workspace_id = %workspace, token_id = %record.id, "registration token created");
             Ok(json_response(

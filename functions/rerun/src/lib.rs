@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use baton_shared::api::runs::RerunRequest;
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
-use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_param, respond};
+use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
 use baton_shared::workflows::{plan_rerun, PreviousJob, RerunAction};
 use lambda_http::{Body, Request, Response};
@@ -30,7 +30,7 @@ fn not_terminal(run_id: uuid::Uuid) -> ApiError {
 }
 
 async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
-    let workspace_id = path_param(req, "ws")?;
+    let workspace_id = path_workspace(req)?;
     authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
     let store = &context.store;

@@ -7,7 +7,7 @@
 use baton_shared::api::runs::RunList;
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
-use baton_shared::http::{json_response, path_id, path_param, query_param, respond};
+use baton_shared::http::{json_response, path_id, path_workspace, query_param, respond};
 use baton_shared::workflows::status::RunStatus;
 use baton_shared::workflows::view::run_summary;
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -22,7 +22,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
-    let workspace_id = path_param(req, "ws")?;
+    let workspace_id = path_workspace(req)?;
     baton_shared::http::authorize_operator(&context.store, req, &workspace_id).await?;
     if req.path_parameters().first("run_id").is_some() {
         let run_id = path_id(req, "run_id")?;

@@ -15,6 +15,40 @@ use crate::store::outbox::{OutboxItem, OUTBOX_TYPE};
 /// EventBridge takes at most 10 entries per `PutEvents`.
 pub const PUT_EVENTS_MAX_ENTRIES: usize = 10;
 
+/// EventBridge takes at most 256 KB of entries per `PutEvents` (and so per
+/// entry), counted by [`entry_size`].
+pub const PUT_EVENTS_MAX_BYTES: usize = 256 * 1024;
+
+/// An entry's size as EventBridge counts it against [`PUT_EVENTS_MAX_BYTES`]:
+/// 14 bytes for the time, then the source, detail type and detail (UTF-8).
+pub fn entry_size(item: &OutboxItem) -> usize {
+    14 + item.source.len() + item.detail_type.len() + item.detail.len()
+}
+
+/// Splits `facts`, in order, into requests EventBridge accepts: at most ten
+/// entries and [`PUT_EVENTS_MAX_BYTES`] each. A fact larger than the limit
+/// alone cannot be published by anyone; it gets a request of its own (which
+/// fails, and the stream's retries, bisection and failure destination take
+/// it out of the way of later facts). Facts are small by construction
+/// (`limits`), so that never happens to a fact Baton writes.
+pub fn put_events_batches(facts: &[PendingFact]) -> Vec<&[PendingFact]> {
+    let mut batches = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, fact) in facts.iter().enumerate() {
+        let size = entry_size(&fact.item);
+        let full = i - start == PUT_EVENTS_MAX_ENTRIES || (i > start && bytes + size > PUT_EVENTS_MAX_BYTES);
+        if full {
+            batches.push(&facts[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < facts.len() {
+        batches.push(&facts[start..]);
+    }
+    batches
+}
+
 /// How often a failed entry is retried within one invocation before the
 /// record is handed back to the stream as a batch item failure.
 pub const PUBLISH_ATTEMPTS: u32 = 3;
@@ -52,12 +86,13 @@ fn pending_fact(record: &EventRecord) -> Option<PendingFact> {
     }
 }
 
-/// Publishes the facts to `bus` in chunks of at most ten, retrying failed
-/// entries, and reports the first fact that could not be published (with
-/// everything after it, the stream retries from there).
+/// Publishes the facts to `bus` in requests EventBridge accepts (by count
+/// and by bytes), retrying failed entries, and reports the first fact that
+/// could not be published (with everything after it, the stream retries
+/// from there).
 pub async fn publish(client: &aws_sdk_eventbridge::Client, bus: &str, facts: &[PendingFact]) -> DynamoDbEventResponse {
     let mut response = DynamoDbEventResponse::default();
-    for chunk in facts.chunks(PUT_EVENTS_MAX_ENTRIES) {
+    for chunk in put_events_batches(facts) {
         if let Err(first_failed) = publish_chunk(client, bus, chunk).await {
             let mut failure = DynamoDbBatchItemFailure::default();
             failure.item_identifier = first_failed.sequence_number.clone();
@@ -137,6 +172,34 @@ mod tests {
         let item = OutboxItem::for_fact(&fact, 7).unwrap();
         let sdk_item = to_item(&item).unwrap();
         (item, serde_dynamo::Item::from(sdk_item))
+    }
+
+    fn fact_of(detail_bytes: usize, seq: usize) -> PendingFact {
+        let (mut item, _) = outbox_image();
+        item.detail = "x".repeat(detail_bytes);
+        PendingFact { sequence_number: Some(seq.to_string()), item }
+    }
+
+    #[test]
+    fn batches_hold_at_most_ten_entries_and_256_kb_in_order() {
+        let small: Vec<PendingFact> = (0..25).map(|i| fact_of(100, i)).collect();
+        let sizes: Vec<usize> = put_events_batches(&small).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, vec![10, 10, 5]);
+
+        // 100 KB facts: two fit a request, a third would pass 256 KB.
+        let big: Vec<PendingFact> = (0..5).map(|i| fact_of(100 * 1024, i)).collect();
+        let batches = put_events_batches(&big);
+        assert_eq!(batches.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![2, 2, 1]);
+        for batch in &batches {
+            assert!(batch.iter().map(|f| entry_size(&f.item)).sum::<usize>() <= PUT_EVENTS_MAX_BYTES);
+        }
+        let order: Vec<_> = batches.iter().flat_map(|b| b.iter()).map(|f| f.sequence_number.clone()).collect();
+        assert_eq!(order, big.iter().map(|f| f.sequence_number.clone()).collect::<Vec<_>>(), "stream order kept");
+
+        // One that is too large alone goes alone, and holds nothing else up.
+        let mixed = vec![fact_of(10, 0), fact_of(300 * 1024, 1), fact_of(10, 2)];
+        assert_eq!(put_events_batches(&mixed).iter().map(|b| b.len()).collect::<Vec<_>>(), vec![1, 1, 1]);
+        assert!(put_events_batches(&[]).is_empty());
     }
 
     #[test]

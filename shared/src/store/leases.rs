@@ -21,6 +21,7 @@ use super::records::RunnerStatus;
 use super::{from_item, n, s, Item, Store, TxOutcome};
 use crate::error::StoreError;
 use crate::facts::{Fact, JobCompleted, JobLeaseExpired, JobOutcome, StepResult};
+use crate::workflows::definition::MAX_STEPS_PER_JOB;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LeaseItem {
@@ -75,6 +76,19 @@ pub enum Fenced<T> {
     LeaseLost,
     /// The token is not this lease's: 404 (do not reveal the lease).
     NotFound,
+    /// The lease is the caller's, and the write is refused: 400 with this
+    /// reason (a step report past the job's number of steps).
+    Refused(String),
+}
+
+/// A fenced update of the lease: the update, its own condition beyond the
+/// fence, an attribute name it uses, and why a failed own condition refuses it.
+#[derive(Default)]
+struct FencedUpdate<'a> {
+    update: &'a str,
+    condition: Option<&'a str>,
+    name: Option<(&'a str, String)>,
+    refusal: Option<String>,
 }
 
 /// What complete recorded.
@@ -95,9 +109,16 @@ fn lease_from(item: Option<Item>) -> Result<Option<LeaseItem>, StoreError> {
 
 impl Store {
     /// Diagnoses a failed fenced write from the item as it was (`ALL_OLD`).
-    fn fence_failure<T>(old: Option<Item>, epoch: u64, token_hash: &str) -> Result<Fenced<T>, StoreError> {
+    fn fence_failure<T>(
+        old: Option<Item>,
+        epoch: u64,
+        token_hash: &str,
+        refusal: Option<String>,
+    ) -> Result<Fenced<T>, StoreError> {
         match lease_from(old)? {
             Some(lease) if lease.epoch == epoch && lease.token_hash != token_hash => Ok(Fenced::NotFound),
+            // The fence held: what failed is the write's own condition.
+            Some(lease) if lease.epoch == epoch => Ok(refusal.map_or(Fenced::LeaseLost, Fenced::Refused)),
             _ => Ok(Fenced::LeaseLost),
         }
     }
@@ -116,15 +137,9 @@ impl Store {
             (":xm", n(expires_at.timestamp_millis())),
             (":t", AttributeValue::Bool(true)),
         ];
-        self.fenced_update(
-            execution_id,
-            epoch,
-            token_hash,
-            "SET expires_at = :x, lx_expires_at = :xm, heartbeated = :t",
-            None,
-            values,
-        )
-        .await
+        let update =
+            FencedUpdate { update: "SET expires_at = :x, lx_expires_at = :xm, heartbeated = :t", ..Default::default() };
+        self.fenced_update(execution_id, epoch, token_hash, update, values).await
     }
 
     /// Records one step's progress on the lease (fenced like a heartbeat).
@@ -136,16 +151,17 @@ impl Store {
         step: &StepResult,
     ) -> Result<Fenced<LeaseItem>, StoreError> {
         let report = serde_dynamo::to_attribute_value(step)?;
-        let step_name = ("#step", step.id.to_string());
-        self.fenced_update(
-            execution_id,
-            epoch,
-            token_hash,
-            "SET steps.#step = :report",
-            Some(step_name),
-            [(":report", report)],
-        )
-        .await
+        let update = FencedUpdate {
+            update: "SET steps.#step = :report",
+            // The map stays bounded (the lease is rewritten by every
+            // heartbeat, and its steps travel in the lease-expired fact): a
+            // new step id is taken while fewer than a job's maximum are held.
+            condition: Some("(attribute_exists(steps.#step) OR size(steps) < :max)"),
+            name: Some(("#step", step.id.to_string())),
+            refusal: Some(format!("a job has at most {MAX_STEPS_PER_JOB} steps; this lease holds reports of as many")),
+        };
+        let max = n(MAX_STEPS_PER_JOB as u64);
+        self.fenced_update(execution_id, epoch, token_hash, update, [(":report", report), (":max", max)]).await
     }
 
     /// An update of the live lease conditioned on its epoch and token hash,
@@ -156,23 +172,26 @@ impl Store {
         execution_id: Uuid,
         epoch: u64,
         token_hash: &str,
-        update: &str,
-        name: Option<(&str, String)>,
+        write: FencedUpdate<'_>,
         values: [(&str, AttributeValue); N],
     ) -> Result<Fenced<LeaseItem>, StoreError> {
+        let condition = match write.condition {
+            Some(extra) => format!("epoch = :e AND token_hash = :h AND {extra}"),
+            None => "epoch = :e AND token_hash = :h".to_string(),
+        };
         let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("pk", s(LeaseItem::key(execution_id)))
             .key("sk", s(LEASE_SK))
-            .update_expression(update)
-            .condition_expression("epoch = :e AND token_hash = :h")
+            .update_expression(write.update)
+            .condition_expression(condition)
             .expression_attribute_values(":e", n(epoch))
             .expression_attribute_values(":h", s(token_hash))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        if let Some((placeholder, value)) = name {
+        if let Some((placeholder, value)) = write.name {
             request = request.expression_attribute_names(placeholder, value);
         }
         for (placeholder, value) in values {
@@ -185,7 +204,7 @@ impl Store {
             },
             Err(err) => match err.as_service_error() {
                 Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
-                    Self::fence_failure(e.item.clone(), epoch, token_hash)
+                    Self::fence_failure(e.item.clone(), epoch, token_hash, write.refusal)
                 }
                 _ => Err(err.into()),
             },

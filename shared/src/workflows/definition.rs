@@ -32,6 +32,15 @@ pub const MAX_JOBS: usize = 256;
 pub const MAX_STEPS_PER_JOB: usize = 100;
 /// The longest job id accepted.
 pub const MAX_JOB_ID_LEN: usize = 100;
+/// The longest workflow `name` (it is part of the run counter's key).
+pub const MAX_WORKFLOW_NAME_LEN: usize = 200;
+/// The most a job's spec (its steps, and its env with the workflow's merged
+/// in) may weigh as JSON: what the runner receives and the table keeps for
+/// it. Forty of them fit one 4 MB transaction with room to spare.
+pub const MAX_JOB_SPEC_BYTES: usize = 64 * 1024;
+/// The most the frozen snapshot of a definition may weigh as JSON: it is
+/// one item (DynamoDB's limit is 400 KB).
+pub const MAX_SNAPSHOT_BYTES: usize = 300 * 1024;
 /// A run's timeout when the definition sets none: 30 days.
 pub const DEFAULT_RUN_TIMEOUT_MINUTES: u32 = 30 * 24 * 60;
 /// A job's timeout when it sets none: 6 hours.
@@ -172,7 +181,43 @@ pub fn parse_definition(yaml: &str) -> Result<WorkflowDefinition, DefinitionErro
     let root = YamlNode::parse(yaml).map_err(|err| DefinitionError::document(format!("invalid YAML: {err}")))?;
     let definition = read_workflow(&root)?;
     check_needs(&definition)?;
+    check_stored_sizes(&definition)?;
     Ok(definition)
+}
+
+/// What the definition becomes in the table fits there: its name in a key,
+/// each job's spec, the whole snapshot in one item. A definition inside the
+/// byte, job and step limits can still expand past these (the workflow env
+/// is copied into every job), so they are checked on what is stored.
+fn check_stored_sizes(definition: &WorkflowDefinition) -> Result<(), DefinitionError> {
+    if let Some(name) = &definition.name {
+        if name.len() > MAX_WORKFLOW_NAME_LEN {
+            return Err(DefinitionError::document(format!(
+                "`name` is {} bytes, at most {MAX_WORKFLOW_NAME_LEN} are accepted",
+                name.len()
+            )));
+        }
+    }
+    for job in &definition.jobs {
+        let spec = super::attempt::job_spec(definition, job, uuid::Uuid::nil(), std::time::Duration::from_secs(60));
+        let size = serde_json::to_string(&spec).map_or(usize::MAX, |text| text.len());
+        if size > MAX_JOB_SPEC_BYTES {
+            return Err(DefinitionError::in_job(
+                &job.key,
+                None,
+                format!(
+                    "its steps and env (with the workflow's env) are {size} bytes, at most {MAX_JOB_SPEC_BYTES} are accepted"
+                ),
+            ));
+        }
+    }
+    let size = serde_json::to_string(definition).map_or(usize::MAX, |text| text.len());
+    if size > MAX_SNAPSHOT_BYTES {
+        return Err(DefinitionError::document(format!(
+            "the parsed definition is {size} bytes, at most {MAX_SNAPSHOT_BYTES} are accepted: fewer or shorter steps"
+        )));
+    }
+    Ok(())
 }
 
 /// Every need names a job of the definition, and the needs form no cycle

@@ -296,6 +296,24 @@ fn up_to_100_steps_a_job_are_accepted_and_101_refused() {
 }
 
 #[test]
+fn what_would_not_fit_its_item_or_key_is_refused() {
+    let named = |name: &str| format!("name: {name}\njobs:\n  a:\n    runs-on: linux\n    steps: [{{run: 'true'}}]\n");
+    assert!(parse_definition(&named(&"n".repeat(MAX_WORKFLOW_NAME_LEN))).is_ok());
+    assert!(error_of(&named(&"n".repeat(MAX_WORKFLOW_NAME_LEN + 1))).to_string().contains("`name`"));
+    // 180 jobs of 100 steps: inside the byte, job and step limits, over the snapshot's.
+    let mut yaml = jobs_yaml(180, 100);
+    assert!(yaml.len() <= MAX_DEFINITION_BYTES, "{} bytes", yaml.len());
+    assert!(error_of(&yaml).to_string().contains("parsed definition"));
+    // An env copied into one job past its spec's limit names that job.
+    yaml = format!(
+        "env:\n  BIG: {}\njobs:\n  a:\n    runs-on: linux\n    steps: [{{run: 'true'}}]\n",
+        "v".repeat(MAX_JOB_SPEC_BYTES)
+    );
+    let err = error_of(&yaml);
+    assert_eq!(err.job.as_deref(), Some("a"), "{err}");
+}
+
+#[test]
 fn definition_error_display_covers_every_location() {
     let both = DefinitionError::in_job("test", Some("needs"), "unknown job `buidl`");
     assert_eq!(both.to_string(), "job `test`, field `needs`: unknown job `buidl`");

@@ -1,0 +1,125 @@
+//! Every limit a client can reach is a 400 with a stable code, checked before
+//! anything is written (`baton_shared::limits`, the definition's limits):
+//! never a 500 from an AWS limit met later, never a panic. docs/limits.md
+//! lists each limit with the test here that proves it.
+
+use baton_shared::limits::{MAX_INPUTS_BYTES, MAX_MESSAGE_BYTES, MAX_OUTPUTS_BYTES, MAX_TOKEN_EXPIRY_S};
+use baton_shared::workflows::definition::{MAX_JOB_SPEC_BYTES, MAX_SNAPSHOT_BYTES, MAX_STEPS_PER_JOB};
+use baton_tests::TestStack;
+use chrono::{Duration as Span, Utc};
+use serde_json::{json, Value};
+
+/// The item types a rejected request must not have written.
+const WRITTEN: &[&str] = &["run", "attempt", "registration_token", "session", "outbox", "steps"];
+
+async fn counts(stack: &TestStack) -> Vec<usize> {
+    let mut counts = Vec::new();
+    for kind in WRITTEN {
+        counts.push(stack.count_items(kind).await);
+    }
+    counts
+}
+
+fn assert_refused(answer: &baton_tests::runners::Answer, code: &str, what: &str) {
+    assert_eq!((answer.status, answer.code()), (400, code), "{what}: {}", answer.body);
+    assert!(answer.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: a message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_routes_refuse_what_cannot_be_stored_and_write_nothing() {
+    let stack = TestStack::start().await;
+    let admin = stack.admin_token.clone();
+    let before = counts(&stack).await;
+
+    // Bodies must be JSON objects, even where every field is optional.
+    for body in ["[]", "false", "\"x\"", "1"] {
+        let answer = stack
+            .send(reqwest::Method::POST, "/v1/workspaces/ws1/registration-tokens", &admin, Some(body.into()))
+            .await;
+        assert_refused(&answer, "invalid-request", body);
+    }
+    // Workspace ids: no key separator, no control characters, bounded.
+    let long = "w".repeat(3000);
+    for ws in ["a%23b", "a%0Ab", "a%2Fb", "-ws", long.as_str()] {
+        let answer = stack.post(&format!("/v1/workspaces/{ws}/registration-tokens"), &admin, json!({})).await;
+        assert_refused(&answer, "invalid-request", ws);
+        let answer = stack.post(&format!("/v1/workspaces/{ws}/runs"), &admin, json!({"definition": "jobs: {}"})).await;
+        assert_refused(&answer, "invalid-request", ws);
+    }
+    // Token expiry: a second to a year (8.3e12 s used to overflow and abort).
+    for expires in [0, MAX_TOKEN_EXPIRY_S + 1, 8_300_000_000_000, u64::MAX] {
+        let answer =
+            stack.post("/v1/workspaces/ws1/registration-tokens", &admin, json!({"expires_in_s": expires})).await;
+        assert_refused(&answer, "invalid-request", &format!("expires_in_s {expires}"));
+    }
+    let name = "n".repeat(201);
+    let answer = stack.post("/v1/workspaces/ws1/registration-tokens", &admin, json!({"name": name})).await;
+    assert_refused(&answer, "invalid-request", "a long token name");
+
+    // Runs: inputs bounded and storable.
+    let one_job = "name: limits\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
+    let big = json!({"blob": "x".repeat(MAX_INPUTS_BYTES)});
+    for (inputs, what) in [(big, "inputs over the limit"), (json!({"n": 1e200}), "a number DynamoDB cannot store")] {
+        let answer =
+            stack.post("/v1/workspaces/ws1/runs", &admin, json!({"definition": one_job, "inputs": inputs})).await;
+        assert_refused(&answer, "invalid-request", what);
+    }
+    // Definitions inside the byte, job and step limits that would not fit
+    // where they are stored: a job spec bloated by the workflow env, a
+    // snapshot over its item.
+    let env_value = "v".repeat(MAX_JOB_SPEC_BYTES);
+    let bloated =
+        format!("name: env\nenv:\n  BIG: {env_value}\njobs:\n  a:\n    runs-on: linux\n    steps: [{{run: 'true'}}]\n");
+    let answer = stack.post("/v1/workspaces/ws1/runs", &admin, json!({"definition": bloated})).await;
+    assert_refused(&answer, "invalid-definition", "a bloated job spec");
+    assert!(answer.body["error"]["message"].as_str().unwrap_or_default().contains("`a`"), "{}", answer.body);
+    // 180 jobs of 100 one-letter steps: under 256 KB of YAML, a megabyte parsed.
+    let mut huge = String::from("name: huge\njobs:\n");
+    let steps = vec!["{run: a}"; MAX_STEPS_PER_JOB].join(", ");
+    for job in 0..180 {
+        huge.push_str(&format!("  j{job}:\n    runs-on: linux\n    steps: [{steps}]\n"));
+    }
+    assert!(huge.len() < 256 * 1024 && huge.len() > MAX_SNAPSHOT_BYTES / 2, "{} bytes", huge.len());
+    let answer = stack.post("/v1/workspaces/ws1/runs", &admin, json!({"definition": huge})).await;
+    assert_refused(&answer, "invalid-definition", "a snapshot over its item");
+
+    assert_eq!(counts(&stack).await, before, "no refused request wrote anything");
+    // The dev host is still up: a valid request works.
+    let answer = stack.post("/v1/workspaces/ws1/registration-tokens", &admin, json!({"expires_in_s": 60})).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_reports_are_bounded_and_a_refused_one_leaves_the_lease_usable() {
+    let stack = TestStack::start().await;
+    // Queued ten minutes ago with an hour's timeout: the claim hands the
+    // runner what is left of it, not the whole hour.
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now() - Span::minutes(10)).await;
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let claim = stack.claim(&session).await.expect("the job");
+    assert!(claim.job.timeout_s <= 3000 && claim.job.timeout_s > 2900, "{} s left", claim.job.timeout_s);
+    let (id, token) = (queued.detail.job_execution_id, claim.lease.token.clone());
+    let complete = |body: Value| stack.complete(&token, id, body);
+
+    let outputs = json!({"k": "x".repeat(MAX_OUTPUTS_BYTES)});
+    for (body, what) in [
+        (json!({"status": "succeeded", "outputs": outputs}), "outputs over the limit"),
+        (json!({"status": "succeeded", "outputs": {"n": 1e200}}), "an output DynamoDB cannot store"),
+        (json!({"status": "succeeded", "message": "m".repeat(MAX_MESSAGE_BYTES + 1)}), "a long message"),
+        (json!([{"status": "succeeded"}]), "an array body"),
+    ] {
+        assert_refused(&complete(body).await, "invalid-request", what);
+    }
+    // Step reports: as many distinct steps as a job may have, not one more.
+    for i in 0..MAX_STEPS_PER_JOB {
+        let path = format!("/v1/runners/leases/{id}/steps/{}", uuid::Uuid::now_v7());
+        let answer = stack.post(&path, &token, json!({"status": "succeeded", "exit_code": 0})).await;
+        assert_eq!(answer.status, 200, "step {i}: {}", answer.body);
+    }
+    let path = format!("/v1/runners/leases/{id}/steps/{}", uuid::Uuid::now_v7());
+    let answer = stack.post(&path, &token, json!({"status": "succeeded", "exit_code": 0})).await;
+    assert_refused(&answer, "invalid-request", "a step past the job's maximum");
+    // Nothing refused touched the lease: it completes.
+    let done = complete(json!({"status": "succeeded", "outputs": {"version": "1.2.3"}})).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+}
