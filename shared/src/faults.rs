@@ -227,6 +227,19 @@ impl FaultPlan {
         }))
     }
 
+    /// A plan that injects nothing: the local stack's HTTP client with only
+    /// AWS's limits.
+    pub fn none() -> Self {
+        Self {
+            seed: 0,
+            late: std::time::Duration::from_millis(DEFAULT_LATE_MS),
+            rules: Vec::new(),
+            seen: Mutex::default(),
+            injected: Mutex::default(),
+            applied_transactions: Arc::default(),
+        }
+    }
+
     /// The plan `BATON_FAULTS` describes, if it is set and not empty.
     pub fn from_env() -> Result<Option<Self>, FaultsError> {
         match std::env::var(FAULTS_ENV) {
@@ -361,6 +374,16 @@ fn is_write(service: &str, operation: &str) -> bool {
 
 impl HttpConnector for FaultyConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        // AWS's limits first, faults or not: what AWS would refuse is
+        // refused here, as AWS refuses it.
+        if let Some((service, operation)) = target(&request) {
+            let refused = request.body().bytes().and_then(|body| crate::aws_limits::refusal(service, &operation, body));
+            if let Some(refused) = refused {
+                tracing::warn!(service, operation, error = refused.error, message = %refused.message,
+                    "refused as AWS would: a limit the emulator does not enforce");
+                return ready(aws_error(refused.status, refused.error, &refused.message, None));
+            }
+        }
         let watched = target(&request).filter(|(service, operation)| is_write(service, operation));
         let sent = self.call_with_faults(request);
         match (watched, WROTE.try_with(Arc::clone).ok()) {
@@ -467,9 +490,15 @@ fn success_response() -> HttpResponse {
     response
 }
 
-/// A JSON-protocol error response (`__type` names the error).
+/// A JSON-protocol error response (`__type` names the error) for an
+/// injected fault.
 fn error_response(status: u16, error: &str, extra: Option<&serde_json::Value>) -> HttpResponse {
-    let mut body = serde_json::json!({ "__type": error, "message": format!("{error} (injected by {FAULTS_ENV})") });
+    aws_error(status, error, &format!("{error} (injected by {FAULTS_ENV})"), extra)
+}
+
+/// A JSON-protocol error response: `__type` names the error.
+fn aws_error(status: u16, error: &str, message: &str, extra: Option<&serde_json::Value>) -> HttpResponse {
+    let mut body = serde_json::json!({ "__type": error, "message": message });
     if let (Some(extra), Some(map)) = (extra, body.as_object_mut()) {
         if let Some(fields) = extra.as_object() {
             map.extend(fields.clone());

@@ -11,6 +11,8 @@
 //! without it.
 
 pub mod aws;
+#[cfg(feature = "local-stack")]
+pub mod aws_limits;
 pub mod config;
 pub mod context;
 pub mod error;
