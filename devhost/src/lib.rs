@@ -109,10 +109,10 @@ impl DevHost {
             }
         }
         let resources = Resources::load();
-        let function_clients = match &options.faults {
-            Some(plan) => clients.with_faults(plan.clone()),
-            None => clients.clone(),
-        };
+        // The functions' requests meet AWS's limits always, and faults when
+        // planned (moto enforces neither).
+        let plan = options.faults.clone().unwrap_or_else(|| Arc::new(FaultPlan::none()));
+        let function_clients = clients.with_faults(plan);
         let functions = Arc::new(Functions::new(&config, &function_clients));
         let (stop, shutdown) = watch::channel(());
         let mut tasks = Vec::new();
@@ -205,11 +205,19 @@ impl DevHost {
     }
 }
 
-impl Drop for DevHost {
-    fn drop(&mut self) {
+impl DevHost {
+    /// Stops every task where it stands, as a crash would: invocations in
+    /// flight are dropped, nothing is drained.
+    pub fn abort(&mut self) {
         let _ = self.stop.send(());
         for task in &self.tasks {
             task.abort();
         }
+    }
+}
+
+impl Drop for DevHost {
+    fn drop(&mut self) {
+        self.abort();
     }
 }

@@ -196,17 +196,19 @@ fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ProvisionError + '
     move |e| ProvisionError(format!("{what}: {e}"))
 }
 
-/// Creates every resource of `plan`. Meant for the local emulator; on AWS the
-/// CDK stack creates the same resources.
+/// Creates what is missing of `plan` and keeps what is there (idempotent), so
+/// that a dev host restarts over an emulator that holds its stage and the
+/// runs in flight carry on. Meant for the local emulator; on AWS the CDK
+/// stack creates the same resources.
 pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned, ProvisionError> {
     let stream_arn = create_table(clients, &plan.table).await?;
-    clients
-        .eventbridge
-        .create_event_bus()
-        .name(&plan.bus)
-        .send()
-        .await
-        .map_err(|e| ProvisionError(format!("event bus {}: {}", plan.bus, display_sdk_error(&e))))?;
+    let bus = clients.eventbridge.create_event_bus().name(&plan.bus).send().await;
+    if let Err(e) = bus {
+        let exists = e.as_service_error().is_some_and(|s| s.is_resource_already_exists_exception());
+        if !exists {
+            return Err(ProvisionError(format!("event bus {}: {}", plan.bus, display_sdk_error(&e))));
+        }
+    }
 
     let mut queues = BTreeMap::new();
     for queue in &plan.queues {
@@ -253,16 +255,8 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
                 .ok_or_else(|| ProvisionError(format!("{}: no queue {queue_name}", machine.name)))?;
             definition = definition.replace(&format!("${{{key}}}"), &url);
         }
-        let out = clients
-            .sfn
-            .create_state_machine()
-            .name(&machine.name)
-            .definition(definition)
-            .role_arn(LOCAL_ROLE_ARN)
-            .send()
-            .await
-            .map_err(|e| ProvisionError(format!("state machine {}: {}", machine.name, display_sdk_error(&e))))?;
-        state_machines.insert(machine.logical.clone(), out.state_machine_arn().to_string());
+        let arn = create_state_machine(clients, &machine.name, definition).await?;
+        state_machines.insert(machine.logical.clone(), arn);
     }
     Ok(Provisioned {
         plan: plan.clone(),
@@ -272,6 +266,37 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
         queues,
         state_machines,
     })
+}
+
+/// Creates the state machine, or brings an existing one of that name to
+/// `definition` (its executions in flight carry on).
+async fn create_state_machine(clients: &AwsClients, name: &str, definition: String) -> Result<String, ProvisionError> {
+    let failed = |e: String| ProvisionError(format!("state machine {name}: {e}"));
+    let created =
+        clients.sfn.create_state_machine().name(name).definition(&definition).role_arn(LOCAL_ROLE_ARN).send().await;
+    match created {
+        Ok(out) => Ok(out.state_machine_arn().to_string()),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_state_machine_already_exists()) => {
+            let mut pages = clients.sfn.list_state_machines().into_paginator().send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| failed(display_sdk_error(&e)))?;
+                if let Some(existing) = page.state_machines().iter().find(|m| m.name() == name) {
+                    let arn = existing.state_machine_arn().to_string();
+                    clients
+                        .sfn
+                        .update_state_machine()
+                        .state_machine_arn(&arn)
+                        .definition(&definition)
+                        .send()
+                        .await
+                        .map_err(|e| failed(display_sdk_error(&e)))?;
+                    return Ok(arn);
+                }
+            }
+            Err(failed("exists but is not listed".into()))
+        }
+        Err(e) => Err(failed(display_sdk_error(&e))),
+    }
 }
 
 async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<String, ProvisionError> {
@@ -297,7 +322,7 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
                 .map_err(err("gsi"))?,
         );
     }
-    let out = clients
+    let created = clients
         .dynamodb
         .create_table()
         .table_name(&table.name)
@@ -314,8 +339,27 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
                 .map_err(err("stream"))?,
         )
         .send()
-        .await
-        .map_err(|e| ProvisionError(format!("table {}: {}", table.name, display_sdk_error(&e))))?;
+        .await;
+    let description = match created {
+        Ok(out) => out.table_description,
+        // The stage is there already (a restarted dev host): keep its table,
+        // its items and its stream.
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {
+            let described = clients
+                .dynamodb
+                .describe_table()
+                .table_name(&table.name)
+                .send()
+                .await
+                .map_err(|e| ProvisionError(format!("table {}: {}", table.name, display_sdk_error(&e))))?;
+            return described
+                .table()
+                .and_then(|d| d.latest_stream_arn())
+                .map(str::to_string)
+                .ok_or_else(|| ProvisionError(format!("table {} has no stream", table.name)));
+        }
+        Err(e) => return Err(ProvisionError(format!("table {}: {}", table.name, display_sdk_error(&e)))),
+    };
     clients
         .dynamodb
         .update_time_to_live()
@@ -330,9 +374,8 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
         .send()
         .await
         .map_err(|e| ProvisionError(format!("ttl of {}: {}", table.name, display_sdk_error(&e))))?;
-    out.table_description()
-        .and_then(|d| d.latest_stream_arn())
-        .map(str::to_string)
+    description
+        .and_then(|d| d.latest_stream_arn)
         .ok_or_else(|| ProvisionError(format!("table {} has no stream", table.name)))
 }
 

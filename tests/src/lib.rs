@@ -47,6 +47,9 @@ pub struct TestStack {
     pub api: String,
     pub http: reqwest::Client,
     pub store: Store,
+    /// What the dev host was started with, to start it again.
+    host_env: HashMap<String, String>,
+    host_options: HostOptions,
 }
 
 /// The emulator's endpoint; the tests cannot run without it.
@@ -159,10 +162,35 @@ impl TestStack {
         env.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
         env.extend(overrides);
         let env = function_env(&provisioned, &env);
-        let host = DevHost::start(&clients, &provisioned, &env, options).await.expect("dev host starts");
+        let host = DevHost::start(&clients, &provisioned, &env, options.clone()).await.expect("dev host starts");
         let api = host.api_url.clone();
         let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
-        Self { admin_token, captured, clients, provisioned, host, api, http: reqwest::Client::new(), store }
+        Self {
+            admin_token,
+            captured,
+            clients,
+            provisioned,
+            host,
+            api,
+            http: reqwest::Client::new(),
+            store,
+            host_env: env,
+            host_options: options,
+        }
+    }
+
+    /// Kills the dev host as a crash would (every invocation in flight is
+    /// dropped where it stands), then provisions the stage again over the
+    /// same emulator and starts a new dev host on it: what a developer does
+    /// after `baton-devhost run` died. The API moves to a new port.
+    pub async fn crash_and_restart_host(&mut self) {
+        self.host.abort();
+        self.provisioned =
+            provision(&self.clients, &self.provisioned.plan).await.expect("provisioning again keeps the stage");
+        self.host = DevHost::start(&self.clients, &self.provisioned, &self.host_env, self.host_options.clone())
+            .await
+            .expect("the dev host starts again");
+        self.api = self.host.api_url.clone();
     }
 }
 

@@ -150,3 +150,46 @@ async fn a_jobs_env_and_scripts_reach_its_runner_and_no_fact() {
     assert!(seen >= 6, "the run's facts were all looked at ({seen})");
     stack.assert_all_facts_valid();
 }
+
+/// Completes the claimed job with every step succeeded.
+async fn complete(stack: &TestStack, claim: &ClaimResponse) -> baton_tests::runners::Answer {
+    let body = json!({"status": "succeeded", "steps": succeeded_steps(claim)});
+    stack.complete(&claim.lease.token, claim.job_execution_id, body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_finishes_after_the_dev_host_crashed_mid_run_and_restarted_over_the_same_emulator() {
+    let mut stack = start().await;
+    let ws = workspace();
+    let yaml = "name: restart\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n  test:\n    needs: build\n    \
+                runs-on: linux\n    steps: [{run: make test}]\n  ship:\n    needs: test\n    runs-on: linux\n    steps: [{run: ./ship}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let build = claim_next(&stack, &runner.session_token).await;
+    assert_eq!(complete(&stack, &build).await.status, 200);
+    let test = claim_next(&stack, &runner.session_token).await;
+    assert_eq!(test.job.key, "test");
+
+    // The host dies while `test` runs; a new one starts over the same
+    // emulator (the stage, its items, its queues and executions are kept).
+    stack.crash_and_restart_host().await;
+
+    let answer = complete(&stack, &test).await;
+    assert_eq!(answer.status, 200, "the lease and session survive the restart: {}", answer.body);
+    // A message the dead host had received comes back after the queue's
+    // visibility timeout (180 s), as on Lambda: allow for it.
+    let after_crash = std::time::Duration::from_secs(240);
+    let started = std::time::Instant::now();
+    let ship = wait_for("ship to claim", after_crash, || async { stack.claim(&runner.session_token).await }).await;
+    assert_eq!(ship.job.key, "ship");
+    assert_eq!(complete(&stack, &ship).await.status, 200);
+    let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
+    let view = wait_for("the run to succeed", after_crash, || async {
+        let (_, view) = get(&stack, &stack.admin_token, &path).await;
+        (view["status"] == "succeeded").then_some(view)
+    })
+    .await;
+    eprintln!("restart: the run finished {:?} after the crash", started.elapsed());
+    assert_eq!(job(&view, 1, "ship")["status"], "succeeded");
+}
