@@ -21,7 +21,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { DynamoEventSource, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
@@ -393,13 +393,39 @@ export class BatonStack extends Stack {
     // ---- triggers
     const streamFunctions = this.resources.functions.filter((f) => f.trigger === 'stream');
     for (const fn of streamFunctions) {
+      // A batch that keeps failing is split until the failing record is
+      // alone, then handed to this queue after the retries, so one poison
+      // record never holds up the single ordered stream for every
+      // workspace. The facts of a batch that lands there are still in the
+      // outbox (kept 7 days) to be published again.
+      const failures = new sqs.Queue(this, `StreamFailures${pascal(fn.name)}`, {
+        queueName: `${naming.physical(fn.name)}-stream-failures`,
+        retentionPeriod: Duration.days(14),
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        enforceSSL: true,
+      });
+      this.alarm(`AlarmStreamFailures${pascal(fn.name)}`, {
+        alarmName: `${naming.physical(fn.name)}-stream-failures-not-empty`,
+        alarmDescription: `Stream batches ${naming.physical(fn.name)} gave up on: replay them from the outbox`,
+        metric: failures.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum' }),
+        threshold: 1,
+      });
       this.fn(fn.name).addEventSource(
         new DynamoEventSource(this.table, {
           startingPosition: lambda.StartingPosition.TRIM_HORIZON,
           batchSize: fn.batch_size ?? 100,
           reportBatchItemFailures: true,
-          bisectBatchOnError: false,
+          bisectBatchOnError: true,
           retryAttempts: cfg.relayRetryAttempts,
+          onFailure: new SqsDlq(failures),
+          // Only new outbox items invoke the relay: heartbeats, leases and
+          // attempt writes no longer do.
+          filters: [
+            lambda.FilterCriteria.filter({
+              eventName: lambda.FilterRule.isEqual('INSERT'),
+              dynamodb: { NewImage: { type: { S: lambda.FilterRule.isEqual('outbox') } } },
+            }),
+          ],
         }),
       );
     }

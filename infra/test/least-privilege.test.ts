@@ -139,6 +139,9 @@ function functionAllowances(fn: FunctionSpec, t: TemplateView, r: Resources): { 
   implicit.push({ why: 'own log group', actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], on: [logGroup], required: ['logs:PutLogEvents'] });
   if (fn.trigger === 'stream') {
     implicit.push(...allowancesOf('stream:read', ids, r));
+    // The event source's failure destination: what the stream gave up on.
+    const failures = t.queueNamed(`${naming.physical(fn.name)}-stream-failures`);
+    implicit.push({ why: 'stream failure destination', actions: SQS_SEND, on: [failures], required: ['sqs:SendMessage'] });
   }
   for (const q of allQueues(r).filter((x) => x.function === fn.name)) {
     implicit.push({ why: `consume ${q.name}`, actions: SQS_CONSUME, on: [ids.queue(q.name)], required: ['sqs:ReceiveMessage', 'sqs:DeleteMessage'] });

@@ -177,7 +177,8 @@ for (const v of VARIANTS) {
 
     it('gives every queue (subscribers and task queues) a DLQ, redrive, visibility, an event source and a DLQ alarm', () => {
       const queues = allQueues(r);
-      assert.equal(t.ofType('AWS::SQS::Queue').length, 2 * queues.length);
+      const streamFunctions = r.functions.filter((f) => f.trigger === 'stream').length;
+      assert.equal(t.ofType('AWS::SQS::Queue').length, 2 * queues.length + streamFunctions, 'plus a failure queue a stream');
       for (const q of queues) {
         const queueId = t.queueNamed(naming.physical(q.name));
         const dlqId = t.queueNamed(naming.dlq(q.name));
@@ -201,17 +202,27 @@ for (const v of VARIANTS) {
       }
     });
 
-    it('feeds the stream function from the table stream (TRIM_HORIZON, partial failures, no bisect, bounded retries)', () => {
+    it('feeds the stream function outbox inserts only, bisects a failing batch and hands what fails for good to an alarmed queue', () => {
       const [tableId] = t.byProp('AWS::DynamoDB::Table', 'TableName', naming.physical(r.table.name));
       for (const fn of r.functions.filter((f) => f.trigger === 'stream')) {
+        const failures = `${naming.physical(fn.name)}-stream-failures`;
+        const [failuresId] = t.byProp('AWS::SQS::Queue', 'QueueName', failures);
         template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
           EventSourceArn: { 'Fn::GetAtt': [tableId, 'StreamArn'] },
           FunctionName: { Ref: t.functionNamed(naming.physical(fn.name)) },
           StartingPosition: 'TRIM_HORIZON',
           BatchSize: fn.batch_size ?? 100,
           FunctionResponseTypes: ['ReportBatchItemFailures'],
-          BisectBatchOnFunctionError: false,
+          BisectBatchOnFunctionError: true,
           MaximumRetryAttempts: 10,
+          DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [failuresId, 'Arn'] } } },
+          FilterCriteria: {
+            Filters: [{ Pattern: JSON.stringify({ eventName: ['INSERT'], dynamodb: { NewImage: { type: { S: ['outbox'] } } } }) }],
+          },
+        });
+        template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+          AlarmName: `${failures}-not-empty`,
+          Threshold: 1,
         });
       }
       const mappings = t.ofType('AWS::Lambda::EventSourceMapping');
