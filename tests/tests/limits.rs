@@ -123,3 +123,51 @@ async fn runner_reports_are_bounded_and_a_refused_one_leaves_the_lease_usable() 
     let done = complete(json!({"status": "succeeded", "outputs": {"version": "1.2.3"}})).await;
     assert_eq!(done.status, 200, "{}", done.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
+    // 256 jobs (the most), each with a 900-character step: 245 KB of YAML,
+    // close to the 300 KiB snapshot limit. Every write the functions make
+    // meets AWS's limits in the local stack (`aws_limits`).
+    let stack = TestStack::start().await;
+    let admin = stack.admin_token.clone();
+    let script = format!("echo {}", "x".repeat(895));
+    let mut yaml = String::from("name: largest\njobs:\n");
+    for job in 0..baton_shared::workflows::definition::MAX_JOBS {
+        yaml.push_str(&format!("  j{job:03}:\n    runs-on: linux\n    steps:\n      - run: {script}\n"));
+    }
+    assert!(yaml.len() <= 256 * 1024, "{} bytes of YAML", yaml.len());
+    let definition = baton_shared::workflows::parse_definition(&yaml).expect("valid");
+    let snapshot = serde_json::to_string(&definition).unwrap().len();
+    assert!(snapshot > MAX_SNAPSHOT_BYTES * 4 / 5 && snapshot <= MAX_SNAPSHOT_BYTES, "{snapshot} bytes parsed");
+    let created = stack.post("/v1/workspaces/ws1/runs", &admin, json!({ "definition": yaml })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let run_id = created.body["id"].as_str().unwrap_or_default().to_string();
+
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let mut done = std::collections::HashSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    while done.len() < baton_shared::workflows::definition::MAX_JOBS {
+        assert!(std::time::Instant::now() < deadline, "{} jobs done in time", done.len());
+        let Some(claim) = stack.claim(&session).await else {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        };
+        assert_eq!(claim.job.steps[0].run, script, "the spec reaches the runner whole");
+        let steps: Vec<Value> =
+            claim.job.steps.iter().map(|s| json!({"id": s.id, "status": "succeeded", "exit_code": 0})).collect();
+        let answer = stack
+            .complete(&claim.lease.token, claim.job_execution_id, json!({"status": "succeeded", "steps": steps}))
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(done.insert(claim.job.key.clone()), "{} claimed twice", claim.job.key);
+    }
+    let path = format!("/v1/workspaces/ws1/runs/{run_id}");
+    let view = baton_tests::wait_for("the run to succeed", std::time::Duration::from_secs(120), || async {
+        let view = stack.send(reqwest::Method::GET, &path, &admin, None).await;
+        (view.body["status"] == "succeeded").then_some(view.body)
+    })
+    .await;
+    assert_eq!(view["attempts"][0]["jobs"].as_array().map(Vec::len), Some(256));
+    eprintln!("largest definition: {} bytes of YAML, {snapshot} bytes parsed, 256 jobs succeeded", yaml.len());
+}
