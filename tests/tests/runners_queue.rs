@@ -344,3 +344,24 @@ async fn idle_polling_does_not_write_the_session_on_every_poll() {
         baton_shared::store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
     assert_eq!(before.last_seen_at, after.last_seen_at, "last_seen_at is written at most once every 10 s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_set_without_pending_work_leaves_the_registry_and_comes_back_with_new_work() {
+    let stack = TestStack::start().await;
+    let session = stack.runner("ws1", &["linux", "arm64"]).await.session_token;
+    let first = stack.queue_job("ws1", &["linux", "arm64"], Utc::now()).await;
+    assert_eq!(stack.count_items("labelset").await, 1);
+    let claimed = stack.claim(&session).await.expect("the job");
+    assert_eq!(claimed.job_execution_id, first.detail.job_execution_id);
+    // An empty claim (once the instance's cached list is a second old) finds
+    // the set's partition empty and prunes the set.
+    baton_tests::wait_for("the drained set to leave the registry", Duration::from_secs(10), || async {
+        assert!(stack.claim(&session).await.is_none(), "nothing left to claim");
+        (stack.count_items("labelset").await == 0).then_some(())
+    })
+    .await;
+    let second = stack.queue_job("ws1", &["linux", "arm64"], Utc::now()).await;
+    assert_eq!(stack.count_items("labelset").await, 1, "new work registers the set again");
+    let claimed = stack.claim(&session).await.expect("the new job");
+    assert_eq!(claimed.job_execution_id, second.detail.job_execution_id);
+}

@@ -289,12 +289,25 @@ impl Store {
         })
     }
 
-    /// The oldest `HEAD_READ` pending items of the fitting label sets.
+    /// The oldest `HEAD_READ` pending items of the fitting label sets. A set
+    /// whose partition is empty is pruned from the registry (once: the
+    /// instance's cached list is dropped when one goes), so claims stop
+    /// querying sets that have no work.
     async fn claim_window(&self, fitting: &[&LabelSet], workspace_id: &str) -> Result<Vec<PendingItem>, StoreError> {
         let heads = futures::future::try_join_all(
             fitting.iter().map(|set| self.pending_head(workspace_id, &set.sk, HEAD_READ as i32)),
         )
         .await?;
+        let empty: Vec<&LabelSet> =
+            fitting.iter().zip(&heads).filter(|(_, head)| head.is_empty()).map(|(set, _)| *set).collect();
+        let mut pruned = false;
+        for set in empty {
+            pruned |= self.prune_label_set(workspace_id, set).await?;
+        }
+        if pruned {
+            let key = format!("{}#{workspace_id}", self.table);
+            LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        }
         let mut candidates: Vec<PendingItem> = heads.into_iter().flatten().collect();
         oldest_first(&mut candidates);
         candidates.truncate(HEAD_READ);

@@ -8,7 +8,9 @@
 //!   carrying everything the runner needs, in the partition of its workspace
 //!   and canonical label set, ordered by `queued_at`.
 //! - `QREG#<workspace>` / `<labelset>`: the label sets a workspace has queued
-//!   work for, so a claim queries only partitions whose labels fit.
+//!   work for, so a claim queries only partitions whose labels fit. An entry
+//!   whose partition a claim finds empty is pruned (`prune_label_set`), so
+//!   the registry holds the sets with pending work, not every set ever used.
 
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
@@ -59,6 +61,12 @@ pub struct LabelSet {
     /// The label set id.
     pub sk: String,
     pub labels: Vec<String>,
+    /// A fresh id written by every enqueue into the set (never a counter: a
+    /// set pruned and registered again must not match an old read): a prune
+    /// conditioned on the one it read cannot remove a set that gained work
+    /// since.
+    #[serde(default)]
+    pub v: String,
 }
 
 /// What an enqueue did.
@@ -147,10 +155,11 @@ impl Store {
                 .table_name(&self.table)
                 .key("pk", s(keys::labelset_registry_pk(ws)))
                 .key("sk", s(labelset))
-                .update_expression("SET labels = :labels, #type = :type")
+                .update_expression("SET labels = :labels, #type = :type, v = :v")
                 .expression_attribute_names("#type", "type")
                 .expression_attribute_values(":labels", serde_dynamo::to_attribute_value(&labels)?)
                 .expression_attribute_values(":type", s("labelset"))
+                .expression_attribute_values(":v", s(Uuid::now_v7().to_string()))
                 .build(),
         )?;
         let items = vec![
@@ -164,17 +173,51 @@ impl Store {
         })
     }
 
-    /// The label sets `workspace_id` has queued work for.
+    /// The label sets `workspace_id` has queued work for, every page of them.
     pub async fn label_sets(&self, workspace_id: &str) -> Result<Vec<LabelSet>, StoreError> {
-        let out = self
+        let mut pages = self
             .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk")
             .expression_attribute_values(":pk", s(keys::labelset_registry_pk(workspace_id)))
+            .into_paginator()
+            .items()
+            .send();
+        let mut sets = Vec::new();
+        while let Some(item) = pages.next().await {
+            sets.push(from_item(item?)?);
+        }
+        Ok(sets)
+    }
+
+    /// Removes `set` from the registry if its partition holds no pending
+    /// item, as a strongly consistent read sees it, and no enqueue bumped
+    /// its version since `set` was read (an enqueue after the removal
+    /// registers it again). `true` if it was removed.
+    pub async fn prune_label_set(&self, workspace_id: &str, set: &LabelSet) -> Result<bool, StoreError> {
+        let head = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::queue_pk(workspace_id, &set.sk)))
+            .consistent_read(true)
+            .limit(1)
             .send()
             .await?;
-        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+        if head.count() > 0 {
+            return Ok(false);
+        }
+        let delete = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::labelset_registry_pk(workspace_id)))
+            .key("sk", s(&set.sk))
+            .condition_expression("v = :v")
+            .expression_attribute_values(":v", s(&set.v));
+        super::condition_may_fail(|| delete.clone().send()).await
     }
 
     /// The oldest `limit` pending items of one label set.
