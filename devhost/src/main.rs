@@ -56,6 +56,38 @@ enum Command {
         #[arg(long, value_name = "W")]
         workspace: Option<String>,
     },
+    /// Publish again the outbox's facts that occurred in a time window: the
+    /// recovery for a stream batch the relay gave up on (its message in the
+    /// `<relay>-stream-failures` queue gives the records' arrival times).
+    /// AWS credentials from the environment (or BATON_AWS_ENDPOINT)
+    RepublishOutbox {
+        /// The stack's table (its TableName output)
+        #[arg(long, value_name = "T")]
+        table: String,
+        /// The stack's event bus
+        #[arg(long, value_name = "B")]
+        bus: String,
+        /// The window's start, RFC 3339 (e.g. the batch's first arrival minus a minute)
+        #[arg(long, value_name = "TIME")]
+        since: chrono::DateTime<chrono::Utc>,
+        /// The window's end, RFC 3339
+        #[arg(long, value_name = "TIME")]
+        until: chrono::DateTime<chrono::Utc>,
+    },
+}
+
+async fn republish_outbox(
+    table: String,
+    bus: String,
+    since: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+) -> Result<(), String> {
+    let clients = AwsClients::from_env().await;
+    let store = baton_shared::store::Store::new(clients.dynamodb.clone(), table);
+    let published =
+        baton_shared::facts::relay::republish_outbox(&store, &clients.eventbridge, &bus, since, until).await?;
+    println!("published {published} facts again (consumers ignore the ones they had)");
+    Ok(())
 }
 
 fn plan(stage: &str) -> Result<Plan, String> {
@@ -133,6 +165,7 @@ async fn main() -> ExitCode {
             serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
         }),
         Some(Command::AdminToken { table, workspace }) => admin_token(table, workspace).await,
+        Some(Command::RepublishOutbox { table, bus, since, until }) => republish_outbox(table, bus, since, until).await,
         None | Some(Command::Run) => {
             baton_shared::telemetry::init();
             run().await

@@ -164,3 +164,37 @@ async fn a_poison_fact_lands_in_the_dlq_while_the_facts_behind_it_keep_flowing()
     assert_eq!(deliveries, Some(PROBE_MAX_RECEIVES), "tried maxReceiveCount times, then dead-lettered");
     assert_eq!(seen.lock().unwrap().effects.get(&poison.header.event_id), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_facts_of_a_time_window_can_be_published_again() {
+    // The recovery for a stream batch the relay gave up on: its facts are
+    // still in the outbox, and publishing them again is harmless.
+    let stack = TestStack::start().await;
+    let at = chrono::Utc::now();
+    let facts: Vec<Fact<RunCancelled>> =
+        (0..3).map(|_| Fact::new("ws1", at, RunCancelled { run_id: Uuid::now_v7(), attempt: 1 })).collect();
+    for fact in &facts {
+        stack.publish(fact).await;
+    }
+    let seen =
+        |id: Uuid| stack.facts(RunCancelled::DETAIL_TYPE).iter().filter(|d| d["event_id"] == id.to_string()).count();
+    wait_for("the facts relayed once", Duration::from_secs(30), || async {
+        facts.iter().all(|f| seen(f.header.event_id) >= 1).then_some(())
+    })
+    .await;
+    let window = (at - chrono::Duration::seconds(1), at + chrono::Duration::seconds(1));
+    let published = baton_shared::facts::relay::republish_outbox(
+        &stack.store,
+        &stack.clients.eventbridge,
+        &stack.provisioned.bus,
+        window.0,
+        window.1,
+    )
+    .await
+    .expect("published again");
+    assert_eq!(published, 3, "exactly the window's facts");
+    wait_for("each fact delivered again", Duration::from_secs(30), || async {
+        facts.iter().all(|f| seen(f.header.event_id) >= 2).then_some(())
+    })
+    .await;
+}

@@ -143,6 +143,28 @@ async fn publish_chunk<'a>(
     Err(remaining[0])
 }
 
+/// Publishes again the facts of the outbox that occurred from `since` to
+/// `until`: the recovery for stream batches the relay gave up on (they land
+/// in the stream's failure queue with their records' arrival times).
+/// Consumers are idempotent, so a fact published twice is harmless. Returns
+/// how many facts were published; an error names the first that was not.
+pub async fn republish_outbox(
+    store: &crate::store::Store,
+    client: &aws_sdk_eventbridge::Client,
+    bus: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+) -> Result<usize, String> {
+    let items = store.outbox_between(since, until).await.map_err(|e| e.to_string())?;
+    let facts: Vec<PendingFact> =
+        items.into_iter().map(|item| PendingFact { sequence_number: Some(item.event_id.to_string()), item }).collect();
+    let response = publish(client, bus, &facts).await;
+    match response.batch_item_failures.first() {
+        None => Ok(facts.len()),
+        Some(failed) => Err(format!("fact {:?} and the ones after it were not published", failed.item_identifier)),
+    }
+}
+
 fn entry(bus: &str, item: &OutboxItem) -> PutEventsRequestEntry {
     PutEventsRequestEntry::builder()
         .event_bus_name(bus)

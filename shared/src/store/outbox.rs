@@ -61,4 +61,33 @@ impl Store {
             .map_err(|e| StoreError::Other(e.to_string()))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
+
+    /// The outbox items whose fact occurred from `since` to `until`, oldest
+    /// first. An operator's recovery tool, never a hot path: it scans the
+    /// table (the outbox keeps facts for their TTL, 7 days by default).
+    pub async fn outbox_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
+        let mut pages = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("#type = :outbox")
+            .expression_attribute_names("#type", "type")
+            .expression_attribute_values(":outbox", aws_sdk_dynamodb::types::AttributeValue::S(OUTBOX_TYPE.into()))
+            .into_paginator()
+            .items()
+            .send();
+        let mut found = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item: OutboxItem = super::from_item(item?)?;
+            if (since..=until).contains(&item.occurred_at) {
+                found.push(item);
+            }
+        }
+        found.sort_by_key(|item| (item.occurred_at, item.event_id));
+        Ok(found)
+    }
 }
