@@ -328,3 +328,47 @@ async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_a_fre
         plan.injected_by_kind()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_claims_racing_for_one_job_under_faults_make_one_lease_and_no_error() {
+    // Conflicts, throttling and lost answers on the claims' writes: one
+    // runner gets the job, under epoch 1; the others hear 204 or a 503 to
+    // retry, never a 500; the bus carries one claim.
+    let faults = "seed=16;dynamodb.TransactWriteItems:conflict=0.3;dynamodb:throttle=0.1;dynamodb:lost=0.1";
+    let (stack, plan) = stack_with_faults(faults).await;
+    let stack = Arc::new(stack);
+    let mut runners = Vec::new();
+    for _ in 0..16 {
+        runners.push(stack.runner("ws1", &["linux"]).await.session_token);
+    }
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let answers = futures::future::join_all(runners.iter().map(|token| {
+        let stack = stack.clone();
+        let token = token.clone();
+        async move { stack.post("/v1/runners/claim", &token, json!({})).await }
+    }))
+    .await;
+    let mut won = Vec::new();
+    for answer in answers {
+        assert!([200, 204, 503].contains(&answer.status), "a claim answered {}: {}", answer.status, answer.body);
+        if answer.status == 200 {
+            won.push(answer.body);
+        }
+    }
+    assert!(won.len() <= 1, "at most one runner holds the job: {won:?}");
+    if won.is_empty() {
+        // Every racer was told to retry: the job is still there for one.
+        let claim = stack.claim(&runners[0]).await.expect("the job, on a retry");
+        assert_eq!(claim.job_execution_id, queued.detail.job_execution_id);
+    } else {
+        assert_eq!(won[0]["job_execution_id"], queued.detail.job_execution_id.to_string());
+        assert_eq!(won[0]["lease"]["epoch"], 1);
+    }
+    stack
+        .wait_fact("baton.runners.job.claimed", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == queued.detail.job_execution_id.to_string()
+        })
+        .await;
+    assert_eq!(stack.facts("baton.runners.job.claimed").len(), 1, "{:?}", plan.injected_by_kind());
+    assert!(!plan.injected_by_kind().is_empty(), "faults met the claims");
+}
