@@ -34,13 +34,7 @@ async fn a_runner_claims_and_completes_every_job_of_a_run_over_http() {
         let view =
             wait_view(&stack, &ws, &run_id, "the claim recorded", |v| job(v, 1, key)["status"] == "running").await;
         assert_eq!(job(&view, 1, key)["executions"][0]["runner_session_id"], runner.session_id.to_string());
-        let answer = stack
-            .complete(
-                &claim.lease.token,
-                claim.job_execution_id,
-                json!({"status": "succeeded", "steps": succeeded_steps(&claim)}),
-            )
-            .await;
+        let answer = complete(&stack, &claim).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
     }
     let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
@@ -128,13 +122,7 @@ async fn a_jobs_env_and_scripts_reach_its_runner_and_no_fact() {
     assert_eq!(claim.job.env["JOB_TOKEN"], format!("job-{secret}"));
     assert_eq!(claim.job.steps[0].run, script);
     assert_eq!(claim.job.steps[0].env["STEP_TOKEN"], format!("step-{secret}"));
-    let answer = stack
-        .complete(
-            &claim.lease.token,
-            claim.job_execution_id,
-            json!({"status": "succeeded", "steps": succeeded_steps(&claim)}),
-        )
-        .await;
+    let answer = complete(&stack, &claim).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     wait_run_status(&stack, &ws, &run_id, "succeeded").await;
     flush_pipeline(&stack, &ws).await;

@@ -94,29 +94,19 @@ impl Runner {
     /// Starts the real binary against `stack` with the registration token in
     /// the environment (as an operator would), plus `args`.
     pub fn start(stack: &TestStack, token: &str, labels: &str, args: &[&str]) -> Self {
-        let work_dir = scratch().join("work");
-        let child = Command::new(env!("CARGO_BIN_EXE_runner-under-test"))
-            .arg("--api")
-            .arg(&stack.api)
-            .arg("--labels")
-            .arg(labels)
-            .arg("--work-dir")
-            .arg(&work_dir)
-            .arg("--kill-grace-s")
-            .arg("2")
-            .args(args)
-            .env("BATON_REGISTRATION_TOKEN", token)
-            .spawn()
-            .expect("baton-runner starts");
-        Self { child, work_dir }
+        Self::launch(stack, token, labels, args, None)
     }
 
     /// As [`Runner::start`], with JSON logs written to `log` (for checks on
     /// what the runner saw).
     pub fn start_logged(stack: &TestStack, token: &str, labels: &str, args: &[&str], log: &Path) -> Self {
+        Self::launch(stack, token, labels, args, Some(log))
+    }
+
+    fn launch(stack: &TestStack, token: &str, labels: &str, args: &[&str], log: Option<&Path>) -> Self {
         let work_dir = scratch().join("work");
-        let file = std::fs::File::create(log).expect("a log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_runner-under-test"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_runner-under-test"));
+        command
             .arg("--api")
             .arg(&stack.api)
             .arg("--labels")
@@ -125,12 +115,12 @@ impl Runner {
             .arg(&work_dir)
             .arg("--kill-grace-s")
             .arg("2")
-            .arg("--json-logs")
             .args(args)
-            .env("BATON_REGISTRATION_TOKEN", token)
-            .stdout(file)
-            .spawn()
-            .expect("baton-runner starts");
+            .env("BATON_REGISTRATION_TOKEN", token);
+        if let Some(log) = log {
+            command.arg("--json-logs").stdout(std::fs::File::create(log).expect("a log file"));
+        }
+        let child = command.spawn().expect("baton-runner starts");
         Self { child, work_dir }
     }
 
