@@ -63,8 +63,10 @@ impl Store {
     }
 
     /// The outbox items whose fact occurred from `since` to `until`, oldest
-    /// first. An operator's recovery tool, never a hot path: it scans the
-    /// table (the outbox keeps facts for their TTL, 7 days by default).
+    /// first. An operator's recovery tool (`baton-devhost republish-outbox`),
+    /// never a hot path: it scans the table (the outbox keeps facts for their
+    /// TTL, 7 days by default), so no function is built with it.
+    #[cfg(feature = "local-stack")]
     pub async fn outbox_between(
         &self,
         since: DateTime<Utc>,
