@@ -159,9 +159,10 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
                 if reads > contention::MAX_LOST_RACES {
                     return Err(contention::too_contended(format!("timeouts of attempt {run_id}/{attempt}")));
                 }
-                for id in overdue {
-                    records.insert(id, store.runner_record(id).await?);
-                }
+                // A run timeout makes every unfinished execution overdue at
+                // once: read their records side by side, not one by one.
+                let read = futures::future::try_join_all(overdue.iter().map(|id| store.runner_record(*id))).await?;
+                records.extend(overdue.into_iter().zip(read));
             }
         }
     };
