@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every error code the API can answer with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorCode {
     InvalidRequest,
@@ -67,12 +68,16 @@ impl ErrorCode {
 
 /// The error document: `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
+    /// One of the stable codes; clients switch on it.
+    #[cfg_attr(feature = "openapi", schema(value_type = ErrorCode))]
     pub code: String,
     pub message: String,
 }

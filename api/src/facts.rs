@@ -118,6 +118,7 @@ impl From<&JobSpec> for QueuedJob {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepSpec {
     pub id: Uuid,
     #[serde(default)]
@@ -130,6 +131,7 @@ pub struct StepSpec {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepResult {
     pub id: Uuid,
     pub status: StepStatus,
@@ -143,6 +145,7 @@ pub struct StepResult {
 
 /// The outcome a runner reports for a whole job.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobOutcome {
     Succeeded,

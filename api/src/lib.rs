@@ -3,10 +3,14 @@
 //! (`status`), the facts published on the bus (`facts`) and the stable error
 //! codes (`error`). The server, the runner agent and the operator CLI share
 //! these very types, so the contract cannot drift; the crate depends on
-//! serde, uuid and chrono only, so a client built on it compiles no AWS SDK.
+//! serde, uuid and chrono only, so a client built on it compiles no AWS SDK;
+//! the `openapi` feature adds the OpenAPI document generated from the types.
 
 pub mod error;
 pub mod facts;
+pub mod health;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod runners;
 pub mod runs;
 pub mod status;

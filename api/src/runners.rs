@@ -12,6 +12,7 @@ use crate::facts::{JobOutcome, StepResult, StepSpec};
 use crate::status::StepStatus;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateRegistrationToken {
     #[serde(default)]
     pub name: Option<String>,
@@ -24,6 +25,7 @@ pub struct CreateRegistrationToken {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreatedRegistrationToken {
     pub id: Uuid,
     pub token: String,
@@ -31,6 +33,7 @@ pub struct CreatedRegistrationToken {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegistrationTokenSummary {
     pub id: Uuid,
     pub name: Option<String>,
@@ -42,11 +45,13 @@ pub struct RegistrationTokenSummary {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegistrationTokenList {
     pub items: Vec<RegistrationTokenSummary>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegisterRequest {
     pub labels: Vec<String>,
     #[serde(default)]
@@ -54,6 +59,7 @@ pub struct RegisterRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegisterResponse {
     pub session_id: Uuid,
     pub session_token: String,
@@ -66,6 +72,7 @@ pub struct RegisterResponse {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimRequest {
     #[serde(default)]
     pub wait_s: Option<u64>,
@@ -81,6 +88,7 @@ pub struct ClaimRequest {
 pub const MAX_CLAIM_WAIT_S: u64 = 20;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseGrant {
     pub token: String,
     pub epoch: u64,
@@ -88,6 +96,7 @@ pub struct LeaseGrant {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedJob {
     pub key: String,
     pub labels: Vec<String>,
@@ -97,6 +106,7 @@ pub struct ClaimedJob {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimResponse {
     pub job_execution_id: Uuid,
     pub job_id: Uuid,
@@ -110,6 +120,7 @@ pub struct ClaimResponse {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeartbeatResponse {
     pub cancel: bool,
     pub expires_at: DateTime<Utc>,
@@ -117,6 +128,7 @@ pub struct HeartbeatResponse {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepReport {
     pub status: StepStatus,
     #[serde(default)]
@@ -128,11 +140,13 @@ pub struct StepReport {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CancelFlag {
     pub cancel: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompleteRequest {
     pub status: JobOutcome,
     #[serde(default)]
@@ -144,6 +158,7 @@ pub struct CompleteRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompleteResponse {
     pub status: JobOutcome,
 }

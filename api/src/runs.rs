@@ -13,6 +13,7 @@ use crate::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, Status
 
 /// `{mode: "all" | "failed"}` of the rerun request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RerunMode {
     All,
@@ -21,9 +22,11 @@ pub enum RerunMode {
 
 /// `POST /v1/workspaces/{ws}/runs`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateRunRequest {
     pub definition: String,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
     pub idempotency_key: Option<String>,
@@ -31,11 +34,13 @@ pub struct CreateRunRequest {
 
 /// `POST …/runs/{run_id}/rerun`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RerunRequest {
     pub mode: RerunMode,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunView {
     pub id: Uuid,
     pub workspace_id: String,
@@ -53,8 +58,10 @@ pub struct RunView {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttemptView {
     pub attempt: u32,
+    #[cfg_attr(feature = "openapi", schema(value_type = RunStatus))]
     pub status: AttemptStatus,
     pub status_reason: Option<StatusReason>,
     pub rerun_mode: Option<RerunMode>,
@@ -64,6 +71,7 @@ pub struct AttemptView {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobView {
     pub id: Uuid,
     pub key: String,
@@ -78,6 +86,7 @@ pub struct JobView {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExecutionView {
     pub id: Uuid,
     pub status: ExecutionStatus,
@@ -90,6 +99,7 @@ pub struct ExecutionView {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepView {
     pub id: Uuid,
     pub name: Option<String>,
@@ -99,6 +109,7 @@ pub struct StepView {
 
 /// One item of `GET …/runs`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunSummary {
     pub id: Uuid,
     pub workspace_id: String,
@@ -113,6 +124,7 @@ pub struct RunSummary {
 
 /// `GET …/runs`: newest first.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunList {
     pub items: Vec<RunSummary>,
     pub next_cursor: Option<String>,

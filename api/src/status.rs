@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 /// **current** attempt: a rerun does not move the run's status backwards, it
 /// points the run at a new attempt whose status starts at `pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Pending,
@@ -33,6 +34,7 @@ pub type AttemptStatus = RunStatus;
 /// Status of a job within an attempt. `skipped` is only reachable from
 /// `pending`: a job is skipped when its `if` is evaluated, before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     Pending,
@@ -46,6 +48,7 @@ pub enum JobStatus {
 
 /// Status of one execution of a job (what a runner claims and leases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionStatus {
     Pending,
@@ -59,6 +62,7 @@ pub enum ExecutionStatus {
 /// Status of one step as reported by the runner (api.md: step progress and
 /// complete). Steps nobody reported on yet are `pending`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     Pending,
@@ -71,6 +75,7 @@ pub enum StepStatus {
 /// Why a job or an execution ended the way it did (`status_reason` in the
 /// run view). A success has no reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StatusReason {
     /// A step exited non-zero, or the runner reported the job failed.

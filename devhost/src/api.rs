@@ -12,6 +12,7 @@ use lambda_http::{Body, RequestExt};
 
 use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
 
+use crate::contract::Contract;
 use crate::functions::Functions;
 
 /// API Gateway's own payload limit; the handlers enforce the API's 1 MiB.
@@ -45,6 +46,8 @@ pub struct Gateway {
     pub functions: Arc<Functions>,
     /// Invocations as Lambda runs them on a bad day (`trigger.http` faults).
     pub faults: Option<Arc<FaultPlan>>,
+    /// Every function answer is checked against the OpenAPI document.
+    pub contract: Arc<Contract>,
 }
 
 impl Gateway {
@@ -60,6 +63,7 @@ impl Gateway {
             }
         };
         let query = parts.uri.query().map(query_parameters).unwrap_or_default();
+        let method = parts.method.to_string();
         let body = if bytes.is_empty() { Body::Empty } else { Body::Binary(bytes.to_vec()) };
         let request =
             http::Request::from_parts(parts, body).with_path_parameters(params).with_query_string_parameters(query);
@@ -70,7 +74,7 @@ impl Gateway {
             // What API Gateway answers when the function crashed or timed
             // out: the client cannot tell whether anything was applied.
             Some(Fault::Abandon) => match abandoned_after_first_write(invocation).await {
-                Some(response) => to_axum(response),
+                Some(response) => to_axum(self.checked(&method, &route.path, response)),
                 None => gateway_error(502, "Internal server error"),
             },
             // The function ran to its end; its answer never reached the client.
@@ -78,7 +82,28 @@ impl Gateway {
                 invocation.await;
                 gateway_error(504, "Endpoint request timed out")
             }
-            _ => to_axum(invocation.await),
+            _ => to_axum(self.checked(&method, &route.path, invocation.await)),
+        }
+    }
+
+    /// The function's answer if the contract declares it; otherwise a 500
+    /// naming the breach (logged too), which no test expects.
+    fn checked(&self, method: &str, route: &str, response: lambda_http::Response<Body>) -> lambda_http::Response<Body> {
+        let content_type = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let body: &[u8] = match response.body() {
+            Body::Text(text) => text.as_bytes(),
+            Body::Binary(bytes) => bytes,
+            _ => &[],
+        };
+        match self.contract.check(method, route, response.status().as_u16(), content_type, body) {
+            Ok(()) => response,
+            Err(breach) => {
+                tracing::error!(%breach, "an answer breaks the OpenAPI document");
+                baton_shared::http::error_response(&ApiError::new(
+                    ErrorCode::Internal,
+                    format!("the answer breaks the OpenAPI document: {breach}"),
+                ))
+            }
         }
     }
 }

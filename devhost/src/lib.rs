@@ -4,6 +4,7 @@
 //! that run on Lambda.
 
 pub mod api;
+pub mod contract;
 pub mod functions;
 pub mod invocations;
 pub mod schedule;
@@ -121,6 +122,10 @@ impl DevHost {
             routes: provisioned.plan.routes.clone(),
             functions: functions.clone(),
             faults: options.faults.clone(),
+            contract: Arc::new(
+                contract::Contract::from_document()
+                    .map_err(|e| HostError::Start(format!("the OpenAPI document: {e}")))?,
+            ),
         });
         let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
             let gateway = gateway.clone();

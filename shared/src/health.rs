@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::aws::AwsClients;
 use crate::config::Config;
 use crate::store::display_sdk_error;
@@ -11,26 +9,7 @@ use crate::store::display_sdk_error;
 /// How long one backend check may take before it counts as down.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Health {
-    pub status: String,
-    pub version: String,
-    pub checks: Checks,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Checks {
-    pub dynamodb: String,
-    pub sqs: String,
-    pub eventbridge: String,
-    pub stepfunctions: String,
-}
-
-impl Health {
-    pub fn is_ok(&self) -> bool {
-        self.status == "ok"
-    }
-}
+pub use baton_api::health::{Checks, Health};
 
 async fn check<T, E: std::fmt::Display>(fut: impl std::future::Future<Output = Result<T, E>>) -> String {
     match tokio::time::timeout(CHECK_TIMEOUT, fut).await {

@@ -218,6 +218,23 @@ mod tests {
         }
     }
 
+    /// The OpenAPI document describes exactly the routes API Gateway
+    /// serves: no route undocumented, no documented route unserved.
+    #[test]
+    fn the_openapi_document_has_exactly_the_routes_of_resources_json() {
+        let resources = Resources::load();
+        let served: std::collections::BTreeSet<(String, String)> =
+            resources.routes.iter().map(|r| (r.method.to_uppercase(), r.path.clone())).collect();
+        let document = serde_json::to_value(baton_api::openapi::document()).unwrap();
+        let mut documented = std::collections::BTreeSet::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                documented.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+        assert_eq!(served, documented);
+    }
+
     #[test]
     fn physical_names_carry_the_stage_prefix() {
         let naming = Naming::for_stage("dev");

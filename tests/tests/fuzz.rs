@@ -1,7 +1,11 @@
 //! Every route of the API, fed random and near-valid input (bodies, path
 //! parameters, tokens of every kind), deterministic by seed: no answer is a
 //! 5xx, every refusal has the documented error shape and a documented code,
-//! and no refused request writes anything.
+//! and no refused request writes anything. Half the bodies are derived from
+//! the route's request schema in the served OpenAPI document (each field of
+//! its declared type, at its edges, or swapped for junk), so cases reach the
+//! checks behind the parser; the dev host checks every answer against the
+//! same document.
 
 use baton_shared::api::error::ErrorCode;
 use baton_tests::TestStack;
@@ -91,8 +95,85 @@ fn object(rng: &mut StdRng, depth: u32) -> Value {
     Value::Object(fields)
 }
 
-/// A request body: JSON of any shape, or not JSON at all.
-fn body(rng: &mut StdRng) -> Option<String> {
+/// A value for `schema` (a schema of the OpenAPI document `doc`): of its
+/// type, often at an edge of it (empty, huge, zero, the largest integer, a
+/// far date), and now and then junk of another type.
+fn from_schema(rng: &mut StdRng, doc: &Value, schema: &Value, depth: u32) -> Value {
+    if let Some(target) = schema["$ref"].as_str() {
+        return from_schema(rng, doc, doc.pointer(target.trim_start_matches('#')).unwrap_or(&Value::Null), depth);
+    }
+    if rng.random_bool(0.15) || depth == 0 {
+        return scalar(rng);
+    }
+    if let Some(choices) = schema["enum"].as_array() {
+        return choices.choose(rng).cloned().unwrap_or(Value::Null);
+    }
+    if let Some(options) = schema["oneOf"].as_array().or(schema["anyOf"].as_array()) {
+        return options.choose(rng).map(|o| from_schema(rng, doc, o, depth)).unwrap_or(Value::Null);
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec!["object"],
+    };
+    match types.choose(rng).copied().unwrap_or("null") {
+        "null" => Value::Null,
+        "boolean" => json!(rng.random::<bool>()),
+        "integer" => match rng.random_range(0..6) {
+            0 => json!(0),
+            1 => json!(u64::MAX),
+            2 => json!(i64::MIN),
+            3 => json!(-1),
+            _ => json!(rng.random_range(1..100_000)),
+        },
+        "number" => json!(rng.random::<f64>() * 1e9),
+        "string" => match schema["format"].as_str() {
+            Some("uuid") => json!(uuid::Uuid::now_v7()),
+            Some("date-time") => {
+                json!(["2026-12-03T04:00:00Z", "9999-12-31T23:59:59Z", "1970-01-01T00:00:00+02:00"].choose(rng))
+            }
+            _ => match rng.random_range(0..5) {
+                0 => json!(""),
+                1 => json!("x".repeat(rng.random_range(1..70_000))),
+                2 => json!("jobs:\n  a:\n    runs-on: linux\n    steps: [{run: 'true'}]\n"),
+                _ => json!(format!("v{}", rng.random_range(0..1000))),
+            },
+        },
+        "array" => {
+            let count = if rng.random_bool(0.1) { rng.random_range(100..200) } else { rng.random_range(0..4) };
+            Value::Array((0..count).map(|_| from_schema(rng, doc, &schema["items"], depth - 1)).collect())
+        }
+        _ => {
+            let mut fields = Map::new();
+            let required: Vec<&str> =
+                schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+                let keep = if required.contains(&name.as_str()) { rng.random_bool(0.9) } else { rng.random_bool(0.6) };
+                if keep {
+                    fields.insert(name.clone(), from_schema(rng, doc, property, depth - 1));
+                }
+            }
+            if let Some(extra) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for i in 0..rng.random_range(0..4) {
+                    fields.insert(format!("k{i}"), from_schema(rng, doc, extra, depth - 1));
+                }
+            }
+            Value::Object(fields)
+        }
+    }
+}
+
+/// The request schema the document declares for `method path`, if any.
+fn request_schema<'a>(doc: &'a Value, method: &str, path: &str) -> Option<&'a Value> {
+    doc["paths"][path][method.to_lowercase()].pointer("/requestBody/content/application~1json/schema")
+}
+
+/// A request body: from the route's schema, JSON of any shape, or not JSON
+/// at all.
+fn body(rng: &mut StdRng, doc: &Value, schema: Option<&Value>) -> Option<String> {
+    if let Some(schema) = schema.filter(|_| rng.random_bool(0.5)) {
+        return Some(from_schema(rng, doc, schema, 5).to_string());
+    }
     match rng.random_range(0..8) {
         0 => None,
         1 => Some("{".into()),
@@ -166,6 +247,11 @@ async fn no_route_answers_5xx_or_writes_anything_for_input_it_refuses() {
     let real_ids =
         vec!["ws1".to_string(), run_id, queued.detail.job_execution_id.to_string(), claim.job.steps[0].id.to_string()];
 
+    // The document as any client reads it: served, unauthenticated.
+    let served = stack.send(reqwest::Method::GET, "/v1/openapi.json", "", None).await;
+    assert_eq!(served.status, 200, "{}", served.body);
+    let doc = served.body;
+
     let mut rng = StdRng::seed_from_u64(13);
     let (mut cases, mut refused, mut accepted) = (0, 0, 0);
     for route in stack.provisioned.plan.routes.clone() {
@@ -178,7 +264,8 @@ async fn no_route_answers_5xx_or_writes_anything_for_input_it_refuses() {
                 .join("/");
             let token = tokens.choose(&mut rng).cloned().unwrap_or_default();
             let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap_or(reqwest::Method::POST);
-            let body = if method == reqwest::Method::GET { None } else { body(&mut rng) };
+            let schema = request_schema(&doc, route.method.as_str(), &route.path);
+            let body = if method == reqwest::Method::GET { None } else { body(&mut rng, &doc, schema) };
             let before = items(&stack).await;
             let answer = stack.send(method.clone(), &path, &token, body.clone()).await;
             cases += 1;

@@ -1,0 +1,391 @@
+//! The OpenAPI 3.1 document of the HTTP API, generated from the very types
+//! the server and its clients (de)serialise, so it cannot drift from them.
+//! Each route is one annotated item below, named by what it does; its
+//! method and path must be a route of `infra/resources.json` and every route
+//! there must be here (a test in `baton-shared` holds the two together).
+//!
+//! The document is served at `GET /v1/openapi.json` and committed as
+//! `api/openapi.json`; `cargo test -p baton-api` fails when the committed
+//! copy is stale, and `BATON_BLESS_OPENAPI=1 cargo test -p baton-api
+//! openapi` rewrites it. The dev host checks every answer its functions give
+//! against this document (status and body), so the whole test suite is a
+//! contract test.
+
+// The items below exist only to carry each route's description: nothing
+// calls them.
+#![allow(dead_code)]
+
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::{ResponseBuilder, Responses};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, HeaderBuilder, ObjectBuilder, OpenApi as Document, Ref, RefOr, Type};
+use utoipa::{Modify, OpenApi};
+
+use crate::error::{ErrorBody, ErrorCode, ErrorDetail};
+use crate::facts::{JobOutcome, StepResult, StepSpec};
+use crate::health::{Checks, Health};
+use crate::runners::*;
+use crate::runs::*;
+use crate::status::{ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
+
+/// Security scheme names (the routes below spell them out, as the `path`
+/// attribute takes literals): the token kinds of api.md, each a bearer
+/// token whose prefix tells its kind.
+pub const OPERATOR: &str = "operator";
+pub const REGISTRATION: &str = "registration";
+pub const SESSION: &str = "session";
+pub const LEASE: &str = "lease";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Baton HTTP API",
+        version = "1",
+        description = "Runners pull jobs under leases kept alive by heartbeats; operators create, follow, cancel and rerun runs. JSON bodies with snake_case fields, RFC 3339 UTC timestamps, UUID ids. Every error is `{\"error\": {\"code\", \"message\"}}` with a stable kebab-case code; unknown fields are ignored; a body over 1 MiB or anything but a JSON object is 400 `invalid-request` and writes nothing. Limits: docs/limits.md."
+    ),
+    paths(
+        get_health,
+        get_openapi,
+        create_registration_token,
+        list_registration_tokens,
+        revoke_registration_token,
+        register_runner,
+        claim_job,
+        heartbeat_lease,
+        report_step,
+        complete_job,
+        create_run,
+        list_runs,
+        get_run,
+        cancel_run,
+        rerun_run,
+    ),
+    components(schemas(
+        ErrorBody, ErrorDetail, ErrorCode, Health, Checks, RunStatus, JobStatus, ExecutionStatus, StepStatus,
+        StatusReason, JobOutcome, StepSpec, StepResult
+    )),
+    modifiers(&CommonAnswers),
+    tags(
+        (name = "meta", description = "Health and this document"),
+        (name = "operators", description = "Registration tokens and runs, with an operator API token (`bat_`)"),
+        (name = "runners", description = "Registration, claims and leases, as a runner agent uses them"),
+    )
+)]
+pub struct BatonApi;
+
+/// The document, as served and committed.
+pub fn document() -> Document {
+    BatonApi::openapi()
+}
+
+/// The document as pretty JSON with a final newline (the committed file).
+pub fn document_json() -> String {
+    let mut json = document().to_pretty_json().unwrap_or_default();
+    json.push('\n');
+    json
+}
+
+/// The answers every route can give besides its own, added once here rather
+/// than on each route: a route that takes a token can answer 400
+/// `invalid-request` (a malformed body, path or query) and 401
+/// `unauthenticated`; any route that reads the store can answer 503
+/// `unavailable` (contention or throttling that outlasted the retries; it
+/// carries `Retry-After`) and 500 `internal`. Also declares the token kinds.
+struct CommonAnswers;
+
+impl Modify for CommonAnswers {
+    fn modify(&self, openapi: &mut Document) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, prefix, what) in [
+            (OPERATOR, "bat_", "An operator API token, scoped to one workspace or admin."),
+            (REGISTRATION, "brt_", "A registration token, created by an operator for runners to register with."),
+            (SESSION, "bst_", "A runner's session token, answered by register; short-lived."),
+            (LEASE, "blt_", "A lease token, answered by a claim; valid for that one job execution."),
+        ] {
+            let scheme = HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(format!("{what} Its prefix is `{prefix}`.")))
+                .build();
+            components.add_security_scheme(name, SecurityScheme::Http(scheme));
+        }
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+                add_common_answers(operation);
+            }
+        }
+    }
+}
+
+fn add_common_answers(operation: &mut Operation) {
+    let authenticated = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+    let responses: &mut Responses = &mut operation.responses;
+    let mut add = |status: &str, description: &str, retry_after: bool| {
+        if responses.responses.contains_key(status) {
+            return;
+        }
+        let content = ContentBuilder::new().schema(Some(RefOr::Ref(Ref::from_schema_name("ErrorBody")))).build();
+        let mut response = ResponseBuilder::new().description(description).content("application/json", content);
+        if retry_after {
+            let header = HeaderBuilder::new()
+                .schema(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
+                .description(Some("Seconds to wait before retrying".to_string()))
+                .build();
+            response = response.header("Retry-After", header);
+        }
+        responses.responses.insert(status.to_string(), RefOr::T(response.build()));
+    };
+    if authenticated {
+        add("400", "`invalid-request`: a malformed body, path or query parameter", false);
+        add("401", "`unauthenticated`: a missing, unknown, expired or wrong-kind token", false);
+    }
+    add("500", "`internal`: a bug; nothing the client sent", false);
+    add("503", "`unavailable`: the store is busy; retry after `Retry-After` seconds", true);
+}
+
+/// Every backend reachable: 200; otherwise 503 with the same document, the
+/// failing check naming its error.
+#[utoipa::path(get, path = "/v1/health", tag = "meta", responses(
+    (status = 200, description = "Every backend is reachable", body = Health),
+    (status = 503, description = "A backend is not reachable; its check names the error", body = Health),
+))]
+fn get_health() {}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta", responses(
+    (status = 200, description = "The OpenAPI 3.1 document of this API", content_type = "application/json", body = Object),
+))]
+fn get_openapi() {}
+
+/// Creates a registration token; the token is shown only in this answer.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/registration-tokens", tag = "operators",
+    params(WorkspaceParam),
+    request_body = CreateRegistrationToken,
+    responses(
+        (status = 201, description = "Created; `token` is shown once", body = CreatedRegistrationToken),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn create_registration_token() {}
+
+/// The workspace's registration tokens, without their secrets.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/registration-tokens", tag = "operators",
+    params(WorkspaceParam),
+    responses(
+        (status = 200, description = "The tokens", body = RegistrationTokenList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_registration_tokens() {}
+
+/// Revokes a registration token: it registers no runner from now on.
+#[utoipa::path(delete, path = "/v1/workspaces/{ws}/registration-tokens/{id}", tag = "operators",
+    params(WorkspaceParam, ("id" = uuid::Uuid, Path, description = "The registration token's id")),
+    responses(
+        (status = 204, description = "Revoked (again, if it already was)"),
+        (status = 404, description = "`not-found`: no such token in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn revoke_registration_token() {}
+
+/// Opens a runner session with its labels.
+#[utoipa::path(post, path = "/v1/runners/register", tag = "runners",
+    request_body = RegisterRequest,
+    responses(
+        (status = 201, description = "A session", body = RegisterResponse),
+        (status = 400, description = "`invalid-labels` or `invalid-request`", body = ErrorBody),
+        (status = 409, description = "`registration-token-consumed`: a single-use token already registered a runner", body = ErrorBody),
+    ),
+    security(("registration" = [])))]
+fn register_runner() {}
+
+/// Claims the oldest job the session's labels fit, waiting up to `wait_s`
+/// for one. A retry with the same `request_id` answers the same job.
+#[utoipa::path(post, path = "/v1/runners/claim", tag = "runners",
+    request_body = ClaimRequest,
+    responses(
+        (status = 200, description = "A job under a fresh lease", body = ClaimResponse),
+        (status = 204, description = "No job within `wait_s`"),
+        (status = 409, description = "`session-exhausted`: the session used every claim its registration token allows", body = ErrorBody),
+    ),
+    security(("session" = [])))]
+fn claim_job() {}
+
+/// Keeps a lease alive; `cancel: true` asks the runner to stop the job.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/heartbeat", tag = "runners",
+    params(ExecutionParam),
+    responses(
+        (status = 200, description = "The lease, extended", body = HeartbeatResponse),
+        (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
+        (status = 409, description = "`lease-lost`: stop the job, do not report, claim again", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn heartbeat_lease() {}
+
+/// Reports one step's progress while the job runs.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/steps/{step_id}", tag = "runners",
+    params(ExecutionParam, ("step_id" = uuid::Uuid, Path, description = "The step's id, from the claim")),
+    request_body = StepReport,
+    responses(
+        (status = 200, description = "Recorded", body = CancelFlag),
+        (status = 404, description = "`not-found`: no such lease or step", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn report_step() {}
+
+/// Reports the job's outcome; a repeat answers the recorded outcome again.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/complete", tag = "runners",
+    params(ExecutionParam),
+    request_body = CompleteRequest,
+    responses(
+        (status = 200, description = "The recorded outcome", body = CompleteResponse),
+        (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn complete_job() {}
+
+/// Creates a run of a workflow definition (YAML).
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/runs", tag = "operators",
+    params(WorkspaceParam),
+    request_body = CreateRunRequest,
+    responses(
+        (status = 201, description = "The new run", body = RunView),
+        (status = 200, description = "The run an earlier request with the same `idempotency_key` created", body = RunView),
+        (status = 400, description = "`invalid-definition` (naming the job and field) or `invalid-request`", body = ErrorBody),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn create_run() {}
+
+/// The workspace's runs, newest first.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/runs", tag = "operators",
+    params(
+        WorkspaceParam,
+        ("status" = Option<RunStatus>, Query, description = "Only runs with this status"),
+        ("limit" = Option<u32>, Query, description = "Runs per page (1 to 100, default 20)"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of runs", body = RunList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_runs() {}
+
+/// One run with every attempt, job, execution and step.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/runs/{run_id}", tag = "operators",
+    params(WorkspaceParam, RunParam),
+    responses(
+        (status = 200, description = "The run view", body = RunView),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn get_run() {}
+
+/// Cancels a run: queued jobs are cancelled, running ones are asked to stop.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/runs/{run_id}/cancel", tag = "operators",
+    params(WorkspaceParam, RunParam),
+    responses(
+        (status = 202, description = "Cancellation recorded; the run view", body = RunView),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 409, description = "`run-already-finished`", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn cancel_run() {}
+
+/// Starts a new attempt of a finished run: every job, or the failed ones
+/// and their dependants (the others carried over).
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/runs/{run_id}/rerun", tag = "operators",
+    params(WorkspaceParam, RunParam),
+    request_body = RerunRequest,
+    responses(
+        (status = 201, description = "The run view with the new current attempt", body = RunView),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 409, description = "`run-not-terminal` or `no-failed-jobs`", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn rerun_run() {}
+
+/// `{ws}`: a workspace id.
+#[derive(utoipa::IntoParams)]
+#[into_params(names("ws"), parameter_in = Path)]
+struct WorkspaceParam(
+    /// 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    String,
+);
+
+/// `{execution_id}`: the claimed job execution.
+#[derive(utoipa::IntoParams)]
+#[into_params(names("execution_id"), parameter_in = Path)]
+struct ExecutionParam(
+    /// The `job_execution_id` of the claim
+    uuid::Uuid,
+);
+
+/// `{run_id}`: a run.
+#[derive(utoipa::IntoParams)]
+#[into_params(names("run_id"), parameter_in = Path)]
+struct RunParam(
+    /// The run's id
+    uuid::Uuid,
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
+
+    /// The committed document is the generated one: a change to a type or a
+    /// route shows in review as a change to `api/openapi.json`.
+    #[test]
+    fn the_committed_openapi_document_is_the_generated_one() {
+        let generated = document_json();
+        if std::env::var_os("BATON_BLESS_OPENAPI").is_some() {
+            std::fs::write(COMMITTED, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(COMMITTED).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "api/openapi.json is stale: run `BATON_BLESS_OPENAPI=1 cargo test -p baton-api openapi` and commit it"
+        );
+    }
+
+    #[test]
+    fn the_document_is_openapi_3_1_and_every_reference_resolves() {
+        let doc: serde_json::Value = serde_json::from_str(&document_json()).unwrap();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+        let text = doc.to_string();
+        let mut unresolved = Vec::new();
+        for piece in text.split("\"$ref\":\"").skip(1) {
+            let target = &piece[..piece.find('"').unwrap()];
+            let pointer = target.trim_start_matches('#');
+            if doc.pointer(pointer).is_none() {
+                unresolved.push(target.to_string());
+            }
+        }
+        assert!(unresolved.is_empty(), "references to nothing: {unresolved:?}");
+    }
+
+    #[test]
+    fn every_error_answer_is_the_error_document_and_authenticated_routes_declare_401() {
+        let doc = document();
+        for (path, item) in &doc.paths.paths {
+            for (method, op) in [("get", &item.get), ("post", &item.post), ("delete", &item.delete)] {
+                let Some(op) = op else { continue };
+                let json = serde_json::to_value(&op.responses).unwrap();
+                for (status, answer) in json.as_object().unwrap() {
+                    let schema = &answer["content"]["application/json"]["schema"]["$ref"];
+                    if status.starts_with('4') || (status.starts_with('5') && path != "/v1/health") {
+                        assert_eq!(schema, "#/components/schemas/ErrorBody", "{method} {path} {status}");
+                    }
+                }
+                let authenticated = op.security.as_ref().is_some_and(|s| !s.is_empty());
+                assert_eq!(authenticated, json.get("401").is_some(), "{method} {path}");
+                assert!(json.get("503").is_some(), "{method} {path}");
+            }
+        }
+    }
+}
