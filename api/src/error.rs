@@ -21,6 +21,7 @@ pub enum ErrorCode {
     RunAlreadyFinished,
     RunNotTerminal,
     NoFailedJobs,
+    TooManyLabelSets,
     Unavailable,
     Internal,
 }
@@ -41,6 +42,7 @@ impl ErrorCode {
             ErrorCode::RunAlreadyFinished => "run-already-finished",
             ErrorCode::RunNotTerminal => "run-not-terminal",
             ErrorCode::NoFailedJobs => "no-failed-jobs",
+            ErrorCode::TooManyLabelSets => "too-many-label-sets",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
@@ -59,7 +61,8 @@ impl ErrorCode {
             | ErrorCode::LeaseLost
             | ErrorCode::RunAlreadyFinished
             | ErrorCode::RunNotTerminal
-            | ErrorCode::NoFailedJobs => 409,
+            | ErrorCode::NoFailedJobs
+            | ErrorCode::TooManyLabelSets => 409,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }

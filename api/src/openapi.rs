@@ -254,6 +254,7 @@ fn complete_job() {}
         (status = 200, description = "The run an earlier request with the same `idempotency_key` created", body = RunView),
         (status = 400, description = "`invalid-definition` (naming the job and field) or `invalid-request`", body = ErrorBody),
         (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+        (status = 409, description = "`too-many-label-sets`: the workspace has queued work for too many label sets already", body = ErrorBody),
     ),
     security(("operator" = [])))]
 fn create_run() {}

@@ -5,7 +5,9 @@
 //! 256 KB, key lengths, DynamoDB's number range) as a 500. docs/limits.md
 //! lists them with their tests.
 
-use crate::error::ApiError;
+use std::collections::BTreeSet;
+
+use crate::error::{ApiError, ErrorCode};
 
 /// Workspace ids: 1 to this many characters of `A-Z a-z 0-9 - _ .`,
 /// starting with a letter or digit. `#` (the key separator) and anything
@@ -26,6 +28,30 @@ pub const MAX_OUTPUTS_BYTES: usize = 32 * 1024;
 
 /// A complete's `message`.
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// The most label sets a workspace may have queued work for at once: a
+/// claim queries the pending partition of every set its runner fits, and
+/// reads the workspace's registry of sets, so both stay bounded. Checked
+/// when a run is created (409 `too-many-label-sets`); a set leaves the
+/// registry once its queue is empty. Soft: creates racing each other may
+/// pass it by the sets of one definition each.
+pub const MAX_PENDING_LABEL_SETS: usize = 256;
+
+/// Whether a run queueing jobs of the label sets `new` fits beside the sets
+/// `pending` of its workspace.
+pub fn pending_label_sets(pending: &BTreeSet<String>, new: &BTreeSet<String>) -> Result<(), ApiError> {
+    let total = pending.union(new).count();
+    if total > MAX_PENDING_LABEL_SETS {
+        return Err(ApiError::new(
+            ErrorCode::TooManyLabelSets,
+            format!(
+                "the workspace would have queued work for {total} label sets (`runs-on`), more than \
+                 {MAX_PENDING_LABEL_SETS}; wait for its runners to drain some, or use fewer distinct label sets"
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// DynamoDB stores numbers of magnitude 1E-130 to 9.9999999999999999999999999999999999999E+125
 /// (the bound here is a hair lower: what an f64 can say without rounding up).
@@ -169,5 +195,15 @@ mod tests {
         assert!(storable_json("outputs", &json!({"v": 1e200}), 1024).is_err());
         assert!(storable_json("outputs", &json!({"deep": [{"v": -1e-200}]}), 1024).is_err());
         assert!(storable_json("outputs", &json!({"v": "x".repeat(2000)}), 1024).is_err());
+    }
+
+    #[test]
+    fn label_sets_already_pending_count_once_and_the_bound_is_inclusive() {
+        let sets = |range: std::ops::Range<usize>| range.map(|i| format!("{i:016x}")).collect::<BTreeSet<_>>();
+        let pending = sets(0..MAX_PENDING_LABEL_SETS - 1);
+        assert!(pending_label_sets(&pending, &sets(0..MAX_PENDING_LABEL_SETS)).is_ok());
+        let refused = pending_label_sets(&pending, &sets(100..MAX_PENDING_LABEL_SETS + 1)).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::TooManyLabelSets);
+        assert_eq!(refused.status().as_u16(), 409);
     }
 }

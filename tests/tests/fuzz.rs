@@ -56,6 +56,7 @@ const CODES: &[ErrorCode] = &[
     ErrorCode::RunAlreadyFinished,
     ErrorCode::RunNotTerminal,
     ErrorCode::NoFailedJobs,
+    ErrorCode::TooManyLabelSets,
 ];
 
 fn scalar(rng: &mut StdRng) -> Value {

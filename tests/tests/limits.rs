@@ -171,3 +171,39 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
     assert_eq!(view["attempts"][0]["jobs"].as_array().map(Vec::len), Some(256));
     eprintln!("largest definition: {} bytes of YAML, {snapshot} bytes parsed, 256 jobs succeeded", yaml.len());
 }
+
+/// Claims query every pending label set their runner fits, so a workspace
+/// holds queued work for a bounded number of sets: a run needing one more
+/// is refused with 409 and writes nothing; sets already pending, and other
+/// workspaces, are unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_with_work_queued_for_the_most_label_sets_refuses_a_run_needing_another() {
+    use baton_shared::limits::MAX_PENDING_LABEL_SETS;
+    let stack = TestStack::start().await;
+    let stack = &stack;
+    let now = Utc::now();
+    let facts = futures::future::join_all((0..MAX_PENDING_LABEL_SETS).map(|i| {
+        let label = format!("pool-{i}");
+        let fact = baton_tests::runners::queued_fact("ws1", &[label.as_str()], now);
+        async move { stack.publish(&fact).await }
+    }));
+    facts.await;
+    baton_tests::wait_for("every label set registered", std::time::Duration::from_secs(120), || async {
+        (stack.store.label_sets("ws1").await.ok()?.len() == MAX_PENDING_LABEL_SETS).then_some(())
+    })
+    .await;
+    let run = move |workspace: &str, labels: &str| {
+        let definition = format!("jobs:\n  a:\n    runs-on: [{labels}]\n    steps: [{{run: 'true'}}]\n");
+        let path = format!("/v1/workspaces/{workspace}/runs");
+        let admin = stack.admin_token.clone();
+        async move { stack.post(&path, &admin, json!({ "definition": definition })).await }
+    };
+    let before = counts(&stack).await;
+    let refused = run("ws1", "gpu").await;
+    assert_eq!((refused.status, refused.code()), (409, "too-many-label-sets"), "{}", refused.body);
+    assert_eq!(counts(&stack).await, before, "a refused run wrote");
+    let same_set = run("ws1", "pool-7").await;
+    assert_eq!(same_set.status, 201, "a set with pending work already: {}", same_set.body);
+    let other_workspace = run("ws2", "gpu").await;
+    assert_eq!(other_workspace.status, 201, "{}", other_workspace.body);
+}

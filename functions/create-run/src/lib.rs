@@ -12,7 +12,7 @@
 //! conditioned on the value read, so a create that lost the number to a
 //! concurrent one re-reads and retries (`Store::create_run`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use baton_shared::api::runs::CreateRunRequest;
 use baton_shared::context::Context;
@@ -20,6 +20,7 @@ use baton_shared::error::ApiError;
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
 use baton_shared::limits;
 use baton_shared::metrics::{emit, Unit};
+use baton_shared::runners::labels::labelset_id;
 use baton_shared::store::runs::{NewRun, RunCreated};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
 use baton_shared::workflows::parse_definition;
@@ -40,6 +41,9 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
     authorize_operator(&context.store, req, &workspace_id).await?;
     let body: CreateRunRequest = parse_json(req)?;
     let definition = parse_definition(&body.definition)?;
+    let new_sets: BTreeSet<String> = definition.jobs.iter().map(|job| labelset_id(&job.labels)).collect();
+    let pending_sets = context.store.label_sets(&workspace_id).await?.into_iter().map(|set| set.sk).collect();
+    limits::pending_label_sets(&pending_sets, &new_sets)?;
     if let Some(inputs) = &body.inputs {
         limits::storable_json("inputs", &serde_json::Value::Object(inputs.clone()), limits::MAX_INPUTS_BYTES)?;
     }
