@@ -198,10 +198,10 @@ async fn a_workspace_with_work_queued_for_the_most_label_sets_refuses_a_run_need
         let admin = stack.admin_token.clone();
         async move { stack.post(&path, &admin, json!({ "definition": definition })).await }
     };
-    let before = counts(&stack).await;
+    let before = counts(stack).await;
     let refused = run("ws1", "gpu").await;
     assert_eq!((refused.status, refused.code()), (409, "too-many-label-sets"), "{}", refused.body);
-    assert_eq!(counts(&stack).await, before, "a refused run wrote");
+    assert_eq!(counts(stack).await, before, "a refused run wrote");
     let same_set = run("ws1", "pool-7").await;
     assert_eq!(same_set.status, 201, "a set with pending work already: {}", same_set.body);
     let other_workspace = run("ws2", "gpu").await;
