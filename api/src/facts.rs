@@ -100,6 +100,19 @@ pub struct JobSpec {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub steps: Vec<StepSpec>,
+    /// The job's declared outputs: where the runner takes each from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, OutputFrom>,
+}
+
+/// Where the runner takes a job output from: the value a step wrote for
+/// `key` to `$BATON_OUTPUT` (step `step`'s, or the last step's that wrote it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OutputFrom {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<Uuid>,
+    pub key: String,
 }
 
 /// What the queue needs of a queued job, as its fact carries it: which

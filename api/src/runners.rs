@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::facts::{JobOutcome, StepResult, StepSpec};
+use crate::facts::{JobOutcome, OutputFrom, StepResult, StepSpec};
 use crate::status::StepStatus;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -103,6 +103,9 @@ pub struct ClaimedJob {
     pub timeout_s: u64,
     pub env: BTreeMap<String, String>,
     pub steps: Vec<StepSpec>,
+    /// The job's declared outputs: send each with complete.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, OutputFrom>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -144,6 +147,9 @@ pub struct StepReport {
 pub struct CancelFlag {
     pub cancel: bool,
 }
+
+/// A complete's `outputs`, as JSON text (they travel in the completed fact).
+pub const MAX_OUTPUTS_BYTES: usize = 32 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -82,6 +82,9 @@ pub struct JobView {
     pub carried_over: bool,
     #[serde(default)]
     pub outputs: BTreeMap<String, serde_json::Value>,
+    /// From its execution's start to its end (so far, while it runs).
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
     pub executions: Vec<ExecutionView>,
 }
 
@@ -95,6 +98,9 @@ pub struct ExecutionView {
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub runner_session_id: Option<Uuid>,
+    /// From `started_at` to `finished_at` (so far, while it runs).
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
     pub steps: Vec<StepView>,
 }
 
@@ -103,8 +109,23 @@ pub struct ExecutionView {
 pub struct StepView {
     pub id: Uuid,
     pub name: Option<String>,
+    /// As the runner reports it, live while the job runs.
     pub status: StepStatus,
     pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// From `started_at` to `finished_at` (so far, while it runs).
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+}
+
+/// Milliseconds from `start` to `end`, or to `now` while it has not ended.
+pub fn duration_ms(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<u64> {
+    let start = start?;
+    let end = end.unwrap_or(now);
+    u64::try_from((end - start).num_milliseconds()).ok()
 }
 
 /// One item of `GET …/runs`.

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
 
 use crate::client::{with_retries, Client};
+use crate::outputs;
 use crate::process::{exit_code, signal_group, terminate_group};
 use crate::{escalate, heartbeat, Shutdown, Stop};
 
@@ -104,12 +105,12 @@ pub async fn run_job(
     let started = Instant::now();
     tracing::info!(job = %key, %execution, run = %claim.run_id, attempt = claim.attempt, steps = claim.job.steps.len(), "job started");
     let dir = settings.work_root.join(execution.to_string());
-    let (results, message) = match prepare_dir(&dir) {
+    let (results, message, outputs) = match prepare_dir(&dir).and_then(|()| prepare_dir(&output_dir(&dir))) {
         Ok(()) => run_steps(&settings, &claim, &dir, &stop_tx, &mut stop_rx).await,
         Err(err) => {
             tracing::error!(job = %key, dir = %dir.display(), error = %err, "cannot create the work directory");
             let skipped = claim.job.steps.iter().map(|s| skipped(s.id)).collect();
-            (skipped, Some(format!("the runner could not create its work directory: {err}")))
+            (skipped, Some(format!("the runner could not create its work directory: {err}")), BTreeMap::new())
         }
     };
 
@@ -125,7 +126,7 @@ pub async fn run_job(
                 message.is_none() && stop == Stop::None && results.iter().all(|r| r.status == StepStatus::Succeeded);
             let status = if succeeded { JobOutcome::Succeeded } else { JobOutcome::Failed };
             let message = if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
-            let body = CompleteRequest { status, steps: results, outputs: BTreeMap::new(), message };
+            let body = CompleteRequest { status, steps: results, outputs, message };
             let token = claim.lease.token.as_str();
             match with_retries("complete", COMPLETE_BUDGET, || settings.client.complete(token, execution, &body)).await
             {
@@ -175,11 +176,15 @@ async fn run_steps(
     dir: &Path,
     stop_tx: &watch::Sender<Stop>,
     stop_rx: &mut watch::Receiver<Stop>,
-) -> (Vec<StepResult>, Option<String>) {
+) -> (Vec<StepResult>, Option<String>, BTreeMap<String, serde_json::Value>) {
     let job_deadline = TokioInstant::now() + Duration::from_secs(claim.job.timeout_s.max(1));
     let mut results = Vec::with_capacity(claim.job.steps.len());
     let mut message = None;
     let mut failed = false;
+    // Each step's `$BATON_OUTPUT`, beside the work directory (a step may
+    // expect an empty one), and what each wrote there.
+    let outputs_dir = output_dir(dir);
+    let mut written: Vec<(uuid::Uuid, BTreeMap<String, String>)> = Vec::new();
     for (index, step) in claim.job.steps.iter().enumerate() {
         let name = step_name(step, index);
         let stop = *stop_rx.borrow();
@@ -204,9 +209,21 @@ async fn run_steps(
         report(settings, claim, &running, stop_tx).await;
         tracing::info!(job = %claim.job.key, step = %name, "step started");
         let clock = Instant::now();
-        let (ended, code) = run_step(settings, claim, step, &name, dir, job_deadline, stop_rx).await;
-        let status =
+        let output_file = outputs_dir.join(format!("step-{index}"));
+        let files = StepFiles { dir, output: &output_file };
+        let (ended, code) = run_step(settings, claim, step, &name, files, job_deadline, stop_rx).await;
+        let mut status =
             if matches!(ended, Ended::Exited) && code == Some(0) { StepStatus::Succeeded } else { StepStatus::Failed };
+        match std::fs::read_to_string(&output_file).map(|text| outputs::parse(&text)) {
+            Ok(Ok(values)) => written.push((step.id, values)),
+            Ok(Err(err)) => {
+                // A malformed output file fails the step: its dependants
+                // would otherwise run on values nobody meant.
+                status = StepStatus::Failed;
+                message.get_or_insert_with(|| format!("step {name}: $BATON_OUTPUT: {err}"));
+            }
+            Err(_) => {}
+        }
         let result = StepResult {
             id: step.id,
             status,
@@ -235,7 +252,22 @@ async fn run_steps(
         failed |= status != StepStatus::Succeeded;
         results.push(result);
     }
-    (results, message)
+    let _ = std::fs::remove_dir_all(&outputs_dir);
+    let outputs = match outputs::select(&claim.job.outputs, &written) {
+        Ok(outputs) => outputs,
+        Err(err) => {
+            message.get_or_insert(err);
+            BTreeMap::new()
+        }
+    };
+    (results, message, outputs)
+}
+
+/// Where a job's step output files go: next to its work directory.
+fn output_dir(dir: &Path) -> std::path::PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".outputs");
+    dir.with_file_name(name)
 }
 
 /// Reports a step's progress (best effort); its answer may stop the job.
@@ -260,16 +292,24 @@ async fn report(settings: &JobSettings, claim: &ClaimResponse, result: &StepResu
     }
 }
 
+/// Where a step runs (the job's work directory) and the file it writes its
+/// outputs to (`$BATON_OUTPUT`).
+struct StepFiles<'a> {
+    dir: &'a Path,
+    output: &'a Path,
+}
+
 /// Runs one step to its end; returns how it ended and its exit code.
 async fn run_step(
     settings: &JobSettings,
     claim: &ClaimResponse,
     step: &StepSpec,
     name: &str,
-    dir: &Path,
+    files: StepFiles<'_>,
     job_deadline: TokioInstant,
     stop_rx: &mut watch::Receiver<Stop>,
 ) -> (Ended, Option<i32>) {
+    let StepFiles { dir, output: output_file } = files;
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -278,6 +318,7 @@ async fn run_step(
         .envs(&claim.job.env)
         .envs(&step.env)
         .envs(baton_vars(claim, step, name, dir))
+        .env("BATON_OUTPUT", output_file)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

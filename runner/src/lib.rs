@@ -21,6 +21,7 @@ pub mod heartbeat;
 pub mod job;
 pub mod operator;
 pub mod operator_cli;
+pub mod outputs;
 pub mod process;
 
 /// Why a running job must stop early. Ordered by precedence: a later,

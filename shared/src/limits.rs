@@ -23,8 +23,7 @@ pub const MAX_TOKEN_NAME_LEN: usize = 200;
 /// A run's `inputs`, as JSON text.
 pub const MAX_INPUTS_BYTES: usize = 64 * 1024;
 
-/// A complete's `outputs`, as JSON text (they travel in the completed fact).
-pub const MAX_OUTPUTS_BYTES: usize = 32 * 1024;
+pub use baton_api::runners::MAX_OUTPUTS_BYTES;
 
 /// A complete's `message`.
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024;

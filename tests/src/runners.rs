@@ -233,6 +233,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
             env: Default::default(),
             timeout_s: None,
         }],
+        outputs: Default::default(),
     };
     let fact = Fact::new(
         workspace,

@@ -104,6 +104,7 @@ fn claim_response(claimed: Claimed, now: chrono::DateTime<chrono::Utc>) -> Claim
             timeout_s,
             env: spec.env,
             steps: spec.steps,
+            outputs: spec.outputs,
         },
     }
 }

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use baton_shared::api::runs::CreateRunRequest;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
+use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
 use baton_shared::limits;
 use baton_shared::metrics::{emit, Unit};
@@ -24,6 +24,7 @@ use baton_shared::runners::labels::labelset_id;
 use baton_shared::store::runs::{NewRun, RunCreated};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
 use baton_shared::workflows::parse_definition;
+use baton_shared::workflows::references;
 use baton_shared::workflows::view::RunRecords;
 use lambda_http::{Body, Request, Response};
 
@@ -41,6 +42,16 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
     authorize_operator(&context.store, req, &workspace_id).await?;
     let body: CreateRunRequest = parse_json(req)?;
     let definition = parse_definition(&body.definition)?;
+    // Expressions read inputs by name: one the run is not given would
+    // silently be empty in every job that reads it.
+    for name in references::inputs_used(&definition) {
+        if !body.inputs.as_ref().is_some_and(|inputs| inputs.contains_key(&name)) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidDefinition,
+                format!("`inputs.{name}` is read by the definition, but the run is created without input `{name}`"),
+            ));
+        }
+    }
     let new_sets: BTreeSet<String> = definition.jobs.iter().map(|job| labelset_id(&job.labels)).collect();
     let pending_sets = context.store.label_sets(&workspace_id).await?.into_iter().map(|set| set.sk).collect();
     limits::pending_label_sets(&pending_sets, &new_sets)?;

@@ -32,7 +32,8 @@ use baton_shared::sqs::partial_batch;
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite, Parked};
 use baton_shared::store::contention;
 use baton_shared::store::records::RunnerRecord;
-use baton_shared::workflows::attempt::{AttemptState, Emitted, RunnerEndings};
+use baton_shared::workflows::attempt::{AttemptState, Emitted, MissingData, RunnerEndings};
+use baton_shared::workflows::references::ExpressionData;
 use baton_shared::workflows::WorkflowDefinition;
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -94,6 +95,9 @@ enum Stopped {
     /// Executions are past a deadline: their runners' records must be read
     /// (again) before the timeout can be decided.
     ReadRunnerRecords(Vec<Uuid>),
+    /// Jobs due to start read the run's inputs or their needs' outputs in
+    /// expressions: these are read, then the decision is taken again.
+    ReadExpressionData(MissingData, String),
 }
 
 impl From<StoreError> for Stopped {
@@ -109,6 +113,9 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
     // The runners' records of overdue executions, as last read.
     let mut records: HashMap<Uuid, Option<RunnerRecord>> = HashMap::new();
     let mut reads = 0;
+    // The run's inputs and needs' outputs that jobs due to start read, as
+    // read so far (only when such a job is due).
+    let mut data = ExpressionData::default();
     let updated = loop {
         // Records are fresh for one decision: after a lost race (maybe a
         // complete failed this decision's check) they are read again.
@@ -124,7 +131,10 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
                     records_used = true;
                 }
                 let ended = runner_endings(&next.state, definition, &records);
-                let change = next.state.advance(definition, now, minute, JOBS_PER_TRANSACTION, &ended);
+                let change = next.state.advance_with(definition, now, minute, JOBS_PER_TRANSACTION, &ended, &data);
+                if !change.missing.is_empty() {
+                    return Err(Stopped::ReadExpressionData(change.missing, next.state.workspace_id.clone()));
+                }
                 // A token that progress woke has been used: forget it. A token
                 // still waiting for progress stays: this may be a redelivered
                 // Advance, and the Wait after it parked that token.
@@ -163,6 +173,25 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
                 // once: read their records side by side, not one by one.
                 let read = futures::future::try_join_all(overdue.iter().map(|id| store.runner_record(*id))).await?;
                 records.extend(overdue.into_iter().zip(read));
+            }
+            Err(Stopped::ReadExpressionData(missing, workspace_id)) => {
+                reads += 1;
+                if reads > contention::MAX_LOST_RACES {
+                    return Err(contention::too_contended(format!("expression data of {run_id}/{attempt}")));
+                }
+                if missing.inputs {
+                    let run = store.get_run(&workspace_id, run_id).await?;
+                    let inputs = run.and_then(|run| run.inputs).and_then(|raw| serde_json::from_str(&raw).ok());
+                    data.inputs = Some(inputs.unwrap_or_default());
+                }
+                if !missing.outputs.is_empty() {
+                    let found = store.execution_outputs(run_id, &missing.outputs).await?;
+                    // A need that reported nothing (skipped, cancelled) has no
+                    // outputs. Jobs due together may want the same need's.
+                    for id in missing.outputs {
+                        data.outputs.insert(id, found.get(&id).cloned().unwrap_or_default());
+                    }
+                }
             }
         }
     };

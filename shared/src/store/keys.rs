@@ -74,8 +74,11 @@ pub fn snapshot_attempt(sk: &str) -> Option<u32> {
     sk.strip_prefix("SNAPSHOT#")?.parse().ok()
 }
 
+/// The prefix of every result item's sort key in a run's partition.
+pub const STEPS_PREFIX: &str = "STEPS#";
+
 pub fn steps_sk(attempt: u32, execution_id: Uuid) -> String {
-    format!("STEPS#{attempt:010}#{execution_id}")
+    format!("{STEPS_PREFIX}{attempt:010}#{execution_id}")
 }
 
 /// `rw_pk` of a workspace's runs.

@@ -25,7 +25,7 @@ use super::{contention, from_item, n, s, serialize, to_item, Item, Store, TxOutc
 use crate::error::StoreError;
 use crate::facts::{Fact, RunAttemptCreated};
 use crate::workflows::attempt::{AttemptState, RunState};
-use crate::workflows::status::RunStatus;
+use crate::workflows::status::{ExecutionStatus, RunStatus};
 use crate::workflows::view::{ExecutionResult, RunRecords};
 use crate::workflows::{RerunMode, WorkflowDefinition};
 
@@ -33,6 +33,8 @@ use crate::workflows::{RerunMode, WorkflowDefinition};
 const FILTERED_PAGE: usize = 100;
 /// Pages one list request reads at most before answering a cursor.
 const MAX_PAGES: usize = 10;
+/// Leases a run view reads at once for the live steps of running jobs.
+const LIVE_STEP_READS: usize = 16;
 
 /// A run item as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -282,12 +284,79 @@ impl Store {
                 _ => break,
             }
         }
-        Ok(run.filter(|run: &RunState| run.workspace_id == workspace_id).map(|run| RunRecords {
-            run,
-            attempts,
-            definitions,
-            results,
-        }))
+        let Some(run) = run.filter(|run: &RunState| run.workspace_id == workspace_id) else {
+            return Ok(None);
+        };
+        self.add_live_steps(&attempts, &mut results).await?;
+        Ok(Some(RunRecords { run, attempts, definitions, results }))
+    }
+
+    /// The step reports so far of every running execution: they live on its
+    /// lease until the job ends (a report is one small update there, not a
+    /// rewrite of the run's items), so the view reads the leases, side by
+    /// side, only for what runs now.
+    async fn add_live_steps(
+        &self,
+        attempts: &[AttemptState],
+        results: &mut HashMap<Uuid, ExecutionResult>,
+    ) -> Result<(), StoreError> {
+        use futures::StreamExt;
+        let running: Vec<Uuid> = attempts
+            .iter()
+            .flat_map(|attempt| &attempt.jobs)
+            .filter_map(|job| job.execution.as_ref())
+            .filter(|execution| execution.status == ExecutionStatus::Running && !results.contains_key(&execution.id))
+            .map(|execution| execution.id)
+            .collect();
+        let mut leases = futures::stream::iter(running).map(|id| self.lease(id)).buffer_unordered(LIVE_STEP_READS);
+        while let Some(lease) = leases.next().await {
+            if let Some(lease) = lease? {
+                let steps = lease.steps.into_values().collect();
+                results.insert(lease.execution_id, ExecutionResult { steps, outputs: BTreeMap::new() });
+            }
+        }
+        Ok(())
+    }
+
+    /// The outputs (as text) that `executions` of run `run_id` reported, for
+    /// the expressions of jobs that need them. One query of the run's
+    /// result items, keys and outputs only; executions without a result
+    /// are absent.
+    pub async fn execution_outputs(
+        &self,
+        run_id: Uuid,
+        executions: &[Uuid],
+    ) -> Result<HashMap<Uuid, BTreeMap<String, String>>, StoreError> {
+        #[derive(Deserialize)]
+        struct Outputs {
+            execution_id: Uuid,
+            #[serde(default)]
+            outputs: BTreeMap<String, serde_json::Value>,
+        }
+        let mut found = HashMap::new();
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :steps)")
+            .expression_attribute_values(":pk", s(run_pk(run_id)))
+            .expression_attribute_values(":steps", s(keys::STEPS_PREFIX))
+            .projection_expression("execution_id, outputs")
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = pages.next().await {
+            let result: Outputs = from_item(item?)?;
+            if executions.contains(&result.execution_id) {
+                let text = |value: serde_json::Value| match value {
+                    serde_json::Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                found.insert(result.execution_id, result.outputs.into_iter().map(|(k, v)| (k, text(v))).collect());
+            }
+        }
+        Ok(found)
     }
 
     /// The run item alone, if the run exists in `workspace_id` (a run of

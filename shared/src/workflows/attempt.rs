@@ -24,7 +24,7 @@
 //! transaction never exceeds 100 items; the caller loops until nothing
 //! changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -35,11 +35,14 @@ use uuid::Uuid;
 use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
 use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
+use super::expressions;
+use super::references::{self, ExpressionData, JobScope, NeedState};
 use super::rerun::RerunMode;
+use super::status::derive_attempt_status;
 use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
 use crate::facts::{
-    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, QueuedJob, RunCancelled, RunTerminated,
-    StepResult, StepSpec,
+    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, OutputFrom, QueuedJob, RunCancelled,
+    RunTerminated, StepResult, StepSpec,
 };
 
 /// The run, as its item holds it (the run mirrors its current attempt).
@@ -160,28 +163,88 @@ pub fn step_statuses(
         .collect()
 }
 
-/// What a runner needs to execute `job` (the queued fact carries it).
-pub fn job_spec(definition: &WorkflowDefinition, job: &JobDefinition, execution_id: Uuid, minute: Duration) -> JobSpec {
+/// What a runner needs to execute `job`: its steps and env with every
+/// `${{ … }}` resolved in `scope` (left as written without one, to measure
+/// the spec), and where its outputs come from.
+pub fn job_spec(
+    definition: &WorkflowDefinition,
+    job: &JobDefinition,
+    execution_id: Uuid,
+    minute: Duration,
+    scope: Option<&JobScope<'_>>,
+) -> JobSpec {
     let minutes = |m: u32| u64::from(m) * minute.as_secs();
-    let mut env = definition.env.clone();
-    env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let mut budget = EXPANSION_BUDGET;
+    let mut resolve = |text: &str, scope: Option<&JobScope<'_>>| match scope {
+        Some(scope) => expand(text, scope, &mut budget),
+        None => text.to_string(),
+    };
+    let mut env = BTreeMap::new();
+    for (name, value) in definition.env.iter().chain(&job.env) {
+        env.insert(name.clone(), resolve(value, scope));
+    }
+    // `env.X` in the steps reads the job's env as resolved above.
+    let job_scope = scope.map(|scope| JobScope { env: env.clone(), needs: scope.needs.clone(), ..*scope });
+    let scope = job_scope.as_ref();
+    let step_ids: Vec<Uuid> = (0..job.steps.len()).map(|index| step_id(execution_id, index)).collect();
+    let steps = job
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| {
+            // A step's expressions also see the step's own env.
+            let step_scope = scope.map(|scope| {
+                let mut env = scope.env.clone();
+                env.extend(step.env.iter().map(|(k, v)| (k.clone(), expressions::interpolate(v, scope))));
+                JobScope { env, needs: scope.needs.clone(), ..*scope }
+            });
+            StepSpec {
+                id: step_ids[index],
+                name: step.name.clone(),
+                run: resolve(&step.run, step_scope.as_ref()),
+                env: step.env.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
+                timeout_s: step.timeout_minutes.map(minutes),
+            }
+        })
+        .collect();
+    let outputs = job
+        .outputs
+        .iter()
+        .map(|(name, source)| {
+            let step = source
+                .step
+                .as_ref()
+                .and_then(|id| job.steps.iter().position(|s| s.id.as_ref() == Some(id)))
+                .map(|index| step_ids[index]);
+            (name.clone(), OutputFrom { step, key: source.key.clone() })
+        })
+        .collect();
     JobSpec {
         key: job.key.clone(),
         labels: job.labels.clone(),
         timeout_s: minutes(job.timeout_minutes),
         env,
-        steps: job
-            .steps
-            .iter()
-            .enumerate()
-            .map(|(index, step)| StepSpec {
-                id: step_id(execution_id, index),
-                name: step.name.clone(),
-                run: step.run.clone(),
-                env: step.env.clone(),
-                timeout_s: step.timeout_minutes.map(minutes),
-            })
-            .collect(),
+        steps,
+        outputs,
+    }
+}
+
+/// How many bytes the expressions of one job may expand to: outputs are
+/// bounded, but a job may refer to them many times, and its spec must stay
+/// storable (64 KiB, `MAX_JOB_SPEC_BYTES`, less what it was written with).
+pub const EXPANSION_BUDGET: usize = 32 * 1024;
+
+/// `text` interpolated, its expansions charged to `budget`; past the budget
+/// a value is replaced by a note saying so (the job runs, visibly short of
+/// it, rather than a spec too large to store stalling the orchestration).
+fn expand(text: &str, scope: &JobScope<'_>, budget: &mut usize) -> String {
+    let expanded = expressions::interpolate(text, scope);
+    let grown = expanded.len().saturating_sub(text.len());
+    if grown <= *budget {
+        *budget -= grown;
+        expanded
+    } else {
+        format!("{text} [not expanded: the job's expressions expand past {EXPANSION_BUDGET} bytes]")
     }
 }
 
@@ -210,6 +273,24 @@ pub struct Change {
     /// if their runners' records still hold no finish: a complete that
     /// landed on the runners' side first wins (finished beats timeout).
     pub timed_out: Vec<Uuid>,
+    /// What jobs due to start need for their expressions and the caller
+    /// has not read yet; those jobs wait (the change is not complete).
+    pub missing: MissingData,
+}
+
+/// Data the expressions of jobs due to start read, not given to `advance`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MissingData {
+    /// The run's inputs.
+    pub inputs: bool,
+    /// The outputs of these (finished) executions.
+    pub outputs: Vec<Uuid>,
+}
+
+impl MissingData {
+    pub fn is_empty(&self) -> bool {
+        !self.inputs && self.outputs.is_empty()
+    }
 }
 
 /// How executions past a deadline ended on the runners' side, as their
@@ -438,6 +519,21 @@ impl AttemptState {
         budget: usize,
         ended: &RunnerEndings,
     ) -> Change {
+        self.advance_with(definition, now, minute, budget, ended, &ExpressionData::default())
+    }
+
+    /// [`Self::advance`], with what has been read for the expressions of
+    /// jobs due to start (`data`): a job whose data is missing waits, and
+    /// [`Change::missing`] says what to read.
+    pub fn advance_with(
+        &mut self,
+        definition: &WorkflowDefinition,
+        now: DateTime<Utc>,
+        minute: Duration,
+        budget: usize,
+        ended: &RunnerEndings,
+        data: &ExpressionData,
+    ) -> Change {
         let mut change = Change::default();
         if self.status == AttemptStatus::Pending {
             self.status = AttemptStatus::Running;
@@ -563,15 +659,38 @@ impl AttemptState {
                     // A job without an execution (carried over) is terminal
                     // and never planned; nothing to start if it were.
                     let Some(defined) = definition.job(key) else { continue };
-                    let Some(emitted) = self.start_job(index, definition, defined, now, minute) else { continue };
-                    change.emitted.push(emitted);
+                    let Some(scope) = self.scope_for(definition, defined, data, &mut change.missing) else {
+                        complete = false;
+                        continue;
+                    };
+                    let admitted = defined
+                        .when
+                        .as_deref()
+                        .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
+                    let emitted = if admitted {
+                        let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
+                        let Some(emitted) = self.start_job(index, defined, spec, now, minute) else { continue };
+                        vec![emitted]
+                    } else {
+                        self.end_job(
+                            index,
+                            JobStatus::Skipped,
+                            ExecutionStatus::Cancelled,
+                            Some(StatusReason::ConditionRejected),
+                            now,
+                        )
+                    };
+                    change.emitted.extend(emitted);
                 }
             }
             change.changed = true;
             touched += 1;
         }
         if complete && self.all_jobs_terminal() {
-            let outcome = plan.outcome.unwrap_or(AttemptStatus::Succeeded);
+            // From the statuses as they are now: a job this pass decided
+            // itself (an `if:` over outputs skipping it) is not in the plan.
+            let statuses: Vec<JobStatus> = self.jobs.iter().map(|job| job.status).collect();
+            let outcome = derive_attempt_status(&statuses, self.status == AttemptStatus::Cancelled);
             let emitted = self.finish(outcome, None, now);
             change.changed |= !emitted.is_empty();
             change.emitted.extend(emitted);
@@ -579,11 +698,64 @@ impl AttemptState {
         change
     }
 
+    fn execution_id(&self, index: usize) -> Uuid {
+        self.jobs[index].execution.as_ref().map_or(Uuid::nil(), |e| e.id)
+    }
+
+    /// The values `job`'s expressions see, or `None` (noting what to read in
+    /// `missing`) while the run's inputs or a need's outputs are unread.
+    fn scope_for<'a>(
+        &'a self,
+        definition: &WorkflowDefinition,
+        job: &'a JobDefinition,
+        data: &'a ExpressionData,
+        missing: &mut MissingData,
+    ) -> Option<JobScope<'a>> {
+        let (wants_inputs, outputs_of) = references::data_needed(definition, job);
+        let mut complete = true;
+        if wants_inputs && data.inputs.is_none() {
+            missing.inputs = true;
+            complete = false;
+        }
+        let mut needs = HashMap::new();
+        for need in &job.needs {
+            let Some(state) = self.jobs.iter().find(|j| &j.key == need) else { continue };
+            let mut outputs = None;
+            if outputs_of.contains(need) {
+                // A carried-over need's outputs are its earlier execution's.
+                if let Some(execution) = state.carried_from.or(state.execution.as_ref().map(|e| e.id)) {
+                    match data.outputs.get(&execution) {
+                        Some(found) => outputs = Some(found),
+                        None => {
+                            missing.outputs.push(execution);
+                            complete = false;
+                        }
+                    }
+                }
+            }
+            needs.insert(need.clone(), NeedState { status: state.status, outputs });
+        }
+        if !complete {
+            return None;
+        }
+        let mut env = definition.env.clone();
+        env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Some(JobScope {
+            run_id: self.run_id,
+            attempt: self.attempt,
+            workspace_id: &self.workspace_id,
+            job: &job.key,
+            env,
+            inputs: data.inputs.as_ref(),
+            needs,
+        })
+    }
+
     fn start_job(
         &mut self,
         index: usize,
-        definition: &WorkflowDefinition,
         defined: &JobDefinition,
+        spec: JobSpec,
         now: DateTime<Utc>,
         minute: Duration,
     ) -> Option<Emitted> {
@@ -594,7 +766,6 @@ impl AttemptState {
         execution.status = ExecutionStatus::Queued;
         let queued_at = *execution.queued_at.get_or_insert(now);
         execution.deadline = Some(queued_at + scaled(defined.timeout_minutes, minute));
-        let spec = job_spec(definition, defined, execution.id, minute);
         let fact = JobExecutionQueued {
             run_id,
             attempt,

@@ -32,6 +32,10 @@ pub const MAX_JOBS: usize = 256;
 pub const MAX_STEPS_PER_JOB: usize = 100;
 /// The longest job id accepted.
 pub const MAX_JOB_ID_LEN: usize = 100;
+/// The most outputs a job may declare.
+pub const MAX_OUTPUTS_PER_JOB: usize = 50;
+/// The longest output name.
+pub const MAX_OUTPUT_NAME_LEN: usize = 100;
 /// The longest workflow `name` (it is part of the run counter's key).
 pub const MAX_WORKFLOW_NAME_LEN: usize = 200;
 /// The most a job's spec (its steps, and its env with the workflow's merged
@@ -79,6 +83,15 @@ pub struct JobDefinition {
     /// `if:`; `success()` when absent.
     #[serde(default)]
     pub condition: JobCondition,
+    /// The rest of `if:` beyond its status function (e.g.
+    /// `needs.build.outputs.deploy == 'true'`), decided when the job would
+    /// start; false skips the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// `outputs:`: the values the job hands to the jobs that need it, each
+    /// taken from what its steps wrote to `$BATON_OUTPUT`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, OutputSource>,
     /// Counted from queueing; a claim does not reset it.
     pub timeout_minutes: u32,
     #[serde(default)]
@@ -89,6 +102,9 @@ pub struct JobDefinition {
 /// One step of a job: a shell command the runner executes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepDefinition {
+    /// `id:`, by which the job's `outputs` name the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
     pub run: String,
@@ -97,6 +113,15 @@ pub struct StepDefinition {
     /// The step's own limit, within the job's; `None` when it sets none.
     #[serde(default)]
     pub timeout_minutes: Option<u32>,
+}
+
+/// Where a job output's value comes from: the key a step wrote to
+/// `$BATON_OUTPUT` (the named step's, or the last step's that wrote it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    pub key: String,
 }
 
 impl WorkflowDefinition {
@@ -181,6 +206,7 @@ pub fn parse_definition(yaml: &str) -> Result<WorkflowDefinition, DefinitionErro
     let root = YamlNode::parse(yaml).map_err(|err| DefinitionError::document(format!("invalid YAML: {err}")))?;
     let definition = read_workflow(&root)?;
     check_needs(&definition)?;
+    super::references::check_references(&definition)?;
     check_stored_sizes(&definition)?;
     Ok(definition)
 }
@@ -199,7 +225,8 @@ fn check_stored_sizes(definition: &WorkflowDefinition) -> Result<(), DefinitionE
         }
     }
     for job in &definition.jobs {
-        let spec = super::attempt::job_spec(definition, job, uuid::Uuid::nil(), std::time::Duration::from_secs(60));
+        let spec =
+            super::attempt::job_spec(definition, job, uuid::Uuid::nil(), std::time::Duration::from_secs(60), None);
         let size = serde_json::to_string(&spec).map_or(usize::MAX, |text| text.len());
         if size > MAX_JOB_SPEC_BYTES {
             return Err(DefinitionError::in_job(

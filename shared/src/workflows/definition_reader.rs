@@ -8,15 +8,17 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::condition::{JobCondition, SUPPORTED_CONDITIONS};
 use super::definition::{
-    DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition, DEFAULT_JOB_TIMEOUT_MINUTES,
-    DEFAULT_RUN_TIMEOUT_MINUTES, MAX_JOBS, MAX_JOB_ID_LEN, MAX_STEPS_PER_JOB, MAX_TIMEOUT_MINUTES,
+    DefinitionError, JobDefinition, OutputSource, StepDefinition, WorkflowDefinition, DEFAULT_JOB_TIMEOUT_MINUTES,
+    DEFAULT_RUN_TIMEOUT_MINUTES, MAX_JOBS, MAX_JOB_ID_LEN, MAX_OUTPUTS_PER_JOB, MAX_OUTPUT_NAME_LEN, MAX_STEPS_PER_JOB,
+    MAX_TIMEOUT_MINUTES,
 };
+use super::expressions::{self, Reference};
 use super::yaml::YamlNode;
 use crate::runners::labels;
 
 const WORKFLOW_FIELDS: &[&str] = &["name", "env", "timeout-minutes", "jobs", "on"];
-const JOB_FIELDS: &[&str] = &["name", "runs-on", "needs", "if", "timeout-minutes", "env", "steps"];
-const STEP_FIELDS: &[&str] = &["name", "run", "env", "timeout-minutes"];
+const JOB_FIELDS: &[&str] = &["name", "runs-on", "needs", "if", "timeout-minutes", "env", "steps", "outputs"];
+const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes"];
 
 /// Where in the definition a value sits, to build precise errors.
 #[derive(Debug, Clone, Default)]
@@ -145,12 +147,24 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
     let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
     let labels = read_runs_on(fields.get("runs-on"), &at.field("runs-on"))?;
     let needs = read_needs(fields.get("needs"), &at.field("needs"))?;
-    let condition = read_condition(fields.get("if"), &at.field("if"))?;
+    let (condition, when) = read_condition(fields.get("if"), &at.field("if"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
         .unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES);
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let steps = read_steps(fields.get("steps"), &at.field("steps"))?;
-    Ok(JobDefinition { key: key.to_string(), name, labels, needs, condition, timeout_minutes, env, steps })
+    let outputs = read_outputs(fields.get("outputs"), &at.field("outputs"))?;
+    Ok(JobDefinition {
+        key: key.to_string(),
+        name,
+        labels,
+        needs,
+        condition,
+        when,
+        outputs,
+        timeout_minutes,
+        env,
+        steps,
+    })
 }
 
 fn read_runs_on(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
@@ -170,11 +184,84 @@ fn read_needs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, Def
     Ok(needs)
 }
 
-fn read_condition(node: Option<&YamlNode>, at: &Location) -> Result<JobCondition, DefinitionError> {
-    let Some(node) = node else { return Ok(JobCondition::default()) };
+/// `if:`: a status function, an expression over outputs, inputs and the
+/// needs' results, or a status function `&&` such an expression.
+fn read_condition(node: Option<&YamlNode>, at: &Location) -> Result<(JobCondition, Option<String>), DefinitionError> {
+    let Some(node) = node else { return Ok((JobCondition::default(), None)) };
     let YamlNode::String(raw) = node else { return Err(at.expected(SUPPORTED_CONDITIONS, node)) };
-    JobCondition::parse(raw)
-        .ok_or_else(|| at.error(format!("unsupported condition `{}`, expected {SUPPORTED_CONDITIONS}", raw.trim())))
+    if let Some(condition) = JobCondition::parse(raw) {
+        return Ok((condition, None));
+    }
+    let (status, rest) = expressions::split_condition(raw).map_err(|err| {
+        at.error(format!(
+            "`{}`: {err}; a condition is {SUPPORTED_CONDITIONS}, an expression, or one `&&` the other",
+            raw.trim()
+        ))
+    })?;
+    let condition = match status {
+        Some(status) => JobCondition::parse(&format!("{status}()")).unwrap_or_default(),
+        None => JobCondition::default(),
+    };
+    let mut text = raw.trim();
+    if let Some(inner) = text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")) {
+        text = inner.trim();
+    }
+    // Stored as written; the status function, if any, is decided apart and
+    // evaluates as true inside the expression.
+    Ok((condition, rest.map(|_| text.to_string())))
+}
+
+/// `outputs:`: a list of names (each the key of that name a step wrote),
+/// or a mapping of names to `${{ steps.<id>.outputs.<key> }}`.
+fn read_outputs(node: Option<&YamlNode>, at: &Location) -> Result<BTreeMap<String, OutputSource>, DefinitionError> {
+    let Some(node) = node else { return Ok(BTreeMap::new()) };
+    let mut outputs = BTreeMap::new();
+    let check_name = |name: &str| -> Result<(), DefinitionError> {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_OUTPUT_NAME_LEN
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if valid {
+            Ok(())
+        } else {
+            Err(at.error(format!(
+                "invalid output name `{name}`: 1 to {MAX_OUTPUT_NAME_LEN} of letters, digits, '_' and '-'"
+            )))
+        }
+    };
+    match node {
+        YamlNode::Sequence(_) | YamlNode::String(_) => {
+            for name in read_text_list(node, at, "a list of output names")? {
+                check_name(&name)?;
+                outputs.insert(name.clone(), OutputSource { step: None, key: name });
+            }
+        }
+        YamlNode::Mapping(entries) => {
+            for (name, value) in entries {
+                let Some(name) = name.scalar_text() else { return Err(at.expected("output names as text", name)) };
+                check_name(&name)?;
+                let source = match value {
+                    YamlNode::String(text) => {
+                        match expressions::text_references(text).map_err(|e| at.field(&name).error(e))?.as_slice() {
+                            [Reference::StepOutput { step, name: key }]
+                                if text.trim().starts_with("${{") && text.trim().ends_with("}}") =>
+                            {
+                                OutputSource { step: Some(step.clone()), key: key.clone() }
+                            }
+                            _ => return Err(at.field(&name).error("expected `${{ steps.<id>.outputs.<key> }}`")),
+                        }
+                    }
+                    YamlNode::Null => OutputSource { step: None, key: name.clone() },
+                    other => return Err(at.field(&name).expected("`${{ steps.<id>.outputs.<key> }}`", other)),
+                };
+                outputs.insert(name, source);
+            }
+        }
+        other => return Err(at.expected("a list of output names or a mapping", other)),
+    }
+    if outputs.len() > MAX_OUTPUTS_PER_JOB {
+        return Err(at.error(format!("{} outputs, at most {MAX_OUTPUTS_PER_JOB} are accepted", outputs.len())));
+    }
+    Ok(outputs)
 }
 
 fn read_steps(node: Option<&YamlNode>, at: &Location) -> Result<Vec<StepDefinition>, DefinitionError> {
@@ -191,6 +278,17 @@ fn read_steps(node: Option<&YamlNode>, at: &Location) -> Result<Vec<StepDefiniti
 
 fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, DefinitionError> {
     let fields = Fields::read(node, STEP_FIELDS, at, "a mapping with `run`")?;
+    let id = fields.get("id").map(|node| read_text(node, &at.field("id"))).transpose()?.flatten();
+    if let Some(id) = &id {
+        let valid = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && id.len() <= MAX_JOB_ID_LEN
+            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(at
+                .field("id")
+                .error("a step id starts with a letter or '_' and holds letters, digits, '_' and '-'"));
+        }
+    }
     let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
     let run = match fields.get("run") {
         None => return Err(at.field("run").error("required: the shell command to run")),
@@ -200,7 +298,7 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
     };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
-    Ok(StepDefinition { name, run, env, timeout_minutes })
+    Ok(StepDefinition { id, name, run, env, timeout_minutes })
 }
 
 /// `env`: a mapping of names to scalars (numbers and booleans are turned

@@ -4,7 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use baton_api::runs::{AttemptView, ExecutionView, JobView, RunSummary, RunView, StepView};
+use baton_api::runs::{duration_ms, AttemptView, ExecutionView, JobView, RunSummary, RunView, StepView};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::attempt::{step_id, AttemptState, RunState};
@@ -41,14 +42,17 @@ pub struct RunRecords {
     pub attempts: Vec<AttemptState>,
     /// Snapshot attempt → definition.
     pub definitions: BTreeMap<u32, WorkflowDefinition>,
-    /// Execution id → reported steps and outputs.
+    /// Execution id → reported steps and outputs: for a finished execution
+    /// what its runner reported in the end, for a running one its lease's
+    /// step reports so far.
     pub results: HashMap<Uuid, ExecutionResult>,
 }
 
 impl RunRecords {
-    /// The run view (api.md "Run view").
+    /// The run view (api.md "Run view"), durations of what still runs
+    /// counted to now.
     pub fn view(&self) -> RunView {
-        build_run_view(&self.run, &self.attempts, &self.definitions, &self.results)
+        build_run_view(&self.run, &self.attempts, &self.definitions, &self.results, Utc::now())
     }
 }
 
@@ -60,6 +64,7 @@ pub fn build_run_view(
     attempts: &[AttemptState],
     definitions: &BTreeMap<u32, WorkflowDefinition>,
     results: &HashMap<Uuid, ExecutionResult>,
+    now: DateTime<Utc>,
 ) -> RunView {
     let mut attempts: Vec<&AttemptState> = attempts.iter().collect();
     attempts.sort_by_key(|a| a.attempt);
@@ -76,7 +81,7 @@ pub fn build_run_view(
         inputs: run.inputs.as_deref().and_then(|raw| serde_json::from_str(raw).ok()),
         attempts: attempts
             .into_iter()
-            .map(|attempt| attempt_view(attempt, definitions.get(&attempt.snapshot_attempt), results))
+            .map(|attempt| attempt_view(attempt, definitions.get(&attempt.snapshot_attempt), results, now))
             .collect(),
     }
 }
@@ -85,6 +90,7 @@ fn attempt_view(
     attempt: &AttemptState,
     definition: Option<&WorkflowDefinition>,
     results: &HashMap<Uuid, ExecutionResult>,
+    now: DateTime<Utc>,
 ) -> AttemptView {
     AttemptView {
         attempt: attempt.attempt,
@@ -112,6 +118,7 @@ fn attempt_view(
                         .and_then(|id| results.get(&id))
                         .map(|result| result.outputs.clone())
                         .unwrap_or_default(),
+                    duration_ms: job.execution.as_ref().and_then(|e| duration_ms(e.started_at, e.finished_at, now)),
                     executions: job
                         .execution
                         .iter()
@@ -125,6 +132,7 @@ fn attempt_view(
                                 started_at: execution.started_at,
                                 finished_at: execution.finished_at,
                                 runner_session_id: execution.runner_session_id,
+                                duration_ms: duration_ms(execution.started_at, execution.finished_at, now),
                                 steps: defined
                                     .map(|d| {
                                         d.steps
@@ -139,6 +147,17 @@ fn attempt_view(
                                                     name: step.name.clone(),
                                                     status: result.map_or(StepStatus::Pending, |r| r.status),
                                                     exit_code: result.and_then(|r| r.exit_code),
+                                                    started_at: result.and_then(|r| r.started_at),
+                                                    finished_at: result.and_then(|r| r.finished_at),
+                                                    duration_ms: result.and_then(|r| {
+                                                        // A step that ended never counts on.
+                                                        let end = r.finished_at.or(r
+                                                            .status
+                                                            .is_terminal()
+                                                            .then_some(r.started_at)
+                                                            .flatten());
+                                                        duration_ms(r.started_at, end, now)
+                                                    }),
                                                 }
                                             })
                                             .collect()

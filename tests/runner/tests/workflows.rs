@@ -774,3 +774,138 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
     runner.stop().await;
     stack.assert_all_facts_valid();
 }
+
+/// Outputs flow build → test → report through `$BATON_OUTPUT` and
+/// `${{ needs.<job>.outputs.<name> }}` in env, run and `if:`; inputs, the
+/// workflow's env and the baton context resolve; a job whose `if:` over an
+/// output is false is skipped; a `failed` rerun carries the build's outputs
+/// over to the jobs it runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_flow_between_jobs_into_env_run_and_if_and_a_failed_rerun_carries_them_over() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: outputs
+{env}  CHANNEL: ${{{{ inputs.channel }}}}
+jobs:
+  build:
+    runs-on: linux
+    outputs:
+      version: ${{{{ steps.stamp.outputs.version }}}}
+      notes: ${{{{ steps.stamp.outputs.notes }}}}
+    steps:
+      - id: stamp
+        run: |
+          echo "version=1.$BATON_ATTEMPT.0" >> "$BATON_OUTPUT"
+          printf 'notes<<END\nfirst line\nsecond=line\nEND\n' >> "$BATON_OUTPUT"
+      - run: echo "version=overwritten" >> "$BATON_OUTPUT"
+  test:
+    needs: build
+    runs-on: linux
+    outputs: [verdict]
+    env:
+      VERSION: ${{{{ needs.build.outputs.version }}}}
+    steps:
+      - run: |
+          echo "$VERSION ${{{{ env.CHANNEL }}}} ${{{{ baton.job }}}} $BATON_ATTEMPT" >> "$SHARED/test.ran"
+          test "$BATON_ATTEMPT" -ge 2 && echo "verdict=ship" >> "$BATON_OUTPUT"
+  report:
+    needs: [build, test]
+    if: always() && needs.test.outputs.verdict == 'ship'
+    runs-on: linux
+    steps:
+      - run: echo "${{{{ needs.build.outputs.version }}}} ${{{{ needs.test.outputs.verdict }}}} ${{{{ needs.test.result }}}}" >> "$SHARED/report.ran"
+  hold:
+    needs: build
+    if: needs.build.outputs.version == 'never'
+    runs-on: linux
+    steps:
+      - run: touch "$SHARED/hold.ran"
+"#,
+        env = shared_env(&shared)
+    );
+    // An input the definition reads must be given.
+    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-definition")), "{body:#}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("inputs.channel"), "{body:#}");
+
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let (status, body) =
+        post(&stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml, "inputs": {"channel": "beta"}}))
+            .await;
+    assert_eq!(status, 201, "{body:#}");
+    let run_id = body["id"].as_str().unwrap_or_default().to_string();
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let build = job_in(&view, 1, "build");
+    assert_eq!(build["outputs"], json!({"version": "1.1.0", "notes": "first line\nsecond=line"}), "{build:#}");
+    assert_eq!(job_in(&view, 1, "test")["status"], "failed");
+    // The verdict was never written: report's condition does not hold.
+    assert_eq!(job_in(&view, 1, "report")["status"], "skipped");
+    assert_eq!(job_in(&view, 1, "hold")["status"], "skipped");
+    assert_eq!(job_in(&view, 1, "hold")["status_reason"], "condition_rejected");
+    let ran = |key: &str| std::fs::read_to_string(shared.join(format!("{key}.ran"))).unwrap_or_default();
+    assert_eq!(ran("test"), "1.1.0 beta test 1\n");
+
+    let (status, body) =
+        post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/rerun"), json!({"mode": "failed"})).await;
+    assert_eq!(status, 201, "{body:#}");
+    let view = wait_view(&stack, &ws, &run_id, "attempt 2 to succeed", |v| {
+        v["current_attempt"] == 2 && v["status"] == "succeeded"
+    })
+    .await;
+    let build = job_in(&view, 2, "build");
+    assert_eq!((&build["carried_over"], &build["outputs"]["version"]), (&json!(true), &json!("1.1.0")), "{build:#}");
+    assert_eq!(job_in(&view, 2, "test")["outputs"], json!({"verdict": "ship"}));
+    // The carried build's version (from attempt 1) reaches the jobs run again.
+    assert_eq!(ran("test"), "1.1.0 beta test 1\n1.1.0 beta test 2\n");
+    assert_eq!(ran("report"), "1.1.0 ship success\n");
+    assert!(!shared.join("hold.ran").exists());
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+/// The run view shows a step running (with its start and a growing
+/// duration) while the job is still on the runner, not only once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_view_shows_steps_live_with_their_durations() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: live
+{env}jobs:
+  slow:
+    runs-on: linux
+    steps:
+      - name: quick
+        run: "true"
+      - name: wait
+        run: |
+          touch "$SHARED/waiting"
+          while [ ! -e "$SHARED/go" ]; do sleep 0.1; done
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let view = wait_view(&stack, &ws, &run_id, "the second step to show running", |v| {
+        let steps = &execution_of(v, 1, "slow")["steps"];
+        steps[0]["status"] == "succeeded" && steps[1]["status"] == "running"
+    })
+    .await;
+    let execution = execution_of(&view, 1, "slow");
+    let (quick, wait) = (&execution["steps"][0], &execution["steps"][1]);
+    assert!(quick["started_at"].is_string() && quick["finished_at"].is_string(), "{quick:#}");
+    assert!(quick["duration_ms"].is_u64(), "{quick:#}");
+    assert!(wait["started_at"].is_string() && wait["finished_at"].is_null(), "{wait:#}");
+    assert_eq!(job_in(&view, 1, "slow")["status"], "running");
+    assert!(job_in(&view, 1, "slow")["duration_ms"].is_u64());
+    std::fs::write(shared.join("go"), b"").unwrap();
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let wait = &execution_of(&view, 1, "slow")["steps"][1];
+    assert_eq!((&wait["status"], wait["finished_at"].is_string()), (&json!("succeeded"), true), "{wait:#}");
+    runner.stop().await;
+}
