@@ -17,6 +17,7 @@ pub mod agent;
 pub mod agent_cli;
 pub mod backoff;
 pub mod client;
+pub mod graph;
 pub mod heartbeat;
 pub mod job;
 pub mod operator;

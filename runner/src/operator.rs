@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
 use baton_api::runs::RerunMode;
-use baton_api::runs::{CreateRunRequest, RerunRequest, RunView};
+use baton_api::runs::{CreateRunRequest, RerunRequest, RunList, RunView};
+use baton_api::status::RunStatus;
 use reqwest::Method;
 use uuid::Uuid;
 
@@ -42,6 +43,32 @@ impl Operator {
         self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
     }
 
+    /// A page of the workspace's runs, newest first.
+    pub async fn list_runs(
+        &self,
+        workspace: &str,
+        status: Option<RunStatus>,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<RunList, ClientError> {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        if let Some(status) = status {
+            query.append_pair("status", status.as_str());
+        }
+        if let Some(limit) = limit {
+            query.append_pair("limit", &limit.to_string());
+        }
+        if let Some(cursor) = cursor {
+            query.append_pair("cursor", cursor);
+        }
+        let query = query.finish();
+        let mut path = format!("/v1/workspaces/{}/runs", segment(workspace));
+        if !query.is_empty() {
+            path = format!("{path}?{query}");
+        }
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
     pub async fn cancel_run(&self, workspace: &str, run: Uuid) -> Result<RunView, ClientError> {
         let path = format!("/v1/workspaces/{}/runs/{run}/cancel", segment(workspace));
         self.client.send_for(Method::POST, &path, &self.token, Some(&serde_json::json!({}))).await
@@ -69,8 +96,14 @@ fn segment(raw: &str) -> String {
 
 /// One line per status that is new or changed in `next` compared with
 /// `previous` (everything when there is no previous view): the run, each
-/// job of the current attempt, and each step of its latest execution.
+/// job of the current attempt, and each step of its latest execution; a
+/// finished job or step shows how long it took.
 pub fn changes(previous: Option<&RunView>, next: &RunView) -> Vec<String> {
+    painted_changes(previous, next, false)
+}
+
+/// [`changes`], each status coloured (ANSI) when `colour`.
+pub fn painted_changes(previous: Option<&RunView>, next: &RunView, colour: bool) -> Vec<String> {
     let mut before: HashMap<String, String> = HashMap::new();
     if let Some(previous) = previous {
         for (key, status) in statuses(previous) {
@@ -80,8 +113,35 @@ pub fn changes(previous: Option<&RunView>, next: &RunView) -> Vec<String> {
     statuses(next)
         .into_iter()
         .filter(|(key, status)| before.get(key) != Some(status))
-        .map(|(key, status)| format!("{key}: {status}"))
+        .map(|(key, status)| format!("{key}: {}", paint(&status, colour)))
         .collect()
+}
+
+/// `status` with its first word coloured by what it means.
+fn paint(status: &str, colour: bool) -> String {
+    if !colour {
+        return status.to_string();
+    }
+    let (word, rest) = status.split_once(' ').map_or((status, ""), |(w, r)| (w, r));
+    let code = match word {
+        "succeeded" => "32",
+        "failed" => "31",
+        "running" | "queued" => "33",
+        "cancelled" | "skipped" => "90",
+        _ => "0",
+    };
+    let space = if rest.is_empty() { "" } else { " " };
+    format!("\x1b[{code}m{word}\x1b[0m{space}{rest}")
+}
+
+/// ` in 1.2s` for what has finished, nothing for what still runs (a
+/// duration that grows would print a line per poll).
+fn took(finished: bool, duration_ms: Option<u64>) -> String {
+    match duration_ms.filter(|_| finished) {
+        Some(ms) if ms < 60_000 => format!(" in {:.1}s", ms as f64 / 1000.0),
+        Some(ms) => format!(" in {}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+        None => String::new(),
+    }
 }
 
 /// `(what, status)` pairs of a run view, in display order.
@@ -102,6 +162,7 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
         if job.carried_over {
             status.push_str(" [carried over]");
         }
+        status.push_str(&took(job.status.is_terminal(), job.duration_ms));
         out.push((format!("  job {}", job.key), status));
         if let Some(execution) = job.executions.last() {
             for (index, step) in execution.steps.iter().enumerate() {
@@ -113,6 +174,7 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
                 if let Some(code) = step.exit_code {
                     status.push_str(&format!(" (exit {code})"));
                 }
+                status.push_str(&took(step.finished_at.is_some(), step.duration_ms));
                 out.push((format!("    step {}/{name}", job.key), status));
             }
         }
@@ -156,6 +218,18 @@ mod tests {
         let b = view("running", "succeeded", Some(0));
         assert_eq!(changes(Some(&a), &b), vec!["    step build/compile: succeeded (exit 0)"]);
         assert!(changes(Some(&b), &b).is_empty());
+    }
+
+    #[test]
+    fn finished_steps_show_their_duration_and_colour_is_optional() {
+        let mut v = view("running", "succeeded", Some(0));
+        let step = &mut v.attempts[0].jobs[0].executions[0].steps[0];
+        step.finished_at = Some(chrono::Utc::now());
+        step.duration_ms = Some(1_250);
+        let plain = changes(None, &v);
+        assert_eq!(plain[2], "    step build/compile: succeeded (exit 0) in 1.2s");
+        let painted = painted_changes(None, &v, true);
+        assert_eq!(painted[2], "    step build/compile: \x1b[32msucceeded\x1b[0m (exit 0) in 1.2s");
     }
 
     #[test]

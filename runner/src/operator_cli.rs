@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::client::ClientError;
-use crate::operator::{changes, Operator};
+use std::io::IsTerminal;
+
+use crate::operator::{changes, painted_changes, Operator};
 use baton_api::runners::CreateRegistrationToken;
 use baton_api::runs::RerunMode;
 use baton_api::runs::{CreateRunRequest, RunView};
@@ -75,13 +77,37 @@ enum RunCommand {
         #[arg(long = "input", value_parser = parse_input)]
         inputs: Vec<(String, String)>,
     },
+    /// List the workspace's runs, newest first.
+    List {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        /// Only runs with this status.
+        #[arg(long, value_enum)]
+        status: Option<StatusFilter>,
+        /// Runs per page (1 to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The `next` cursor a previous page printed.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Print the run's job graph (current attempt) with statuses.
+    Graph {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+        format: GraphFormat,
+    },
     /// Show a run once.
     Get {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,
         run_id: Uuid,
     },
-    /// Follow a run until it ends: one line per status change. Exits 0 when it succeeded.
+    /// Follow a run until it ends: one line per status change, with how long
+    /// each finished job and step took (coloured on a terminal; NO_COLOR
+    /// turns it off). Exits 0 when it succeeded.
     Watch {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,
@@ -104,6 +130,33 @@ enum RunCommand {
         #[arg(long, value_enum, default_value_t = Mode::Failed)]
         mode: Mode,
     },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum StatusFilter {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl From<StatusFilter> for RunStatus {
+    fn from(filter: StatusFilter) -> Self {
+        match filter {
+            StatusFilter::Pending => RunStatus::Pending,
+            StatusFilter::Running => RunStatus::Running,
+            StatusFilter::Succeeded => RunStatus::Succeeded,
+            StatusFilter::Failed => RunStatus::Failed,
+            StatusFilter::Cancelled => RunStatus::Cancelled,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum GraphFormat {
+    Mermaid,
+    Dot,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -186,6 +239,43 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
             }
             view
         }
+        RunCommand::List { workspace, status, limit, cursor } => {
+            let list = operator.list_runs(&workspace, status.map(RunStatus::from), limit, cursor.as_deref()).await?;
+            if json {
+                print_json(&list);
+            } else {
+                for run in &list.items {
+                    let finished = run.finished_at.map_or("-".to_string(), |t| t.to_rfc3339());
+                    println!(
+                        "{}  {} #{}  {}  created {}  finished {}",
+                        run.id,
+                        run.name,
+                        run.number,
+                        run.status,
+                        run.created_at.to_rfc3339(),
+                        finished
+                    );
+                }
+                if let Some(next) = &list.next_cursor {
+                    eprintln!("more: --cursor {next}");
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        RunCommand::Graph { workspace, run_id, format } => {
+            let view = operator.get_run(&workspace, run_id).await?;
+            if !json {
+                print!(
+                    "{}",
+                    match format {
+                        GraphFormat::Mermaid => crate::graph::mermaid(&view),
+                        GraphFormat::Dot => crate::graph::dot(&view),
+                    }
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            view
+        }
         RunCommand::Get { workspace, run_id } => {
             let view = operator.get_run(&workspace, run_id).await?;
             if !json {
@@ -197,7 +287,7 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
             view
         }
         RunCommand::Watch { workspace, run_id, interval_s } => {
-            return watch(operator, &workspace, run_id, interval_s).await
+            return watch(operator, &workspace, run_id, interval_s, json).await
         }
         RunCommand::Cancel { workspace, run_id } => {
             let view = operator.cancel_run(&workspace, run_id).await?;
@@ -227,16 +317,33 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
     Ok(ExitCode::SUCCESS)
 }
 
-/// Polls the run view and prints what changed, until the run is terminal.
-async fn watch(operator: &Operator, workspace: &str, run: Uuid, interval_s: u64) -> Result<ExitCode, CliError> {
+/// Polls the run view and prints what changed, until the run is terminal:
+/// lines coloured on a terminal (not with `NO_COLOR`), or with `--json`
+/// one view per change as a JSON line.
+async fn watch(
+    operator: &Operator,
+    workspace: &str,
+    run: Uuid,
+    interval_s: u64,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    let colour = !json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let mut previous: Option<RunView> = None;
     let mut failures = 0u32;
     loop {
         match operator.get_run(workspace, run).await {
             Ok(view) => {
                 failures = 0;
-                for line in changes(previous.as_ref(), &view) {
-                    println!("{line}");
+                let lines = painted_changes(previous.as_ref(), &view, colour);
+                if json && !lines.is_empty() {
+                    match serde_json::to_string(&view) {
+                        Ok(text) => println!("{text}"),
+                        Err(err) => eprintln!("baton: cannot print the view: {err}"),
+                    }
+                } else {
+                    for line in lines {
+                        println!("{line}");
+                    }
                 }
                 if view.status.is_terminal() {
                     return Ok(if view.status == RunStatus::Succeeded { ExitCode::SUCCESS } else { ExitCode::FAILURE });

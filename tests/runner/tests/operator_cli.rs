@@ -49,15 +49,44 @@ async fn an_operator_creates_a_token_submits_a_run_watches_it_succeed_and_reruns
     let watched = baton(&stack, &["run", "watch", "--workspace", &ws, &run_id, "--interval-s", "1"]).await;
     let lines = stdout(&watched);
     assert!(watched.status.success(), "watch exits 0 on success:\n{lines}\n{}", stderr(&watched));
+    // Finished jobs and steps say how long they took; no colour off a terminal.
     for expected in [
-        "  job build: succeeded",
-        "    step build/compile: succeeded (exit 0)",
-        "    step build/inspect: succeeded (exit 0)",
-        "  job test: succeeded",
-        "run cli #1 (attempt 1): succeeded",
+        "  job build: succeeded in ",
+        "    step build/compile: succeeded (exit 0) in ",
+        "    step build/inspect: succeeded (exit 0) in ",
+        "  job test: succeeded in ",
     ] {
-        assert!(lines.lines().any(|l| l == expected), "missing {expected:?} in:\n{lines}");
+        assert!(
+            lines.lines().any(|l| l.starts_with(expected) && l.ends_with('s')),
+            "missing {expected:?} in:\n{lines}"
+        );
     }
+    assert!(lines.lines().any(|l| l == "run cli #1 (attempt 1): succeeded"), "{lines}");
+    assert!(!lines.contains('\x1b'), "plain text when stdout is not a terminal:\n{lines}");
+
+    // Listed newest first, as text and as JSON; the graph in both languages.
+    let second = baton(&stack, &["run", "submit", "--workspace", &ws, &file.display().to_string()]).await;
+    let second_id = stdout(&second).trim().to_string();
+    let listed = baton(&stack, &["run", "list", "--workspace", &ws]).await;
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let rows: Vec<String> = stdout(&listed).lines().map(String::from).collect();
+    assert!(rows.len() == 2 && rows[0].starts_with(&second_id) && rows[1].starts_with(&run_id), "{rows:#?}");
+    assert!(rows[1].contains("cli #1  succeeded"), "{rows:#?}");
+    let page =
+        baton(&stack, &["--json", "run", "list", "--workspace", &ws, "--status", "succeeded", "--limit", "1"]).await;
+    let page: serde_json::Value = serde_json::from_slice(&page.stdout).expect("a JSON run list");
+    assert_eq!(page["items"][0]["id"], run_id.as_str(), "{page:#}");
+    let mermaid = baton(&stack, &["run", "graph", "--workspace", &ws, &run_id]).await;
+    assert!(stdout(&mermaid).contains("j_build --> j_test"), "{}", stdout(&mermaid));
+    assert!(stdout(&mermaid).contains("j_test[\"test (succeeded)\"]:::succeeded"), "{}", stdout(&mermaid));
+    let dot = baton(&stack, &["run", "graph", "--workspace", &ws, &run_id, "--format", "dot"]).await;
+    assert!(
+        stdout(&dot).starts_with("digraph run {") && stdout(&dot).contains("j_build -> j_test;"),
+        "{}",
+        stdout(&dot)
+    );
+    let cancelled_second = baton(&stack, &["run", "cancel", "--workspace", &ws, &second_id]).await;
+    assert!(cancelled_second.status.success(), "{}", stderr(&cancelled_second));
     // The token capped the session at two claims: the runner stops claiming and exits 0.
     assert!(runner.exited(WAIT).await.success());
 
