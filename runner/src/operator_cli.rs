@@ -76,6 +76,9 @@ enum RunCommand {
         /// Inputs as KEY=VALUE (repeatable).
         #[arg(long = "input", value_parser = parse_input)]
         inputs: Vec<(String, String)>,
+        /// Then follow the run as `run watch` does (the run id goes to stderr).
+        #[arg(long)]
+        watch: bool,
     },
     /// List the workspace's runs, newest first.
     List {
@@ -113,7 +116,7 @@ enum RunCommand {
         workspace: String,
         run_id: Uuid,
         /// Seconds between polls.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = DEFAULT_WATCH_INTERVAL_S)]
         interval_s: u64,
     },
     /// Cancel a run.
@@ -131,6 +134,9 @@ enum RunCommand {
         mode: Mode,
     },
 }
+
+/// Seconds between the polls of `run watch`.
+const DEFAULT_WATCH_INTERVAL_S: u64 = 1;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum StatusFilter {
@@ -225,13 +231,17 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
 
 async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Result<ExitCode, CliError> {
     let view = match command {
-        RunCommand::Submit { workspace, file, idempotency_key, inputs } => {
+        RunCommand::Submit { workspace, file, idempotency_key, inputs, watch: follow } => {
             let definition = std::fs::read_to_string(&file)
                 .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", file.display())))?;
             let inputs = (!inputs.is_empty())
                 .then(|| inputs.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect());
             let view =
                 operator.submit_run(&workspace, &CreateRunRequest { definition, inputs, idempotency_key }).await?;
+            if follow {
+                eprintln!("run {} #{} submitted: {} (id {})", view.name, view.number, view.status, view.id);
+                return watch(operator, &workspace, view.id, DEFAULT_WATCH_INTERVAL_S, json).await;
+            }
             if !json {
                 eprintln!("run {} #{} submitted: {}", view.name, view.number, view.status);
                 println!("{}", view.id);
