@@ -103,6 +103,10 @@ pub struct JobSpec {
     /// The job's declared outputs: where the runner takes each from.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, OutputFrom>,
+    /// Env variables (the job's or a step's) whose values are secret: the
+    /// runner masks them in everything it stores or shows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mask_env: Vec<String>,
 }
 
 /// Where the runner takes a job output from: the value a step wrote for

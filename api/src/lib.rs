@@ -9,6 +9,7 @@
 pub mod error;
 pub mod facts;
 pub mod health;
+pub mod logs;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 pub mod runners;

@@ -24,6 +24,7 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::facts::{JobOutcome, StepResult, StepSpec};
 use crate::health::{Checks, Health};
+use crate::logs::{LogChunkRequest, LogLine, LogPage, LogStream, LogUpload, LogUploadRequest, LogUploadResponse};
 use crate::runners::*;
 use crate::runs::*;
 use crate::status::{ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
@@ -54,15 +55,17 @@ pub const LEASE: &str = "lease";
         heartbeat_lease,
         report_step,
         complete_job,
+        log_upload_urls,
         create_run,
         list_runs,
         get_run,
+        read_job_logs,
         cancel_run,
         rerun_run,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, ErrorCode, Health, Checks, RunStatus, JobStatus, ExecutionStatus, StepStatus,
-        StatusReason, JobOutcome, StepSpec, StepResult
+        StatusReason, JobOutcome, StepSpec, StepResult, LogLine, LogStream, LogChunkRequest, LogUpload
     )),
     modifiers(&CommonAnswers),
     tags(
@@ -244,6 +247,38 @@ fn report_step() {}
     ),
     security(("lease" = [])))]
 fn complete_job() {}
+
+/// Presigned `PUT` URLs for numbered chunks of the job's log (JSON lines),
+/// each bound to its exact size; the bytes count against the job's log cap.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/logs", tag = "runners",
+    params(ExecutionParam),
+    request_body = LogUploadRequest,
+    responses(
+        (status = 200, description = "One upload per chunk", body = LogUploadResponse),
+        (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn log_upload_urls() {}
+
+/// A job's log lines from `cursor` on, in order; `wait_s` waits for new
+/// lines of a job still running (follow).
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs", tag = "operators",
+    params(
+        WorkspaceParam,
+        RunParam,
+        ("job_id" = uuid::Uuid, Path, description = "The job's id (run view `jobs[].id`)"),
+        ("attempt" = Option<u32>, Query, description = "The attempt (default: the current one)"),
+        ("step" = Option<uuid::Uuid>, Query, description = "Only this step's lines"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous read"),
+        ("wait_s" = Option<u32>, Query, description = "Wait up to this long (0 to 20 s) for lines of a running job"),
+    ),
+    responses(
+        (status = 200, description = "Lines, and where to read on", body = LogPage),
+        (status = 404, description = "`not-found`: no such run, attempt or job", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn read_job_logs() {}
 
 /// Creates a run of a workflow definition (YAML).
 #[utoipa::path(post, path = "/v1/workspaces/{ws}/runs", tag = "operators",

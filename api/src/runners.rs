@@ -106,6 +106,25 @@ pub struct ClaimedJob {
     /// The job's declared outputs: send each with complete.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, OutputFrom>,
+    /// Env variables (the job's or a step's) whose values are secret: mask
+    /// them in the log, the terminal and the outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mask_env: Vec<String>,
+}
+
+impl ClaimedJob {
+    /// The values to mask: those of the `mask_env` variables, wherever set.
+    pub fn masks(&self) -> Vec<String> {
+        let envs = std::iter::once(&self.env).chain(self.steps.iter().map(|s| &s.env));
+        let mut values: Vec<String> = envs
+            .flat_map(|env| self.mask_env.iter().filter_map(move |name| env.get(name)))
+            .filter(|v| !v.trim().is_empty())
+            .cloned()
+            .collect();
+        values.sort();
+        values.dedup();
+        values
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

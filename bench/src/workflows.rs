@@ -190,6 +190,7 @@ impl Fleet {
                 kill_grace: Duration::from_secs(10),
                 json_logs: false,
                 keep_work_dirs: false,
+                log_cap_bytes: 32 * 1024 * 1024,
             };
             let rx = watch_rx.clone();
             agents.push(tokio::spawn(async move {

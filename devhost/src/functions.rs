@@ -56,6 +56,7 @@ impl Functions {
             "claim" => baton_claim::handle(&self.context, req).await,
             "heartbeat" => baton_heartbeat::handle(&self.context, req).await,
             "complete" => baton_complete::handle(&self.context, req).await,
+            "logs" => baton_logs::handle(&self.context, req).await,
             other => {
                 tracing::error!(function = other, "route names a function without an HTTP handler");
                 baton_shared::http::error_response(&ApiError::internal())

@@ -66,6 +66,7 @@ pub fn function_env(provisioned: &Provisioned, overrides: &HashMap<String, Strin
         ("BATON_TABLE".to_string(), provisioned.table.clone()),
         ("BATON_BUS".to_string(), provisioned.bus.clone()),
     ]);
+    env.extend(provisioned.buckets.iter().map(|(var, name)| (var.clone(), name.clone())));
     if let Some(arn) = provisioned.state_machines.get("run-attempt") {
         env.insert("BATON_RUN_STATE_MACHINE_ARN".into(), arn.clone());
     }

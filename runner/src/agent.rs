@@ -33,6 +33,8 @@ pub struct AgentConfig {
     pub kill_grace: Duration,
     pub json_logs: bool,
     pub keep_work_dirs: bool,
+    /// The most a job's stored log may weigh.
+    pub log_cap_bytes: u64,
 }
 
 /// Why the agent stopped claiming, and what its jobs came to.
@@ -82,6 +84,7 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         kill_grace: config.kill_grace,
         json_output: config.json_logs,
         keep_work_dir: config.keep_work_dirs,
+        logs: crate::logs::LogSettings { cap_bytes: config.log_cap_bytes, ..Default::default() },
     };
     let mut summary = Summary::default();
     let mut jobs: JoinSet<JobEnd> = JoinSet::new();

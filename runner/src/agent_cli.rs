@@ -55,6 +55,10 @@ struct Args {
     /// Log JSON lines (tracing) instead of text; step output becomes events too.
     #[arg(long, env = "BATON_JSON_LOGS")]
     json_logs: bool,
+    /// The most a job's stored log may weigh, in bytes; past it one note says
+    /// so (the server holds its own cap too).
+    #[arg(long, env = "BATON_LOG_CAP_BYTES", default_value_t = 32 * 1024 * 1024)]
+    log_cap_bytes: u64,
 }
 
 /// The `baton-runner` command: parses its arguments from the process and runs.
@@ -90,6 +94,7 @@ async fn run(args: Args) -> ExitCode {
         kill_grace: Duration::from_secs(args.kill_grace_s),
         json_logs: args.json_logs,
         keep_work_dirs: args.keep_work_dirs,
+        log_cap_bytes: args.log_cap_bytes,
     };
     match agent::run(config, shutdown_rx).await {
         Ok(_) => ExitCode::SUCCESS,

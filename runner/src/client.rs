@@ -207,6 +207,35 @@ impl Client {
     }
 }
 
+impl Client {
+    /// `PUT`s `body` to a presigned URL (the log store), with the headers it
+    /// was signed with. The API's error shape does not apply: any 2xx is
+    /// done, 5xx and 429 are transient, the rest permanent.
+    pub async fn put_bytes(
+        &self,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        body: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let mut request = self.http.put(url).timeout(REQUEST_TIMEOUT).body(body);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request.send().await.map_err(|e| classify_transport(&e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        let text = response.text().await.unwrap_or_default();
+        let message = text.chars().take(300).collect::<String>();
+        if status >= 500 || status == 429 {
+            Err(ClientError::Transient(format!("log store answered {status}: {message}")))
+        } else {
+            Err(ClientError::Permanent { status, code: "log-store".into(), message })
+        }
+    }
+}
+
 /// Runs `op` until it succeeds, fails for good, or `budget` is spent on
 /// transient failures (each retry after a jittered exponential delay).
 pub async fn with_retries<T, F, Fut>(what: &str, budget: Duration, mut op: F) -> Result<T, ClientError>

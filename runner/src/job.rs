@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_api::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
+use baton_api::logs::LogStream;
 use baton_api::runners::{ClaimResponse, CompleteRequest, StepReport};
 use chrono::Utc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
 
 use crate::client::{with_retries, Client};
+use crate::logs::{self, LogSettings, LogSink};
 use crate::outputs;
 use crate::process::{exit_code, signal_group, terminate_group};
 use crate::{escalate, heartbeat, Shutdown, Stop};
@@ -48,6 +50,8 @@ pub struct JobSettings {
     pub json_output: bool,
     /// Keep the work directory after the job (debugging).
     pub keep_work_dir: bool,
+    /// How each job's log is shipped to the log store.
+    pub logs: LogSettings,
 }
 
 /// How a job ended, from the runner's point of view.
@@ -105,14 +109,34 @@ pub async fn run_job(
     let started = Instant::now();
     tracing::info!(job = %key, %execution, run = %claim.run_id, attempt = claim.attempt, steps = claim.job.steps.len(), "job started");
     let dir = settings.work_root.join(execution.to_string());
+    let lease = logs::Lease { client: settings.client.clone(), token: claim.lease.token.clone(), execution };
+    let (sink, shipper) = logs::start(lease, settings.logs.clone(), claim.job.masks());
     let (results, message, outputs) = match prepare_dir(&dir).and_then(|()| prepare_dir(&output_dir(&dir))) {
-        Ok(()) => run_steps(&settings, &claim, &dir, &stop_tx, &mut stop_rx).await,
+        Ok(()) => run_steps(&settings, &claim, &dir, &sink, &stop_tx, &mut stop_rx).await,
         Err(err) => {
             tracing::error!(job = %key, dir = %dir.display(), error = %err, "cannot create the work directory");
             let skipped = claim.job.steps.iter().map(|s| skipped(s.id)).collect();
             (skipped, Some(format!("the runner could not create its work directory: {err}")), BTreeMap::new())
         }
     };
+
+    // Outputs may carry a secret a step masked: they reach the run view.
+    let outputs: BTreeMap<String, serde_json::Value> = outputs
+        .into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(text) => (k, serde_json::Value::String(sink.mask(&text))),
+            other => (k, other),
+        })
+        .collect();
+    // The last lines reach the store before the job is reported (bounded:
+    // a slow store delays the report by at most the drain timeout).
+    drop(sink);
+    match tokio::time::timeout(settings.logs.drain_timeout, shipper).await {
+        Ok(Ok(shipped)) => {
+            tracing::debug!(job = %key, %execution, chunks = shipped.chunks, bytes = shipped.bytes, failed = shipped.failed_chunks, dropped = shipped.dropped_lines, truncated = shipped.truncated, "log shipped");
+        }
+        _ => tracing::warn!(job = %key, %execution, "the job's last log lines were not all stored in time"),
+    }
 
     // From here the complete's own answer says whether the lease was lost:
     // a heartbeat racing it finds the lease it just ended.
@@ -174,6 +198,7 @@ async fn run_steps(
     settings: &JobSettings,
     claim: &ClaimResponse,
     dir: &Path,
+    sink: &LogSink,
     stop_tx: &watch::Sender<Stop>,
     stop_rx: &mut watch::Receiver<Stop>,
 ) -> (Vec<StepResult>, Option<String>, BTreeMap<String, serde_json::Value>) {
@@ -210,7 +235,7 @@ async fn run_steps(
         tracing::info!(job = %claim.job.key, step = %name, "step started");
         let clock = Instant::now();
         let output_file = outputs_dir.join(format!("step-{index}"));
-        let files = StepFiles { dir, output: &output_file };
+        let files = StepFiles { dir, output: &output_file, sink };
         let (ended, code) = run_step(settings, claim, step, &name, files, job_deadline, stop_rx).await;
         let mut status =
             if matches!(ended, Ended::Exited) && code == Some(0) { StepStatus::Succeeded } else { StepStatus::Failed };
@@ -297,6 +322,8 @@ async fn report(settings: &JobSettings, claim: &ClaimResponse, result: &StepResu
 struct StepFiles<'a> {
     dir: &'a Path,
     output: &'a Path,
+    /// Where its output lines go (masked) besides the runner's terminal.
+    sink: &'a LogSink,
 }
 
 /// Runs one step to its end; returns how it ended and its exit code.
@@ -309,7 +336,7 @@ async fn run_step(
     job_deadline: TokioInstant,
     stop_rx: &mut watch::Receiver<Stop>,
 ) -> (Ended, Option<i32>) {
-    let StepFiles { dir, output: output_file } = files;
+    let StepFiles { dir, output: output_file, sink } = files;
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -335,10 +362,12 @@ async fn run_step(
     let prefix = format!("{}/{name}", claim.job.key);
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
-        readers.push(tokio::spawn(stream_lines(out, prefix.clone(), "stdout", settings.json_output)));
+        let lines = OutputLines { prefix: prefix.clone(), stream: LogStream::Stdout, json: settings.json_output };
+        readers.push(tokio::spawn(stream_lines(out, lines, sink.clone(), step.id)));
     }
     if let Some(err) = child.stderr.take() {
-        readers.push(tokio::spawn(stream_lines(err, prefix, "stderr", settings.json_output)));
+        let lines = OutputLines { prefix, stream: LogStream::Stderr, json: settings.json_output };
+        readers.push(tokio::spawn(stream_lines(err, lines, sink.clone(), step.id)));
     }
     let step_timeout = step.timeout_s.map(|s| (s, TokioInstant::now() + Duration::from_secs(s)));
     let step_deadline = step_timeout.map_or(job_deadline, |(_, at)| at.min(job_deadline));
@@ -362,8 +391,19 @@ async fn run_step(
     (ended, status.as_ref().and_then(exit_code))
 }
 
-/// Prints each line of a step's output with its `[job/step]` prefix.
-async fn stream_lines(pipe: impl AsyncRead + Unpin, prefix: String, stream: &'static str, json: bool) {
+/// How one of a step's streams is shown on the runner's terminal.
+struct OutputLines {
+    prefix: String,
+    stream: LogStream,
+    json: bool,
+}
+
+/// Prints each line of a step's output with its `[job/step]` prefix and
+/// ships it to the job's log, secrets masked in both; an `::add-mask::`
+/// line registers a secret and is shown nowhere.
+async fn stream_lines(pipe: impl AsyncRead + Unpin, lines: OutputLines, sink: LogSink, step_id: uuid::Uuid) {
+    let OutputLines { prefix, stream, json } = lines;
+    let stream_name = if stream == LogStream::Stderr { "stderr" } else { "stdout" };
     let mut reader = BufReader::new(pipe);
     let mut buf = Vec::new();
     loop {
@@ -371,13 +411,19 @@ async fn stream_lines(pipe: impl AsyncRead + Unpin, prefix: String, stream: &'st
         match reader.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end_matches(['\n', '\r']);
+                let raw = String::from_utf8_lossy(&buf);
+                let raw = raw.trim_end_matches(['\n', '\r']);
+                if let Some(secret) = raw.strip_prefix(logs::ADD_MASK) {
+                    sink.add_mask(secret);
+                    continue;
+                }
+                let line = sink.mask(raw);
                 if json {
-                    tracing::info!(target: "baton_runner::output", step = %prefix, stream, line, "output");
+                    tracing::info!(target: "baton_runner::output", step = %prefix, stream = stream_name, line, "output");
                 } else {
                     println!("[{prefix}] {line}");
                 }
+                sink.line(step_id, stream, line);
             }
         }
     }

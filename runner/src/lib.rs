@@ -20,6 +20,7 @@ pub mod client;
 pub mod graph;
 pub mod heartbeat;
 pub mod job;
+pub mod logs;
 pub mod operator;
 pub mod operator_cli;
 pub mod outputs;

@@ -12,6 +12,7 @@ pub struct AwsClients {
     pub sqs: aws_sdk_sqs::Client,
     pub eventbridge: aws_sdk_eventbridge::Client,
     pub sfn: aws_sdk_sfn::Client,
+    pub s3: aws_sdk_s3::Client,
 }
 
 impl AwsClients {
@@ -51,7 +52,10 @@ impl AwsClients {
                 aws_sdk_eventbridge::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
             ),
             sfn: aws_sdk_sfn::Client::from_conf(
-                aws_sdk_sfn::config::Builder::from(&config).interceptor(interceptor).build(),
+                aws_sdk_sfn::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
+            ),
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(&config).force_path_style(true).interceptor(interceptor).build(),
             ),
         }
     }
@@ -87,7 +91,8 @@ impl AwsClients {
             eventbridge: aws_sdk_eventbridge::Client::from_conf(
                 self.eventbridge.config().to_builder().http_client(http.clone()).build(),
             ),
-            sfn: aws_sdk_sfn::Client::from_conf(self.sfn.config().to_builder().http_client(http).build()),
+            sfn: aws_sdk_sfn::Client::from_conf(self.sfn.config().to_builder().http_client(http.clone()).build()),
+            s3: aws_sdk_s3::Client::from_conf(self.s3.config().to_builder().http_client(http).build()),
         }
     }
 
@@ -98,6 +103,10 @@ impl AwsClients {
             sqs: aws_sdk_sqs::Client::new(config),
             eventbridge: aws_sdk_eventbridge::Client::new(config),
             sfn: aws_sdk_sfn::Client::new(config),
+            // An emulator on 127.0.0.1 has no bucket subdomains: path-style there.
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(config).force_path_style(config.endpoint_url().is_some()).build(),
+            ),
         }
     }
 }

@@ -36,6 +36,12 @@ pub struct Config {
     /// stack sets it so a fresh checkout can be driven with curl; its hash is
     /// stored like any other token at start-up, the secret never is.
     pub bootstrap_admin_token: Option<String>,
+    /// `BATON_LOGS_BUCKET`: the bucket of job logs (only the logs function
+    /// needs it).
+    pub logs_bucket: Option<String>,
+    /// `BATON_LOG_CAP_BYTES`: the most a job's log may weigh (default
+    /// 32 MiB, 1 KiB to 1 GiB); past it the runner stores a note and no more.
+    pub log_cap_bytes: u64,
 }
 
 /// Lease timings (behaviour.md §5).
@@ -86,6 +92,9 @@ impl Default for OrchestrationConfig {
 #[error("invalid configuration: {0}")]
 pub struct ConfigError(pub String);
 
+/// A job's log cap when `BATON_LOG_CAP_BYTES` is not set.
+pub const DEFAULT_LOG_CAP_BYTES: u64 = 32 * 1024 * 1024;
+
 impl Config {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -114,6 +123,19 @@ impl Config {
             }
             Ok(Duration::from_secs(value))
         };
+        let bytes = |key: &str, default: u64, min: u64, max: u64| -> Result<u64, ConfigError> {
+            let value = match lookup(key).filter(|v| !v.trim().is_empty()) {
+                None => default,
+                Some(raw) => raw
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| ConfigError(format!("{key} must be a whole number of bytes, got {raw:?}")))?,
+            };
+            if !(min..=max).contains(&value) {
+                return Err(ConfigError(format!("{key} must be between {min} and {max}, got {value}")));
+            }
+            Ok(value)
+        };
         let lease = LeaseConfig {
             duration: seconds("BATON_LEASE_DURATION_S", 180, 3, 86_400)?,
             heartbeat_interval: seconds("BATON_HEARTBEAT_INTERVAL_S", 15, 1, 3_600)?,
@@ -136,6 +158,8 @@ impl Config {
             },
             run_state_machine_arn: lookup("BATON_RUN_STATE_MACHINE_ARN").filter(|s| !s.is_empty()),
             bootstrap_admin_token: lookup("BATON_ADMIN_TOKEN").filter(|s| !s.is_empty()),
+            logs_bucket: lookup("BATON_LOGS_BUCKET").filter(|s| !s.is_empty()),
+            log_cap_bytes: bytes("BATON_LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES, 1024, 1024 * 1024 * 1024)?,
         })
     }
 }

@@ -23,6 +23,7 @@ pub mod health;
 pub mod http;
 pub mod ids;
 pub mod limits;
+pub mod logs;
 pub mod metrics;
 pub mod orchestration;
 #[cfg(feature = "local-stack")]

@@ -23,6 +23,8 @@ pub struct Plan {
     pub prefix: String,
     pub table: PlannedTable,
     pub bus: String,
+    #[serde(default)]
+    pub buckets: Vec<PlannedBucket>,
     pub queues: Vec<PlannedQueue>,
     pub rules: Vec<PlannedRule>,
     pub state_machines: Vec<PlannedStateMachine>,
@@ -38,6 +40,16 @@ pub struct PlannedTable {
     pub ttl_attribute: String,
     pub stream_view_type: String,
     pub global_secondary_indexes: Vec<crate::resources::Gsi>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedBucket {
+    pub logical: String,
+    /// The local name; on AWS CloudFormation names it (S3 names are global).
+    pub name: String,
+    pub retention_days: u32,
+    /// The variable that gives the functions its name.
+    pub env: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -147,6 +159,16 @@ impl Plan {
                 global_secondary_indexes: resources.table.global_secondary_indexes.clone(),
             },
             bus: naming.physical(&resources.bus.name),
+            buckets: resources
+                .buckets
+                .iter()
+                .map(|b| PlannedBucket {
+                    logical: b.name.clone(),
+                    name: naming.physical(&b.name),
+                    retention_days: b.retention_days,
+                    env: b.env.clone(),
+                })
+                .collect(),
             queues,
             rules,
             state_machines,
@@ -187,6 +209,8 @@ pub struct Provisioned {
     pub queues: BTreeMap<String, QueueRef>,
     /// Logical state machine name → ARN.
     pub state_machines: BTreeMap<String, String>,
+    /// Bucket variable (`BATON_LOGS_BUCKET`) → bucket name.
+    pub buckets: BTreeMap<String, String>,
 }
 
 const LOCAL_ROLE_ARN: &str = "arn:aws:iam::123456789012:role/baton-local-states";
@@ -210,6 +234,11 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
         }
     }
 
+    let mut buckets = BTreeMap::new();
+    for bucket in &plan.buckets {
+        create_bucket(clients, bucket).await?;
+        buckets.insert(bucket.env.clone(), bucket.name.clone());
+    }
     let mut queues = BTreeMap::new();
     for queue in &plan.queues {
         queues.insert(queue.logical.clone(), create_queue(clients, queue).await?);
@@ -265,7 +294,40 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
         bus: plan.bus.clone(),
         queues,
         state_machines,
+        buckets,
     })
+}
+
+/// A private bucket whose objects expire after the planned retention, as
+/// the CDK stack makes it; one that exists is kept.
+async fn create_bucket(clients: &AwsClients, bucket: &PlannedBucket) -> Result<(), ProvisionError> {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    };
+    if let Err(e) = clients.s3.create_bucket().bucket(&bucket.name).send().await {
+        let exists =
+            e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists());
+        if !exists {
+            return Err(ProvisionError(format!("bucket {}: {}", bucket.name, display_sdk_error(&e))));
+        }
+    }
+    let rule = LifecycleRule::builder()
+        .id("expire-logs")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .expiration(LifecycleExpiration::builder().days(bucket.retention_days as i32).build())
+        .build()
+        .map_err(err("lifecycle rule"))?;
+    let lifecycle = BucketLifecycleConfiguration::builder().rules(rule).build().map_err(err("lifecycle"))?;
+    clients
+        .s3
+        .put_bucket_lifecycle_configuration()
+        .bucket(&bucket.name)
+        .lifecycle_configuration(lifecycle)
+        .send()
+        .await
+        .map_err(|e| ProvisionError(format!("lifecycle of {}: {}", bucket.name, display_sdk_error(&e))))?;
+    Ok(())
 }
 
 /// Creates the state machine, or brings an existing one of that name to

@@ -16,12 +16,23 @@ pub const STATE_MACHINE_DIR: &str = "statemachines";
 pub struct Resources {
     pub table: Table,
     pub bus: Bus,
+    #[serde(default)]
+    pub buckets: Vec<Bucket>,
     pub functions: Vec<Function>,
     pub routes: Vec<Route>,
     pub subscribers: Vec<Subscriber>,
     pub task_queues: Vec<TaskQueue>,
     pub schedules: Vec<Schedule>,
     pub state_machines: Vec<StateMachine>,
+}
+
+/// An S3 bucket (job logs): private, objects expire after `retention_days`;
+/// its name reaches the functions as the variable `env`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bucket {
+    pub name: String,
+    pub retention_days: u32,
+    pub env: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -234,6 +234,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
             timeout_s: None,
         }],
         outputs: Default::default(),
+        mask_env: Vec::new(),
     };
     let fact = Fact::new(
         workspace,

@@ -105,6 +105,7 @@ fn claim_response(claimed: Claimed, now: chrono::DateTime<chrono::Utc>) -> Claim
             env: spec.env,
             steps: spec.steps,
             outputs: spec.outputs,
+            mask_env: spec.mask_env,
         },
     }
 }

@@ -164,6 +164,30 @@ impl Store {
         self.fenced_update(execution_id, epoch, token_hash, update, [(":report", report), (":max", max)]).await
     }
 
+    /// Charges `bytes` of log to the live lease (fenced like a heartbeat),
+    /// refused once the job's log would pass `cap`: the runner caps its
+    /// log, and this holds whatever runner sends.
+    pub async fn charge_log_bytes(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        bytes: u64,
+        cap: u64,
+    ) -> Result<Fenced<LeaseItem>, StoreError> {
+        let update = FencedUpdate {
+            update: "ADD log_bytes :b",
+            condition: Some("(attribute_not_exists(log_bytes) OR log_bytes <= :room)"),
+            name: None,
+            refusal: Some(format!("the job's log reached its cap of {cap} bytes")),
+        };
+        let room = n(cap.saturating_sub(bytes));
+        if bytes > cap {
+            return Ok(Fenced::Refused(format!("the job's log reached its cap of {cap} bytes")));
+        }
+        self.fenced_update(execution_id, epoch, token_hash, update, [(":b", n(bytes)), (":room", room)]).await
+    }
+
     /// An update of the live lease conditioned on its epoch and token hash,
     /// returning the lease as written; on a failed condition the item as it
     /// was tells a lost lease (gone, or another epoch) from a foreign token.

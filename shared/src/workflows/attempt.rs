@@ -219,6 +219,9 @@ pub fn job_spec(
             (name.clone(), OutputFrom { step, key: source.key.clone() })
         })
         .collect();
+    let mut mask_env: Vec<String> = definition.mask_env.iter().chain(&job.mask_env).cloned().collect();
+    mask_env.sort();
+    mask_env.dedup();
     JobSpec {
         key: job.key.clone(),
         labels: job.labels.clone(),
@@ -226,6 +229,7 @@ pub fn job_spec(
         env,
         steps,
         outputs,
+        mask_env,
     }
 }
 

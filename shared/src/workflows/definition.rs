@@ -61,6 +61,9 @@ pub struct WorkflowDefinition {
     /// Variables given to every job (a job's own `env` overrides them).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// `mask-env`: variables whose values every job masks (secrets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mask_env: Vec<String>,
     /// The run timeout: the attempt fails as `timed_out` past it.
     pub timeout_minutes: u32,
     /// The jobs, in the order the YAML lists them.
@@ -92,6 +95,10 @@ pub struct JobDefinition {
     /// taken from what its steps wrote to `$BATON_OUTPUT`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, OutputSource>,
+    /// `mask-env`: variables whose values this job masks, besides the
+    /// workflow's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mask_env: Vec<String>,
     /// Counted from queueing; a claim does not reset it.
     pub timeout_minutes: u32,
     #[serde(default)]

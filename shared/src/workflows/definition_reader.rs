@@ -16,8 +16,9 @@ use super::expressions::{self, Reference};
 use super::yaml::YamlNode;
 use crate::runners::labels;
 
-const WORKFLOW_FIELDS: &[&str] = &["name", "env", "timeout-minutes", "jobs", "on"];
-const JOB_FIELDS: &[&str] = &["name", "runs-on", "needs", "if", "timeout-minutes", "env", "steps", "outputs"];
+const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "jobs", "on"];
+const JOB_FIELDS: &[&str] =
+    &["name", "runs-on", "needs", "if", "timeout-minutes", "env", "steps", "outputs", "mask-env"];
 const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes"];
 
 /// Where in the definition a value sits, to build precise errors.
@@ -96,7 +97,8 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &top.field("timeout-minutes"))?
         .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
     let jobs = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
-    Ok(WorkflowDefinition { name, env, timeout_minutes, jobs })
+    let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
+    Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, jobs })
 }
 
 fn read_jobs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<JobDefinition>, DefinitionError> {
@@ -153,7 +155,9 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let steps = read_steps(fields.get("steps"), &at.field("steps"))?;
     let outputs = read_outputs(fields.get("outputs"), &at.field("outputs"))?;
+    let mask_env = read_names(fields.get("mask-env"), &at.field("mask-env"))?;
     Ok(JobDefinition {
+        mask_env,
         key: key.to_string(),
         name,
         labels,
@@ -323,6 +327,15 @@ fn read_env(node: Option<&YamlNode>, at: &Location) -> Result<BTreeMap<String, S
         }
     }
     Ok(env)
+}
+
+/// A list of variable names (`mask-env`).
+fn read_names(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
+    let Some(node) = node else { return Ok(Vec::new()) };
+    let mut names = read_text_list(node, at, "a list of variable names")?;
+    names.sort();
+    names.dedup();
+    Ok(names)
 }
 
 /// `timeout-minutes`: a whole number of minutes, 1 to 30 days.

@@ -43,7 +43,29 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
             }
         }
     }
+    for name in &definition.mask_env {
+        let set = workflow_env.contains(name.as_str())
+            || definition
+                .jobs
+                .iter()
+                .any(|j| j.env.contains_key(name) || j.steps.iter().any(|s| s.env.contains_key(name)));
+        if !set {
+            return Err(document("mask-env", &format!("`{name}` is not a variable of any env")));
+        }
+    }
     for job in &definition.jobs {
+        for name in &job.mask_env {
+            let set = workflow_env.contains(name.as_str())
+                || job.env.contains_key(name)
+                || job.steps.iter().any(|s| s.env.contains_key(name));
+            if !set {
+                return Err(DefinitionError::in_job(
+                    &job.key,
+                    Some("mask-env"),
+                    format!("`{name}` is not a variable of the workflow's, the job's or a step's env"),
+                ));
+            }
+        }
         let mut checked: Vec<(String, Reference, Vec<&str>)> = Vec::new();
         for (field, text, visible) in expression_fields(job) {
             let found =

@@ -1,0 +1,84 @@
+//! Job logs (api.md "Routes being added"): the runner ships each step's
+//! output in numbered chunks straight to the log bucket, with upload URLs
+//! the API issues under the lease; operators read the lines back, in order,
+//! and may follow a running job.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The most chunks one upload request may ask URLs for.
+pub const MAX_CHUNKS_PER_REQUEST: usize = 10;
+/// The largest chunk accepted, in bytes.
+pub const MAX_CHUNK_BYTES: u64 = 1024 * 1024;
+/// The most lines one read answers.
+pub const MAX_LINES_PER_READ: usize = 1000;
+/// The longest a read may wait for new lines (`wait_s`).
+pub const MAX_LOG_WAIT_S: u64 = 20;
+
+/// One line of a step's output, as stored (one JSON object a line in a
+/// chunk) and as read.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogLine {
+    pub at: DateTime<Utc>,
+    pub step_id: Uuid,
+    pub stream: LogStream,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+    /// A line of the runner's own (a truncation note, dropped lines).
+    System,
+}
+
+/// `POST /v1/runners/leases/{execution_id}/logs`: upload URLs for chunks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogUploadRequest {
+    pub chunks: Vec<LogChunkRequest>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogChunkRequest {
+    /// The chunk's number: 0, 1, 2 … in the order of its lines. Asking
+    /// again for a number gives a URL that overwrites the same object, so a
+    /// retried upload never duplicates lines.
+    pub seq: u64,
+    /// The chunk's exact size: the URL accepts only that many bytes.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogUploadResponse {
+    pub uploads: Vec<LogUpload>,
+}
+
+/// A presigned `PUT` of one chunk.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogUpload {
+    pub seq: u64,
+    pub url: String,
+    /// Headers the `PUT` must carry as they are (they are signed).
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// `GET …/jobs/{job_id}/logs`: lines from `cursor` on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogPage {
+    pub lines: Vec<LogLine>,
+    /// Where the next read starts (send it back as `cursor`).
+    pub next_cursor: String,
+    /// The execution has ended and every line it shipped has been read.
+    pub complete: bool,
+}

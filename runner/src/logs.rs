@@ -1,0 +1,282 @@
+//! Ships a job's output to the log store while it runs: lines go through a
+//! bounded queue to one shipper task that cuts them into numbered chunks
+//! (by size, or every second) and uploads each with a URL the API issues
+//! under the lease, straight to the bucket. The job never waits for it: a
+//! full queue drops lines (and says how many), a failed upload is retried
+//! within a budget and then given up. Secrets are masked before a line
+//! leaves the step: values the job declares secret, and values a step
+//! registers with an `::add-mask::` line.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_api::logs::{LogChunkRequest, LogLine, LogStream, LogUploadRequest};
+use chrono::Utc;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::client::{with_retries, Client, ClientError};
+
+/// What a step prints to register a secret: the rest of the line is masked
+/// in every later line, and the line itself is neither printed nor stored.
+pub const ADD_MASK: &str = "::add-mask::";
+/// What a masked value becomes.
+pub const MASKED: &str = "***";
+
+/// How the shipper cuts and bounds a job's log.
+#[derive(Debug, Clone)]
+pub struct LogSettings {
+    /// The most a job's log may weigh; past it one note says so and the
+    /// rest is dropped.
+    pub cap_bytes: u64,
+    /// A chunk is cut at this size…
+    pub chunk_bytes: usize,
+    /// … or this long after its first line.
+    pub flush_every: Duration,
+    /// Lines waiting for the shipper; past this, lines are dropped.
+    pub queue_lines: usize,
+    /// How long the end of a job waits for the last chunks.
+    pub drain_timeout: Duration,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self {
+            cap_bytes: 32 * 1024 * 1024,
+            chunk_bytes: 256 * 1024,
+            flush_every: Duration::from_secs(1),
+            queue_lines: 10_000,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the shipper did, for the runner's own log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shipped {
+    pub chunks: u64,
+    pub bytes: u64,
+    pub failed_chunks: u64,
+    pub dropped_lines: u64,
+    pub truncated: bool,
+}
+
+/// The step side of the log: cheap to clone, never blocks.
+#[derive(Clone)]
+pub struct LogSink {
+    tx: mpsc::Sender<LogLine>,
+    dropped: Arc<AtomicU64>,
+    masks: Arc<Mutex<Vec<String>>>,
+}
+
+impl LogSink {
+    /// `text` with every registered secret masked.
+    pub fn mask(&self, text: &str) -> String {
+        let masks = self.masks.lock().unwrap_or_else(|e| e.into_inner());
+        mask_with(&masks, text)
+    }
+
+    /// Registers `value` as a secret (an `::add-mask::` line).
+    pub fn add_mask(&self, value: &str) {
+        let value = value.trim();
+        if !value.is_empty() {
+            let mut masks = self.masks.lock().unwrap_or_else(|e| e.into_inner());
+            if !masks.iter().any(|m| m == value) {
+                masks.push(value.to_string());
+                // Longest first, so a secret containing another is masked whole.
+                masks.sort_by_key(|m| std::cmp::Reverse(m.len()));
+            }
+        }
+    }
+
+    /// Queues one line (already masked) of `step`; drops it if the shipper
+    /// is behind.
+    pub fn line(&self, step_id: Uuid, stream: LogStream, text: String) {
+        let line = LogLine { at: Utc::now(), step_id, stream, text };
+        if self.tx.try_send(line).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn mask_with(masks: &[String], text: &str) -> String {
+    let mut out = text.to_string();
+    for secret in masks {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), MASKED);
+        }
+    }
+    out
+}
+
+/// Where the shipper uploads: the lease it holds.
+pub struct Lease {
+    pub client: Client,
+    pub token: String,
+    pub execution: Uuid,
+}
+
+/// Starts the shipper of one job. Drop every [`LogSink`] clone, then await
+/// the handle (within `drain_timeout`) to flush the last lines.
+pub fn start(lease: Lease, settings: LogSettings, secrets: Vec<String>) -> (LogSink, JoinHandle<Shipped>) {
+    let (tx, rx) = mpsc::channel(settings.queue_lines.max(1));
+    let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+    for secret in &secrets {
+        sink.add_mask(secret);
+    }
+    let dropped = sink.dropped.clone();
+    let handle = tokio::spawn(ship(lease, settings, rx, dropped));
+    (sink, handle)
+}
+
+/// Cuts lines into chunks and uploads them, in order, until every sink is
+/// dropped.
+async fn ship(
+    lease: Lease,
+    settings: LogSettings,
+    mut rx: mpsc::Receiver<LogLine>,
+    dropped: Arc<AtomicU64>,
+) -> Shipped {
+    let mut shipped = Shipped::default();
+    let mut chunk = Vec::<u8>::new();
+    let mut seq = 0u64;
+    let mut reported_drops = 0u64;
+    let mut last_step = Uuid::nil();
+    let note_room = 512u64;
+    loop {
+        let next = if chunk.is_empty() {
+            rx.recv().await
+        } else {
+            match tokio::time::timeout(settings.flush_every, rx.recv()).await {
+                Ok(line) => line,
+                Err(_) => {
+                    upload(&lease, seq, std::mem::take(&mut chunk), &mut shipped).await;
+                    seq += 1;
+                    continue;
+                }
+            }
+        };
+        let Some(line) = next else { break };
+        last_step = line.step_id;
+        if shipped.truncated {
+            continue;
+        }
+        let drops = dropped.load(Ordering::Relaxed);
+        let mut lines = Vec::with_capacity(2);
+        if drops > reported_drops {
+            lines.push(system_line(
+                last_step,
+                format!("[{} lines dropped: the log store fell behind]", drops - reported_drops),
+            ));
+            reported_drops = drops;
+        }
+        lines.push(line);
+        for line in lines {
+            let Ok(mut encoded) = serde_json::to_vec(&line) else { continue };
+            encoded.push(b'\n');
+            let total = shipped.bytes + chunk.len() as u64 + encoded.len() as u64;
+            if total + note_room > settings.cap_bytes {
+                let note = system_line(
+                    line.step_id,
+                    format!(
+                        "[log truncated: the job's log reached its cap of {} bytes; later lines are not stored]",
+                        settings.cap_bytes
+                    ),
+                );
+                if let Ok(mut encoded) = serde_json::to_vec(&note) {
+                    encoded.push(b'\n');
+                    chunk.extend_from_slice(&encoded);
+                }
+                shipped.truncated = true;
+                break;
+            }
+            chunk.extend_from_slice(&encoded);
+        }
+        if chunk.len() >= settings.chunk_bytes || (shipped.truncated && !chunk.is_empty()) {
+            upload(&lease, seq, std::mem::take(&mut chunk), &mut shipped).await;
+            seq += 1;
+        }
+    }
+    let drops = dropped.load(Ordering::Relaxed);
+    if drops > reported_drops && !shipped.truncated {
+        let note =
+            system_line(last_step, format!("[{} lines dropped: the log store fell behind]", drops - reported_drops));
+        if let Ok(mut encoded) = serde_json::to_vec(&note) {
+            encoded.push(b'\n');
+            chunk.extend_from_slice(&encoded);
+        }
+    }
+    if !chunk.is_empty() {
+        upload(&lease, seq, chunk, &mut shipped).await;
+    }
+    shipped.dropped_lines = drops;
+    shipped
+}
+
+fn system_line(step_id: Uuid, text: String) -> LogLine {
+    LogLine { at: Utc::now(), step_id, stream: LogStream::System, text }
+}
+
+/// How long one chunk may be retried before it is given up.
+const UPLOAD_BUDGET: Duration = Duration::from_secs(20);
+
+async fn upload(lease: &Lease, seq: u64, body: Vec<u8>, shipped: &mut Shipped) {
+    let bytes = body.len() as u64;
+    let request = LogUploadRequest { chunks: vec![LogChunkRequest { seq, bytes }] };
+    let path = format!("/v1/runners/leases/{}/logs", lease.execution);
+    let put = with_retries("log upload", UPLOAD_BUDGET, || async {
+        let answer: baton_api::logs::LogUploadResponse =
+            lease.client.send_for(reqwest::Method::POST, &path, &lease.token, Some(&request)).await?;
+        let target = answer.uploads.into_iter().find(|u| u.seq == seq).ok_or_else(|| ClientError::Permanent {
+            status: 200,
+            code: "no-upload-url".into(),
+            message: format!("no URL for chunk {seq}"),
+        })?;
+        lease.client.put_bytes(&target.url, &target.headers, body.clone()).await
+    })
+    .await;
+    match put {
+        Ok(()) => {
+            shipped.chunks += 1;
+            shipped.bytes += bytes;
+        }
+        Err(err) => {
+            shipped.failed_chunks += 1;
+            tracing::warn!(execution = %lease.execution, seq, error = %err, "log chunk not stored");
+        }
+    }
+}
+
+/// The values of the job's env named secret (`secret_names`), to mask.
+pub fn secret_values(env: &BTreeMap<String, String>, secret_names: &[String]) -> Vec<String> {
+    secret_names.iter().filter_map(|name| env.get(name)).filter(|v| !v.trim().is_empty()).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_longest_first_and_add_mask_registers_more() {
+        let (tx, _rx) = mpsc::channel(1);
+        let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+        sink.add_mask("hunter2");
+        sink.add_mask("hunter2-extended");
+        assert_eq!(sink.mask("pw=hunter2-extended and hunter2"), "pw=*** and ***");
+        sink.add_mask("  ");
+        assert_eq!(sink.mask("nothing  here"), "nothing  here");
+    }
+
+    #[test]
+    fn a_full_queue_drops_lines_and_counts_them_instead_of_blocking() {
+        let (tx, _rx) = mpsc::channel(1);
+        let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+        for n in 0..5 {
+            sink.line(Uuid::nil(), LogStream::Stdout, format!("line {n}"));
+        }
+        assert_eq!(sink.dropped.load(Ordering::Relaxed), 4);
+    }
+}
