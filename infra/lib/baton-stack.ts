@@ -1,10 +1,12 @@
 /**
  * Baton's AWS stack, built generically from `infra/resources.json`: every
- * function, route, subscriber, task queue, schedule and state machine in that
- * file becomes resources here by iteration, with the physical names of
+ * function, route, subscriber, task queue, schedule, state machine and bucket
+ * in that file becomes resources here by iteration, with the physical names of
  * `Naming` in `shared/src/resources.rs` (`baton-<stage>-<logical>`, DLQs
  * `baton-<stage>-<logical>-dlq`), so the local provisioner's plan and this
- * stack agree (the agreement test proves it).
+ * stack agree (the agreement test proves it). Buckets are the exception to the
+ * naming: S3 names are global, so CloudFormation names them and the functions
+ * learn the name from their environment.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -23,6 +25,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -32,10 +35,13 @@ import { Construct } from 'constructs';
 import { RepoPaths } from './repo';
 import {
   FunctionSpec,
+  LOGS_BUCKET,
+  LOGS_KEY_PATTERN,
   Naming,
   Permission,
   QueueSpec,
   Resources,
+  allBuckets,
   allQueues,
   loadResources,
   parsePermission,
@@ -120,6 +126,8 @@ export interface BatonStackProps extends StackProps {
   readonly functionTimeoutS?: number;
   /** Retention of every log group of the stack. @default 30 */
   readonly logRetentionDays?: number;
+  /** Days after which the objects of every bucket (job logs) expire, 1-3650. @default each bucket's `retention_days` */
+  readonly bucketRetentionDays?: number;
   /** Steady-state requests per second of the API's default stage. @default 100 */
   readonly apiThrottleRateLimit?: number;
   /** Burst of the API's default stage. @default 200 */
@@ -157,6 +165,8 @@ export interface ResolvedBatonProps {
   readonly functionMemoryMb: number;
   readonly functionTimeoutS: number;
   readonly logRetentionDays: number;
+  /** Bucket name → days after which its objects expire. */
+  readonly bucketRetentionDays: Readonly<Record<string, number>>;
   readonly apiThrottleRateLimit: number;
   readonly apiThrottleBurstLimit: number;
   readonly stateMachineLogLevel: StateMachineLogLevel;
@@ -190,6 +200,9 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
     functionMemoryMb: props.functionMemoryMb ?? 256,
     functionTimeoutS: props.functionTimeoutS ?? 30,
     logRetentionDays: props.logRetentionDays ?? 30,
+    bucketRetentionDays: Object.fromEntries(
+      allBuckets(resources).map((b) => [b.name, props.bucketRetentionDays ?? b.retention_days]),
+    ),
     apiThrottleRateLimit: props.apiThrottleRateLimit ?? 100,
     apiThrottleBurstLimit: props.apiThrottleBurstLimit ?? 200,
     stateMachineLogLevel: props.stateMachineLogLevel ?? 'ERROR',
@@ -219,6 +232,9 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
     throw new Error(`logLevel ${JSON.stringify(r.logLevel)} is not a RUST_LOG filter`);
   }
   wholeInRange('archiveRetentionDays', r.archiveRetentionDays, 1, 36_500);
+  if (props.bucketRetentionDays !== undefined) {
+    wholeInRange('bucketRetentionDays', props.bucketRetentionDays, 1, 3_650);
+  }
   wholeInRange('functionMemoryMb', r.functionMemoryMb, 128, 10_240);
   wholeInRange('functionTimeoutS', r.functionTimeoutS, 1, 900);
   wholeInRange('apiThrottleRateLimit', r.apiThrottleRateLimit, 1, 10_000);
@@ -272,6 +288,8 @@ export class BatonStack extends Stack {
   readonly queues = new Map<string, { queue: sqs.Queue; dlq: sqs.Queue }>();
   /** Logical name → state machine. */
   readonly stateMachines = new Map<string, sfn.StateMachine>();
+  /** Logical name → bucket. */
+  readonly buckets = new Map<string, s3.Bucket>();
   /** The configuration every function gets. */
   readonly functionEnvironment: Readonly<Record<string, string>>;
 
@@ -326,6 +344,40 @@ export class BatonStack extends Stack {
       retention: Duration.days(cfg.archiveRetentionDays),
     });
 
+    // ---- buckets (job logs)
+    for (const b of allBuckets(this.resources)) {
+      const days = cfg.bucketRetentionDays[b.name];
+      this.buckets.set(
+        b.name,
+        // No bucketName: S3 names are global across accounts, so a fixed
+        // baton-<stage>-<name> may already belong to someone else, and a
+        // RETAINed bucket would block the next deployment of the stage. The
+        // functions get the name CloudFormation picks through `b.env`.
+        new s3.Bucket(this, `Bucket${pascal(b.name)}`, {
+          blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+          enforceSSL: true,
+          encryption: s3.BucketEncryption.S3_MANAGED,
+          // ACLs off: every object belongs to the bucket owner, including
+          // those runners PUT through presigned URLs.
+          objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+          // Unversioned, so expiration deletes a log for good instead of
+          // leaving a noncurrent version behind.
+          versioned: false,
+          lifecycleRules: [
+            {
+              id: 'expire',
+              expiration: Duration.days(days),
+              // A runner that dies mid-upload leaves parts nobody completes.
+              abortIncompleteMultipartUploadAfter: Duration.days(1),
+            },
+          ],
+          // Like the table: job logs outlive the stack unless protection is lifted.
+          // CloudFormation cannot delete a bucket that still holds objects.
+          removalPolicy: cfg.deletionProtection ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+        }),
+      );
+    }
+
     // ---- queues (subscribers, then task queues), each with its DLQ
     for (const q of allQueues(this.resources)) {
       const dlq = new sqs.Queue(this, `Dlq${pascal(q.name)}`, {
@@ -366,6 +418,12 @@ export class BatonStack extends Stack {
     const runMachine = this.stateMachines.get(RUN_STATE_MACHINE);
     if (runMachine) {
       env.BATON_RUN_STATE_MACHINE_ARN = runMachine.stateMachineArn;
+    }
+    for (const b of allBuckets(this.resources)) {
+      if (b.env in env) {
+        throw new Error(`bucket ${b.name}: env ${b.env} is already one of the functions' configuration variables`);
+      }
+      env[b.env] = this.bucket(b.name).bucketName;
     }
     this.functionEnvironment = env;
     for (const fn of this.resources.functions) {
@@ -572,6 +630,9 @@ export class BatonStack extends Stack {
     new CfnOutput(this, 'ApiUrl', { value: this.apiStage.url, description: 'Base URL of the HTTP API' });
     new CfnOutput(this, 'TableName', { value: this.table.tableName });
     new CfnOutput(this, 'BusName', { value: this.bus.eventBusName });
+    for (const [name, b] of this.buckets) {
+      new CfnOutput(this, `BucketName${pascal(name)}`, { value: b.bucketName, description: `Bucket ${name}` });
+    }
     for (const [name, m] of this.stateMachines) {
       new CfnOutput(this, `StateMachineArn${pascal(name)}`, { value: m.stateMachineArn, description: `State machine ${name}` });
     }
@@ -599,6 +660,14 @@ export class BatonStack extends Stack {
       throw new Error(`no queue ${name}`);
     }
     return q;
+  }
+
+  private bucket(name: string): s3.Bucket {
+    const b = this.buckets.get(name);
+    if (!b) {
+      throw new Error(`no bucket ${name}`);
+    }
+    return b;
   }
 
   private machine(name: string): sfn.StateMachine {
@@ -803,6 +872,19 @@ export class BatonStack extends Stack {
         return;
       case 'queue:list':
         iam.Grant.addToPrincipal({ grantee, actions: ['sqs:ListQueues'], resourceArns: ['*'] });
+        return;
+      // Not grantPut / grantRead: they add wildcard actions (s3:Abort*,
+      // s3:GetObject*, s3:GetBucket*, s3:List*) that least privilege refuses.
+      case 'logs:write':
+        // Presigned URLs are signed with the function's role: the runner's
+        // PUT is authorized as the function's s3:PutObject.
+        this.bucket(LOGS_BUCKET).grants.actionsOnObjectKeys(grantee, LOGS_KEY_PATTERN, 's3:PutObject');
+        return;
+      case 'logs:read':
+        this.bucket(LOGS_BUCKET).grants.actionsOnObjectKeys(grantee, LOGS_KEY_PATTERN, 's3:GetObject');
+        // ListObjectsV2 is authorized on the bucket, not on keys; every key
+        // of the bucket is under logs/ anyway.
+        iam.Grant.addToPrincipal({ grantee, actions: ['s3:ListBucket'], resourceArns: [this.bucket(LOGS_BUCKET).bucketArn] });
         return;
     }
   }

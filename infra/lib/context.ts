@@ -16,6 +16,7 @@ const NUMBERS = [
   'functionMemoryMb',
   'functionTimeoutS',
   'logRetentionDays',
+  'bucketRetentionDays',
   'apiThrottleRateLimit',
   'apiThrottleBurstLimit',
   'pendingJobAgeAlarmS',

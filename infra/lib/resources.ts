@@ -9,6 +9,9 @@
  * `functions[].permissions` (see {@link Permission}), and understands the same
  * key on `state_machines[]` entries for machines whose definition calls AWS
  * services other than their task queues.
+ *
+ * `buckets` is optional on both sides (serde `default`): a file without it
+ * has no buckets.
  */
 import * as fs from 'node:fs';
 
@@ -40,6 +43,25 @@ export interface BusSpec {
   readonly name: string;
   readonly archive_retention_days: number;
 }
+
+export interface BucketSpec {
+  /** Logical name; the local provisioner names the bucket `baton-<stage>-<name>`, CloudFormation names it on AWS. */
+  readonly name: string;
+  /** Objects expire this many days after they are written. */
+  readonly retention_days: number;
+  /** The variable that gives every function the bucket's name, e.g. `BATON_LOGS_BUCKET`. */
+  readonly env: string;
+}
+
+/** The bucket the `logs:write` / `logs:read` permissions are about. */
+export const LOGS_BUCKET = 'logs';
+
+/**
+ * The key pattern `logs:write` / `logs:read` are scoped to: every key the
+ * functions write starts with `logs/` (`execution_prefix` in
+ * `shared/src/logs.rs`).
+ */
+export const LOGS_KEY_PATTERN = 'logs/*';
 
 export interface FunctionSpec {
   readonly name: string;
@@ -90,6 +112,8 @@ export interface StateMachineSpec {
 export interface Resources {
   readonly table: TableSpec;
   readonly bus: BusSpec;
+  /** Optional, as on the Rust side (see {@link allBuckets}). */
+  readonly buckets?: readonly BucketSpec[];
   readonly functions: readonly FunctionSpec[];
   readonly routes: readonly RouteSpec[];
   readonly subscribers: readonly SubscriberSpec[];
@@ -117,6 +141,8 @@ export interface Resources {
  * | `states:callback`       | `SendTaskSuccess`/`SendTaskFailure`/`SendTaskHeartbeat`                  |
  * | `queue:send:<q>`        | `sqs:SendMessage` to queue `<q>` (a subscriber or a task queue)          |
  * | `queue:list`            | `sqs:ListQueues`                                                         |
+ * | `logs:write`            | `s3:PutObject` on `logs/*` of the `logs` bucket (presigned uploads)      |
+ * | `logs:read`             | `s3:GetObject` on `logs/*` of the `logs` bucket, `s3:ListBucket` on it   |
  */
 export type Permission =
   | { readonly kind: 'table:read' }
@@ -131,7 +157,9 @@ export type Permission =
   | { readonly kind: 'states:describe' }
   | { readonly kind: 'states:callback' }
   | { readonly kind: 'queue:send'; readonly queue: string }
-  | { readonly kind: 'queue:list' };
+  | { readonly kind: 'queue:list' }
+  | { readonly kind: 'logs:write' }
+  | { readonly kind: 'logs:read' };
 
 const SIMPLE = new Set([
   'table:read',
@@ -144,6 +172,8 @@ const SIMPLE = new Set([
   'states:callback',
   'queue:list',
   'states:read',
+  'logs:write',
+  'logs:read',
 ]);
 
 /** Parses one permission string; throws on anything outside the vocabulary. */
@@ -169,7 +199,7 @@ export function parsePermission(raw: string): Permission {
   throw new Error(
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
-      'states:callback, queue:send:<queue>, queue:list',
+      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read',
   );
 }
 
@@ -180,6 +210,11 @@ export function functionPermissions(fn: FunctionSpec): Permission[] {
     declared.push({ kind: 'stream:read' });
   }
   return declared;
+}
+
+/** The buckets of the stack (none when the key is absent). */
+export function allBuckets(resources: Resources): readonly BucketSpec[] {
+  return resources.buckets ?? [];
 }
 
 /** Every queue of the stack: subscribers first, then task queues (the order of the Rust plan). */
@@ -221,6 +256,7 @@ export function validateResources(r: Resources): string[] {
   const queues = names(allQueues(r), 'queue (subscribers and task_queues share one namespace)');
   const machines = names(r.state_machines, 'state machine');
   names(r.schedules, 'schedule');
+  const buckets = validateBuckets(r);
 
   const byName = new Map(r.functions.map((f) => [f.name, f]));
   const mustBe = (fnName: string, trigger: Trigger, what: string) => {
@@ -244,7 +280,7 @@ export function validateResources(r: Resources): string[] {
       fail(`function ${fn.name}: permissions must be an array of strings`);
     }
     for (const raw of fn.permissions ?? []) {
-      checkPermission(raw, `function ${fn.name}`, machines, queues);
+      checkPermission(raw, `function ${fn.name}`, machines, queues, buckets);
     }
   }
 
@@ -294,7 +330,7 @@ export function validateResources(r: Resources): string[] {
       }
     }
     for (const raw of m.permissions ?? []) {
-      checkPermission(raw, `state machine ${m.name}`, machines, queues);
+      checkPermission(raw, `state machine ${m.name}`, machines, queues, buckets);
     }
   }
   for (const fn of r.functions) {
@@ -314,7 +350,36 @@ export function validateResources(r: Resources): string[] {
   return warnings;
 }
 
-function checkPermission(raw: string, what: string, machines: Set<string>, queues: Set<string>): void {
+/** Bucket names become part of S3 bucket names locally: `baton-<stage>-<name>`, at most 63 characters. */
+function validateBuckets(r: Resources): Set<string> {
+  if (r.buckets !== undefined && !Array.isArray(r.buckets)) {
+    fail('buckets must be an array');
+  }
+  const names = new Set<string>();
+  const envs = new Set<string>();
+  for (const b of allBuckets(r)) {
+    // S3 allows no '_' and no trailing '-'; 36 = 63 - "baton-" - a 20-character stage - "-".
+    if (typeof b.name !== 'string' || !/^[a-z0-9](?:[a-z0-9-]{0,34}[a-z0-9])?$/.test(b.name)) {
+      fail(`bucket name ${JSON.stringify(b.name)} must be 1-36 lower-case letters, digits and '-', starting and ending with a letter or digit`);
+    }
+    if (names.has(b.name)) {
+      fail(`duplicate bucket ${b.name}`);
+    }
+    names.add(b.name);
+    // S3 lifecycle expiration is in whole days; ten years is past any use of a log.
+    positiveInt(b.retention_days, `bucket ${b.name}: retention_days`, 3650);
+    if (typeof b.env !== 'string' || !/^BATON_[A-Z_]+$/.test(b.env)) {
+      fail(`bucket ${b.name}: env ${JSON.stringify(b.env)} must match ^BATON_[A-Z_]+$`);
+    }
+    if (envs.has(b.env)) {
+      fail(`bucket ${b.name}: env ${b.env} is already another bucket's`);
+    }
+    envs.add(b.env);
+  }
+  return names;
+}
+
+function checkPermission(raw: string, what: string, machines: Set<string>, queues: Set<string>, buckets: Set<string>): void {
   let p: Permission;
   try {
     p = parsePermission(raw);
@@ -326,6 +391,9 @@ function checkPermission(raw: string, what: string, machines: Set<string>, queue
   }
   if (p.kind === 'queue:send' && !queues.has(p.queue)) {
     fail(`${what}: permission ${raw} names unknown queue ${p.queue}`);
+  }
+  if ((p.kind === 'logs:write' || p.kind === 'logs:read') && !buckets.has(LOGS_BUCKET)) {
+    fail(`${what}: permission ${raw} needs a bucket named ${LOGS_BUCKET} in buckets`);
   }
 }
 

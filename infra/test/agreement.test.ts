@@ -34,6 +34,8 @@ interface Plan {
     }[];
   };
   bus: string;
+  /** `name` is the local bucket's; on AWS CloudFormation names it and `env` carries the name. */
+  buckets: { logical: string; name: string; retention_days: number; env: string }[];
   queues: {
     logical: string;
     name: string;
@@ -132,6 +134,38 @@ describe(`AGREEMENT: the Rust plan and the CDK template (stage ${STAGE})`, () =>
       t.ofType('AWS::Events::EventBus').map(([, b]) => b.Properties?.Name),
       [plan.bus],
     );
+  });
+
+  it('has the same buckets: one per planned bucket, private, encrypted, expiring after retention_days, named to the functions by the same variable', () => {
+    assert.ok(Array.isArray(plan.buckets), 'the plan has no "buckets": it predates them, write it again');
+    const synthesized = t.ofType('AWS::S3::Bucket').map(([id]) => id);
+    assert.equal(synthesized.length, plan.buckets.length, 'one bucket per planned bucket');
+    const planned = new Set<string>();
+    for (const b of plan.buckets) {
+      assert.equal(b.name, `${plan.prefix}${b.logical}`, `${b.logical}: local name`);
+      // Every function of the stack gets the bucket's name in the variable
+      // the Rust side reads (throws otherwise).
+      const id = t.bucketByEnv(b.env);
+      planned.add(id);
+      const p = t.get(id).Properties!;
+      assert.equal(p.BucketName, undefined, `${b.logical}: CloudFormation names the bucket on AWS`);
+      const rules = p.LifecycleConfiguration.Rules as { Status: string; ExpirationInDays?: number; Prefix?: string; Filter?: unknown }[];
+      const expiring = rules.filter((r) => r.Status === 'Enabled' && r.ExpirationInDays !== undefined);
+      // The whole bucket expires, as the provisioner's rule (empty prefix) does.
+      assert.deepEqual(
+        expiring.map((r) => [r.ExpirationInDays, r.Prefix ?? '', r.Filter]),
+        [[b.retention_days, '', undefined]],
+        `${b.logical}: expiration`,
+      );
+      assert.deepEqual(p.PublicAccessBlockConfiguration, {
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      });
+      assert.equal(p.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault.SSEAlgorithm, 'AES256');
+    }
+    assert.deepEqual([...planned].sort(), [...synthesized].sort());
   });
 
   it('has the same queues: names, DLQ names, maxReceiveCount, visibility timeouts, consumers and batch sizes', () => {

@@ -22,6 +22,11 @@ interface Allowance {
   readonly why: string;
   readonly actions: readonly string[];
   readonly on: readonly string[] | '*';
+  /**
+   * When set, the granted resource must be exactly one of these expressions,
+   * not merely name the resources of `on` (e.g. a key prefix of a bucket).
+   */
+  readonly exactly?: readonly unknown[];
   /** Actions that must actually be granted when the permission is declared. */
   readonly required: readonly string[];
 }
@@ -62,6 +67,10 @@ const STATES_READ = [
 ];
 const CALLBACK = ['states:SendTaskSuccess', 'states:SendTaskFailure', 'states:SendTaskHeartbeat'];
 
+/** The ARN of a bucket's objects under `logs/` (every key the functions write). */
+const logsObjects = (bucketId: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/logs/*']] });
+const bucketArn = (bucketId: string) => ({ 'Fn::GetAtt': [bucketId, 'Arn'] });
+
 class Ids {
   constructor(
     private readonly t: TemplateView,
@@ -82,6 +91,14 @@ class Ids {
 
   queue(name: string): string {
     return this.t.queueNamed(naming.physical(name));
+  }
+
+  bucket(name: string): string {
+    const spec = (this.r.buckets ?? []).find((b) => b.name === name);
+    if (!spec) {
+      throw new Error(`no bucket ${name} in resources.json`);
+    }
+    return this.t.bucketByEnv(spec.env);
   }
 }
 
@@ -124,6 +141,19 @@ function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
       return [{ why: raw, actions: SQS_SEND, on: [ids.queue(target)], required: ['sqs:SendMessage'] }];
     case 'queue:list':
       return [{ why: raw, actions: ['sqs:ListQueues'], on: '*', required: ['sqs:ListQueues'] }];
+    case 'logs:write': {
+      // PutObject only (no ACLs, tagging, retention…), and only under logs/.
+      const logs = ids.bucket('logs');
+      return [{ why: raw, actions: ['s3:PutObject'], on: [logs], exactly: [logsObjects(logs)], required: ['s3:PutObject'] }];
+    }
+    case 'logs:read': {
+      const logs = ids.bucket('logs');
+      return [
+        { why: raw, actions: ['s3:GetObject'], on: [logs], exactly: [logsObjects(logs)], required: ['s3:GetObject'] },
+        // ListBucket is a bucket-level action: its resource is the bucket itself.
+        { why: raw, actions: ['s3:ListBucket'], on: [logs], exactly: [bucketArn(logs)], required: ['s3:ListBucket'] },
+      ];
+    }
     default:
       throw new Error(`the test does not know permission ${raw}`);
   }
@@ -185,7 +215,13 @@ function audit(
         granted.push({ action, refs });
         const ok =
           refs.size > 0 &&
-          allowances.some((a) => a.on !== '*' && a.actions.includes(action) && [...refs].every((id) => a.on.includes(id)));
+          allowances.some(
+            (a) =>
+              a.on !== '*' &&
+              a.actions.includes(action) &&
+              [...refs].every((id) => a.on.includes(id)) &&
+              (a.exactly === undefined || a.exactly.some((x) => JSON.stringify(x) === JSON.stringify(resource))),
+          );
         if (!ok) {
           problems.push(`${policy}: ${action} on ${JSON.stringify(resource)} is not implied by the permissions`);
         }
@@ -268,5 +304,26 @@ describe('least privilege audit', () => {
     const { all } = functionAllowances({ ...relay, permissions: [] }, t, v.resources);
     const problems = audit(t, roleId, all, [], (a) => a in WILDCARD_EXCEPTIONS);
     assert.ok(problems.some((p) => p.includes('events:PutEvents')), JSON.stringify(problems));
+  });
+
+  it('catches a logs grant beyond the logs/ prefix, and one that is missing', () => {
+    const v = VARIANTS[1];
+    const writer = v.resources.functions.find((f) => (f.permissions ?? []).includes('logs:write'))!;
+    const json = JSON.parse(JSON.stringify(synthVariant(v).json));
+    const t = new TemplateView(json);
+    const fnRes = t.get(t.functionNamed(naming.physical(writer.name)));
+    const roleId = t.target(fnRes.Properties?.Role, 'Arn');
+    const { declared, all } = functionAllowances(writer, t, v.resources);
+    assert.deepEqual(audit(t, roleId, all, declared, (a) => a in WILDCARD_EXCEPTIONS), []);
+    // Widen the PutObject statement to every key of the bucket.
+    const put = t.roleStatements(roleId).find(({ statement }) => asArray<string>(statement.Action).includes('s3:PutObject'))!;
+    const widened = JSON.stringify(put.statement.Resource).replace('/logs/*', '/*');
+    put.statement.Resource = JSON.parse(widened);
+    const problems = audit(t, roleId, all, declared, (a) => a in WILDCARD_EXCEPTIONS);
+    assert.ok(problems.some((p) => p.includes('s3:PutObject') && p.includes('"/*"')), JSON.stringify(problems));
+    // Drop it: the declared logs:write is then not granted.
+    put.statement.Action = asArray<string>(put.statement.Action).filter((a) => a !== 's3:PutObject');
+    const missing = audit(t, roleId, all, declared, (a) => a in WILDCARD_EXCEPTIONS);
+    assert.ok(missing.includes('logs:write is declared but s3:PutObject is not granted'), JSON.stringify(missing));
   });
 });

@@ -10,7 +10,7 @@ import { App } from 'aws-cdk-lib';
 import { BatonStack, resolveProps } from '../lib/baton-stack';
 import { contextProps } from '../lib/context';
 import { TEST_ENV } from '../lib/testing/synth';
-import { REAL } from '../lib/testing/variants';
+import { FIXTURE, REAL } from '../lib/testing/variants';
 
 const build = (props: Record<string, unknown>) => () =>
   new BatonStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Props', {
@@ -34,6 +34,7 @@ describe('stack props', () => {
         logLevel: r.logLevel,
         deletionProtection: r.deletionProtection,
         archiveRetentionDays: r.archiveRetentionDays,
+        bucketRetentionDays: r.bucketRetentionDays,
       },
       {
         stage: 'dev',
@@ -46,7 +47,26 @@ describe('stack props', () => {
         logLevel: 'info',
         deletionProtection: true,
         archiveRetentionDays: REAL.resources.bus.archive_retention_days,
+        bucketRetentionDays: Object.fromEntries((REAL.resources.buckets ?? []).map((b) => [b.name, b.retention_days])),
       },
+    );
+  });
+
+  it('applies bucketRetentionDays to every bucket, within 1-3650 days', () => {
+    const r = resolveProps({ bucketRetentionDays: 7 }, FIXTURE.resources);
+    assert.deepEqual(r.bucketRetentionDays, { logs: 7, artifacts: 7 });
+    assert.deepEqual(resolveProps({}, FIXTURE.resources).bucketRetentionDays, { logs: 7, artifacts: 90 });
+    for (const days of [0, 3651, 1.5]) {
+      assert.throws(build({ bucketRetentionDays: days }), /bucketRetentionDays must be a whole number between 1 and 3650/);
+    }
+    assert.doesNotThrow(build({ bucketRetentionDays: 3650 }));
+  });
+
+  it('refuses a bucket variable that is already one of the functions’ configuration variables', () => {
+    const resources = { ...FIXTURE.resources, buckets: [{ name: 'logs', retention_days: 7, env: 'BATON_TABLE' }] };
+    assert.throws(
+      build({ resources, stateMachineDir: FIXTURE.stateMachineDir }),
+      /bucket logs: env BATON_TABLE is already one of the functions' configuration variables/,
     );
   });
 
@@ -93,6 +113,7 @@ describe('context', () => {
       stateMachineLogLevel: 'all',
       allowMissingCrates: 'true',
       logLevel: 'baton=debug,info',
+      bucketRetentionDays: '7',
     };
     const props = contextProps((k) => ctx[k]);
     assert.deepEqual(props, {
@@ -103,6 +124,7 @@ describe('context', () => {
       stateMachineLogLevel: 'ALL',
       missingCrates: 'placeholder',
       logLevel: 'baton=debug,info',
+      bucketRetentionDays: 7,
     });
   });
 

@@ -57,6 +57,69 @@ describe('resources.json', () => {
     bad((r) => r.task_queues.push({ ...r.task_queues[0], name: 'orchestrate' }), /duplicate queue/);
   });
 
+  it('validates buckets: names, retention, variables', () => {
+    const bad = (mutate: (r: any) => void, message: RegExp) => {
+      const r = clone(FIXTURE.resources);
+      mutate(r);
+      assert.throws(() => validateResources(r), message);
+    };
+    const retention = /bucket logs: retention_days must be a whole number between 1 and 3650/;
+    bad((r) => (r.buckets[0].retention_days = 0), retention);
+    bad((r) => (r.buckets[0].retention_days = 3651), retention);
+    bad((r) => (r.buckets[0].retention_days = 1.5), retention);
+    bad((r) => (r.buckets[0].retention_days = '30'), retention);
+    bad((r) => delete r.buckets[0].retention_days, retention);
+    bad((r) => (r.buckets[0].env = 'LOGS_BUCKET'), /env "LOGS_BUCKET" must match/);
+    bad((r) => (r.buckets[0].env = 'BATON_logs'), /must match/);
+    bad((r) => (r.buckets[0].env = 'BATON_LOGS_1'), /must match/);
+    bad((r) => (r.buckets[1].env = r.buckets[0].env), /env BATON_LOGS_BUCKET is already another bucket's/);
+    bad((r) => r.buckets.push({ ...r.buckets[0], env: 'BATON_OTHER' }), /duplicate bucket logs/);
+    // Local bucket names are baton-<stage>-<name>: S3 refuses '_', upper case and a trailing '-'.
+    for (const name of ['Logs', 'job_logs', 'logs-', '-logs', '', 'x'.repeat(37)]) {
+      bad((r) => (r.buckets[1].name = name), /bucket name .* must be 1-36 lower-case letters/);
+    }
+    bad((r) => (r.buckets = { logs: {} }), /buckets must be an array/);
+    assert.doesNotThrow(() => {
+      const r = clone(FIXTURE.resources);
+      r.buckets[0].retention_days = 3650;
+      r.buckets[1].name = 'x'.repeat(36);
+      validateResources(r);
+    });
+  });
+
+  it('refuses logs:write and logs:read without a bucket named logs', () => {
+    const without = (mutate: (r: any) => void, permission: string, message: RegExp) => {
+      const r = clone(FIXTURE.resources);
+      mutate(r);
+      assert.throws(() => validateResources(r), message, permission);
+    };
+    for (const permission of ['logs:write', 'logs:read']) {
+      const message = new RegExp(`function health: permission ${permission} needs a bucket named logs`);
+      without((r) => {
+        delete r.buckets;
+        r.functions[0].permissions = [permission];
+      }, permission, message);
+      without((r) => {
+        r.buckets = r.buckets.filter((b: any) => b.name !== 'logs');
+        r.functions[0].permissions = [permission];
+      }, permission, message);
+      without((r) => {
+        r.buckets = [];
+        r.functions = r.functions.map((f: any) => ({ ...f, permissions: [] }));
+        r.state_machines[0].permissions = [permission];
+      }, permission, new RegExp(`state machine run-attempt: permission ${permission} needs a bucket named logs`));
+    }
+  });
+
+  it('accepts a file without buckets (the key is optional, as on the Rust side)', () => {
+    const r = clone(FIXTURE.resources);
+    delete r.buckets;
+    for (const f of r.functions) {
+      f.permissions = (f.permissions ?? []).filter((p: string) => !p.startsWith('logs:'));
+    }
+    assert.deepEqual(validateResources(r), []);
+  });
+
   it('warns about a function that nothing triggers yet', () => {
     const r = clone(FIXTURE.resources);
     r.functions.push({ name: 'lonely', trigger: 'sqs' });
@@ -69,6 +132,10 @@ describe('resources.json', () => {
     assert.deepEqual(parsePermission('states:read'), { kind: 'states:read' });
     assert.deepEqual(parsePermission('states:read:job'), { kind: 'states:read', machine: 'job' });
     assert.deepEqual(parsePermission('queue:send:enqueue'), { kind: 'queue:send', queue: 'enqueue' });
+    assert.deepEqual(parsePermission('logs:write'), { kind: 'logs:write' });
+    assert.deepEqual(parsePermission('logs:read'), { kind: 'logs:read' });
+    assert.throws(() => parsePermission('logs:delete'), /unknown permission/);
+    assert.throws(() => parsePermission('logs:write:logs'), /unknown permission/);
     assert.throws(() => parsePermission('queue:send:'), /unknown permission/);
     assert.throws(() => parsePermission('*'), /unknown permission/);
   });

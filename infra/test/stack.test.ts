@@ -9,9 +9,10 @@ import { describe, it } from 'node:test';
 import { Match } from 'aws-cdk-lib/assertions';
 
 import { PENDING_JOB_METRIC, RUN_STATE_MACHINE } from '../lib/baton-stack';
-import { Naming, allQueues, placeholders } from '../lib/resources';
-import { TemplateView } from '../lib/testing/template';
-import { VARIANTS, readDefinition, synthVariant } from '../lib/testing/variants';
+import { Naming, Resources, allBuckets, allQueues, placeholders } from '../lib/resources';
+import { synth } from '../lib/testing/synth';
+import { TemplateView, asArray } from '../lib/testing/template';
+import { FIXTURE, VARIANTS, readDefinition, synthVariant } from '../lib/testing/variants';
 
 const naming = new Naming('test');
 
@@ -73,6 +74,53 @@ for (const v of VARIANTS) {
         SourceArn: { 'Fn::GetAtt': [busId, 'Arn'] },
         RetentionDays: r.bus.archive_retention_days,
       });
+    });
+
+    it('has one private, encrypted, expiring bucket per resources.json bucket, named by CloudFormation and given to every function', () => {
+      const buckets = t.ofType('AWS::S3::Bucket');
+      assert.equal(buckets.length, allBuckets(r).length);
+      const seen = new Set<string>();
+      for (const b of allBuckets(r)) {
+        // Every function gets the bucket's name (a Ref) as its variable.
+        const id = t.bucketByEnv(b.env);
+        seen.add(id);
+        const bucket = t.get(id);
+        const p = bucket.Properties!;
+        assert.equal(p.BucketName, undefined, `${b.name}: S3 names are global, CloudFormation picks it`);
+        assert.deepEqual(p.PublicAccessBlockConfiguration, {
+          BlockPublicAcls: true,
+          BlockPublicPolicy: true,
+          IgnorePublicAcls: true,
+          RestrictPublicBuckets: true,
+        });
+        assert.deepEqual(p.BucketEncryption, {
+          ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+        });
+        assert.deepEqual(p.OwnershipControls, { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] });
+        assert.equal(p.VersioningConfiguration, undefined, `${b.name}: unversioned, so expired logs are gone`);
+        assert.equal(p.CorsConfiguration, undefined, `${b.name}: runners are not browsers`);
+        assert.deepEqual(p.LifecycleConfiguration, {
+          Rules: [
+            {
+              Id: 'expire',
+              Status: 'Enabled',
+              ExpirationInDays: b.retention_days,
+              AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+            },
+          ],
+        });
+        assert.equal(bucket.DeletionPolicy, 'Retain');
+        assert.equal(bucket.UpdateReplacePolicy, 'Retain');
+        // The bucket policy only refuses plain HTTP: it allows nothing to anyone.
+        const policies = t.ofType('AWS::S3::BucketPolicy').filter(([, x]) => t.refs(x.Properties?.Bucket).has(id));
+        assert.equal(policies.length, 1, `${b.name}: one bucket policy`);
+        const statements = policies[0][1].Properties?.PolicyDocument.Statement as Record<string, any>[];
+        assert.deepEqual(
+          statements.map((st) => [st.Effect, st.Action, st.Condition]),
+          [['Deny', 's3:*', { Bool: { 'aws:SecureTransport': 'false' } }]],
+        );
+      }
+      assert.equal(seen.size, allBuckets(r).length, 'each bucket has a variable of its own');
     });
 
     it('builds one arm64 provided.al2023 function per entry, named baton-test-<name>, with the whole configuration', () => {
@@ -330,6 +378,9 @@ for (const v of VARIANTS) {
         const [id] = t.byProp('AWS::StepFunctions::StateMachine', 'StateMachineName', naming.physical(m.name));
         assert.ok(values.includes(JSON.stringify({ Ref: id })), `no output for ${m.name}`);
       }
+      for (const b of allBuckets(r)) {
+        assert.ok(values.includes(JSON.stringify({ Ref: t.bucketByEnv(b.env) })), `no output for bucket ${b.name}`);
+      }
     });
   });
 }
@@ -345,6 +396,7 @@ describe('props reach the template', () => {
       deletionProtection: false,
       archiveRetentionDays: 3,
       stateMachineLogLevel: 'ALL',
+      bucketRetentionDays: 5,
     });
     const t = new TemplateView(json);
     const [, fn] = t.byProp('AWS::Lambda::Function', 'FunctionName', naming.physical(v.resources.functions[0].name));
@@ -357,5 +409,36 @@ describe('props reach the template', () => {
     template.hasResourceProperties('AWS::Events::Archive', { RetentionDays: 3 });
     template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(2 minutes)' });
     template.hasResourceProperties('AWS::StepFunctions::StateMachine', { LoggingConfiguration: Match.objectLike({ Level: 'ALL' }) });
+    const buckets = t.ofType('AWS::S3::Bucket');
+    assert.equal(buckets.length, allBuckets(v.resources).length);
+    for (const [id, bucket] of buckets) {
+      assert.equal(bucket.Properties?.LifecycleConfiguration.Rules[0].ExpirationInDays, 5, id);
+      // Like the table: without deletion protection the bucket goes with the stack.
+      assert.equal(bucket.DeletionPolicy, 'Delete', id);
+    }
+  });
+});
+
+describe('a resources.json without buckets', () => {
+  it('has no bucket, no bucket variable and no S3 grant', () => {
+    const bucketVars = allBuckets(FIXTURE.resources).map((b) => b.env);
+    const raw: any = JSON.parse(JSON.stringify(FIXTURE.resources));
+    delete raw.buckets;
+    for (const f of raw.functions) {
+      f.permissions = f.permissions?.filter((p: string) => !p.startsWith('logs:'));
+    }
+    const resources = raw as Resources;
+    const { json } = synth({ ...FIXTURE.props, resources });
+    const t = new TemplateView(json);
+    assert.equal(t.ofType('AWS::S3::Bucket').length, 0);
+    for (const [id, f] of t.ofType('AWS::Lambda::Function')) {
+      for (const key of bucketVars) {
+        assert.ok(!(key in f.Properties?.Environment.Variables), `${id} has ${key}`);
+      }
+    }
+    const actions = t.ofType('AWS::IAM::Policy').flatMap(([, p]) =>
+      (p.Properties?.PolicyDocument.Statement as Record<string, unknown>[]).flatMap((st) => asArray<string>(st.Action as string | string[])),
+    );
+    assert.deepEqual(actions.filter((a) => a.startsWith('s3:')), []);
   });
 });

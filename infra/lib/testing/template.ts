@@ -80,6 +80,32 @@ export class TemplateView {
     return this.byProp('AWS::SQS::Queue', 'QueueName', name)[0];
   }
 
+  /**
+   * The logical id of the bucket every function gets as variable `env`.
+   * Buckets have no physical name in the template (CloudFormation names
+   * them), so the variable is what identifies one; it throws unless every
+   * function has `env` and all of them point at the same bucket.
+   */
+  bucketByEnv(env: string): string {
+    const functions = this.ofType('AWS::Lambda::Function');
+    const ids = new Set<string>();
+    for (const [fnId, f] of functions) {
+      const value = f.Properties?.Environment?.Variables?.[env];
+      if (value === undefined) {
+        throw new Error(`function ${fnId} has no ${env}`);
+      }
+      ids.add(this.target(value));
+    }
+    if (ids.size !== 1) {
+      throw new Error(`${env} names ${ids.size} different resources across the functions: ${[...ids].join(', ')}`);
+    }
+    const [id] = ids;
+    if (this.get(id).Type !== 'AWS::S3::Bucket') {
+      throw new Error(`${env} names ${id}, a ${this.get(id).Type}, not a bucket`);
+    }
+    return id;
+  }
+
   /** The QueueName of the queue a reference points at. */
   queueNameOf(ref: unknown, attribute?: string): string {
     const q = this.get(this.target(ref, attribute));
