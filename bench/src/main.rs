@@ -110,7 +110,7 @@ struct Options {
         help_heading = "Contention"
     )]
     workspaces: Vec<usize>,
-    /// Workflow shapes: single, fan-out-10, chain-50
+    /// Workflow shapes: single, fan-out-10, chain-50, logs-1mib (one job printing 1 MiB)
     #[arg(
         long,
         env = "BATON_BENCH_SHAPES",

@@ -39,6 +39,8 @@ pub enum Shape {
     Single,
     FanOut10,
     Chain50,
+    /// One job whose step writes 1 MiB of output: what logs cost.
+    Logs1Mib,
 }
 
 impl Shape {
@@ -47,6 +49,7 @@ impl Shape {
             "single" | "1" => Some(Shape::Single),
             "fan-out-10" | "fanout" | "10" => Some(Shape::FanOut10),
             "chain-50" | "chain" | "50" => Some(Shape::Chain50),
+            "logs-1mib" | "logs" => Some(Shape::Logs1Mib),
             _ => None,
         }
     }
@@ -56,6 +59,7 @@ impl Shape {
             Shape::Single => "single",
             Shape::FanOut10 => "fan-out-10",
             Shape::Chain50 => "chain-50",
+            Shape::Logs1Mib => "logs-1mib",
         }
     }
 
@@ -64,6 +68,7 @@ impl Shape {
             Shape::Single => 1,
             Shape::FanOut10 => 10,
             Shape::Chain50 => 50,
+            Shape::Logs1Mib => 1,
         }
     }
 
@@ -76,6 +81,10 @@ impl Shape {
         let mut out = format!("name: bench-{}\njobs:\n", self.name());
         match self {
             Shape::Single => out.push_str(&job("only", &[])),
+            // 10,486 lines of 100 bytes: 1 MiB of output, as one step prints it.
+            Shape::Logs1Mib => out.push_str(&format!(
+                "  chatty:\n    runs-on: [{RUNS_ON}]\n    steps:\n      - run: yes \"$(printf '%099d' 0)\" | head -n 10486\n"
+            )),
             Shape::FanOut10 => {
                 out.push_str(&job("build", &[]));
                 let tests: Vec<String> = (1..=8).map(|i| format!("test{i}")).collect();

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use baton_api::logs::LogPage;
 use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
 use baton_api::runs::RerunMode;
 use baton_api::runs::{CreateRunRequest, RerunRequest, RunList, RunView};
@@ -67,6 +68,28 @@ impl Operator {
             path = format!("{path}?{query}");
         }
         self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    /// A page of job `job`'s log lines from `cursor` (waiting up to `wait_s`
+    /// for new lines of a running job).
+    pub async fn read_logs(
+        &self,
+        workspace: &str,
+        run: Uuid,
+        job: Uuid,
+        attempt: u32,
+        cursor: &str,
+        wait_s: u64,
+    ) -> Result<LogPage, ClientError> {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("attempt", &attempt.to_string());
+        query.append_pair("cursor", cursor);
+        query.append_pair("wait_s", &wait_s.to_string());
+        let path = format!("/v1/workspaces/{}/runs/{run}/jobs/{job}/logs?{}", segment(workspace), query.finish());
+        let timeout = crate::client::REQUEST_TIMEOUT + std::time::Duration::from_secs(wait_s);
+        self.client.send::<(), _>(Method::GET, &path, &self.token, None, timeout).await?.ok_or_else(|| {
+            ClientError::Permanent { status: 204, code: "empty-response".into(), message: "no log page".into() }
+        })
     }
 
     pub async fn cancel_run(&self, workspace: &str, run: Uuid) -> Result<RunView, ClientError> {

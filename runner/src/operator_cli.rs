@@ -94,6 +94,21 @@ enum RunCommand {
         #[arg(long)]
         cursor: Option<String>,
     },
+    /// Print the jobs' logs (each line `[job/step] text`), job after job.
+    Logs {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        /// Only this job (its key).
+        #[arg(long)]
+        job: Option<String>,
+        /// The attempt (default: the current one).
+        #[arg(long)]
+        attempt: Option<u32>,
+        /// Keep reading until each job has ended, printing lines as they come.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// Print the run's job graph (current attempt) with statuses.
     Graph {
         #[arg(long, env = "BATON_WORKSPACE")]
@@ -272,6 +287,9 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
             }
             return Ok(ExitCode::SUCCESS);
         }
+        RunCommand::Logs { workspace, run_id, job, attempt, follow } => {
+            return logs(operator, &workspace, run_id, job.as_deref(), attempt, follow, json).await;
+        }
         RunCommand::Graph { workspace, run_id, format } => {
             let view = operator.get_run(&workspace, run_id).await?;
             if !json {
@@ -367,6 +385,67 @@ async fn watch(
             Err(err) => return Err(err.into()),
         }
         tokio::time::sleep(Duration::from_secs(interval_s.max(1))).await;
+    }
+}
+
+/// How long one read of `run logs --follow` waits for new lines.
+const FOLLOW_WAIT_S: u64 = 20;
+
+/// Prints the logs of the attempt's jobs (or of one), job after job: each
+/// from its first line to its last, following a running one if asked.
+async fn logs(
+    operator: &Operator,
+    workspace: &str,
+    run: Uuid,
+    only: Option<&str>,
+    attempt: Option<u32>,
+    follow: bool,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    let view = operator.get_run(workspace, run).await?;
+    let wanted = attempt.unwrap_or(view.current_attempt);
+    let attempt = view
+        .attempts
+        .iter()
+        .find(|a| a.attempt == wanted)
+        .ok_or_else(|| CliError::Usage(format!("run {run} has no attempt {wanted}")))?;
+    let jobs: Vec<_> = attempt.jobs.iter().filter(|j| only.is_none_or(|key| j.key == key)).collect();
+    if jobs.is_empty() {
+        return Err(CliError::Usage(format!("no job {} in attempt {wanted}", only.unwrap_or("at all"))));
+    }
+    for job in jobs {
+        let names: std::collections::HashMap<Uuid, String> = job
+            .executions
+            .iter()
+            .flat_map(|e| e.steps.iter().enumerate())
+            .map(|(i, s)| (s.id, s.name.clone().unwrap_or_else(|| format!("step-{}", i + 1))))
+            .collect();
+        let mut cursor = "0.0".to_string();
+        loop {
+            let page = operator
+                .read_logs(workspace, run, job.id, wanted, &cursor, if follow { FOLLOW_WAIT_S } else { 0 })
+                .await?;
+            for line in &page.lines {
+                if json {
+                    print_line_json(line);
+                } else {
+                    let step = names.get(&line.step_id).map_or("?", String::as_str);
+                    println!("[{}/{step}] {}", job.key, line.text);
+                }
+            }
+            cursor = page.next_cursor.clone();
+            if page.complete || (!follow && page.lines.is_empty()) {
+                break;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_line_json(line: &baton_api::logs::LogLine) {
+    match serde_json::to_string(line) {
+        Ok(text) => println!("{text}"),
+        Err(err) => eprintln!("baton: cannot print a line: {err}"),
     }
 }
 

@@ -201,5 +201,27 @@ async fn a_log_over_its_cap_is_truncated_with_a_note_and_the_job_still_succeeds(
     assert!(lines.len() < 2000, "{} lines stored", lines.len());
     let stored: usize = stored_logs(&stack).await.iter().map(String::len).sum();
     assert!(stored as u64 <= cap, "{stored} bytes stored, over the cap of {cap}");
+
+    // The CLI prints the same lines, `[job/step] text`, and a follow of a
+    // finished job ends by itself.
+    for follow in [false, true] {
+        let mut args = vec!["run", "logs", "--workspace", ws.as_str(), run_id.as_str(), "--job", "chatty"];
+        if follow {
+            args.push("--follow");
+        }
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
+            .args(&args)
+            .env("BATON_API", &stack.api)
+            .env("BATON_ADMIN_TOKEN", &stack.admin_token)
+            .output()
+            .await
+            .expect("baton runs");
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let printed: Vec<&str> = printed.lines().collect();
+        assert_eq!(printed.first().copied(), Some("[chatty/step-1] line 0 of a chatty step"));
+        assert_eq!(printed.len(), lines.len());
+        assert!(printed.last().is_some_and(|l| l.contains("log truncated")));
+    }
     runner.stop().await;
 }
