@@ -90,22 +90,30 @@ jobs:
       - run: echo report
 ";
 
+/// Each job hands a value to the next (outputs, `${{ }}` in env, run and
+/// `if:`): a value lost under faults skips or fails a job, which the
+/// invariants catch as a different end.
 const CHAIN: &str = "name: chaos-chain
 jobs:
   one:
     runs-on: linux
+    outputs: [n]
     steps:
-      - run: echo 1
+      - run: echo 1 && echo n=1 >> \"$BATON_OUTPUT\"
   two:
     needs: one
+    if: needs.one.outputs.n == '1'
     runs-on: linux
+    outputs: [n]
+    env:
+      N: ${{ needs.one.outputs.n }}
     steps:
-      - run: echo 2
+      - run: test \"$N\" = 1 && echo n=2 >> \"$BATON_OUTPUT\"
   three:
     needs: two
     runs-on: linux
     steps:
-      - run: echo 3
+      - run: test \"${{ needs.two.outputs.n }}\" = 2 && echo 3
   four:
     needs: three
     runs-on: linux

@@ -202,6 +202,16 @@ async fn a_log_over_its_cap_is_truncated_with_a_note_and_the_job_still_succeeds(
     let stored: usize = stored_logs(&stack).await.iter().map(String::len).sum();
     assert!(stored as u64 <= cap, "{stored} bytes stored, over the cap of {cap}");
 
+    // Query parameters out of range are refused, naming what is wrong.
+    let logs = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs");
+    for query in ["cursor=nonsense", "wait_s=21", "attempt=x", "step=not-a-step"] {
+        let response =
+            stack.http.get(stack.url(&format!("{logs}?{query}"))).bearer_auth(&stack.admin_token).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{query}");
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_eq!(body["error"]["code"], "invalid-request", "{query}: {body}");
+    }
+
     // The CLI prints the same lines, `[job/step] text`, and a follow of a
     // finished job ends by itself.
     for follow in [false, true] {

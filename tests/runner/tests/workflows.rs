@@ -810,6 +810,7 @@ jobs:
     steps:
       - run: |
           echo "$VERSION ${{{{ env.CHANNEL }}}} ${{{{ baton.job }}}} $BATON_ATTEMPT" >> "$SHARED/test.ran"
+          echo "test attempt $BATON_ATTEMPT"
           test "$BATON_ATTEMPT" -ge 2 && echo "verdict=ship" >> "$BATON_OUTPUT"
   report:
     needs: [build, test]
@@ -862,6 +863,15 @@ jobs:
     assert_eq!(ran("test"), "1.1.0 beta test 1\n1.1.0 beta test 2\n");
     assert_eq!(ran("report"), "1.1.0 ship success\n");
     assert!(!shared.join("hold.ran").exists());
+    // Each attempt's log of the job run twice stays readable.
+    for attempt in [1, 2] {
+        let test_id = job_in(&view, attempt, "test")["id"].as_str().unwrap_or_default().to_string();
+        let path = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{test_id}/logs?attempt={attempt}");
+        let response = stack.http.get(stack.url(&path)).bearer_auth(&stack.admin_token).send().await.expect("GET");
+        let page: Value = response.json().await.unwrap_or(Value::Null);
+        let first = page["lines"][0]["text"].as_str().unwrap_or_default().to_string();
+        assert_eq!(first, format!("test attempt {attempt}"), "{page:#}");
+    }
     runner.stop().await;
     stack.assert_all_facts_valid();
 }

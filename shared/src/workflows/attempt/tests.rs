@@ -224,3 +224,31 @@ fn one_advance_touches_at_most_its_budget_of_jobs() {
     let cancel = state.cancel(&definition, Utc::now(), 40).unwrap();
     assert_eq!(cancel.emitted.len(), 2 + 2 * 40);
 }
+
+/// A job may refer to a large output many times: its expansions stop at
+/// the budget (the spec stays storable) and say so, instead of a spec too
+/// large to write stalling the orchestration.
+#[test]
+fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
+    let definition = parse_definition(
+        "jobs:\n  a:\n    runs-on: l\n    outputs: [big]\n    steps: [{run: x}]\n  b:\n    needs: a\n    runs-on: l\n    env:\n      ONE: ${{ needs.a.outputs.big }}\n      TWO: ${{ needs.a.outputs.big }}\n    steps: [{run: 'echo ${{ needs.a.outputs.big }}'}]\n",
+    )
+    .unwrap();
+    let big = "v".repeat(EXPANSION_BUDGET * 2 / 5);
+    let outputs = BTreeMap::from([("big".to_string(), big.clone())]);
+    let scope = JobScope {
+        run_id: Uuid::now_v7(),
+        attempt: 1,
+        workspace_id: "ws",
+        job: "b",
+        env: BTreeMap::new(),
+        inputs: None,
+        needs: HashMap::from([("a".to_string(), NeedState { status: JobStatus::Succeeded, outputs: Some(&outputs) })]),
+    };
+    let job = definition.job("b").unwrap();
+    let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
+    assert_eq!(spec.env["ONE"], big);
+    assert_eq!(spec.env["TWO"], big);
+    assert!(spec.steps[0].run.contains("not expanded"), "{}", &spec.steps[0].run[..80]);
+    assert!(serde_json::to_string(&spec).unwrap().len() < crate::workflows::definition::MAX_JOB_SPEC_BYTES);
+}
