@@ -110,32 +110,24 @@ impl Config {
         let required = |key: &str| {
             lookup(key).filter(|v| !v.trim().is_empty()).ok_or_else(|| ConfigError(format!("{key} is required")))
         };
-        let seconds = |key: &str, default: u64, min: u64, max: u64| -> Result<Duration, ConfigError> {
+        // A whole number of `unit`s within [min, max]; `default` when unset.
+        let whole = |key: &str, unit: &str, default: u64, min: u64, max: u64| -> Result<u64, ConfigError> {
             let value = match lookup(key).filter(|v| !v.trim().is_empty()) {
                 None => default,
                 Some(raw) => raw
                     .trim()
                     .parse::<u64>()
-                    .map_err(|_| ConfigError(format!("{key} must be a whole number of seconds, got {raw:?}")))?,
-            };
-            if !(min..=max).contains(&value) {
-                return Err(ConfigError(format!("{key} must be between {min} and {max}, got {value}")));
-            }
-            Ok(Duration::from_secs(value))
-        };
-        let bytes = |key: &str, default: u64, min: u64, max: u64| -> Result<u64, ConfigError> {
-            let value = match lookup(key).filter(|v| !v.trim().is_empty()) {
-                None => default,
-                Some(raw) => raw
-                    .trim()
-                    .parse::<u64>()
-                    .map_err(|_| ConfigError(format!("{key} must be a whole number of bytes, got {raw:?}")))?,
+                    .map_err(|_| ConfigError(format!("{key} must be a whole number of {unit}, got {raw:?}")))?,
             };
             if !(min..=max).contains(&value) {
                 return Err(ConfigError(format!("{key} must be between {min} and {max}, got {value}")));
             }
             Ok(value)
         };
+        let seconds = |key: &str, default: u64, min: u64, max: u64| {
+            whole(key, "seconds", default, min, max).map(Duration::from_secs)
+        };
+        let bytes = |key: &str, default: u64, min: u64, max: u64| whole(key, "bytes", default, min, max);
         let lease = LeaseConfig {
             duration: seconds("BATON_LEASE_DURATION_S", 180, 3, 86_400)?,
             heartbeat_interval: seconds("BATON_HEARTBEAT_INTERVAL_S", 15, 1, 3_600)?,
@@ -201,6 +193,18 @@ mod tests {
         assert_eq!(config.reaper_period, Duration::from_secs(60));
         assert_eq!(config.session_ttl, Duration::from_secs(3600));
         assert_eq!(config.orchestration, OrchestrationConfig::default());
+    }
+
+    #[test]
+    fn the_log_cap_defaults_to_32_mib_and_is_bounded() {
+        assert_eq!(Config::from_map(&base()).unwrap().log_cap_bytes, DEFAULT_LOG_CAP_BYTES);
+        let mut map = base();
+        map.insert("BATON_LOG_CAP_BYTES".into(), "100".into());
+        assert!(Config::from_map(&map).unwrap_err().0.contains("BATON_LOG_CAP_BYTES must be between 1024"));
+        map.insert("BATON_LOG_CAP_BYTES".into(), "lots".into());
+        assert!(Config::from_map(&map).unwrap_err().0.contains("whole number of bytes"));
+        map.insert("BATON_LOG_CAP_BYTES".into(), "4096".into());
+        assert_eq!(Config::from_map(&map).unwrap().log_cap_bytes, 4096);
     }
 
     #[test]
