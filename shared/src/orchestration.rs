@@ -19,13 +19,15 @@ use uuid::Uuid;
 use crate::error::StoreError;
 use crate::store::display_sdk_error;
 
-/// The most jobs one transaction changes. A job costs at most three items:
-/// a start writes its fact and its spec; an end writes two facts
-/// (execution and job terminated), and a timeout also checks the runners'
-/// record. 30 jobs stay under the 100 items of a `TransactWriteItems` with
-/// the attempt, the run and the attempt's facts, and 30 specs of at most
+/// The most jobs one transaction changes. A job costs at most five items:
+/// a start writes its fact, its spec, its runners' record, its pending item
+/// and (once a label set) the set's registration, so the job is claimable
+/// the moment it is queued; an end writes two facts (execution and job
+/// terminated), and a timeout also checks the runners' record. 15 jobs
+/// stay under the 100 items of a `TransactWriteItems` with the attempt, the
+/// run and the attempt's facts, and 15 specs of at most
 /// `MAX_JOB_SPEC_BYTES` (64 KB) stay far under its 4 MB.
-pub const JOBS_PER_TRANSACTION: usize = 30;
+pub const JOBS_PER_TRANSACTION: usize = 15;
 
 /// The input of a `run-attempt` execution (and of every message its tasks send).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

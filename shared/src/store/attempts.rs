@@ -264,11 +264,18 @@ impl Store {
         ttl_days: u32,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let mut puts = Vec::with_capacity(emitted.len());
+        // Label sets of the jobs queued here, registered once each.
+        let mut label_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for e in emitted {
             match e {
                 Emitted::Queued { fact, spec } => {
                     puts.push(self.job_spec_put(fact.job_execution_id, workspace_id, spec)?);
                     puts.push(self.outbox_put(&Fact::new(workspace_id, now, fact.clone()), ttl_days)?);
+                    // Claimable in this very transaction: the definition's
+                    // labels are canonical already.
+                    let labelset = crate::runners::labels::labelset_id(&spec.labels);
+                    puts.extend(self.claimable_puts(workspace_id, fact, &spec.labels, &labelset)?);
+                    label_sets.insert(labelset, spec.labels.clone());
                 }
                 Emitted::ExecutionTerminated(d) => {
                     puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
@@ -283,6 +290,9 @@ impl Store {
                     puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
             }
+        }
+        for (labelset, labels) in &label_sets {
+            puts.push(self.label_set_registration(workspace_id, labels, labelset)?);
         }
         Ok(puts)
     }

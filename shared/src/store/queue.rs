@@ -107,27 +107,47 @@ impl Store {
         labels: Vec<String>,
         labelset: &str,
     ) -> Result<Enqueued, StoreError> {
-        let d = &fact.detail;
-        let ws = &fact.header.workspace_id;
+        let [put_record, put_pending] =
+            self.claimable_puts(&fact.header.workspace_id, &fact.detail, &labels, labelset)?;
+        let register = self.label_set_registration(&fact.header.workspace_id, &labels, labelset)?;
+        let items = vec![put_record, put_pending, register];
+        Ok(match self.transact(items).await? {
+            TxOutcome::Committed => Enqueued::Queued,
+            TxOutcome::ConditionFailed { .. } => Enqueued::AlreadyKnown,
+        })
+    }
+
+    /// What makes a queued execution claimable: its runners' record (put on
+    /// absence: the tombstone that makes a replay a no-op) and its pending
+    /// item. The orchestrator writes them in the transaction that queues the
+    /// job, so no hop lies between "queued" and "claimable"; the enqueue
+    /// consumer of the queued fact then finds the record and writes nothing.
+    pub fn claimable_puts(
+        &self,
+        ws: &str,
+        d: &JobExecutionQueued,
+        labels: &[String],
+        labelset: &str,
+    ) -> Result<[TransactWriteItem; 2], StoreError> {
         let pending = PendingItem {
             pk: keys::queue_pk(ws, labelset),
             sk: keys::pending_sk(d.queued_at, d.job_execution_id),
             kind: "pending".into(),
             execution_id: d.job_execution_id,
-            workspace_id: ws.clone(),
+            workspace_id: ws.to_string(),
             run_id: d.run_id,
             job_id: d.job_id,
             attempt: d.attempt,
             queued_at: d.queued_at,
             epoch: 0,
-            job: QueuedJob { labels: labels.clone(), ..d.job.clone() },
+            job: QueuedJob { labels: labels.to_vec(), ..d.job.clone() },
         };
         let record = RunnerRecord {
             pk: execution_pk(d.job_execution_id),
             sk: RUNNER_SK.into(),
             kind: "runner_execution".into(),
             execution_id: d.job_execution_id,
-            workspace_id: ws.clone(),
+            workspace_id: ws.to_string(),
             run_id: d.run_id,
             job_id: d.job_id,
             attempt: d.attempt,
@@ -150,6 +170,21 @@ impl Store {
                 .build(),
         )?;
         let put_pending = build(Put::builder().table_name(&self.table).set_item(Some(to_item(&pending)?)).build())?;
+        Ok([
+            TransactWriteItem::builder().put(put_record).build(),
+            TransactWriteItem::builder().put(put_pending).build(),
+        ])
+    }
+
+    /// Registers `labelset` as one with queued work (a fresh version, so a
+    /// prune that read the old one cannot remove it). A transaction holds
+    /// at most one of these a set: DynamoDB refuses two writes of one item.
+    pub fn label_set_registration(
+        &self,
+        ws: &str,
+        labels: &[String],
+        labelset: &str,
+    ) -> Result<TransactWriteItem, StoreError> {
         let register = build(
             Update::builder()
                 .table_name(&self.table)
@@ -157,20 +192,12 @@ impl Store {
                 .key("sk", s(labelset))
                 .update_expression("SET labels = :labels, #type = :type, v = :v")
                 .expression_attribute_names("#type", "type")
-                .expression_attribute_values(":labels", serde_dynamo::to_attribute_value(&labels)?)
+                .expression_attribute_values(":labels", serde_dynamo::to_attribute_value(labels)?)
                 .expression_attribute_values(":type", s("labelset"))
                 .expression_attribute_values(":v", s(Uuid::now_v7().to_string()))
                 .build(),
         )?;
-        let items = vec![
-            TransactWriteItem::builder().put(put_record).build(),
-            TransactWriteItem::builder().put(put_pending).build(),
-            TransactWriteItem::builder().update(register).build(),
-        ];
-        Ok(match self.transact(items).await? {
-            TxOutcome::Committed => Enqueued::Queued,
-            TxOutcome::ConditionFailed { .. } => Enqueued::AlreadyKnown,
-        })
+        Ok(TransactWriteItem::builder().update(register).build())
     }
 
     /// The label sets `workspace_id` has queued work for, every page of them.
