@@ -536,11 +536,9 @@ pub const DISPATCH_PATH: &[(&str, Option<&str>)] = &[
     ),
     ("Step Functions: WaitForProgress ends → Advance sends its task to SQS (state transitions)", None),
     (
-        "SQS → orchestrator (advance): queue the ready jobs + their job_execution.queued facts, SendTaskSuccess",
+        "SQS → orchestrator (advance): queue the ready jobs claimable (record + pending item + facts, one transaction), SendTaskSuccess",
         Some("orchestrator"),
     ),
-    ("table stream → relay: PutEvents", Some("relay")),
-    ("EventBridge rule → SQS → enqueue: the pending item (one transaction)", Some("enqueue")),
     ("a runner's long-poll claim re-checks (every 500 ms): GetItem + Query + claim transaction → 200", Some("claim")),
 ];
 

@@ -97,16 +97,24 @@ fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> 
 }
 
 impl Store {
-    /// Makes an execution claimable. Idempotent through the runners' record:
-    /// its put is conditioned on absence, so a replay (before or after a
-    /// claim, an expiry or a termination) writes nothing and the first
-    /// `queued_at` stands.
+    /// Makes an execution claimable, for a queued fact whose execution is
+    /// not (the orchestrator makes its jobs claimable itself; facts written
+    /// otherwise still flow through here). Idempotent through the runners'
+    /// record: its put is conditioned on absence, so a replay (before or
+    /// after a claim, an expiry or a termination) writes nothing and the
+    /// first `queued_at` stands.
     pub async fn enqueue(
         &self,
         fact: &Fact<JobExecutionQueued>,
         labels: Vec<String>,
         labelset: &str,
     ) -> Result<Enqueued, StoreError> {
+        // The orchestrator made the execution claimable when it queued it:
+        // one read spares the transaction (whose refusal AWS would bill as
+        // writes). The conditional put below still settles any race.
+        if self.runner_record(fact.detail.job_execution_id).await?.is_some() {
+            return Ok(Enqueued::AlreadyKnown);
+        }
         let [put_record, put_pending] =
             self.claimable_puts(&fact.header.workspace_id, &fact.detail, &labels, labelset)?;
         let register = self.label_set_registration(&fact.header.workspace_id, &labels, labelset)?;
