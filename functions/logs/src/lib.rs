@@ -24,6 +24,7 @@ use baton_shared::http::{
 };
 use baton_shared::logs::{chunk_key, execution_prefix, LogCursor};
 use baton_shared::store::leases::Fenced;
+use baton_shared::store::records::RunnerStatus;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 
@@ -107,26 +108,34 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     };
     let bucket = context.config.logs_bucket.as_deref().ok_or_else(ApiError::internal)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
+    let records = context
+        .store
+        .run_records(&workspace_id, run_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run {run_id}")))?;
+    let wanted = attempt.unwrap_or(records.run.current_attempt);
+    let state = records
+        .attempts
+        .iter()
+        .find(|a| a.attempt == wanted)
+        .ok_or_else(|| ApiError::not_found(format!("attempt {wanted}")))?;
+    let job = state.jobs.iter().find(|j| j.id == job_id).ok_or_else(|| ApiError::not_found(format!("job {job_id}")))?;
+    // A job a rerun carried over ran in an earlier attempt: its log is that execution's.
+    let (execution_id, mut ended) = match (&job.execution, job.carried_from) {
+        (Some(execution), _) => (execution.id, execution.status.is_terminal()),
+        (None, Some(earlier)) => (earlier, true),
+        (None, None) => return Err(ApiError::not_found(format!("job {job_id} has no execution"))),
+    };
+    let mut first = true;
     loop {
-        let records = context
-            .store
-            .run_records(&workspace_id, run_id)
-            .await?
-            .ok_or_else(|| ApiError::not_found(format!("run {run_id}")))?;
-        let wanted = attempt.unwrap_or(records.run.current_attempt);
-        let state = records
-            .attempts
-            .iter()
-            .find(|a| a.attempt == wanted)
-            .ok_or_else(|| ApiError::not_found(format!("attempt {wanted}")))?;
-        let job =
-            state.jobs.iter().find(|j| j.id == job_id).ok_or_else(|| ApiError::not_found(format!("job {job_id}")))?;
-        // A job a rerun carried over ran in an earlier attempt: its log is that execution's.
-        let (execution_id, ended) = match (&job.execution, job.carried_from) {
-            (Some(execution), _) => (execution.id, execution.status.is_terminal()),
-            (None, Some(earlier)) => (earlier, true),
-            (None, None) => return Err(ApiError::not_found(format!("job {job_id} has no execution"))),
-        };
+        // While following, whether the execution ended comes from its small
+        // runners' record, not another read of the whole run's partition.
+        if !ended && !first {
+            ended = context.store.runner_record(execution_id).await?.is_some_and(|r| {
+                matches!(r.status, RunnerStatus::Completed | RunnerStatus::Expired | RunnerStatus::Terminated)
+            });
+        }
+        first = false;
         let prefix = execution_prefix(&workspace_id, run_id, execution_id);
         let read =
             baton_shared::logs::read_lines(&context.clients.s3, bucket, &prefix, cursor, MAX_LINES_PER_READ, ended)

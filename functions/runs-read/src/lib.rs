@@ -26,8 +26,12 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     baton_shared::http::authorize_operator(&context.store, req, &workspace_id).await?;
     if req.path_parameters().first("run_id").is_some() {
         let run_id = path_id(req, "run_id")?;
-        let view =
-            context.store.run_records(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?.view();
+        let view = context
+            .store
+            .run_records_live(&workspace_id, run_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("run"))?
+            .view();
         return Ok(json_response(http::StatusCode::OK, &view));
     }
     let status = query_param(req, "status")

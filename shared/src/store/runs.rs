@@ -287,8 +287,16 @@ impl Store {
         let Some(run) = run.filter(|run: &RunState| run.workspace_id == workspace_id) else {
             return Ok(None);
         };
-        self.add_live_steps(&attempts, &mut results).await?;
         Ok(Some(RunRecords { run, attempts, definitions, results }))
+    }
+
+    /// [`Store::run_records`] with the step reports so far of every running
+    /// execution: what the run view shows. Only the view route reads them;
+    /// the routes that answer a view after a change do not need them.
+    pub async fn run_records_live(&self, workspace_id: &str, run_id: Uuid) -> Result<Option<RunRecords>, StoreError> {
+        let Some(mut records) = self.run_records(workspace_id, run_id).await? else { return Ok(None) };
+        self.add_live_steps(&records.attempts, &mut records.results).await?;
+        Ok(Some(records))
     }
 
     /// The step reports so far of every running execution: they live on its
