@@ -101,6 +101,13 @@ impl TestStack {
         Self::assemble(clients, &plan, overrides, options, captured).await
     }
 
+    /// Every captured fact so far, as `(detail type, detail)`, in the order
+    /// they arrived (evidence a failing soak keeps).
+    pub fn all_facts(&self) -> Vec<(String, serde_json::Value)> {
+        let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+        captured.iter().map(|c| (c.detail_type.clone(), c.detail.clone())).collect()
+    }
+
     /// The captured facts of `detail_type` so far.
     pub fn facts(&self, detail_type: &str) -> Vec<serde_json::Value> {
         let captured = self.captured.lock().unwrap_or_else(|e| e.into_inner());

@@ -361,6 +361,8 @@ struct Played {
     violations: Vec<String>,
     /// Requests the runners sent again after a transient failure.
     retries: usize,
+    /// Where the runners' logs are (and a failing seed's facts go).
+    dir: PathBuf,
 }
 
 /// Plays every scenario at once on `stack` with two runner processes, then
@@ -411,7 +413,7 @@ async fn play_all(stack: &TestStack) -> Played {
     }
     let (retries, seen) = runner_answers(&logs);
     violations.extend(seen);
-    Played { outcomes, violations, retries }
+    Played { outcomes, violations, retries, dir }
 }
 
 /// Each execution was claimed at most once, under one epoch: the distinct
@@ -528,6 +530,22 @@ async fn stormy(
             Ok(outcome) => violations
                 .push(format!("seed {seed}: {scenario:?} ended {outcome:?}, without faults {:?}", calm.get(scenario))),
             Err(err) => violations.push(format!("seed {seed}: {scenario:?}: {err}")),
+        }
+    }
+    if !violations.is_empty() {
+        // A violation depends on timing and rarely replays: keep what the
+        // runners logged and every fact the bus carried, to read it back.
+        let facts: String = stack
+            .all_facts()
+            .iter()
+            .map(|(detail_type, detail)| format!("{}\n", json!({ "detail_type": detail_type, "detail": detail })))
+            .collect();
+        let kept = played.dir.join("facts.ndjson");
+        match std::fs::write(&kept, facts) {
+            Ok(()) => {
+                violations.push(format!("seed {seed}: evidence (runner logs, facts) in {}", played.dir.display()))
+            }
+            Err(err) => violations.push(format!("seed {seed}: the evidence could not be kept: {err}")),
         }
     }
     let injected = plan.map(|p| p.injected_by_kind()).unwrap_or_default();
