@@ -69,7 +69,43 @@ pub struct RegisterResponse {
     pub max_claims: Option<u64>,
     pub heartbeat_interval_s: u64,
     pub poll_interval_s: u64,
+    /// Where to hold a WebSocket (opened with the session token as a bearer
+    /// token) over which Baton nudges the runner when work it fits becomes
+    /// claimable or a lease it holds is cancelled. Absent when the
+    /// deployment has no push; the runner then long-polls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_url: Option<String>,
+    /// With push, how often the runner claims anyway (a nudge can be lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_poll_s: Option<u64>,
 }
+
+/// What Baton sends a runner over its push socket. A nudge is a hint, never
+/// a grant: the runner claims or heartbeats over HTTP, which decides.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PushMessage {
+    /// Work the runner fits has become claimable.
+    Work,
+    /// A lease the runner holds was flagged for cancellation.
+    Cancel { job_execution_id: Uuid },
+}
+
+/// What a runner sends over its push socket to keep it open (API Gateway
+/// closes a socket idle for 10 minutes); routed on `action`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PushPing {
+    pub action: String,
+}
+
+impl Default for PushPing {
+    fn default() -> Self {
+        Self { action: PUSH_PING_ACTION.to_string() }
+    }
+}
+
+/// The route key of the keep-alive message.
+pub const PUSH_PING_ACTION: &str = "ping";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -258,6 +258,7 @@ fn trigger_name(trigger: Trigger) -> &'static str {
         Trigger::Stream => "stream",
         Trigger::Sqs => "sqs",
         Trigger::Schedule => "schedule",
+        Trigger::Websocket => "websocket",
     }
 }
 
@@ -318,6 +319,13 @@ fn first_event(resources: &Resources, function: &Function) -> serde_json::Value 
         }
         Trigger::Sqs => to_json(&SqsEvent::default()),
         Trigger::Stream => to_json(&StreamEvent::default()),
+        // A `$connect` without a token: refused with 401, a handled request.
+        Trigger::Websocket => {
+            let mut event = aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest::default();
+            event.request_context.route_key = Some("$connect".into());
+            event.request_context.connection_id = Some("bench".into());
+            to_json(&event)
+        }
         Trigger::Schedule => {
             let mut event = CloudWatchEvent::<serde_json::Value>::default();
             event.version = Some("0".into());
@@ -835,6 +843,10 @@ mod tests {
                 Trigger::Schedule => serde_json::from_value::<CloudWatchEvent>(event.clone()).map(|e| {
                     assert_eq!(e.detail_type.as_deref(), Some("Scheduled Event"));
                 }),
+                Trigger::Websocket => {
+                    serde_json::from_value::<aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest>(event.clone())
+                        .map(|e| assert_eq!(e.request_context.route_key.as_deref(), Some("$connect")))
+                }
             };
             assert!(parsed.is_ok(), "{}: {parsed:?}\n{event:#}", function.name);
         }

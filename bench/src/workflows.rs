@@ -200,6 +200,7 @@ impl Fleet {
                 json_logs: false,
                 keep_work_dirs: false,
                 log_cap_bytes: 32 * 1024 * 1024,
+                push: baton_runner::agent::PushSettings::default(),
             };
             let rx = watch_rx.clone();
             agents.push(tokio::spawn(async move {

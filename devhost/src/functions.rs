@@ -80,6 +80,21 @@ impl Functions {
         }
     }
 
+    /// A route of the push socket (`$connect`, `$disconnect`).
+    pub async fn websocket(
+        &self,
+        function: &str,
+        event: aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest,
+    ) -> Result<aws_lambda_events::apigw::ApiGatewayProxyResponse, UnknownFunction> {
+        let handler = async move {
+            match function {
+                "push-connect" => Ok(baton_push_connect::handle(&self.context, event).await),
+                other => Err(UnknownFunction { trigger: "websocket", function: other.to_string() }),
+            }
+        };
+        self.invocations.invoke(function, 0, handler, |r| r.as_ref().ok().map(|r| r.status_code as u16)).await
+    }
+
     pub async fn stream(&self, function: &str, event: StreamEvent) -> Result<DynamoDbEventResponse, UnknownFunction> {
         let records = event.records.len();
         let handler = async move {

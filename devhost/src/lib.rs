@@ -7,6 +7,7 @@ pub mod api;
 pub mod contract;
 pub mod functions;
 pub mod invocations;
+pub mod push;
 pub mod schedule;
 pub mod sqs;
 pub mod stream;
@@ -45,6 +46,9 @@ pub struct HostOptions {
     /// AWS's failures, injected into every AWS request the functions make
     /// (`baton_shared::faults`); `None`: the emulator as it is.
     pub faults: Option<Arc<FaultPlan>>,
+    /// Serve the runners' push socket (default on; `BATON_DEV_PUSH=0` turns
+    /// it off, and runners long-poll as before push existed).
+    pub push: bool,
 }
 
 impl Default for HostOptions {
@@ -55,6 +59,7 @@ impl Default for HostOptions {
             stream_idle_delay: Duration::from_millis(100),
             extra_sqs_functions: HashMap::new(),
             faults: None,
+            push: true,
         }
     }
 }
@@ -80,6 +85,8 @@ pub struct DevHost {
     pub config: Config,
     /// What each function was invoked for so far.
     pub invocations: invocations::Invocations,
+    /// The runners' push socket, when served.
+    pub push: Option<Arc<push::PushGateway>>,
     stop: watch::Sender<()>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -99,7 +106,17 @@ impl DevHost {
         env: &HashMap<String, String>,
         options: HostOptions,
     ) -> Result<Self, HostError> {
-        let config = Config::from_map(env)?;
+        // The listener comes first: the push socket's addresses are its.
+        let listener = tokio::net::TcpListener::bind(options.api_addr)
+            .await
+            .map_err(|e| HostError::Start(format!("binding {}: {e}", options.api_addr)))?;
+        let addr = listener.local_addr().map_err(|e| HostError::Start(e.to_string()))?;
+        let mut env = env.clone();
+        if options.push {
+            env.entry("BATON_PUSH_URL".into()).or_insert_with(|| format!("ws://{addr}{}", push::PUSH_PATH));
+            env.entry("BATON_PUSH_ENDPOINT".into()).or_insert_with(|| format!("http://{addr}{}", push::PUSH_PATH));
+        }
+        let config = Config::from_map(&env)?;
         if let Some(token) = &config.bootstrap_admin_token {
             // As an operator would with a first deploy: the admin token's hash
             // is stored like any other operator token; the secret never is.
@@ -128,14 +145,20 @@ impl DevHost {
                     .map_err(|e| HostError::Start(format!("the OpenAPI document: {e}")))?,
             ),
         });
-        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let push_gateway = options.push.then(|| {
+            Arc::new(push::PushGateway::new(
+                functions.clone(),
+                resources.push.function.clone(),
+                resources.push.keepalive_action.clone(),
+            ))
+        });
+        let mut app = axum::Router::new().fallback(move |req: axum::extract::Request| {
             let gateway = gateway.clone();
             async move { gateway.serve(req).await }
         });
-        let listener = tokio::net::TcpListener::bind(options.api_addr)
-            .await
-            .map_err(|e| HostError::Start(format!("binding {}: {e}", options.api_addr)))?;
-        let addr = listener.local_addr().map_err(|e| HostError::Start(e.to_string()))?;
+        if let Some(push_gateway) = &push_gateway {
+            app = app.merge(push_gateway.clone().router());
+        }
         let mut api_shutdown = shutdown.clone();
         tasks.push(tokio::spawn(async move {
             let served = axum::serve(listener, app)
@@ -199,7 +222,14 @@ impl DevHost {
             tasks.push(tokio::spawn(ticker.run(shutdown.clone())));
         }
 
-        Ok(Self { api_url: format!("http://{addr}"), config, invocations: functions.invocations.clone(), stop, tasks })
+        Ok(Self {
+            api_url: format!("http://{addr}"),
+            config,
+            invocations: functions.invocations.clone(),
+            push: push_gateway,
+            stop,
+            tasks,
+        })
     }
 
     /// Stops every trigger and waits for in-flight work to finish.

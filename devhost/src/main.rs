@@ -132,12 +132,16 @@ async fn run() -> Result<(), String> {
         api_addr: SocketAddr::from(([127, 0, 0, 1], port)),
         sqs_retry_delay: std::time::Duration::from_secs(retry_delay),
         faults: faults.clone(),
+        push: std::env::var("BATON_DEV_PUSH").map_or(true, |v| v != "0"),
         ..HostOptions::default()
     };
     let host = DevHost::start(&clients, &provisioned, &env, options).await.map_err(|e| e.to_string())?;
     println!("Baton dev stack is up (stage {stage}, emulator {endpoint})");
     println!("  API:         {}", host.api_url);
     println!("  Admin token: {admin_token}");
+    if let Some(url) = &host.config.push.url {
+        println!("  Push socket: {url}");
+    }
     println!("  Try:         curl {}/v1/health", host.api_url);
     if let Some(plan) = &faults {
         println!("  Faults:      {plan:?} ({FAULTS_ENV})");

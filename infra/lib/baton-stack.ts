@@ -6,7 +6,8 @@
  * `baton-<stage>-<logical>-dlq`), so the local provisioner's plan and this
  * stack agree (the agreement test proves it). Buckets are the exception to the
  * naming: S3 names are global, so CloudFormation names them and the functions
- * learn the name from their environment.
+ * learn the name from their environment. The push socket (`push`, an API
+ * Gateway WebSocket API) exists on AWS only: the dev host serves its own.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -15,7 +16,11 @@ import * as path from 'node:path';
 import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, StackProps, Tags } from 'aws-cdk-lib';
 import * as apigw from 'aws-cdk-lib/aws-apigateway';
 import * as apigwv2 from 'aws-cdk-lib/aws-apigatewayv2';
-import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import {
+  HttpLambdaIntegration,
+  WebSocketLambdaIntegration,
+  WebSocketMockIntegration,
+} from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -55,6 +60,15 @@ export const VISIBILITY_PER_TIMEOUT = 6;
 
 /** The state machine whose ARN every function gets as `BATON_RUN_STATE_MACHINE_ARN`. */
 export const RUN_STATE_MACHINE = 'run-attempt';
+
+/** The variable that gives every function the push socket's URL (`wss://…`), which `register` hands to runners. */
+export const PUSH_URL_ENV = 'BATON_PUSH_URL';
+
+/** The variable that gives the functions with `push:post` the management endpoint that posts to connections. */
+export const PUSH_ENDPOINT_ENV = 'BATON_PUSH_ENDPOINT';
+
+/** What the gateway answers a keep-alive message with (runners ignore it). */
+export const KEEPALIVE_REPLY = '{"action":"pong"}';
 
 /** The custom metric of the oldest-pending-job alarm (EMF, emitted by the functions). */
 export const PENDING_JOB_METRIC = { namespace: 'Baton', metricName: 'OldestPendingJobAgeSeconds' } as const;
@@ -128,9 +142,9 @@ export interface BatonStackProps extends StackProps {
   readonly logRetentionDays?: number;
   /** Days after which the objects of every bucket (job logs) expire, 1-3650. @default each bucket's `retention_days` */
   readonly bucketRetentionDays?: number;
-  /** Steady-state requests per second of the API's default stage. @default 100 */
+  /** Steady-state requests per second of the API's default stage and of the push socket's stage. @default 100 */
   readonly apiThrottleRateLimit?: number;
-  /** Burst of the API's default stage. @default 200 */
+  /** Burst of the API's default stage and of the push socket's stage. @default 200 */
   readonly apiThrottleBurstLimit?: number;
   /** Log level of the state machines (execution data included). @default "ERROR" */
   readonly stateMachineLogLevel?: StateMachineLogLevel;
@@ -263,6 +277,11 @@ const RETENTION: Record<number, logs.RetentionDays> = {
   365: logs.RetentionDays.ONE_YEAR,
 };
 
+/** The ARN `push:post` is scoped to: POST on every connection of one stage of the push API. */
+export function pushConnectionsArn(stack: Stack, apiId: string, stageName: string): string {
+  return stack.formatArn({ service: 'execute-api', resource: apiId, resourceName: `${stageName}/POST/@connections/*` });
+}
+
 let placeholderAsset: string | undefined;
 
 /** An empty asset directory standing in for a crate that does not exist yet. */
@@ -282,6 +301,9 @@ export class BatonStack extends Stack {
   readonly bus: events.EventBus;
   readonly api: apigwv2.HttpApi;
   readonly apiStage: apigwv2.HttpStage;
+  /** The push socket (`push` in resources.json). */
+  readonly pushApi: apigwv2.WebSocketApi;
+  readonly pushStage: apigwv2.WebSocketStage;
   /** Logical name → function. */
   readonly functions = new Map<string, lambda.Function>();
   /** Logical queue name (subscriber or task queue) → queue and DLQ. */
@@ -331,7 +353,9 @@ export class BatonStack extends Stack {
         indexName: gsi.name,
         partitionKey: { name: gsi.partition_key.name, type: attributeType(gsi.partition_key.type) },
         sortKey: { name: gsi.sort_key.name, type: attributeType(gsi.sort_key.type) },
-        projectionType: dynamodb.ProjectionType.ALL,
+        // KEYS_ONLY where a query needs the keys only: every write of an
+        // indexed item is billed again on the index, by what it copies.
+        projectionType: gsi.projection === 'KEYS_ONLY' ? dynamodb.ProjectionType.KEYS_ONLY : dynamodb.ProjectionType.ALL,
       });
     }
 
@@ -402,6 +426,26 @@ export class BatonStack extends Stack {
       this.stateMachines.set(m.name, this.buildStateMachine(m.name, m.definition, m.queue_substitutions, machineDir));
     }
 
+    // ---- the push socket, before the functions (they get its URLs); its
+    // routes come after them. Functions → API is the only direction of
+    // reference: the API itself names no function (the routes, integrations
+    // and invoke permission do), so there is no cycle.
+    const push = this.resources.push;
+    this.pushApi = new apigwv2.WebSocketApi(this, 'PushApi', {
+      apiName: naming.physical(push.name),
+      description: `Baton push socket for runners (${cfg.stage})`,
+      routeSelectionExpression: '$request.body.action',
+    });
+    // Named after the stage: the URLs end in /<stage>. No access logs: a
+    // WebSocket stage logs only through the account-wide API Gateway
+    // CloudWatch role, which this stack does not own.
+    this.pushStage = new apigwv2.WebSocketStage(this, 'PushStage', {
+      webSocketApi: this.pushApi,
+      stageName: cfg.stage,
+      autoDeploy: true,
+      throttle: { rateLimit: cfg.apiThrottleRateLimit, burstLimit: cfg.apiThrottleBurstLimit },
+    });
+
     // ---- functions
     const env: Record<string, string> = {
       BATON_TABLE: this.table.tableName,
@@ -414,13 +458,15 @@ export class BatonStack extends Stack {
       BATON_SESSION_TTL_S: String(cfg.sessionTtlS),
       BATON_POLL_INTERVAL_S: String(cfg.pollIntervalS),
       RUST_LOG: cfg.logLevel,
+      // Read by register (it hands the URL to runners); harmless elsewhere.
+      [PUSH_URL_ENV]: this.pushStage.url,
     };
     const runMachine = this.stateMachines.get(RUN_STATE_MACHINE);
     if (runMachine) {
       env.BATON_RUN_STATE_MACHINE_ARN = runMachine.stateMachineArn;
     }
     for (const b of allBuckets(this.resources)) {
-      if (b.env in env) {
+      if (b.env in env || b.env === PUSH_ENDPOINT_ENV) {
         throw new Error(`bucket ${b.name}: env ${b.env} is already one of the functions' configuration variables`);
       }
       env[b.env] = this.bucket(b.name).bucketName;
@@ -440,6 +486,11 @@ export class BatonStack extends Stack {
           continue;
         }
         this.grant(f, p);
+        // Only a function that may post learns where to: without the
+        // variable its Pusher is disabled instead of failing on AccessDenied.
+        if (p.kind === 'push:post') {
+          f.addEnvironment(PUSH_ENDPOINT_ENV, this.pushStage.callbackUrl);
+        }
       }
     }
     for (const m of this.resources.state_machines) {
@@ -574,6 +625,32 @@ export class BatonStack extends Stack {
       });
     }
 
+    // ---- the push socket's routes: $connect / $disconnect invoke the push
+    // function (proxy: its answer, e.g. 401, decides the upgrade); the
+    // keep-alive message is answered by the gateway (MOCK), so an idle
+    // socket kept open costs no invocation.
+    const pushIntegration = new WebSocketLambdaIntegration('PushIntegration', this.fn(push.function));
+    this.pushApi.addRoute('$connect', { integration: pushIntegration });
+    this.pushApi.addRoute('$disconnect', { integration: pushIntegration });
+    const keepalive = this.pushApi.addRoute(push.keepalive_action, {
+      integration: new WebSocketMockIntegration('PushKeepaliveIntegration', {
+        // A MOCK integration answers with the status code its request template
+        // yields; the integration response below turns it into the reply.
+        requestTemplates: { $default: '{"statusCode": 200}' },
+        templateSelectionExpression: '\\$default',
+      }),
+      // A route response: the gateway replies on the socket.
+      returnResponse: true,
+    });
+    const keepaliveIntegration = keepalive.node.findChild('PushKeepaliveIntegration') as apigwv2.WebSocketIntegration;
+    new apigwv2.CfnIntegrationResponse(this, 'PushKeepaliveIntegrationResponse', {
+      apiId: this.pushApi.apiId,
+      integrationId: keepaliveIntegration.integrationId,
+      integrationResponseKey: '$default',
+      responseTemplates: { $default: KEEPALIVE_REPLY },
+      templateSelectionExpression: '\\$default',
+    });
+
     // ---- alarms
     for (const [name, { dlq }] of this.queues) {
       this.alarm(`AlarmDlq${pascal(name)}`, {
@@ -613,6 +690,16 @@ export class BatonStack extends Stack {
         threshold: 1,
       });
     }
+    // ExecutionError: the gateway could not call an integration (invoke
+    // permission, throttled or failed invocation, bad mock). Not
+    // IntegrationError: it also counts every 401 the push function answers
+    // a bad token with, which is the client's error.
+    this.alarm('AlarmPushExecutionErrors', {
+      alarmName: `${naming.physical(push.name)}-execution-errors`,
+      alarmDescription: `The push socket ${naming.physical(push.name)} failed to call its integrations (runners fall back to their safety poll)`,
+      metric: this.pushStage.metric('ExecutionError', { period: Duration.minutes(5), statistic: 'Sum' }),
+      threshold: 1,
+    });
     this.alarm('AlarmOldestPendingJob', {
       alarmName: `${naming.prefix}oldest-pending-job-age`,
       alarmDescription: `A job has been pending for more than ${cfg.pendingJobAgeAlarmS} s (no runner claimed it)`,
@@ -628,6 +715,11 @@ export class BatonStack extends Stack {
 
     // ---- outputs
     new CfnOutput(this, 'ApiUrl', { value: this.apiStage.url, description: 'Base URL of the HTTP API' });
+    new CfnOutput(this, 'PushUrl', { value: this.pushStage.url, description: 'WebSocket URL of the push socket (runners connect to it)' });
+    new CfnOutput(this, 'PushCallbackUrl', {
+      value: this.pushStage.callbackUrl,
+      description: 'Management endpoint of the push socket (posts to its connections)',
+    });
     new CfnOutput(this, 'TableName', { value: this.table.tableName });
     new CfnOutput(this, 'BusName', { value: this.bus.eventBusName });
     for (const [name, b] of this.buckets) {
@@ -885,6 +977,16 @@ export class BatonStack extends Stack {
         // ListObjectsV2 is authorized on the bucket, not on keys; every key
         // of the bucket is under logs/ anyway.
         iam.Grant.addToPrincipal({ grantee, actions: ['s3:ListBucket'], resourceArns: [this.bucket(LOGS_BUCKET).bucketArn] });
+        return;
+      // Not grantManageConnections (every stage) nor grantManagementApiAccess:
+      // both allow every method, GET and DELETE of a connection too; the
+      // functions only post (PostToConnection is POST), on this stage.
+      case 'push:post':
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['execute-api:ManageConnections'],
+          resourceArns: [pushConnectionsArn(this, this.pushApi.apiId, this.pushStage.stageName)],
+        });
         return;
     }
   }

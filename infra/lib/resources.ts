@@ -11,12 +11,13 @@
  * services other than their task queues.
  *
  * `buckets` is optional on both sides (serde `default`): a file without it
- * has no buckets.
+ * has no buckets. `push` is required on both sides.
  */
 import * as fs from 'node:fs';
 
-export type Trigger = 'http' | 'stream' | 'sqs' | 'schedule';
-export const TRIGGERS: readonly Trigger[] = ['http', 'stream', 'sqs', 'schedule'];
+/** `websocket`: the `$connect` / `$disconnect` routes of the push socket (`push.function`). */
+export type Trigger = 'http' | 'stream' | 'sqs' | 'schedule' | 'websocket';
+export const TRIGGERS: readonly Trigger[] = ['http', 'stream', 'sqs', 'schedule', 'websocket'];
 
 export interface KeyAttribute {
   readonly name: string;
@@ -24,10 +25,16 @@ export interface KeyAttribute {
   readonly type: 'S' | 'N';
 }
 
+/** What an index copies of an item (`ProjectionType`). */
+export type GsiProjection = 'ALL' | 'KEYS_ONLY';
+export const GSI_PROJECTIONS: readonly GsiProjection[] = ['ALL', 'KEYS_ONLY'];
+
 export interface GsiSpec {
   readonly name: string;
   readonly partition_key: KeyAttribute;
   readonly sort_key: KeyAttribute;
+  /** Absent means `ALL`, as the serde default of the Rust side. */
+  readonly projection?: GsiProjection;
 }
 
 export interface TableSpec {
@@ -62,6 +69,19 @@ export const LOGS_BUCKET = 'logs';
  * `shared/src/logs.rs`).
  */
 export const LOGS_KEY_PATTERN = 'logs/*';
+
+/**
+ * The runners' push socket: an API Gateway WebSocket API whose `$connect` and
+ * `$disconnect` routes invoke `function` (trigger `websocket`), and whose
+ * `keepalive_action` route the gateway answers itself.
+ */
+export interface PushSpec {
+  /** Logical name; the API is named `baton-<stage>-<name>`. */
+  readonly name: string;
+  readonly function: string;
+  /** The `action` of the keep-alive message (route selection is `$request.body.action`). */
+  readonly keepalive_action: string;
+}
 
 export interface FunctionSpec {
   readonly name: string;
@@ -116,6 +136,7 @@ export interface Resources {
   readonly buckets?: readonly BucketSpec[];
   readonly functions: readonly FunctionSpec[];
   readonly routes: readonly RouteSpec[];
+  readonly push: PushSpec;
   readonly subscribers: readonly SubscriberSpec[];
   readonly task_queues: readonly TaskQueueSpec[];
   readonly schedules: readonly ScheduleSpec[];
@@ -143,6 +164,7 @@ export interface Resources {
  * | `queue:list`            | `sqs:ListQueues`                                                         |
  * | `logs:write`            | `s3:PutObject` on `logs/*` of the `logs` bucket (presigned uploads)      |
  * | `logs:read`             | `s3:GetObject` on `logs/*` of the `logs` bucket, `s3:ListBucket` on it   |
+ * | `push:post`             | `execute-api:ManageConnections` on `POST @connections/*` of the push API |
  */
 export type Permission =
   | { readonly kind: 'table:read' }
@@ -159,7 +181,8 @@ export type Permission =
   | { readonly kind: 'queue:send'; readonly queue: string }
   | { readonly kind: 'queue:list' }
   | { readonly kind: 'logs:write' }
-  | { readonly kind: 'logs:read' };
+  | { readonly kind: 'logs:read' }
+  | { readonly kind: 'push:post' };
 
 const SIMPLE = new Set([
   'table:read',
@@ -174,6 +197,7 @@ const SIMPLE = new Set([
   'states:read',
   'logs:write',
   'logs:read',
+  'push:post',
 ]);
 
 /** Parses one permission string; throws on anything outside the vocabulary. */
@@ -199,7 +223,7 @@ export function parsePermission(raw: string): Permission {
   throw new Error(
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
-      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read',
+      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, push:post',
   );
 }
 
@@ -257,6 +281,11 @@ export function validateResources(r: Resources): string[] {
   const machines = names(r.state_machines, 'state machine');
   names(r.schedules, 'schedule');
   const buckets = validateBuckets(r);
+  for (const gsi of r.table.global_secondary_indexes) {
+    if (gsi.projection !== undefined && !GSI_PROJECTIONS.includes(gsi.projection)) {
+      fail(`index ${gsi.name}: projection ${JSON.stringify(gsi.projection)} must be one of ${GSI_PROJECTIONS.join(', ')} (absent means ALL)`);
+    }
+  }
 
   const byName = new Map(r.functions.map((f) => [f.name, f]));
   const mustBe = (fnName: string, trigger: Trigger, what: string) => {
@@ -301,6 +330,8 @@ export function validateResources(r: Resources): string[] {
     routes.add(key);
   }
 
+  validatePush(r, mustBe);
+
   for (const q of allQueues(r)) {
     const what = `queue ${q.name}`;
     mustBe(q.function, 'sqs', what);
@@ -341,13 +372,42 @@ export function validateResources(r: Resources): string[] {
           ? allQueues(r).some((x) => x.function === fn.name)
           : fn.trigger === 'schedule'
             ? r.schedules.some((x) => x.function === fn.name)
-            : true;
+            : fn.trigger === 'websocket'
+              ? r.push.function === fn.name
+              : true;
     if (!fed) {
       warnings.push(`function ${fn.name} (trigger ${fn.trigger}) has nothing that triggers it yet`);
     }
   }
   positiveInt(r.bus.archive_retention_days, 'bus.archive_retention_days', 36_500);
   return warnings;
+}
+
+/**
+ * The push socket: one API, whose `$connect` / `$disconnect` function is the
+ * one `websocket` function (a second one would have no route), and a
+ * keep-alive action that is a plain route key (`$…` keys are API Gateway's).
+ */
+function validatePush(r: Resources, mustBe: (fnName: string, trigger: Trigger, what: string) => void): void {
+  const push = r.push;
+  if (typeof push !== 'object' || push === null || Array.isArray(push)) {
+    fail('push is missing or not an object (the Rust side requires it too)');
+  }
+  if (typeof push.name !== 'string' || !/^[a-z0-9][a-z0-9_-]*$/.test(push.name)) {
+    fail(`push name ${JSON.stringify(push.name)} must be lower-case letters, digits, '-' and '_'`);
+  }
+  mustBe(push.function, 'websocket', 'push');
+  if (typeof push.keepalive_action !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(push.keepalive_action)) {
+    fail(
+      `push: keepalive_action ${JSON.stringify(push.keepalive_action)} must be 1-64 letters, digits, '_', '.' and '-', ` +
+        "not starting with '$' ($connect, $disconnect and $default are API Gateway's route keys)",
+    );
+  }
+  for (const fn of r.functions) {
+    if (fn.trigger === 'websocket' && fn.name !== push.function) {
+      fail(`function ${fn.name}: trigger websocket, but push.function is ${push.function} (the push socket has one function)`);
+    }
+  }
 }
 
 /** Bucket names become part of S3 bucket names locally: `baton-<stage>-<name>`, at most 63 characters. */

@@ -70,6 +70,10 @@ const CALLBACK = ['states:SendTaskSuccess', 'states:SendTaskFailure', 'states:Se
 /** The ARN of a bucket's objects under `logs/` (every key the functions write). */
 const logsObjects = (bucketId: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/logs/*']] });
 const bucketArn = (bucketId: string) => ({ 'Fn::GetAtt': [bucketId, 'Arn'] });
+/** POST on every connection of the push API's stage "test" (PostToConnection), in the test env's region and account. */
+const pushConnections = (apiId: string) => ({
+  'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':execute-api:us-east-1:123456789012:', { Ref: apiId }, '/test/POST/@connections/*']],
+});
 
 class Ids {
   constructor(
@@ -91,6 +95,10 @@ class Ids {
 
   queue(name: string): string {
     return this.t.queueNamed(naming.physical(name));
+  }
+
+  get pushApi(): string {
+    return this.t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(this.r.push.name))[0];
   }
 
   bucket(name: string): string {
@@ -152,6 +160,19 @@ function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
         { why: raw, actions: ['s3:GetObject'], on: [logs], exactly: [logsObjects(logs)], required: ['s3:GetObject'] },
         // ListBucket is a bucket-level action: its resource is the bucket itself.
         { why: raw, actions: ['s3:ListBucket'], on: [logs], exactly: [bucketArn(logs)], required: ['s3:ListBucket'] },
+      ];
+    }
+    case 'push:post': {
+      // ManageConnections only, POST only (no GET or DELETE of a connection), this stage only.
+      const api = ids.pushApi;
+      return [
+        {
+          why: raw,
+          actions: ['execute-api:ManageConnections'],
+          on: [api],
+          exactly: [pushConnections(api)],
+          required: ['execute-api:ManageConnections'],
+        },
       ];
     }
     default:
@@ -325,5 +346,33 @@ describe('least privilege audit', () => {
     put.statement.Action = asArray<string>(put.statement.Action).filter((a) => a !== 's3:PutObject');
     const missing = audit(t, roleId, all, declared, (a) => a in WILDCARD_EXCEPTIONS);
     assert.ok(missing.includes('logs:write is declared but s3:PutObject is not granted'), JSON.stringify(missing));
+  });
+
+  it('catches ManageConnections without push:post, widened beyond POST on the stage, and missing', () => {
+    const v = VARIANTS[1];
+    const poster = v.resources.functions.find((f) => (f.permissions ?? []).includes('push:post'))!;
+    const json = JSON.parse(JSON.stringify(synthVariant(v).json));
+    const t = new TemplateView(json);
+    const roleId = t.target(t.get(t.functionNamed(naming.physical(poster.name))).Properties?.Role, 'Arn');
+    const { declared, all } = functionAllowances(poster, t, v.resources);
+    const check = (allowances: Allowance[], required: Allowance[]) => audit(t, roleId, allowances, required, (a) => a in WILDCARD_EXCEPTIONS);
+    assert.deepEqual(check(all, declared), []);
+    // The same role, had the function not declared push:post.
+    const without = functionAllowances({ ...poster, permissions: poster.permissions!.filter((p) => p !== 'push:post') }, t, v.resources);
+    const undeclared = check(without.all, without.declared);
+    assert.ok(undeclared.some((p) => p.includes('execute-api:ManageConnections')), JSON.stringify(undeclared));
+    // Every method (GET, DELETE) and every stage, as grantManageConnections would.
+    const manage = t
+      .roleStatements(roleId)
+      .find(({ statement }) => asArray<string>(statement.Action).includes('execute-api:ManageConnections'))!;
+    const original = JSON.stringify(manage.statement.Resource);
+    manage.statement.Resource = JSON.parse(original.replace('/test/POST/@connections/*', '/*/*/@connections/*'));
+    const widened = check(all, declared);
+    assert.ok(widened.some((p) => p.includes('execute-api:ManageConnections') && p.includes('/*/*/@connections/*')), JSON.stringify(widened));
+    // Dropped: the declared push:post is then not granted.
+    manage.statement.Resource = JSON.parse(original);
+    manage.statement.Action = asArray<string>(manage.statement.Action).filter((a) => a !== 'execute-api:ManageConnections');
+    const missing = check(all, declared);
+    assert.ok(missing.includes('push:post is declared but execute-api:ManageConnections is not granted'), JSON.stringify(missing));
   });
 });

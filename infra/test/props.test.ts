@@ -68,6 +68,14 @@ describe('stack props', () => {
       build({ resources, stateMachineDir: FIXTURE.stateMachineDir }),
       /bucket logs: env BATON_TABLE is already one of the functions' configuration variables/,
     );
+    // The push variables too, including the one only push:post functions get.
+    for (const env of ['BATON_PUSH_URL', 'BATON_PUSH_ENDPOINT']) {
+      const clash = { ...FIXTURE.resources, buckets: [{ name: 'logs', retention_days: 7, env }] };
+      assert.throws(
+        build({ resources: clash, stateMachineDir: FIXTURE.stateMachineDir }),
+        new RegExp(`bucket logs: env ${env} is already one of the functions' configuration variables`),
+      );
+    }
   });
 
   it('throws when the lease is shorter than 3 heartbeats', () => {
@@ -91,7 +99,8 @@ describe('stack props', () => {
   it('refuses to build a function whose crate is missing, unless placeholders are allowed', () => {
     const resources = {
       ...REAL.resources,
-      functions: [{ name: 'no-such-crate', trigger: 'schedule' as const }],
+      // The push socket's function stays: resources.json requires a push socket.
+      functions: [{ name: 'no-such-crate', trigger: 'schedule' as const }, { name: REAL.resources.push.function, trigger: 'websocket' as const }],
       routes: [],
       subscribers: [],
       task_queues: [],

@@ -57,6 +57,40 @@ describe('resources.json', () => {
     bad((r) => r.task_queues.push({ ...r.task_queues[0], name: 'orchestrate' }), /duplicate queue/);
   });
 
+  it('validates the push socket: its function is the one websocket function, its keep-alive a plain route key', () => {
+    const bad = (mutate: (r: any) => void, message: RegExp) => {
+      const r = clone(FIXTURE.resources);
+      mutate(r);
+      assert.throws(() => validateResources(r), message);
+    };
+    bad((r) => delete r.push, /push is missing/);
+    bad((r) => (r.push = []), /push is missing or not an object/);
+    bad((r) => (r.push.function = 'nope'), /push → unknown function nope/);
+    bad((r) => (r.push.function = 'health'), /push → function health whose trigger is http, not websocket/);
+    bad((r) => r.functions.push({ name: 'another-socket', trigger: 'websocket' }), /function another-socket: trigger websocket, but push.function is runner-socket/);
+    bad((r) => (r.routes[0].function = 'runner-socket'), /trigger is websocket, not http/);
+    bad((r) => (r.push.name = 'Push'), /push name "Push" must be lower-case/);
+    for (const action of ['', '$default', '$connect', 'a b', 'x'.repeat(65), 7]) {
+      bad((r) => (r.push.keepalive_action = action), /push: keepalive_action .* must be 1-64 letters/);
+    }
+    bad((r) => (r.functions[0].permissions = ['push:post:runner-push']), /unknown permission "push:post:runner-push"/);
+    // A websocket function is triggered by the socket: no warning.
+    assert.deepEqual(validateResources(clone(FIXTURE.resources)), []);
+    assert.equal(REAL.resources.functions.find((f) => f.name === REAL.resources.push.function)?.trigger, 'websocket');
+  });
+
+  it('validates index projections: ALL or KEYS_ONLY, absent meaning ALL', () => {
+    for (const projection of ['INCLUDE', 'keys_only', '', null]) {
+      const r = clone(FIXTURE.resources);
+      r.table.global_secondary_indexes[0].projection = projection;
+      assert.throws(() => validateResources(r), /index leases-by-expiry: projection .* must be one of ALL, KEYS_ONLY/, String(projection));
+    }
+    const r = clone(FIXTURE.resources);
+    delete r.table.global_secondary_indexes[0].projection;
+    assert.deepEqual(validateResources(r), []);
+    assert.equal(REAL.resources.table.global_secondary_indexes.find((g) => g.name === 'leases-by-expiry')?.projection, 'KEYS_ONLY');
+  });
+
   it('validates buckets: names, retention, variables', () => {
     const bad = (mutate: (r: any) => void, message: RegExp) => {
       const r = clone(FIXTURE.resources);
@@ -134,6 +168,9 @@ describe('resources.json', () => {
     assert.deepEqual(parsePermission('queue:send:enqueue'), { kind: 'queue:send', queue: 'enqueue' });
     assert.deepEqual(parsePermission('logs:write'), { kind: 'logs:write' });
     assert.deepEqual(parsePermission('logs:read'), { kind: 'logs:read' });
+    assert.deepEqual(parsePermission('push:post'), { kind: 'push:post' });
+    assert.throws(() => parsePermission('push:*'), /unknown permission/);
+    assert.throws(() => parsePermission('push:manage'), /unknown permission/);
     assert.throws(() => parsePermission('logs:delete'), /unknown permission/);
     assert.throws(() => parsePermission('logs:write:logs'), /unknown permission/);
     assert.throws(() => parsePermission('queue:send:'), /unknown permission/);

@@ -8,11 +8,11 @@ import { describe, it } from 'node:test';
 
 import { Match } from 'aws-cdk-lib/assertions';
 
-import { PENDING_JOB_METRIC, RUN_STATE_MACHINE } from '../lib/baton-stack';
+import { KEEPALIVE_REPLY, PENDING_JOB_METRIC, RUN_STATE_MACHINE } from '../lib/baton-stack';
 import { Naming, Resources, allBuckets, allQueues, placeholders } from '../lib/resources';
 import { synth } from '../lib/testing/synth';
 import { TemplateView, asArray } from '../lib/testing/template';
-import { FIXTURE, VARIANTS, readDefinition, synthVariant } from '../lib/testing/variants';
+import { FIXTURE, REAL, VARIANTS, readDefinition, synthVariant } from '../lib/testing/variants';
 
 const naming = new Naming('test');
 
@@ -27,7 +27,24 @@ const ENV_KEYS = [
   'BATON_SESSION_TTL_S',
   'BATON_POLL_INTERVAL_S',
   'RUST_LOG',
+  'BATON_PUSH_URL',
 ];
+
+/** The URLs of the push socket's stage, as deployed (see `TemplateView.render`). */
+const pushUrl = (apiId: string) => `wss://{${apiId}}.execute-api.us-east-1.amazonaws.com/test`;
+const pushEndpoint = (apiId: string) => `https://{${apiId}}.execute-api.us-east-1.amazonaws.com/test`;
+/** The URI a WebSocket Lambda integration invokes a function through. */
+const invocationsUri = (fnId: string) => `arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/{${fnId}.Arn}/invocations`;
+
+/** The route whose target is an integration, and that integration. */
+function routeIntegration(t: TemplateView, route: Record<string, any>): [string, Record<string, any>] {
+  const target = route.Properties!.Target as { 'Fn::Join': [string, [string, { Ref: string }]] };
+  assert.equal(target['Fn::Join'][1][0], 'integrations/');
+  const id = target['Fn::Join'][1][1].Ref;
+  const integration = t.get(id);
+  assert.equal(integration.Type, 'AWS::ApiGatewayV2::Integration');
+  return [id, integration];
+}
 
 for (const v of VARIANTS) {
   describe(`stack from ${v.label}`, () => {
@@ -35,7 +52,7 @@ for (const v of VARIANTS) {
     const t = new TemplateView(json);
     const r = v.resources;
 
-    it('has the table: keys, GSIs (ALL projection), stream, TTL, PITR, on-demand, deletion protection', () => {
+    it('has the table: keys, GSIs (projection ALL unless KEYS_ONLY), stream, TTL, PITR, on-demand, deletion protection', () => {
       const [, table] = t.byProp('AWS::DynamoDB::Table', 'TableName', naming.physical(r.table.name));
       const p = table.Properties!;
       assert.deepEqual(p.KeySchema, [
@@ -62,7 +79,7 @@ for (const v of VARIANTS) {
           { AttributeName: gsi.partition_key.name, KeyType: 'HASH' },
           { AttributeName: gsi.sort_key.name, KeyType: 'RANGE' },
         ]);
-        assert.deepEqual(found.Projection, { ProjectionType: 'ALL' });
+        assert.deepEqual(found.Projection, { ProjectionType: gsi.projection ?? 'ALL' }, `GSI ${gsi.name} projection`);
         assert.equal(attributes.get(gsi.partition_key.name), gsi.partition_key.type);
         assert.equal(attributes.get(gsi.sort_key.name), gsi.sort_key.type);
       }
@@ -124,6 +141,7 @@ for (const v of VARIANTS) {
     });
 
     it('builds one arm64 provided.al2023 function per entry, named baton-test-<name>, with the whole configuration', () => {
+      const [pushApiId] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(r.push.name));
       const functions = t.ofType('AWS::Lambda::Function');
       assert.equal(functions.length, r.functions.length);
       const machines = t.ofType('AWS::StepFunctions::StateMachine');
@@ -146,6 +164,7 @@ for (const v of VARIANTS) {
         assert.equal(vars.BATON_SESSION_TTL_S, '3600');
         assert.equal(vars.BATON_POLL_INTERVAL_S, '5');
         assert.equal(vars.RUST_LOG, 'info');
+        assert.equal(t.render(vars.BATON_PUSH_URL), pushUrl(pushApiId));
         assert.equal(t.get(t.target(vars.BATON_TABLE)).Type, 'AWS::DynamoDB::Table');
         assert.equal(t.get(t.target(vars.BATON_BUS)).Type, 'AWS::Events::EventBus');
         if (run) {
@@ -167,14 +186,14 @@ for (const v of VARIANTS) {
     });
 
     it('routes every resources.json route to its function (Lambda proxy, payload 2.0)', () => {
-      const routes = t.ofType('AWS::ApiGatewayV2::Route');
+      const [apiId, api] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical('api'));
+      assert.equal(api.Properties?.ProtocolType, 'HTTP');
+      const routes = t.ofType('AWS::ApiGatewayV2::Route').filter(([, x]) => t.target(x.Properties?.ApiId) === apiId);
       assert.equal(routes.length, r.routes.length);
       for (const route of r.routes) {
         const [, rt] = t.byProp('AWS::ApiGatewayV2::Route', 'RouteKey', `${route.method} ${route.path}`);
-        const target = rt.Properties!.Target as { 'Fn::Join': [string, [string, { Ref: string }]] };
-        assert.equal(target['Fn::Join'][1][0], 'integrations/');
-        const integration = t.get(target['Fn::Join'][1][1].Ref);
-        assert.equal(integration.Type, 'AWS::ApiGatewayV2::Integration');
+        assert.deepEqual(rt.Properties?.ApiId, { Ref: apiId });
+        const [, integration] = routeIntegration(t, rt);
         assert.equal(integration.Properties?.IntegrationType, 'AWS_PROXY');
         assert.equal(integration.Properties?.PayloadFormatVersion, '2.0');
         const fnId = t.target(integration.Properties?.IntegrationUri, 'Arn');
@@ -194,7 +213,96 @@ for (const v of VARIANTS) {
         DefaultRouteSettings: { ThrottlingRateLimit: 100, ThrottlingBurstLimit: 200 },
         AccessLogSettings: { DestinationArn: Match.anyValue(), Format: Match.stringLikeRegexp('"requestId":"\\$context.requestId"') },
       });
-      template.resourceCountIs('AWS::ApiGatewayV2::Stage', 1);
+      // One for the HTTP API, one for the push socket.
+      template.resourceCountIs('AWS::ApiGatewayV2::Stage', 2);
+    });
+
+    it('has the push socket: a WebSocket API selecting on body.action, a stage named after the stage with auto-deploy', () => {
+      const [apiId, api] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(r.push.name));
+      assert.equal(api.Properties?.ProtocolType, 'WEBSOCKET');
+      assert.equal(api.Properties?.RouteSelectionExpression, '$request.body.action');
+      assert.equal(t.ofType('AWS::ApiGatewayV2::Api').length, 2, 'the HTTP API and the push socket');
+      const stages = t.ofType('AWS::ApiGatewayV2::Stage').filter(([, x]) => t.target(x.Properties?.ApiId) === apiId);
+      assert.equal(stages.length, 1);
+      assert.equal(stages[0][1].Properties?.StageName, 'test');
+      assert.equal(stages[0][1].Properties?.AutoDeploy, true);
+    });
+
+    it('routes $connect and $disconnect to the push function (Lambda proxy) and answers the keep-alive without any Lambda (MOCK)', () => {
+      const [apiId] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(r.push.name));
+      const fnId = t.functionNamed(naming.physical(r.push.function));
+      const routes = new Map(
+        t
+          .ofType('AWS::ApiGatewayV2::Route')
+          .filter(([, x]) => t.target(x.Properties?.ApiId) === apiId)
+          .map(([id, x]) => [x.Properties?.RouteKey as string, [id, x] as const]),
+      );
+      assert.deepEqual([...routes.keys()].sort(), ['$connect', '$disconnect', r.push.keepalive_action].sort());
+      for (const key of ['$connect', '$disconnect']) {
+        const [, integration] = routeIntegration(t, routes.get(key)![1]);
+        assert.equal(integration.Properties?.IntegrationType, 'AWS_PROXY', key);
+        assert.equal(t.render(integration.Properties?.IntegrationUri), invocationsUri(fnId), key);
+        // API Gateway may invoke the function, for this route of this API only.
+        const permissions = t
+          .ofType('AWS::Lambda::Permission')
+          .filter(([, p]) => t.refs(p.Properties?.FunctionName).has(fnId) && p.Properties?.Principal === 'apigateway.amazonaws.com');
+        assert.ok(
+          permissions.some(([, p]) => t.render(p.Properties?.SourceArn) === `arn:aws:execute-api:us-east-1:123456789012:{${apiId}}/*${key}`),
+          `no invoke permission for ${key}`,
+        );
+      }
+      // Only the socket's routes invoke the push function: no HTTP route, queue or schedule does.
+      assert.equal(t.ofType('AWS::Lambda::EventSourceMapping').filter(([, m]) => t.refs(m.Properties?.FunctionName).has(fnId)).length, 0);
+      assert.ok(
+        t.ofType('AWS::Lambda::Permission').every(
+          ([, p]) => !t.refs(p.Properties?.FunctionName).has(fnId) || t.refs(p.Properties?.SourceArn).has(apiId),
+        ),
+        'the push function is invoked by its socket only',
+      );
+
+      const [routeId, route] = routes.get(r.push.keepalive_action)!;
+      const [integrationId, integration] = routeIntegration(t, route);
+      assert.equal(integration.Properties?.IntegrationType, 'MOCK');
+      assert.equal(t.refs(integration.Properties).size, 1, 'the mock names its API and nothing else (no function)');
+      assert.deepEqual(integration.Properties?.RequestTemplates, { $default: '{"statusCode": 200}' });
+      // It answers: a route response, and an integration response with the reply.
+      assert.equal(route.Properties?.RouteResponseSelectionExpression, '$default');
+      template.hasResourceProperties('AWS::ApiGatewayV2::RouteResponse', {
+        ApiId: { Ref: apiId },
+        RouteId: { Ref: routeId },
+        RouteResponseKey: '$default',
+      });
+      template.hasResourceProperties('AWS::ApiGatewayV2::IntegrationResponse', {
+        ApiId: { Ref: apiId },
+        IntegrationId: { Ref: integrationId },
+        IntegrationResponseKey: '$default',
+        ResponseTemplates: { $default: KEEPALIVE_REPLY },
+      });
+    });
+
+    it('gives BATON_PUSH_ENDPOINT (the https callback URL) and ManageConnections to the push:post functions, and to no other', () => {
+      const [apiId] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(r.push.name));
+      const posters = r.functions.filter((f) => (f.permissions ?? []).includes('push:post')).map((f) => f.name);
+      assert.ok(posters.length > 0, 'some function posts');
+      for (const fn of r.functions) {
+        const f = t.get(t.functionNamed(naming.physical(fn.name)));
+        const vars = f.Properties?.Environment.Variables;
+        const roleId = t.target(f.Properties?.Role, 'Arn');
+        const manages = t
+          .roleStatements(roleId)
+          .filter(({ statement }) => asArray<string>(statement.Action).includes('execute-api:ManageConnections'));
+        if (posters.includes(fn.name)) {
+          assert.equal(t.render(vars.BATON_PUSH_ENDPOINT), pushEndpoint(apiId), fn.name);
+          assert.deepEqual(
+            manages.map(({ statement }) => t.render(statement.Resource)),
+            [`arn:aws:execute-api:us-east-1:123456789012:{${apiId}}/test/POST/@connections/*`],
+            fn.name,
+          );
+        } else {
+          assert.ok(!('BATON_PUSH_ENDPOINT' in vars), `${fn.name} has BATON_PUSH_ENDPOINT without push:post`);
+          assert.deepEqual(manages, [], `${fn.name} may manage connections without push:post`);
+        }
+      }
     });
 
     it('routes each subscriber: rule (name, pattern, bus) → queue with DLQ redrive → function, and alarms on the DLQ', () => {
@@ -342,7 +450,7 @@ for (const v of VARIANTS) {
       }
     });
 
-    it('alarms on every function’s Errors and Throttles, and on the oldest pending job', () => {
+    it('alarms on every function’s Errors and Throttles (the push function’s too), the push socket’s ExecutionError and the oldest pending job', () => {
       for (const fn of r.functions) {
         const fnId = t.functionNamed(naming.physical(fn.name));
         for (const metric of ['Errors', 'Throttles']) {
@@ -356,6 +464,20 @@ for (const v of VARIANTS) {
           });
         }
       }
+      const [pushApiId] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(r.push.name));
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        AlarmName: `${naming.physical(r.push.name)}-execution-errors`,
+        Namespace: 'AWS/ApiGateway',
+        MetricName: 'ExecutionError',
+        Dimensions: [
+          { Name: 'ApiId', Value: { Ref: pushApiId } },
+          { Name: 'Stage', Value: 'test' },
+        ],
+        Statistic: 'Sum',
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+      });
       template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: PENDING_JOB_METRIC.namespace,
         MetricName: PENDING_JOB_METRIC.metricName,
@@ -365,11 +487,14 @@ for (const v of VARIANTS) {
       });
     });
 
-    it('outputs the API URL, table, bus, state machine ARNs and DLQ names', () => {
+    it('outputs the API URL, the push socket URLs, table, bus, state machine ARNs and DLQ names', () => {
       const outputs = json.Outputs ?? {};
-      for (const key of ['ApiUrl', 'TableName', 'BusName', 'DlqNames']) {
+      for (const key of ['ApiUrl', 'PushUrl', 'PushCallbackUrl', 'TableName', 'BusName', 'DlqNames']) {
         assert.ok(key in outputs, key);
       }
+      const [pushApiId] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(r.push.name));
+      assert.equal(t.render(outputs.PushUrl.Value), pushUrl(pushApiId));
+      assert.equal(t.render(outputs.PushCallbackUrl.Value), pushEndpoint(pushApiId));
       const values = Object.values(outputs).map((o) => JSON.stringify(o.Value));
       for (const q of allQueues(r)) {
         assert.ok(values.includes(JSON.stringify(naming.dlq(q.name))), `no output for ${naming.dlq(q.name)}`);
@@ -384,6 +509,27 @@ for (const v of VARIANTS) {
     });
   });
 }
+
+describe('stack from infra/resources.json: what push relies on', () => {
+  const { json } = synthVariant(REAL);
+  const t = new TemplateView(json);
+
+  it('has leases-by-expiry as a KEYS_ONLY index', () => {
+    const [, table] = t.byProp('AWS::DynamoDB::Table', 'TableName', naming.physical(REAL.resources.table.name));
+    const gsi = table.Properties?.GlobalSecondaryIndexes.find((g: { IndexName: string }) => g.IndexName === 'leases-by-expiry');
+    assert.deepEqual(gsi?.Projection, { ProjectionType: 'KEYS_ONLY' });
+  });
+
+  it('gives register the push socket URL, and the push socket to push-connect', () => {
+    const [apiId] = t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical('push'));
+    const register = t.get(t.functionNamed(naming.physical('register')));
+    assert.equal(t.render(register.Properties?.Environment.Variables.BATON_PUSH_URL), pushUrl(apiId));
+    assert.equal(REAL.resources.push.function, 'push-connect');
+    const connect = t.ofType('AWS::ApiGatewayV2::Route').find(([, x]) => x.Properties?.RouteKey === '$connect')!;
+    const [, integration] = routeIntegration(t, connect[1]);
+    assert.equal(t.render(integration.Properties?.IntegrationUri), invocationsUri(t.functionNamed(naming.physical('push-connect'))));
+  });
+});
 
 describe('props reach the template', () => {
   it('applies non-default props', () => {

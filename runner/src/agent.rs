@@ -1,4 +1,6 @@
-//! The agent's loop: register; claim with a long poll; run up to
+//! The agent's loop: register; hold the push socket the server names and
+//! claim when nudged (with a slow safety poll), or claim with a long poll
+//! while there is no socket; run up to
 //! `concurrency` jobs at once; register again when the session token is about
 //! to expire or a 401 comes back; stop claiming on shutdown, on
 //! `session-exhausted`, or after `--once` / `--max-jobs`; then wait for the
@@ -13,9 +15,12 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError};
 use crate::job::{run_job, JobEnd, JobSettings};
+use crate::push::{Endpoint, Nudges};
 use crate::Shutdown;
 
 #[derive(Debug, Clone)]
@@ -35,7 +40,35 @@ pub struct AgentConfig {
     pub keep_work_dirs: bool,
     /// The most a job's stored log may weigh.
     pub log_cap_bytes: u64,
+    /// Push (see [`PushSettings`]).
+    pub push: PushSettings,
 }
+
+/// How the agent uses the server's push socket.
+#[derive(Debug, Clone)]
+pub struct PushSettings {
+    /// Hold the socket when the server offers one (`--no-push`: never).
+    pub enabled: bool,
+    /// Connect here instead of the URL the server names.
+    pub url: Option<String>,
+    /// Claim this often anyway while connected (default: the server's).
+    pub safety_poll: Option<Duration>,
+    /// The keep-alive period (API Gateway closes a socket idle for 10 min).
+    pub ping_every: Duration,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        Self { enabled: true, url: None, safety_poll: None, ping_every: Duration::from_secs(540) }
+    }
+}
+
+/// Without a figure from the server or the operator, a connected runner
+/// claims this often in case a nudge was lost.
+const DEFAULT_SAFETY_POLL: Duration = Duration::from_secs(300);
+
+/// How long a starting agent waits for its push socket before it claims.
+const PUSH_CONNECT_GRACE: Duration = Duration::from_secs(3);
 
 /// Why the agent stopped claiming, and what its jobs came to.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -85,13 +118,25 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         json_output: config.json_logs,
         keep_work_dir: config.keep_work_dirs,
         logs: crate::logs::LogSettings { cap_bytes: config.log_cap_bytes, ..Default::default() },
+        nudges: Arc::new(Nudges::default()),
     };
+    let nudges = settings.nudges.clone();
+    let (endpoint_tx, endpoint_rx) = watch::channel(None);
+    let socket = config.push.enabled.then(|| {
+        tokio::spawn(crate::push::hold(endpoint_rx, nudges.clone(), config.push.ping_every, shutdown.clone()))
+    });
     let mut summary = Summary::default();
     let mut jobs: JoinSet<JobEnd> = JoinSet::new();
     let mut errors = Backoff::for_errors();
     let Some(mut session) = register(&client, &config, &mut shutdown, &mut errors).await? else {
         return Ok(summary);
     };
+    endpoint_tx.send_replace(push_endpoint(&config.push, &session.response));
+    if endpoint_tx.borrow().is_some() {
+        // The first claim would otherwise be a long poll held open (and
+        // billed) while the socket opens beside it.
+        nudges.connected_within(PUSH_CONNECT_GRACE).await;
+    }
     let mut idle = idle_backoff(&session.response);
     let mut failure = None;
     // The id of the claim being tried (kept while its tries fail transiently).
@@ -119,7 +164,10 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         if session.needs_renewal() {
             tracing::info!("session token about to expire: registering again");
             match register(&client, &config, &mut shutdown, &mut errors).await {
-                Ok(Some(renewed)) => session = renewed,
+                Ok(Some(renewed)) => {
+                    session = renewed;
+                    endpoint_tx.send_replace(push_endpoint(&config.push, &session.response));
+                }
                 Ok(None) => break,
                 Err(err) => {
                     failure = Some(err);
@@ -135,8 +183,12 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         // A drain lets a claim in flight finish (and runs what it brings):
         // dropping it could leave a job leased to nobody until its lease
         // expires. Abandoning does not wait.
+        // With the socket open, nudges replace the long poll: a claim that
+        // finds nothing answers at once, and costs no held invocation.
+        let pushed = nudges.is_connected();
+        let wait_s = if pushed { 0 } else { config.claim_wait_s.min(MAX_CLAIM_WAIT_S) };
         let answer = tokio::select! {
-            answer = client.claim(&token, config.claim_wait_s.min(MAX_CLAIM_WAIT_S), request_id) => answer,
+            answer = client.claim(&token, wait_s, request_id) => answer,
             _ = shutdown.wait_for(|s| *s == Shutdown::Abandon) => continue,
         };
         if !matches!(&answer, Err(err) if err.is_transient()) {
@@ -153,6 +205,22 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
                 jobs.spawn(run_job(settings.clone(), claim, interval, shutdown.clone()));
                 Duration::ZERO
             }
+            Ok(None) if pushed => {
+                errors.reset();
+                idle.reset();
+                let safety = config
+                    .push
+                    .safety_poll
+                    .or(session.response.safety_poll_s.map(Duration::from_secs))
+                    .unwrap_or(DEFAULT_SAFETY_POLL);
+                tokio::select! {
+                    _ = nudges.work() => {}
+                    _ = nudges.disconnected() => {}
+                    _ = tokio::time::sleep(safety) => tracing::debug!("safety poll"),
+                    _ = shutdown.wait_for(|s| *s != Shutdown::Running) => {}
+                }
+                Duration::ZERO
+            }
             Ok(None) => {
                 errors.reset();
                 idle.next_delay()
@@ -163,6 +231,7 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
                 match register(&client, &config, &mut shutdown, &mut errors).await {
                     Ok(Some(renewed)) => {
                         idle = idle_backoff(&renewed.response);
+                        endpoint_tx.send_replace(push_endpoint(&config.push, &renewed.response));
                         session = renewed;
                         Duration::ZERO
                     }
@@ -213,6 +282,10 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
     while let Some(done) = jobs.join_next().await {
         tally(&mut summary, done);
     }
+    if let Some(socket) = socket {
+        // The socket task ends on shutdown; it ends here otherwise.
+        socket.abort();
+    }
     tracing::info!(
         claimed = summary.claimed,
         succeeded = summary.succeeded,
@@ -226,6 +299,15 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         Some(err) => Err(err),
         None => Ok(summary),
     }
+}
+
+/// Where the session's push socket is, unless push is off or not offered.
+fn push_endpoint(push: &PushSettings, session: &RegisterResponse) -> Option<Endpoint> {
+    if !push.enabled {
+        return None;
+    }
+    let url = push.url.clone().or_else(|| session.push_url.clone())?;
+    Some(Endpoint { url, session_token: session.session_token.clone() })
 }
 
 /// Idle polls back off from 250 ms up to the server's suggested interval.
@@ -297,6 +379,8 @@ mod tests {
             max_claims: None,
             heartbeat_interval_s: 15,
             poll_interval_s: 5,
+            push_url: Some("wss://push.example/prod".into()),
+            safety_poll_s: Some(300),
         }
     }
 
@@ -313,6 +397,19 @@ mod tests {
         assert!(Session::new(registered(chrono::Duration::seconds(-5))).needs_renewal());
         let short = Session::new(registered(chrono::Duration::seconds(60)));
         assert!(!short.needs_renewal(), "a 60 s token is used for 48 s, not renewed on every poll");
+    }
+
+    #[test]
+    fn the_socket_is_the_servers_unless_push_is_off_or_the_operator_names_another() {
+        let session = registered(chrono::Duration::seconds(3600));
+        let endpoint = push_endpoint(&PushSettings::default(), &session).expect("offered and on");
+        assert_eq!((endpoint.url.as_str(), endpoint.session_token.as_str()), ("wss://push.example/prod", "bst_x"));
+        let off = PushSettings { enabled: false, ..PushSettings::default() };
+        assert_eq!(push_endpoint(&off, &session), None);
+        let other = PushSettings { url: Some("ws://127.0.0.1:1/_push".into()), ..PushSettings::default() };
+        assert_eq!(push_endpoint(&other, &session).map(|e| e.url), Some("ws://127.0.0.1:1/_push".into()));
+        let not_offered = RegisterResponse { push_url: None, ..session };
+        assert_eq!(push_endpoint(&PushSettings::default(), &not_offered), None);
     }
 
     #[test]

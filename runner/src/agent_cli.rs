@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::agent::{self, AgentConfig};
+use crate::agent::{self, AgentConfig, PushSettings};
 use crate::Shutdown;
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
@@ -59,6 +59,20 @@ struct Args {
     /// so (the server holds its own cap too).
     #[arg(long, env = "BATON_LOG_CAP_BYTES", default_value_t = 32 * 1024 * 1024)]
     log_cap_bytes: u64,
+    /// Never hold the server's push socket: long-poll for work instead.
+    #[arg(long, env = "BATON_NO_PUSH")]
+    no_push: bool,
+    /// Connect the push socket here instead of where the server says.
+    #[arg(long, env = "BATON_PUSH_URL")]
+    push_url: Option<String>,
+    /// While the push socket is open, claim this often anyway (in case a
+    /// nudge was lost); default: the server's figure (300 s).
+    #[arg(long, env = "BATON_SAFETY_POLL_S", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    safety_poll_s: Option<u64>,
+    /// Keep-alive period of the push socket (API Gateway closes a socket
+    /// idle for 10 minutes).
+    #[arg(long, env = "BATON_PUSH_PING_S", default_value_t = 540, value_parser = clap::value_parser!(u64).range(1..=590))]
+    push_ping_s: u64,
 }
 
 /// The `baton-runner` command: parses its arguments from the process and runs.
@@ -95,6 +109,12 @@ async fn run(args: Args) -> ExitCode {
         json_logs: args.json_logs,
         keep_work_dirs: args.keep_work_dirs,
         log_cap_bytes: args.log_cap_bytes,
+        push: PushSettings {
+            enabled: !args.no_push,
+            url: args.push_url,
+            safety_poll: args.safety_poll_s.map(Duration::from_secs),
+            ping_every: Duration::from_secs(args.push_ping_s),
+        },
     };
     match agent::run(config, shutdown_rx).await {
         Ok(_) => ExitCode::SUCCESS,

@@ -4,6 +4,8 @@
 //! [`Stop::Cancel`]; `409 lease-lost` (or a lease token the server no
 //! longer knows) → [`Stop::LeaseLost`], unless the job is already reporting
 //! its result: then the complete ended the lease, and its answer decides.
+//! A cancel nudge on the push socket (`nudged`) brings the next heartbeat
+//! forward, so a cancelled job stops at once instead of at its interval.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,6 +27,7 @@ pub async fn keep_alive(
     mut interval: Duration,
     stop: Arc<watch::Sender<Stop>>,
     reporting: Arc<AtomicBool>,
+    nudged: Arc<tokio::sync::Notify>,
 ) {
     let mut stop_rx = stop.subscribe();
     let mut errors = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
@@ -60,6 +63,7 @@ pub async fn keep_alive(
         };
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
+            _ = nudged.notified() => tracing::debug!(%execution, "heartbeat brought forward by a cancel nudge"),
             _ = stop_rx.wait_for(|s| *s >= Stop::LeaseLost) => return,
         }
     }

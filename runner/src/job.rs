@@ -52,6 +52,8 @@ pub struct JobSettings {
     pub keep_work_dir: bool,
     /// How each job's log is shipped to the log store.
     pub logs: LogSettings,
+    /// The push socket's nudges (a cancel wakes the job's heartbeat).
+    pub nudges: std::sync::Arc<crate::push::Nudges>,
 }
 
 /// How a job ended, from the runner's point of view.
@@ -89,6 +91,7 @@ pub async fn run_job(
     let (stop_tx, mut stop_rx) = watch::channel(Stop::None);
     let stop_tx = Arc::new(stop_tx);
     let reporting = Arc::new(AtomicBool::new(false));
+    let cancel_nudges = settings.nudges.watch_lease(execution);
     let heartbeat = tokio::spawn(heartbeat::keep_alive(
         settings.client.clone(),
         claim.lease.token.clone(),
@@ -96,6 +99,7 @@ pub async fn run_job(
         heartbeat_interval,
         stop_tx.clone(),
         reporting.clone(),
+        cancel_nudges.notify.clone(),
     ));
     let abandon = {
         let stop_tx = stop_tx.clone();

@@ -25,6 +25,7 @@ pub mod operator;
 pub mod operator_cli;
 pub mod outputs;
 pub mod process;
+pub mod push;
 
 /// Why a running job must stop early. Ordered by precedence: a later,
 /// stronger reason replaces a weaker one, never the other way round.

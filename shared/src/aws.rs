@@ -13,6 +13,9 @@ pub struct AwsClients {
     pub eventbridge: aws_sdk_eventbridge::Client,
     pub sfn: aws_sdk_sfn::Client,
     pub s3: aws_sdk_s3::Client,
+    /// API Gateway's management API (posts to runners' sockets); its
+    /// endpoint is the deployment's, set by `push::Pusher`.
+    pub push: aws_sdk_apigatewaymanagement::Client,
 }
 
 impl AwsClients {
@@ -55,7 +58,13 @@ impl AwsClients {
                 aws_sdk_sfn::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
             ),
             s3: aws_sdk_s3::Client::from_conf(
-                aws_sdk_s3::config::Builder::from(&config).force_path_style(true).interceptor(interceptor).build(),
+                aws_sdk_s3::config::Builder::from(&config)
+                    .force_path_style(true)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            push: aws_sdk_apigatewaymanagement::Client::from_conf(
+                aws_sdk_apigatewaymanagement::config::Builder::from(&config).interceptor(interceptor).build(),
             ),
         }
     }
@@ -92,7 +101,10 @@ impl AwsClients {
                 self.eventbridge.config().to_builder().http_client(http.clone()).build(),
             ),
             sfn: aws_sdk_sfn::Client::from_conf(self.sfn.config().to_builder().http_client(http.clone()).build()),
-            s3: aws_sdk_s3::Client::from_conf(self.s3.config().to_builder().http_client(http).build()),
+            s3: aws_sdk_s3::Client::from_conf(self.s3.config().to_builder().http_client(http.clone()).build()),
+            push: aws_sdk_apigatewaymanagement::Client::from_conf(
+                self.push.config().to_builder().http_client(http).build(),
+            ),
         }
     }
 
@@ -107,6 +119,7 @@ impl AwsClients {
             s3: aws_sdk_s3::Client::from_conf(
                 aws_sdk_s3::config::Builder::from(config).force_path_style(config.endpoint_url().is_some()).build(),
             ),
+            push: aws_sdk_apigatewaymanagement::Client::new(config),
         }
     }
 }

@@ -42,6 +42,26 @@ pub struct Config {
     /// `BATON_LOG_CAP_BYTES`: the most a job's log may weigh (default
     /// 32 MiB, 1 KiB to 1 GiB); past it the runner stores a note and no more.
     pub log_cap_bytes: u64,
+    /// Nudging connected runners (see [`PushConfig`]).
+    pub push: PushConfig,
+}
+
+/// Push to waiting runners (`crate::push`). Without an endpoint nothing is
+/// pushed and runners long-poll, as before push existed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PushConfig {
+    /// `BATON_PUSH_URL`: the WebSocket URL runners connect to (`wss://…` on
+    /// AWS); the register answer hands it to runners.
+    pub url: Option<String>,
+    /// `BATON_PUSH_ENDPOINT`: the API Gateway management endpoint that posts
+    /// to connections (`https://{api}.execute-api.{region}.amazonaws.com/{stage}`).
+    pub endpoint: Option<String>,
+    /// `BATON_PUSH_SAFETY_POLL_S` (default 300, 5 to 3600): how often a
+    /// connected runner claims anyway, in case a nudge was lost.
+    pub safety_poll: Duration,
+    /// `BATON_PUSH_CONNECTION_TTL_S` (default 7800): how long a connection
+    /// item lives unless renewed; API Gateway closes a socket after 2 hours.
+    pub connection_ttl: Duration,
 }
 
 /// Lease timings (behaviour.md §5).
@@ -152,6 +172,12 @@ impl Config {
             bootstrap_admin_token: lookup("BATON_ADMIN_TOKEN").filter(|s| !s.is_empty()),
             logs_bucket: lookup("BATON_LOGS_BUCKET").filter(|s| !s.is_empty()),
             log_cap_bytes: bytes("BATON_LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES, 1024, 1024 * 1024 * 1024)?,
+            push: PushConfig {
+                url: lookup("BATON_PUSH_URL").filter(|s| !s.trim().is_empty()),
+                endpoint: lookup("BATON_PUSH_ENDPOINT").filter(|s| !s.trim().is_empty()),
+                safety_poll: seconds("BATON_PUSH_SAFETY_POLL_S", 300, 1, 3_600)?,
+                connection_ttl: seconds("BATON_PUSH_CONNECTION_TTL_S", 7_800, 60, 86_400)?,
+            },
         })
     }
 }

@@ -24,12 +24,15 @@ pub struct Context {
     pub config: Config,
     pub clients: AwsClients,
     pub store: Store,
+    /// Nudges connected runners (a no-op without a push endpoint).
+    pub push: crate::push::Pusher,
 }
 
 impl Context {
     pub fn new(config: Config, clients: AwsClients) -> Self {
         let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        Self { config, clients, store }
+        let push = crate::push::Pusher::new(&config.push, &clients.push);
+        Self { config, clients, store, push }
     }
 
     /// A function's start-up: JSON logs, configuration validated from the
@@ -64,6 +67,23 @@ where
         let answered = handler(context, req);
         async move { Ok::<_, Error>(answered.await) }
     }))
+    .await
+}
+
+/// Serves a WebSocket API route function (`$connect`, `$disconnect`).
+pub async fn serve_websocket<F, Fut>(handler: F) -> Result<(), Error>
+where
+    F: Fn(&'static Context, aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest) -> Fut,
+    Fut: Future<Output = aws_lambda_events::apigw::ApiGatewayProxyResponse>,
+{
+    let context = Context::for_process().await?;
+    let handler = &handler;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest>| {
+            let handled = handler(context, event.payload);
+            async move { Ok::<_, Error>(handled.await) }
+        },
+    ))
     .await
 }
 

@@ -29,6 +29,7 @@ pub mod orchestration;
 #[cfg(feature = "local-stack")]
 pub mod provision;
 #[cfg(feature = "local-stack")]
+pub mod push;
 pub mod resources;
 pub mod runners;
 pub mod sqs;

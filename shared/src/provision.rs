@@ -379,7 +379,9 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
                 .index_name(&gsi.name)
                 .key_schema(key(&gsi.partition_key.name, KeyType::Hash)?)
                 .key_schema(key(&gsi.sort_key.name, KeyType::Range)?)
-                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .projection(
+                    Projection::builder().projection_type(ProjectionType::from(gsi.projection.as_str())).build(),
+                )
                 .build()
                 .map_err(err("gsi"))?,
         );

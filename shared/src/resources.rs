@@ -20,6 +20,7 @@ pub struct Resources {
     pub buckets: Vec<Bucket>,
     pub functions: Vec<Function>,
     pub routes: Vec<Route>,
+    pub push: Push,
     pub subscribers: Vec<Subscriber>,
     pub task_queues: Vec<TaskQueue>,
     pub schedules: Vec<Schedule>,
@@ -50,6 +51,15 @@ pub struct Gsi {
     pub name: String,
     pub partition_key: KeyAttribute,
     pub sort_key: KeyAttribute,
+    /// `ALL` (the default) or `KEYS_ONLY`: what the index copies of an
+    /// item. Every write of an indexed item is billed again on the index, by
+    /// the size of what it copies.
+    #[serde(default = "all_attributes")]
+    pub projection: String,
+}
+
+fn all_attributes() -> String {
+    "ALL".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -73,6 +83,18 @@ pub enum Trigger {
     Stream,
     Sqs,
     Schedule,
+    /// A route of the runners' push socket (API Gateway WebSocket API).
+    Websocket,
+}
+
+/// The runners' push socket (`push` in resources.json).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Push {
+    pub name: String,
+    /// The function of the `$connect` and `$disconnect` routes.
+    pub function: String,
+    /// The `action` of the keep-alive message, answered by the gateway.
+    pub keepalive_action: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -20,7 +20,10 @@ async fn enqueue(context: &Context, delivered: Delivered) -> Result<(), HandlerE
     let labels = canonicalize(&fact.detail.job.labels)
         .map_err(|e| HandlerError::Permanent(format!("execution {}: {e}", fact.detail.job_execution_id)))?;
     let labelset = labelset_id(&labels);
-    let outcome = context.store.enqueue(&fact, labels, &labelset).await?;
+    let outcome = context.store.enqueue(&fact, labels.clone(), &labelset).await?;
+    if outcome == Enqueued::Queued {
+        context.push.nudge_work(&context.store, &fact.header.workspace_id, &[labels]).await;
+    }
     tracing::info!(
         job_execution_id = %fact.detail.job_execution_id,
         run_id = %fact.detail.run_id,

@@ -200,6 +200,9 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
         return fail_task(&context.clients.sfn, token, "AttemptNotFound", &format!("{run_id}/{attempt}")).await;
     };
     let item = updated.item;
+    // The jobs are claimable already; the nudge only saves the fitting
+    // runners their wait for a poll (lost, it costs latency, not a job).
+    context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
     let now = chrono::Utc::now();
     let done = item.state.status.is_terminal() && item.state.all_jobs_terminal();
     let max_wait = context.config.orchestration.max_wait.as_secs();

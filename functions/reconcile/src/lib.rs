@@ -1,6 +1,7 @@
 //! Reconcile: consumes `workflows.job_execution.terminated`. The runners side
 //! drops the execution's pending item, flags its live lease for cancellation
-//! (the runner sees `cancel` on its next heartbeat) or leaves a tombstone.
+//! (the runner sees `cancel` on its next heartbeat, at once if it holds a
+//! push socket: it is nudged) or leaves a tombstone.
 //! Idempotent: each write is a compare-and-set on the state it read, and the
 //! cancellation timestamp is set only if absent (first one wins).
 
@@ -15,7 +16,15 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
 
 async fn reconcile(context: &Context, delivered: Delivered) -> Result<(), HandlerError> {
     let fact = delivered.parse::<JobExecutionTerminated>()?;
-    context.store.reconcile_terminated(&fact.header.workspace_id, &fact.detail, chrono::Utc::now()).await?;
+    let ws = &fact.header.workspace_id;
+    let flagged = context.store.reconcile_terminated(ws, &fact.detail, chrono::Utc::now()).await?;
+    if flagged && context.push.is_enabled() {
+        // A redelivery nudges again: harmless, the runner only heartbeats.
+        let execution_id = fact.detail.job_execution_id;
+        if let Some(lease) = context.store.lease(execution_id).await? {
+            context.push.nudge_cancel(&context.store, ws, lease.session_id, execution_id).await;
+        }
+    }
     tracing::info!(
         job_execution_id = %fact.detail.job_execution_id,
         run_id = %fact.detail.run_id,

@@ -34,6 +34,8 @@ async fn register(context: &Context, req: Request) -> Result<Response<Body>, Api
                     max_claims: session.max_claims,
                     heartbeat_interval_s: context.config.lease.heartbeat_interval.as_secs(),
                     poll_interval_s: context.config.poll_interval.as_secs(),
+                    push_url: context.config.push.url.clone(),
+                    safety_poll_s: context.config.push.url.as_ref().map(|_| context.config.push.safety_poll.as_secs()),
                 },
             ))
         }

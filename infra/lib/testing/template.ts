@@ -70,6 +70,37 @@ export class TemplateView {
     return out;
   }
 
+  /**
+   * An expression as the string it becomes on deploy, with every `Ref` /
+   * `Fn::GetAtt` of a resource shown as `{logicalId}` / `{logicalId.Attr}` and
+   * the pseudo parameters filled in (`AWS::URLSuffix` → amazonaws.com,
+   * region and account from the stack's env).
+   */
+  render(expr: unknown, env: { account: string; region: string } = { account: '123456789012', region: 'us-east-1' }): string {
+    const pseudo: Record<string, string> = {
+      'AWS::Partition': 'aws',
+      'AWS::URLSuffix': 'amazonaws.com',
+      'AWS::Region': env.region,
+      'AWS::AccountId': env.account,
+    };
+    if (typeof expr === 'string') {
+      return expr;
+    }
+    const o = expr as Record<string, unknown>;
+    if (o && typeof o === 'object' && typeof o.Ref === 'string') {
+      return pseudo[o.Ref] ?? `{${o.Ref}}`;
+    }
+    const getAtt = o?.['Fn::GetAtt'] as [string, string] | undefined;
+    if (Array.isArray(getAtt)) {
+      return `{${getAtt[0]}.${getAtt[1]}}`;
+    }
+    const join = o?.['Fn::Join'] as [string, unknown[]] | undefined;
+    if (Array.isArray(join)) {
+      return join[1].map((part) => this.render(part, env)).join(join[0]);
+    }
+    throw new Error(`cannot render ${JSON.stringify(expr)}`);
+  }
+
   /** The logical id of the function whose FunctionName is `name`. */
   functionNamed(name: string): string {
     return this.byProp('AWS::Lambda::Function', 'FunctionName', name)[0];

@@ -399,6 +399,9 @@ pub struct AttemptUpdated {
     pub writes: u32,
     /// Races lost on the way (each one re-read the attempt).
     pub lost_races: u32,
+    /// The label sets of the jobs the committed writes made claimable, each
+    /// once (whom to nudge).
+    pub queued_label_sets: Vec<Vec<String>>,
 }
 
 impl Store {
@@ -430,7 +433,8 @@ impl Store {
         let definition = self.get_snapshot(run_id, item.state.snapshot_attempt).await?.ok_or_else(|| {
             StoreError::Malformed(format!("attempt {run_id}/{attempt} has no snapshot {}", item.state.snapshot_attempt))
         })?;
-        let mut updated = AttemptUpdated { item: item.clone(), writes: 0, lost_races: 0 };
+        let mut updated =
+            AttemptUpdated { item: item.clone(), writes: 0, lost_races: 0, queued_label_sets: Vec::new() };
         loop {
             let mut next = item.clone();
             let write = match decide(&mut next, &definition)? {
@@ -473,6 +477,13 @@ impl Store {
                 continue;
             }
             updated.writes += 1;
+            for emitted in &write.emitted {
+                if let Emitted::Queued { spec, .. } = emitted {
+                    if !updated.queued_label_sets.contains(&spec.labels) {
+                        updated.queued_label_sets.push(spec.labels.clone());
+                    }
+                }
+            }
             item = next;
             if !write.again {
                 updated.item = item;

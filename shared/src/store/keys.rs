@@ -109,6 +109,11 @@ pub fn pending_sk(queued_at: DateTime<Utc>, execution_id: Uuid) -> String {
     format!("{}#{execution_id}", timestamp(queued_at))
 }
 
+/// The partition of a workspace's push connections (one item per session).
+pub fn push_connections_pk(workspace_id: &str) -> String {
+    format!("PUSH#{workspace_id}")
+}
+
 /// The partition of a workspace's label-set registry.
 pub fn labelset_registry_pk(workspace_id: &str) -> String {
     format!("QREG#{workspace_id}")

@@ -306,6 +306,11 @@ impl Store {
     }
 
     /// Live leases of one index shard that expired before `now`, oldest first.
+    ///
+    /// The index projects keys only: every heartbeat moves a lease in it, and
+    /// a copy of the whole lease (its step reports included) would bill that
+    /// move by the lease's size. The few expired leases are read from the
+    /// table instead; one already gone (completed meanwhile) is skipped.
     pub async fn expired_leases(
         &self,
         shard: &str,
@@ -323,7 +328,20 @@ impl Store {
             .limit(limit)
             .send()
             .await?;
-        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+        let keys: Vec<String> = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|mut key| match key.remove("pk") {
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(pk)) => Some(pk),
+                _ => None,
+            })
+            .collect();
+        let read = futures::future::try_join_all(
+            keys.iter().map(|pk| async move { lease_from(self.get(pk, LEASE_SK).await?) }),
+        )
+        .await?;
+        Ok(read.into_iter().flatten().collect())
     }
 
     /// Expires one lease with its tombstone and its `lease_expired` fact. The

@@ -384,13 +384,14 @@ impl Store {
     /// keeps it, so its runner can still complete; an unknown one gets a
     /// tombstone so a late enqueue cannot queue it. Touches nothing else.
     /// Idempotent: every write is conditioned on the state it read; a lost
-    /// race re-reads (bounded).
+    /// race re-reads (bounded). `Ok(true)`: a lease was flagged (its runner
+    /// is worth telling).
     pub async fn reconcile_terminated(
         &self,
         workspace_id: &str,
         lease_ref: &crate::facts::JobExecutionTerminated,
         now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         for _ in 0..5 {
             let record = self.runner_record(lease_ref.job_execution_id).await?;
             let done = match record {
@@ -463,12 +464,12 @@ impl Store {
                 }
                 Some(record) if record.status == RunnerStatus::Leased => {
                     self.flag_lease_for_cancel(record.execution_id, record.epoch, now).await?;
-                    true
+                    return Ok(true);
                 }
                 Some(_) => true, // completed, expired or terminated already
             };
             if done {
-                return Ok(());
+                return Ok(false);
             }
         }
         Err(StoreError::Other(format!("reconciling {} kept losing races; will be retried", lease_ref.job_execution_id)))

@@ -1,0 +1,122 @@
+//! Runners' push connections: one small item per session in its
+//! workspace's partition (`PUSH#<ws>`, sort key the session id), holding the
+//! API Gateway connection id and the runner's labels. A nudge reads the
+//! partition once and picks the runners that fit; a cancel reads one item.
+//!
+//! Nothing here is a source of truth: a connection item that outlived its
+//! socket costs one failed post (`GoneException`, then the item is deleted),
+//! and items expire by TTL if nobody ever posts to them.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::keys::push_connections_pk;
+use super::{from_item, n, s, to_item, Store};
+use crate::error::StoreError;
+
+const ITEM_TYPE: &str = "push_connection";
+
+/// At most this many connections are read for one nudge (a workspace with
+/// more connected runners nudges the first this many; the others' safety
+/// polls find the work).
+pub const MAX_CONNECTIONS_READ: i32 = 1_000;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PushConnection {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub session_id: Uuid,
+    pub connection_id: String,
+    pub labels: Vec<String>,
+    #[serde(with = "crate::time::stored")]
+    pub connected_at: DateTime<Utc>,
+    /// Epoch seconds: DynamoDB deletes the item some time after.
+    pub ttl: i64,
+}
+
+impl PushConnection {
+    pub fn new(
+        workspace_id: &str,
+        session_id: Uuid,
+        connection_id: &str,
+        labels: &[String],
+        now: DateTime<Utc>,
+        ttl: chrono::Duration,
+    ) -> Self {
+        Self {
+            pk: push_connections_pk(workspace_id),
+            sk: session_id.to_string(),
+            kind: ITEM_TYPE.into(),
+            session_id,
+            connection_id: connection_id.into(),
+            labels: labels.to_vec(),
+            connected_at: now,
+            ttl: (now + ttl).timestamp(),
+        }
+    }
+}
+
+impl Store {
+    /// Records a session's socket; a reconnect replaces the session's
+    /// earlier one (a runner holds one socket).
+    pub async fn put_push_connection(&self, connection: &PushConnection) -> Result<(), StoreError> {
+        self.client.put_item().table_name(&self.table).set_item(Some(to_item(connection)?)).send().await?;
+        Ok(())
+    }
+
+    /// The workspace's connections that have not expired (TTL deletion lags).
+    pub async fn push_connections(
+        &self,
+        workspace_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<PushConnection>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .filter_expression("#ttl > :now")
+            .expression_attribute_names("#ttl", "ttl")
+            .expression_attribute_values(":pk", s(push_connections_pk(workspace_id)))
+            .expression_attribute_values(":now", n(now.timestamp()))
+            .limit(MAX_CONNECTIONS_READ)
+            .send()
+            .await?;
+        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+    }
+
+    /// The socket of one session, if it has one.
+    pub async fn push_connection(
+        &self,
+        workspace_id: &str,
+        session_id: Uuid,
+    ) -> Result<Option<PushConnection>, StoreError> {
+        self.get_eventually(&push_connections_pk(workspace_id), &session_id.to_string())
+            .await?
+            .map(from_item)
+            .transpose()
+    }
+
+    /// Forgets a socket that is gone, unless the session has connected again
+    /// since (the condition keeps the newer socket).
+    pub async fn remove_push_connection(
+        &self,
+        workspace_id: &str,
+        session_id: Uuid,
+        connection_id: &str,
+    ) -> Result<(), StoreError> {
+        let delete = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(push_connections_pk(workspace_id)))
+            .key("sk", s(session_id.to_string()))
+            .condition_expression("connection_id = :c")
+            .expression_attribute_values(":c", AttributeValue::S(connection_id.to_string()));
+        super::condition_may_fail(|| delete.clone().send()).await.map(|_| ())
+    }
+}

@@ -1,0 +1,183 @@
+//! Push dispatch end to end: real `baton-runner` processes hold the dev
+//! host's push socket (API Gateway's WebSocket API locally), the functions
+//! post nudges through the real `aws-sdk-apigatewaymanagement` client, and
+//! runs go through the whole stack. A nudge is only ever a hint: these tests
+//! show it brings a job in one claim, that a dead socket costs latency and
+//! not the job, and that a cancel reaches a running job at once.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use baton_devhost::push::PushGateway;
+use baton_tests::{wait_for, TestStack};
+use serde_json::{json, Value};
+use support::*;
+
+const RUN_WAIT: Duration = Duration::from_secs(90);
+
+async fn stack_with(overrides: &[(&str, &str)]) -> TestStack {
+    let overrides: HashMap<String, String> = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    TestStack::start_with(|_| {}, overrides).await
+}
+
+fn gateway(stack: &TestStack) -> &PushGateway {
+    stack.host.push.as_deref().expect("the dev host serves the push socket")
+}
+
+async fn post(stack: &TestStack, path: &str, body: Value) -> (u16, Value) {
+    let response =
+        stack.http.post(stack.url(path)).bearer_auth(&stack.admin_token).json(&body).send().await.expect("POST");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> String {
+    let (status, body) = post(stack, &format!("/v1/workspaces/{ws}/runs"), json!({ "definition": yaml })).await;
+    assert_eq!(status, 201, "{body:#}");
+    body["id"].as_str().expect("the run id").to_string()
+}
+
+async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + RUN_WAIT;
+    loop {
+        let response = stack
+            .http
+            .get(stack.url(&format!("/v1/workspaces/{ws}/runs/{run_id}")))
+            .bearer_auth(&stack.admin_token)
+            .send()
+            .await
+            .expect("GET");
+        let view: Value = response.json().await.unwrap_or(Value::Null);
+        if pred(&view) {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "timed out after {RUN_WAIT:?} waiting for {what}; last view:\n{view:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until `log` has a line containing `needle`.
+async fn wait_log(log: &Path, needle: &str) {
+    wait_for(&format!("{needle:?} in the runner's log"), WAIT, || async {
+        std::fs::read_to_string(log).ok().filter(|text| text.contains(needle)).map(|_| ())
+    })
+    .await
+}
+
+fn one_job(name: &str, run: &str) -> String {
+    format!("name: {name}\njobs:\n  only:\n    runs-on: linux\n    steps:\n      - run: {run}\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_runner_is_nudged_and_its_next_claim_brings_the_job() {
+    // The server's safety poll is an hour: only a nudge can bring the job.
+    let stack = stack_with(&[("BATON_PUSH_SAFETY_POLL_S", "3600")]).await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let log = scratch().join("runner.log");
+    let mut runner = Runner::start_logged(&stack, &token, "linux", &[], &log);
+    wait_log(&log, "push socket connected").await;
+    let connection = wait_for("the socket's connection item", WAIT, || async {
+        stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read").into_iter().next()
+    })
+    .await;
+    assert_eq!(connection.labels, ["linux"], "the session's labels, for matching nudges");
+    let connected_at = Instant::now();
+
+    let mark = stack.host.invocations.mark();
+    let run_id = create_run(&stack, &ws, &one_job("pushed", "echo pushed")).await;
+    let view = wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    assert_eq!(view["attempts"][0]["jobs"][0]["status"], "succeeded", "{view:#}");
+
+    // The nudge, then exactly one claim: it brought the job.
+    let (nudged_at, message) = gateway(&stack)
+        .deliveries()
+        .into_iter()
+        .find(|(at, message)| *at > connected_at && message.contains("\"work\""))
+        .expect("a work nudge was delivered");
+    assert_eq!(message, r#"{"type":"work"}"#);
+    let claims_after_nudge: Vec<Option<u16>> = stack
+        .host
+        .invocations
+        .since(mark)
+        .into_iter()
+        .filter(|r| r.function == "claim")
+        .filter(|r| {
+            r.finished.checked_sub(Duration::from_secs_f64(r.handler_ms / 1000.0)).is_some_and(|s| s >= nudged_at)
+        })
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        claims_after_nudge.first(),
+        Some(&Some(200)),
+        "the first claim after the nudge got the job: {claims_after_nudge:?}"
+    );
+    let text = std::fs::read_to_string(&log).expect("the runner's log");
+    let nudged = text.find("nudged: work is claimable").expect("the runner heard the nudge");
+    let claimed = text.find("job claimed").expect("the runner claimed");
+    assert!(nudged < claimed, "nudged, then claimed");
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll() {
+    let stack = stack_with(&[]).await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let log = scratch().join("runner.log");
+    let mut runner = Runner::start_logged(&stack, &token, "linux", &["--safety-poll-s", "2"], &log);
+    wait_log(&log, "push socket connected").await;
+    wait_for("the socket's connection item", WAIT, || async {
+        stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read").into_iter().next()
+    })
+    .await;
+    // The gateway forgets the socket; the runner is not told (a dropped flow).
+    gateway(&stack).sever_silently();
+
+    let run_id = create_run(&stack, &ws, &one_job("severed", "echo severed")).await;
+    let view = wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    assert_eq!(view["attempts"][0]["jobs"][0]["status"], "succeeded", "{view:#}");
+    let text = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(!text.contains("nudged: work"), "no nudge reached the runner; its safety poll found the job");
+    assert!(gateway(&stack).gone.load(std::sync::atomic::Ordering::Relaxed) >= 1, "the nudge found the socket gone");
+    let left = stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read");
+    assert!(left.is_empty(), "a gone socket's item is deleted: {left:?}");
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_a_pushed_runner_long_before_its_next_heartbeat() {
+    // Heartbeats every 60 s: only the cancel nudge can stop the step sooner.
+    let stack = stack_with(&[("BATON_HEARTBEAT_INTERVAL_S", "60"), ("BATON_LEASE_DURATION_S", "180")]).await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let log = shared.join("runner.log");
+    let mut runner = Runner::start_logged(&stack, &token, "linux", &[], &log);
+    wait_log(&log, "push socket connected").await;
+    let yaml = format!(
+        "name: cancelled\nenv:\n  SHARED: {}\njobs:\n  soak:\n    runs-on: linux\n    steps:\n      - run: |\n          echo $$ > \"$SHARED/pgid\"\n          sleep 600 & sleep 600\n",
+        shared.display()
+    );
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let pgid = pgid_from(&shared.join("pgid")).await;
+    let _leftovers = GroupGuard(pgid);
+    wait_view(&stack, &ws, &run_id, "soak to be running", |v| v["attempts"][0]["jobs"][0]["status"] == "running").await;
+
+    let asked = Instant::now();
+    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body:#}");
+    group_gone(pgid, Duration::from_secs(40)).await;
+    let stopped_after = asked.elapsed();
+    let view = wait_view(&stack, &ws, &run_id, "the run to be cancelled", |v| v["status"] == "cancelled").await;
+    assert_eq!(view["status"], "cancelled");
+    let text = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(text.contains("nudged: a lease was cancelled"), "the cancel came over the socket");
+    let cancelled = gateway(&stack).deliveries().iter().filter(|(_, m)| m.contains("\"cancel\"")).count();
+    assert!(cancelled >= 1, "a cancel nudge was posted");
+    eprintln!("push cancel: the step was gone {stopped_after:?} after the cancel request (heartbeats every 60 s)");
+    runner.stop().await;
+}
