@@ -34,6 +34,14 @@ pub const EVENTBRIDGE_EVENT_USD: f64 = 1.00 / 1e6;
 /// a month: $1.00 per million. <https://aws.amazon.com/api-gateway/pricing/>
 pub const HTTP_API_REQUEST_USD: f64 = 1.00 / 1e6;
 
+/// API Gateway WebSocket API, per message (each 32 KB chunk), sent or
+/// received, first billion a month: $1.00 per million. Same page.
+pub const WEBSOCKET_MESSAGE_USD: f64 = 1.00 / 1e6;
+/// API Gateway WebSocket API, per connection-minute: $0.25 per million. Same page.
+pub const WEBSOCKET_CONNECTION_MINUTE_USD: f64 = 0.25 / 1e6;
+/// API Gateway closes a WebSocket after 2 hours; the runner reconnects.
+pub const WEBSOCKET_MAX_LIFE_S: f64 = 2.0 * 3600.0;
+
 /// The memory every function gets (`functionMemoryMb`, the CDK stack's default).
 pub const FUNCTION_MEMORY_MB: f64 = 256.0;
 /// Billed Lambda time is modelled, not measured: the emulator answers several
@@ -56,6 +64,8 @@ pub struct Usage {
     pub sqs_requests: f64,
     pub eventbridge_events: f64,
     pub api_requests: f64,
+    pub websocket_messages: f64,
+    pub websocket_connection_minutes: f64,
 }
 
 impl Usage {
@@ -70,6 +80,8 @@ impl Usage {
             sqs_requests: self.sqs_requests * k,
             eventbridge_events: self.eventbridge_events * k,
             api_requests: self.api_requests * k,
+            websocket_messages: self.websocket_messages * k,
+            websocket_connection_minutes: self.websocket_connection_minutes * k,
         }
     }
 
@@ -84,6 +96,8 @@ impl Usage {
             sqs_requests: self.sqs_requests + other.sqs_requests,
             eventbridge_events: self.eventbridge_events + other.eventbridge_events,
             api_requests: self.api_requests + other.api_requests,
+            websocket_messages: self.websocket_messages + other.websocket_messages,
+            websocket_connection_minutes: self.websocket_connection_minutes + other.websocket_connection_minutes,
         }
     }
 }
@@ -114,7 +128,9 @@ pub fn price(usage: &Usage) -> Cost {
     let lambda = usage.lambda_invocations * LAMBDA_REQUEST_USD + usage.lambda_gb_seconds * LAMBDA_ARM_GB_SECOND_USD;
     let sqs = usage.sqs_requests * SQS_REQUEST_USD;
     let eventbridge = usage.eventbridge_events * EVENTBRIDGE_EVENT_USD;
-    let api_gateway = usage.api_requests * HTTP_API_REQUEST_USD;
+    let api_gateway = usage.api_requests * HTTP_API_REQUEST_USD
+        + usage.websocket_messages * WEBSOCKET_MESSAGE_USD
+        + usage.websocket_connection_minutes * WEBSOCKET_CONNECTION_MINUTE_USD;
     Cost {
         dynamodb,
         step_functions,
@@ -147,6 +163,33 @@ pub fn idle_runner(wait_s: f64, pause_s: f64, per_poll: &Usage, memory_mb: f64) 
     IdleRunner { wait_s, pause_s, polls_per_month, usage, cost: price(&usage) }
 }
 
+/// What one idle runner holding a push socket costs a month: the socket's
+/// connection-minutes, a keep-alive message every `ping_s` (and the
+/// gateway's reply), a reconnect (a `$connect` invocation, `per_connect`)
+/// every 2 hours when the gateway closes the socket, and a claim that
+/// answers at once (`per_poll`, no held time) every `safety_poll_s`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct IdlePushedRunner {
+    pub safety_poll_s: f64,
+    pub ping_s: f64,
+    pub polls_per_month: f64,
+    pub connects_per_month: f64,
+    pub usage: Usage,
+    pub cost: Cost,
+}
+
+pub fn idle_pushed_runner(safety_poll_s: f64, ping_s: f64, per_poll: &Usage, per_connect: &Usage) -> IdlePushedRunner {
+    let polls_per_month = MONTH_S / safety_poll_s.max(1.0);
+    let connects_per_month = MONTH_S / WEBSOCKET_MAX_LIFE_S;
+    let socket = Usage {
+        websocket_connection_minutes: MONTH_S / 60.0,
+        websocket_messages: 2.0 * MONTH_S / ping_s.max(1.0),
+        ..Usage::default()
+    };
+    let usage = socket.plus(&per_poll.scaled(polls_per_month)).plus(&per_connect.scaled(connects_per_month));
+    IdlePushedRunner { safety_poll_s, ping_s, polls_per_month, connects_per_month, usage, cost: price(&usage) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +205,7 @@ mod tests {
             sqs_requests: 15.0,
             eventbridge_events: 5.0,
             api_requests: 4.0,
+            ..Usage::default()
         };
         let thousand = price(&job.scaled(1000.0));
         // 12,000 transitions at $0.025 per 1,000.
@@ -176,6 +220,19 @@ mod tests {
             + thousand.api_gateway;
         assert!((thousand.total - parts).abs() < 1e-12);
         assert!(thousand.step_functions > thousand.total / 2.0);
+    }
+
+    #[test]
+    fn a_pushed_idle_runner_pays_for_its_socket_and_a_few_quick_polls() {
+        let per_poll = Usage { lambda_invocations: 1.0, api_requests: 1.0, ..Usage::default() };
+        let per_connect = Usage { lambda_invocations: 1.0, dynamodb_write_units: 1.0, ..Usage::default() };
+        let idle = idle_pushed_runner(300.0, 540.0, &per_poll, &per_connect);
+        assert_eq!(idle.polls_per_month, 8_640.0);
+        assert_eq!(idle.connects_per_month, 360.0);
+        // 43,200 connection-minutes, 9,600 messages, 8,640 API requests.
+        let gateway = 43_200.0 * 0.25e-6 + 9_600.0 * 1e-6 + 8_640.0 * 1e-6;
+        assert!((idle.cost.api_gateway - gateway).abs() < 1e-9, "{:?}", idle.cost);
+        assert!(idle.cost.total < 0.05, "{:?}", idle.cost);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Pieces of the benchmark that stand alone (no stack of their own): the
-//! cost model and the cold-start proxy. The `bench` binary (`src/main.rs`)
+//! cost model, the cold-start proxy and the side-by-side with a baseline. The `bench` binary (`src/main.rs`)
 //! drives the local stack and uses them.
 
+pub mod baseline;
 pub mod cold_start;
 pub mod cost;

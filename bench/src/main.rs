@@ -110,7 +110,7 @@ struct Options {
         help_heading = "Contention"
     )]
     workspaces: Vec<usize>,
-    /// Workflow shapes: single, fan-out-10, chain-50, logs-1mib (one job printing 1 MiB)
+    /// Workflow shapes: single, fan-out-10, chain-50, fan-out-256, logs-1mib (one job printing 1 MiB)
     #[arg(
         long,
         env = "BATON_BENCH_SHAPES",
@@ -849,6 +849,62 @@ fn render_idle(idle: &[(cost::IdleRunner, cost::Usage)]) -> String {
     s
 }
 
+/// The previous main's report: the one file in `bench/baseline/`, named
+/// after its commit.
+fn baseline_report() -> Option<(String, serde_json::Value)> {
+    let dir = root().join("bench/baseline");
+    let path = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))?;
+    let commit = path.file_stem()?.to_string_lossy().into_owned();
+    let report = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+    Some((commit, report))
+}
+
+/// The agent's default keep-alive period (`--push-ping-s`).
+const PUSH_PING_S: f64 = 540.0;
+
+fn render_idle_pushed(p: &cost::IdlePushedRunner, per_connect: &cost::Usage, long_poll_month: Option<f64>) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{:>12} {:>8} {:>13} {:>14} {:>9} {:>9} {:>9} {:>9}   {}\n",
+        "safety poll",
+        "ping",
+        "polls/month",
+        "connects/month",
+        "$/month",
+        "API GW",
+        "Lambda",
+        "DynamoDB",
+        "target ≤ $0.05"
+    ));
+    s.push_str(&format!(
+        "{:>11.0}s {:>7.0}s {:>13.0} {:>14.0} {:>9.4} {:>9.4} {:>9.4} {:>9.4}   {}\n",
+        p.safety_poll_s,
+        p.ping_s,
+        p.polls_per_month,
+        p.connects_per_month,
+        p.cost.total,
+        p.cost.api_gateway,
+        p.cost.lambda,
+        p.cost.dynamodb,
+        if p.cost.total <= 0.05 { "meets" } else { "MISSES" }
+    ));
+    s.push_str(&format!(
+        "   (API GW: 43,200 connection-minutes, a ping and its reply every {:.0} s, and the safety polls' HTTP requests;\n\
+         \x20   a $connect measured at {:.1} RCU, {:.1} WCU, {:.0} invocation, every 2 h when the gateway closes the socket;\n\
+         \x20   each safety poll is the `--claim-wait-s 0` poll above. Previous main (20 s long polls): {})\n",
+        p.ping_s,
+        per_connect.dynamodb_read_units,
+        per_connect.dynamodb_write_units,
+        per_connect.lambda_invocations,
+        long_poll_month.map_or("not measured".to_string(), |m| format!("${m:.2} a month"))
+    ));
+    s
+}
+
 #[tokio::main]
 async fn main() {
     let mut opts = options();
@@ -932,6 +988,14 @@ async fn main() {
             "idle_runner".into(),
             json!(idle.iter().map(|(i, p)| json!({"month": i, "per_poll": p})).collect::<Vec<_>>()),
         );
+        eprintln!("bench: an idle runner on its push socket …");
+        let per_connect = workflows::idle_connect(&stack, &recorder, &ws, 5).await;
+        let quick_poll = idle.iter().find(|(i, _)| i.wait_s == 0.0).map(|(_, p)| *p).unwrap_or_default();
+        let safety = stack.host.config.push.safety_poll.as_secs_f64();
+        let pushed = cost::idle_pushed_runner(safety, PUSH_PING_S, &quick_poll, &per_connect);
+        heading(&mut text, "Idle cost of one runner holding its push socket, per 30-day month (the agent's default)");
+        text.push_str(&render_idle_pushed(&pushed, &per_connect, idle.first().map(|(i, _)| i.cost.total)));
+        json.insert("idle_pushed_runner".into(), json!({"month": pushed, "per_connect": per_connect}));
     }
 
     if opts.wants("contention") {
@@ -967,13 +1031,17 @@ async fn main() {
         "single GetItem over {} calls: median {:.1} ms, p90 {:.1} ms, min {:.1} ms (DynamoDB in-region: single-digit ms)\n",
         latency.calls, latency.median_ms, latency.p90_ms, latency.min_ms
     ));
+    json.insert("generated_at".into(), json!(Utc::now()));
+    if let Some((commit, previous)) = baseline_report() {
+        heading(&mut text, &format!("Side by side: the previous main ({commit}, bench/baseline/) and this tree"));
+        text.push_str(&baton_bench::baseline::render(&commit, &previous, &serde_json::Value::Object(json.clone())));
+    }
     text.push_str(&format!("\nJSON: {}\n", opts.out.display()));
 
     if let Some(quiet) = quiet {
         quiet.restore();
     }
     print!("{text}");
-    json.insert("generated_at".into(), json!(Utc::now()));
     json.insert("endpoint".into(), json!(endpoint()));
     json.insert("emulator_get_item_latency_ms".into(), json!(latency));
     json.insert(

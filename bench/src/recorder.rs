@@ -42,7 +42,12 @@ pub struct Request {
     pub request_bytes: usize,
     pub status: u16,
     pub read_units: f64,
+    /// Write units, the global secondary indexes' included.
     pub write_units: f64,
+    /// The part of `write_units` that the indexes bill: DynamoDB copies an
+    /// indexed item's change into each index whose keys it has, billed by
+    /// what the index projects (a key change is a delete and a put there).
+    pub index_write_units: f64,
     /// A conditional write that failed its condition (alone, or as a
     /// transaction cancelled by `ConditionalCheckFailed`).
     pub failed_condition: bool,
@@ -74,6 +79,7 @@ struct Pending {
     request_bytes: usize,
     read_units: f64,
     write_units: f64,
+    index_write_units: f64,
     /// `ConsistentRead` of a read request.
     consistent: bool,
     entries: usize,
@@ -81,6 +87,8 @@ struct Pending {
     /// Writes to apply to the size cache once the request succeeded:
     /// (key, Some(size)) puts, (key, None) deletes.
     effects: Vec<(String, Option<usize>)>,
+    /// Index membership to record once the request succeeded: (key, index, in it).
+    index_effects: Vec<(String, usize, bool)>,
 }
 
 impl Storable for Pending {
@@ -92,6 +100,39 @@ struct State {
     requests: Vec<Request>,
     /// Item size by `pk|sk` (the bench's stack has one table).
     sizes: HashMap<String, usize>,
+    /// Items known to be in an index: (`pk|sk`, index number).
+    indexed: std::collections::HashSet<(String, usize)>,
+}
+
+/// A global secondary index of the table, as resources.json defines it.
+#[derive(Debug)]
+struct IndexSpec {
+    partition_key: String,
+    sort_key: String,
+    keys_only: bool,
+}
+
+static INDEXES: std::sync::LazyLock<Vec<IndexSpec>> = std::sync::LazyLock::new(|| {
+    baton_shared::resources::Resources::load()
+        .table
+        .global_secondary_indexes
+        .iter()
+        .map(|g| IndexSpec {
+            partition_key: g.partition_key.name.clone(),
+            sort_key: g.sort_key.name.clone(),
+            keys_only: g.projection == "KEYS_ONLY",
+        })
+        .collect()
+});
+
+/// What one index write costs: a keys-only entry is under 1 KB; a full copy
+/// weighs what the item does.
+fn index_units(index: &IndexSpec, item_size: usize) -> f64 {
+    if index.keys_only {
+        1.0
+    } else {
+        write_units_for(item_size)
+    }
 }
 
 /// The shared record; clone it freely.
@@ -126,6 +167,10 @@ impl Recorder {
     fn learn(&self, key: String, size: usize) {
         self.lock().sizes.insert(key, size);
     }
+
+    fn is_indexed(&self, key: &str, index: usize) -> bool {
+        self.lock().indexed.contains(&(key.to_string(), index))
+    }
 }
 
 #[derive(Debug)]
@@ -152,12 +197,14 @@ impl Intercept for Counting {
             request_bytes: body.len(),
             read_units: 0.0,
             write_units: 0.0,
+            index_write_units: 0.0,
             consistent: false,
             entries: 0,
             // The interceptor runs in the task that sent the request, so the
             // dev host's invocation scope is visible here.
             invocation: baton_devhost::invocations::current(),
             effects: Vec::new(),
+            index_effects: Vec::new(),
         };
         if let Ok(request) = serde_json::from_slice::<Value>(body) {
             if is_dynamodb {
@@ -232,6 +279,14 @@ impl Intercept for Counting {
                     }
                 }
             }
+            let mut state = self.recorder.lock();
+            for (key, index, member) in pending.index_effects.drain(..) {
+                if member {
+                    state.indexed.insert((key, index));
+                } else {
+                    state.indexed.remove(&(key, index));
+                }
+            }
         }
         self.recorder.lock().requests.push(Request {
             service,
@@ -239,7 +294,8 @@ impl Intercept for Counting {
             request_bytes: pending.request_bytes,
             status,
             read_units: pending.read_units,
-            write_units: pending.write_units,
+            write_units: pending.write_units + pending.index_write_units,
+            index_write_units: pending.index_write_units,
             failed_condition,
             entries: pending.entries,
             function: pending.invocation.as_ref().map(|i| i.function.clone()),
@@ -325,6 +381,15 @@ impl Counting {
                 let old = cache_key(&item).and_then(|k| self.recorder.size_of(&k)).unwrap_or(0);
                 pending.write_units += multiplier * write_units_for(new.max(old));
                 if let Some(k) = cache_key(&item) {
+                    for (i, index) in INDEXES.iter().enumerate() {
+                        let (was, is) = (self.recorder.is_indexed(&k, i), item.contains_key(&index.partition_key));
+                        if is {
+                            pending.index_write_units += index_units(index, new);
+                        } else if was {
+                            pending.index_write_units += index_units(index, old);
+                        }
+                        pending.index_effects.push((k.clone(), i, is));
+                    }
                     pending.effects.push((k, Some(new)));
                 }
             }
@@ -345,6 +410,7 @@ impl Counting {
                 };
                 pending.write_units += multiplier * write_units_for(old.max(new));
                 if let Some(k) = cache_key(&key) {
+                    self.price_index_update(&k, op, old.max(new), pending);
                     pending.effects.push((k, Some(old.max(new))));
                 }
             }
@@ -352,6 +418,12 @@ impl Counting {
                 let key = op["Key"].as_object().cloned().unwrap_or_default();
                 pending.write_units += multiplier * write_units_for(self.known_size(&key));
                 if let Some(k) = cache_key(&key) {
+                    for (i, index) in INDEXES.iter().enumerate() {
+                        if self.recorder.is_indexed(&k, i) {
+                            pending.index_write_units += index_units(index, self.known_size(&key));
+                            pending.index_effects.push((k.clone(), i, false));
+                        }
+                    }
                     pending.effects.push((k, None));
                 }
             }
@@ -360,6 +432,52 @@ impl Counting {
                 pending.read_units += 2.0 * read_units_for(self.known_size(&key));
             }
             _ => {}
+        }
+    }
+
+    /// An update's index writes: moving an index key is a delete and a put
+    /// in that index; setting it adds the item, removing it takes it out;
+    /// any other change rewrites a full copy (`ALL`) and leaves a keys-only
+    /// index alone.
+    fn price_index_update(&self, key: &str, op: &Value, size: usize, pending: &mut Pending) {
+        let expression = op["UpdateExpression"].as_str().unwrap_or_default();
+        // Attribute names as written, aliases resolved.
+        let names: Vec<&str> = op["ExpressionAttributeNames"]
+            .as_object()
+            .map(|n| n.values().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let (set_part, remove_part) = match expression.find("REMOVE") {
+            Some(at) => (&expression[..at], &expression[at..]),
+            None => (expression, ""),
+        };
+        let mentions = |part: &str, attribute: &str| {
+            part.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '#')).any(|word| {
+                word == attribute
+                    || (word.starts_with('#')
+                        && names.contains(&attribute)
+                        && op["ExpressionAttributeNames"][word] == attribute)
+            })
+        };
+        for (i, index) in INDEXES.iter().enumerate() {
+            let was = self.recorder.is_indexed(key, i);
+            let keys = [index.partition_key.as_str(), index.sort_key.as_str()];
+            let sets_key = keys.iter().any(|k| mentions(set_part, k));
+            let removes_key = keys.iter().any(|k| mentions(remove_part, k));
+            let units = match (was, sets_key, removes_key) {
+                (true, _, true) => {
+                    pending.index_effects.push((key.to_string(), i, false));
+                    index_units(index, size)
+                }
+                (true, true, false) => 2.0 * index_units(index, size),
+                (true, false, false) if index.keys_only => 0.0,
+                (true, false, false) => index_units(index, size),
+                (false, true, false) => {
+                    pending.index_effects.push((key.to_string(), i, true));
+                    index_units(index, size)
+                }
+                (false, _, _) => 0.0,
+            };
+            pending.index_write_units += units;
         }
     }
 
@@ -447,6 +565,11 @@ impl Counting {
     fn learn_items<'a>(&self, pending: &mut Pending, items: impl Iterator<Item = &'a Map<String, Value>>) {
         for item in items {
             if let Some(k) = cache_key(item) {
+                for (i, index) in INDEXES.iter().enumerate() {
+                    if item.contains_key(&index.partition_key) {
+                        pending.index_effects.push((k.clone(), i, true));
+                    }
+                }
                 pending.effects.push((k, Some(item_size(item))));
             }
         }
@@ -468,11 +591,48 @@ mod tests {
             request_bytes: 0,
             read_units: 0.0,
             write_units: 0.0,
+            index_write_units: 0.0,
             consistent: false,
             entries: 0,
             invocation: None,
             effects: Vec::new(),
+            index_effects: Vec::new(),
         }
+    }
+
+    #[test]
+    fn index_writes_follow_what_the_index_projects_and_whether_its_key_moves() {
+        let c = counting();
+        let lease = json!({"TableName": "t", "Item": {
+            "pk": {"S": "EXEC#1"}, "sk": {"S": "LEASE"}, "lx_shard": {"S": "L#1"}, "lx_expires_at": {"N": "1"},
+            "steps": {"S": "s".repeat(3000)}}});
+        let mut p = pending();
+        c.price_request("PutItem", &lease, &mut p);
+        assert_eq!((p.write_units, p.index_write_units), (3.0, 1.0), "a keys-only entry is one unit");
+        for (key, index, member) in p.index_effects.drain(..) {
+            if member {
+                c.recorder.lock().indexed.insert((key, index));
+            }
+        }
+        c.recorder.learn("EXEC#1|LEASE".into(), 3100);
+        // A heartbeat moves the index key: a delete and a put in the index.
+        let heartbeat = json!({"TableName": "t", "Key": {"pk": {"S": "EXEC#1"}, "sk": {"S": "LEASE"}},
+            "UpdateExpression": "SET expires_at = :x, lx_expires_at = :n", "ExpressionAttributeValues": {":x": {"S": "t"}, ":n": {"N": "2"}}});
+        let mut p = pending();
+        c.price_request("UpdateItem", &heartbeat, &mut p);
+        assert_eq!(p.index_write_units, 2.0);
+        // A step report leaves a keys-only index alone.
+        let report = json!({"TableName": "t", "Key": {"pk": {"S": "EXEC#1"}, "sk": {"S": "LEASE"}},
+            "UpdateExpression": "SET steps.#id = :s", "ExpressionAttributeNames": {"#id": "a"}, "ExpressionAttributeValues": {":s": {"S": "x"}}});
+        let mut p = pending();
+        c.price_request("UpdateItem", &report, &mut p);
+        assert_eq!(p.index_write_units, 0.0);
+        // A full copy (runs-by-workspace) is rewritten by any change, by size.
+        let run = json!({"TableName": "t", "Item": {"pk": {"S": "RUN#1"}, "sk": {"S": "RUN"}, "rw_pk": {"S": "WS#a"},
+            "rw_sk": {"S": "x"}, "state": {"S": "s".repeat(2500)}}});
+        let mut p = pending();
+        c.price_request("PutItem", &run, &mut p);
+        assert_eq!(p.index_write_units, 3.0);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod logs;
 pub mod metrics;
 pub mod orchestration;
+pub mod outcomes;
 #[cfg(feature = "local-stack")]
 pub mod provision;
 #[cfg(feature = "local-stack")]

@@ -218,8 +218,10 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     // pipeline's latency. The runners' facts reach job-outcomes 20 s late;
     // both jobs' 10 s timeouts pass first. One job was completed and the
     // other's lease expired, each well before its deadline: the timeout
-    // must not be what the run shows.
-    let faults = "seed=1;late_ms=20000;trigger.sqs.job-outcomes:late=1";
+    // must not be what the run shows. The complete function crashes right
+    // after its transaction (abandoned), so its direct adoption of the
+    // outcome never happens and the late fact is the only way it travels.
+    let faults = "seed=1;late_ms=20000;trigger.sqs.job-outcomes:late=1;trigger.http.complete:abandon=1";
     let minute = HashMap::from([("BATON_TIMEOUT_MINUTE_S".to_string(), "5".to_string())]);
     let (stack, plan) = stack_with_faults_and(faults, minute).await;
     let ws = "ws-close-call";
@@ -248,12 +250,16 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     let reported = stack
         .post(&format!("/v1/runners/leases/{}/steps/{step}", done.job_execution_id), &done.lease.token, report)
         .await;
-    assert_eq!(reported.status, 200, "{}", reported.body);
+    // The same function: abandoned once its write answered, unless it
+    // finished in that very moment. Applied either way.
+    assert!(matches!(reported.status, 200 | 502), "{}", reported.body);
     let steps = json!([{ "id": step, "status": "succeeded", "exit_code": 0 }]);
     let completed = stack
         .complete(&done.lease.token, done.job_execution_id, json!({ "status": "succeeded", "steps": steps }))
         .await;
-    assert_eq!(completed.status, 200, "{}", completed.body);
+    assert_eq!(completed.status, 502, "the function was abandoned after its write: {}", completed.body);
+    let record = stack.store.runner_record(done.job_execution_id).await.expect("read").expect("the record");
+    assert_eq!(record.status, baton_shared::store::records::RunnerStatus::Completed, "the outcome was recorded");
     // The lost job's runner never heartbeats; the reaper takes its lease.
     assert_eq!(stack.reap_at(Utc::now() + Span::hours(1)).await, 1);
     let deadline = done.queued_at + Span::seconds(10);
@@ -288,6 +294,40 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     .await;
     assert_eq!(steps.0, "succeeded");
     assert!(plan.injected_by_kind().get("late").copied().unwrap_or(0) >= 2, "{:?}", plan.injected_by_kind());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_reaches_its_run_without_waiting_for_the_bus() {
+    // Every runner fact reaches job-outcomes a minute late; the complete
+    // function adopts its own outcome and wakes the orchestration, so the
+    // run ends long before that.
+    let (stack, plan) = stack_with_faults("seed=1;late_ms=60000;trigger.sqs.job-outcomes:late=1").await;
+    let ws = "ws-direct";
+    let yaml = "name: direct\njobs:\n  only:\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
+    let created =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let run_id = created.body["id"].as_str().expect("a run id").to_string();
+    let session = stack.runner(ws, &["linux"]).await.session_token;
+    let claim = wait_for("the job to be claimable", Duration::from_secs(30), || stack.claim(&session)).await;
+    let steps = json!([{ "id": claim.job.steps[0].id, "status": "succeeded", "exit_code": 0 }]);
+    let completed = stack
+        .complete(&claim.lease.token, claim.job_execution_id, json!({ "status": "succeeded", "steps": steps }))
+        .await;
+    assert_eq!(completed.status, 200, "{}", completed.body);
+    let view = wait_for("the run to succeed well within the bus's minute", Duration::from_secs(30), || async {
+        let view = stack
+            .send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None)
+            .await;
+        (view.body["status"] == "succeeded").then_some(view.body)
+    })
+    .await;
+    assert_eq!(view["attempts"][0]["jobs"][0]["executions"][0]["steps"][0]["status"], "succeeded", "{view:#}");
+    assert!(
+        plan.injected_by_kind().get("late").copied().unwrap_or(0) >= 1,
+        "the bus was late: {:?}",
+        plan.injected_by_kind()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

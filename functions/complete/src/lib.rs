@@ -9,6 +9,7 @@ use baton_shared::error::ApiError;
 use baton_shared::facts::{Fact, JobCompleted, StepResult};
 use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
 use baton_shared::limits;
+use baton_shared::outcomes::{adopt, RunnerFact};
 use baton_shared::store::leases::{Completion, Fenced};
 use baton_shared::workflows::definition::MAX_STEPS_PER_JOB;
 use baton_shared::workflows::execution::recorded_outcome;
@@ -106,6 +107,16 @@ async fn finish(
     {
         Fenced::Ok(Completion::Recorded(status)) => {
             tracing::info!(job_execution_id = %lease.execution_id, run_id = %fact.detail.lease.run_id, session_id = %fact.detail.lease.session_id, ?status, "job completed; lease ended");
+            // The direct path: the outcome reaches the attempt and wakes the
+            // orchestration now, instead of after stream → relay → bus →
+            // queue → job-outcomes. The fact still travels that way, and
+            // adopting it again there changes nothing; if this adoption fails
+            // (a crash, a busy attempt), that one is the way it gets done.
+            if item.as_ref().is_some_and(|i| i.direct_adoption) {
+                if let Err(err) = adopt(context, &RunnerFact::completed(&fact.detail), "complete").await {
+                    tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "direct adoption failed; the job.completed fact will carry it");
+                }
+            }
             Ok(json_response(StatusCode::OK, &CompleteResponse { status }))
         }
         Fenced::Ok(Completion::AlreadyRecorded(status)) => {

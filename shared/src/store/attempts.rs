@@ -207,6 +207,9 @@ impl Store {
     /// already ended (timed out, cancelled): the status stands, but the view
     /// should show what the steps did. Only the first report is kept (the put
     /// is conditioned on absence), so a redelivered fact changes nothing.
+    /// An eventually consistent read goes first: when the results are there
+    /// (the usual case: the complete adopted them itself), half a read unit
+    /// replaces a refused write, which DynamoDB bills as a write.
     pub async fn record_late_results(
         &self,
         run_id: Uuid,
@@ -215,6 +218,9 @@ impl Store {
         steps: &[StepResult],
         outputs: &BTreeMap<String, serde_json::Value>,
     ) -> Result<(), StoreError> {
+        if self.get_eventually(&run_pk(run_id), &steps_sk(attempt, execution_id)).await?.is_some() {
+            return Ok(());
+        }
         let mut put = self.result_put(run_id, attempt, execution_id, steps, outputs)?;
         if let Some(p) = put.put.as_mut() {
             p.condition_expression = Some("attribute_not_exists(pk)".into());
@@ -262,7 +268,9 @@ impl Store {
         now: DateTime<Utc>,
         emitted: &[Emitted],
         ttl_days: u32,
+        attempt_jobs: usize,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let direct_adoption = attempt_jobs <= crate::outcomes::DIRECT_ADOPTION_MAX_JOBS;
         let mut puts = Vec::with_capacity(emitted.len());
         // Label sets of the jobs queued here, registered once each.
         let mut label_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -274,7 +282,7 @@ impl Store {
                     // Claimable in this very transaction: the definition's
                     // labels are canonical already.
                     let labelset = crate::runners::labels::labelset_id(&spec.labels);
-                    puts.extend(self.claimable_puts(workspace_id, fact, &spec.labels, &labelset)?);
+                    puts.extend(self.claimable_puts(workspace_id, fact, &spec.labels, &labelset, direct_adoption)?);
                     label_sets.insert(labelset, spec.labels.clone());
                 }
                 Emitted::ExecutionTerminated(d) => {
@@ -463,7 +471,13 @@ impl Store {
                 )?);
             }
             items.extend(write.items);
-            items.extend(self.emitted_puts(&next.state.workspace_id, now, &write.emitted, outbox_ttl_days)?);
+            items.extend(self.emitted_puts(
+                &next.state.workspace_id,
+                now,
+                &write.emitted,
+                outbox_ttl_days,
+                next.state.jobs.len(),
+            )?);
             if contention::lost_race(self.transact(items).await)? {
                 updated.lost_races += 1;
                 if updated.lost_races > contention::MAX_LOST_RACES {

@@ -234,6 +234,7 @@ impl Store {
                     steps: BTreeMap::new(),
                     lx_shard: lease_shard(pending.execution_id),
                     lx_expires_at: expires_at.timestamp_millis(),
+                    direct_adoption: pending.direct_adoption,
                 };
                 let fact = Fact::new(
                     pending.workspace_id.clone(),

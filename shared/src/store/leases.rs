@@ -49,6 +49,9 @@ pub struct LeaseItem {
     pub lx_shard: String,
     /// `expires_at` in epoch milliseconds, the index's sort key.
     pub lx_expires_at: i64,
+    /// Its complete adopts the outcome itself (`outcomes::DIRECT_ADOPTION_MAX_JOBS`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub direct_adoption: bool,
 }
 
 impl LeaseItem {

@@ -44,6 +44,9 @@ pub struct PendingItem {
     /// need. The steps and env are in the job's spec item, read only by the
     /// claim that wins the job, so a claim window reads small items.
     pub job: QueuedJob,
+    /// Its complete adopts the outcome itself (`outcomes::DIRECT_ADOPTION_MAX_JOBS`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub direct_adoption: bool,
 }
 
 impl crate::runners::claim::Candidate for PendingItem {
@@ -115,8 +118,9 @@ impl Store {
         if self.runner_record(fact.detail.job_execution_id).await?.is_some() {
             return Ok(Enqueued::AlreadyKnown);
         }
+        // The fact does not tell the attempt's size: the bus path it is.
         let [put_record, put_pending] =
-            self.claimable_puts(&fact.header.workspace_id, &fact.detail, &labels, labelset)?;
+            self.claimable_puts(&fact.header.workspace_id, &fact.detail, &labels, labelset, false)?;
         let register = self.label_set_registration(&fact.header.workspace_id, &labels, labelset)?;
         let items = vec![put_record, put_pending, register];
         Ok(match self.transact(items).await? {
@@ -136,6 +140,7 @@ impl Store {
         d: &JobExecutionQueued,
         labels: &[String],
         labelset: &str,
+        direct_adoption: bool,
     ) -> Result<[TransactWriteItem; 2], StoreError> {
         let pending = PendingItem {
             pk: keys::queue_pk(ws, labelset),
@@ -149,6 +154,7 @@ impl Store {
             queued_at: d.queued_at,
             epoch: 0,
             job: QueuedJob { labels: labels.to_vec(), ..d.job.clone() },
+            direct_adoption,
         };
         let record = RunnerRecord {
             pk: execution_pk(d.job_execution_id),

@@ -1,0 +1,160 @@
+//! Adopting what the runners' side recorded (a claim, a completion, an
+//! expired lease) into the attempt, and waking the orchestration parked on
+//! it. Two callers apply the same fact, so the bus is off the critical path
+//! without being the only way: the `complete` function adopts its own
+//! completion right after the transaction that recorded it (one hop from
+//! "needs satisfied" to Step Functions), and the `job-outcomes` subscriber
+//! adopts every runner fact from the bus (claims and expiries always; a
+//! completion when the direct adoption did not happen: a crash, a lost race
+//! past its bound, an attempt busy elsewhere).
+//!
+//! Idempotency: state, not markers. Each adoption is one compare-and-set on
+//! the attempt's version (`Store::update_attempt`); a second adoption of
+//! the same fact finds the execution already where the fact puts it (or
+//! terminal) and changes nothing, emits nothing. It only re-sends a wake-up
+//! if the orchestration still waits for progress that has happened (a crash
+//! between a commit and its wake-up is healed by the redelivery).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::context::Context;
+use crate::facts::subscriber::HandlerError;
+use crate::facts::{JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
+use crate::metrics::{emit, Unit};
+use crate::orchestration::wake;
+use crate::store::attempts::{AttemptStep, AttemptWrite};
+use crate::workflows::attempt::step_statuses;
+use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
+
+/// Attempts of at most this many jobs get the direct path. The attempt item
+/// grows with its jobs and every adoption reads it and the definition's
+/// snapshot and rewrites it; in a Lambda of its own each complete races the
+/// others on that one item (job-outcomes serialises a batch in-process), and
+/// a refused write is billed by the item's size. Past a few dozen jobs the
+/// bus's fixed cost is the cheaper way, and its latency matters less in a
+/// run that long.
+pub const DIRECT_ADOPTION_MAX_JOBS: usize = 32;
+
+/// What a runner fact says happened to an execution.
+#[derive(Debug, Clone)]
+pub struct RunnerFact {
+    pub lease: LeaseRef,
+    pub at: DateTime<Utc>,
+    pub kind: Kind,
+    pub steps: Vec<StepResult>,
+    pub outputs: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Claimed,
+    Completed(JobOutcome),
+    LeaseExpired,
+}
+
+impl RunnerFact {
+    pub fn claimed(fact: &JobClaimed) -> Self {
+        Self { lease: fact.lease.clone(), at: fact.claimed_at, kind: Kind::Claimed, steps: Vec::new(), outputs: None }
+    }
+
+    pub fn completed(fact: &JobCompleted) -> Self {
+        Self {
+            lease: fact.lease.clone(),
+            at: fact.completed_at,
+            kind: Kind::Completed(fact.status),
+            steps: fact.steps.clone(),
+            outputs: Some(fact.outputs.clone()),
+        }
+    }
+
+    pub fn lease_expired(fact: &JobLeaseExpired) -> Self {
+        Self {
+            lease: fact.lease.clone(),
+            at: fact.expired_at,
+            kind: Kind::LeaseExpired,
+            steps: fact.steps.clone(),
+            outputs: None,
+        }
+    }
+}
+
+/// The status of every step of the job, in order.
+fn all_steps(definition: &WorkflowDefinition, job_key: &str, fact: &RunnerFact) -> Vec<StepStatus> {
+    step_statuses(definition, job_key, fact.lease.job_execution_id, &fact.steps)
+}
+
+/// Applies `fact` to its attempt and wakes the orchestration if it waits
+/// for this progress. `via` names the path (logs and metrics).
+pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<(), HandlerError> {
+    let store = &context.store;
+    let (run_id, attempt) = (fact.lease.run_id, fact.lease.attempt);
+    let execution_id = fact.lease.job_execution_id;
+    // What the last decision found, for what happens after the write.
+    let mut finished = false;
+    let mut already_ended = false;
+    let updated = store
+        .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
+            let Some(job) = next.state.jobs.iter().find(|job| job.id == fact.lease.job_id) else {
+                return Err(HandlerError::Permanent(format!("job {} is not in {run_id}/{attempt}", fact.lease.job_id)));
+            };
+            let event = match fact.kind {
+                Kind::Claimed => ExecutionEvent::Claimed { at: fact.at },
+                Kind::Completed(status) => {
+                    ExecutionEvent::Completed { status, steps: all_steps(definition, &job.key, fact) }
+                }
+                Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, fact) },
+            };
+            // Ended before this fact came (a timeout, a cancel, the runner's
+            // record read at a timeout, or this fact adopted directly): the
+            // status stands, and the steps are kept beside it if missing.
+            already_ended = !matches!(fact.kind, Kind::Claimed)
+                && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
+            let effect = next.state.apply_runner_event(
+                fact.lease.job_id,
+                execution_id,
+                &event,
+                Some(fact.lease.session_id),
+                fact.at,
+            );
+            finished = effect.finished;
+            if !effect.changed {
+                return Ok(AttemptStep::Done);
+            }
+            let outputs = fact.outputs.clone().unwrap_or_default();
+            let mut items = Vec::new();
+            if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
+                items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
+            }
+            Ok(AttemptStep::Write(AttemptWrite {
+                emitted: effect.emitted,
+                items,
+                progressed: effect.finished,
+                again: false,
+            }))
+        })
+        .await?
+        .ok_or_else(|| HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist")))?;
+    if updated.writes == 0 {
+        tracing::debug!(%run_id, attempt, %execution_id, via, "runner fact changed nothing");
+        if already_ended && !fact.steps.is_empty() {
+            let outputs = fact.outputs.clone().unwrap_or_default();
+            store.record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs).await?;
+        }
+        emit("job-outcomes", &[("facts_without_effect", 1.0, Unit::Count)]);
+    } else {
+        tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, job_execution_id = %execution_id, via, finished, "execution updated");
+        emit(
+            "job-outcomes",
+            &[
+                ("executions_finished", if finished { 1.0 } else { 0.0 }, Unit::Count),
+                ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
+            ],
+        );
+    }
+    if let Some(token) = updated.item.token_to_wake() {
+        wake(&context.clients.sfn, token).await?;
+    }
+    Ok(())
+}
