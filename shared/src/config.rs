@@ -62,6 +62,10 @@ pub struct PushConfig {
     /// `BATON_PUSH_CONNECTION_TTL_S` (default 7800): how long a connection
     /// item lives unless renewed; API Gateway closes a socket after 2 hours.
     pub connection_ttl: Duration,
+    /// `BATON_PUSH_CONNECTING_GRACE_S` (default 30, 0 to 300): a connection
+    /// item younger than this is kept when a post finds its socket gone (the
+    /// gateway answers gone while `$connect` runs).
+    pub connecting_grace: Duration,
 }
 
 /// Lease timings (behaviour.md §5).
@@ -177,6 +181,7 @@ impl Config {
                 endpoint: lookup("BATON_PUSH_ENDPOINT").filter(|s| !s.trim().is_empty()),
                 safety_poll: seconds("BATON_PUSH_SAFETY_POLL_S", 300, 1, 3_600)?,
                 connection_ttl: seconds("BATON_PUSH_CONNECTION_TTL_S", 7_800, 60, 86_400)?,
+                connecting_grace: seconds("BATON_PUSH_CONNECTING_GRACE_S", 30, 0, 300)?,
             },
         })
     }

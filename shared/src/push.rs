@@ -28,6 +28,11 @@ use crate::store::Store;
 pub struct Pusher {
     /// `None`: the deployment has no push endpoint; nudging is a no-op.
     client: Option<aws_sdk_apigatewaymanagement::Client>,
+    /// How long a connection item lives (`BATON_PUSH_CONNECTION_TTL_S`).
+    connection_ttl: chrono::Duration,
+    /// A socket this young is not forgotten for a gone answer: it may still
+    /// be in its `$connect` (`BATON_PUSH_CONNECTING_GRACE_S`).
+    connecting_grace: chrono::Duration,
 }
 
 /// What one nudge did.
@@ -50,11 +55,16 @@ impl Pusher {
                 base.config().to_builder().endpoint_url(endpoint.trim_end_matches('/')).build(),
             )
         });
-        Self { client }
+        let duration = |d: std::time::Duration| chrono::Duration::from_std(d).unwrap_or_default();
+        Self {
+            client,
+            connection_ttl: duration(config.connection_ttl),
+            connecting_grace: duration(config.connecting_grace),
+        }
     }
 
     pub fn disabled() -> Self {
-        Self { client: None }
+        Self { client: None, connection_ttl: chrono::Duration::zero(), connecting_grace: chrono::Duration::zero() }
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -141,9 +151,11 @@ impl Pusher {
             Err(err) if err.as_service_error().is_some_and(|e| e.is_gone_exception()) => {
                 // The socket closed without us hearing of it: forget it,
                 // unless the session has connected again meanwhile.
-                if let Err(err) =
-                    store.remove_push_connection(workspace_id, connection.session_id, &connection.connection_id).await
-                {
+                let young_ttl = (Utc::now() + self.connection_ttl - self.connecting_grace).timestamp();
+                let removed = store
+                    .remove_push_connection(workspace_id, connection.session_id, &connection.connection_id, young_ttl)
+                    .await;
+                if let Err(err) = removed {
                     tracing::warn!(error = %err, "a gone push connection could not be forgotten; its TTL will");
                 }
                 Post::Gone

@@ -45,13 +45,17 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             Some(id) => context.store.claim_answered(&session, id).await?,
             None => None,
         };
+        // The first look reads the label sets afresh; re-checks may trust
+        // the instance's list (store::claims).
+        let mut first_look = true;
         loop {
             let outcome = match answered.take() {
                 Some(outcome) => outcome,
                 None => {
                     let now = chrono::Utc::now();
                     let (lease, ttl) = (&context.config.lease, context.config.outbox_ttl_days);
-                    context.store.claim_next(&session, body.request_id, lease, ttl, now, &mut stats).await?
+                    let fresh = std::mem::replace(&mut first_look, false);
+                    context.store.claim_next(&session, body.request_id, lease, ttl, now, fresh, &mut stats).await?
                 }
             };
             match outcome {

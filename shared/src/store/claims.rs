@@ -6,12 +6,12 @@
 //! short window, through a fresh read (`runners::claim::MAX_REREADS`).
 //!
 //! The label sets of a workspace change rarely (a new set appears when a job
-//! with new labels is first queued), so a function instance trusts a
-//! non-empty list it read for `LABEL_SETS_TTL`: a warm claim, and an empty
-//! poll on a drained queue, then read one query and no registry. The price:
-//! a job whose label set is brand new may wait up to that second longer for
-//! a runner of this instance (an empty registry is never cached, so the first
-//! job of an idle workspace is not delayed).
+//! with new labels is first queued), so a long poll's re-checks trust a
+//! non-empty list read within `LABEL_SETS_TTL` and read one query and no
+//! registry. A claim's first look reads the registry afresh: a runner nudged
+//! because a job with a brand-new label set became claimable claims once and
+//! then waits for the next nudge, so a stale list would strand the job until
+//! its safety poll.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -91,10 +91,11 @@ type LabelSetCache = Mutex<HashMap<String, (Instant, Arc<Vec<LabelSet>>)>>;
 static LABEL_SETS: LazyLock<LabelSetCache> = LazyLock::new(LabelSetCache::default);
 
 impl Store {
-    /// The workspace's label sets, from this instance's cache when fresh.
-    async fn label_sets_cached(&self, workspace_id: &str) -> Result<Arc<Vec<LabelSet>>, StoreError> {
+    /// The workspace's label sets, from this instance's cache when fresh
+    /// and `fresh` is not asked for.
+    async fn label_sets_cached(&self, workspace_id: &str, fresh: bool) -> Result<Arc<Vec<LabelSet>>, StoreError> {
         let key = format!("{}#{workspace_id}", self.table);
-        {
+        if !fresh {
             let cache = LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((at, sets)) = cache.get(&key) {
                 if at.elapsed() < LABEL_SETS_TTL {
@@ -118,9 +119,10 @@ impl Store {
         lease_config: &LeaseConfig,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
+        fresh_label_sets: bool,
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
-        let sets = self.label_sets_cached(&session.workspace_id).await?;
+        let sets = self.label_sets_cached(&session.workspace_id, fresh_label_sets).await?;
         self.claim_among(&sets, session, request_id, lease_config, outbox_ttl_days, now, stats).await
     }
 

@@ -102,12 +102,16 @@ impl Store {
     }
 
     /// Forgets a socket that is gone, unless the session has connected again
-    /// since (the condition keeps the newer socket).
+    /// since (the condition keeps the newer socket), and unless the item is
+    /// younger than `young_ttl` says (its `ttl` is later): the gateway
+    /// answers gone to a post that arrives while `$connect`, which wrote the
+    /// item, has not yet returned; that socket is about to open.
     pub async fn remove_push_connection(
         &self,
         workspace_id: &str,
         session_id: Uuid,
         connection_id: &str,
+        young_ttl: i64,
     ) -> Result<(), StoreError> {
         let delete = self
             .client
@@ -115,8 +119,10 @@ impl Store {
             .table_name(&self.table)
             .key("pk", s(push_connections_pk(workspace_id)))
             .key("sk", s(session_id.to_string()))
-            .condition_expression("connection_id = :c")
-            .expression_attribute_values(":c", AttributeValue::S(connection_id.to_string()));
+            .condition_expression("connection_id = :c AND #ttl <= :young")
+            .expression_attribute_names("#ttl", "ttl")
+            .expression_attribute_values(":c", AttributeValue::S(connection_id.to_string()))
+            .expression_attribute_values(":young", n(young_ttl));
         super::condition_may_fail(|| delete.clone().send()).await.map(|_| ())
     }
 }

@@ -124,7 +124,8 @@ async fn a_connected_runner_is_nudged_and_its_next_claim_brings_the_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll() {
-    let stack = stack_with(&[]).await;
+    // No grace for young sockets: this one is forgotten at its first gone post.
+    let stack = stack_with(&[("BATON_PUSH_CONNECTING_GRACE_S", "0")]).await;
     let ws = workspace();
     let token = stack.registration_token(&ws, json!({})).await;
     let log = scratch().join("runner.log");
