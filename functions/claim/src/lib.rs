@@ -10,7 +10,7 @@ use baton_shared::http::require_token;
 use baton_shared::http::{empty_response, json_response, parse_json, respond};
 use baton_shared::metrics::{emit, emit_for_stage, Unit};
 use baton_shared::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
-use baton_shared::store::claims::{ClaimOutcome, ClaimStats, Claimed};
+use baton_shared::store::claims::{ClaimLook, ClaimOutcome, ClaimStats, Claimed};
 use baton_shared::tokens::TokenKind;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -54,8 +54,11 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                 None => {
                     let now = chrono::Utc::now();
                     let (lease, ttl) = (&context.config.lease, context.config.outbox_ttl_days);
-                    let fresh = std::mem::replace(&mut first_look, false);
-                    context.store.claim_next(&session, body.request_id, lease, ttl, now, fresh, &mut stats).await?
+                    let look = ClaimLook {
+                        request_id: body.request_id,
+                        fresh_label_sets: std::mem::replace(&mut first_look, false),
+                    };
+                    context.store.claim_next(&session, look, lease, ttl, now, &mut stats).await?
                 }
             };
             match outcome {

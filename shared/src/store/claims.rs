@@ -75,6 +75,15 @@ pub struct ClaimAnswer {
 /// How long a claim's answer is kept for its retries.
 pub const CLAIM_ANSWER_TTL: chrono::Duration = chrono::Duration::days(1);
 
+/// One look at the queue by a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLook {
+    /// The claim's id: what it takes is kept for its retries.
+    pub request_id: Option<Uuid>,
+    /// Read the label sets afresh (a claim's first look), not from the cache.
+    pub fresh_label_sets: bool,
+}
+
 /// Counters of one claim, for metrics and the benchmark.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimStats {
@@ -115,14 +124,14 @@ impl Store {
     pub async fn claim_next(
         &self,
         session: &Session,
-        request_id: Option<Uuid>,
+        look: ClaimLook,
         lease_config: &LeaseConfig,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
-        fresh_label_sets: bool,
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
-        let sets = self.label_sets_cached(&session.workspace_id, fresh_label_sets).await?;
+        let request_id = look.request_id;
+        let sets = self.label_sets_cached(&session.workspace_id, look.fresh_label_sets).await?;
         self.claim_among(&sets, session, request_id, lease_config, outbox_ttl_days, now, stats).await
     }
 
