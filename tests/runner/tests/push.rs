@@ -13,10 +13,8 @@ use std::time::{Duration, Instant};
 
 use baton_devhost::push::PushGateway;
 use baton_tests::{wait_for, TestStack};
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
-
-const RUN_WAIT: Duration = Duration::from_secs(90);
 
 async fn stack_with(overrides: &[(&str, &str)]) -> TestStack {
     let overrides: HashMap<String, String> = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -25,38 +23,6 @@ async fn stack_with(overrides: &[(&str, &str)]) -> TestStack {
 
 fn gateway(stack: &TestStack) -> &PushGateway {
     stack.host.push.as_deref().expect("the dev host serves the push socket")
-}
-
-async fn post(stack: &TestStack, path: &str, body: Value) -> (u16, Value) {
-    let response =
-        stack.http.post(stack.url(path)).bearer_auth(&stack.admin_token).json(&body).send().await.expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> String {
-    let (status, body) = post(stack, &format!("/v1/workspaces/{ws}/runs"), json!({ "definition": yaml })).await;
-    assert_eq!(status, 201, "{body:#}");
-    body["id"].as_str().expect("the run id").to_string()
-}
-
-async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + RUN_WAIT;
-    loop {
-        let response = stack
-            .http
-            .get(stack.url(&format!("/v1/workspaces/{ws}/runs/{run_id}")))
-            .bearer_auth(&stack.admin_token)
-            .send()
-            .await
-            .expect("GET");
-        let view: Value = response.json().await.unwrap_or(Value::Null);
-        if pred(&view) {
-            return view;
-        }
-        assert!(Instant::now() < deadline, "timed out after {RUN_WAIT:?} waiting for {what}; last view:\n{view:#}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Waits until `log` has a line containing `needle`.

@@ -16,56 +16,11 @@ use chrono::{DateTime, Duration as Span, Utc};
 use serde_json::{json, Value};
 use support::*;
 
-/// How long a run may take to reach a state: the emulator is slow, and
-/// every job crosses the pipeline twice (queued, then completed).
-const RUN_WAIT: Duration = Duration::from_secs(90);
-
 /// The lease settings of [`fast_lease_stack`].
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 const LEASE_DURATION_S: i64 = 3;
 
 // ---- the operator side: HTTP API and `baton` CLI ----
-
-async fn post(stack: &TestStack, path: &str, body: Value) -> (u16, Value) {
-    let response =
-        stack.http.post(stack.url(path)).bearer_auth(&stack.admin_token).json(&body).send().await.expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-/// Creates a run of `yaml` in `ws` over HTTP; returns its id.
-async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> String {
-    let (status, body) = post(stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
-    assert_eq!(status, 201, "{body:#}");
-    body["id"].as_str().expect("the run id").to_string()
-}
-
-async fn run_view(stack: &TestStack, ws: &str, run_id: &str) -> Value {
-    let response = stack
-        .http
-        .get(stack.url(&format!("/v1/workspaces/{ws}/runs/{run_id}")))
-        .bearer_auth(&stack.admin_token)
-        .send()
-        .await
-        .expect("GET");
-    let status = response.status().as_u16();
-    let body = response.json().await.unwrap_or(Value::Null);
-    assert_eq!(status, 200, "{body:#}");
-    body
-}
-
-/// Waits until the run view satisfies `pred`; on timeout, shows the last view.
-async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + RUN_WAIT;
-    loop {
-        let view = run_view(stack, ws, run_id).await;
-        if pred(&view) {
-            return view;
-        }
-        assert!(Instant::now() < deadline, "timed out after {RUN_WAIT:?} waiting for {what}; last view:\n{view:#}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 async fn wait_run_status(stack: &TestStack, ws: &str, run_id: &str, status: &str) -> Value {
     wait_view(stack, ws, run_id, &format!("run {run_id} to be {status}"), |v| v["status"] == status).await
