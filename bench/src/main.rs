@@ -894,7 +894,7 @@ fn render_idle_pushed(p: &cost::IdlePushedRunner, per_connect: &cost::Usage, lon
     ));
     s.push_str(&format!(
         "   (API GW: 43,200 connection-minutes, a ping and its reply every {:.0} s, and the safety polls' HTTP requests;\n\
-         \x20   a $connect measured at {:.1} RCU, {:.1} WCU, {:.0} invocation, every 2 h when the gateway closes the socket;\n\
+         \x20   a socket measured at {:.1} RCU, {:.1} WCU, {:.0} invocations ($connect, $disconnect), renewed every 2 h;\n\
          \x20   each safety poll is the `--claim-wait-s 0` poll above. Previous main (20 s long polls): {})\n",
         p.ping_s,
         per_connect.dynamodb_read_units,

@@ -745,21 +745,8 @@ pub async fn idle_poll(stack: &TestStack, recorder: &Recorder, workspace: &str, 
     }
     let window = recorder.since(mark);
     let invocations = stack.host.invocations.since(invocation_mark);
-    let ddb: Vec<&Request> = window.iter().filter(|r| r.is_dynamodb()).collect();
-    let n = polls.max(1) as f64;
-    Usage {
-        dynamodb_read_units: ddb.iter().map(|r| r.read_units).sum::<f64>() / n,
-        dynamodb_write_units: ddb.iter().map(|r| r.write_units).sum::<f64>() / n,
-        lambda_invocations: invocations.len() as f64 / n,
-        // The held time is priced by the caller; this is the requests' part.
-        lambda_gb_seconds: cost::modelled_gb_seconds(
-            invocations.len() as f64,
-            window.iter().filter(|r| r.function.is_some()).count() as f64,
-            cost::FUNCTION_MEMORY_MB,
-        ) / n,
-        api_requests: invocations.iter().filter(|r| r.status.is_some()).count() as f64 / n,
-        ..Usage::default()
-    }
+    // The held time is priced by the caller; this is the requests' part.
+    usage_per(&window, &invocations, polls, true)
 }
 
 /// What one `$connect` of a runner's push socket costs (the push-connect
@@ -778,26 +765,30 @@ pub async fn idle_connect(stack: &TestStack, recorder: &Recorder, workspace: &st
         let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the socket opens");
         let _ = socket.close(None).await;
     }
-    let window = recorder.since(mark);
-    let invocations: Vec<_> = stack
-        .host
-        .invocations
-        .since(invocation_mark)
-        .into_iter()
-        .filter(|r| r.function == "push-connect" && r.status == Some(200))
-        .collect();
-    let ddb: Vec<&Request> =
-        window.iter().filter(|r| r.is_dynamodb() && r.function.as_deref() == Some("push-connect")).collect();
-    let n = connects.max(1) as f64;
+    let window: Vec<Request> =
+        recorder.since(mark).into_iter().filter(|r| r.function.as_deref() == Some("push-connect")).collect();
+    let invocations: Vec<_> =
+        stack.host.invocations.since(invocation_mark).into_iter().filter(|r| r.function == "push-connect").collect();
+    // `$connect` and `$disconnect` both invoke it; neither is an HTTP API request.
+    usage_per(&window, &invocations, connects, false)
+}
+
+/// The usage of `n` units of idle work from its requests and invocations:
+/// DynamoDB units, invocations, modelled Lambda time, and (`http`) the
+/// invocations that answered an HTTP API request.
+fn usage_per(window: &[Request], invocations: &[baton_devhost::invocations::Record], n: usize, http: bool) -> Usage {
+    let ddb: Vec<&Request> = window.iter().filter(|r| r.is_dynamodb()).collect();
+    let n = n.max(1) as f64;
     Usage {
         dynamodb_read_units: ddb.iter().map(|r| r.read_units).sum::<f64>() / n,
         dynamodb_write_units: ddb.iter().map(|r| r.write_units).sum::<f64>() / n,
         lambda_invocations: invocations.len() as f64 / n,
         lambda_gb_seconds: cost::modelled_gb_seconds(
             invocations.len() as f64,
-            ddb.len() as f64,
+            window.iter().filter(|r| r.function.is_some()).count() as f64,
             cost::FUNCTION_MEMORY_MB,
         ) / n,
+        api_requests: if http { invocations.iter().filter(|r| r.status.is_some()).count() as f64 / n } else { 0.0 },
         ..Usage::default()
     }
 }
