@@ -152,8 +152,8 @@ pub async fn hold(
                 nudges.set_connected(true);
                 let why = serve(socket, &nudges, ping_every, &mut endpoint, &mut shutdown).await;
                 nudges.set_connected(false);
-                tracing::info!(reason = why, "push socket closed: polling until it is back");
-                if why == "new session" {
+                tracing::info!(reason = ?why, "push socket closed: polling until it is back");
+                if why == Closed::NewSession {
                     continue;
                 }
             }
@@ -189,6 +189,16 @@ async fn connect(endpoint: &Endpoint) -> Result<Socket, String> {
     }
 }
 
+/// Why a socket was closed; a new session reconnects at once, anything
+/// else after a backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    ByServer,
+    Broken,
+    NewSession,
+    ShuttingDown,
+}
+
 /// Serves one open socket until it closes; says why it ended.
 async fn serve(
     mut socket: Socket,
@@ -196,7 +206,7 @@ async fn serve(
     ping_every: Duration,
     endpoint: &mut watch::Receiver<Option<Endpoint>>,
     shutdown: &mut watch::Receiver<Shutdown>,
-) -> &'static str {
+) -> Closed {
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
     loop {
         tokio::select! {
@@ -206,23 +216,23 @@ async fn serve(
                     // A newer server's message, or a gateway's reply to a ping.
                     Err(_) => tracing::debug!(message = %text, "push message not understood; ignored"),
                 },
-                Some(Ok(Message::Close(_))) | None => return "closed by the server",
-                Some(Err(_)) => return "broken",
+                Some(Ok(Message::Close(_))) | None => return Closed::ByServer,
+                Some(Err(_)) => return Closed::Broken,
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => {
                 let ping = serde_json::to_string(&PushPing::default()).unwrap_or_default();
                 if socket.send(Message::Text(ping.into())).await.is_err() {
-                    return "broken";
+                    return Closed::Broken;
                 }
             }
             _ = endpoint.changed() => {
                 let _ = socket.close(None).await;
-                return "new session";
+                return Closed::NewSession;
             }
             _ = stopping(shutdown) => {
                 let _ = socket.close(None).await;
-                return "shutting down";
+                return Closed::ShuttingDown;
             }
         }
     }

@@ -45,8 +45,8 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             Some(id) => context.store.claim_answered(&session, id).await?,
             None => None,
         };
-        // The first look reads the label sets afresh; re-checks may trust
-        // the instance's list (store::claims).
+        // An empty first look checks a cached list of label sets against
+        // the registry; re-checks trust it (store::claims).
         let mut first_look = true;
         loop {
             let outcome = match answered.take() {
@@ -56,7 +56,7 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                     let (lease, ttl) = (&context.config.lease, context.config.outbox_ttl_days);
                     let look = ClaimLook {
                         request_id: body.request_id,
-                        fresh_label_sets: std::mem::replace(&mut first_look, false),
+                        first_look: std::mem::replace(&mut first_look, false),
                     };
                     context.store.claim_next(&session, look, lease, ttl, now, &mut stats).await?
                 }

@@ -6,12 +6,14 @@
 //! short window, through a fresh read (`runners::claim::MAX_REREADS`).
 //!
 //! The label sets of a workspace change rarely (a new set appears when a job
-//! with new labels is first queued), so a long poll's re-checks trust a
-//! non-empty list read within `LABEL_SETS_TTL` and read one query and no
-//! registry. A claim's first look reads the registry afresh: a runner nudged
-//! because a job with a brand-new label set became claimable claims once and
-//! then waits for the next nudge, so a stale list would strand the job until
-//! its safety poll.
+//! with new labels is first queued), so a function instance trusts a
+//! non-empty list it read for `LABEL_SETS_TTL`: a warm claim, and an empty
+//! poll on a drained queue, then read one query and no registry. A claim's
+//! first look that finds nothing in a cached list asks the registry once
+//! more: a runner nudged because a job with a brand-new label set became
+//! claimable claims once and then waits for the next nudge, so a list that
+//! predates the set would strand the job until its safety poll. Re-checks
+//! of a long poll trust the cache.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -80,8 +82,9 @@ pub const CLAIM_ANSWER_TTL: chrono::Duration = chrono::Duration::days(1);
 pub struct ClaimLook {
     /// The claim's id: what it takes is kept for its retries.
     pub request_id: Option<Uuid>,
-    /// Read the label sets afresh (a claim's first look), not from the cache.
-    pub fresh_label_sets: bool,
+    /// A claim's first look (not a long poll's re-check): an empty answer
+    /// from a cached list of label sets is checked against the registry.
+    pub first_look: bool,
 }
 
 /// Counters of one claim, for metrics and the benchmark.
@@ -100,23 +103,32 @@ type LabelSetCache = Mutex<HashMap<String, (Instant, Arc<Vec<LabelSet>>)>>;
 static LABEL_SETS: LazyLock<LabelSetCache> = LazyLock::new(LabelSetCache::default);
 
 impl Store {
-    /// The workspace's label sets, from this instance's cache when fresh
-    /// and `fresh` is not asked for.
-    async fn label_sets_cached(&self, workspace_id: &str, fresh: bool) -> Result<Arc<Vec<LabelSet>>, StoreError> {
-        let key = format!("{}#{workspace_id}", self.table);
-        if !fresh {
+    /// The workspace's label sets, from this instance's cache when fresh;
+    /// whether they came from the cache.
+    async fn label_sets_cached(&self, workspace_id: &str) -> Result<(Arc<Vec<LabelSet>>, bool), StoreError> {
+        {
             let cache = LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((at, sets)) = cache.get(&key) {
+            if let Some((at, sets)) = cache.get(&self.label_sets_key(workspace_id)) {
                 if at.elapsed() < LABEL_SETS_TTL {
-                    return Ok(sets.clone());
+                    return Ok((sets.clone(), true));
                 }
             }
         }
+        Ok((self.label_sets_read(workspace_id).await?, false))
+    }
+
+    /// The workspace's label sets from the registry, cached when not empty.
+    async fn label_sets_read(&self, workspace_id: &str) -> Result<Arc<Vec<LabelSet>>, StoreError> {
         let sets = Arc::new(self.label_sets(workspace_id).await?);
         if !sets.is_empty() {
+            let key = self.label_sets_key(workspace_id);
             LABEL_SETS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (Instant::now(), sets.clone()));
         }
         Ok(sets)
+    }
+
+    fn label_sets_key(&self, workspace_id: &str) -> String {
+        format!("{}#{workspace_id}", self.table)
     }
 
     /// Claims the next job `session` may run. With `request_id`, what it
@@ -131,8 +143,17 @@ impl Store {
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
         let request_id = look.request_id;
-        let sets = self.label_sets_cached(&session.workspace_id, look.fresh_label_sets).await?;
-        self.claim_among(&sets, session, request_id, lease_config, outbox_ttl_days, now, stats).await
+        let (sets, cached) = self.label_sets_cached(&session.workspace_id).await?;
+        let outcome = self.claim_among(&sets, session, request_id, lease_config, outbox_ttl_days, now, stats).await?;
+        if !(look.first_look && cached && matches!(outcome, ClaimOutcome::NothingToClaim)) {
+            return Ok(outcome);
+        }
+        // An empty answer wrote nothing: trying again under the same request id is safe.
+        let read = self.label_sets_read(&session.workspace_id).await?;
+        if read == sets {
+            return Ok(outcome);
+        }
+        self.claim_among(&read, session, request_id, lease_config, outbox_ttl_days, now, stats).await
     }
 
     /// The answer an earlier try of claim `request_id` of `session` got, if

@@ -33,6 +33,23 @@ async fn wait_log(log: &Path, needle: &str) {
     .await
 }
 
+/// A `linux` runner logging to `log`, once its socket is open and recorded.
+async fn connected_runner(
+    stack: &TestStack,
+    ws: &str,
+    token: &str,
+    args: &[&str],
+    log: &Path,
+) -> (Runner, baton_shared::store::connections::PushConnection) {
+    let runner = Runner::start_logged(stack, token, "linux", args, log);
+    wait_log(log, "push socket connected").await;
+    let connection = wait_for("the socket's connection item", WAIT, || async {
+        stack.store.push_connections(ws, chrono::Utc::now()).await.expect("read").into_iter().next()
+    })
+    .await;
+    (runner, connection)
+}
+
 fn one_job(name: &str, run: &str) -> String {
     format!("name: {name}\njobs:\n  only:\n    runs-on: linux\n    steps:\n      - run: {run}\n")
 }
@@ -44,12 +61,7 @@ async fn a_connected_runner_is_nudged_and_its_next_claim_brings_the_job() {
     let ws = workspace();
     let token = stack.registration_token(&ws, json!({})).await;
     let log = scratch().join("runner.log");
-    let mut runner = Runner::start_logged(&stack, &token, "linux", &[], &log);
-    wait_log(&log, "push socket connected").await;
-    let connection = wait_for("the socket's connection item", WAIT, || async {
-        stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read").into_iter().next()
-    })
-    .await;
+    let (mut runner, connection) = connected_runner(&stack, &ws, &token, &[], &log).await;
     assert_eq!(connection.labels, ["linux"], "the session's labels, for matching nudges");
     let connected_at = Instant::now();
 
@@ -95,12 +107,7 @@ async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll()
     let ws = workspace();
     let token = stack.registration_token(&ws, json!({})).await;
     let log = scratch().join("runner.log");
-    let mut runner = Runner::start_logged(&stack, &token, "linux", &["--safety-poll-s", "2"], &log);
-    wait_log(&log, "push socket connected").await;
-    wait_for("the socket's connection item", WAIT, || async {
-        stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read").into_iter().next()
-    })
-    .await;
+    let (mut runner, _) = connected_runner(&stack, &ws, &token, &["--safety-poll-s", "2"], &log).await;
     // The gateway forgets the socket; the runner is not told (a dropped flow).
     gateway(&stack).sever_silently();
 
