@@ -3,6 +3,8 @@
 //! durable tombstone): a replay, before or after a claim, an expiry or the
 //! end of the execution, writes nothing. Invalid labels are a permanent
 //! failure: the message is retried, then dead-lettered (and alarmed on).
+//! The orchestrator usually made the execution claimable already; if it is
+//! still unclaimed, the fitting runners are nudged again.
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_shared::context::Context;
@@ -21,7 +23,12 @@ async fn enqueue(context: &Context, delivered: Delivered) -> Result<(), HandlerE
         .map_err(|e| HandlerError::Permanent(format!("execution {}: {e}", fact.detail.job_execution_id)))?;
     let labelset = labelset_id(&labels);
     let outcome = context.store.enqueue(&fact, labels.clone(), &labelset).await?;
-    if outcome == Enqueued::Queued {
+    // Still pending when its fact arrives: the orchestrator's nudge may
+    // have been lost (a crash right after its commit, a failed post), and a
+    // redelivered advance finds nothing new to nudge for. This second nudge
+    // spares the job a wait for the runners' safety poll; a job claimed
+    // meanwhile (the usual case) costs nothing more.
+    if matches!(outcome, Enqueued::Queued | Enqueued::StillPending) {
         context.push.nudge_work(&context.store, &fact.header.workspace_id, &[labels]).await;
     }
     tracing::info!(
@@ -29,7 +36,7 @@ async fn enqueue(context: &Context, delivered: Delivered) -> Result<(), HandlerE
         run_id = %fact.detail.run_id,
         job_id = %fact.detail.job_id,
         event_id = %fact.header.event_id,
-        replay = outcome == Enqueued::AlreadyKnown,
+        replay = outcome != Enqueued::Queued,
         "execution enqueued"
     );
     Ok(())

@@ -76,7 +76,9 @@ pub struct LabelSet {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Enqueued {
     Queued,
-    /// The execution was known already (queued, claimed, expired or ended).
+    /// The execution was queued already and no runner has claimed it yet.
+    StillPending,
+    /// The execution was known already (claimed, expired or ended).
     AlreadyKnown,
 }
 
@@ -115,8 +117,12 @@ impl Store {
         // The orchestrator made the execution claimable when it queued it:
         // one read spares the transaction (whose refusal AWS would bill as
         // writes). The conditional put below still settles any race.
-        if self.runner_record(fact.detail.job_execution_id).await?.is_some() {
-            return Ok(Enqueued::AlreadyKnown);
+        if let Some(record) = self.runner_record(fact.detail.job_execution_id).await? {
+            return Ok(if record.status == RunnerStatus::Pending {
+                Enqueued::StillPending
+            } else {
+                Enqueued::AlreadyKnown
+            });
         }
         // The fact does not tell the attempt's size: the bus path it is.
         let [put_record, put_pending] =
