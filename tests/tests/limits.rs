@@ -146,9 +146,13 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
 
     let session = stack.runner("ws1", &["linux"]).await.session_token;
     let mut done = std::collections::HashSet::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    // A watchdog on progress, not a deadline on the whole drain: the drain's
+    // length depends on how busy the shared emulator is (this test is one
+    // of many on it); a stall is what must fail.
+    let stall = std::time::Duration::from_secs(120);
+    let mut last_progress = std::time::Instant::now();
     while done.len() < baton_shared::workflows::definition::MAX_JOBS {
-        assert!(std::time::Instant::now() < deadline, "{} jobs done in time", done.len());
+        assert!(last_progress.elapsed() < stall, "no job became claimable in {stall:?} after {}", done.len());
         let Some(claim) = stack.claim(&session).await else {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             continue;
@@ -161,6 +165,7 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
             .await;
         assert_eq!(answer.status, 200, "{}", answer.body);
         assert!(done.insert(claim.job.key.clone()), "{} claimed twice", claim.job.key);
+        last_progress = std::time::Instant::now();
     }
     let path = format!("/v1/workspaces/ws1/runs/{run_id}");
     let view = baton_tests::wait_for("the run to succeed", std::time::Duration::from_secs(120), || async {

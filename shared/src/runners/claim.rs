@@ -7,14 +7,21 @@
 //! oldest first (there is little to race for, and FIFO is what users see).
 //! When a backlog is pending, every runner aiming at the single oldest item
 //! would make all but one fail their conditional write; so each claim picks
-//! uniformly among the oldest `HEAD_READ` items it read, and after a lost
-//! race picks another at random. With R racing runners and W candidates the
-//! expected failed writes per claim are about R / (W·(1 − e^(−R/W))) − 1:
-//! 0.28 for 32 runners on 64 candidates, 0.13 on 128. FIFO is then
-//! approximate within that window; it is strict again once the backlog is
-//! below `STRICT_FIFO_BELOW`.
+//! uniformly among the oldest items it read, and after a lost race picks
+//! another at random. With R racing runners and W candidates the expected
+//! failed writes per claim are about R / (W·(1 − e^(−R/W))) − 1: 0.28 for
+//! 32 runners on 64 candidates, 0.13 on 128. FIFO is then approximate
+//! within that window; it is strict again once the backlog is below
+//! `STRICT_FIFO_BELOW`.
 //!
-//! The drain's tail: once fewer than `HEAD_READ` jobs are left, a claim's
+//! The window's width: a claim first reads `FIRST_READ` items, and only a
+//! claim that lost a race on a full window reads again `HEAD_READ` wide
+//! (`next_read`). Every item read costs read units (and, on the emulator,
+//! serialization time): a lone runner draining a backlog never loses, so it
+//! should not pay for a 128-item window on every claim; a herd finds out it
+//! is one by losing, once.
+//!
+//! The drain's tail: once fewer jobs are left than the window, a claim's
 //! read is the whole queue, every racing runner read the same few items, and
 //! after a lost race the rest of that read is stale. So a claim that lost on
 //! a short window reads it again (at most `MAX_REREADS` times) and picks at
@@ -28,9 +35,14 @@ use uuid::Uuid;
 /// Below this many candidates, claims go strictly oldest first.
 pub const STRICT_FIFO_BELOW: usize = 8;
 
-/// How many pending items of each fitting label set a claim reads (the
-/// window it spreads over under a backlog).
+/// How many pending items of each fitting label set a claim reads first.
+pub const FIRST_READ: usize = 32;
+
+/// How many pending items of each fitting label set a claim reads after it
+/// lost a race on a full window (the widest window it spreads over under a
+/// backlog).
 pub const HEAD_READ: usize = 128;
+const _: () = assert!(FIRST_READ < HEAD_READ, "a window only widens");
 
 /// How many candidates one claim tries in all before it answers 204.
 pub const MAX_ATTEMPTS: usize = 8;
@@ -66,6 +78,18 @@ pub fn attempt_order(len: usize, lost_a_race: bool, rng: &mut impl Rng) -> Vec<u
     rand::seq::index::sample(rng, len, MAX_ATTEMPTS.min(len)).into_vec()
 }
 
+/// After a lost race on a window `window` wide that held `len` candidates,
+/// having read the queue again `rereads` times for a short window: the width
+/// to read again at, or `None` to go on picking from what was read.
+pub fn next_read(len: usize, window: usize, rereads: usize) -> Option<usize> {
+    if len < window {
+        // The whole queue was read and the winners are emptying it.
+        return (rereads < MAX_REREADS).then_some(window);
+    }
+    // A full window lost: a herd is draining a backlog, spread it wider.
+    (window < HEAD_READ).then_some(HEAD_READ)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +113,16 @@ mod tests {
         let mut cs = vec![C(now, b), C(now - Duration::seconds(5), b), C(now, a)];
         oldest_first(&mut cs);
         assert_eq!(cs, vec![C(now - Duration::seconds(5), b), C(now, a), C(now, b)]);
+    }
+
+    #[test]
+    fn a_claim_reads_wider_only_after_losing_on_a_full_window_and_rereads_a_short_one_a_few_times() {
+        // A lone runner never loses, so it only ever reads FIRST_READ.
+        assert_eq!(next_read(FIRST_READ, FIRST_READ, 0), Some(HEAD_READ), "a herd on a backlog widens");
+        assert_eq!(next_read(HEAD_READ, HEAD_READ, 0), None, "already as wide as it goes: pick another");
+        assert_eq!(next_read(5, FIRST_READ, 0), Some(FIRST_READ), "a short window is read again");
+        assert_eq!(next_read(5, HEAD_READ, MAX_REREADS - 1), Some(HEAD_READ));
+        assert_eq!(next_read(5, FIRST_READ, MAX_REREADS), None, "but not forever");
     }
 
     #[test]

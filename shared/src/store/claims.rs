@@ -33,7 +33,7 @@ use super::{from_item, n, s, Store};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed, JobSpec};
-use crate::runners::claim::{attempt_order, oldest_first, HEAD_READ, MAX_ATTEMPTS, MAX_REREADS};
+use crate::runners::claim::{attempt_order, next_read, oldest_first, FIRST_READ, MAX_ATTEMPTS};
 use crate::runners::labels::is_subset;
 use crate::runners::lease::expiry_after_claim;
 use crate::tokens::{hash_token, new_lease_token};
@@ -227,8 +227,9 @@ impl Store {
         let mut attempts = 0;
         let mut lost = false;
         let mut rereads = 0;
+        let mut window = FIRST_READ;
         'read: loop {
-            let candidates = self.claim_window(&fitting, &session.workspace_id).await?;
+            let candidates = self.claim_window(&fitting, &session.workspace_id, window).await?;
             // A short window is the whole fitting queue. After a lost race on
             // it, the rest of this read is as stale as the loser's pick was:
             // every runner read the same few items, and going down the list
@@ -236,7 +237,8 @@ impl Store {
             // failed write per claim that way). A fresh read of a short window
             // costs a fraction of a read unit, a failed claim transaction
             // 8 write units; and the fresh pick is random, not the head again.
-            let short = candidates.len() < HEAD_READ;
+            // A full window lost means a herd: the next read is wider
+            // (`next_read`).
             let order = attempt_order(candidates.len(), lost, &mut rand::rng());
             for index in order {
                 if attempts == MAX_ATTEMPTS {
@@ -295,8 +297,9 @@ impl Store {
                     ClaimAttempt::Lost => {
                         stats.lost_races += 1;
                         lost = true;
-                        if short && rereads < MAX_REREADS {
-                            rereads += 1;
+                        if let Some(wider) = next_read(candidates.len(), window, rereads) {
+                            rereads += usize::from(candidates.len() < window);
+                            window = wider;
                             continue 'read;
                         }
                     }
@@ -322,13 +325,18 @@ impl Store {
         })
     }
 
-    /// The oldest `HEAD_READ` pending items of the fitting label sets. A set
+    /// The oldest `window` pending items of the fitting label sets. A set
     /// whose partition is empty is pruned from the registry (once: the
     /// instance's cached list is dropped when one goes), so claims stop
     /// querying sets that have no work.
-    async fn claim_window(&self, fitting: &[&LabelSet], workspace_id: &str) -> Result<Vec<PendingItem>, StoreError> {
+    async fn claim_window(
+        &self,
+        fitting: &[&LabelSet],
+        workspace_id: &str,
+        window: usize,
+    ) -> Result<Vec<PendingItem>, StoreError> {
         let heads = futures::future::try_join_all(
-            fitting.iter().map(|set| self.pending_head(workspace_id, &set.sk, HEAD_READ as i32)),
+            fitting.iter().map(|set| self.pending_head(workspace_id, &set.sk, window as i32)),
         )
         .await?;
         let empty: Vec<&LabelSet> =
@@ -343,7 +351,7 @@ impl Store {
         }
         let mut candidates: Vec<PendingItem> = heads.into_iter().flatten().collect();
         oldest_first(&mut candidates);
-        candidates.truncate(HEAD_READ);
+        candidates.truncate(window);
         Ok(candidates)
     }
 }
