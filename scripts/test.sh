@@ -13,6 +13,15 @@ echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 
+echo "== the functions as deployed (shared without the local stack's feature)"
+# Built alone, the functions do not get local-stack through the dev host or
+# the tests (features unify across a workspace build): this is their build.
+functions=()
+for manifest in functions/*/Cargo.toml; do
+  functions+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -1)")
+done
+cargo check -q --bins "${functions[@]}"
+
 echo "== Rust tests (unit, and integration against moto)"
 start_moto "${BATON_MOTO_PORT:-$(free_port)}"
 if command -v cargo-nextest >/dev/null 2>&1; then

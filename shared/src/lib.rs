@@ -29,7 +29,6 @@ pub mod orchestration;
 pub mod outcomes;
 #[cfg(feature = "local-stack")]
 pub mod provision;
-#[cfg(feature = "local-stack")]
 pub mod push;
 pub mod resources;
 pub mod runners;
