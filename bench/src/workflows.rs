@@ -546,13 +546,8 @@ fn summarise(shape: Shape, runners: usize, runs: Vec<RunFigures>, idle_minutes: 
 /// report prints) and whether the hop waits on a poll.
 pub const DISPATCH_PATH: &[(&str, Option<&str>)] = &[
     (
-        "runner → API: complete (outcome + job.completed fact, one transaction), then adopts it into the attempt and SendTaskSuccess",
+        "runner → API: complete (outcome + job.completed fact, one transaction), then adopts it and advances the attempt: ready jobs claimable (record + pending item + facts, one transaction), nudge fitting runners",
         Some("complete"),
-    ),
-    ("Step Functions: WaitForProgress ends → Advance sends its task to SQS (state transitions)", None),
-    (
-        "SQS → orchestrator (advance): ready jobs claimable (record + pending item + facts, one transaction), nudge fitting runners, SendTaskSuccess",
-        Some("orchestrator"),
     ),
     ("the nudged runner claims: GetItem + Query + claim transaction → 200", Some("claim")),
 ];

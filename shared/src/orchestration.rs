@@ -1,9 +1,18 @@
 //! The Step Functions side of the orchestration (behaviour.md §9,
 //! design-notes "Orchestration with few transitions"): one execution of the
-//! `run-attempt` state machine per attempt, looping
-//! `Advance → Done? → WaitForProgress`. Both tasks are
-//! `sqs:sendMessage.waitForTaskToken` tasks handled by the `orchestrator`
-//! function; job outcomes complete the parked `WaitForProgress` token.
+//! `run-attempt` state machine per attempt, looping `Step → Done?`. `Step`
+//! is an `sqs:sendMessage.waitForTaskToken` task handled by the
+//! `orchestrator` function: it advances the attempt and parks its token on
+//! the attempt item until there is something only it can do.
+//!
+//! Where progress happens, the attempt advances there: the adoption of a
+//! job outcome (`outcomes::adopt`) starts the jobs it made ready and ends
+//! the attempt when it was the last, in its own compare-and-set, and wakes
+//! the parked `Step` only when the attempt is done, when advancing needs
+//! reads it does not make (the runners' records of overdue executions,
+//! expression data), or when a deadline now comes before the parked task
+//! would time out (`parked_past_deadline`). A one-job run is then three
+//! transitions (Step, Done?, Finalize), and a fan-out's jobs share them.
 //!
 //! What here is idempotent and why:
 //! - the execution name is `<run_id>-<attempt>` and the input is serialised
@@ -16,7 +25,10 @@ use aws_sdk_sfn::error::SdkError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use chrono::{DateTime, Utc};
+
 use crate::error::StoreError;
+use crate::store::attempts::AttemptItem;
 use crate::store::display_sdk_error;
 
 /// The most jobs one transaction changes. A job costs at most five items:
@@ -29,7 +41,17 @@ use crate::store::display_sdk_error;
 /// `MAX_JOB_SPEC_BYTES` (64 KB) stay far under its 4 MB.
 pub const JOBS_PER_TRANSACTION: usize = 15;
 
-/// The input of a `run-attempt` execution (and of every message its tasks send).
+/// How long the first `Step` of an execution may take before the state
+/// machine sends it again (later ones wait for the attempt's next deadline,
+/// at most `BATON_ORCHESTRATOR_MAX_WAIT_S`): a first task message lost to
+/// the dead-letter queue costs five minutes, not an hour.
+pub const FIRST_STEP_WAIT_S: u64 = 300;
+
+/// A parked `Step` is woken early when a deadline comes more than this
+/// before its task would time out (its own timeout then looks late).
+pub const DEADLINE_SLACK: chrono::Duration = chrono::Duration::seconds(5);
+
+/// The attempt an execution orchestrates (and every message its tasks send).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRef {
     pub workspace_id: String,
@@ -44,24 +66,84 @@ impl AttemptRef {
     }
 }
 
+/// The input of a `run-attempt` execution: the attempt, and the progress
+/// report the first `Step` reads its timeout from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionInput {
+    #[serde(flatten)]
+    pub attempt: AttemptRef,
+    pub progress: AdvanceOutput,
+}
+
 /// What a task message of the state machine asks the orchestrator to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "task", rename_all = "snake_case")]
 pub enum TaskMessage {
-    /// Advance the attempt and report `{done, wait_s, progress}`.
-    Advance { workspace_id: String, run_id: Uuid, attempt: u32, token: String },
-    /// Park `token` until progress moves past `progress`.
-    Wait { workspace_id: String, run_id: Uuid, attempt: u32, token: String, progress: u64 },
+    /// Advance the attempt, then park `token` on it, or report
+    /// `{done, wait_s, progress}` at once when it is done or its next
+    /// deadline comes before this task (sent with timeout `wait_s`) would
+    /// time out.
+    Step {
+        workspace_id: String,
+        run_id: Uuid,
+        attempt: u32,
+        token: String,
+        wait_s: u64,
+    },
+    /// The previous definition's tasks, for executions started before a
+    /// deploy (they keep the definition they started with): advance and
+    /// report; park `token` until progress moves past `progress`.
+    Advance {
+        workspace_id: String,
+        run_id: Uuid,
+        attempt: u32,
+        token: String,
+    },
+    Wait {
+        workspace_id: String,
+        run_id: Uuid,
+        attempt: u32,
+        token: String,
+        progress: u64,
+    },
 }
 
-/// The output of `Advance` (the state machine reads it at `$.progress`).
+/// What a `Step` (or a wake-up of one) reports; the state machine reads it
+/// at `$.progress`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdvanceOutput {
     pub done: bool,
-    /// How long `WaitForProgress` may wait before looking again (≥ 1 s).
+    /// How long the next `Step` may stay parked before it looks again (≥ 1 s).
     pub wait_s: u64,
-    /// The attempt's progress counter `Advance` saw last.
+    /// The attempt's progress counter as last seen.
     pub progress: u64,
+}
+
+impl AdvanceOutput {
+    /// The report of `item` at `now`: done once the attempt and every job
+    /// are terminal; the next `Step` waits until the next deadline (and a
+    /// second), at most `max_wait`.
+    pub fn of(item: &AttemptItem, now: DateTime<Utc>, max_wait: std::time::Duration) -> Self {
+        let max_wait = max_wait.as_secs().max(1);
+        let wait_s = item
+            .state
+            .next_deadline()
+            .map(|deadline| (deadline - now).num_seconds().max(0) as u64 + 1)
+            .unwrap_or(max_wait)
+            .clamp(1, max_wait);
+        let done = item.state.status.is_terminal() && item.state.all_jobs_terminal();
+        Self { done, wait_s, progress: item.progress }
+    }
+}
+
+/// Whether a task parked until `parked_until` (ms since the epoch) would
+/// look at the attempt too late for `deadline`: a timeout must not wait for
+/// a `Step` timed out with the old, later deadline.
+pub fn parked_past_deadline(deadline: Option<DateTime<Utc>>, parked_until: Option<i64>) -> bool {
+    match (deadline, parked_until) {
+        (Some(deadline), Some(until)) => (deadline + DEADLINE_SLACK).timestamp_millis() < until,
+        _ => false,
+    }
 }
 
 /// Starts attempt `attempt`'s execution; a duplicate start is a no-op.
@@ -70,7 +152,9 @@ pub async fn start_attempt_execution(
     state_machine_arn: &str,
     attempt: &AttemptRef,
 ) -> Result<(), StoreError> {
-    let input = serde_json::to_string(attempt).map_err(|e| StoreError::Other(e.to_string()))?;
+    let first = AdvanceOutput { done: false, wait_s: FIRST_STEP_WAIT_S, progress: 0 };
+    let input = ExecutionInput { attempt: attempt.clone(), progress: first };
+    let input = serde_json::to_string(&input).map_err(|e| StoreError::Other(e.to_string()))?;
     let result = sfn
         .start_execution()
         .state_machine_arn(state_machine_arn)
@@ -114,7 +198,37 @@ pub async fn fail_task(sfn: &aws_sdk_sfn::Client, token: &str, error: &str, caus
     }
 }
 
-/// Wakes a parked orchestration: completes its `WaitForProgress` token.
-pub async fn wake(sfn: &aws_sdk_sfn::Client, token: &str) -> Result<(), StoreError> {
-    complete_task(sfn, token, &serde_json::json!({"woke": true})).await
+/// Wakes a parked orchestration: completes its token with what the waker
+/// saw. (A `WaitForProgress` of the previous definition ignores it.)
+pub async fn wake(sfn: &aws_sdk_sfn::Client, token: &str, report: &AdvanceOutput) -> Result<(), StoreError> {
+    complete_task(sfn, token, report).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_parked_step_is_woken_only_for_a_deadline_it_would_miss_by_more_than_the_slack() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).unwrap();
+        let until = (now + chrono::Duration::seconds(300)).timestamp_millis();
+        let soon = now + chrono::Duration::seconds(60);
+        assert!(parked_past_deadline(Some(soon), Some(until)), "a one-minute timeout under a five-minute park");
+        let later = now + chrono::Duration::seconds(298);
+        assert!(!parked_past_deadline(Some(later), Some(until)), "within the slack: no extra transitions");
+        assert!(!parked_past_deadline(Some(now + chrono::Duration::hours(6)), Some(until)));
+        assert!(!parked_past_deadline(None, Some(until)), "no deadline");
+        assert!(!parked_past_deadline(Some(soon), None), "nothing parked");
+    }
+
+    #[test]
+    fn an_execution_input_carries_the_attempt_and_the_first_steps_timeout() {
+        let attempt = AttemptRef { workspace_id: "ws".into(), run_id: Uuid::nil(), attempt: 2 };
+        let input = ExecutionInput { attempt, progress: AdvanceOutput { done: false, wait_s: 300, progress: 0 } };
+        let json = serde_json::to_value(&input).unwrap();
+        assert_eq!(json["attempt"], 2);
+        assert_eq!(json["run_id"], Uuid::nil().to_string());
+        assert_eq!(json["progress"]["wait_s"], 300);
+    }
 }

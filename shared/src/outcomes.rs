@@ -1,6 +1,6 @@
 //! Adopting what the runners' side recorded (a claim, a completion, an
-//! expired lease) into the attempt, and waking the orchestration parked on
-//! it. Two callers apply the same fact, so the bus is off the critical path
+//! expired lease) into the attempt, advancing the attempt from it, and
+//! waking the orchestration parked on it when it has something to do. Two callers apply the same fact, so the bus is off the critical path
 //! without being the only way: the `complete` function adopts its own
 //! completion right after the transaction that recorded it (one hop from
 //! "needs satisfied" to Step Functions), and the `job-outcomes` subscriber
@@ -23,7 +23,7 @@ use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
 use crate::facts::{JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
-use crate::orchestration::wake;
+use crate::orchestration::{parked_past_deadline, wake, AdvanceOutput, JOBS_PER_TRANSACTION};
 use crate::store::attempts::{AttemptStep, AttemptWrite};
 use crate::workflows::attempt::step_statuses;
 use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
@@ -85,12 +85,16 @@ fn all_steps(definition: &WorkflowDefinition, job_key: &str, fact: &RunnerFact) 
     step_statuses(definition, job_key, fact.lease.job_execution_id, &fact.steps)
 }
 
-/// Applies `fact` to its attempt and wakes the orchestration if it waits
-/// for this progress. `via` names the path (logs and metrics).
+/// Applies `fact` to its attempt, advances the attempt from it as far as
+/// that goes without reads (the jobs it made ready are queued and their
+/// runners nudged, the attempt ends with its last job), and wakes the
+/// parked orchestration only for what it must do itself
+/// (`orchestration`). `via` names the path (logs and metrics).
 pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<(), HandlerError> {
     let store = &context.store;
     let (run_id, attempt) = (fact.lease.run_id, fact.lease.attempt);
     let execution_id = fact.lease.job_execution_id;
+    let minute = context.config.orchestration.timeout_minute;
     // What the last decision found, for what happens after the write.
     let mut finished = false;
     let mut already_ended = false;
@@ -127,12 +131,25 @@ pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<()
             if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
                 items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
             }
-            Ok(AttemptStep::Write(AttemptWrite {
-                emitted: effect.emitted,
-                items,
-                progressed: effect.finished,
-                again: false,
-            }))
+            let mut emitted = effect.emitted;
+            // An outcome is what makes jobs ready or ends the attempt:
+            // advance here, in this write, rather than in a Step Functions
+            // round trip; the parked Step is woken only for what is left.
+            let mut wake = false;
+            if effect.finished {
+                let now = Utc::now();
+                match next.state.advance_inline(definition, now, minute, JOBS_PER_TRANSACTION) {
+                    Some(inline) => {
+                        emitted.extend(inline.change.emitted);
+                        let done = next.state.status.is_terminal() && next.state.all_jobs_terminal();
+                        wake = done
+                            || !inline.complete
+                            || parked_past_deadline(next.state.next_deadline(), next.wait_until);
+                    }
+                    None => wake = true,
+                }
+            }
+            Ok(AttemptStep::Write(AttemptWrite { emitted, items, progressed: wake, again: false }))
         })
         .await?
         .ok_or_else(|| HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist")))?;
@@ -153,8 +170,13 @@ pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<()
             ],
         );
     }
-    if let Some(token) = updated.item.token_to_wake() {
-        wake(&context.clients.sfn, token).await?;
+    let item = &updated.item;
+    // The jobs are claimable already; the nudge only saves the fitting
+    // runners their wait for a poll.
+    context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
+    if let Some(token) = item.token_to_wake() {
+        let report = AdvanceOutput::of(item, Utc::now(), context.config.orchestration.max_wait);
+        wake(&context.clients.sfn, token, &report).await?;
     }
     Ok(())
 }

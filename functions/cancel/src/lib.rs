@@ -15,7 +15,7 @@
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, path_id, path_workspace, respond};
-use baton_shared::orchestration::{wake, JOBS_PER_TRANSACTION};
+use baton_shared::orchestration::{wake, AdvanceOutput, JOBS_PER_TRANSACTION};
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
 
@@ -46,7 +46,8 @@ async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
         .ok_or_else(ApiError::internal)?;
     tracing::info!(%run_id, attempt = run.current_attempt, facts, "run cancelled");
     if let Some(token) = updated.item.token_to_wake() {
-        if let Err(err) = wake(&context.clients.sfn, token).await {
+        let report = AdvanceOutput::of(&updated.item, chrono::Utc::now(), context.config.orchestration.max_wait);
+        if let Err(err) = wake(&context.clients.sfn, token, &report).await {
             // The orchestration still looks again at its next deadline.
             tracing::warn!(%run_id, error = %err, "could not wake the orchestration");
         }

@@ -1,40 +1,49 @@
 //! The tasks of the `run-attempt` state machine (infra/statemachines/
 //! run-attempt.asl.json), delivered through the `orchestrate` task queue.
 //!
-//! - `advance`: applies [`AttemptState::advance`] until nothing changes:
+//! - `step`: applies [`AttemptState::advance`] until nothing changes:
 //!   marks the attempt (and run) running, applies the run timeout and job
 //!   timeouts (an overdue execution is first looked up in its runners'
 //!   record: one its runner completed, or whose lease expired, takes that
 //!   end even if the fact saying so has not arrived, and a timeout is
 //!   written only with a check that no such end was recorded since, so
 //!   finished beats timeout across the two contexts), starts, skips and
-//!   cancels jobs (each start writes the
-//!   execution `queued` with the `job_execution.queued` fact and the job's
-//!   spec item), finalises the attempt once every job is terminal; each
-//!   step is one transaction of at most [`JOBS_PER_TRANSACTION`] jobs,
-//!   compare-and-set on the attempt's version (`Store::update_attempt`). Then it completes the task
-//!   with `{done, wait_s, progress}`: `wait_s` runs to the next deadline.
-//! - `wait`: parks the task token on the attempt, conditioned on the
-//!   attempt's progress still being what `advance` saw; if it moved, the
-//!   task is completed at once, so no outcome is ever missed.
+//!   cancels jobs (each start writes the execution `queued` with the
+//!   `job_execution.queued` fact and the job's spec item), finalises the
+//!   attempt once every job is terminal; each step is one transaction of at
+//!   most [`JOBS_PER_TRANSACTION`] jobs, compare-and-set on the attempt's
+//!   version (`Store::update_attempt`). Then, in the same compare-and-set,
+//!   it parks its task token on the attempt: whoever next changes the
+//!   attempt reads the token, and no change can slip between the look and
+//!   the park. It completes the task at once instead (`{done, wait_s,
+//!   progress}`) when the attempt is done or its next deadline comes before
+//!   this task would time out.
+//! - `advance` and `wait`: the previous definition's two tasks, kept for
+//!   executions that started before a deploy: `advance` is a `step` that
+//!   always reports; `wait` parks the token conditioned on the progress
+//!   `advance` saw (if it moved, the task is completed at once).
 //!
-//! Idempotency: a redelivered `advance` recomputes from the stored state
-//! (a second advance changes nothing and reports the same), a redelivered
-//! `wait` parks the same token again or completes it; completing a used
-//! token is "nothing to resume".
+//! Idempotency: a redelivered `step` recomputes from the stored state (a
+//! second advance changes nothing) and parks the same token again or
+//! reports the same; a message older than the token parked now belongs to
+//! a task that ended and does nothing; completing a used token is "nothing
+//! to resume".
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use baton_shared::context::Context;
 use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
-use baton_shared::orchestration::{complete_task, fail_task, wake, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION};
+use baton_shared::orchestration::{
+    complete_task, fail_task, parked_past_deadline, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
+};
 use baton_shared::sqs::partial_batch;
-use baton_shared::store::attempts::{AttemptStep, AttemptWrite, Parked};
+use baton_shared::store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
 use baton_shared::store::contention;
 use baton_shared::store::records::RunnerRecord;
 use baton_shared::workflows::attempt::{AttemptState, Emitted, MissingData, RunnerEndings};
 use baton_shared::workflows::references::ExpressionData;
 use baton_shared::workflows::WorkflowDefinition;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -54,12 +63,18 @@ async fn handle_message(context: &Context, message: SqsMessage) -> Result<(), St
         }
     };
     match task {
-        TaskMessage::Advance { run_id, attempt, token, .. } => advance(context, run_id, attempt, &token).await,
+        TaskMessage::Step { run_id, attempt, token, wait_s, .. } => {
+            let sent_at = sent_at(&message);
+            let park = Park { sent_at, until: sent_at.saturating_add(wait_s.saturating_mul(1000) as i64) };
+            step(context, run_id, attempt, &token, Some(park)).await
+        }
+        TaskMessage::Advance { run_id, attempt, token, .. } => step(context, run_id, attempt, &token, None).await,
         TaskMessage::Wait { run_id, attempt, token, progress, .. } => {
             let parked = context.store.park_wait_token(run_id, attempt, &token, progress, sent_at(&message)).await?;
             tracing::debug!(%run_id, attempt, progress, ?parked, "wait for progress");
             if parked == Parked::ProgressMoved {
-                wake(&context.clients.sfn, &token).await?;
+                let report = serde_json::json!({"woke": true});
+                complete_task(&context.clients.sfn, &token, &report).await?;
             }
             Ok(())
         }
@@ -89,7 +104,26 @@ fn sent_at(message: &SqsMessage) -> i64 {
     message.attributes.get("SentTimestamp").and_then(|t| t.parse().ok()).unwrap_or(0)
 }
 
-/// Why a decision of `advance` stopped without writing.
+/// A `Step` task's terms for parking its token: when SQS took its message
+/// (ms) and when the task times out (ms).
+#[derive(Debug, Clone, Copy)]
+struct Park {
+    sent_at: i64,
+    until: i64,
+}
+
+/// How a step ended, after its last write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// The token is parked on the attempt.
+    Parked,
+    /// Report to the state machine now.
+    Report,
+    /// A newer task parked its token: this message's task ended long ago.
+    Stale,
+}
+
+/// Why a decision of `step` stopped without writing.
 enum Stopped {
     Store(StoreError),
     /// Executions are past a deadline: their runners' records must be read
@@ -106,7 +140,13 @@ impl From<StoreError> for Stopped {
     }
 }
 
-async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> Result<(), StoreError> {
+async fn step(
+    context: &Context,
+    run_id: Uuid,
+    attempt: u32,
+    token: &str,
+    park: Option<Park>,
+) -> Result<(), StoreError> {
     let minute = context.config.orchestration.timeout_minute;
     let store = &context.store;
     let mut started = 0usize;
@@ -116,6 +156,7 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
     // The run's inputs and needs' outputs that jobs due to start read, as
     // read so far (only when such a job is due).
     let mut data = ExpressionData::default();
+    let mut outcome = Ended::Report;
     let updated = loop {
         // Records are fresh for one decision: after a lost race (maybe a
         // complete failed this decision's check) they are read again.
@@ -137,14 +178,30 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
                 }
                 // A token that progress woke has been used: forget it. A token
                 // still waiting for progress stays: this may be a redelivered
-                // Advance, and the Wait after it parked that token.
+                // step (or Advance) of the task that parked it.
                 let token_used = next.token_to_wake().is_some();
+                // Woken already: this is a redelivery of a task that ended.
+                let woken = next.token_to_wake() == Some(token);
                 if token_used {
                     next.wait_token = None;
                     next.wait_progress = None;
+                    next.wait_until = None;
                 }
-                if !change.changed && !token_used {
-                    return Ok(AttemptStep::Done);
+                if !change.changed {
+                    outcome = if woken { Ended::Stale } else { park_or_report(next, token, park, now) };
+                    let parks = outcome == Ended::Parked && next.wait_token.as_deref() != Some(token);
+                    if parks {
+                        if let Some(park) = park {
+                            next.wait_token = Some(token.to_string());
+                            next.wait_progress = Some(next.progress);
+                            next.wait_sent_at = Some(park.sent_at);
+                            next.wait_until = Some(park.until);
+                        }
+                    }
+                    if !parks && !token_used {
+                        return Ok(AttemptStep::Done);
+                    }
+                    return Ok(AttemptStep::Write(AttemptWrite::default()));
                 }
                 if !change.emitted.is_empty() {
                     tracing::info!(%run_id, attempt, status = %next.state.status, facts = change.emitted.len(), "attempt advanced");
@@ -203,16 +260,7 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
     // The jobs are claimable already; the nudge only saves the fitting
     // runners their wait for a poll (lost, it costs latency, not a job).
     context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
-    let now = chrono::Utc::now();
-    let done = item.state.status.is_terminal() && item.state.all_jobs_terminal();
-    let max_wait = context.config.orchestration.max_wait.as_secs();
-    let wait_s = item
-        .state
-        .next_deadline()
-        .map(|deadline| (deadline - now).num_seconds().max(0) as u64 + 1)
-        .unwrap_or(max_wait)
-        .clamp(1, max_wait);
-    let output = AdvanceOutput { done, wait_s, progress: item.progress };
+    let output = AdvanceOutput::of(&item, chrono::Utc::now(), context.config.orchestration.max_wait);
     emit(
         "orchestrator",
         &[
@@ -221,6 +269,27 @@ async fn advance(context: &Context, run_id: Uuid, attempt: u32, token: &str) -> 
             ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
         ],
     );
-    tracing::debug!(%run_id, attempt, done, wait_s, progress = item.progress, "advance reported");
-    complete_task(&context.clients.sfn, token, &output).await
+    tracing::debug!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, "step ended");
+    match outcome {
+        Ended::Report => complete_task(&context.clients.sfn, token, &output).await,
+        Ended::Parked | Ended::Stale => Ok(()),
+    }
+}
+
+/// What a step that found nothing (more) to change does with its token:
+/// reports when the attempt is done, when this is the previous definition's
+/// `Advance` (no `park`), or when the attempt's next deadline comes before
+/// the task would time out (the next `Step` is sent with the shorter
+/// timeout); does nothing for a message older than the token parked now
+/// (its task ended); parks otherwise.
+fn park_or_report(item: &AttemptItem, token: &str, park: Option<Park>, now: DateTime<Utc>) -> Ended {
+    let Some(park) = park else { return Ended::Report };
+    if item.wait_token.as_deref() != Some(token) && item.wait_sent_at.is_some_and(|parked| parked > park.sent_at) {
+        return Ended::Stale;
+    }
+    let done = AdvanceOutput::of(item, now, std::time::Duration::from_secs(1)).done;
+    if done || parked_past_deadline(item.state.next_deadline(), Some(park.until)) {
+        return Ended::Report;
+    }
+    Ended::Parked
 }

@@ -5,10 +5,11 @@
 //! - attempt `sk = ATTEMPT#<n>`: the [`AttemptState`] (every job and its
 //!   execution, see `workflows::attempt` for why one item), a `version`
 //!   that every write compares and bumps, and the orchestration's parked
-//!   wait: `progress` counts job outcomes (claims do not count, so they do
-//!   not wake the orchestrator), `wait_token` is the task token of the
-//!   parked `WaitForProgress` state and `wait_progress` the progress it
-//!   waits to see move.
+//!   wait: `progress` counts the wake-ups due (an outcome whose adoption
+//!   could not do all that follows from it, the attempt's end, a cancel;
+//!   claims never), `wait_token` is the task token of the parked `Step`,
+//!   `wait_progress` the progress it waits to see move and `wait_until`
+//!   when its task times out.
 //! - snapshot `sk = SNAPSHOT#<n>`: the parsed definition as JSON, written
 //!   once at creation (a rerun points at its predecessor's).
 //! - result `sk = STEPS#<n>#<execution_id>`: the step results and outputs a
@@ -52,6 +53,10 @@ pub struct AttemptItem {
     /// (SQS `SentTimestamp`, ms): a redelivered older message must not
     /// overwrite a newer token.
     pub wait_sent_at: Option<i64>,
+    /// When the parked `Step` task times out (ms since the epoch): a writer
+    /// that brings a deadline before it wakes the task
+    /// (`orchestration::parked_past_deadline`).
+    pub wait_until: Option<i64>,
     pub state: AttemptState,
 }
 
@@ -66,6 +71,7 @@ impl AttemptItem {
             wait_token: None,
             wait_progress: None,
             wait_sent_at: None,
+            wait_until: None,
             state,
         }
     }

@@ -282,6 +282,15 @@ pub struct Change {
     pub missing: MissingData,
 }
 
+/// What [`AttemptState::advance_inline`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InlineAdvance {
+    pub change: Change,
+    /// Nothing is left for the orchestrator: another step would change
+    /// nothing and no job waits for data.
+    pub complete: bool,
+}
+
 /// Data the expressions of jobs due to start read, not given to `advance`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MissingData {
@@ -524,6 +533,33 @@ impl AttemptState {
         ended: &RunnerEndings,
     ) -> Change {
         self.advance_with(definition, now, minute, budget, ended, &ExpressionData::default())
+    }
+
+    /// [`Self::advance`] where a job outcome was adopted, as far as it goes
+    /// without reading anything: `None`, the state untouched, when the
+    /// advance needs the runners' records of overdue executions or data for
+    /// the expressions of jobs due to start (the orchestrator reads those).
+    /// [`InlineAdvance::complete`]: a further step would change nothing.
+    pub fn advance_inline(
+        &mut self,
+        definition: &WorkflowDefinition,
+        now: DateTime<Utc>,
+        minute: Duration,
+        budget: usize,
+    ) -> Option<InlineAdvance> {
+        let no_endings = RunnerEndings::new();
+        if !self.overdue_executions(now).is_empty() {
+            return None;
+        }
+        let mut next = self.clone();
+        let change = next.advance(definition, now, minute, budget, &no_endings);
+        if !change.missing.is_empty() || !change.timed_out.is_empty() {
+            return None;
+        }
+        let probe = next.clone().advance(definition, now, minute, budget, &no_endings);
+        let complete = !probe.changed && probe.missing.is_empty();
+        *self = next;
+        Some(InlineAdvance { change, complete })
     }
 
     /// [`Self::advance`], with what has been read for the expressions of

@@ -45,6 +45,8 @@ pub struct StoredAttemptItem {
     wait_progress: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wait_sent_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wait_until: Option<i64>,
     #[serde(default = "format_1")]
     state_format: u32,
     state: serde_bytes::ByteBuf,
@@ -208,6 +210,7 @@ impl TryFrom<&AttemptItem> for StoredAttemptItem {
             wait_token: item.wait_token.clone(),
             wait_progress: item.wait_progress,
             wait_sent_at: item.wait_sent_at,
+            wait_until: item.wait_until,
             state_format: CURRENT_FORMAT,
             state: serde_bytes::ByteBuf::from(pack(&item.state)?),
         })
@@ -234,6 +237,7 @@ impl TryFrom<StoredAttemptItem> for AttemptItem {
             wait_token: stored.wait_token,
             wait_progress: stored.wait_progress,
             wait_sent_at: stored.wait_sent_at,
+            wait_until: stored.wait_until,
         })
     }
 }

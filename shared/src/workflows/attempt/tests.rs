@@ -252,3 +252,39 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
     assert!(spec.steps[0].run.contains("not expanded"), "{}", &spec.steps[0].run[..80]);
     assert!(serde_json::to_string(&spec).unwrap().len() < crate::workflows::definition::MAX_JOB_SPEC_BYTES);
 }
+
+#[test]
+fn an_outcome_advances_inline_queueing_what_it_made_ready_and_ending_the_attempt_with_the_last() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    finish(&mut state, "build", JobOutcome::Succeeded);
+    let inline = state.advance_inline(&definition, Utc::now(), MINUTE, 40).expect("no reads needed");
+    assert!(inline.complete && inline.change.changed);
+    assert_eq!(status_of(&state, "test"), JobStatus::Queued);
+    finish(&mut state, "test", JobOutcome::Succeeded);
+    state.advance_inline(&definition, Utc::now(), MINUTE, 40).expect("no reads needed");
+    finish(&mut state, "report", JobOutcome::Succeeded);
+    let inline = state.advance_inline(&definition, Utc::now(), MINUTE, 40).expect("no reads needed");
+    assert!(inline.complete);
+    assert_eq!(state.status, AttemptStatus::Succeeded);
+    assert!(inline.change.emitted.iter().any(|e| matches!(e, Emitted::RunTerminated(_))), "{inline:?}");
+}
+
+#[test]
+fn an_inline_advance_leaves_overdue_executions_and_a_budgets_rest_to_the_orchestrator() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    // build has a five-minute timeout: six minutes on, it is overdue and
+    // only its runners' record can say whether it finished first.
+    let later = Utc::now() + chrono::Duration::minutes(6);
+    let before = state.clone();
+    assert_eq!(state.advance_inline(&definition, later, MINUTE, 40), None);
+    assert_eq!(state, before, "untouched");
+
+    let wide = parse_definition("name: w\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n  b: {runs-on: l, steps: [{run: x}]}\n  c: {runs-on: l, steps: [{run: x}]}\n").unwrap();
+    let mut state = attempt(&wide);
+    let inline = state.advance_inline(&wide, Utc::now(), MINUTE, 2).expect("no reads needed");
+    assert!(!inline.complete, "a third job is left for the next step");
+}
