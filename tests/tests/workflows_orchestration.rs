@@ -239,6 +239,31 @@ async fn a_job_timeout_fails_the_execution_and_a_claim_does_not_extend_it() {
     assert_eq!(job(&run_view(&stack, &ws, &run_id).await, 1, "slow")["status"], "failed");
 }
 
+/// A job that a completion makes ready is queued where that completion is
+/// adopted, while the orchestration is parked with a timeout far longer than
+/// the new job's: its timeout must still end it on time, not at the park's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_queued_by_its_needs_completion_still_times_out_on_time() {
+    // One timeout minute lasts 2 s here.
+    let stack = start_with_minute(2).await;
+    let ws = workspace();
+    let yaml = "name: chained\njobs:\n  first:\n    runs-on: linux\n    steps: [{run: 'true'}]\n  slow:\n    needs: first\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: sleep 600}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run_id, 1, "first", JobOutcome::Succeeded).await;
+    let queued = queued(&stack, &run_id, 1, "slow").await;
+    assert_eq!(queued.detail.job.timeout_s, 4);
+    Runner::for_queued(&ws, &queued).claim(&stack).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let execution = &job(&view, 1, "slow")["executions"][0];
+    assert_eq!(execution["status_reason"], "timed_out");
+    let queued_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["queued_at"].clone()).unwrap();
+    let finished_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["finished_at"].clone()).unwrap();
+    let elapsed = finished_at - queued_at;
+    // The first Step parks for 300 s (orchestration::FIRST_STEP_WAIT_S).
+    assert!(elapsed < chrono::Duration::seconds(60), "timed out after {elapsed}, not at the parked Step's timeout");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_ends_non_terminal_jobs_lets_always_jobs_run_and_refuses_a_finished_run() {
     let stack = start().await;

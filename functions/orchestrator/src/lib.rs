@@ -157,6 +157,7 @@ async fn step(
     // read so far (only when such a job is due).
     let mut data = ExpressionData::default();
     let mut outcome = Ended::Report;
+    let mut woken = false;
     let updated = loop {
         // Records are fresh for one decision: after a lost race (maybe a
         // complete failed this decision's check) they are read again.
@@ -180,8 +181,9 @@ async fn step(
                 // still waiting for progress stays: this may be a redelivered
                 // step (or Advance) of the task that parked it.
                 let token_used = next.token_to_wake().is_some();
-                // Woken already: this is a redelivery of a task that ended.
-                let woken = next.token_to_wake() == Some(token);
+                // Woken already: this is a redelivery of a task that ended
+                // (sticky: the write below forgets the token).
+                woken |= next.token_to_wake() == Some(token);
                 if token_used {
                     next.wait_token = None;
                     next.wait_progress = None;
