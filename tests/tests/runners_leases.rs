@@ -109,6 +109,16 @@ async fn a_never_heartbeated_lease_expires_after_the_grace_and_a_heartbeated_one
         })
         .await;
     assert_eq!(expired["epoch"], 1);
+
+    // Heartbeats leave the index alone (no index write each); the reaper
+    // moved the heartbeated lease's entry up to its expiry, so it is no
+    // candidate until then, and expires once past it.
+    let shard = lease_shard(alive.job_execution_id);
+    let candidates = stack.store.expired_leases(&shard, Utc::now() + Span::seconds(61), 100).await.unwrap();
+    assert!(candidates.iter().all(|l| l.execution_id != alive.job_execution_id), "its index entry moved up");
+    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(179)).await, 0, "alive until its heartbeat's 180 s");
+    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(181)).await, 1, "then expired");
+    assert!(stack.store.lease(alive.job_execution_id).await.unwrap().is_none());
     stack.assert_all_facts_valid();
 }
 

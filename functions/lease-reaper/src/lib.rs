@@ -104,6 +104,18 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
             let page = context.store.expired_leases(&lease_shard_key(shard), now, limits.page).await?;
             let mut saved_or_gone = 0;
             for lease in &page {
+                if lease.expires_at > now {
+                    // Heartbeated since its index entry was set: move the
+                    // entry up; the lease leaves this range of the index.
+                    if let Err(err) = context.store.advance_lease_index(lease).await {
+                        if !err.is_retriable() {
+                            return Err(err);
+                        }
+                        tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease index left for the next pass");
+                        saved_or_gone += 1;
+                    }
+                    continue;
+                }
                 let fact = Fact::new(
                     lease.workspace_id.clone(),
                     now,

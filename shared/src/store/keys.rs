@@ -11,7 +11,7 @@
 //! | idempotency key | `RUNIDEM#<ws>#<key>` | `IDEM` | |
 //! | runners' record of an execution (tombstone) | `EXEC#<execution>` | `RUNNER` | |
 //! | job spec (steps, env: what a runner runs) | `EXEC#<execution>` | `SPEC` | |
-//! | lease | `EXEC#<execution>` | `LEASE` | `leases-by-expiry`: `lx_shard = L#<0..8>`, `lx_expires_at` (ms) |
+//! | lease | `EXEC#<execution>` | `LEASE` | `leases-by-expiry`: `lx_shard = L#<0..8>`, `lx_expires_at` (ms, a lower bound of the expiry) |
 //! | pending item | `Q#<ws>#<labelset>` | `<queued_at>#<execution>` | |
 //! | label-set registry | `QREG#<ws>` | `<labelset>` | |
 //! | registration token | `REGTOKEN#<id>` | `REGTOKEN` | `runs-by-workspace`: `rw_pk = REGTOKENS#<ws>`, `rw_sk = <created_at>#<id>` |

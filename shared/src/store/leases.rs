@@ -3,6 +3,14 @@
 //! live; `lx_shard`/`lx_expires_at` put it in the sparse `leases-by-expiry`
 //! index the reaper reads.
 //!
+//! The index holds a lower bound of the expiry, not the expiry: heartbeats
+//! extend `expires_at` only, so they never move the lease in the index (a
+//! moved key is a delete and a put there, two write units on every
+//! heartbeat). The reaper finds a lease once its bound passed, reads it, and
+//! either expires it or, heartbeated since, moves its entry up to its real
+//! expiry (`advance_lease_index`): once a lease duration, not once a
+//! heartbeat interval.
+//!
 //! Fencing: every write is conditioned on the lease's epoch and the hash of
 //! its token, so a runner that lost its lease (reaped, or completed by an
 //! earlier attempt of its own) can never act on it again.
@@ -47,7 +55,8 @@ pub struct LeaseItem {
     /// Step progress as reported, by step id.
     pub steps: BTreeMap<String, StepResult>,
     pub lx_shard: String,
-    /// `expires_at` in epoch milliseconds, the index's sort key.
+    /// A lower bound of `expires_at` in epoch milliseconds, the index's sort
+    /// key (the reaper moves it up; heartbeats leave it).
     pub lx_expires_at: i64,
     /// Its complete adopts the outcome itself (`outcomes::DIRECT_ADOPTION_MAX_JOBS`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -135,13 +144,9 @@ impl Store {
         token_hash: &str,
         expires_at: DateTime<Utc>,
     ) -> Result<Fenced<LeaseItem>, StoreError> {
-        let values = [
-            (":x", s(timestamp(expires_at))),
-            (":xm", n(expires_at.timestamp_millis())),
-            (":t", AttributeValue::Bool(true)),
-        ];
-        let update =
-            FencedUpdate { update: "SET expires_at = :x, lx_expires_at = :xm, heartbeated = :t", ..Default::default() };
+        let values = [(":x", s(timestamp(expires_at))), (":t", AttributeValue::Bool(true))];
+        // Not the index key: the reaper moves that (see the module's notes).
+        let update = FencedUpdate { update: "SET expires_at = :x, heartbeated = :t", ..Default::default() };
         self.fenced_update(execution_id, epoch, token_hash, update, values).await
     }
 
@@ -308,7 +313,9 @@ impl Store {
         lease_from(self.get(&LeaseItem::key(execution_id), LEASE_SK).await?)
     }
 
-    /// Live leases of one index shard that expired before `now`, oldest first.
+    /// Live leases of one index shard whose index bound passed before `now`,
+    /// oldest first: the expired ones, and heartbeated ones whose entry the
+    /// reaper moves up (`advance_lease_index`).
     ///
     /// The index projects keys only: every heartbeat moves a lease in it, and
     /// a copy of the whole lease (its step reports included) would bill that
@@ -347,6 +354,25 @@ impl Store {
         Ok(read.into_iter().flatten().collect())
     }
 
+    /// Moves a heartbeated lease's index entry up to its expiry as read, so
+    /// the reaper finds it again only when it may have expired. Only ever
+    /// forward, and only on the same claim: a second reaper doing the same,
+    /// or a complete that deleted the lease, makes this a no-op.
+    pub async fn advance_lease_index(&self, lease: &LeaseItem) -> Result<(), StoreError> {
+        let bound = lease.expires_at.timestamp_millis();
+        let advance = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(&lease.pk))
+            .key("sk", s(LEASE_SK))
+            .update_expression("SET lx_expires_at = :bound")
+            .condition_expression("epoch = :e AND lx_expires_at < :bound")
+            .expression_attribute_values(":bound", n(bound))
+            .expression_attribute_values(":e", n(lease.epoch));
+        super::condition_may_fail(|| advance.clone().send()).await.map(|_| ())
+    }
+
     /// Expires one lease with its tombstone and its `lease_expired` fact. The
     /// condition re-checks the expiry at write time, so a heartbeat that lands
     /// after the reaper read the index saves the lease; and only one of two
@@ -364,9 +390,9 @@ impl Store {
                 .table_name(&self.table)
                 .key("pk", s(&lease.pk))
                 .key("sk", s(LEASE_SK))
-                .condition_expression("epoch = :e AND lx_expires_at < :now")
+                .condition_expression("epoch = :e AND expires_at < :now")
                 .expression_attribute_values(":e", n(lease.epoch))
-                .expression_attribute_values(":now", n(now.timestamp_millis()))
+                .expression_attribute_values(":now", s(timestamp(now)))
                 .build(),
         )?;
         let tombstone = build(
