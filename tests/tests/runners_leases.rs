@@ -116,8 +116,9 @@ async fn a_never_heartbeated_lease_expires_after_the_grace_and_a_heartbeated_one
     let shard = lease_shard(alive.job_execution_id);
     let candidates = stack.store.expired_leases(&shard, Utc::now() + Span::seconds(61), 100).await.unwrap();
     assert!(candidates.iter().all(|l| l.execution_id != alive.job_execution_id), "its index entry moved up");
-    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(179)).await, 0, "alive until its heartbeat's 180 s");
-    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(181)).await, 1, "then expired");
+    let expires_at = stack.store.lease(alive.job_execution_id).await.unwrap().expect("alive").expires_at;
+    assert_eq!(stack.reap_at(expires_at - Span::seconds(1)).await, 0, "alive until its heartbeat's expiry");
+    assert_eq!(stack.reap_at(expires_at + Span::seconds(1)).await, 1, "then expired");
     assert!(stack.store.lease(alive.job_execution_id).await.unwrap().is_none());
     stack.assert_all_facts_valid();
 }

@@ -295,3 +295,76 @@ fn park_or_report(item: &AttemptItem, token: &str, park: Option<Park>, now: Date
     }
     Ended::Parked
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_shared::facts::JobOutcome;
+    use baton_shared::workflows::attempt::NewAttempt;
+    use baton_shared::workflows::{parse_definition, ExecutionEvent};
+    use std::collections::BTreeMap;
+
+    const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// An attempt whose one job (a five-minute timeout) was queued at `now`.
+    fn queued(now: DateTime<Utc>) -> (AttemptItem, WorkflowDefinition) {
+        let definition =
+            parse_definition("name: one\njobs:\n  a:\n    runs-on: l\n    timeout-minutes: 5\n    steps: [{run: x}]\n")
+                .unwrap();
+        let mut state = AttemptState::new(NewAttempt {
+            run_id: Uuid::now_v7(),
+            workspace_id: "ws",
+            attempt: 1,
+            definition: &definition,
+            snapshot_attempt: 1,
+            rerun_mode: None,
+            carried: &BTreeMap::new(),
+            now,
+        });
+        state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
+        (AttemptItem::new(state), definition)
+    }
+
+    fn park(sent_at: DateTime<Utc>, timeout_s: i64) -> Option<Park> {
+        let sent_at = sent_at.timestamp_millis();
+        Some(Park { sent_at, until: sent_at + timeout_s * 1000 })
+    }
+
+    #[test]
+    fn a_step_parks_when_its_timeout_comes_before_the_next_deadline() {
+        let now = Utc::now();
+        let (item, _) = queued(now);
+        assert_eq!(park_or_report(&item, "t", park(now, 300), now), Ended::Parked, "the job's deadline is in 300 s");
+    }
+
+    #[test]
+    fn a_step_whose_timeout_would_miss_a_deadline_reports_to_be_sent_again_with_a_shorter_one() {
+        let now = Utc::now();
+        let (item, _) = queued(now);
+        assert_eq!(park_or_report(&item, "t", park(now, 3600), now), Ended::Report);
+    }
+
+    #[test]
+    fn a_done_attempt_and_the_previous_definitions_advance_report() {
+        let now = Utc::now();
+        let (mut item, definition) = queued(now);
+        assert_eq!(park_or_report(&item, "t", None, now), Ended::Report, "Advance always reports");
+        let job = item.state.jobs[0].clone();
+        let execution = job.execution.as_ref().unwrap().id;
+        let done = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] };
+        item.state.apply_runner_event(job.id, execution, &done, None, now);
+        item.state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
+        assert_eq!(park_or_report(&item, "t", park(now, 300), now), Ended::Report, "done");
+    }
+
+    #[test]
+    fn a_step_message_older_than_the_parked_token_does_nothing() {
+        let now = Utc::now();
+        let (mut item, _) = queued(now);
+        let later = now + chrono::Duration::seconds(5);
+        item.wait_token = Some("newer".into());
+        item.wait_sent_at = Some(later.timestamp_millis());
+        assert_eq!(park_or_report(&item, "older", park(now, 300), now), Ended::Stale);
+        assert_eq!(park_or_report(&item, "newer", park(later, 300), now), Ended::Parked, "its own redelivery");
+    }
+}
