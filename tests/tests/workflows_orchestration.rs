@@ -228,15 +228,21 @@ async fn a_job_timeout_fails_the_execution_and_a_claim_does_not_extend_it() {
     let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
     let execution = &job(&view, 1, "slow")["executions"][0];
     assert_eq!(execution["status_reason"], "timed_out");
-    let queued_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["queued_at"].clone()).unwrap();
-    let finished_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["finished_at"].clone()).unwrap();
-    let elapsed = finished_at - queued_at;
+    let elapsed = queued_to_finished(execution);
     assert!(elapsed >= chrono::Duration::seconds(4), "timed out after {elapsed}: counted from queueing");
     assert!(elapsed < chrono::Duration::seconds(30), "timed out after {elapsed}");
     // The runner's late complete changes nothing.
     runner.complete(&stack, JobOutcome::Succeeded).await;
     flush_pipeline(&stack, &ws).await;
     assert_eq!(job(&run_view(&stack, &ws, &run_id).await, 1, "slow")["status"], "failed");
+}
+
+/// How long an execution of a run view took from queueing to its end.
+fn queued_to_finished(execution: &serde_json::Value) -> chrono::Duration {
+    let at = |field: &str| -> chrono::DateTime<chrono::Utc> {
+        serde_json::from_value(execution[field].clone()).unwrap_or_else(|e| panic!("{field}: {e}: {execution}"))
+    };
+    at("finished_at") - at("queued_at")
 }
 
 /// A job that a completion makes ready is queued where that completion is
@@ -257,9 +263,7 @@ async fn a_job_queued_by_its_needs_completion_still_times_out_on_time() {
     let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
     let execution = &job(&view, 1, "slow")["executions"][0];
     assert_eq!(execution["status_reason"], "timed_out");
-    let queued_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["queued_at"].clone()).unwrap();
-    let finished_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["finished_at"].clone()).unwrap();
-    let elapsed = finished_at - queued_at;
+    let elapsed = queued_to_finished(execution);
     // The first Step parks for 300 s (orchestration::FIRST_STEP_WAIT_S).
     assert!(elapsed < chrono::Duration::seconds(60), "timed out after {elapsed}, not at the parked Step's timeout");
 }
