@@ -131,8 +131,7 @@ impl AdvanceOutput {
             .map(|deadline| (deadline - now).num_seconds().max(0) as u64 + 1)
             .unwrap_or(max_wait)
             .clamp(1, max_wait);
-        let done = item.state.status.is_terminal() && item.state.all_jobs_terminal();
-        Self { done, wait_s, progress: item.progress }
+        Self { done: item.state.is_done(), wait_s, progress: item.progress }
     }
 }
 

@@ -141,8 +141,7 @@ pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<()
                 match next.state.advance_inline(definition, now, minute, JOBS_PER_TRANSACTION) {
                     Some(inline) => {
                         emitted.extend(inline.change.emitted);
-                        let done = next.state.status.is_terminal() && next.state.all_jobs_terminal();
-                        wake = done
+                        wake = next.state.is_done()
                             || !inline.complete
                             || parked_past_deadline(next.state.next_deadline(), next.wait_until);
                     }

@@ -43,7 +43,6 @@ use baton_shared::store::records::RunnerRecord;
 use baton_shared::workflows::attempt::{AttemptState, Emitted, MissingData, RunnerEndings};
 use baton_shared::workflows::references::ExpressionData;
 use baton_shared::workflows::WorkflowDefinition;
-use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -180,26 +179,29 @@ async fn step(
                 // A token that progress woke has been used: forget it. A token
                 // still waiting for progress stays: this may be a redelivered
                 // step (or Advance) of the task that parked it.
-                let token_used = next.token_to_wake().is_some();
+                let to_wake = next.token_to_wake();
+                let token_used = to_wake.is_some();
                 // Woken already: this is a redelivery of a task that ended
                 // (sticky: the write below forgets the token).
-                woken |= next.token_to_wake() == Some(token);
+                woken |= to_wake == Some(token);
                 if token_used {
                     next.wait_token = None;
                     next.wait_progress = None;
                     next.wait_until = None;
                 }
                 if !change.changed {
-                    outcome = if woken { Ended::Stale } else { park_or_report(next, token, park, now) };
-                    let parks = outcome == Ended::Parked && next.wait_token.as_deref() != Some(token);
-                    if parks {
-                        if let Some(park) = park {
+                    outcome = if woken { Ended::Stale } else { park_or_report(next, token, park) };
+                    // Parked is only ever a Step's answer (it has `park`).
+                    let parks = match park {
+                        Some(park) if outcome == Ended::Parked && next.wait_token.as_deref() != Some(token) => {
                             next.wait_token = Some(token.to_string());
                             next.wait_progress = Some(next.progress);
                             next.wait_sent_at = Some(park.sent_at);
                             next.wait_until = Some(park.until);
+                            true
                         }
-                    }
+                        _ => false,
+                    };
                     if !parks && !token_used {
                         return Ok(AttemptStep::Done);
                     }
@@ -284,13 +286,12 @@ async fn step(
 /// the task would time out (the next `Step` is sent with the shorter
 /// timeout); does nothing for a message older than the token parked now
 /// (its task ended); parks otherwise.
-fn park_or_report(item: &AttemptItem, token: &str, park: Option<Park>, now: DateTime<Utc>) -> Ended {
+fn park_or_report(item: &AttemptItem, token: &str, park: Option<Park>) -> Ended {
     let Some(park) = park else { return Ended::Report };
     if item.wait_token.as_deref() != Some(token) && item.wait_sent_at.is_some_and(|parked| parked > park.sent_at) {
         return Ended::Stale;
     }
-    let done = AdvanceOutput::of(item, now, std::time::Duration::from_secs(1)).done;
-    if done || parked_past_deadline(item.state.next_deadline(), Some(park.until)) {
+    if item.state.is_done() || parked_past_deadline(item.state.next_deadline(), Some(park.until)) {
         return Ended::Report;
     }
     Ended::Parked
@@ -302,6 +303,7 @@ mod tests {
     use baton_shared::facts::JobOutcome;
     use baton_shared::workflows::attempt::NewAttempt;
     use baton_shared::workflows::{parse_definition, ExecutionEvent};
+    use chrono::{DateTime, Utc};
     use std::collections::BTreeMap;
 
     const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -334,27 +336,27 @@ mod tests {
     fn a_step_parks_when_its_timeout_comes_before_the_next_deadline() {
         let now = Utc::now();
         let (item, _) = queued(now);
-        assert_eq!(park_or_report(&item, "t", park(now, 300), now), Ended::Parked, "the job's deadline is in 300 s");
+        assert_eq!(park_or_report(&item, "t", park(now, 300)), Ended::Parked, "the job's deadline is in 300 s");
     }
 
     #[test]
     fn a_step_whose_timeout_would_miss_a_deadline_reports_to_be_sent_again_with_a_shorter_one() {
         let now = Utc::now();
         let (item, _) = queued(now);
-        assert_eq!(park_or_report(&item, "t", park(now, 3600), now), Ended::Report);
+        assert_eq!(park_or_report(&item, "t", park(now, 3600)), Ended::Report);
     }
 
     #[test]
     fn a_done_attempt_and_the_previous_definitions_advance_report() {
         let now = Utc::now();
         let (mut item, definition) = queued(now);
-        assert_eq!(park_or_report(&item, "t", None, now), Ended::Report, "Advance always reports");
+        assert_eq!(park_or_report(&item, "t", None), Ended::Report, "Advance always reports");
         let job = item.state.jobs[0].clone();
         let execution = job.execution.as_ref().unwrap().id;
         let done = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] };
         item.state.apply_runner_event(job.id, execution, &done, None, now);
         item.state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
-        assert_eq!(park_or_report(&item, "t", park(now, 300), now), Ended::Report, "done");
+        assert_eq!(park_or_report(&item, "t", park(now, 300)), Ended::Report, "done");
     }
 
     #[test]
@@ -364,7 +366,7 @@ mod tests {
         let later = now + chrono::Duration::seconds(5);
         item.wait_token = Some("newer".into());
         item.wait_sent_at = Some(later.timestamp_millis());
-        assert_eq!(park_or_report(&item, "older", park(now, 300), now), Ended::Stale);
-        assert_eq!(park_or_report(&item, "newer", park(later, 300), now), Ended::Parked, "its own redelivery");
+        assert_eq!(park_or_report(&item, "older", park(now, 300)), Ended::Stale);
+        assert_eq!(park_or_report(&item, "newer", park(later, 300)), Ended::Parked, "its own redelivery");
     }
 }

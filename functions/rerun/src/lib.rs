@@ -37,7 +37,7 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
     let run = store.get_run(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
     let body: RerunRequest = parse_json(req)?;
     let previous = store.get_attempt(run_id, run.current_attempt).await?.ok_or_else(ApiError::internal)?;
-    if !previous.state.status.is_terminal() || !previous.state.all_jobs_terminal() {
+    if !previous.state.is_done() {
         return Err(not_terminal(run_id));
     }
     let definition =

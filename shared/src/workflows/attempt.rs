@@ -405,6 +405,12 @@ impl AttemptState {
         self.jobs.iter().all(|job| job.status.is_terminal())
     }
 
+    /// Whether the attempt is over: its status is terminal and so is every
+    /// job (an `always()` job may still run after a cancel).
+    pub fn is_done(&self) -> bool {
+        self.status.is_terminal() && self.all_jobs_terminal()
+    }
+
     /// The earliest deadline still ahead of the orchestration: a running
     /// execution's job timeout or the run timeout.
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
