@@ -1,4 +1,5 @@
-"""moto server with two DynamoDB emulator bugs worked around.
+"""moto server with two DynamoDB emulator bugs and one Step Functions bug
+worked around.
 
 moto 5.2.5's TransactWriteItems backs up each table it touches with a deep
 copy (items *and* the whole stream history) and, when the transaction is
@@ -20,6 +21,12 @@ remembers the items the transaction names and the stream's length; on
 cancellation it puts those items back and truncates the stream, in the same
 table object. Then it runs moto's own server entry point with its arguments.
 SQS long polls and every other service stay concurrent.
+
+Step Functions: moto's SendTaskFailure handler drops the request's `cause`
+(its execution engine takes one), so a `Catch` sees `"Cause": null` where
+AWS gives the cause sent. The run-attempt state machine reads the next
+task's timeout from that cause (shared/src/orchestration.rs); the handler
+below passes it on.
 """
 
 import copy
@@ -31,7 +38,9 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
+from moto.core.responses import EmptyResult
 from moto.server import main
+from moto.stepfunctions.responses import StepFunctionResponse
 
 _LOCK = threading.RLock()
 
@@ -118,6 +127,17 @@ Table.__deepcopy__ = lambda self, memo: self
 DynamoDBBackend.transact_write_items = _transact_in_place
 _wrap(DynamoDBBackend, _DYNAMODB_OPERATIONS)
 _wrap(DynamoDBStreamsBackend, _STREAM_OPERATIONS)
+
+
+
+def _send_task_failure(self):
+    self.stepfunction_backend.send_task_failure(
+        self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+    )
+    return EmptyResult()
+
+
+StepFunctionResponse.send_task_failure = _send_task_failure
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -100,8 +100,8 @@ pub struct OrchestrationConfig {
     /// `BATON_ORCHESTRATOR_MAX_WAIT_S` (default 3600, 10..=86400): the longest
     /// an attempt's orchestration waits for progress before it looks again on
     /// its own. Job outcomes wake it at once; this only bounds how long a lost
-    /// wake-up (a crash between a commit and its SendTaskSuccess) can delay
-    /// an attempt, at 3 state transitions per wait.
+    /// wake-up (a crash between a commit and its task callback) can delay an
+    /// attempt, at one state transition per wait.
     pub max_wait: Duration,
 }
 

@@ -1,9 +1,18 @@
 //! The Step Functions side of the orchestration (behaviour.md §9,
 //! design-notes "Orchestration with few transitions"): one execution of the
-//! `run-attempt` state machine per attempt, looping `Step → Done?`. `Step`
-//! is an `sqs:sendMessage.waitForTaskToken` task handled by the
-//! `orchestrator` function: it advances the attempt and parks its token on
-//! the attempt item until there is something only it can do.
+//! `run-attempt` state machine per attempt. `Step` is an
+//! `sqs:sendMessage.waitForTaskToken` task handled by the `orchestrator`
+//! function: it advances the attempt and parks its token on the attempt
+//! item until there is something only it can do.
+//!
+//! A token is completed with success only when the attempt is done, and
+//! that ends the execution with `Step` (`report`). While the attempt is not
+//! done, the token is failed with [`CONTINUE_ERROR`] and the progress report
+//! as its cause; the state machine catches it, reads the next task's
+//! timeout from the cause (`Continue`, a `Pass` state) and enters `Step`
+//! again. A Choice after a successful `Step` would cost two transitions
+//! (the Choice and a terminal state) on every run for the sake of the few
+//! that loop.
 //!
 //! Where progress happens, the attempt advances there: the adoption of a
 //! job outcome (`outcomes::adopt`) starts the jobs it made ready and ends
@@ -11,8 +20,9 @@
 //! the parked `Step` only when the attempt is done, when advancing needs
 //! reads it does not make (the runners' records of overdue executions,
 //! expression data), or when a deadline now comes before the parked task
-//! would time out (`parked_past_deadline`). A one-job run is then three
-//! transitions (Step, Done?, Finalize), and a fan-out's jobs share them.
+//! would time out (`parked_past_deadline`). A run whose jobs finish before
+//! the first `Step` would time out is then one transition, whatever its
+//! number of jobs.
 //!
 //! What here is idempotent and why:
 //! - the execution name is `<run_id>-<attempt>` and the input is serialised
@@ -108,8 +118,12 @@ pub enum TaskMessage {
     },
 }
 
+/// The error a `Step` task is failed with to have the state machine enter
+/// `Step` again; its cause is the [`AdvanceOutput`] as JSON.
+pub const CONTINUE_ERROR: &str = "Baton.Continue";
+
 /// What a `Step` (or a wake-up of one) reports; the state machine reads it
-/// at `$.progress`.
+/// at `$.progress` (from the cause of a [`CONTINUE_ERROR`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdvanceOutput {
     pub done: bool,
@@ -197,10 +211,28 @@ pub async fn fail_task(sfn: &aws_sdk_sfn::Client, token: &str, error: &str, caus
     }
 }
 
-/// Wakes a parked orchestration: completes its token with what the waker
-/// saw. (A `WaitForProgress` of the previous definition ignores it.)
-pub async fn wake(sfn: &aws_sdk_sfn::Client, token: &str, report: &AdvanceOutput) -> Result<(), StoreError> {
-    complete_task(sfn, token, report).await
+/// Ends a `Step` task with `report`: with success (the execution ends) once
+/// the attempt is done, otherwise with [`CONTINUE_ERROR`] (the state machine
+/// enters `Step` again, timing it out after `report.wait_s`).
+pub async fn report(sfn: &aws_sdk_sfn::Client, token: &str, report: &AdvanceOutput) -> Result<(), StoreError> {
+    if report.done {
+        return complete_task(sfn, token, report).await;
+    }
+    let cause = serde_json::to_string(report).map_err(|e| StoreError::Other(e.to_string()))?;
+    fail_task(sfn, token, CONTINUE_ERROR, &cause).await
+}
+
+/// Wakes the orchestration parked on `item` with what the waker saw: a
+/// `Step` token gets the report; a token parked by the previous
+/// definition's `Wait` task (it set no `wait_until`) is completed with
+/// success, whatever the report (that definition loops on its own).
+pub async fn wake(sfn: &aws_sdk_sfn::Client, item: &AttemptItem, report: &AdvanceOutput) -> Result<(), StoreError> {
+    let Some(token) = item.token_to_wake() else { return Ok(()) };
+    if item.wait_until.is_some() {
+        self::report(sfn, token, report).await
+    } else {
+        complete_task(sfn, token, report).await
+    }
 }
 
 #[cfg(test)]

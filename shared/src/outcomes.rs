@@ -173,9 +173,9 @@ pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<()
     // The jobs are claimable already; the nudge only saves the fitting
     // runners their wait for a poll.
     context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
-    if let Some(token) = item.token_to_wake() {
+    if item.token_to_wake().is_some() {
         let report = AdvanceOutput::of(item, Utc::now(), context.config.orchestration.max_wait);
-        wake(&context.clients.sfn, token, &report).await?;
+        wake(&context.clients.sfn, item, &report).await?;
     }
     Ok(())
 }

@@ -60,10 +60,7 @@ async fn a_dag_runs_job_after_job_to_success_with_few_state_transitions() {
     assert_eq!(count_facts(&stack, JobTerminated::DETAIL_TYPE, &run_id), 4);
 
     // The execution's history: transitions are paid per wake-up, not per job.
-    let arn = format!(
-        "{}:{run_id}-1",
-        stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
-    );
+    let arn = execution_arn(&stack, &run_id, 1);
     let execution = wait_for_execution_end(&stack, &arn).await;
     assert_eq!(execution, "SUCCEEDED");
     let history = stack.clients.sfn.get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
@@ -71,6 +68,12 @@ async fn a_dag_runs_job_after_job_to_success_with_few_state_transitions() {
     eprintln!("state transitions for 4 jobs: {entered} ({} history events)", history.events().len());
     assert!(entered <= 3 * 8 + 2, "{entered} transitions for 4 jobs");
     stack.assert_all_facts_valid();
+}
+
+/// The ARN of the orchestration of attempt `attempt` of run `run_id`.
+fn execution_arn(stack: &baton_tests::TestStack, run_id: &str, attempt: u32) -> String {
+    let machine = &stack.provisioned.state_machines["run-attempt"];
+    format!("{}:{run_id}-{attempt}", machine.replace(":stateMachine:", ":execution:"))
 }
 
 async fn wait_for_execution_end(stack: &baton_tests::TestStack, arn: &str) -> String {
@@ -266,6 +269,10 @@ async fn a_job_queued_by_its_needs_completion_still_times_out_on_time() {
     let elapsed = queued_to_finished(execution);
     // The first Step parks for 300 s (orchestration::FIRST_STEP_WAIT_S).
     assert!(elapsed < chrono::Duration::seconds(60), "timed out after {elapsed}, not at the parked Step's timeout");
+    // The wake-up that made the orchestration look again before its timeout
+    // was not the attempt's end: the execution went on, then ended with it.
+    let arn = execution_arn(&stack, &run_id, 1);
+    assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,6 +336,9 @@ async fn cancel_ends_non_terminal_jobs_lets_always_jobs_run_and_refuses_a_finish
         .filter(|d| d["run_id"] == run_id.as_str() && d["job_key"] == "lint")
         .count();
     assert_eq!(lint_terminated, 1, "the cancel emitted nothing for a finished job");
+    // The cancel woke the orchestration with the always() job left to run:
+    // it went on, and ended with the attempt.
+    assert_eq!(wait_for_execution_end(&stack, &execution_arn(&stack, &run_id, 1)).await, "SUCCEEDED");
     stack.assert_all_facts_valid();
 }
 
@@ -345,10 +355,7 @@ async fn twenty_jobs_finishing_together_share_wake_ups_instead_of_paying_transit
     }
     futures::future::join_all(runners.iter().map(|r| r.complete(&stack, JobOutcome::Succeeded))).await;
     wait_run_status(&stack, &ws, &run_id, "succeeded").await;
-    let arn = format!(
-        "{}:{run_id}-1",
-        stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
-    );
+    let arn = execution_arn(&stack, &run_id, 1);
     assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED");
     let history = stack.clients.sfn.get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
     let entered = history.events().iter().filter(|e| e.r#type().as_str().ends_with("StateEntered")).count();
@@ -452,10 +459,7 @@ async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_ru
         wait_view(&stack, &ws, &run_id, "the orchestration to finish", |v| job(v, 1, "a")["status"] == "cancelled")
             .await;
     assert_eq!(view["status"], "cancelled");
-    let arn = format!(
-        "{}:{run_id}-1",
-        stack.provisioned.state_machines["run-attempt"].replace(":stateMachine:", ":execution:")
-    );
+    let arn = execution_arn(&stack, &run_id, 1);
     assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED", "the orchestration ends too");
 }
 

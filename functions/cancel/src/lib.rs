@@ -45,9 +45,9 @@ async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
         .await?
         .ok_or_else(ApiError::internal)?;
     tracing::info!(%run_id, attempt = run.current_attempt, facts, "run cancelled");
-    if let Some(token) = updated.item.token_to_wake() {
+    if updated.item.token_to_wake().is_some() {
         let report = AdvanceOutput::of(&updated.item, chrono::Utc::now(), context.config.orchestration.max_wait);
-        if let Err(err) = wake(&context.clients.sfn, token, &report).await {
+        if let Err(err) = wake(&context.clients.sfn, &updated.item, &report).await {
             // The orchestration still looks again at its next deadline.
             tracing::warn!(%run_id, error = %err, "could not wake the orchestration");
         }

@@ -15,9 +15,10 @@
 //!   version (`Store::update_attempt`). Then, in the same compare-and-set,
 //!   it parks its task token on the attempt: whoever next changes the
 //!   attempt reads the token, and no change can slip between the look and
-//!   the park. It completes the task at once instead (`{done, wait_s,
-//!   progress}`) when the attempt is done or its next deadline comes before
-//!   this task would time out.
+//!   the park. It reports at once instead (`{done, wait_s, progress}`:
+//!   success ends the execution, `Baton.Continue` has the state machine
+//!   send the next `Step`) when the attempt is done or its next deadline
+//!   comes before this task would time out.
 //! - `advance` and `wait`: the previous definition's two tasks, kept for
 //!   executions that started before a deploy: `advance` is a `step` that
 //!   always reports; `wait` parks the token conditioned on the progress
@@ -34,7 +35,7 @@ use baton_shared::context::Context;
 use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{
-    complete_task, fail_task, parked_past_deadline, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
+    complete_task, fail_task, parked_past_deadline, report, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
 };
 use baton_shared::sqs::partial_batch;
 use baton_shared::store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
@@ -274,9 +275,11 @@ async fn step(
         ],
     );
     tracing::debug!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, "step ended");
-    match outcome {
-        Ended::Report => complete_task(&context.clients.sfn, token, &output).await,
-        Ended::Parked | Ended::Stale => Ok(()),
+    match (outcome, park) {
+        (Ended::Report, Some(_)) => report(&context.clients.sfn, token, &output).await,
+        // The previous definition's `Advance` reads the report with a Choice.
+        (Ended::Report, None) => complete_task(&context.clients.sfn, token, &output).await,
+        (Ended::Parked | Ended::Stale, _) => Ok(()),
     }
 }
 
