@@ -76,13 +76,28 @@ impl AttemptRef {
     }
 }
 
-/// The input of a `run-attempt` execution: the attempt, and the progress
-/// report the first `Step` reads its timeout from.
+/// The input of a `run-attempt` execution: the attempt, the progress report
+/// the first `Step` reads its timeout from, and how long a `Step` entered
+/// after a timeout may park (the state machine's `Again` puts it into the
+/// report). A Step that timed out found nothing to do for that long, so the
+/// next one waits the longest (it reports at once for an earlier deadline):
+/// with the first Step's 300 s again, a one-hour job would pay two
+/// transitions every five minutes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionInput {
     #[serde(flatten)]
     pub attempt: AttemptRef,
     pub progress: AdvanceOutput,
+    pub timeout_wait_s: u64,
+}
+
+impl ExecutionInput {
+    /// The input of `attempt`'s execution; `max_wait` is the orchestrator's
+    /// longest park (`BATON_ORCHESTRATOR_MAX_WAIT_S`).
+    pub fn new(attempt: AttemptRef, max_wait: std::time::Duration) -> Self {
+        let first = AdvanceOutput { done: false, wait_s: FIRST_STEP_WAIT_S, progress: 0 };
+        Self { attempt, progress: first, timeout_wait_s: max_wait.as_secs().max(1) }
+    }
 }
 
 /// What a task message of the state machine asks the orchestrator to do.
@@ -164,9 +179,9 @@ pub async fn start_attempt_execution(
     sfn: &aws_sdk_sfn::Client,
     state_machine_arn: &str,
     attempt: &AttemptRef,
+    max_wait: std::time::Duration,
 ) -> Result<(), StoreError> {
-    let first = AdvanceOutput { done: false, wait_s: FIRST_STEP_WAIT_S, progress: 0 };
-    let input = ExecutionInput { attempt: attempt.clone(), progress: first };
+    let input = ExecutionInput::new(attempt.clone(), max_wait);
     let input = serde_json::to_string(&input).map_err(|e| StoreError::Other(e.to_string()))?;
     let result = sfn
         .start_execution()
@@ -254,12 +269,13 @@ mod tests {
     }
 
     #[test]
-    fn an_execution_input_carries_the_attempt_and_the_first_steps_timeout() {
+    fn an_execution_input_carries_the_attempt_the_first_steps_timeout_and_the_longest_park() {
         let attempt = AttemptRef { workspace_id: "ws".into(), run_id: Uuid::nil(), attempt: 2 };
-        let input = ExecutionInput { attempt, progress: AdvanceOutput { done: false, wait_s: 300, progress: 0 } };
+        let input = ExecutionInput::new(attempt, std::time::Duration::from_secs(3_600));
         let json = serde_json::to_value(&input).unwrap();
         assert_eq!(json["attempt"], 2);
         assert_eq!(json["run_id"], Uuid::nil().to_string());
-        assert_eq!(json["progress"]["wait_s"], 300);
+        assert_eq!(json["progress"]["wait_s"], FIRST_STEP_WAIT_S);
+        assert_eq!(json["timeout_wait_s"], 3_600, "a Step after a timeout parks the longest");
     }
 }

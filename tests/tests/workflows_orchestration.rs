@@ -418,6 +418,9 @@ async fn the_run_timeout_ends_the_attempt_as_failed_and_timed_out() {
     assert_eq!(job(&view, 1, "after")["status"], "skipped");
     let finished = stack.wait_fact(RunTerminated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
     assert_eq!(finished["reason"], "timed_out");
+    // The Step that looked at the deadline timed out waiting for it (and
+    // entered Step again): the orchestration still ends with the attempt.
+    assert_eq!(wait_for_execution_end(&stack, &execution_arn(&stack, &run_id, 1)).await, "SUCCEEDED");
     stack.assert_all_facts_valid();
 }
 

@@ -27,7 +27,7 @@ async fn start(context: &Context, delivered: Delivered) -> Result<(), HandlerErr
         run_id: fact.detail.run_id,
         attempt: fact.detail.attempt,
     };
-    start_attempt_execution(&context.clients.sfn, arn, &attempt).await?;
+    start_attempt_execution(&context.clients.sfn, arn, &attempt, context.config.orchestration.max_wait).await?;
     tracing::info!(run_id = %attempt.run_id, attempt = attempt.attempt, execution = %attempt.execution_name(), "attempt orchestration started");
     Ok(())
 }
