@@ -24,7 +24,7 @@ use crate::facts::subscriber::HandlerError;
 use crate::facts::{JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
 use crate::orchestration::{parked_past_deadline, wake, AdvanceOutput, JOBS_PER_TRANSACTION};
-use crate::store::attempts::{AttemptStep, AttemptWrite};
+use crate::store::attempts::{AttemptStep, AttemptUpdated, AttemptWrite};
 use crate::workflows::attempt::step_statuses;
 use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 
@@ -169,10 +169,88 @@ pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<()
             ],
         );
     }
+    after_adoption(context, &updated).await
+}
+
+/// Adopts claims of one attempt that arrived together (a batch of the bus)
+/// in one compare-and-set. A claim only marks its execution running: no
+/// fact, no other item, nothing made ready. Adopted one by one, each claim
+/// rewrote the whole attempt item, which holds every job of the run (about
+/// 12 KB, 12 write units, for 256 jobs); together they pay that once.
+///
+/// The result is per claim, in order: a claim of a job the attempt does
+/// not have is refused on its own (it can never succeed), a failed write
+/// fails them all (each is retried by its redelivery, and applying a claim
+/// twice changes nothing).
+pub async fn adopt_claims(context: &Context, claims: &[RunnerFact]) -> Vec<Result<(), HandlerError>> {
+    let Some(first) = claims.first() else { return Vec::new() };
+    let (run_id, attempt) = (first.lease.run_id, first.lease.attempt);
+    let mut known = vec![true; claims.len()];
+    let updated = context
+        .store
+        .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, _definition| {
+            let (mut changed, mut emitted) = (false, Vec::new());
+            for (index, fact) in claims.iter().enumerate() {
+                known[index] = (fact.lease.run_id, fact.lease.attempt) == (run_id, attempt)
+                    && next.state.jobs.iter().any(|job| job.id == fact.lease.job_id);
+                if !known[index] || !matches!(fact.kind, Kind::Claimed) {
+                    continue;
+                }
+                let event = ExecutionEvent::Claimed { at: fact.at };
+                let effect = next.state.apply_runner_event(
+                    fact.lease.job_id,
+                    fact.lease.job_execution_id,
+                    &event,
+                    Some(fact.lease.session_id),
+                    fact.at,
+                );
+                changed |= effect.changed;
+                // A claim emits nothing today; whatever it would is kept.
+                emitted.extend(effect.emitted);
+            }
+            if !changed {
+                return Ok::<_, HandlerError>(AttemptStep::Done);
+            }
+            Ok(AttemptStep::Write(AttemptWrite { emitted, ..AttemptWrite::default() }))
+        })
+        .await;
+    let written = match updated {
+        Ok(Some(updated)) => {
+            emit(
+                "job-outcomes",
+                &[
+                    ("claims_adopted", claims.len() as f64, Unit::Count),
+                    ("attempt_writes", f64::from(updated.writes), Unit::Count),
+                    ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
+                ],
+            );
+            after_adoption(context, &updated).await
+        }
+        Ok(None) => Err(HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist"))),
+        Err(err) => Err(err),
+    };
+    claims
+        .iter()
+        .zip(known)
+        .map(|(fact, known)| match (&written, known) {
+            (_, false) => Err(HandlerError::Permanent(format!(
+                "job {} is not in {}/{}",
+                fact.lease.job_id, fact.lease.run_id, fact.lease.attempt
+            ))),
+            (Ok(()), true) => Ok(()),
+            (Err(err), true) => Err(err.clone()),
+        })
+        .collect()
+}
+
+/// What follows every adoption's write: the fitting runners of the jobs it
+/// queued are nudged (they are claimable already: a lost nudge costs a
+/// poll's wait, not a job), and an orchestration parked waiting for progress
+/// that has happened is woken (again, if a crash came between a commit and
+/// its wake-up: the redelivery heals it).
+async fn after_adoption(context: &Context, updated: &AttemptUpdated) -> Result<(), HandlerError> {
     let item = &updated.item;
-    // The jobs are claimable already; the nudge only saves the fitting
-    // runners their wait for a poll.
-    context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
+    context.push.nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
     if item.token_to_wake().is_some() {
         let report = AdvanceOutput::of(item, Utc::now(), context.config.orchestration.max_wait);
         wake(&context.clients.sfn, item, &report).await?;

@@ -33,8 +33,16 @@ where
         (message_id, handle(message).await)
     }))
     .await;
+    report_failures(results)
+}
+
+/// The batch response for messages handled one way or another (one by one,
+/// or several in one write): each failed message is logged and reported.
+pub fn report_failures<E: MessageError>(
+    outcomes: impl IntoIterator<Item = (Option<String>, Result<(), E>)>,
+) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
-    for (message_id, outcome) in results {
+    for (message_id, outcome) in outcomes {
         if let Err(err) = outcome {
             if err.permanent() {
                 tracing::error!(message_id = ?message_id, error = %err, "message rejected");

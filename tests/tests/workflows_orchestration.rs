@@ -137,6 +137,69 @@ jobs:
     assert_eq!(job(&view, 1, "on-cancel")["status"], "skipped");
 }
 
+/// The bus delivers a batch; the claims of one attempt in it are adopted
+/// in one write of the attempt item (which holds every job of the run), and
+/// a claim that can never be adopted fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_fails_alone() {
+    use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+    use baton_shared::facts::{Fact, JobClaimed};
+
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: wide\njobs:\n  a: {runs-on: linux, steps: [{run: a}]}\n  b: {runs-on: linux, steps: [{run: b}]}\n  c: {runs-on: linux, steps: [{run: c}]}\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let mut runners = Vec::new();
+    for key in ["a", "b", "c"] {
+        runners.push(Runner::for_queued(&ws, &queued(&stack, &run_id, 1, key).await));
+    }
+    let run_uuid: uuid::Uuid = run_id.parse().unwrap();
+    // The orchestration parks once it queued the jobs; from then on only
+    // these claims write the attempt.
+    let parked = baton_tests::wait_for("the orchestration to park", WAIT, || async {
+        let item = stack.store.get_attempt(run_uuid, 1).await.unwrap()?;
+        item.wait_token.is_some().then_some(item)
+    })
+    .await;
+
+    let claimed_at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    let mut stranger = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "a").await);
+    stranger.lease.job_id = uuid::Uuid::now_v7();
+    let claims = [
+        runners[0].claimed(claimed_at),
+        runners[1].claimed(claimed_at),
+        runners[2].claimed(claimed_at),
+        runners[0].claimed(claimed_at + chrono::Duration::seconds(2)),
+        stranger.claimed(claimed_at),
+    ];
+    let mut event = SqsEvent::default();
+    for (index, claim) in claims.into_iter().enumerate() {
+        let fact = Fact::new(ws.as_str(), chrono::Utc::now(), claim);
+        let envelope = json!({
+            "version": "0", "id": fact.header.event_id.to_string(), "detail-type": JobClaimed::DETAIL_TYPE,
+            "source": "baton.runners", "time": fact.header.occurred_at, "region": "us-east-1", "resources": [], "detail": fact,
+        });
+        let mut message = SqsMessage::default();
+        message.message_id = Some(format!("m{index}"));
+        message.body = Some(envelope.to_string());
+        event.records.push(message);
+    }
+    let response = baton_job_outcomes::handle(&stack.context(), event).await;
+    let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, ["m4"], "only the claim of a job the attempt does not have");
+
+    let item = stack.store.get_attempt(run_uuid, 1).await.unwrap().unwrap();
+    assert_eq!(item.version, parked.version + 1, "four claims of three jobs, one write");
+    let view = run_view(&stack, &ws, &run_id).await;
+    for key in ["a", "b", "c"] {
+        let execution = &job(&view, 1, key)["executions"][0];
+        assert_eq!(execution["status"], "running", "{key}");
+        let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["started_at"].clone()).unwrap();
+        assert_eq!(started, claimed_at, "{key}: the first claim's instant");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_facts_delivered_twice_and_out_of_order_reach_the_same_end_state() {
     let stack = start().await;

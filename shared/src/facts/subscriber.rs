@@ -34,7 +34,7 @@ impl Delivered {
 /// Why a message was not handled. Both kinds are reported as failures (the
 /// queue's redrive policy decides when to give up); the kind only changes how
 /// loudly it is logged.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum HandlerError {
     /// Will never succeed (malformed, unknown type): it is headed for the DLQ.
     #[error("permanent: {0}")]
