@@ -85,60 +85,100 @@ fn all_steps(definition: &WorkflowDefinition, job_key: &str, fact: &RunnerFact) 
     step_statuses(definition, job_key, fact.lease.job_execution_id, &fact.steps)
 }
 
+/// The most runner facts adopted in one write. Each outcome adds up to
+/// three items to the transaction (its result and two facts) and takes a
+/// job off what the advance may queue in it (`JOBS_PER_TRANSACTION`), so a
+/// write stays under `TransactWriteItems`' 100 items.
+pub const FACTS_PER_WRITE: usize = 5;
+
 /// Applies `fact` to its attempt, advances the attempt from it as far as
 /// that goes without reads (the jobs it made ready are queued and their
 /// runners nudged, the attempt ends with its last job), and wakes the
 /// parked orchestration only for what it must do itself
 /// (`orchestration`). `via` names the path (logs and metrics).
 pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<(), HandlerError> {
+    adopt_together(context, std::slice::from_ref(fact), via).await.pop().unwrap_or(Ok(()))
+}
+
+/// What the last decision found about one fact, for after the write.
+#[derive(Debug, Clone, Copy, Default)]
+struct Found {
+    /// Its job is in the attempt.
+    known: bool,
+    changed: bool,
+    finished: bool,
+    /// Its execution had ended before (a timeout, a cancel, the runner's
+    /// record read at a timeout, or this fact adopted directly): the status
+    /// stands, and the steps are kept beside it if missing.
+    already_ended: bool,
+}
+
+/// Adopts runner facts of one attempt (at most [`FACTS_PER_WRITE`]; a batch
+/// of the bus, or the complete's own) in one compare-and-set, as [`adopt`]
+/// does one. The attempt item holds every job of the run (about 12 KB for
+/// 256 jobs) and an outcome's write is a transaction, billed twice: facts
+/// that arrive together pay that once.
+///
+/// The result is per fact, in order: a fact about a job the attempt does
+/// not have is refused on its own (it can never succeed); a failed write
+/// fails them all (each is retried by its redelivery, and a fact applied
+/// twice changes nothing).
+pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) -> Vec<Result<(), HandlerError>> {
+    let Some(first) = facts.first() else { return Vec::new() };
+    let (run_id, attempt) = (first.lease.run_id, first.lease.attempt);
     let store = &context.store;
-    let (run_id, attempt) = (fact.lease.run_id, fact.lease.attempt);
-    let execution_id = fact.lease.job_execution_id;
     let minute = context.config.orchestration.timeout_minute;
-    // What the last decision found, for what happens after the write.
-    let mut finished = false;
-    let mut already_ended = false;
+    let mut found = vec![Found::default(); facts.len()];
     let updated = store
         .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, definition| {
-            let Some(job) = next.state.jobs.iter().find(|job| job.id == fact.lease.job_id) else {
-                return Err(HandlerError::Permanent(format!("job {} is not in {run_id}/{attempt}", fact.lease.job_id)));
-            };
-            let event = match fact.kind {
-                Kind::Claimed => ExecutionEvent::Claimed { at: fact.at },
-                Kind::Completed(status) => {
-                    ExecutionEvent::Completed { status, steps: all_steps(definition, &job.key, fact) }
+            let (mut emitted, mut items, mut finished) = (Vec::new(), Vec::new(), 0usize);
+            for (fact, found) in facts.iter().zip(found.iter_mut()) {
+                *found = Found::default();
+                let execution_id = fact.lease.job_execution_id;
+                let Some(job) = next.state.jobs.iter().find(|job| job.id == fact.lease.job_id) else { continue };
+                if (fact.lease.run_id, fact.lease.attempt) != (run_id, attempt) {
+                    continue;
                 }
-                Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, fact) },
-            };
-            // Ended before this fact came (a timeout, a cancel, the runner's
-            // record read at a timeout, or this fact adopted directly): the
-            // status stands, and the steps are kept beside it if missing.
-            already_ended = !matches!(fact.kind, Kind::Claimed)
-                && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
-            let effect = next.state.apply_runner_event(
-                fact.lease.job_id,
-                execution_id,
-                &event,
-                Some(fact.lease.session_id),
-                fact.at,
-            );
-            finished = effect.finished;
-            if !effect.changed {
-                return Ok(AttemptStep::Done);
+                found.known = true;
+                let event = match fact.kind {
+                    Kind::Claimed => ExecutionEvent::Claimed { at: fact.at },
+                    Kind::Completed(status) => {
+                        ExecutionEvent::Completed { status, steps: all_steps(definition, &job.key, fact) }
+                    }
+                    Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, fact) },
+                };
+                found.already_ended = !matches!(fact.kind, Kind::Claimed)
+                    && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
+                let effect = next.state.apply_runner_event(
+                    fact.lease.job_id,
+                    execution_id,
+                    &event,
+                    Some(fact.lease.session_id),
+                    fact.at,
+                );
+                (found.changed, found.finished) = (effect.changed, effect.finished);
+                if !effect.changed {
+                    continue;
+                }
+                let outputs = fact.outputs.clone().unwrap_or_default();
+                if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
+                    items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
+                }
+                emitted.extend(effect.emitted);
+                finished += usize::from(effect.finished);
             }
-            let outputs = fact.outputs.clone().unwrap_or_default();
-            let mut items = Vec::new();
-            if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
-                items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
+            if !found.iter().any(|f| f.changed) {
+                return Ok::<_, HandlerError>(AttemptStep::Done);
             }
-            let mut emitted = effect.emitted;
             // An outcome is what makes jobs ready or ends the attempt:
             // advance here, in this write, rather than in a Step Functions
             // round trip; the parked Step is woken only for what is left.
             let mut wake = false;
-            if effect.finished {
-                let now = Utc::now();
-                match next.state.advance_inline(definition, now, minute, JOBS_PER_TRANSACTION) {
+            if finished > 0 {
+                // Each outcome past the first takes one job (five items) off
+                // what this transaction may queue: it brought three of its own.
+                let room = JOBS_PER_TRANSACTION.saturating_sub(finished - 1).max(1);
+                match next.state.advance_inline(definition, Utc::now(), minute, room) {
                     Some(inline) => {
                         emitted.extend(inline.change.emitted);
                         wake = next.state.is_done()
@@ -150,97 +190,54 @@ pub async fn adopt(context: &Context, fact: &RunnerFact, via: &str) -> Result<()
             }
             Ok(AttemptStep::Write(AttemptWrite { emitted, items, progressed: wake, again: false }))
         })
-        .await?
-        .ok_or_else(|| HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist")))?;
-    if updated.writes == 0 {
-        tracing::debug!(%run_id, attempt, %execution_id, via, "runner fact changed nothing");
-        if already_ended && !fact.steps.is_empty() {
-            let outputs = fact.outputs.clone().unwrap_or_default();
-            store.record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs).await?;
-        }
-        emit("job-outcomes", &[("facts_without_effect", 1.0, Unit::Count)]);
-    } else {
-        tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, job_execution_id = %execution_id, via, finished, "execution updated");
-        emit(
-            "job-outcomes",
-            &[
-                ("executions_finished", if finished { 1.0 } else { 0.0 }, Unit::Count),
-                ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
-            ],
-        );
-    }
-    after_adoption(context, &updated).await
-}
-
-/// Adopts claims of one attempt that arrived together (a batch of the bus)
-/// in one compare-and-set. A claim only marks its execution running: no
-/// fact, no other item, nothing made ready. Adopted one by one, each claim
-/// rewrote the whole attempt item, which holds every job of the run (about
-/// 12 KB, 12 write units, for 256 jobs); together they pay that once.
-///
-/// The result is per claim, in order: a claim of a job the attempt does
-/// not have is refused on its own (it can never succeed), a failed write
-/// fails them all (each is retried by its redelivery, and applying a claim
-/// twice changes nothing).
-pub async fn adopt_claims(context: &Context, claims: &[RunnerFact]) -> Vec<Result<(), HandlerError>> {
-    let Some(first) = claims.first() else { return Vec::new() };
-    let (run_id, attempt) = (first.lease.run_id, first.lease.attempt);
-    let mut known = vec![true; claims.len()];
-    let updated = context
-        .store
-        .update_attempt(run_id, attempt, context.config.outbox_ttl_days, |next, _definition| {
-            let (mut changed, mut emitted) = (false, Vec::new());
-            for (index, fact) in claims.iter().enumerate() {
-                known[index] = (fact.lease.run_id, fact.lease.attempt) == (run_id, attempt)
-                    && next.state.jobs.iter().any(|job| job.id == fact.lease.job_id);
-                if !known[index] || !matches!(fact.kind, Kind::Claimed) {
-                    continue;
-                }
-                let event = ExecutionEvent::Claimed { at: fact.at };
-                let effect = next.state.apply_runner_event(
-                    fact.lease.job_id,
-                    fact.lease.job_execution_id,
-                    &event,
-                    Some(fact.lease.session_id),
-                    fact.at,
-                );
-                changed |= effect.changed;
-                // A claim emits nothing today; whatever it would is kept.
-                emitted.extend(effect.emitted);
-            }
-            if !changed {
-                return Ok::<_, HandlerError>(AttemptStep::Done);
-            }
-            Ok(AttemptStep::Write(AttemptWrite { emitted, ..AttemptWrite::default() }))
-        })
         .await;
-    let written = match updated {
-        Ok(Some(updated)) => {
-            emit(
-                "job-outcomes",
-                &[
-                    ("claims_adopted", claims.len() as f64, Unit::Count),
-                    ("attempt_writes", f64::from(updated.writes), Unit::Count),
-                    ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
-                ],
-            );
-            after_adoption(context, &updated).await
+    let updated = match updated {
+        Ok(Some(updated)) => updated,
+        Ok(None) => {
+            let missing = HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist"));
+            return facts.iter().map(|_| Err(missing.clone())).collect();
         }
-        Ok(None) => Err(HandlerError::Permanent(format!("attempt {run_id}/{attempt} does not exist"))),
-        Err(err) => Err(err),
+        Err(err) => return facts.iter().map(|_| Err(err.clone())).collect(),
     };
-    claims
-        .iter()
-        .zip(known)
-        .map(|(fact, known)| match (&written, known) {
-            (_, false) => Err(HandlerError::Permanent(format!(
-                "job {} is not in {}/{}",
-                fact.lease.job_id, fact.lease.run_id, fact.lease.attempt
-            ))),
-            (Ok(()), true) => Ok(()),
-            (Err(err), true) => Err(err.clone()),
-        })
-        .collect()
+    let mut results = Vec::with_capacity(facts.len());
+    for (fact, found) in facts.iter().zip(&found) {
+        let execution_id = fact.lease.job_execution_id;
+        if !found.known {
+            results
+                .push(Err(HandlerError::Permanent(format!("job {} is not in {run_id}/{attempt}", fact.lease.job_id))));
+            continue;
+        }
+        if found.changed {
+            tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, job_execution_id = %execution_id, via, finished = found.finished, "execution updated");
+            results.push(Ok(()));
+            continue;
+        }
+        tracing::debug!(%run_id, attempt, %execution_id, via, "runner fact changed nothing");
+        let late = if found.already_ended && !fact.steps.is_empty() {
+            let outputs = fact.outputs.clone().unwrap_or_default();
+            store
+                .record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs)
+                .await
+                .map_err(HandlerError::from)
+        } else {
+            Ok(())
+        };
+        results.push(late);
+    }
+    let count = |pred: fn(&Found) -> bool| found.iter().filter(|f| pred(f)).count() as f64;
+    emit(
+        "job-outcomes",
+        &[
+            ("executions_finished", count(|f| f.changed && f.finished), Unit::Count),
+            ("facts_without_effect", count(|f| f.known && !f.changed), Unit::Count),
+            ("attempt_writes", f64::from(updated.writes), Unit::Count),
+            ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
+        ],
+    );
+    if let Err(err) = after_adoption(context, &updated).await {
+        return facts.iter().map(|_| Err(err.clone())).collect();
+    }
+    results
 }
 
 /// What follows every adoption's write: the fitting runners of the jobs it

@@ -137,13 +137,13 @@ jobs:
     assert_eq!(job(&view, 1, "on-cancel")["status"], "skipped");
 }
 
-/// The bus delivers a batch; the claims of one attempt in it are adopted
-/// in one write of the attempt item (which holds every job of the run), and
-/// a claim that can never be adopted fails alone.
+/// The bus delivers a batch; the facts of one attempt in it are adopted in
+/// one write of the attempt item (which holds every job of the run), and a
+/// fact that can never be adopted fails alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_fails_alone() {
+async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_fails_alone() {
     use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-    use baton_shared::facts::{Fact, JobClaimed};
+    use baton_shared::facts::Fact;
 
     let stack = start().await;
     let ws = workspace();
@@ -156,7 +156,7 @@ async fn claims_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one
     }
     let run_uuid: uuid::Uuid = run_id.parse().unwrap();
     // The orchestration parks once it queued the jobs; from then on only
-    // these claims write the attempt.
+    // this batch writes the attempt (c's end wakes nothing: a and b run on).
     let parked = baton_tests::wait_for("the orchestration to park", WAIT, || async {
         let item = stack.store.get_attempt(run_uuid, 1).await.unwrap()?;
         item.wait_token.is_some().then_some(item)
@@ -166,38 +166,44 @@ async fn claims_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one
     let claimed_at = chrono::Utc::now() - chrono::Duration::seconds(5);
     let mut stranger = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "a").await);
     stranger.lease.job_id = uuid::Uuid::now_v7();
-    let claims = [
-        runners[0].claimed(claimed_at),
-        runners[1].claimed(claimed_at),
-        runners[2].claimed(claimed_at),
-        runners[0].claimed(claimed_at + chrono::Duration::seconds(2)),
-        stranger.claimed(claimed_at),
+    fn envelope<D: FactDetail>(ws: &str, detail: D) -> String {
+        let fact = Fact::new(ws, chrono::Utc::now(), detail);
+        json!({
+            "version": "0", "id": fact.header.event_id.to_string(), "detail-type": D::DETAIL_TYPE,
+            "source": "baton.runners", "time": fact.header.occurred_at, "region": "us-east-1", "resources": [],
+            "detail": fact,
+        })
+        .to_string()
+    }
+    let bodies = [
+        envelope(&ws, runners[0].claimed(claimed_at)),
+        envelope(&ws, runners[1].claimed(claimed_at)),
+        envelope(&ws, runners[2].claimed(claimed_at)),
+        envelope(&ws, runners[2].completed(JobOutcome::Succeeded)),
+        envelope(&ws, stranger.claimed(claimed_at)),
     ];
     let mut event = SqsEvent::default();
-    for (index, claim) in claims.into_iter().enumerate() {
-        let fact = Fact::new(ws.as_str(), chrono::Utc::now(), claim);
-        let envelope = json!({
-            "version": "0", "id": fact.header.event_id.to_string(), "detail-type": JobClaimed::DETAIL_TYPE,
-            "source": "baton.runners", "time": fact.header.occurred_at, "region": "us-east-1", "resources": [], "detail": fact,
-        });
+    for (index, body) in bodies.into_iter().enumerate() {
         let mut message = SqsMessage::default();
         message.message_id = Some(format!("m{index}"));
-        message.body = Some(envelope.to_string());
+        message.body = Some(body);
         event.records.push(message);
     }
     let response = baton_job_outcomes::handle(&stack.context(), event).await;
     let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
-    assert_eq!(failed, ["m4"], "only the claim of a job the attempt does not have");
+    assert_eq!(failed, ["m4"], "only the fact about a job the attempt does not have");
 
     let item = stack.store.get_attempt(run_uuid, 1).await.unwrap().unwrap();
-    assert_eq!(item.version, parked.version + 1, "four claims of three jobs, one write");
+    assert_eq!(item.version, parked.version + 1, "three claims and an outcome, one write");
     let view = run_view(&stack, &ws, &run_id).await;
-    for key in ["a", "b", "c"] {
+    for (key, status) in [("a", "running"), ("b", "running"), ("c", "succeeded")] {
         let execution = &job(&view, 1, key)["executions"][0];
-        assert_eq!(execution["status"], "running", "{key}");
+        assert_eq!(execution["status"], status, "{key}");
         let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["started_at"].clone()).unwrap();
-        assert_eq!(started, claimed_at, "{key}: the first claim's instant");
+        assert_eq!(started, claimed_at, "{key}: the claim's instant");
     }
+    assert_eq!(job(&view, 1, "c")["outputs"], json!({"job": "c"}), "the outcome's result was written with it");
+    stack.wait_fact(JobTerminated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str() && d["job_key"] == "c").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

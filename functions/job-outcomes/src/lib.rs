@@ -7,10 +7,9 @@
 //! > claimed > timeout; terminal states absorb).
 //!
 //! Each fact is one compare-and-set on the attempt's version
-//! (`baton_shared::outcomes::adopt`), but the claims of one attempt in a
-//! batch share one (`adopt_claims`): a claim only marks its execution
-//! running, and each compare-and-set rewrites the whole attempt item. An
-//! outcome
+//! (`baton_shared::outcomes::adopt`), but the facts of one attempt in a
+//! batch share one, a few at a time (`adopt_together`): each
+//! compare-and-set rewrites the whole attempt item. An outcome
 //! also bumps the attempt's progress, writes the reported steps and the
 //! `job_execution.terminated` and `job.terminated` facts in the same
 //! transaction, then wakes the orchestration through its parked token. A
@@ -29,7 +28,7 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{delivered, Delivered, HandlerError};
 use baton_shared::facts::{FactDetail, JobClaimed, JobCompleted, JobLeaseExpired};
-use baton_shared::outcomes::{adopt, adopt_claims, Kind, RunnerFact};
+use baton_shared::outcomes::{adopt_together, RunnerFact, FACTS_PER_WRITE};
 use baton_shared::sqs::report_failures;
 use uuid::Uuid;
 
@@ -37,34 +36,32 @@ use uuid::Uuid;
 type Message<T> = (Option<String>, T);
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
-    // Claims grouped by attempt; everything else (and what cannot be read)
-    // one by one.
-    let mut claims: BTreeMap<(Uuid, u32), Vec<Message<RunnerFact>>> = BTreeMap::new();
-    let mut singles = Vec::new();
+    // The facts grouped by attempt, in arrival order; what cannot be read
+    // fails on its own.
+    let mut by_attempt: BTreeMap<(Uuid, u32), Vec<Message<RunnerFact>>> = BTreeMap::new();
+    let mut unreadable = Vec::new();
     for message in &event.records {
-        let fact = delivered(message).and_then(|delivered| read_fact(&delivered));
-        match fact {
-            Ok(fact) if matches!(fact.kind, Kind::Claimed) => {
+        match delivered(message).and_then(|delivered| read_fact(&delivered)) {
+            Ok(fact) => {
                 let attempt = (fact.lease.run_id, fact.lease.attempt);
-                claims.entry(attempt).or_default().push((message.message_id.clone(), fact));
+                by_attempt.entry(attempt).or_default().push((message.message_id.clone(), fact));
             }
-            other => singles.push((message.message_id.clone(), other)),
+            Err(err) => unreadable.push((message.message_id.clone(), Err(err))),
         }
     }
-    let grouped = futures::future::join_all(claims.into_values().map(|group| async move {
-        let facts: Vec<RunnerFact> = group.iter().map(|(_, fact)| fact.clone()).collect();
-        let results = adopt_claims(context, &facts).await;
-        group.into_iter().map(|(id, _)| id).zip(results).collect::<Vec<_>>()
-    }));
-    let one_by_one = futures::future::join_all(singles.into_iter().map(|(id, fact)| async move {
-        let result = match fact {
-            Ok(fact) => adopt(context, &fact, "bus").await,
-            Err(err) => Err(err),
-        };
-        (id, result)
-    }));
-    let (grouped, one_by_one) = futures::join!(grouped, one_by_one);
-    report_failures(grouped.into_iter().flatten().chain(one_by_one))
+    // Attempts side by side; one attempt's writes one after the other (they
+    // would only race each other for its item).
+    let adopted = futures::future::join_all(by_attempt.into_values().map(|messages| async move {
+        let mut results = Vec::with_capacity(messages.len());
+        for chunk in messages.chunks(FACTS_PER_WRITE) {
+            let facts: Vec<RunnerFact> = chunk.iter().map(|(_, fact)| fact.clone()).collect();
+            let outcomes = adopt_together(context, &facts, "bus").await;
+            results.extend(chunk.iter().map(|(id, _)| id.clone()).zip(outcomes));
+        }
+        results
+    }))
+    .await;
+    report_failures(adopted.into_iter().flatten().chain(unreadable))
 }
 
 fn read_fact(delivered: &Delivered) -> Result<RunnerFact, HandlerError> {
