@@ -33,7 +33,7 @@ use super::{from_item, n, s, Store};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed, JobSpec};
-use crate::runners::claim::{attempt_order, next_read, oldest_first, FIRST_READ, MAX_ATTEMPTS};
+use crate::runners::claim::{attempt_order, first_read, next_read, oldest_first, MAX_ATTEMPTS};
 use crate::runners::labels::is_subset;
 use crate::runners::lease::expiry_after_claim;
 use crate::tokens::{hash_token, new_lease_token};
@@ -101,6 +101,10 @@ type LabelSetCache = Mutex<HashMap<String, (Instant, Arc<Vec<LabelSet>>)>>;
 
 /// Per process: (table, workspace) → when read, what was read.
 static LABEL_SETS: LazyLock<LabelSetCache> = LazyLock::new(LabelSetCache::default);
+
+/// When a claim of this process last lost a race on a full window
+/// (`runners::claim::first_read`).
+static HERD_SEEN_AT: Mutex<Option<Instant>> = Mutex::new(None);
 
 impl Store {
     /// The workspace's label sets, from this instance's cache when fresh;
@@ -227,7 +231,8 @@ impl Store {
         let mut attempts = 0;
         let mut lost = false;
         let mut rereads = 0;
-        let mut window = FIRST_READ;
+        let herd_seen_at = *HERD_SEEN_AT.lock().unwrap_or_else(|e| e.into_inner());
+        let mut window = first_read(herd_seen_at, Instant::now());
         'read: loop {
             let candidates = self.claim_window(&fitting, &session.workspace_id, window).await?;
             // A short window is the whole fitting queue. After a lost race on
@@ -297,6 +302,9 @@ impl Store {
                     ClaimAttempt::Lost => {
                         stats.lost_races += 1;
                         lost = true;
+                        if candidates.len() >= window {
+                            *HERD_SEEN_AT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                        }
                         if let Some(wider) = next_read(candidates.len(), window, rereads) {
                             rereads += usize::from(candidates.len() < window);
                             window = wider;
