@@ -237,16 +237,23 @@ pub async fn report(sfn: &aws_sdk_sfn::Client, token: &str, report: &AdvanceOutp
     fail_task(sfn, token, CONTINUE_ERROR, &cause).await
 }
 
-/// Wakes the orchestration parked on `item` with what the waker saw: a
-/// `Step` token gets the report; a token parked by the previous
-/// definition's `Wait` task (it set no `wait_until`) is completed with
-/// success, whatever the report (that definition loops on its own).
-pub async fn wake(sfn: &aws_sdk_sfn::Client, item: &AttemptItem, report: &AdvanceOutput) -> Result<(), StoreError> {
+/// Wakes the orchestration parked on `item`, if it waits for progress that
+/// has happened, with the report of `item` as the waker wrote it (`max_wait`
+/// bounds its next park): a `Step` token gets the report; a token parked by
+/// the previous definition's `Wait` task (it set no `wait_until`) is
+/// completed with success, whatever the report (that definition loops on
+/// its own).
+pub async fn wake(
+    sfn: &aws_sdk_sfn::Client,
+    item: &AttemptItem,
+    max_wait: std::time::Duration,
+) -> Result<(), StoreError> {
     let Some(token) = item.token_to_wake() else { return Ok(()) };
+    let progress = AdvanceOutput::of(item, chrono::Utc::now(), max_wait);
     if item.wait_until.is_some() {
-        self::report(sfn, token, report).await
+        report(sfn, token, &progress).await
     } else {
-        complete_task(sfn, token, report).await
+        complete_task(sfn, token, &progress).await
     }
 }
 

@@ -23,7 +23,7 @@ use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
 use crate::facts::{JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
-use crate::orchestration::{parked_past_deadline, wake, AdvanceOutput, JOBS_PER_TRANSACTION};
+use crate::orchestration::{parked_past_deadline, wake, JOBS_PER_TRANSACTION};
 use crate::store::attempts::{AttemptStep, AttemptUpdated, AttemptWrite};
 use crate::workflows::attempt::step_statuses;
 use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
@@ -248,9 +248,6 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
 async fn after_adoption(context: &Context, updated: &AttemptUpdated) -> Result<(), HandlerError> {
     let item = &updated.item;
     context.push.nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
-    if item.token_to_wake().is_some() {
-        let report = AdvanceOutput::of(item, Utc::now(), context.config.orchestration.max_wait);
-        wake(&context.clients.sfn, item, &report).await?;
-    }
+    wake(&context.clients.sfn, item, context.config.orchestration.max_wait).await?;
     Ok(())
 }
