@@ -9,6 +9,7 @@ use baton_shared::api::runners::ClaimResponse;
 use baton_shared::facts::{Fact, JobExecutionTerminated, JobLeaseExpired};
 use baton_shared::store::keys::lease_shard;
 use baton_shared::store::records::RunnerStatus;
+use baton_shared::workflows::StepStatus;
 use baton_tests::runners::queued_fact;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
@@ -139,7 +140,8 @@ async fn a_heartbeat_between_the_reapers_read_and_write_saves_the_lease() {
         reaper_now,
         JobLeaseExpired { lease: candidate.lease_ref(), expired_at: reaper_now, steps: vec![] },
     );
-    assert!(!stack.store.expire_lease(&candidate, reaper_now, &fact, 7).await.unwrap());
+    let reported = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
+    assert!(!stack.store.expire_lease(&candidate, &reported, reaper_now, &fact, 7).await.unwrap());
     assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_some(), "the lease survived");
     assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
     assert_eq!(stack.store.runner_record(job.job_execution_id).await.unwrap().unwrap().status, RunnerStatus::Leased);
@@ -302,4 +304,119 @@ async fn the_reaper_stops_when_its_time_is_up_and_the_next_pass_starts_at_the_ne
     assert_eq!(second.expired(), 3);
     assert!(!second.stopped_early);
     assert_eq!(stack.reap_at(later).await, 0, "nothing is left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_reports_land_on_the_runner_record_and_leave_the_heartbeated_lease_as_it_was() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let (_, other) = leased(&stack, "ws1").await;
+    let id = job.job_execution_id;
+    let path = |step: Uuid| format!("/v1/runners/leases/{id}/steps/{step}");
+    let lease_before = stack.store.lease(id).await.unwrap().expect("live");
+    for step in &job.job.steps {
+        let answer = stack.post(&path(step.id), &job.lease.token, json!({"status": "running"})).await;
+        assert_eq!((answer.status, &answer.body["cancel"]), (200, &json!(false)), "{}", answer.body);
+    }
+    // What heartbeats rewrite did not grow: its size stays one write unit
+    // however many steps the job reports.
+    assert_eq!(stack.store.lease(id).await.unwrap().expect("live"), lease_before);
+    let record = stack.store.runner_record(id).await.unwrap().expect("record");
+    assert_eq!(record.steps.len(), job.job.steps.len());
+    assert!(record.steps.values().all(|step| step.status == StepStatus::Running));
+    assert_eq!(record.step_reports, job.job.steps.len() as u64);
+
+    // Another lease's token is refused there as it was on the lease, and
+    // writes nothing.
+    let foreign = stack.post(&path(job.job.steps[0].id), &other.lease.token, json!({"status": "failed"})).await;
+    assert_eq!((foreign.status, foreign.code()), (404, "not-found"));
+    assert_eq!(stack.store.runner_record(id).await.unwrap().expect("record"), record);
+
+    // A cancel is answered to a step report too.
+    let fact = terminated(&job);
+    stack.publish(&fact).await;
+    stack.wait_handled(fact.header.event_id, "reconcile").await;
+    let answer = stack.post(&path(job.job.steps[0].id), &job.lease.token, json!({"status": "running"})).await;
+    assert_eq!((answer.status, &answer.body["cancel"]), (200, &json!(true)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_report_between_the_reapers_read_and_write_is_not_lost() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let id = job.job_execution_id;
+    let step = job.job.steps[0].id;
+    let reaper_now = Utc::now() + Span::seconds(61);
+    let candidates = stack.store.expired_leases(&lease_shard(id), reaper_now, 100).await.unwrap();
+    let candidate = candidates.into_iter().find(|l| l.execution_id == id).expect("read as expired");
+    let read = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
+    assert!(read.steps.is_empty());
+    // The runner reports its step in between: the expiry written with what
+    // the reaper read would drop it, so it is not written.
+    let report = json!({"status": "succeeded", "exit_code": 0});
+    assert_eq!(
+        stack.post(&format!("/v1/runners/leases/{id}/steps/{step}"), &job.lease.token, report).await.status,
+        200
+    );
+    let fact = Fact::new(
+        candidate.workspace_id.clone(),
+        reaper_now,
+        JobLeaseExpired { lease: candidate.lease_ref(), expired_at: reaper_now, steps: vec![] },
+    );
+    assert!(!stack.store.expire_lease(&candidate, &read, reaper_now, &fact, 7).await.unwrap());
+    assert_eq!(stack.store.runner_record(id).await.unwrap().expect("record").status, RunnerStatus::Leased);
+    // The next pass reads the report and expires the lease with it.
+    assert_eq!(stack.reap_at(reaper_now).await, 1);
+    let expired = stack
+        .wait_fact("baton.runners.job.lease_expired", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == id.to_string()
+        })
+        .await;
+    assert_eq!(expired["steps"][0]["status"], "succeeded");
+    let record = stack.store.runner_record(id).await.unwrap().expect("record");
+    assert_eq!((record.status, record.steps.len()), (RunnerStatus::Expired, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_claimed_before_step_reports_moved_to_the_record_keeps_taking_them_on_itself() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let id = job.job_execution_id;
+    let step = job.job.steps[0].id;
+    // As the previous version wrote them: no fence on the record, an empty
+    // map of steps on the lease.
+    let key = |sk: &str| {
+        [("pk".to_string(), AttributeValue::S(format!("EXEC#{id}"))), ("sk".to_string(), AttributeValue::S(sk.into()))]
+    };
+    let store = &stack.store;
+    let old_record = store.client.update_item().table_name(&store.table).set_key(Some(key("RUNNER").into()));
+    old_record.update_expression("REMOVE token_hash, steps").send().await.unwrap();
+    let old_lease = store.client.update_item().table_name(&store.table).set_key(Some(key("LEASE").into()));
+    old_lease
+        .update_expression("SET steps = :none")
+        .expression_attribute_values(":none", AttributeValue::M(Default::default()))
+        .send()
+        .await
+        .unwrap();
+
+    let report = json!({"status": "succeeded", "exit_code": 0});
+    let answer = stack.post(&format!("/v1/runners/leases/{id}/steps/{step}"), &job.lease.token, report).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let lease = store.lease(id).await.unwrap().expect("live");
+    assert_eq!(lease.steps[&step.to_string()].status, StepStatus::Succeeded);
+    let (_, other) = leased(&stack, "ws1").await;
+    let refused = stack
+        .post(&format!("/v1/runners/leases/{id}/steps/{step}"), &other.lease.token, json!({"status": "failed"}))
+        .await;
+    assert_eq!(refused.status, 404);
+
+    // Its expiry carries them.
+    assert!(stack.reap_at(Utc::now() + Span::seconds(61)).await >= 1);
+    let expired = stack
+        .wait_fact("baton.runners.job.lease_expired", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == id.to_string()
+        })
+        .await;
+    assert_eq!(expired["steps"][0]["status"], "succeeded");
 }

@@ -33,9 +33,7 @@ async fn report_step(context: &Context, req: Request) -> Result<Response<Body>, 
         finished_at: report.finished_at,
     };
     match context.store.report_step(lease.execution_id, lease.epoch, &lease.token_hash, &step).await? {
-        Fenced::Ok(item) => {
-            Ok(json_response(StatusCode::OK, &CancelFlag { cancel: item.cancel_requested_at.is_some() }))
-        }
+        Fenced::Ok(recorded) => Ok(json_response(StatusCode::OK, &CancelFlag { cancel: recorded.cancel_requested })),
         Fenced::LeaseLost => Err(lease_lost()),
         Fenced::NotFound => Err(ApiError::not_found("lease")),
         Fenced::Refused(reason) => Err(ApiError::invalid_request(reason)),

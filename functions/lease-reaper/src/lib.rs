@@ -116,16 +116,31 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
                     }
                     continue;
                 }
+                // The step reports are on the runner record; the expiry
+                // writes only if none landed since this read.
+                let reported = match context.store.reported_steps(lease).await {
+                    Ok(Some(reported)) => reported,
+                    Ok(None) => {
+                        saved_or_gone += 1;
+                        continue;
+                    }
+                    Err(err) if err.is_retriable() => {
+                        tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
+                        saved_or_gone += 1;
+                        continue;
+                    }
+                    Err(err) => return Err(err),
+                };
                 let fact = Fact::new(
                     lease.workspace_id.clone(),
                     now,
                     JobLeaseExpired {
                         lease: lease.lease_ref(),
                         expired_at: now,
-                        steps: lease.steps.values().cloned().collect(),
+                        steps: reported.steps.values().cloned().collect(),
                     },
                 );
-                match context.store.expire_lease(lease, now, &fact, context.config.outbox_ttl_days).await {
+                match context.store.expire_lease(lease, &reported, now, &fact, context.config.outbox_ttl_days).await {
                     Ok(true) => {
                         expired += 1;
                         tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");

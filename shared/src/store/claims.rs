@@ -19,17 +19,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::keys::{claim_request_sk, lease_shard, session_pk, LEASE_SK};
+use super::keys::{claim_request_sk, execution_pk, lease_shard, session_pk, LEASE_SK, RUNNER_SK};
 use super::leases::LeaseItem;
 use super::queue::{lease_ref, ClaimAttempt, LabelSet, PendingItem};
+use super::records::RunnerStatus;
 use super::sessions::Session;
-use super::{from_item, n, s, Store};
+use super::{from_item, n, s, Store, TxOutcome};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed, JobSpec};
@@ -176,44 +176,49 @@ impl Store {
         let token = new_lease_token(answer.execution_id, answer.epoch);
         // Only a lease its runner never used gets a new token: the first
         // answer was lost, so nobody holds the old one. A lease that was
-        // heartbeated is held: a confused retry must not take it over.
-        let rotate = self
-            .client
-            .update_item()
+        // heartbeated is held: a confused retry must not take it over. The
+        // record carries the same fence (step reports): both move together.
+        let hash = hash_token(&token);
+        let rotate_lease = Update::builder()
             .table_name(&self.table)
             .key("pk", s(LeaseItem::key(answer.execution_id)))
             .key("sk", s(LEASE_SK))
             .update_expression("SET token_hash = :new")
             .condition_expression("epoch = :e AND session_id = :s AND heartbeated = :no")
-            .expression_attribute_values(":new", s(hash_token(&token)))
+            .expression_attribute_values(":new", s(&hash))
             .expression_attribute_values(":e", n(answer.epoch))
             .expression_attribute_values(":s", s(session.id.to_string()))
             .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .return_values(ReturnValue::AllNew);
-        // A conflict or throttling applied nothing: send it again (jittered).
-        let rotated = super::contention::retry_conflicts(|| async {
-            match rotate.clone().send().await {
-                Err(err)
-                    if !matches!(err.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) =>
-                {
-                    Err(StoreError::from(err))
-                }
-                other => Ok(other),
-            }
-        })
-        .await?;
-        match rotated {
-            Ok(out) => {
-                let lease: LeaseItem = from_item(out.attributes.unwrap_or_default())?;
-                let spec = self.spec_of(&answer.pending).await?;
-                let claimed = Claimed { pending: answer.pending, spec, lease, lease_token: token };
-                Ok(Some(ClaimOutcome::Claimed(Box::new(claimed))))
-            }
-            Err(err) if matches!(err.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
-                Ok(Some(ClaimOutcome::NothingToClaim))
-            }
-            Err(err) => Err(err.into()),
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let rotate_record = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(execution_pk(answer.execution_id)))
+            .key("sk", s(RUNNER_SK))
+            .update_expression("SET token_hash = :new")
+            .condition_expression("#status = :leased AND epoch = :e")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":new", s(&hash))
+            .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
+            .expression_attribute_values(":e", n(answer.epoch))
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let rotated = self
+            .transact(vec![
+                TransactWriteItem::builder().update(rotate_lease).build(),
+                TransactWriteItem::builder().update(rotate_record).build(),
+            ])
+            .await?;
+        if !matches!(rotated, TxOutcome::Committed) {
+            return Ok(Some(ClaimOutcome::NothingToClaim));
         }
+        let Some(lease) = self.lease(answer.execution_id).await? else {
+            // Completed or reaped since: the claim is over.
+            return Ok(Some(ClaimOutcome::NothingToClaim));
+        };
+        let spec = self.spec_of(&answer.pending).await?;
+        let claimed = Claimed { pending: answer.pending, spec, lease, lease_token: token };
+        Ok(Some(ClaimOutcome::Claimed(Box::new(claimed))))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -9,7 +9,7 @@
 //! | execution result (steps, outputs) | `RUN#<run>` | `STEPS#<n:010>#<execution>` | |
 //! | run counter | `RUNNUM#<ws>#<workflow>` | `COUNTER` | |
 //! | idempotency key | `RUNIDEM#<ws>#<key>` | `IDEM` | |
-//! | runners' record of an execution (tombstone) | `EXEC#<execution>` | `RUNNER` | |
+//! | runners' record of an execution (tombstone; the step reports) | `EXEC#<execution>` | `RUNNER` | |
 //! | job spec (steps, env: what a runner runs) | `EXEC#<execution>` | `SPEC` | |
 //! | lease | `EXEC#<execution>` | `LEASE` | `leases-by-expiry`: `lx_shard = L#<0..8>`, `lx_expires_at` (ms, a lower bound of the expiry) |
 //! | pending item | `Q#<ws>#<labelset>` | `<queued_at>#<execution>` | |

@@ -13,7 +13,11 @@
 //!
 //! Fencing: every write is conditioned on the lease's epoch and the hash of
 //! its token, so a runner that lost its lease (reaped, or completed by an
-//! earlier attempt of its own) can never act on it again.
+//! earlier attempt of its own) can never act on it again. Step reports are
+//! the exception in where they go, not in how they are fenced: they land on
+//! the execution's runner record, which carries the same epoch and token
+//! hash from the claim on, so the item heartbeats rewrite never grows with
+//! a job's steps.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{execution_pk, timestamp, LEASES_BY_EXPIRY, LEASE_SK, RUNNER_SK};
-use super::records::RunnerStatus;
+use super::records::{RunnerRecord, RunnerStatus};
 use super::{from_item, n, s, Item, Store, TxOutcome};
 use crate::error::StoreError;
 use crate::facts::{Fact, JobCompleted, JobLeaseExpired, JobOutcome, StepResult};
@@ -52,7 +56,10 @@ pub struct LeaseItem {
     pub heartbeated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub cancel_requested_at: Option<DateTime<Utc>>,
-    /// Step progress as reported, by step id.
+    /// Step reports of a lease claimed before they moved to the runner
+    /// record (`RunnerRecord::token_hash`); empty, and not stored, on any
+    /// lease claimed since.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<String, StepResult>,
     pub lx_shard: String,
     /// A lower bound of `expires_at` in epoch milliseconds, the index's sort
@@ -78,6 +85,20 @@ impl LeaseItem {
             epoch: self.epoch,
         }
     }
+}
+
+/// A step report was recorded.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StepRecorded {
+    /// The lease is flagged for cancel: the runner should stop.
+    pub cancel_requested: bool,
+}
+
+/// The step reports of a lease as read, and how many reports that was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportedSteps {
+    pub steps: BTreeMap<String, StepResult>,
+    pub reports: u64,
 }
 
 /// What a fenced write on a lease found.
@@ -150,26 +171,126 @@ impl Store {
         self.fenced_update(execution_id, epoch, token_hash, update, values).await
     }
 
-    /// Records one step's progress on the lease (fenced like a heartbeat).
+    /// Records one step's progress on the execution's runner record, fenced
+    /// like a heartbeat by the epoch and token hash the claim wrote there;
+    /// the answer says whether the lease is flagged for cancel.
+    ///
+    /// Not on the lease: every heartbeat rewrites the lease, and a lease
+    /// holding a 100-step job's reports would bill each heartbeat by their
+    /// size. A lease claimed before the record carried the fence keeps its
+    /// reports on itself until it ends.
     pub async fn report_step(
         &self,
         execution_id: Uuid,
         epoch: u64,
         token_hash: &str,
         step: &StepResult,
-    ) -> Result<Fenced<LeaseItem>, StoreError> {
-        let report = serde_dynamo::to_attribute_value(step)?;
+    ) -> Result<Fenced<StepRecorded>, StoreError> {
+        let report: AttributeValue = serde_dynamo::to_attribute_value(step)?;
+        let refusal = format!("a job has at most {MAX_STEPS_PER_JOB} steps; this lease holds reports of as many");
+        let written = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(execution_pk(execution_id)))
+            .key("sk", s(RUNNER_SK))
+            .update_expression("SET steps.#step = :report ADD step_reports :one")
+            // The map stays bounded (its steps travel in the lease-expired
+            // fact): a new step id is taken while fewer than a job's maximum
+            // are held.
+            .condition_expression(
+                "#status = :leased AND epoch = :e AND token_hash = :h \
+                 AND (attribute_exists(steps.#step) OR size(steps) < :max)",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#step", step.id.to_string())
+            .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
+            .expression_attribute_values(":e", n(epoch))
+            .expression_attribute_values(":h", s(token_hash))
+            .expression_attribute_values(":max", n(MAX_STEPS_PER_JOB as u64))
+            .expression_attribute_values(":report", report.clone())
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let old = match written {
+            Ok(out) => {
+                let record: RunnerRecord = from_item(out.attributes.unwrap_or_default())?;
+                return Ok(Fenced::Ok(StepRecorded { cancel_requested: record.cancel_requested_at.is_some() }));
+            }
+            Err(err) => match err.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
+                    e.item.clone().map(from_item::<RunnerRecord>).transpose()?
+                }
+                _ => return Err(err.into()),
+            },
+        };
+        match old {
+            Some(record) if record.status == RunnerStatus::Leased && record.epoch == epoch => {
+                match record.token_hash.as_deref() {
+                    Some(held) if held == token_hash => Ok(Fenced::Refused(refusal)),
+                    Some(_) => Ok(Fenced::NotFound),
+                    None => self.report_step_on_lease(execution_id, epoch, token_hash, step, report, refusal).await,
+                }
+            }
+            _ => Ok(Fenced::LeaseLost),
+        }
+    }
+
+    /// A step report of a lease claimed before the runner record carried
+    /// its fence: on the lease, as it was then.
+    async fn report_step_on_lease(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        step: &StepResult,
+        report: AttributeValue,
+        refusal: String,
+    ) -> Result<Fenced<StepRecorded>, StoreError> {
         let update = FencedUpdate {
             update: "SET steps.#step = :report",
-            // The map stays bounded (the lease is rewritten by every
-            // heartbeat, and its steps travel in the lease-expired fact): a
-            // new step id is taken while fewer than a job's maximum are held.
             condition: Some("(attribute_exists(steps.#step) OR size(steps) < :max)"),
             name: Some(("#step", step.id.to_string())),
-            refusal: Some(format!("a job has at most {MAX_STEPS_PER_JOB} steps; this lease holds reports of as many")),
+            refusal: Some(refusal),
         };
         let max = n(MAX_STEPS_PER_JOB as u64);
-        self.fenced_update(execution_id, epoch, token_hash, update, [(":report", report), (":max", max)]).await
+        let fenced =
+            self.fenced_update(execution_id, epoch, token_hash, update, [(":report", report), (":max", max)]).await?;
+        Ok(match fenced {
+            Fenced::Ok(lease) => Fenced::Ok(StepRecorded { cancel_requested: lease.cancel_requested_at.is_some() }),
+            Fenced::LeaseLost => Fenced::LeaseLost,
+            Fenced::NotFound => Fenced::NotFound,
+            Fenced::Refused(reason) => Fenced::Refused(reason),
+        })
+    }
+
+    /// The step reports so far of an execution (a run view's live steps):
+    /// its runner record's, or, for a lease claimed before they moved
+    /// there, the lease's.
+    pub async fn live_steps(
+        &self,
+        execution_id: Uuid,
+    ) -> Result<Option<(Uuid, BTreeMap<String, StepResult>)>, StoreError> {
+        let Some(record) = self.runner_record(execution_id).await? else { return Ok(None) };
+        if record.status == RunnerStatus::Leased && record.token_hash.is_none() {
+            return Ok(self.lease(execution_id).await?.map(|lease| (execution_id, lease.steps)));
+        }
+        Ok(Some((execution_id, record.steps)))
+    }
+
+    /// The step reports of a live lease and how many were written (on its
+    /// runner record; a lease claimed before keeps its own). `None` when the
+    /// record is gone or on another epoch.
+    pub async fn reported_steps(&self, lease: &LeaseItem) -> Result<Option<ReportedSteps>, StoreError> {
+        Ok(self.runner_record(lease.execution_id).await?.filter(|record| record.epoch == lease.epoch).map(|record| {
+            let mut steps = record.steps;
+            for (id, step) in &lease.steps {
+                steps.entry(id.clone()).or_insert_with(|| step.clone());
+            }
+            ReportedSteps { steps, reports: record.step_reports }
+        }))
     }
 
     /// Charges `bytes` of log to the live lease (fenced like a heartbeat),
@@ -377,10 +498,14 @@ impl Store {
     /// condition re-checks the expiry at write time, so a heartbeat that lands
     /// after the reaper read the index saves the lease; and only one of two
     /// concurrent reapers can delete it, so there is one fact per lease.
+    /// The steps `reported` as read go into the fact and onto the record,
+    /// conditioned on the count of reports read: a step report that lands
+    /// in between makes this `false` too, and the next pass reads it.
     /// `false` when the lease was saved or already gone.
     pub async fn expire_lease(
         &self,
         lease: &LeaseItem,
+        reported: &ReportedSteps,
         now: DateTime<Utc>,
         fact: &Fact<JobLeaseExpired>,
         outbox_ttl_days: u32,
@@ -400,14 +525,18 @@ impl Store {
                 .table_name(&self.table)
                 .key("pk", s(execution_pk(lease.execution_id)))
                 .key("sk", s(RUNNER_SK))
-                // The steps go onto the record too: the orchestrator adopts
-                // them from there if the job's timeout comes before this
-                // expiry's fact does.
+                // The record keeps the steps (a lease claimed before they
+                // moved there brings its own): the orchestrator adopts them
+                // from there if the job's timeout comes before this expiry's
+                // fact does, and the fact must say what the record says.
                 .update_expression("SET #status = :expired, steps = :steps")
-                .condition_expression("#status = :leased AND epoch = :e")
+                .condition_expression(
+                    "#status = :leased AND epoch = :e AND (attribute_not_exists(step_reports) OR step_reports = :n)",
+                )
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":expired", s(RunnerStatus::Expired.as_str()))
-                .expression_attribute_values(":steps", serde_dynamo::to_attribute_value(&lease.steps)?)
+                .expression_attribute_values(":steps", serde_dynamo::to_attribute_value(&reported.steps)?)
+                .expression_attribute_values(":n", n(reported.reports))
                 .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
                 .expression_attribute_values(":e", n(lease.epoch))
                 .build(),
@@ -420,24 +549,32 @@ impl Store {
         Ok(matches!(self.transact(items).await?, TxOutcome::Committed))
     }
 
-    /// Flags a live lease for cancellation; the first timestamp wins. A lease
-    /// that already ended needs no flag.
+    /// Flags a live lease for cancellation, on the lease (a heartbeat's
+    /// answer) and on its runner record (a step report's); the first
+    /// timestamp wins. A lease that already ended needs no flag. Each write
+    /// is idempotent, so a retry after a failure between them completes it.
     pub async fn flag_lease_for_cancel(
         &self,
         execution_id: Uuid,
         epoch: u64,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let flag = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(LeaseItem::key(execution_id)))
-            .key("sk", s(LEASE_SK))
-            .update_expression("SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)")
-            .condition_expression("attribute_exists(pk) AND epoch = :e")
-            .expression_attribute_values(":now", s(timestamp(now)))
-            .expression_attribute_values(":e", n(epoch));
-        super::condition_may_fail(|| flag.clone().send()).await.map(|_| ())
+        let flag = |sk: &str, condition: &str| {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key("pk", s(execution_pk(execution_id)))
+                .key("sk", s(sk))
+                .update_expression("SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)")
+                .condition_expression(condition)
+                .expression_attribute_values(":now", s(timestamp(now)))
+                .expression_attribute_values(":e", n(epoch))
+        };
+        let on_record = flag(RUNNER_SK, "#status = :leased AND epoch = :e")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()));
+        super::condition_may_fail(|| on_record.clone().send()).await?;
+        let on_lease = flag(LEASE_SK, "attribute_exists(pk) AND epoch = :e");
+        super::condition_may_fail(|| on_lease.clone().send()).await.map(|_| ())
     }
 }

@@ -12,7 +12,7 @@
 //!   whose partition a claim finds empty is pruned (`prune_label_set`), so
 //!   the registry holds the sets with pending work, not every set ever used.
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -180,7 +180,12 @@ impl Store {
             completed_epoch: None,
             completed_token_hash: None,
             terminated_at: None,
+            token_hash: None,
+            session_id: None,
+            claimed_at: None,
+            cancel_requested_at: None,
             steps: Default::default(),
+            step_reports: 0,
         };
         let put_record = build(
             Put::builder()
@@ -312,13 +317,22 @@ impl Store {
                 .table_name(&self.table)
                 .key("pk", s(execution_pk(pending.execution_id)))
                 .key("sk", s(RUNNER_SK))
-                .update_expression("SET #status = :leased, epoch = :epoch REMOVE pending_pk, pending_sk")
+                // The lease's fence goes onto the record too: step reports
+                // are written here (see `RunnerRecord::token_hash`).
+                .update_expression(
+                    "SET #status = :leased, epoch = :epoch, token_hash = :h, session_id = :session, \
+                     claimed_at = :at, steps = :none REMOVE pending_pk, pending_sk",
+                )
                 .condition_expression("#status = :pending AND epoch = :prev")
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
                 .expression_attribute_values(":pending", s(RunnerStatus::Pending.as_str()))
                 .expression_attribute_values(":epoch", n(lease.epoch))
                 .expression_attribute_values(":prev", n(pending.epoch))
+                .expression_attribute_values(":h", s(&lease.token_hash))
+                .expression_attribute_values(":session", s(lease.session_id.to_string()))
+                .expression_attribute_values(":at", s(keys::timestamp(lease.claimed_at)))
+                .expression_attribute_values(":none", AttributeValue::M(Default::default()))
                 .build(),
         )?;
         let put_lease = build(
@@ -426,7 +440,12 @@ impl Store {
                         completed_epoch: None,
                         completed_token_hash: None,
                         terminated_at: Some(now),
+                        token_hash: None,
+                        session_id: None,
+                        claimed_at: None,
+                        cancel_requested_at: None,
                         steps: Default::default(),
+                        step_reports: 0,
                     };
                     let put = build(
                         Put::builder()

@@ -73,10 +73,30 @@ pub struct RunnerRecord {
     pub completed_token_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
     pub terminated_at: Option<DateTime<Utc>>,
-    /// Once `expired`: the steps as the lease last held them, by step id, so
-    /// the workflows side can adopt the steps' outcome from the record.
+    /// From the claim on: the lease's token hash, its session and the
+    /// claim's instant, written with the status. Step reports are fenced on
+    /// them here, so the lease item that every heartbeat rewrites stays one
+    /// write unit whatever the job's number of steps. `None` on a record
+    /// leased before step reports moved here (`Store::report_step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// A cancel flagged the lease (as on the lease item: a step report's
+    /// answer carries it, and reads it from here).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// The step reports of the lease, by step id. Kept when the lease ends,
+    /// so the workflows side can adopt the steps' outcome from the record
+    /// (an expiry, a timeout) and a run view reads them for a running job.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<String, StepResult>,
+    /// How many step reports were written: a lease expires with the steps
+    /// it read only if no report landed since (`Store::expire_lease`).
+    #[serde(default)]
+    pub step_reports: u64,
 }
 
 impl RunnerRecord {

@@ -300,9 +300,9 @@ impl Store {
     }
 
     /// The step reports so far of every running execution: they live on its
-    /// lease until the job ends (a report is one small update there, not a
-    /// rewrite of the run's items), so the view reads the leases, side by
-    /// side, only for what runs now.
+    /// runner record until the job ends (a report is one small update
+    /// there, not a rewrite of the run's items), so the view reads the
+    /// records, side by side, only for what runs now.
     async fn add_live_steps(
         &self,
         attempts: &[AttemptState],
@@ -316,11 +316,11 @@ impl Store {
             .filter(|execution| execution.status == ExecutionStatus::Running && !results.contains_key(&execution.id))
             .map(|execution| execution.id)
             .collect();
-        let mut leases = futures::stream::iter(running).map(|id| self.lease(id)).buffer_unordered(LIVE_STEP_READS);
-        while let Some(lease) = leases.next().await {
-            if let Some(lease) = lease? {
-                let steps = lease.steps.into_values().collect();
-                results.insert(lease.execution_id, ExecutionResult { steps, outputs: BTreeMap::new() });
+        let mut reads = futures::stream::iter(running).map(|id| self.live_steps(id)).buffer_unordered(LIVE_STEP_READS);
+        while let Some(read) = reads.next().await {
+            if let Some((execution_id, steps)) = read? {
+                let steps = steps.into_values().collect();
+                results.insert(execution_id, ExecutionResult { steps, outputs: BTreeMap::new() });
             }
         }
         Ok(())
