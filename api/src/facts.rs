@@ -295,6 +295,11 @@ pub struct JobCompleted {
     pub outputs: BTreeMap<String, serde_json::Value>,
     pub message: Option<String>,
     pub completed_at: DateTime<Utc>,
+    /// When the lease was claimed: the workflows side takes the execution's
+    /// `started_at` from here (it does not rewrite the attempt for a
+    /// claim). `null` when unknown (a fact of an earlier version).
+    #[serde(default)]
+    pub claimed_at: Option<DateTime<Utc>>,
 }
 
 impl FactDetail for JobCompleted {
@@ -311,6 +316,9 @@ pub struct JobLeaseExpired {
     /// The steps as last reported by the runner, so the orchestrator can
     /// adopt their outcome when all of them had finished.
     pub steps: Vec<StepResult>,
+    /// When the lease was claimed (as in `JobCompleted`).
+    #[serde(default)]
+    pub claimed_at: Option<DateTime<Utc>>,
 }
 
 impl FactDetail for JobLeaseExpired {

@@ -181,6 +181,7 @@ mod tests {
             outputs,
             message: Some("m".repeat(MAX_MESSAGE_BYTES)),
             completed_at: at,
+            claimed_at: Some(at),
         };
         let fact = Fact::new("w".repeat(MAX_WORKSPACE_ID_LEN), at, detail);
         let size = serde_json::to_string(&fact).unwrap().len();

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 
 use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
-use crate::facts::{JobClaimed, JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
+use crate::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
 use crate::orchestration::{parked_past_deadline, wake, JOBS_PER_TRANSACTION};
 use crate::store::attempts::{AttemptStep, AttemptUpdated, AttemptWrite};
@@ -38,6 +38,12 @@ use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 pub const DIRECT_ADOPTION_MAX_JOBS: usize = 32;
 
 /// What a runner fact says happened to an execution.
+///
+/// A claim is not one: the attempt is not rewritten when a runner claims a
+/// job (one write of the whole attempt a job, for a status the run view
+/// reads from the runner record instead, `Store::run_records_live`). The
+/// claim's instant comes with the outcome (`claimed_at`) and becomes the
+/// execution's `started_at` then.
 #[derive(Debug, Clone)]
 pub struct RunnerFact {
     pub lease: LeaseRef,
@@ -45,20 +51,16 @@ pub struct RunnerFact {
     pub kind: Kind,
     pub steps: Vec<StepResult>,
     pub outputs: Option<BTreeMap<String, serde_json::Value>>,
+    pub claimed_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
-    Claimed,
     Completed(JobOutcome),
     LeaseExpired,
 }
 
 impl RunnerFact {
-    pub fn claimed(fact: &JobClaimed) -> Self {
-        Self { lease: fact.lease.clone(), at: fact.claimed_at, kind: Kind::Claimed, steps: Vec::new(), outputs: None }
-    }
-
     pub fn completed(fact: &JobCompleted) -> Self {
         Self {
             lease: fact.lease.clone(),
@@ -66,6 +68,7 @@ impl RunnerFact {
             kind: Kind::Completed(fact.status),
             steps: fact.steps.clone(),
             outputs: Some(fact.outputs.clone()),
+            claimed_at: fact.claimed_at,
         }
     }
 
@@ -76,6 +79,7 @@ impl RunnerFact {
             kind: Kind::LeaseExpired,
             steps: fact.steps.clone(),
             outputs: None,
+            claimed_at: fact.claimed_at,
         }
     }
 }
@@ -141,22 +145,21 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
                 }
                 found.known = true;
                 let event = match fact.kind {
-                    Kind::Claimed => ExecutionEvent::Claimed { at: fact.at },
                     Kind::Completed(status) => {
                         ExecutionEvent::Completed { status, steps: all_steps(definition, &job.key, fact) }
                     }
                     Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, fact) },
                 };
-                found.already_ended = !matches!(fact.kind, Kind::Claimed)
-                    && job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
-                let effect = next.state.apply_runner_event(
-                    fact.lease.job_id,
-                    execution_id,
-                    &event,
-                    Some(fact.lease.session_id),
-                    fact.at,
-                );
-                (found.changed, found.finished) = (effect.changed, effect.finished);
+                found.already_ended =
+                    job.execution.as_ref().is_some_and(|e| e.id == execution_id && e.status.is_terminal());
+                let session = Some(fact.lease.session_id);
+                // The claim first (`started_at`, set once), then the outcome.
+                let started = fact.claimed_at.is_some_and(|at| {
+                    let claimed = ExecutionEvent::Claimed { at };
+                    next.state.apply_runner_event(fact.lease.job_id, execution_id, &claimed, session, at).changed
+                });
+                let effect = next.state.apply_runner_event(fact.lease.job_id, execution_id, &event, session, fact.at);
+                (found.changed, found.finished) = (effect.changed || started, effect.finished);
                 if !effect.changed {
                     continue;
                 }
@@ -207,12 +210,12 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
                 .push(Err(HandlerError::Permanent(format!("job {} is not in {run_id}/{attempt}", fact.lease.job_id))));
             continue;
         }
-        if found.changed {
-            tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, job_execution_id = %execution_id, via, finished = found.finished, "execution updated");
+        if found.finished {
+            tracing::info!(%run_id, attempt, job_id = %fact.lease.job_id, job_execution_id = %execution_id, via, "execution finished");
             results.push(Ok(()));
             continue;
         }
-        tracing::debug!(%run_id, attempt, %execution_id, via, "runner fact changed nothing");
+        tracing::debug!(%run_id, attempt, %execution_id, via, changed = found.changed, "runner fact did not finish its execution");
         let late = if found.already_ended && !fact.steps.is_empty() {
             let outputs = fact.outputs.clone().unwrap_or_default();
             store

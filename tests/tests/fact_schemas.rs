@@ -297,6 +297,7 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         outputs: BTreeMap::new(),
         message: None,
         completed_at: Utc::now(),
+        claimed_at: None,
     });
     let outputs: BTreeMap<String, Value> = [
         ("artifact".to_owned(), json!("s3://bucket/build.tar.zst")),
@@ -312,10 +313,16 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         outputs,
         message: Some("step `test` exited with 101".into()),
         completed_at: Utc::now() + Duration::seconds(1),
+        claimed_at: Some(Utc::now() - Duration::seconds(30)),
     });
 
-    check(JobLeaseExpired { lease: lease(), expired_at: Utc::now(), steps: vec![] });
-    check(JobLeaseExpired { lease: lease(), expired_at: at(23, 59, 59), steps: step_results() });
+    check(JobLeaseExpired { lease: lease(), expired_at: Utc::now(), steps: vec![], claimed_at: None });
+    check(JobLeaseExpired {
+        lease: lease(),
+        expired_at: at(23, 59, 59),
+        steps: step_results(),
+        claimed_at: Some(at(23, 50, 0)),
+    });
 
     let checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let all: BTreeSet<&str> = ALL_DETAIL_TYPES.iter().copied().collect();

@@ -138,7 +138,12 @@ async fn a_heartbeat_between_the_reapers_read_and_write_saves_the_lease() {
     let fact = Fact::new(
         candidate.workspace_id.clone(),
         reaper_now,
-        JobLeaseExpired { lease: candidate.lease_ref(), expired_at: reaper_now, steps: vec![] },
+        JobLeaseExpired {
+            lease: candidate.lease_ref(),
+            expired_at: reaper_now,
+            steps: vec![],
+            claimed_at: Some(candidate.claimed_at),
+        },
     );
     let reported = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
     assert!(!stack.store.expire_lease(&candidate, &reported, reaper_now, &fact, 7).await.unwrap());
@@ -361,7 +366,12 @@ async fn a_step_report_between_the_reapers_read_and_write_is_not_lost() {
     let fact = Fact::new(
         candidate.workspace_id.clone(),
         reaper_now,
-        JobLeaseExpired { lease: candidate.lease_ref(), expired_at: reaper_now, steps: vec![] },
+        JobLeaseExpired {
+            lease: candidate.lease_ref(),
+            expired_at: reaper_now,
+            steps: vec![],
+            claimed_at: Some(candidate.claimed_at),
+        },
     );
     assert!(!stack.store.expire_lease(&candidate, &read, reaper_now, &fact, 7).await.unwrap());
     assert_eq!(stack.store.runner_record(id).await.unwrap().expect("record").status, RunnerStatus::Leased);

@@ -137,9 +137,10 @@ jobs:
     assert_eq!(job(&view, 1, "on-cancel")["status"], "skipped");
 }
 
-/// The bus delivers a batch; the facts of one attempt in it are adopted in
-/// one write of the attempt item (which holds every job of the run), and a
-/// fact that can never be adopted fails alone.
+/// The bus delivers a batch; the outcomes of one attempt in it are adopted
+/// in one write of the attempt item (which holds every job of the run), a
+/// claim is acknowledged without a write (the view reads it from the
+/// runner record), and a fact that can never be adopted fails alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_fails_alone() {
     use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
@@ -164,6 +165,10 @@ async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_
     .await;
 
     let claimed_at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    for runner in &mut runners {
+        runner.claimed_at = claimed_at;
+    }
+    runners[1].claim(&stack).await;
     let mut stranger = Runner::for_queued(&ws, &queued(&stack, &run_id, 1, "a").await);
     stranger.lease.job_id = uuid::Uuid::now_v7();
     fn envelope<D: FactDetail>(ws: &str, detail: D) -> String {
@@ -180,7 +185,7 @@ async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_
         envelope(&ws, runners[1].claimed(claimed_at)),
         envelope(&ws, runners[2].claimed(claimed_at)),
         envelope(&ws, runners[2].completed(JobOutcome::Succeeded)),
-        envelope(&ws, stranger.claimed(claimed_at)),
+        envelope(&ws, stranger.completed(JobOutcome::Succeeded)),
     ];
     let mut event = SqsEvent::default();
     for (index, body) in bodies.into_iter().enumerate() {
@@ -194,13 +199,21 @@ async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_
     assert_eq!(failed, ["m4"], "only the fact about a job the attempt does not have");
 
     let item = stack.store.get_attempt(run_uuid, 1).await.unwrap().unwrap();
-    assert_eq!(item.version, parked.version + 1, "three claims and an outcome, one write");
+    assert_eq!(item.version, parked.version + 1, "three claims and an outcome, one write: the outcome's");
     let view = run_view(&stack, &ws, &run_id).await;
-    for (key, status) in [("a", "running"), ("b", "running"), ("c", "succeeded")] {
+    // a's claim fact came without its claim (nothing on the runners' side):
+    // a stays queued. b was claimed there: running, from its runner record.
+    assert_eq!(job(&view, 1, "a")["executions"][0]["status"], "queued");
+    assert_eq!(job(&view, 1, "a")["status"], "queued");
+    for (key, status) in [("b", "running"), ("c", "succeeded")] {
         let execution = &job(&view, 1, key)["executions"][0];
-        assert_eq!(execution["status"], status, "{key}");
+        assert_eq!((job(&view, 1, key)["status"].as_str(), execution["status"].as_str()), (Some(status), Some(status)));
         let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["started_at"].clone()).unwrap();
         assert_eq!(started, claimed_at, "{key}: the claim's instant");
+        assert_eq!(
+            execution["runner_session_id"],
+            runners[if key == "b" { 1 } else { 2 }].lease.session_id.to_string()
+        );
     }
     assert_eq!(job(&view, 1, "c")["outputs"], json!({"job": "c"}), "the outcome's result was written with it");
     stack.wait_fact(JobTerminated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str() && d["job_key"] == "c").await;
@@ -214,11 +227,12 @@ async fn runner_facts_delivered_twice_and_out_of_order_reach_the_same_end_state(
     let run_id = run["id"].as_str().unwrap().to_string();
     let queued_a = queued(&stack, &run_id, 1, "a").await;
     let queued_b = queued(&stack, &run_id, 1, "b").await;
-    let (a, b) = (Runner::for_queued(&ws, &queued_a), Runner::for_queued(&ws, &queued_b));
+    let (mut a, mut b) = (Runner::for_queued(&ws, &queued_a), Runner::for_queued(&ws, &queued_b));
 
     // a: the complete arrives before its claim; then everything again, and a
     // lease expiry that lost the race to the finish.
     let claimed_at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    (a.claimed_at, b.claimed_at) = (claimed_at, claimed_at);
     let completed = a.completed(JobOutcome::Succeeded);
     let claimed = a.claimed(claimed_at);
     publish(&stack, &ws, completed.clone()).await;
@@ -242,11 +256,11 @@ async fn runner_facts_delivered_twice_and_out_of_order_reach_the_same_end_state(
     let exec_a = &job(&view, 1, "a")["executions"][0];
     assert_eq!(exec_a["status"], "succeeded", "finished beats a later lease expiry");
     let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(exec_a["started_at"].clone()).unwrap();
-    assert_eq!(started, claimed_at, "a claim after the finish still records the start, and does not reopen");
+    assert_eq!(started, claimed_at, "the outcome brings the claim's instant; no claim reopens it");
     let exec_b = &job(&view, 1, "b")["executions"][0];
     assert_eq!((exec_b["status"].as_str(), exec_b["status_reason"].as_str()), (Some("failed"), Some("step_failed")));
     let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(exec_b["started_at"].clone()).unwrap();
-    assert_eq!(started, claimed_at, "first claim wins");
+    assert_eq!(started, claimed_at, "the claim's instant the outcome carries");
     assert_eq!(count_facts(&stack, JobExecutionTerminated::DETAIL_TYPE, &run_id), 2, "one terminated fact each");
     assert_eq!(count_facts(&stack, JobTerminated::DETAIL_TYPE, &run_id), 2);
     assert_eq!(count_facts(&stack, RunTerminated::DETAIL_TYPE, &run_id), 1);
@@ -436,8 +450,8 @@ async fn twenty_jobs_finishing_together_share_wake_ups_instead_of_paying_transit
 async fn a_poison_runner_fact_is_dead_lettered_while_the_run_keeps_flowing() {
     let stack = start().await;
     let ws = workspace();
-    // A claim about an attempt that does not exist can never be applied.
-    let poison = baton_shared::facts::JobClaimed {
+    // An outcome of an attempt that does not exist can never be applied.
+    let poison = baton_shared::facts::JobCompleted {
         lease: baton_shared::facts::LeaseRef {
             run_id: uuid::Uuid::now_v7(),
             attempt: 1,
@@ -446,7 +460,12 @@ async fn a_poison_runner_fact_is_dead_lettered_while_the_run_keeps_flowing() {
             session_id: uuid::Uuid::now_v7(),
             epoch: 1,
         },
-        claimed_at: chrono::Utc::now(),
+        status: JobOutcome::Succeeded,
+        steps: vec![],
+        outputs: Default::default(),
+        message: None,
+        completed_at: chrono::Utc::now(),
+        claimed_at: None,
     };
     publish(&stack, &ws, poison.clone()).await;
     let run = create_run(&stack, &ws, "name: flowing\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;

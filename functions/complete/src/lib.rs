@@ -96,6 +96,7 @@ async fn finish(
             outputs: body.outputs,
             message: body.message,
             completed_at: now,
+            claimed_at: item.as_ref().filter(|i| i.epoch == lease.epoch).map(|i| i.claimed_at),
         },
     );
     match context

@@ -1,10 +1,15 @@
-//! Subscriber of the runners context's job facts: `runners.job.claimed`
-//! (execution `running`, `started_at` = the claim's instant, first write
-//! wins), `runners.job.completed` (terminal per the runner's status and
-//! steps) and `runners.job.lease_expired` (`failed`/`runner_lost` unless
-//! every step had finished, then the steps' outcome). Precedence and
-//! replays are decided by `apply_execution_event` (finished > lease expired
-//! > claimed > timeout; terminal states absorb).
+//! Subscriber of the runners context's job outcomes:
+//! `runners.job.completed` (terminal per the runner's status and steps) and
+//! `runners.job.lease_expired` (`failed`/`runner_lost` unless every step
+//! had finished, then the steps' outcome); each sets `started_at` from the
+//! claim's instant it carries (first write wins). Precedence and replays
+//! are decided by `apply_execution_event` (finished > lease expired >
+//! claimed > timeout; terminal states absorb).
+//!
+//! `runners.job.claimed` is not subscribed: a claim does not rewrite the
+//! attempt (the run view reads `running` from the runner record). One
+//! still delivered (queued before the subscription changed) is
+//! acknowledged and changes nothing.
 //!
 //! Each fact is one compare-and-set on the attempt's version
 //! (`baton_shared::outcomes::adopt`), but the facts of one attempt in a
@@ -42,7 +47,8 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     let mut unreadable = Vec::new();
     for message in &event.records {
         match delivered(message).and_then(|delivered| read_fact(&delivered)) {
-            Ok(fact) => {
+            Ok(None) => {}
+            Ok(Some(fact)) => {
                 let attempt = (fact.lease.run_id, fact.lease.attempt);
                 by_attempt.entry(attempt).or_default().push((message.message_id.clone(), fact));
             }
@@ -64,11 +70,14 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     report_failures(adopted.into_iter().flatten().chain(unreadable))
 }
 
-fn read_fact(delivered: &Delivered) -> Result<RunnerFact, HandlerError> {
+/// The outcome a message carries; `None` for a claim (nothing to adopt).
+fn read_fact(delivered: &Delivered) -> Result<Option<RunnerFact>, HandlerError> {
     match delivered.detail_type.as_str() {
-        JobClaimed::DETAIL_TYPE => Ok(RunnerFact::claimed(&delivered.parse::<JobClaimed>()?.detail)),
-        JobCompleted::DETAIL_TYPE => Ok(RunnerFact::completed(&delivered.parse::<JobCompleted>()?.detail)),
-        JobLeaseExpired::DETAIL_TYPE => Ok(RunnerFact::lease_expired(&delivered.parse::<JobLeaseExpired>()?.detail)),
+        JobClaimed::DETAIL_TYPE => Ok(None),
+        JobCompleted::DETAIL_TYPE => Ok(Some(RunnerFact::completed(&delivered.parse::<JobCompleted>()?.detail))),
+        JobLeaseExpired::DETAIL_TYPE => {
+            Ok(Some(RunnerFact::lease_expired(&delivered.parse::<JobLeaseExpired>()?.detail)))
+        }
         other => Err(HandlerError::Permanent(format!("unexpected fact {other}"))),
     }
 }

@@ -138,6 +138,7 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
                         lease: lease.lease_ref(),
                         expired_at: now,
                         steps: reported.steps.values().cloned().collect(),
+                        claimed_at: Some(lease.claimed_at),
                     },
                 );
                 match context.store.expire_lease(lease, &reported, now, &fact, context.config.outbox_ttl_days).await {

@@ -94,6 +94,15 @@ pub struct StepRecorded {
     pub cancel_requested: bool,
 }
 
+/// What the runners' side knows of an execution (`Store::live_runner`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveRunner {
+    pub execution_id: Uuid,
+    /// When and by which session it was claimed, if it was.
+    pub claimed: Option<(DateTime<Utc>, Uuid)>,
+    pub steps: BTreeMap<String, StepResult>,
+}
+
 /// The step reports of a lease as read, and how many reports that was.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportedSteps {
@@ -266,18 +275,22 @@ impl Store {
         })
     }
 
-    /// The step reports so far of an execution (a run view's live steps):
-    /// its runner record's, or, for a lease claimed before they moved
-    /// there, the lease's.
-    pub async fn live_steps(
-        &self,
-        execution_id: Uuid,
-    ) -> Result<Option<(Uuid, BTreeMap<String, StepResult>)>, StoreError> {
+    /// What the runners' side knows of an execution a run view shows as not
+    /// finished: whether, when and by whom it was claimed, and its step
+    /// reports so far (on the record; for a lease claimed before they moved
+    /// there, on the lease). `None` without a record.
+    pub async fn live_runner(&self, execution_id: Uuid) -> Result<Option<LiveRunner>, StoreError> {
         let Some(record) = self.runner_record(execution_id).await? else { return Ok(None) };
-        if record.status == RunnerStatus::Leased && record.token_hash.is_none() {
-            return Ok(self.lease(execution_id).await?.map(|lease| (execution_id, lease.steps)));
-        }
-        Ok(Some((execution_id, record.steps)))
+        let claimed = match (record.claimed_at, record.session_id) {
+            (Some(at), Some(session)) if record.status != RunnerStatus::Pending => Some((at, session)),
+            _ => None,
+        };
+        let steps = if record.status == RunnerStatus::Leased && record.token_hash.is_none() {
+            self.lease(execution_id).await?.map(|lease| lease.steps).unwrap_or_default()
+        } else {
+            record.steps
+        };
+        Ok(Some(LiveRunner { execution_id, claimed, steps }))
     }
 
     /// The step reports of a live lease and how many were written (on its

@@ -25,16 +25,16 @@ use super::{contention, from_item, n, s, serialize, to_item, Item, Store, TxOutc
 use crate::error::StoreError;
 use crate::facts::{Fact, RunAttemptCreated};
 use crate::workflows::attempt::{AttemptState, RunState};
-use crate::workflows::status::{ExecutionStatus, RunStatus};
+use crate::workflows::status::RunStatus;
 use crate::workflows::view::{ExecutionResult, RunRecords};
-use crate::workflows::{RerunMode, WorkflowDefinition};
+use crate::workflows::{ExecutionEvent, RerunMode, WorkflowDefinition};
 
 /// Runs a filtered list query evaluates a page.
 const FILTERED_PAGE: usize = 100;
 /// Pages one list request reads at most before answering a cursor.
 const MAX_PAGES: usize = 10;
-/// Leases a run view reads at once for the live steps of running jobs.
-const LIVE_STEP_READS: usize = 16;
+/// Runner records a run view reads at once for its unfinished executions.
+const LIVE_RUNNER_READS: usize = 16;
 
 /// A run item as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -290,38 +290,47 @@ impl Store {
         Ok(Some(RunRecords { run, attempts, definitions, results }))
     }
 
-    /// [`Store::run_records`] with the step reports so far of every running
-    /// execution: what the run view shows. Only the view route reads them;
-    /// the routes that answer a view after a change do not need them.
+    /// [`Store::run_records`] with what the runners' side knows of every
+    /// execution that has not finished: what the run view shows. Only the
+    /// view route reads it; the routes that answer a view after a change
+    /// do not need it.
     pub async fn run_records_live(&self, workspace_id: &str, run_id: Uuid) -> Result<Option<RunRecords>, StoreError> {
         let Some(mut records) = self.run_records(workspace_id, run_id).await? else { return Ok(None) };
-        self.add_live_steps(&records.attempts, &mut records.results).await?;
+        self.add_live_runners(&mut records.attempts, &mut records.results).await?;
         Ok(Some(records))
     }
 
-    /// The step reports so far of every running execution: they live on its
-    /// runner record until the job ends (a report is one small update
-    /// there, not a rewrite of the run's items), so the view reads the
-    /// records, side by side, only for what runs now.
-    async fn add_live_steps(
+    /// A claim does not rewrite the attempt (`outcomes::RunnerFact`): the
+    /// runner record says whether an execution the attempt holds as queued
+    /// was claimed, when and by whom, and holds the step reports so far (a
+    /// report is one small update there, not a rewrite of the run's items).
+    /// The view reads the records of unfinished executions, side by side,
+    /// and applies the claim as the attempt would have.
+    async fn add_live_runners(
         &self,
-        attempts: &[AttemptState],
+        attempts: &mut [AttemptState],
         results: &mut HashMap<Uuid, ExecutionResult>,
     ) -> Result<(), StoreError> {
         use futures::StreamExt;
-        let running: Vec<Uuid> = attempts
+        let unfinished: Vec<(usize, Uuid, Uuid)> = attempts
             .iter()
-            .flat_map(|attempt| &attempt.jobs)
-            .filter_map(|job| job.execution.as_ref())
-            .filter(|execution| execution.status == ExecutionStatus::Running && !results.contains_key(&execution.id))
-            .map(|execution| execution.id)
+            .enumerate()
+            .flat_map(|(index, attempt)| attempt.jobs.iter().map(move |job| (index, job)))
+            .filter_map(|(index, job)| job.execution.as_ref().map(|execution| (index, job.id, execution)))
+            .filter(|(_, _, execution)| !execution.status.is_terminal() && !results.contains_key(&execution.id))
+            .map(|(index, job_id, execution)| (index, job_id, execution.id))
             .collect();
-        let mut reads = futures::stream::iter(running).map(|id| self.live_steps(id)).buffer_unordered(LIVE_STEP_READS);
+        let mut reads = futures::stream::iter(unfinished)
+            .map(|(index, job_id, id)| async move { self.live_runner(id).await.map(|live| (index, job_id, live)) })
+            .buffer_unordered(LIVE_RUNNER_READS);
         while let Some(read) = reads.next().await {
-            if let Some((execution_id, steps)) = read? {
-                let steps = steps.into_values().collect();
-                results.insert(execution_id, ExecutionResult { steps, outputs: BTreeMap::new() });
+            let (index, job_id, Some(live)) = read? else { continue };
+            if let Some((at, session)) = live.claimed {
+                let claimed = ExecutionEvent::Claimed { at };
+                attempts[index].apply_runner_event(job_id, live.execution_id, &claimed, Some(session), at);
             }
+            let steps = live.steps.into_values().collect();
+            results.insert(live.execution_id, ExecutionResult { steps, outputs: BTreeMap::new() });
         }
         Ok(())
     }

@@ -117,6 +117,8 @@ pub struct Runner {
     pub lease: LeaseRef,
     pub step_ids: Vec<Uuid>,
     pub key: String,
+    /// When it claims (its outcome facts carry it, as a real one's do).
+    pub claimed_at: chrono::DateTime<chrono::Utc>,
 }
 
 impl Runner {
@@ -133,6 +135,7 @@ impl Runner {
             },
             step_ids: queued.spec.steps.iter().map(|s| s.id).collect(),
             key: queued.detail.job.key.clone(),
+            claimed_at: chrono::Utc::now(),
         }
     }
 
@@ -166,15 +169,62 @@ impl Runner {
             outputs: [("job".to_string(), json!(self.key))].into_iter().collect(),
             message: None,
             completed_at: chrono::Utc::now(),
+            claimed_at: Some(self.claimed_at),
         }
     }
 
     pub fn lease_expired(&self, steps: Vec<StepResult>) -> JobLeaseExpired {
-        JobLeaseExpired { lease: self.lease.clone(), expired_at: chrono::Utc::now(), steps }
+        JobLeaseExpired {
+            lease: self.lease.clone(),
+            expired_at: chrono::Utc::now(),
+            steps,
+            claimed_at: Some(self.claimed_at),
+        }
     }
 
+    /// Claims the execution as the claim transaction does on the runners'
+    /// side (its pending item gone, its record leased with the claim's
+    /// instant and session; no lease item: nothing here heartbeats or is
+    /// reaped), and publishes the claimed fact.
     pub async fn claim(&self, stack: &TestStack) {
-        publish(stack, &self.ws, self.claimed(chrono::Utc::now())).await;
+        use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+        let store = &stack.store;
+        let id = self.lease.job_execution_id;
+        let key = [
+            ("pk".to_string(), AttributeValue::S(format!("EXEC#{id}"))),
+            ("sk".to_string(), AttributeValue::S("RUNNER".into())),
+        ];
+        let old = store
+            .client
+            .update_item()
+            .table_name(&store.table)
+            .set_key(Some(key.into()))
+            .update_expression(
+                "SET #status = :leased, epoch = :e, session_id = :s, claimed_at = :at, token_hash = :h, steps = :none \
+                 REMOVE pending_pk, pending_sk",
+            )
+            .condition_expression("#status = :pending")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":leased", AttributeValue::S("leased".into()))
+            .expression_attribute_values(":pending", AttributeValue::S("pending".into()))
+            .expression_attribute_values(":e", AttributeValue::N(self.lease.epoch.to_string()))
+            .expression_attribute_values(":s", AttributeValue::S(self.lease.session_id.to_string()))
+            .expression_attribute_values(":at", AttributeValue::S(baton_shared::time::format(self.claimed_at)))
+            .expression_attribute_values(":h", AttributeValue::S("simulated".into()))
+            .expression_attribute_values(":none", AttributeValue::M(Default::default()))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .expect("the simulated runner claims a queued execution")
+            .attributes
+            .unwrap_or_default();
+        if let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+            (old.get("pending_pk"), old.get("pending_sk"))
+        {
+            let pending = store.client.delete_item().table_name(&store.table).key("pk", AttributeValue::S(pk.clone()));
+            pending.key("sk", AttributeValue::S(sk.clone())).send().await.expect("pending item deleted");
+        }
+        publish(stack, &self.ws, self.claimed(self.claimed_at)).await;
     }
 
     pub async fn complete(&self, stack: &TestStack, status: JobOutcome) {
