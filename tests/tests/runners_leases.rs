@@ -8,6 +8,7 @@ use baton_lease_reaper::{reap, ReapLimits};
 use baton_shared::api::runners::ClaimResponse;
 use baton_shared::facts::{Fact, JobExecutionTerminated, JobLeaseExpired};
 use baton_shared::store::keys::lease_shard;
+use baton_shared::store::leases::{LeaseItem, ReportedSteps};
 use baton_shared::store::records::RunnerStatus;
 use baton_shared::workflows::StepStatus;
 use baton_tests::runners::queued_fact;
@@ -124,28 +125,39 @@ async fn a_never_heartbeated_lease_expires_after_the_grace_and_a_heartbeated_one
     stack.assert_all_facts_valid();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_heartbeat_between_the_reapers_read_and_write_saves_the_lease() {
-    let stack = TestStack::start().await;
-    let (_, job) = leased(&stack, "ws1").await;
-    let reaper_now = Utc::now() + Span::seconds(61);
-    // The reaper's read: the lease is a candidate.
-    let candidates = stack.store.expired_leases(&lease_shard(job.job_execution_id), reaper_now, 100).await.unwrap();
-    let candidate = candidates.into_iter().find(|l| l.execution_id == job.job_execution_id).expect("read as expired");
-    // The runner heartbeats in between.
-    assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
-    // The reaper's write re-checks the expiry and loses.
+/// What a reaper pass at `reaper_now` reads about `id` before it writes:
+/// the lease as a candidate, its reported steps, and the fact it would emit.
+async fn reaper_read(
+    stack: &TestStack,
+    id: Uuid,
+    reaper_now: chrono::DateTime<Utc>,
+) -> (LeaseItem, ReportedSteps, Fact<JobLeaseExpired>) {
+    let candidates = stack.store.expired_leases(&lease_shard(id), reaper_now, 100).await.unwrap();
+    let candidate = candidates.into_iter().find(|l| l.execution_id == id).expect("read as expired");
+    let reported = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
     let fact = Fact::new(
         candidate.workspace_id.clone(),
         reaper_now,
         JobLeaseExpired {
             lease: candidate.lease_ref(),
             expired_at: reaper_now,
-            steps: vec![],
+            steps: reported.steps.values().cloned().collect(),
             claimed_at: Some(candidate.claimed_at),
         },
     );
-    let reported = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
+    (candidate, reported, fact)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_between_the_reapers_read_and_write_saves_the_lease() {
+    let stack = TestStack::start().await;
+    let (_, job) = leased(&stack, "ws1").await;
+    let reaper_now = Utc::now() + Span::seconds(61);
+    // The reaper's read: the lease is a candidate.
+    let (candidate, reported, fact) = reaper_read(&stack, job.job_execution_id, reaper_now).await;
+    // The runner heartbeats in between.
+    assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
+    // The reaper's write re-checks the expiry and loses.
     assert!(!stack.store.expire_lease(&candidate, &reported, reaper_now, &fact, 7).await.unwrap());
     assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_some(), "the lease survived");
     assert_eq!(stack.heartbeat(&job.lease.token, job.job_execution_id).await.status, 200);
@@ -352,9 +364,7 @@ async fn a_step_report_between_the_reapers_read_and_write_is_not_lost() {
     let id = job.job_execution_id;
     let step = job.job.steps[0].id;
     let reaper_now = Utc::now() + Span::seconds(61);
-    let candidates = stack.store.expired_leases(&lease_shard(id), reaper_now, 100).await.unwrap();
-    let candidate = candidates.into_iter().find(|l| l.execution_id == id).expect("read as expired");
-    let read = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
+    let (candidate, read, fact) = reaper_read(&stack, id, reaper_now).await;
     assert!(read.steps.is_empty());
     // The runner reports its step in between: the expiry written with what
     // the reaper read would drop it, so it is not written.
@@ -362,16 +372,6 @@ async fn a_step_report_between_the_reapers_read_and_write_is_not_lost() {
     assert_eq!(
         stack.post(&format!("/v1/runners/leases/{id}/steps/{step}"), &job.lease.token, report).await.status,
         200
-    );
-    let fact = Fact::new(
-        candidate.workspace_id.clone(),
-        reaper_now,
-        JobLeaseExpired {
-            lease: candidate.lease_ref(),
-            expired_at: reaper_now,
-            steps: vec![],
-            claimed_at: Some(candidate.claimed_at),
-        },
     );
     assert!(!stack.store.expire_lease(&candidate, &read, reaper_now, &fact, 7).await.unwrap());
     assert_eq!(stack.store.runner_record(id).await.unwrap().expect("record").status, RunnerStatus::Leased);
