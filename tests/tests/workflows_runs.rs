@@ -259,3 +259,41 @@ async fn runs_are_listed_newest_first_in_pages_and_filtered_by_status() {
         assert_eq!(status, 400, "{bad}: {body:#}");
     }
 }
+
+/// A claim is not written to the attempt: the view reads the runner
+/// records of every unfinished execution (100 to a request) and shows the
+/// claimed ones running, with the claim's instant and session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_of_a_wide_run_shows_which_queued_jobs_runners_have_claimed() {
+    let stack = start().await;
+    let ws = workspace();
+    let jobs: String = (0..130).map(|i| format!("  j{i:03}: {{runs-on: linux, steps: [{{run: 'true'}}]}}\n")).collect();
+    let run = create_run(&stack, &ws, &format!("name: wide\njobs:\n{jobs}")).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let view = wait_view(&stack, &ws, &run_id, "every job queued", |v| {
+        v["attempts"][0]["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["status"] == "queued"))
+    })
+    .await;
+    assert_eq!(view["attempts"][0]["jobs"].as_array().map(Vec::len), Some(130));
+
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let mut claimed = Vec::new();
+    for _ in 0..3 {
+        let before = chrono::Utc::now();
+        let job = stack.claim(&runner.session_token).await.expect("a queued job");
+        claimed.push((job.job_execution_id.to_string(), before));
+    }
+    let view = run_view(&stack, &ws, &run_id).await;
+    let executions: Vec<&serde_json::Value> =
+        view["attempts"][0]["jobs"].as_array().unwrap().iter().map(|j| &j["executions"][0]).collect();
+    let running: Vec<&&serde_json::Value> = executions.iter().filter(|e| e["status"] == "running").collect();
+    assert_eq!(running.len(), 3, "exactly the claimed ones run");
+    for (id, before) in &claimed {
+        let execution = executions.iter().find(|e| e["id"] == id.as_str()).expect("in the view");
+        assert_eq!(execution["status"], "running");
+        assert_eq!(execution["runner_session_id"], runner.session_id.to_string());
+        let started: chrono::DateTime<chrono::Utc> = serde_json::from_value(execution["started_at"].clone()).unwrap();
+        assert!(started >= *before, "started when claimed");
+    }
+    assert_eq!(executions.iter().filter(|e| e["status"] == "queued").count(), 127);
+}

@@ -275,22 +275,25 @@ impl Store {
         })
     }
 
-    /// What the runners' side knows of an execution a run view shows as not
-    /// finished: whether, when and by whom it was claimed, and its step
+    /// What the runners' side knows of executions a run view shows as not
+    /// finished: whether, when and by whom each was claimed, and its step
     /// reports so far (on the record; for a lease claimed before they moved
-    /// there, on the lease). `None` without a record.
-    pub async fn live_runner(&self, execution_id: Uuid) -> Result<Option<LiveRunner>, StoreError> {
-        let Some(record) = self.runner_record(execution_id).await? else { return Ok(None) };
-        let claimed = match (record.claimed_at, record.session_id) {
-            (Some(at), Some(session)) if record.status != RunnerStatus::Pending => Some((at, session)),
-            _ => None,
-        };
-        let steps = if record.status == RunnerStatus::Leased && record.token_hash.is_none() {
-            self.lease(execution_id).await?.map(|lease| lease.steps).unwrap_or_default()
-        } else {
-            record.steps
-        };
-        Ok(Some(LiveRunner { execution_id, claimed, steps }))
+    /// there, on the lease). Executions without a record are left out.
+    pub async fn live_runners(&self, executions: &[Uuid]) -> Result<Vec<LiveRunner>, StoreError> {
+        let mut live = Vec::with_capacity(executions.len());
+        for record in self.runner_records(executions).await? {
+            let claimed = match (record.claimed_at, record.session_id) {
+                (Some(at), Some(session)) if record.status != RunnerStatus::Pending => Some((at, session)),
+                _ => None,
+            };
+            let steps = if record.status == RunnerStatus::Leased && record.token_hash.is_none() {
+                self.lease(record.execution_id).await?.map(|lease| lease.steps).unwrap_or_default()
+            } else {
+                record.steps
+            };
+            live.push(LiveRunner { execution_id: record.execution_id, claimed, steps });
+        }
+        Ok(live)
     }
 
     /// The step reports of a live lease and how many were written (on its

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
+use aws_sdk_dynamodb::types::{ConditionCheck, KeysAndAttributes, TransactWriteItem};
 
 use super::keys::{execution_pk, RUNNER_SK};
 use super::{from_item, s, Store};
@@ -99,6 +99,12 @@ pub struct RunnerRecord {
     pub step_reports: u64,
 }
 
+/// `BatchGetItem` takes at most 100 keys.
+const BATCH_GET_MAX_KEYS: usize = 100;
+
+/// Sends of one batch before its unprocessed keys are an error.
+const BATCH_GET_ATTEMPTS: u32 = 5;
+
 impl RunnerRecord {
     /// How the execution ended on the runners' side, as the event the
     /// workflows side applies: finished (the recorded outcome) or lease
@@ -125,6 +131,48 @@ impl RunnerRecord {
 impl Store {
     pub async fn runner_record(&self, execution_id: Uuid) -> Result<Option<RunnerRecord>, StoreError> {
         self.get(&execution_pk(execution_id), RUNNER_SK).await?.map(from_item).transpose()
+    }
+
+    /// The runner records of `executions` that exist, read eventually
+    /// consistently in `BatchGetItem`s of 100 keys: what a run view shows
+    /// of a wide run's unfinished jobs in a few requests, at half the read
+    /// units of consistent single reads (a view a moment stale is fine).
+    pub async fn runner_records(&self, executions: &[Uuid]) -> Result<Vec<RunnerRecord>, StoreError> {
+        let mut records = Vec::with_capacity(executions.len());
+        for chunk in executions.chunks(BATCH_GET_MAX_KEYS) {
+            let keys: Vec<_> = chunk
+                .iter()
+                .map(|id| {
+                    std::collections::HashMap::from([
+                        ("pk".to_string(), s(execution_pk(*id))),
+                        ("sk".to_string(), s(RUNNER_SK)),
+                    ])
+                })
+                .collect();
+            let mut wanted = KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(false)
+                .build()
+                .map_err(|e| StoreError::Other(e.to_string()))?;
+            for attempt in 0..BATCH_GET_ATTEMPTS {
+                if attempt > 0 {
+                    // Unprocessed keys mean the table throttled part of the batch.
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                }
+                let out = self.client.batch_get_item().request_items(&self.table, wanted.clone()).send().await?;
+                for item in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
+                    records.push(from_item(item)?);
+                }
+                match out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
+                    Some(rest) if !rest.keys.is_empty() => wanted = rest,
+                    _ => break,
+                }
+                if attempt + 1 == BATCH_GET_ATTEMPTS {
+                    return Err(StoreError::Throttled("runner records left unprocessed".into()));
+                }
+            }
+        }
+        Ok(records)
     }
 
     /// A transaction's check that the runners' side has not ended the

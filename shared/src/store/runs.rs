@@ -33,8 +33,6 @@ use crate::workflows::{ExecutionEvent, RerunMode, WorkflowDefinition};
 const FILTERED_PAGE: usize = 100;
 /// Pages one list request reads at most before answering a cursor.
 const MAX_PAGES: usize = 10;
-/// Runner records a run view reads at once for its unfinished executions.
-const LIVE_RUNNER_READS: usize = 16;
 
 /// A run item as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -304,27 +302,26 @@ impl Store {
     /// runner record says whether an execution the attempt holds as queued
     /// was claimed, when and by whom, and holds the step reports so far (a
     /// report is one small update there, not a rewrite of the run's items).
-    /// The view reads the records of unfinished executions, side by side,
-    /// and applies the claim as the attempt would have.
+    /// The view reads the records of unfinished executions, 100 to a
+    /// request, and applies the claim as the attempt would have.
     async fn add_live_runners(
         &self,
         attempts: &mut [AttemptState],
         results: &mut HashMap<Uuid, ExecutionResult>,
     ) -> Result<(), StoreError> {
-        use futures::StreamExt;
-        let unfinished: Vec<(usize, Uuid, Uuid)> = attempts
-            .iter()
-            .enumerate()
-            .flat_map(|(index, attempt)| attempt.jobs.iter().map(move |job| (index, job)))
-            .filter_map(|(index, job)| job.execution.as_ref().map(|execution| (index, job.id, execution)))
-            .filter(|(_, _, execution)| !execution.status.is_terminal() && !results.contains_key(&execution.id))
-            .map(|(index, job_id, execution)| (index, job_id, execution.id))
-            .collect();
-        let mut reads = futures::stream::iter(unfinished)
-            .map(|(index, job_id, id)| async move { self.live_runner(id).await.map(|live| (index, job_id, live)) })
-            .buffer_unordered(LIVE_RUNNER_READS);
-        while let Some(read) = reads.next().await {
-            let (index, job_id, Some(live)) = read? else { continue };
+        let mut unfinished: HashMap<Uuid, (usize, Uuid)> = HashMap::new();
+        for (index, attempt) in attempts.iter().enumerate() {
+            for job in &attempt.jobs {
+                if let Some(execution) = job.execution.as_ref() {
+                    if !execution.status.is_terminal() && !results.contains_key(&execution.id) {
+                        unfinished.insert(execution.id, (index, job.id));
+                    }
+                }
+            }
+        }
+        let ids: Vec<Uuid> = unfinished.keys().copied().collect();
+        for live in self.live_runners(&ids).await? {
+            let Some(&(index, job_id)) = unfinished.get(&live.execution_id) else { continue };
             if let Some((at, session)) = live.claimed {
                 let claimed = ExecutionEvent::Claimed { at };
                 attempts[index].apply_runner_event(job_id, live.execution_id, &claimed, Some(session), at);
