@@ -109,10 +109,29 @@ impl TestStack {
         self.publish_again(baton_shared::store::outbox::OutboxItem::for_fact(fact, 7).unwrap()).await;
     }
 
-    /// Publishes the already relayed fact `event_id` again, from its outbox item.
+    /// Publishes the already relayed fact `event_id` again, from its outbox
+    /// item (its own, or the one it was written in with other facts).
     pub async fn redeliver_event(&self, event_id: &str) {
-        let item = self.store.get(&format!("OUTBOX#{event_id}"), "OUTBOX").await.unwrap().expect("the outbox item");
-        self.publish_again(baton_shared::store::from_item(item).unwrap()).await;
+        let fact = self
+            .outbox_facts()
+            .await
+            .into_iter()
+            .find(|fact| fact.event_id.to_string() == event_id)
+            .expect("the fact in an outbox item");
+        self.publish_again(fact).await;
+    }
+
+    /// Every fact written to the outbox, one item each.
+    async fn outbox_facts(&self) -> Vec<baton_shared::store::outbox::OutboxItem> {
+        self.items_of(baton_shared::store::outbox::OUTBOX_TYPE)
+            .await
+            .into_iter()
+            .flat_map(|item| {
+                let item: baton_shared::store::outbox::OutboxItem =
+                    baton_shared::store::from_item(item).expect("an outbox item");
+                item.facts()
+            })
+            .collect()
     }
 
     async fn publish_again(&self, item: baton_shared::store::outbox::OutboxItem) {
@@ -295,16 +314,9 @@ impl TestStack {
         outbox.into_iter().filter(|(id, _)| !published.contains(id)).cloned().collect()
     }
 
-    /// The outbox items' event ids and detail types.
+    /// The event ids and detail types of every fact in the outbox.
     pub async fn outbox(&self) -> Vec<(String, String)> {
-        let text = |item: &baton_shared::store::Item, key: &str| {
-            item.get(key).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
-        };
-        self.items_of(baton_shared::store::outbox::OUTBOX_TYPE)
-            .await
-            .iter()
-            .map(|item| (text(item, "event_id"), text(item, "detail_type")))
-            .collect()
+        self.outbox_facts().await.into_iter().map(|fact| (fact.event_id.to_string(), fact.detail_type)).collect()
     }
 
     /// Messages left in each dead-letter queue, by logical queue name (only

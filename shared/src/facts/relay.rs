@@ -60,12 +60,27 @@ pub struct PendingFact {
     pub item: OutboxItem,
 }
 
-/// The outbox items of a stream batch, in stream order. Records that are not
-/// new outbox items are skipped; an outbox record that cannot be read is
-/// logged and skipped too (retrying it could never succeed, and holding the
-/// shard on it would stall every later fact).
+/// The facts of a stream batch's outbox items, in stream order (an item's
+/// facts in its order, each with the item's sequence number: a failure
+/// hands the whole item back to the stream, and its facts published
+/// already are published again, which consumers absorb). Records that are
+/// not new outbox items are skipped; an outbox record that cannot be read
+/// is logged and skipped too (retrying it could never succeed, and holding
+/// the shard on it would stall every later fact).
 pub fn outbox_records(event: &Event) -> Vec<PendingFact> {
-    event.records.iter().filter_map(pending_fact).collect()
+    event
+        .records
+        .iter()
+        .filter_map(pending_fact)
+        .flat_map(|pending| {
+            let sequence_number = pending.sequence_number;
+            pending
+                .item
+                .facts()
+                .into_iter()
+                .map(move |item| PendingFact { sequence_number: sequence_number.clone(), item })
+        })
+        .collect()
 }
 
 fn pending_fact(record: &EventRecord) -> Option<PendingFact> {
@@ -239,5 +254,26 @@ mod tests {
         ];
         let facts = outbox_records(&event);
         assert_eq!(facts, vec![PendingFact { sequence_number: Some("1".into()), item }]);
+    }
+
+    #[test]
+    fn the_facts_written_together_in_one_item_are_each_relayed_in_order_under_its_sequence_number() {
+        let facts: Vec<OutboxItem> = (0..3).map(|_| outbox_image().0).collect();
+        let together = OutboxItem::together(facts.clone());
+        assert_eq!(together.len(), 1, "three small facts of one change, one item");
+        let image = serde_dynamo::Item::from(to_item(&together[0]).unwrap());
+        let mut event = Event::default();
+        event.records = vec![record("INSERT", image, "7"), record("INSERT", outbox_image().1, "8")];
+        let relayed = outbox_records(&event);
+        let ids: Vec<_> = relayed.iter().map(|f| f.item.event_id).collect();
+        assert_eq!(ids[..3], facts.iter().map(|f| f.event_id).collect::<Vec<_>>()[..], "each fact, in order");
+        assert_eq!(relayed.len(), 4);
+        let sequence: Vec<_> = relayed.iter().map(|f| f.sequence_number.as_deref()).collect();
+        assert_eq!(sequence, [Some("7"), Some("7"), Some("7"), Some("8")]);
+        let published =
+            |f: &OutboxItem| (f.event_id, f.source.clone(), f.detail_type.clone(), f.detail.clone(), f.occurred_at);
+        for (relayed, written) in relayed.iter().zip(&facts) {
+            assert_eq!(published(&relayed.item), published(written), "published exactly as written");
+        }
     }
 }

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{self, attempt_sk, run_pk, snapshot_sk, steps_sk};
+use super::outbox::OutboxItem;
 use super::{contention, serialize};
 use super::{from_item, n, s, to_item, Store};
 use crate::error::StoreError;
@@ -278,13 +279,15 @@ impl Store {
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let direct_adoption = attempt_jobs <= crate::outcomes::DIRECT_ADOPTION_MAX_JOBS;
         let mut puts = Vec::with_capacity(emitted.len());
+        // The change's facts, written together (`outbox`).
+        let mut facts = Vec::with_capacity(emitted.len());
         // Label sets of the jobs queued here, registered once each.
         let mut label_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for e in emitted {
             match e {
                 Emitted::Queued { fact, spec } => {
                     puts.push(self.job_spec_put(fact.job_execution_id, workspace_id, spec)?);
-                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, fact.clone()), ttl_days)?);
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, fact.clone()), ttl_days)?);
                     // Claimable in this very transaction: the definition's
                     // labels are canonical already.
                     let labelset = crate::runners::labels::labelset_id(&spec.labels);
@@ -292,19 +295,20 @@ impl Store {
                     label_sets.insert(labelset, spec.labels.clone());
                 }
                 Emitted::ExecutionTerminated(d) => {
-                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
                 Emitted::JobTerminated(d) => {
-                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
                 Emitted::RunTerminated(d) => {
-                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
                 Emitted::RunCancelled(d) => {
-                    puts.push(self.outbox_put(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
             }
         }
+        puts.extend(self.outbox_puts(facts)?);
         for (labelset, labels) in &label_sets {
             puts.push(self.label_set_registration(workspace_id, labels, labelset)?);
         }
