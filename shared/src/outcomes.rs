@@ -1,12 +1,13 @@
-//! Adopting what the runners' side recorded (a claim, a completion, an
-//! expired lease) into the attempt, advancing the attempt from it, and
-//! waking the orchestration parked on it when it has something to do. Two callers apply the same fact, so the bus is off the critical path
-//! without being the only way: the `complete` function adopts its own
-//! completion right after the transaction that recorded it (one hop from
-//! "needs satisfied" to Step Functions), and the `job-outcomes` subscriber
-//! adopts every runner fact from the bus (claims and expiries always; a
-//! completion when the direct adoption did not happen: a crash, a lost race
-//! past its bound, an attempt busy elsewhere).
+//! Adopting how the runners' side ended an execution (a completion, an
+//! expired lease, each with the claim's instant) into the attempt,
+//! advancing the attempt from it, and waking the orchestration parked on it
+//! when it has something to do. Two callers apply the same fact, so the bus
+//! is off the critical path without being the only way: the `complete`
+//! function adopts its own completion right after the transaction that
+//! recorded it (one hop from "needs satisfied" to Step Functions), and the
+//! `job-outcomes` subscriber adopts every outcome from the bus (expiries
+//! always; a completion when the direct adoption did not happen: a crash, a
+//! lost race past its bound, an attempt busy elsewhere).
 //!
 //! Idempotency: state, not markers. Each adoption is one compare-and-set on
 //! the attempt's version (`Store::update_attempt`); a second adoption of
