@@ -163,29 +163,10 @@ impl Store {
             direct_adoption,
         };
         let record = RunnerRecord {
-            pk: execution_pk(d.job_execution_id),
-            sk: RUNNER_SK.into(),
-            kind: "runner_execution".into(),
-            execution_id: d.job_execution_id,
-            workspace_id: ws.to_string(),
-            run_id: d.run_id,
-            job_id: d.job_id,
-            attempt: d.attempt,
-            status: RunnerStatus::Pending,
-            epoch: 0,
             queued_at: Some(d.queued_at),
             pending_pk: Some(pending.pk.clone()),
             pending_sk: Some(pending.sk.clone()),
-            outcome: None,
-            completed_epoch: None,
-            completed_token_hash: None,
-            terminated_at: None,
-            token_hash: None,
-            session_id: None,
-            claimed_at: None,
-            cancel_requested_at: None,
-            steps: Default::default(),
-            step_reports: 0,
+            ..RunnerRecord::unclaimed(d.job_execution_id, ws, (d.run_id, d.attempt, d.job_id), RunnerStatus::Pending)
         };
         let put_record = build(
             Put::builder()
@@ -423,29 +404,13 @@ impl Store {
             let done = match record {
                 None => {
                     let tombstone = RunnerRecord {
-                        pk: execution_pk(lease_ref.job_execution_id),
-                        sk: RUNNER_SK.into(),
-                        kind: "runner_execution".into(),
-                        execution_id: lease_ref.job_execution_id,
-                        workspace_id: workspace_id.to_string(),
-                        run_id: lease_ref.run_id,
-                        job_id: lease_ref.job_id,
-                        attempt: lease_ref.attempt,
-                        status: RunnerStatus::Terminated,
-                        epoch: 0,
-                        queued_at: None,
-                        pending_pk: None,
-                        pending_sk: None,
-                        outcome: None,
-                        completed_epoch: None,
-                        completed_token_hash: None,
                         terminated_at: Some(now),
-                        token_hash: None,
-                        session_id: None,
-                        claimed_at: None,
-                        cancel_requested_at: None,
-                        steps: Default::default(),
-                        step_reports: 0,
+                        ..RunnerRecord::unclaimed(
+                            lease_ref.job_execution_id,
+                            workspace_id,
+                            (lease_ref.run_id, lease_ref.attempt, lease_ref.job_id),
+                            RunnerStatus::Terminated,
+                        )
                     };
                     let put = build(
                         Put::builder()

@@ -106,6 +106,42 @@ const BATCH_GET_MAX_KEYS: usize = 100;
 const BATCH_GET_ATTEMPTS: u32 = 5;
 
 impl RunnerRecord {
+    /// A record no claim has touched, at epoch 0: `pending` (being queued)
+    /// or `terminated` (a tombstone that keeps a late enqueue out).
+    /// `(run, attempt, job)` names the execution's place in its run.
+    pub fn unclaimed(
+        execution_id: Uuid,
+        workspace_id: &str,
+        (run_id, attempt, job_id): (Uuid, u32, Uuid),
+        status: RunnerStatus,
+    ) -> Self {
+        Self {
+            pk: execution_pk(execution_id),
+            sk: RUNNER_SK.into(),
+            kind: "runner_execution".into(),
+            execution_id,
+            workspace_id: workspace_id.to_string(),
+            run_id,
+            job_id,
+            attempt,
+            status,
+            epoch: 0,
+            queued_at: None,
+            pending_pk: None,
+            pending_sk: None,
+            outcome: None,
+            completed_epoch: None,
+            completed_token_hash: None,
+            terminated_at: None,
+            token_hash: None,
+            session_id: None,
+            claimed_at: None,
+            cancel_requested_at: None,
+            steps: BTreeMap::new(),
+            step_reports: 0,
+        }
+    }
+
     /// How the execution ended on the runners' side, as the event the
     /// workflows side applies: finished (the recorded outcome) or lease
     /// expired (with the steps the lease held). `None` while it may still
