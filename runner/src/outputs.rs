@@ -10,25 +10,35 @@ use baton_api::runners::MAX_OUTPUTS_BYTES;
 use uuid::Uuid;
 
 /// What one step wrote to its output file: the last value of each key.
+///
+/// An error names the line and, where there is one, the output; it never
+/// quotes what the step wrote, which may be a secret (a value written
+/// without its `KEY=`, the lines of an unclosed multi-line value), and the
+/// message reaches the run view.
 pub fn parse(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut values = BTreeMap::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
+    let mut lines = text.lines().enumerate().map(|(index, line)| (index + 1, line));
+    while let Some((number, line)) = lines.next() {
         if line.trim().is_empty() {
             continue;
         }
         if let Some((key, delimiter)) = line.split_once("<<") {
             if !key.contains('=') {
+                let key = key.trim();
                 let delimiter = delimiter.trim();
                 let mut value = Vec::new();
                 loop {
                     match lines.next() {
-                        Some(l) if l == delimiter => break,
-                        Some(l) => value.push(l),
-                        None => return Err(format!("output `{key}`: no closing `{delimiter}`")),
+                        Some((_, l)) if l == delimiter => break,
+                        Some((_, l)) => value.push(l),
+                        None => {
+                            return Err(format!(
+                                "output `{key}` (line {number}): its multi-line value has no closing delimiter"
+                            ))
+                        }
                     }
                 }
-                values.insert(key.trim().to_string(), value.join("\n"));
+                values.insert(key.to_string(), value.join("\n"));
                 continue;
             }
         }
@@ -36,7 +46,8 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, String>, String> {
             Some((key, value)) if !key.trim().is_empty() => {
                 values.insert(key.trim().to_string(), value.to_string());
             }
-            _ => return Err(format!("`{line}` is neither KEY=value nor KEY<<DELIMITER")),
+            Some(_) => return Err(format!("line {number}: `=` without an output name before it")),
+            None => return Err(format!("line {number} is neither KEY=value nor KEY<<DELIMITER")),
         }
     }
     Ok(values)
@@ -80,6 +91,20 @@ mod tests {
         assert_eq!(values["empty"], "");
         assert!(parse("notes<<EOF\nnever closed").is_err());
         assert!(parse("no equals sign").is_err());
+    }
+
+    #[test]
+    fn a_parse_error_names_the_line_and_output_but_never_quotes_what_was_written() {
+        let secret = "hunter2-s3cret";
+        for (text, names) in [
+            (format!("ok=1\n{secret}\n"), "line 2"),
+            (format!("ok=1\n\n={secret}\n"), "line 3"),
+            (format!("ok=1\nnotes<<EOF\n{secret}\n"), "output `notes` (line 2)"),
+        ] {
+            let err = parse(&text).unwrap_err();
+            assert!(!err.contains(secret), "{err}");
+            assert!(err.contains(names), "{err} should name {names}");
+        }
     }
 
     #[test]
