@@ -86,8 +86,6 @@ impl LogSink {
             let mut masks = self.masks.lock().unwrap_or_else(|e| e.into_inner());
             if !masks.iter().any(|m| m == value) {
                 masks.push(value.to_string());
-                // Longest first, so a secret containing another is masked whole.
-                masks.sort_by_key(|m| std::cmp::Reverse(m.len()));
             }
         }
     }
@@ -102,13 +100,43 @@ impl LogSink {
     }
 }
 
+/// `text` with every byte that lies in some occurrence of some secret
+/// masked: the union of all the matches (overlapping ones included) becomes
+/// one [`MASKED`] per run. Replacing secret after secret would not do: once
+/// one is replaced, the part of an overlapping one outside it no longer
+/// matches and shows.
 fn mask_with(masks: &[String], text: &str) -> String {
-    let mut out = text.to_string();
-    for secret in masks {
-        if out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), MASKED);
+    let mut hidden: Vec<(usize, usize)> = Vec::new();
+    for secret in masks.iter().filter(|s| !s.is_empty()) {
+        let step = secret.chars().next().map_or(1, char::len_utf8);
+        let mut from = 0;
+        while let Some(at) = text[from..].find(secret.as_str()) {
+            let start = from + at;
+            hidden.push((start, start + secret.len()));
+            // The next match may begin inside this one ("aa" twice in "aaa").
+            from = start + step;
         }
     }
+    if hidden.is_empty() {
+        return text.to_string();
+    }
+    hidden.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut shown_from = 0;
+    let mut runs = hidden.into_iter().peekable();
+    while let Some((start, mut end)) = runs.next() {
+        while let Some(&(next_start, next_end)) = runs.peek() {
+            if next_start > end {
+                break;
+            }
+            end = end.max(next_end);
+            runs.next();
+        }
+        out.push_str(&text[shown_from..start]);
+        out.push_str(MASKED);
+        shown_from = end;
+    }
+    out.push_str(&text[shown_from..]);
     out
 }
 
@@ -260,7 +288,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_are_masked_longest_first_and_add_mask_registers_more() {
+    fn a_secret_containing_another_is_masked_whole_and_add_mask_registers_more() {
         let (tx, _rx) = mpsc::channel(1);
         let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
         sink.add_mask("hunter2");
@@ -268,6 +296,15 @@ mod tests {
         assert_eq!(sink.mask("pw=hunter2-extended and hunter2"), "pw=*** and ***");
         sink.add_mask("  ");
         assert_eq!(sink.mask("nothing  here"), "nothing  here");
+    }
+
+    #[test]
+    fn overlapping_secrets_are_masked_over_the_union_of_their_matches() {
+        let masks = vec!["abcdef".to_string(), "cdefgh".to_string()];
+        assert_eq!(mask_with(&masks, "xx abcdefgh yy"), "xx *** yy");
+        assert_eq!(mask_with(&masks, "cdefgh-abcdef"), "***-***");
+        assert_eq!(mask_with(&["aa".to_string()], "aaa b aa"), "*** b ***", "a secret overlapping itself");
+        assert_eq!(mask_with(&["é1é".to_string()], "xé1é1éx"), "x***x", "matches start on char boundaries");
     }
 
     #[test]
