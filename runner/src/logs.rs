@@ -79,13 +79,16 @@ impl LogSink {
         mask_with(&masks, text)
     }
 
-    /// Registers `value` as a secret (an `::add-mask::` line).
+    /// Registers `value` as a secret (an `::add-mask::` line, a value of
+    /// the job's `mask-env`). Output is masked a line at a time, so each
+    /// line of a multi-line value is a secret of its own: the whole value
+    /// never appears within one line. A blank line is no secret, as a blank
+    /// value is not.
     pub fn add_mask(&self, value: &str) {
-        let value = value.trim();
-        if !value.is_empty() {
-            let mut masks = self.masks.lock().unwrap_or_else(|e| e.into_inner());
-            if !masks.iter().any(|m| m == value) {
-                masks.push(value.to_string());
+        let mut masks = self.masks.lock().unwrap_or_else(|e| e.into_inner());
+        for line in value.lines().map(str::trim).filter(|line| !line.is_empty()) {
+            if !masks.iter().any(|m| m == line) {
+                masks.push(line.to_string());
             }
         }
     }
@@ -296,6 +299,20 @@ mod tests {
         assert_eq!(sink.mask("pw=hunter2-extended and hunter2"), "pw=*** and ***");
         sink.add_mask("  ");
         assert_eq!(sink.mask("nothing  here"), "nothing  here");
+    }
+
+    #[test]
+    fn each_line_of_a_multi_line_secret_is_masked_in_the_lines_it_is_printed_on() {
+        let (tx, _rx) = mpsc::channel(1);
+        let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+        sink.add_mask("-----BEGIN KEY-----\r\nMIIEpAIBAAKCAQEA\n\n  tail-of-the-key  \n");
+        // Printed over its lines, as `echo "$KEY"` does.
+        assert_eq!(sink.mask("-----BEGIN KEY-----"), "***");
+        assert_eq!(sink.mask("key: MIIEpAIBAAKCAQEA"), "key: ***");
+        assert_eq!(sink.mask("tail-of-the-key"), "***");
+        assert_eq!(sink.mask(""), "", "the blank line is no secret");
+        // A multi-line output carrying it is masked line by line.
+        assert_eq!(sink.mask("-----BEGIN KEY-----\nMIIEpAIBAAKCAQEA"), "***\n***");
     }
 
     #[test]
