@@ -17,10 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_api::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
-use baton_api::logs::LogStream;
 use baton_api::runners::{ClaimResponse, CompleteRequest, StepReport};
 use chrono::Utc;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
 
@@ -28,6 +26,7 @@ use crate::client::{with_retries, Client};
 use crate::logs::{self, LogSettings, LogSink};
 use crate::outputs;
 use crate::process::{exit_code, signal_group, terminate_group};
+use crate::streams::{read_step_output, Shown};
 use crate::{escalate, heartbeat, Shutdown, Stop};
 
 /// Environment variables of the runner that a job must never see.
@@ -363,16 +362,9 @@ async fn run_step(
         Err(err) => return (Ended::SpawnFailed(err.to_string()), None),
     };
     let pgid = child.id().map_or(0, |id| id as i32);
-    let prefix = format!("{}/{name}", claim.job.key);
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let lines = OutputLines { prefix: prefix.clone(), stream: LogStream::Stdout, json: settings.json_output };
-        readers.push(tokio::spawn(stream_lines(out, lines, sink.clone(), step.id)));
-    }
-    if let Some(err) = child.stderr.take() {
-        let lines = OutputLines { prefix, stream: LogStream::Stderr, json: settings.json_output };
-        readers.push(tokio::spawn(stream_lines(err, lines, sink.clone(), step.id)));
-    }
+    let shown = Shown { prefix: format!("{}/{name}", claim.job.key), json: settings.json_output };
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let reader = tokio::spawn(read_step_output(stdout, stderr, shown, sink.clone(), step.id));
     let step_timeout = step.timeout_s.map(|s| (s, TokioInstant::now() + Duration::from_secs(s)));
     let step_deadline = step_timeout.map_or(job_deadline, |(_, at)| at.min(job_deadline));
     let waited = tokio::select! {
@@ -389,48 +381,8 @@ async fn run_step(
     };
     // Whatever the step left running in its group goes with it.
     signal_group(pgid, libc::SIGKILL);
-    for reader in readers {
-        let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
     (ended, status.as_ref().and_then(exit_code))
-}
-
-/// How one of a step's streams is shown on the runner's terminal.
-struct OutputLines {
-    prefix: String,
-    stream: LogStream,
-    json: bool,
-}
-
-/// Prints each line of a step's output with its `[job/step]` prefix and
-/// ships it to the job's log, secrets masked in both; an `::add-mask::`
-/// line registers a secret and is shown nowhere.
-async fn stream_lines(pipe: impl AsyncRead + Unpin, lines: OutputLines, sink: LogSink, step_id: uuid::Uuid) {
-    let OutputLines { prefix, stream, json } = lines;
-    let stream_name = if stream == LogStream::Stderr { "stderr" } else { "stdout" };
-    let mut reader = BufReader::new(pipe);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let raw = String::from_utf8_lossy(&buf);
-                let raw = raw.trim_end_matches(['\n', '\r']);
-                if let Some(secret) = raw.strip_prefix(logs::ADD_MASK) {
-                    sink.add_mask(secret);
-                    continue;
-                }
-                let line = sink.mask(raw);
-                if json {
-                    tracing::info!(target: "baton_runner::output", step = %prefix, stream = stream_name, line, "output");
-                } else {
-                    println!("[{prefix}] {line}");
-                }
-                sink.line(step_id, stream, line);
-            }
-        }
-    }
 }
 
 /// The variables every step sees.

@@ -6,6 +6,7 @@
 //! - [`job`]: execute one claimed job, step by step, and report it.
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
 //! - [`process`]: process groups and signals.
+//! - [`streams`]: read a step's stdout and stderr, masks in force across both.
 //! - [`operator`]: the operator side (`baton token …`, `baton run …`).
 //! - [`agent_cli`], [`operator_cli`]: the two commands' arguments and start-up.
 //!
@@ -26,6 +27,7 @@ pub mod operator_cli;
 pub mod outputs;
 pub mod process;
 pub mod push;
+pub mod streams;
 
 /// Why a running job must stop early. Ordered by precedence: a later,
 /// stronger reason replaces a weaker one, never the other way round.

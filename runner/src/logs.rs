@@ -286,6 +286,13 @@ pub fn secret_values(env: &BTreeMap<String, String>, secret_names: &[String]) ->
     secret_names.iter().filter_map(|name| env.get(name)).filter(|v| !v.trim().is_empty()).cloned().collect()
 }
 
+/// A sink whose lines wait in the returned queue (of `queue_lines`).
+#[cfg(test)]
+pub(crate) fn test_sink(queue_lines: usize) -> (LogSink, mpsc::Receiver<LogLine>) {
+    let (tx, rx) = mpsc::channel(queue_lines);
+    (LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) }, rx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
