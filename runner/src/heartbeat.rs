@@ -2,8 +2,8 @@
 //! interval (the first one at once), with at most one request in flight. It
 //! turns the answers into a [`Stop`] for the job: `cancel: true` →
 //! [`Stop::Cancel`]; `409 lease-lost` (or a lease token the server no
-//! longer knows) → [`Stop::LeaseLost`], unless the job is already reporting
-//! its result: then the complete ended the lease, and its answer decides.
+//! longer knows) → [`Stop::LeaseLost`]; while the job reports its result
+//! the complete may have ended the lease, and the complete's answer decides.
 //! A cancel nudge on the push socket (`nudged`) brings the next heartbeat
 //! forward, so a cancelled job stops at once instead of at its interval.
 
@@ -44,8 +44,10 @@ pub async fn keep_alive(
                 interval
             }
             Err(err) if err.means_lease_gone() && reporting.load(Ordering::SeqCst) => {
-                // The complete in flight ended the lease; its answer decides.
+                // The complete may have ended the lease, its answer lost:
+                // the complete, told, tries once more and that answer decides.
                 tracing::debug!(%execution, "the lease ended while the result was being reported");
+                escalate(&stop, Stop::LeaseLost);
                 return;
             }
             Err(err) if err.means_lease_gone() => {

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
 
 use crate::client::{with_retries, Client};
+use crate::complete;
 use crate::logs::{self, LogSettings, LogSink};
 use crate::outputs;
 use crate::process::{exit_code, signal_group, terminate_group};
@@ -34,8 +35,6 @@ const SECRET_VARS: &[&str] = &["BATON_REGISTRATION_TOKEN", "BATON_ADMIN_TOKEN", 
 
 /// How long progress reports are retried (they are optional: the job goes on).
 const STEP_REPORT_BUDGET: Duration = Duration::from_secs(10);
-/// How long the final complete is retried on transient failures.
-const COMPLETE_BUDGET: Duration = Duration::from_secs(120);
 
 /// What every job of one agent shares.
 #[derive(Debug, Clone)]
@@ -155,12 +154,8 @@ pub async fn run_job(
             let message = if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
             let body = CompleteRequest { status, steps: results, outputs, message };
             let token = claim.lease.token.as_str();
-            match with_retries("complete", COMPLETE_BUDGET, || settings.client.complete(token, execution, &body)).await
-            {
-                Ok(answer) => JobEnd::Reported(answer.status),
-                Err(err) if err.means_lease_gone() => JobEnd::LeaseLost,
-                Err(err) => JobEnd::ReportFailed(err.to_string()),
-            }
+            // The heartbeat goes on until the complete is delivered or given up.
+            complete::deliver(|| settings.client.complete(token, execution, &body), &mut stop_rx).await
         }
     };
     heartbeat.abort();

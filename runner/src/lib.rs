@@ -5,6 +5,7 @@
 //! - [`agent`]: register, claim (long poll, backoff), run up to N jobs, stop.
 //! - [`job`]: execute one claimed job, step by step, and report it.
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
+//! - [`complete`]: deliver a finished job's result while its lease lives.
 //! - [`process`]: process groups and signals.
 //! - [`streams`]: read a step's stdout and stderr, masks in force across both.
 //! - [`operator`]: the operator side (`baton token …`, `baton run …`).
@@ -18,6 +19,7 @@ pub mod agent;
 pub mod agent_cli;
 pub mod backoff;
 pub mod client;
+pub mod complete;
 pub mod graph;
 pub mod heartbeat;
 pub mod job;

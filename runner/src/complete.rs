@@ -1,0 +1,165 @@
+//! Delivers a finished job's complete. The result is retried, with backoff,
+//! for as long as the lease lives: the job's heartbeat keeps it alive
+//! meanwhile, so an API outage of any length costs a late report, not a
+//! finished job turned `runner_lost` by a retry budget running out.
+//!
+//! The retries end on an answer, on a refusal retrying cannot change, when
+//! the lease is gone (the complete's answer or the heartbeat's say so), or
+//! when the runner abandons its jobs. A cancel does not end them: the
+//! server expects the complete of a cancelled job, and a result never
+//! downgrades a terminal execution.
+
+use std::time::Duration;
+
+use baton_api::runners::CompleteResponse;
+use tokio::sync::watch;
+
+use crate::backoff::Backoff;
+use crate::client::ClientError;
+use crate::job::JobEnd;
+use crate::Stop;
+
+/// What follows a failed complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retry {
+    /// Send it again after this delay.
+    After(Duration),
+    /// Stop: the job ends so.
+    GiveUp(JobEnd),
+}
+
+/// The retry policy of one job's complete (pure: the caller sends and waits).
+#[derive(Debug, Clone)]
+pub struct CompleteRetries {
+    backoff: Backoff,
+}
+
+impl Default for CompleteRetries {
+    fn default() -> Self {
+        // Well under the lease's duration, so a recovered API hears from
+        // the runner long before anyone would give up on it.
+        Self { backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(30)) }
+    }
+}
+
+impl CompleteRetries {
+    /// Decides after the complete failed with `err`. `sent_under` is the
+    /// job's stop reason when that attempt was sent (the heartbeat raises it
+    /// to [`Stop::LeaseLost`] when the lease is gone, the agent to
+    /// [`Stop::Abandon`]): news that came later still deserves an attempt.
+    pub fn after_failure(&mut self, err: &ClientError, sent_under: Stop) -> Retry {
+        if err.means_lease_gone() {
+            return Retry::GiveUp(JobEnd::LeaseLost);
+        }
+        if !err.is_transient() {
+            return Retry::GiveUp(JobEnd::ReportFailed(err.to_string()));
+        }
+        match sent_under {
+            Stop::None | Stop::Cancel => Retry::After(self.backoff.next_delay()),
+            // Nobody will take the result any more.
+            Stop::LeaseLost => Retry::GiveUp(JobEnd::LeaseLost),
+            Stop::Abandon => Retry::GiveUp(JobEnd::Abandoned),
+        }
+    }
+}
+
+/// Sends the complete (`send`) until [`CompleteRetries`] says it is over.
+/// News of the lease (`stop`) cuts a wait short: one more attempt goes at
+/// once, and its answer decides (the complete may have landed, its answer
+/// lost, and ended the lease the heartbeat then found gone; a repeated
+/// complete returns the recorded outcome).
+pub async fn deliver<F, Fut>(mut send: F, stop: &mut watch::Receiver<Stop>) -> JobEnd
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<CompleteResponse, ClientError>>,
+{
+    let mut retries = CompleteRetries::default();
+    loop {
+        let sent_under = *stop.borrow();
+        let err = match send().await {
+            Ok(answer) => return JobEnd::Reported(answer.status),
+            Err(err) => err,
+        };
+        match retries.after_failure(&err, sent_under) {
+            Retry::GiveUp(end) => return end,
+            Retry::After(delay) => {
+                tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "complete failed, retrying while the lease lives");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    Ok(_) = stop.wait_for(|s| *s >= Stop::LeaseLost) => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_api::facts::JobOutcome;
+
+    use super::*;
+    use crate::client::classify;
+
+    fn unavailable() -> ClientError {
+        classify(503, r#"{"error":{"code":"unavailable","message":"down"}}"#)
+    }
+
+    #[test]
+    fn the_complete_is_retried_through_an_outage_longer_than_any_budget_while_the_lease_lives() {
+        let mut retries = CompleteRetries::default();
+        let mut waited = Duration::ZERO;
+        for attempt in 0..200 {
+            // A cancel arriving meanwhile changes nothing: the server expects this complete.
+            let stop = if attempt % 2 == 0 { Stop::None } else { Stop::Cancel };
+            match retries.after_failure(&unavailable(), stop) {
+                Retry::After(delay) => {
+                    assert!(delay <= Duration::from_secs(30), "attempt {attempt}: {delay:?}");
+                    waited += delay;
+                }
+                Retry::GiveUp(end) => panic!("gave up after {waited:?} with the lease alive: {end:?}"),
+            }
+        }
+        assert!(waited > Duration::from_secs(30 * 60), "half an hour of outage and still retrying: {waited:?}");
+    }
+
+    #[test]
+    fn the_retries_end_when_the_lease_is_gone_the_refusal_is_permanent_or_the_job_is_abandoned() {
+        let mut retries = CompleteRetries::default();
+        let lease_lost = classify(409, r#"{"error":{"code":"lease-lost","message":"gone"}}"#);
+        assert_eq!(retries.after_failure(&lease_lost, Stop::None), Retry::GiveUp(JobEnd::LeaseLost));
+        let not_found = classify(404, r#"{"error":{"code":"not-found","message":"no such lease"}}"#);
+        assert_eq!(retries.after_failure(&not_found, Stop::None), Retry::GiveUp(JobEnd::LeaseLost));
+        assert_eq!(
+            retries.after_failure(&unavailable(), Stop::LeaseLost),
+            Retry::GiveUp(JobEnd::LeaseLost),
+            "the heartbeat had found the lease gone before this attempt"
+        );
+        assert_eq!(retries.after_failure(&unavailable(), Stop::Abandon), Retry::GiveUp(JobEnd::Abandoned));
+        let refused = classify(400, r#"{"error":{"code":"invalid-request","message":"bad steps"}}"#);
+        assert!(
+            matches!(retries.after_failure(&refused, Stop::None), Retry::GiveUp(JobEnd::ReportFailed(m)) if m.contains("bad steps"))
+        );
+    }
+
+    #[tokio::test]
+    async fn news_of_a_lost_lease_gets_one_more_attempt_at_once_whose_answer_decides() {
+        let (stop_tx, mut stop_rx) = watch::channel(Stop::None);
+        let mut calls = 0;
+        let end = deliver(
+            || {
+                calls += 1;
+                // The heartbeat finds the lease gone while the first attempt is in flight.
+                if calls == 1 {
+                    let _ = stop_tx.send(Stop::LeaseLost);
+                    std::future::ready(Err(unavailable()))
+                } else {
+                    std::future::ready(Ok(CompleteResponse { status: JobOutcome::Succeeded }))
+                }
+            },
+            &mut stop_rx,
+        )
+        .await;
+        assert_eq!(end, JobEnd::Reported(JobOutcome::Succeeded), "the complete had landed: its answer says so");
+        assert_eq!(calls, 2);
+    }
+}
