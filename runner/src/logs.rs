@@ -1,6 +1,6 @@
 //! Ships a job's output to the log store while it runs: lines go through a
 //! bounded queue to one shipper task that cuts them into numbered chunks
-//! (by size, or every second) and uploads each with a URL the API issues
+//! (by size, or a few seconds after a chunk's first line) and uploads each with a URL the API issues
 //! under the lease, straight to the bucket. The job never waits for it: a
 //! full queue drops lines (and says how many), a failed upload is retried
 //! within a budget and then given up. Secrets are masked before a line
@@ -16,6 +16,7 @@ use baton_api::logs::{LogChunkRequest, LogLine, LogStream, LogUploadRequest};
 use chrono::Utc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::client::{with_retries, Client, ClientError};
@@ -34,8 +35,11 @@ pub struct LogSettings {
     pub cap_bytes: u64,
     /// A chunk is cut at this size…
     pub chunk_bytes: usize,
-    /// … or this long after its first line.
-    pub flush_every: Duration,
+    /// … or this long after its first line, whatever came since: a step
+    /// that prints slowly gets a chunk every `max_age`, not one a line
+    /// (each chunk is an object of the log store, and a read fetches them
+    /// one by one).
+    pub max_age: Duration,
     /// Lines waiting for the shipper; past this, lines are dropped.
     pub queue_lines: usize,
     /// How long the end of a job waits for the last chunks.
@@ -47,7 +51,7 @@ impl Default for LogSettings {
         Self {
             cap_bytes: 32 * 1024 * 1024,
             chunk_bytes: 256 * 1024,
-            flush_every: Duration::from_secs(1),
+            max_age: Duration::from_secs(5),
             queue_lines: 10_000,
             drain_timeout: Duration::from_secs(30),
         }
@@ -143,6 +147,19 @@ fn mask_with(masks: &[String], text: &str) -> String {
     out
 }
 
+impl LogSettings {
+    /// Whether the chunk being cut, of `bytes` so far, its first line
+    /// queued at `since`, goes out at `now`.
+    pub fn chunk_due(&self, bytes: usize, since: Instant, now: Instant) -> bool {
+        bytes >= self.chunk_bytes || now >= self.chunk_deadline(since)
+    }
+
+    /// When a chunk whose first line was queued at `since` goes out at the latest.
+    pub fn chunk_deadline(&self, since: Instant) -> Instant {
+        since + self.max_age
+    }
+}
+
 /// Where the shipper uploads: the lease it holds.
 pub struct Lease {
     pub client: Client,
@@ -173,22 +190,24 @@ async fn ship(
 ) -> Shipped {
     let mut shipped = Shipped::default();
     let mut chunk = Vec::<u8>::new();
+    // When the chunk's first line came (None while it is empty).
+    let mut first_line_at: Option<Instant> = None;
     let mut seq = 0u64;
     let mut reported_drops = 0u64;
     let mut last_step = Uuid::nil();
     let note_room = 512u64;
     loop {
-        let next = if chunk.is_empty() {
-            rx.recv().await
-        } else {
-            match tokio::time::timeout(settings.flush_every, rx.recv()).await {
+        let next = match first_line_at {
+            None => rx.recv().await,
+            Some(since) => match tokio::time::timeout_at(settings.chunk_deadline(since), rx.recv()).await {
                 Ok(line) => line,
                 Err(_) => {
                     upload(&lease, seq, std::mem::take(&mut chunk), &mut shipped).await;
                     seq += 1;
+                    first_line_at = None;
                     continue;
                 }
-            }
+            },
         };
         let Some(line) = next else { break };
         last_step = line.step_id;
@@ -226,9 +245,15 @@ async fn ship(
             }
             chunk.extend_from_slice(&encoded);
         }
-        if chunk.len() >= settings.chunk_bytes || (shipped.truncated && !chunk.is_empty()) {
+        if chunk.is_empty() {
+            continue;
+        }
+        let now = Instant::now();
+        let since = *first_line_at.get_or_insert(now);
+        if shipped.truncated || settings.chunk_due(chunk.len(), since, now) {
             upload(&lease, seq, std::mem::take(&mut chunk), &mut shipped).await;
             seq += 1;
+            first_line_at = None;
         }
     }
     let drops = dropped.load(Ordering::Relaxed);
@@ -329,6 +354,43 @@ mod tests {
         assert_eq!(mask_with(&masks, "cdefgh-abcdef"), "***-***");
         assert_eq!(mask_with(&["aa".to_string()], "aaa b aa"), "*** b ***", "a secret overlapping itself");
         assert_eq!(mask_with(&["é1é".to_string()], "xé1é1éx"), "x***x", "matches start on char boundaries");
+    }
+
+    #[test]
+    fn a_slow_step_gets_a_chunk_every_few_seconds_not_one_a_line() {
+        let settings = LogSettings::default();
+        let start = Instant::now();
+        let line = 80;
+        // A line every 1.5 s for 1,000 lines, cut as the shipper cuts:
+        // at the chunk's deadline if it passed before the next line, or
+        // when a line makes the chunk due.
+        let (mut chunks, mut bytes, mut since) = (0, 0, None::<Instant>);
+        for n in 0..1000u32 {
+            let now = start + Duration::from_millis(1500) * n;
+            if since.is_some_and(|since| now >= settings.chunk_deadline(since)) {
+                (chunks, bytes, since) = (chunks + 1, 0, None);
+            }
+            bytes += line;
+            let first = *since.get_or_insert(now);
+            if settings.chunk_due(bytes, first, now) {
+                (chunks, bytes, since) = (chunks + 1, 0, None);
+            }
+        }
+        chunks += u32::from(bytes > 0);
+        assert!(chunks <= 1000 * 3 / 2 / 5 + 1, "{chunks} chunks for 1,000 lines over 25 minutes");
+        assert!(chunks >= 1000 * 3 / 2 / 10, "still live: a chunk at most every {:?}", settings.max_age);
+    }
+
+    #[test]
+    fn a_chunk_goes_out_when_it_is_big_enough_or_its_first_line_old_enough() {
+        let settings = LogSettings { chunk_bytes: 64 * 1024, max_age: Duration::from_secs(5), ..Default::default() };
+        let since = Instant::now();
+        let later = |ms| since + Duration::from_millis(ms);
+        assert!(!settings.chunk_due(100, since, later(1500)), "a pause between lines does not cut a chunk");
+        assert!(!settings.chunk_due(64 * 1024 - 1, since, later(4999)));
+        assert!(settings.chunk_due(100, since, later(5000)), "a small chunk waits at most max_age");
+        assert!(settings.chunk_due(64 * 1024, since, since), "a big chunk goes at once");
+        assert_eq!(settings.chunk_deadline(since), later(5000));
     }
 
     #[test]
