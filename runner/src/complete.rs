@@ -83,7 +83,7 @@ where
         match retries.after_failure(&err, sent_under) {
             Retry::GiveUp(end) => return end,
             Retry::After(delay) => {
-                tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "complete failed, retrying while the lease lives");
+                tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "complete failed, retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     Ok(_) = stop.wait_for(|s| *s >= Stop::LeaseLost) => {}
