@@ -13,7 +13,26 @@ use baton_shared::context::{Context, Scheduled};
 use baton_shared::error::ApiError;
 use lambda_http::{Body, Request, Response};
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use baton_shared::faults::FaultPlan;
+use baton_shared::grants::{Grants, Permission};
+use baton_shared::resources::Resources;
+
 use crate::invocations::Invocations;
+
+/// The variable the CDK stack sets only on functions with `push:post`.
+pub const PUSH_ENDPOINT_ENV: &str = "BATON_PUSH_ENDPOINT";
+
+/// The functions could not be started as their cold starts would be.
+#[derive(Debug, thiserror::Error)]
+pub enum FunctionsError {
+    #[error(transparent)]
+    Config(#[from] baton_shared::config::ConfigError),
+    #[error("infra/resources.json: {0}")]
+    Grants(String),
+}
 
 /// A trigger named a function this host does not know (a resources.json
 /// entry without a handler here is a bug the start-up check reports).
@@ -29,15 +48,50 @@ pub struct UnknownFunction {
 const SCHEDULED_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Functions {
-    /// The one context every function is started with (config, clients, store).
-    context: Context,
+    /// Each function's context, as its cold start on Lambda builds it: the
+    /// configuration the CDK stack gives it and clients limited to its grants.
+    contexts: HashMap<String, Context>,
+    /// For a name resources.json does not declare (none is routed here; the
+    /// start-up check reports such a trigger).
+    fallback: Context,
     /// Every invocation, counted as Lambda would.
     pub invocations: Invocations,
 }
 
 impl Functions {
-    pub fn new(config: &Config, clients: &AwsClients) -> Self {
-        Self { context: Context::new(config.clone(), clients.clone()), invocations: Invocations::default() }
+    /// The functions of resources.json. With `grants`, each gets only what
+    /// its permissions allow, as on AWS: clients that refuse the rest with
+    /// `AccessDenied`, and the push endpoint only with `push:post` (the CDK
+    /// stack sets `BATON_PUSH_ENDPOINT` on those alone). Without, every
+    /// function may do everything (the emulator's own kindness).
+    pub fn new(
+        env: &HashMap<String, String>,
+        clients: &AwsClients,
+        plan: Arc<FaultPlan>,
+        grants: bool,
+    ) -> Result<Self, FunctionsError> {
+        let resources = Resources::load();
+        let fallback = Context::new(Config::from_map(env)?, clients.for_function(plan.clone(), None));
+        let mut contexts = HashMap::new();
+        for function in &resources.functions {
+            let context = if grants {
+                let granted = Grants::of(function).map_err(FunctionsError::Grants)?;
+                let mut env = env.clone();
+                if !granted.has(&Permission::PushPost) {
+                    env.remove(PUSH_ENDPOINT_ENV);
+                }
+                Context::new(Config::from_map(&env)?, clients.for_function(plan.clone(), Some(Arc::new(granted))))
+            } else {
+                fallback.clone()
+            };
+            contexts.insert(function.name.clone(), context);
+        }
+        Ok(Self { contexts, fallback, invocations: Invocations::default() })
+    }
+
+    /// The context `function` runs with.
+    pub fn context(&self, function: &str) -> &Context {
+        self.contexts.get(function).unwrap_or(&self.fallback)
     }
 
     pub async fn http(&self, function: &str, req: Request) -> Response<Body> {
@@ -45,18 +99,19 @@ impl Functions {
     }
 
     async fn route_http(&self, function: &str, req: Request) -> Response<Body> {
+        let context = self.context(function);
         match function {
-            "health" => baton_health::handle(&self.context, req).await,
-            "create-run" => baton_create_run::handle(&self.context, req).await,
-            "runs-read" => baton_runs_read::handle(&self.context, req).await,
-            "cancel" => baton_cancel::handle(&self.context, req).await,
-            "rerun" => baton_rerun::handle(&self.context, req).await,
-            "registration-tokens" => baton_registration_tokens::handle(&self.context, req).await,
-            "register" => baton_register::handle(&self.context, req).await,
-            "claim" => baton_claim::handle(&self.context, req).await,
-            "heartbeat" => baton_heartbeat::handle(&self.context, req).await,
-            "complete" => baton_complete::handle(&self.context, req).await,
-            "logs" => baton_logs::handle(&self.context, req).await,
+            "health" => baton_health::handle(context, req).await,
+            "create-run" => baton_create_run::handle(context, req).await,
+            "runs-read" => baton_runs_read::handle(context, req).await,
+            "cancel" => baton_cancel::handle(context, req).await,
+            "rerun" => baton_rerun::handle(context, req).await,
+            "registration-tokens" => baton_registration_tokens::handle(context, req).await,
+            "register" => baton_register::handle(context, req).await,
+            "claim" => baton_claim::handle(context, req).await,
+            "heartbeat" => baton_heartbeat::handle(context, req).await,
+            "complete" => baton_complete::handle(context, req).await,
+            "logs" => baton_logs::handle(context, req).await,
             other => {
                 tracing::error!(function = other, "route names a function without an HTTP handler");
                 baton_shared::http::error_response(&ApiError::internal())
@@ -70,12 +125,13 @@ impl Functions {
     }
 
     async fn route_sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
+        let context = self.context(function);
         match function {
-            "enqueue" => Ok(baton_enqueue::handle(&self.context, event).await),
-            "reconcile" => Ok(baton_reconcile::handle(&self.context, event).await),
-            "orchestrator" => Ok(baton_orchestrator::handle(&self.context, event).await),
-            "start-attempt" => Ok(baton_start_attempt::handle(&self.context, event).await),
-            "job-outcomes" => Ok(baton_job_outcomes::handle(&self.context, event).await),
+            "enqueue" => Ok(baton_enqueue::handle(context, event).await),
+            "reconcile" => Ok(baton_reconcile::handle(context, event).await),
+            "orchestrator" => Ok(baton_orchestrator::handle(context, event).await),
+            "start-attempt" => Ok(baton_start_attempt::handle(context, event).await),
+            "job-outcomes" => Ok(baton_job_outcomes::handle(context, event).await),
             other => Err(UnknownFunction { trigger: "sqs", function: other.to_string() }),
         }
     }
@@ -86,9 +142,10 @@ impl Functions {
         function: &str,
         event: aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest,
     ) -> Result<aws_lambda_events::apigw::ApiGatewayProxyResponse, UnknownFunction> {
+        let context = self.context(function);
         let handler = async move {
             match function {
-                "push-connect" => Ok(baton_push_connect::handle(&self.context, event).await),
+                "push-connect" => Ok(baton_push_connect::handle(context, event).await),
                 other => Err(UnknownFunction { trigger: "websocket", function: other.to_string() }),
             }
         };
@@ -97,9 +154,10 @@ impl Functions {
 
     pub async fn stream(&self, function: &str, event: StreamEvent) -> Result<DynamoDbEventResponse, UnknownFunction> {
         let records = event.records.len();
+        let context = self.context(function);
         let handler = async move {
             match function {
-                "relay" => Ok(baton_relay::handle(&self.context, event).await),
+                "relay" => Ok(baton_relay::handle(context, event).await),
                 other => Err(UnknownFunction { trigger: "stream", function: other.to_string() }),
             }
         };
@@ -111,15 +169,53 @@ impl Functions {
     }
 
     async fn route_scheduled(&self, function: &str) -> Result<(), UnknownFunction> {
+        let context = self.context(function);
         match function {
             "lease-reaper" => {
                 let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };
-                if let Err(err) = baton_lease_reaper::handle(&self.context, invocation).await {
+                if let Err(err) = baton_lease_reaper::handle(context, invocation).await {
                     tracing::error!(error = %err, "lease reaper failed; the next tick retries");
                 }
                 Ok(())
             }
             other => Err(UnknownFunction { trigger: "schedule", function: other.to_string() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What in a function's handler makes work claimable or flags a lease,
+    /// and then nudges runners (`baton_shared::push`): itself, or through
+    /// the outcome adoption (`baton_shared::outcomes`), which queues the jobs
+    /// an outcome makes ready and nudges their runners.
+    const NUDGING: [&str; 4] = ["nudge_work", "nudge_cancel", "outcomes::adopt", "outcomes::{adopt"];
+
+    /// Every function that can make a job claimable or cancel a lease has
+    /// `push:post`: without it the CDK stack gives it no push endpoint, and
+    /// the work it makes claimable waits for the runners' safety poll (300 s).
+    #[test]
+    fn every_function_that_nudges_may_post_to_the_push_socket() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut nudging = Vec::new();
+        for function in &Resources::load().functions {
+            let source = std::fs::read_to_string(root.join("functions").join(&function.name).join("src/lib.rs"))
+                .unwrap_or_else(|e| panic!("functions/{}/src/lib.rs: {e}", function.name));
+            if NUDGING.iter().any(|call| source.contains(call)) {
+                nudging.push(function.name.clone());
+                let grants = Grants::of(function).unwrap();
+                assert!(
+                    grants.has(&Permission::PushPost),
+                    "function {} nudges runners but has no push:post in infra/resources.json",
+                    function.name
+                );
+            }
+        }
+        // The check saw the functions it is about.
+        for expected in ["complete", "job-outcomes", "orchestrator", "enqueue", "reconcile"] {
+            assert!(nudging.iter().any(|n| n == expected), "{expected} nudges: {nudging:?}");
         }
     }
 }

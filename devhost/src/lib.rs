@@ -49,6 +49,10 @@ pub struct HostOptions {
     /// Serve the runners' push socket (default on; `BATON_DEV_PUSH=0` turns
     /// it off, and runners long-poll as before push existed).
     pub push: bool,
+    /// Give each function only what its grants in resources.json allow, as
+    /// IAM does on AWS (default on; `BATON_DEV_GRANTS=0` hands every
+    /// function every capability, as the emulator alone would).
+    pub grants: bool,
 }
 
 impl Default for HostOptions {
@@ -60,6 +64,7 @@ impl Default for HostOptions {
             extra_sqs_functions: HashMap::new(),
             faults: None,
             push: true,
+            grants: true,
         }
     }
 }
@@ -114,7 +119,8 @@ impl DevHost {
         let mut env = env.clone();
         if options.push {
             env.entry("BATON_PUSH_URL".into()).or_insert_with(|| format!("ws://{addr}{}", push::PUSH_PATH));
-            env.entry("BATON_PUSH_ENDPOINT".into()).or_insert_with(|| format!("http://{addr}{}", push::PUSH_PATH));
+            env.entry(functions::PUSH_ENDPOINT_ENV.into())
+                .or_insert_with(|| format!("http://{addr}{}", push::PUSH_PATH));
         }
         let config = Config::from_map(&env)?;
         if let Some(token) = &config.bootstrap_admin_token {
@@ -131,8 +137,8 @@ impl DevHost {
         // The functions' requests meet AWS's limits always, and faults when
         // planned (moto enforces neither).
         let plan = options.faults.clone().unwrap_or_else(|| Arc::new(FaultPlan::none()));
-        let function_clients = clients.with_faults(plan);
-        let functions = Arc::new(Functions::new(&config, &function_clients));
+        let functions =
+            Arc::new(Functions::new(&env, clients, plan, options.grants).map_err(|e| HostError::Start(e.to_string()))?);
         let (stop, shutdown) = watch::channel(());
         let mut tasks = Vec::new();
 

@@ -133,6 +133,7 @@ async fn run() -> Result<(), String> {
         sqs_retry_delay: std::time::Duration::from_secs(retry_delay),
         faults: faults.clone(),
         push: std::env::var("BATON_DEV_PUSH").map_or(true, |v| v != "0"),
+        grants: std::env::var("BATON_DEV_GRANTS").map_or(true, |v| v != "0"),
         ..HostOptions::default()
     };
     let host = DevHost::start(&clients, &provisioned, &env, options).await.map_err(|e| e.to_string())?;

@@ -88,7 +88,19 @@ impl AwsClients {
     /// SDK (its retries see them as they would see real ones).
     #[cfg(feature = "local-stack")]
     pub fn with_faults(&self, plan: std::sync::Arc<crate::faults::FaultPlan>) -> Self {
-        let http = crate::faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan);
+        self.for_function(plan, None)
+    }
+
+    /// The clients of one function on the local stack: AWS's failures
+    /// injected by `plan`, and only what `grants` allow (`None`: anything).
+    #[cfg(feature = "local-stack")]
+    pub fn for_function(
+        &self,
+        plan: std::sync::Arc<crate::faults::FaultPlan>,
+        grants: Option<std::sync::Arc<crate::grants::Grants>>,
+    ) -> Self {
+        let http = crate::faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan)
+            .with_grants(grants);
         Self {
             dynamodb: aws_sdk_dynamodb::Client::from_conf(
                 self.dynamodb.config().to_builder().http_client(http.clone()).build(),

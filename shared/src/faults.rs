@@ -60,6 +60,8 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
 use rand::{Rng, SeedableRng};
 
+use crate::grants::{Action, Grants};
+
 /// How long a `late` delivery is held unless the plan says (`late_ms`).
 pub const DEFAULT_LATE_MS: u64 = 3000;
 
@@ -308,16 +310,90 @@ fn target(request: &HttpRequest) -> Option<(&'static str, String)> {
     Some((service, operation.to_string()))
 }
 
+/// The service and operation of any request the SDK sends (the JSON
+/// protocols by their target; S3 and the management API, which are REST,
+/// by the SDK's user agent, method and query), and the resource a scoped
+/// grant is checked against.
+fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)> {
+    if let Some((service, operation)) = target(request) {
+        let body: Option<serde_json::Value> = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok());
+        let resource = body.and_then(|b| {
+            ["QueueUrl", "stateMachineArn", "executionArn"]
+                .iter()
+                .find_map(|field| b.get(*field).and_then(|v| v.as_str()).map(str::to_string))
+        });
+        return Some((service.to_string(), operation, resource));
+    }
+    let agent = request.headers().get("x-amz-user-agent").or_else(|| request.headers().get("user-agent"))?;
+    let method = request.method();
+    let query = request.uri().split_once('?').map(|(_, q)| q).unwrap_or("");
+    let has = |key: &str| query.split('&').any(|pair| pair == key || pair.starts_with(&format!("{key}=")));
+    if agent.contains("api/s3/") {
+        let operation = match method {
+            "GET" if has("list-type") => "ListObjectsV2",
+            "GET" => "GetObject",
+            "HEAD" => "HeadObject",
+            "PUT" if has("uploadId") => "UploadPart",
+            "PUT" => "PutObject",
+            "POST" if has("uploads") => "CreateMultipartUpload",
+            "POST" => "CompleteMultipartUpload",
+            "DELETE" => "DeleteObject",
+            _ => return None,
+        };
+        return Some(("s3".into(), operation.into(), None));
+    }
+    if agent.contains("api/apigatewaymanagement") && method == "POST" {
+        return Some(("apigatewaymanagement".into(), "PostToConnection".into(), None));
+    }
+    None
+}
+
+/// AWS's answer to a request `grants` do not allow, if they do not.
+fn access_denied(grants: &Grants, request: &HttpRequest) -> Option<HttpResponse> {
+    let (service, operation, resource) = iam_action(request)?;
+    let action = Action { service: &service, operation: &operation, resource: resource.as_deref() };
+    if grants.allows(&action) {
+        return None;
+    }
+    let message = format!(
+        "User: arn:aws:sts::123456789012:assumed-role/{0}/{0} is not authorized to perform: {service}:{operation} \
+         (infra/resources.json grants function {0} no permission for it)",
+        grants.function
+    );
+    tracing::error!(function = %grants.function, service, operation, "access denied as on AWS: a grant is missing");
+    Some(match service.as_str() {
+        // The REST services answer 403 with an XML error.
+        "s3" | "apigatewaymanagement" => {
+            let status = StatusCode::try_from(403).expect("403 is a status");
+            let body = format!("<Error><Code>AccessDenied</Code><Message>{message}</Message></Error>");
+            let mut response = HttpResponse::new(status, SdkBody::from(body));
+            response.headers_mut().insert("content-type", "application/xml");
+            response.headers_mut().insert("x-amzn-errortype", "AccessDeniedException");
+            response
+        }
+        _ => aws_error(400, "AccessDeniedException", &message, None),
+    })
+}
+
 /// The HTTP client of the local stack with faults: wraps the real one.
 #[derive(Debug, Clone)]
 pub struct FaultyHttpClient {
     inner: SharedHttpClient,
     plan: Arc<FaultPlan>,
+    /// The function's IAM grants (`crate::grants`); `None`: every request
+    /// is allowed, as the emulator allows it.
+    grants: Option<Arc<Grants>>,
 }
 
 impl FaultyHttpClient {
     pub fn new(inner: SharedHttpClient, plan: Arc<FaultPlan>) -> Self {
-        Self { inner, plan }
+        Self { inner, plan, grants: None }
+    }
+
+    /// The same client, refusing what `grants` do not allow.
+    pub fn with_grants(mut self, grants: Option<Arc<Grants>>) -> Self {
+        self.grants = grants;
+        self
     }
 }
 
@@ -326,6 +402,7 @@ impl HttpClient for FaultyHttpClient {
         SharedHttpConnector::new(FaultyConnector {
             inner: self.inner.http_connector(settings, components),
             plan: self.plan.clone(),
+            grants: self.grants.clone(),
         })
     }
 }
@@ -334,6 +411,7 @@ impl HttpClient for FaultyHttpClient {
 struct FaultyConnector {
     inner: SharedHttpConnector,
     plan: Arc<FaultPlan>,
+    grants: Option<Arc<Grants>>,
 }
 
 tokio::task_local! {
@@ -374,7 +452,14 @@ fn is_write(service: &str, operation: &str) -> bool {
 
 impl HttpConnector for FaultyConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        // AWS's limits first, faults or not: what AWS would refuse is
+        // IAM first: a request the function's role may not make never
+        // reaches the service.
+        if let Some(grants) = &self.grants {
+            if let Some(denied) = access_denied(grants, &request) {
+                return ready(denied);
+            }
+        }
+        // AWS's limits next, faults or not: what AWS would refuse is
         // refused here, as AWS refuses it.
         if let Some((service, operation)) = target(&request) {
             let refused = request.body().bytes().and_then(|body| crate::aws_limits::refusal(service, &operation, body));

@@ -19,6 +19,8 @@ pub mod error;
 pub mod facts;
 #[cfg(feature = "local-stack")]
 pub mod faults;
+#[cfg(feature = "local-stack")]
+pub mod grants;
 pub mod health;
 pub mod http;
 pub mod ids;

@@ -103,6 +103,10 @@ pub struct Function {
     pub trigger: Trigger,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<u32>,
+    /// What the function's role may do (`table:read`, `push:post`, …): the
+    /// CDK stack grants exactly these, and the dev host enforces them.
+    #[serde(default)]
+    pub permissions: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

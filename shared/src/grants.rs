@@ -1,0 +1,214 @@
+//! A function's IAM grants, enforced on the local stack: on AWS a function
+//! can do only what its `permissions` in `infra/resources.json` grant (the
+//! CDK stack turns each into an IAM statement), and the emulator grants
+//! everything. Each function of the dev host gets clients whose requests are
+//! checked here first; a request its grants do not cover is answered as AWS
+//! answers it (`AccessDeniedException`, 400 for the JSON protocols, 403 for
+//! S3 and the management API), so a missing grant fails a local test exactly
+//! as it would fail in production. Compiled only with `local-stack`.
+//!
+//! The mapping follows the CDK stack's `grant` (infra/lib/baton-stack.ts):
+//! a permission allows the same actions here as its IAM statement there.
+
+use crate::resources::Function;
+
+/// One parsed permission of resources.json.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permission {
+    TableRead,
+    TableWrite,
+    TableDescribe,
+    StreamRead,
+    BusPut,
+    BusDescribe,
+    /// `states:start:<machine>`
+    StatesStart(String),
+    /// `states:stop:<machine>`
+    StatesStop(String),
+    /// `states:read[:<machine>]`
+    StatesRead(Option<String>),
+    StatesDescribe,
+    StatesCallback,
+    /// `queue:send:<queue>`
+    QueueSend(String),
+    QueueList,
+    LogsWrite,
+    LogsRead,
+    PushPost,
+}
+
+impl Permission {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        Ok(match raw {
+            "table:read" => Permission::TableRead,
+            "table:write" => Permission::TableWrite,
+            "table:describe" => Permission::TableDescribe,
+            "stream:read" => Permission::StreamRead,
+            "bus:put" => Permission::BusPut,
+            "bus:describe" => Permission::BusDescribe,
+            "states:read" => Permission::StatesRead(None),
+            "states:describe" => Permission::StatesDescribe,
+            "states:callback" => Permission::StatesCallback,
+            "queue:list" => Permission::QueueList,
+            "logs:write" => Permission::LogsWrite,
+            "logs:read" => Permission::LogsRead,
+            "push:post" => Permission::PushPost,
+            scoped => {
+                let target = |prefix: &str| scoped.strip_prefix(prefix).filter(|t| !t.is_empty()).map(str::to_string);
+                if let Some(machine) = target("states:start:") {
+                    Permission::StatesStart(machine)
+                } else if let Some(machine) = target("states:stop:") {
+                    Permission::StatesStop(machine)
+                } else if let Some(machine) = target("states:read:") {
+                    Permission::StatesRead(Some(machine))
+                } else if let Some(queue) = target("queue:send:") {
+                    Permission::QueueSend(queue)
+                } else {
+                    return Err(format!("unknown permission {raw:?}"));
+                }
+            }
+        })
+    }
+}
+
+/// What one AWS request asks for, as IAM sees it: the service, the action
+/// and the name of the resource it acts on where a grant is scoped to one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action<'a> {
+    pub service: &'a str,
+    pub operation: &'a str,
+    /// The queue URL, state machine or execution ARN the request names.
+    pub resource: Option<&'a str>,
+}
+
+/// The grants of one function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants {
+    pub function: String,
+    permissions: Vec<Permission>,
+}
+
+impl Grants {
+    /// The grants resources.json gives `function` (a stream trigger also
+    /// reads its stream, as the CDK's event source grants it).
+    pub fn of(function: &Function) -> Result<Self, String> {
+        let mut permissions =
+            function.permissions.iter().map(|p| Permission::parse(p)).collect::<Result<Vec<_>, _>>()?;
+        if function.trigger == crate::resources::Trigger::Stream {
+            permissions.push(Permission::StreamRead);
+        }
+        Ok(Self { function: function.name.clone(), permissions })
+    }
+
+    pub fn has(&self, permission: &Permission) -> bool {
+        self.permissions.contains(permission)
+    }
+
+    /// Whether the function's role may make this request.
+    pub fn allows(&self, action: &Action<'_>) -> bool {
+        self.permissions.iter().any(|p| allows(p, action))
+    }
+}
+
+/// Whether `resource` (a queue URL, a state machine or execution ARN) is the
+/// logical resource `logical` of the stack: physical names end with it.
+fn names(resource: Option<&str>, logical: &str) -> bool {
+    resource.is_some_and(|r| {
+        let r = r.trim_end_matches('/');
+        // A queue URL ends `/baton-<stage>-<queue>`; a state machine ARN
+        // `:baton-<stage>-<machine>`; an execution ARN
+        // `:baton-<stage>-<machine>:<execution>`.
+        r.ends_with(&format!("-{logical}")) || r.contains(&format!("-{logical}:"))
+    })
+}
+
+fn allows(permission: &Permission, action: &Action<'_>) -> bool {
+    let op = action.operation;
+    match (permission, action.service) {
+        (Permission::TableRead, "dynamodb") => {
+            matches!(op, "GetItem" | "BatchGetItem" | "Query" | "Scan" | "TransactGetItems" | "ConditionCheckItem")
+        }
+        (Permission::TableWrite, "dynamodb") => {
+            matches!(
+                op,
+                "PutItem"
+                    | "UpdateItem"
+                    | "DeleteItem"
+                    | "BatchWriteItem"
+                    | "TransactWriteItems"
+                    | "ConditionCheckItem"
+            )
+        }
+        (Permission::TableDescribe, "dynamodb") => op == "DescribeTable",
+        (Permission::StreamRead, "streams") => {
+            matches!(op, "DescribeStream" | "GetShardIterator" | "GetRecords" | "ListStreams")
+        }
+        (Permission::BusPut, "events") => op == "PutEvents",
+        (Permission::BusDescribe, "events") => op == "DescribeEventBus",
+        (Permission::StatesStart(machine), "states") => op == "StartExecution" && names(action.resource, machine),
+        (Permission::StatesStop(machine), "states") => op == "StopExecution" && names(action.resource, machine),
+        (Permission::StatesRead(machine), "states") => {
+            matches!(op, "DescribeStateMachine" | "ListExecutions" | "DescribeExecution" | "GetExecutionHistory")
+                && machine.as_ref().is_none_or(|m| names(action.resource, m))
+        }
+        (Permission::StatesDescribe, "states") => matches!(op, "DescribeStateMachine" | "ListStateMachines"),
+        (Permission::StatesCallback, "states") => {
+            matches!(op, "SendTaskSuccess" | "SendTaskFailure" | "SendTaskHeartbeat")
+        }
+        (Permission::QueueSend(queue), "sqs") => {
+            matches!(op, "SendMessage" | "SendMessageBatch") && names(action.resource, queue)
+        }
+        (Permission::QueueList, "sqs") => op == "ListQueues",
+        // Presigned PUTs are signed, not sent: only the function's own
+        // requests reach this check.
+        (Permission::LogsWrite, "s3") => matches!(op, "PutObject" | "CreateMultipartUpload" | "UploadPart"),
+        (Permission::LogsRead, "s3") => matches!(op, "GetObject" | "ListObjectsV2" | "HeadObject"),
+        (Permission::PushPost, "apigatewaymanagement") => op == "PostToConnection",
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Resources;
+
+    fn action<'a>(service: &'a str, operation: &'a str, resource: Option<&'a str>) -> Action<'a> {
+        Action { service, operation, resource }
+    }
+
+    #[test]
+    fn every_permission_of_resources_json_parses() {
+        for function in &Resources::load().functions {
+            Grants::of(function).unwrap_or_else(|e| panic!("{}: {e}", function.name));
+        }
+    }
+
+    #[test]
+    fn a_grant_allows_its_actions_and_nothing_else() {
+        let resources = Resources::load();
+        let grants = |name: &str| Grants::of(resources.function(name).unwrap()).unwrap();
+        let heartbeat = grants("heartbeat");
+        assert!(heartbeat.allows(&action("dynamodb", "UpdateItem", None)));
+        assert!(!heartbeat.allows(&action("dynamodb", "Query", None)), "heartbeat has no table:read");
+        assert!(!heartbeat.allows(&action("apigatewaymanagement", "PostToConnection", None)));
+        let start = grants("start-attempt");
+        let machine = "arn:aws:states:us-east-1:123456789012:stateMachine:baton-dev-run-attempt";
+        assert!(start.allows(&action("states", "StartExecution", Some(machine))));
+        let other = "arn:aws:states:us-east-1:123456789012:stateMachine:baton-dev-other";
+        assert!(!start.allows(&action("states", "StartExecution", Some(other))), "scoped to its machine");
+        assert!(!start.allows(&action("dynamodb", "GetItem", None)));
+        let relay = grants("relay");
+        assert!(relay.allows(&action("streams", "GetRecords", None)), "a stream trigger reads its stream");
+        assert!(relay.allows(&action("events", "PutEvents", None)));
+    }
+
+    #[test]
+    fn scoped_names_match_the_physical_resource_only() {
+        let queue = "http://127.0.0.1:5055/123456789012/baton-dev-orchestrate";
+        assert!(names(Some(queue), "orchestrate"));
+        assert!(!names(Some("http://127.0.0.1:5055/123456789012/baton-dev-orchestrate-dlq"), "orchestrate"));
+        assert!(names(Some("arn:aws:states:r:1:execution:baton-dev-run-attempt:abc"), "run-attempt"));
+        assert!(!names(None, "orchestrate"));
+    }
+}
