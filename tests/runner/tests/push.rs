@@ -100,6 +100,51 @@ async fn a_connected_runner_is_nudged_and_its_next_claim_brings_the_job() {
     runner.stop().await;
 }
 
+/// Every function that makes work claimable nudges: with each function
+/// limited to its grants (as IAM limits it on AWS), a job made ready by its
+/// need's completion (the complete function adopts the outcome and queues
+/// it) reaches a runner that only claims when nudged. The runner that ran
+/// the need claims again by itself; the job needs another one (`gpu`), so
+/// only the completion's nudge can bring it. (The enqueue subscriber's
+/// second nudge, which follows the `queued` fact through the bus, is
+/// replaced by one that only acknowledges, so it cannot stand in.) Before
+/// `complete` and `job-outcomes` had `push:post`, the CDK stack gave them no
+/// push endpoint and the job waited for that runner's safety poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_made_ready_by_a_completion_reaches_a_connected_runner_by_a_nudge() {
+    let mut options = baton_devhost::HostOptions::default();
+    let acknowledge: baton_devhost::sqs::SqsHandler =
+        std::sync::Arc::new(|_| Box::pin(async { Ok(Default::default()) }));
+    options.extra_sqs_functions.insert("enqueue".into(), acknowledge);
+    let overrides = HashMap::from([("BATON_PUSH_SAFETY_POLL_S".to_string(), "3600".to_string())]);
+    let stack = TestStack::start_custom(|_| {}, overrides, options).await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let (cpu_log, gpu_log) = (scratch().join("cpu.log"), scratch().join("gpu.log"));
+    let mut cpu = Runner::start_logged(&stack, &token, "linux,cpu", &[], &cpu_log);
+    let mut gpu = Runner::start_logged(&stack, &token, "linux,gpu", &[], &gpu_log);
+    wait_log(&cpu_log, "push socket connected").await;
+    wait_log(&gpu_log, "push socket connected").await;
+    wait_for("both sockets' connection items", WAIT, || async {
+        let connections = stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read");
+        (connections.len() == 2).then_some(())
+    })
+    .await;
+
+    let chain = "name: chain\njobs:\n  build:\n    runs-on: [cpu]\n    steps:\n      - run: echo build\n  \
+                 train:\n    runs-on: [gpu]\n    needs: [build]\n    steps:\n      - run: echo train\n";
+    let run_id = create_run(&stack, &ws, chain).await;
+    let view = wait_view(&stack, &ws, &run_id, "both jobs to succeed", |v| v["status"] == "succeeded").await;
+    let jobs = view["attempts"][0]["jobs"].as_array().expect("jobs");
+    assert!(jobs.iter().all(|j| j["status"] == "succeeded"), "{view:#}");
+    let text = std::fs::read_to_string(&gpu_log).expect("the gpu runner's log");
+    let nudged = text.find("nudged: work is claimable").expect("the gpu runner was nudged");
+    let claimed = text.find("job claimed").expect("the gpu runner claimed train");
+    assert!(nudged < claimed, "nudged by the completion, then claimed: {text}");
+    cpu.stop().await;
+    gpu.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll() {
     // No grace for young sockets: this one is forgotten at its first gone post.
