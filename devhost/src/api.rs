@@ -18,6 +18,13 @@ use crate::functions::Functions;
 /// API Gateway's own payload limit; the handlers enforce the API's 1 MiB.
 const GATEWAY_MAX_BODY: usize = 10 * 1024 * 1024;
 
+/// The most a Lambda function may answer a synchronous invocation with
+/// (6 MB); a larger answer fails the invocation after its work was done.
+pub const LAMBDA_MAX_RESPONSE: usize = 6 * 1024 * 1024;
+
+/// API Gateway's integration timeout for an HTTP API (its maximum).
+pub const INTEGRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Finds the route for `method` and `path`, with its path parameters.
 pub fn match_route<'a>(routes: &'a [Route], method: &str, path: &str) -> Option<(&'a Route, HashMap<String, String>)> {
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
@@ -48,6 +55,9 @@ pub struct Gateway {
     pub faults: Option<Arc<FaultPlan>>,
     /// Every function answer is checked against the OpenAPI document.
     pub contract: Arc<Contract>,
+    /// How long API Gateway waits for a function (an HTTP API's integration
+    /// timeout: 30 s at most, the CDK stack's setting).
+    pub integration_timeout: std::time::Duration,
 }
 
 impl Gateway {
@@ -67,14 +77,21 @@ impl Gateway {
         let body = if bytes.is_empty() { Body::Empty } else { Body::Binary(bytes.to_vec()) };
         let request =
             http::Request::from_parts(parts, body).with_path_parameters(params).with_query_string_parameters(query);
-        // Boxed: a handler's future is large, and it is moved into wrappers.
-        let invocation = Box::pin(self.functions.http(&route.function, request));
         let fault = self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &format!("http.{}", route.function)));
+        if fault == Some(Fault::Replay) {
+            // The first try runs on, unheard: its client gave up on it and
+            // sent the same request again, which is what it hears.
+            let first = self.invoke(&route.function, copy_request(&request));
+            tokio::spawn(async move {
+                let _ = first.await;
+            });
+        }
+        let invocation = self.invoke(&route.function, request);
         match fault {
             // What API Gateway answers when the function crashed or timed
             // out: the client cannot tell whether anything was applied.
             Some(Fault::Abandon) => match abandoned_after_first_write(invocation).await {
-                Some(response) => to_axum(self.checked(&method, &route.path, response)),
+                Some(response) => self.answer(&method, &route.path, response),
                 None => gateway_error(502, "Internal server error"),
             },
             // The function ran to its end; its answer never reached the client.
@@ -82,8 +99,56 @@ impl Gateway {
                 invocation.await;
                 gateway_error(504, "Endpoint request timed out")
             }
-            _ => to_axum(self.checked(&method, &route.path, invocation.await)),
+            _ => {
+                // API Gateway waits `integration_timeout` for the function
+                // and then answers 504 while the invocation goes on to its
+                // end (Lambda does not stop it): the client cannot tell
+                // whether it was applied, and may run it again beside it.
+                let mut invocation = tokio::spawn(invocation);
+                match tokio::time::timeout(self.integration_timeout, &mut invocation).await {
+                    Ok(Ok(response)) => self.answer(&method, &route.path, response),
+                    Ok(Err(_)) => gateway_error(502, "Internal server error"),
+                    Err(_) => {
+                        tracing::warn!(function = %route.function, timeout_s = self.integration_timeout.as_secs(),
+                            "the integration timed out: 504 while the invocation goes on");
+                        gateway_error(504, "Endpoint request timed out")
+                    }
+                }
+            }
         }
+    }
+
+    /// One invocation of `function`, owning what it needs (the gateway may
+    /// leave it running after answering).
+    fn invoke(
+        &self,
+        function: &str,
+        request: lambda_http::Request,
+    ) -> futures::future::BoxFuture<'static, lambda_http::Response<Body>> {
+        let (functions, function) = (self.functions.clone(), function.to_string());
+        Box::pin(async move { functions.http(&function, request).await })
+    }
+
+    /// The function's answer as the client gets it: checked against the
+    /// contract, and refused as Lambda refuses an answer over its payload
+    /// limit (API Gateway then answers 502; the work is done, the answer
+    /// lost).
+    fn answer(&self, method: &str, route: &str, response: lambda_http::Response<Body>) -> axum::response::Response {
+        let size = match response.body() {
+            Body::Text(text) => text.len(),
+            Body::Binary(bytes) => bytes.len(),
+            _ => 0,
+        };
+        if size > LAMBDA_MAX_RESPONSE {
+            tracing::error!(
+                route,
+                size,
+                limit = LAMBDA_MAX_RESPONSE,
+                "an answer over Lambda's response payload limit: 502, as on AWS"
+            );
+            return gateway_error(502, "Internal server error");
+        }
+        to_axum(self.checked(method, route, response))
     }
 
     /// The function's answer if the contract declares it; otherwise a 500
@@ -127,6 +192,23 @@ fn query_parameters(query: &str) -> HashMap<String, Vec<String>> {
         map.entry(name.into_owned()).or_default().push(value.into_owned());
     }
     map
+}
+
+/// The same request again, as a client's retry sends it.
+fn copy_request(request: &lambda_http::Request) -> lambda_http::Request {
+    let mut copy = http::Request::builder().method(request.method().clone()).uri(request.uri().clone());
+    for (name, value) in request.headers() {
+        copy = copy.header(name, value);
+    }
+    let body = match request.body() {
+        Body::Text(text) => Body::Text(text.clone()),
+        Body::Binary(bytes) => Body::Binary(bytes.clone()),
+        _ => Body::Empty,
+    };
+    copy.body(body)
+        .unwrap_or_default()
+        .with_path_parameters(request.path_parameters())
+        .with_query_string_parameters(request.query_string_parameters())
 }
 
 fn to_axum(response: lambda_http::Response<Body>) -> axum::response::Response {

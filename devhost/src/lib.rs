@@ -53,6 +53,9 @@ pub struct HostOptions {
     /// IAM does on AWS (default on; `BATON_DEV_GRANTS=0` hands every
     /// function every capability, as the emulator alone would).
     pub grants: bool,
+    /// How long the gateway waits for a function before answering 504 while
+    /// the invocation goes on (default 30 s, API Gateway's).
+    pub integration_timeout: Duration,
 }
 
 impl Default for HostOptions {
@@ -65,6 +68,7 @@ impl Default for HostOptions {
             faults: None,
             push: true,
             grants: true,
+            integration_timeout: api::INTEGRATION_TIMEOUT,
         }
     }
 }
@@ -150,6 +154,7 @@ impl DevHost {
                 contract::Contract::from_document()
                     .map_err(|e| HostError::Start(format!("the OpenAPI document: {e}")))?,
             ),
+            integration_timeout: options.integration_timeout,
         });
         let push_gateway = options.push.then(|| {
             Arc::new(push::PushGateway::new(

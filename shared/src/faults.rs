@@ -31,6 +31,7 @@
 //! | `reorder` | `trigger.sqs` | the dev host hands a batch over in reverse order |
 //! | `late` | `trigger.sqs`, `trigger.stream` | the dev host holds a batch `late_ms` (plan option, default 3000) before the function sees it; later messages of the queue overtake it |
 //! | `abandon` | `trigger.sqs`, `trigger.stream` | the invocation is dropped right after its first AWS write answered (a Lambda timeout or crash), and the batch is delivered again as Lambda would |
+//! | `replay` | `trigger.http` | the request is run twice at once, as a client's retry after a 504 runs beside the invocation still going on: the client gets the second invocation's answer, the first runs to its end unheard |
 //!
 //! A trigger's operation is `sqs.<function>` or `stream.<function>`; a rule
 //! for `trigger.sqs` covers every queue, one for `trigger.sqs.job-outcomes`
@@ -91,6 +92,10 @@ pub enum Fault {
     /// A trigger drops an invocation after its first AWS write, then
     /// delivers the batch again.
     Abandon,
+    /// The API runs one request twice at once: the client gave up on the
+    /// first (a 504 at the gateway's 30 s, or its own timeout) and sent it
+    /// again while the first invocation still ran.
+    Replay,
 }
 
 impl Fault {
@@ -107,6 +112,7 @@ impl Fault {
             "reorder" => Fault::Reorder,
             "late" => Fault::Late,
             "abandon" => Fault::Abandon,
+            "replay" => Fault::Replay,
             _ => return None,
         })
     }
@@ -124,6 +130,7 @@ impl Fault {
             Fault::Reorder => "reorder",
             Fault::Late => "late",
             Fault::Abandon => "abandon",
+            Fault::Replay => "replay",
         }
     }
 
@@ -141,6 +148,7 @@ impl Fault {
             Fault::InvalidToken | Fault::TaskTimedOut => service == "states" && operation.starts_with("SendTask"),
             Fault::Duplicate | Fault::Late | Fault::Abandon => service == TRIGGER,
             Fault::Reorder => service == TRIGGER && covers("sqs", operation),
+            Fault::Replay => service == TRIGGER && covers("http", operation),
         }
     }
 }
@@ -507,7 +515,9 @@ impl FaultyConnector {
             Fault::ServerError => ready(error_response(500, "InternalServerError", None)),
             Fault::TaskTimedOut => ready(error_response(400, "TaskTimedOut", None)),
             // Trigger faults never apply to an AWS request (`applies_to`).
-            Fault::Duplicate | Fault::Reorder | Fault::Late | Fault::Abandon => self.inner.call(request),
+            Fault::Duplicate | Fault::Reorder | Fault::Late | Fault::Abandon | Fault::Replay => {
+                self.inner.call(request)
+            }
             Fault::Lost | Fault::InvalidToken => {
                 let sent = remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
                 HttpConnectorFuture::new(async move {
