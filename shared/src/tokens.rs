@@ -102,6 +102,49 @@ fn named_id(token: &str, kind: TokenKind) -> Option<Uuid> {
     Uuid::parse_str(id).ok()
 }
 
+/// The id of one claim (`request_id`) bound to the secret of the session
+/// that makes it: every lease token this claim hands out derives from both.
+/// A claim is tried again with the same id when its answer was lost (an
+/// HTTP API gives up on its integration at 30 s while the function goes
+/// on), so two tries of one claim can run side by side. Derived tokens make
+/// them hand out the same token for the same lease, whichever commits
+/// first: no try can invalidate the token another one handed out, and
+/// nothing secret is stored (only the token's hash, as for every token).
+/// Only the session's holder knows its secret, so only it can derive them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ClaimKey {
+    pub request_id: Uuid,
+    secret: [u8; 32],
+}
+
+impl std::fmt::Debug for ClaimKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimKey").field("request_id", &self.request_id).finish_non_exhaustive()
+    }
+}
+
+impl ClaimKey {
+    pub fn new(session_token: &str, request_id: Uuid) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"baton claim\0");
+        hasher.update(session_token.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(request_id.as_bytes());
+        Self { request_id, secret: hasher.finalize().into() }
+    }
+
+    /// The lease token of this claim for `execution_id` at `epoch`.
+    pub fn lease_token(&self, execution_id: Uuid, epoch: u64) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.secret);
+        hasher.update(execution_id.as_bytes());
+        hasher.update(epoch.to_be_bytes());
+        let digest = hasher.finalize();
+        let secret: String = digest[..SECRET_BYTES].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}{}.{epoch}.{secret}", TokenKind::Lease.prefix(), execution_id.simple())
+    }
+}
+
 /// The execution and epoch a lease token names, if it is well formed.
 pub fn parse_lease_token(token: &str) -> Option<(Uuid, u64)> {
     let rest = token.strip_prefix(TokenKind::Lease.prefix())?;
@@ -115,6 +158,21 @@ pub fn parse_lease_token(token: &str) -> Option<(Uuid, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_try_of_one_claim_derives_the_same_lease_token_and_nothing_else_does() {
+        let (session, request, execution) = (new_session_token(Uuid::now_v7()), Uuid::now_v7(), Uuid::now_v7());
+        let key = ClaimKey::new(&session, request);
+        let token = key.lease_token(execution, 3);
+        assert_eq!(token, ClaimKey::new(&session, request).lease_token(execution, 3), "a retry's token");
+        assert_eq!(parse_lease_token(&token), Some((execution, 3)), "a well-formed lease token");
+        assert_ne!(token, key.lease_token(execution, 4), "another epoch");
+        assert_ne!(token, key.lease_token(Uuid::now_v7(), 3), "another execution");
+        assert_ne!(token, ClaimKey::new(&session, Uuid::now_v7()).lease_token(execution, 3), "another claim");
+        let other_session = new_session_token(Uuid::now_v7());
+        assert_ne!(token, ClaimKey::new(&other_session, request).lease_token(execution, 3), "another session");
+        assert!(!format!("{key:?}").contains(&session), "the session's secret is never printed");
+    }
 
     #[test]
     fn tokens_carry_their_kind_and_hash_stably() {

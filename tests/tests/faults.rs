@@ -334,7 +334,7 @@ async fn a_completion_reaches_its_run_without_waiting_for_the_bus() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_a_fresh_token() {
+async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_the_same_token() {
     // The claim function runs to its end, then API Gateway answers 504
     // (seed 6: the first claim's answer is lost, the second's is not). A
     // retry with the same request id must bring the job it took; without
@@ -356,7 +356,7 @@ async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_a_fre
     assert_eq!(claim.status, 200, "{}", claim.body);
     assert_eq!(claim.body["job_execution_id"], queued.to_string(), "the job the lost answer took");
     let token = claim.body["lease"]["token"].as_str().expect("a lease token").to_string();
-    assert_eq!(stack.heartbeat(&token, queued).await.status, 200, "the fresh token holds the lease");
+    assert_eq!(stack.heartbeat(&token, queued).await.status, 200, "the token holds the lease");
     // The same request again, now that the lease is in use: nothing more.
     let again = stack.post("/v1/runners/claim", &session, request.clone()).await;
     assert!(again.status == 204 || again.status == 504, "{} {}", again.status, again.body);
@@ -370,6 +370,64 @@ async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_a_fre
         "one claim, however many tries: {:?}",
         plan.injected_by_kind()
     );
+}
+
+/// An HTTP API gives up on its integration at 30 s while the function goes
+/// on, and the runner sends its claim again with the same id: two tries of
+/// one claim run side by side, and the one that commits first may be the
+/// retry. Its answer is what the runner holds; the original, still running,
+/// then finds the claim answered and answers nobody. Before tokens were
+/// derived from the claim, that late original rotated the lease's token,
+/// so the runner's first heartbeat got 404 and the job ended `runner_lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claims_original_try_finishing_after_its_retry_leaves_the_runner_its_token() {
+    let stack = TestStack::start().await;
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let request = json!({ "request_id": uuid::Uuid::now_v7() });
+    // The retry commits first: the runner hears this answer.
+    let heard = stack.post("/v1/runners/claim", &session, request.clone()).await;
+    assert_eq!(heard.status, 200, "{}", heard.body);
+    assert_eq!(heard.body["job_execution_id"], queued.to_string());
+    // The original ends later; nobody hears its answer.
+    let unheard = stack.post("/v1/runners/claim", &session, request.clone()).await;
+    assert_eq!(unheard.status, 200, "{}", unheard.body);
+    assert_eq!(unheard.body["lease"]["token"], heard.body["lease"]["token"], "every try hands out one token");
+    // A try that comes late gets the first-heartbeat grace from its own
+    // instant, not from the first try's: the runner may only now start.
+    let expiry = |answer: &baton_tests::runners::Answer| {
+        chrono::DateTime::parse_from_rfc3339(answer.body["lease"]["expires_at"].as_str().expect("expires_at"))
+            .expect("a timestamp")
+    };
+    assert!(expiry(&unheard) > expiry(&heard), "the grace counts again from the late try");
+    let token = heard.body["lease"]["token"].as_str().expect("a lease token");
+    assert_eq!(stack.heartbeat(token, queued).await.status, 200, "the token the runner holds still holds the lease");
+}
+
+/// The gateway's `replay` fault runs every claim twice at once (the
+/// client's retry beside its first try): a real runner still gets each job
+/// once, under a token that holds, and the run succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_run_twice_at_once_hand_one_lease_to_the_runner() {
+    let (stack, plan) = stack_with_faults("seed=5;trigger.http.claim:replay=1").await;
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    for _ in 0..3 {
+        let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+        let mark = stack.host.invocations.mark();
+        let request = json!({ "request_id": uuid::Uuid::now_v7() });
+        let claim = stack.post("/v1/runners/claim", &session, request).await;
+        assert_eq!(claim.status, 200, "{}", claim.body);
+        assert_eq!(claim.body["job_execution_id"], queued.to_string());
+        let token = claim.body["lease"]["token"].as_str().expect("a lease token");
+        // Both tries have ended: whatever the unheard one did is done.
+        wait_for("both tries of the claim to end", Duration::from_secs(30), || async {
+            let claims = stack.host.invocations.since(mark).iter().filter(|r| r.function == "claim").count();
+            (claims >= 2).then_some(())
+        })
+        .await;
+        assert_eq!(stack.heartbeat(token, queued).await.status, 200, "the runner's token holds the lease");
+    }
+    assert!(plan.injected_by_kind().get("replay").copied().unwrap_or(0) >= 3, "{:?}", plan.injected_by_kind());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,4 +472,23 @@ async fn sixteen_claims_racing_for_one_job_under_faults_make_one_lease_and_no_er
         .await;
     assert_eq!(stack.facts("baton.runners.job.claimed").len(), 1, "{:?}", plan.injected_by_kind());
     assert!(!plan.injected_by_kind().is_empty(), "faults met the claims");
+}
+
+/// API Gateway waits 30 s for a function and then answers 504 while the
+/// invocation goes on (Lambda does not stop it). The gateway of the dev host
+/// does the same (its wait shortened here): a long poll held past it is a
+/// 504 to the runner, and the claim function still runs to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_answers_504_at_its_integration_timeout_while_the_invocation_goes_on() {
+    let options = HostOptions { integration_timeout: Duration::from_secs(1), ..HostOptions::default() };
+    let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let mark = stack.host.invocations.mark();
+    let answer = stack.post("/v1/runners/claim", &session, json!({ "wait_s": 3 })).await;
+    assert_eq!(answer.status, 504, "{}", answer.body);
+    let finished = wait_for("the claim's invocation to end", Duration::from_secs(30), || async {
+        stack.host.invocations.since(mark).into_iter().find(|r| r.function == "claim")
+    })
+    .await;
+    assert_eq!(finished.status, Some(204), "the invocation ran to its end, unheard");
 }

@@ -11,7 +11,7 @@ use baton_shared::http::{empty_response, json_response, parse_json, respond};
 use baton_shared::metrics::{emit, emit_for_stage, Unit};
 use baton_shared::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
 use baton_shared::store::claims::{ClaimLook, ClaimOutcome, ClaimStats, Claimed};
-use baton_shared::tokens::TokenKind;
+use baton_shared::tokens::{ClaimKey, TokenKind};
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use tracing::Instrument;
@@ -40,9 +40,11 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         context.store.touch_session(&session, now, touch_every).await?;
         let deadline = tokio::time::Instant::now() + wait;
         let mut stats = ClaimStats::default();
+        // Every try of one claim derives the same lease token from it.
+        let key = body.request_id.map(|id| ClaimKey::new(token, id));
         // A retry of a claim whose answer was lost gets that answer again.
-        let mut answered = match body.request_id {
-            Some(id) => context.store.claim_answered(&session, id).await?,
+        let mut answered = match &key {
+            Some(key) => context.store.claim_answered(&session, key, &context.config.lease, now).await?,
             None => None,
         };
         // An empty first look checks a cached list of label sets against
@@ -55,7 +57,7 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                     let now = chrono::Utc::now();
                     let (lease, ttl) = (&context.config.lease, context.config.outbox_ttl_days);
                     let look = ClaimLook {
-                        request_id: body.request_id,
+                        request: key,
                         first_look: std::mem::replace(&mut first_look, false),
                     };
                     context.store.claim_next(&session, look, lease, ttl, now, &mut stats).await?

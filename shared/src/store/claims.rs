@@ -19,24 +19,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::keys::{claim_request_sk, execution_pk, lease_shard, session_pk, LEASE_SK, RUNNER_SK};
+use super::keys::{claim_request_sk, lease_shard, session_pk, LEASE_SK};
 use super::leases::LeaseItem;
 use super::queue::{lease_ref, ClaimAttempt, LabelSet, PendingItem};
-use super::records::RunnerStatus;
 use super::sessions::Session;
-use super::{from_item, n, s, Store, TxOutcome};
+use super::{from_item, n, s, Store};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed, JobSpec};
 use crate::runners::claim::{attempt_order, first_read, next_read, oldest_first, MAX_ATTEMPTS};
 use crate::runners::labels::is_subset;
 use crate::runners::lease::expiry_after_claim;
-use crate::tokens::{hash_token, new_lease_token};
+use crate::tokens::{hash_token, new_lease_token, ClaimKey};
 
 /// A won claim: the pending item that was taken, the job's spec, the lease
 /// now held and its token (shown to the runner once; only its hash is
@@ -59,7 +58,7 @@ pub enum ClaimOutcome {
 /// What a claim with a `request_id` took (`SESSION#<session>` /
 /// `CLAIM#<request id>`), written in the claim's transaction: a retry of
 /// that claim after its answer was lost finds it and is answered with the
-/// same job (the lease gets a fresh token: nobody received the first).
+/// same job under the same token (`tokens::ClaimKey`).
 /// Kept a day (TTL); a retry comes within seconds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClaimAnswer {
@@ -80,8 +79,9 @@ pub const CLAIM_ANSWER_TTL: chrono::Duration = chrono::Duration::days(1);
 /// One look at the queue by a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimLook {
-    /// The claim's id: what it takes is kept for its retries.
-    pub request_id: Option<Uuid>,
+    /// The claim's id and its session's secret: what it takes is kept for
+    /// its retries, under a lease token each try derives alike.
+    pub request: Option<ClaimKey>,
     /// A claim's first look (not a long poll's re-check): an empty answer
     /// from a cached list of label sets is checked against the registry.
     pub first_look: bool,
@@ -146,7 +146,7 @@ impl Store {
         now: DateTime<Utc>,
         stats: &mut ClaimStats,
     ) -> Result<ClaimOutcome, StoreError> {
-        let request_id = look.request_id;
+        let request_id = look.request;
         let (sets, cached) = self.label_sets_cached(&session.workspace_id).await?;
         let outcome = self.claim_among(&sets, session, request_id, lease_config, outbox_ttl_days, now, stats).await?;
         if !(look.first_look && cached && matches!(outcome, ClaimOutcome::NothingToClaim)) {
@@ -160,62 +160,69 @@ impl Store {
         self.claim_among(&read, session, request_id, lease_config, outbox_ttl_days, now, stats).await
     }
 
-    /// The answer an earlier try of claim `request_id` of `session` got, if
-    /// one was applied: the same job, its lease under a fresh token.
-    /// `Some(NothingToClaim)` when that lease was since used, ended or taken
+    /// The answer an earlier (or concurrent) try of claim `key` of
+    /// `session` got, if one was applied: the same job under the same lease
+    /// token (derived from the claim's key, so every try hands out the
+    /// same). `Some(NothingToClaim)` when that lease was since ended or taken
     /// over (the claim is over; the runner claims afresh).
+    ///
+    /// A retry comes when the first answer never arrived, up to 30 s and
+    /// more later: a lease nobody heartbeated yet gets its first-heartbeat
+    /// grace again from now, or the runner would receive a lease the reaper
+    /// is already about to expire.
     pub async fn claim_answered(
         &self,
         session: &Session,
-        request_id: Uuid,
+        key: &ClaimKey,
+        lease_config: &LeaseConfig,
+        now: DateTime<Utc>,
     ) -> Result<Option<ClaimOutcome>, StoreError> {
-        let Some(item) = self.get(&session_pk(session.id), &claim_request_sk(request_id)).await? else {
+        let Some(item) = self.get(&session_pk(session.id), &claim_request_sk(key.request_id)).await? else {
             return Ok(None);
         };
         let answer: ClaimAnswer = from_item(item)?;
-        let token = new_lease_token(answer.execution_id, answer.epoch);
-        // Only a lease its runner never used gets a new token: the first
-        // answer was lost, so nobody holds the old one. A lease that was
-        // heartbeated is held: a confused retry must not take it over. The
-        // record carries the same fence (step reports): both move together.
-        let hash = hash_token(&token);
-        let rotate_lease = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(LeaseItem::key(answer.execution_id)))
-            .key("sk", s(LEASE_SK))
-            .update_expression("SET token_hash = :new")
-            .condition_expression("epoch = :e AND session_id = :s AND heartbeated = :no")
-            .expression_attribute_values(":new", s(&hash))
-            .expression_attribute_values(":e", n(answer.epoch))
-            .expression_attribute_values(":s", s(session.id.to_string()))
-            .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        let rotate_record = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(execution_pk(answer.execution_id)))
-            .key("sk", s(RUNNER_SK))
-            .update_expression("SET token_hash = :new")
-            .condition_expression("#status = :leased AND epoch = :e")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":new", s(&hash))
-            .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
-            .expression_attribute_values(":e", n(answer.epoch))
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        let rotated = self
-            .transact(vec![
-                TransactWriteItem::builder().update(rotate_lease).build(),
-                TransactWriteItem::builder().update(rotate_record).build(),
-            ])
-            .await?;
-        if !matches!(rotated, TxOutcome::Committed) {
-            return Ok(Some(ClaimOutcome::NothingToClaim));
-        }
-        let Some(lease) = self.lease(answer.execution_id).await? else {
+        let token = key.lease_token(answer.execution_id, answer.epoch);
+        let Some(mut lease) = self.lease(answer.execution_id).await? else {
             // Completed or reaped since: the claim is over.
             return Ok(Some(ClaimOutcome::NothingToClaim));
         };
+        // A lease of another epoch or session is another claim's; one whose
+        // hash is not this key's token was claimed before tokens were
+        // derived (its token cannot be handed out again).
+        if lease.epoch != answer.epoch || lease.session_id != session.id || lease.token_hash != hash_token(&token) {
+            return Ok(Some(ClaimOutcome::NothingToClaim));
+        }
+        let expires_at = expiry_after_claim(now, lease_config);
+        if !lease.heartbeated && lease.expires_at < expires_at {
+            let refreshed = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key("pk", s(LeaseItem::key(answer.execution_id)))
+                .key("sk", s(LEASE_SK))
+                .update_expression("SET expires_at = :x")
+                // Only while nobody used it and it still runs out sooner: a
+                // heartbeat's expiry is never shortened, and a lease the
+                // reaper ended is not brought back.
+                .condition_expression("epoch = :e AND session_id = :s AND heartbeated = :no AND expires_at < :x")
+                .expression_attribute_values(":x", s(crate::store::keys::timestamp(expires_at)))
+                .expression_attribute_values(":e", n(answer.epoch))
+                .expression_attribute_values(":s", s(session.id.to_string()))
+                .expression_attribute_values(":no", AttributeValue::Bool(false))
+                .send()
+                .await;
+            match refreshed {
+                Ok(_) => lease.expires_at = expires_at,
+                Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => {
+                    // Heartbeated or ended meanwhile: read what it is now.
+                    let Some(now_lease) = self.lease(answer.execution_id).await? else {
+                        return Ok(Some(ClaimOutcome::NothingToClaim));
+                    };
+                    lease = now_lease;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
         let spec = self.spec_of(&answer.pending).await?;
         let claimed = Claimed { pending: answer.pending, spec, lease, lease_token: token };
         Ok(Some(ClaimOutcome::Claimed(Box::new(claimed))))
@@ -226,7 +233,7 @@ impl Store {
         &self,
         sets: &[LabelSet],
         session: &Session,
-        request_id: Option<Uuid>,
+        request: Option<ClaimKey>,
         lease_config: &LeaseConfig,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
@@ -257,7 +264,13 @@ impl Store {
                 attempts += 1;
                 let pending = &candidates[index];
                 let epoch = pending.epoch + 1;
-                let token = new_lease_token(pending.execution_id, epoch);
+                let token = match &request {
+                    Some(key) => key.lease_token(pending.execution_id, epoch),
+                    None => new_lease_token(pending.execution_id, epoch),
+                };
+                // The grace counts from this try, not from the claim's
+                // start: lost races and their pauses come before it.
+                let now = now.max(Utc::now());
                 let expires_at = expiry_after_claim(now, lease_config);
                 let lease = LeaseItem {
                     pk: LeaseItem::key(pending.execution_id),
@@ -285,9 +298,9 @@ impl Store {
                     now,
                     JobClaimed { lease: lease_ref(pending, session.id, epoch), claimed_at: now },
                 );
-                let answer = request_id.map(|id| ClaimAnswer {
+                let answer = request.map(|key| ClaimAnswer {
                     pk: session_pk(session.id),
-                    sk: claim_request_sk(id),
+                    sk: claim_request_sk(key.request_id),
                     kind: "claim_answer".into(),
                     execution_id: pending.execution_id,
                     epoch,
@@ -319,9 +332,11 @@ impl Store {
                     ClaimAttempt::Stale => stats.stale_dropped += 1,
                     ClaimAttempt::SessionExhausted => return Ok(ClaimOutcome::SessionExhausted),
                     ClaimAttempt::AlreadyAnswered => {
-                        let id =
-                            request_id.ok_or_else(|| StoreError::Malformed("an answer without a request".into()))?;
-                        return Ok(self.claim_answered(session, id).await?.unwrap_or(ClaimOutcome::NothingToClaim));
+                        // Another try of this claim won first: its answer is
+                        // this try's answer too, under the same token.
+                        let key = request.ok_or_else(|| StoreError::Malformed("an answer without a request".into()))?;
+                        let answered = self.claim_answered(session, &key, lease_config, Utc::now()).await?;
+                        return Ok(answered.unwrap_or(ClaimOutcome::NothingToClaim));
                     }
                 }
             }
