@@ -589,3 +589,29 @@ async fn sixty_jobs_start_and_cancel_across_several_transactions_of_at_most_a_hu
     assert_eq!(count_facts(&stack, JobExecutionTerminated::DETAIL_TYPE, &run_id), 60, "one each, no more");
     stack.assert_all_facts_valid();
 }
+
+/// A cancel ends a queued job in its own write, but its pending item leaves
+/// the queue only when the terminated fact is reconciled, a trip through
+/// the bus. A runner claiming in between must not get the cancelled job
+/// (a deploy step could start after its run was cancelled). Here the
+/// reconciliation never comes (its subscriber only acknowledges): the
+/// claim alone must refuse the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cancelled_while_its_terminated_fact_is_in_flight_is_never_claimed() {
+    let mut options = baton_devhost::HostOptions::default();
+    let acknowledge: baton_devhost::sqs::SqsHandler =
+        std::sync::Arc::new(|_| Box::pin(async { Ok(Default::default()) }));
+    options.extra_sqs_functions.insert("reconcile".into(), acknowledge);
+    let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    let ws = workspace();
+    let yaml = "name: deploy\njobs:\n  deploy:\n    runs-on: linux\n    steps: [{run: ./deploy}]\n";
+    let run_id = create_run(&stack, &ws, yaml).await["id"].as_str().expect("id").to_string();
+    queued(&stack, &run_id, 1, "deploy").await;
+    let (status, body) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body:#}");
+    let session = stack.runner(&ws, &["linux"]).await.session_token;
+    assert!(stack.claim(&session).await.is_none(), "the cancelled job is not claimable");
+    let view = run_view(&stack, &ws, &run_id).await;
+    assert_eq!(job(&view, 1, "deploy")["status"], "cancelled", "{view:#}");
+}

@@ -217,7 +217,7 @@ async fn step(
                 let items = change
                     .timed_out
                     .iter()
-                    .map(|id| store.not_ended_by_runner_check(*id))
+                    .map(|id| store.not_ended_by_runner_check(*id, now))
                     .collect::<Result<Vec<_>, _>>()?;
                 // Advance in bounded steps (one transaction each) until nothing changes.
                 Ok(AttemptStep::Write(AttemptWrite { emitted: change.emitted, items, again: true, ..AttemptWrite::default() }))

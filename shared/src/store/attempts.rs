@@ -31,7 +31,7 @@ use super::{contention, serialize};
 use super::{from_item, n, s, to_item, Store};
 use crate::error::StoreError;
 use crate::facts::{Fact, StepResult};
-use crate::workflows::attempt::{AttemptState, Emitted};
+use crate::workflows::attempt::{withdrawn_executions, AttemptState, Emitted};
 use crate::workflows::status::RunStatus;
 use crate::workflows::WorkflowDefinition;
 
@@ -315,6 +315,24 @@ impl Store {
         Ok(puts)
     }
 
+    /// Flags the runners' record of an execution the workflow ended (a
+    /// timeout, a cancel) in the write that ends it: a claim of its pending
+    /// item, still in the queue until the terminated fact is reconciled,
+    /// then fails (`withdrawn_at` is a condition of the claim). No condition
+    /// here: a record that is leased keeps its lease (reconciliation flags
+    /// it for cancellation), and a flag written twice is the same flag.
+    fn withdrawn_update(&self, execution_id: Uuid, now: DateTime<Utc>) -> Result<TransactWriteItem, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(keys::execution_pk(execution_id)))
+            .key("sk", s(keys::RUNNER_SK))
+            .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
+            .expression_attribute_values(":at", s(keys::timestamp(now)))
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
     /// Parks the orchestration's task token on the attempt, provided no
     /// outcome happened since the orchestrator looked (`progress` is still
     /// `seen_progress`) and no newer `Wait` message parked a token already
@@ -468,6 +486,13 @@ impl Store {
             }
             let now = Utc::now();
             let mut items = vec![self.attempt_put(&next, Some(item.version))?];
+            for execution_id in withdrawn_executions(&item.state, &next.state) {
+                // A timeout's write withdraws with its check of the record
+                // already (an item may be touched once a transaction).
+                if !write.items.iter().any(|i| touches_record(i, execution_id)) {
+                    items.push(self.withdrawn_update(execution_id, now)?);
+                }
+            }
             if next.state.status != item.state.status {
                 // Only the first attempt's start is the run's start; a rerun
                 // keeps the run's `started_at`.
@@ -515,6 +540,20 @@ impl Store {
             }
         }
     }
+}
+
+/// Whether `item` writes the runners' record of `execution_id`.
+fn touches_record(item: &TransactWriteItem, execution_id: Uuid) -> bool {
+    let pk = keys::execution_pk(execution_id);
+    let key = item
+        .update()
+        .map(|u| u.key())
+        .or_else(|| item.condition_check().map(|c| c.key()))
+        .or_else(|| item.delete().map(|d| d.key()));
+    key.is_some_and(|key| {
+        key.get("pk").and_then(|v| v.as_s().ok()) == Some(&pk)
+            && key.get("sk").and_then(|v| v.as_s().ok()).map(String::as_str) == Some(keys::RUNNER_SK)
+    })
 }
 
 #[cfg(test)]

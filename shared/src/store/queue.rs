@@ -292,7 +292,9 @@ impl Store {
                 .build(),
         )?;
         // The record must still be pending at the epoch the item was queued
-        // with: a stale pending item (leased or finished execution) fails here.
+        // with: a stale pending item (leased or finished execution) fails here,
+        // and so does one the workflow ended (a cancel, a timeout) whose
+        // terminated fact has not been reconciled yet (`withdrawn_at`).
         let lease_record = build(
             Update::builder()
                 .table_name(&self.table)
@@ -304,7 +306,7 @@ impl Store {
                     "SET #status = :leased, epoch = :epoch, token_hash = :h, session_id = :session, \
                      claimed_at = :at, steps = :none REMOVE pending_pk, pending_sk",
                 )
-                .condition_expression("#status = :pending AND epoch = :prev")
+                .condition_expression("#status = :pending AND epoch = :prev AND attribute_not_exists(withdrawn_at)")
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
                 .expression_attribute_values(":pending", s(RunnerStatus::Pending.as_str()))

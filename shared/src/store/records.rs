@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{ConditionCheck, KeysAndAttributes, TransactWriteItem};
+use aws_sdk_dynamodb::types::{KeysAndAttributes, TransactWriteItem, Update};
 
 use super::keys::{execution_pk, RUNNER_SK};
 use super::{from_item, s, Store};
@@ -215,18 +215,27 @@ impl Store {
     /// execution (no record yet, or one still pending, leased or
     /// terminated). The timeout path writes only with it: a complete or a
     /// lease expiry that committed after the orchestrator read the record
-    /// fails the check, and the timeout is decided again with it.
-    pub fn not_ended_by_runner_check(&self, execution_id: Uuid) -> Result<TransactWriteItem, StoreError> {
-        let check = ConditionCheck::builder()
+    /// fails the check, and the timeout is decided again with it. The check
+    /// also withdraws the execution from claims (`withdrawn_at`, as
+    /// `AttemptsStore::withdrawn_update` does for a cancel): one transaction
+    /// may not touch an item twice, so the flag rides on the check.
+    pub fn not_ended_by_runner_check(
+        &self,
+        execution_id: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let check = Update::builder()
             .table_name(&self.table)
             .key("pk", s(execution_pk(execution_id)))
             .key("sk", s(RUNNER_SK))
+            .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
             .condition_expression("attribute_not_exists(pk) OR NOT (#status IN (:completed, :expired))")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":completed", s(RunnerStatus::Completed.as_str()))
             .expression_attribute_values(":expired", s(RunnerStatus::Expired.as_str()))
+            .expression_attribute_values(":at", s(super::keys::timestamp(now)))
             .build()
             .map_err(|e| StoreError::Other(e.to_string()))?;
-        Ok(TransactWriteItem::builder().condition_check(check).build())
+        Ok(TransactWriteItem::builder().update(check).build())
     }
 }

@@ -132,6 +132,33 @@ pub enum Emitted {
     RunCancelled(RunCancelled),
 }
 
+/// The executions `before` had queued (claimable, or claimed without the
+/// attempt knowing: claims do not write it) that `after` ended for the
+/// workflow's own reasons, a timeout or a cancel. Until their terminated
+/// fact reaches the runners' side, their pending items are still in the
+/// queue: the write that ends them flags their runners' records too, and a
+/// claim of a flagged record fails (`store::queue::try_claim`), so no runner
+/// starts a job that was already cancelled. An end the runner brought (its
+/// outcome) needs no flag: its record is not pending any more.
+pub fn withdrawn_executions(before: &AttemptState, after: &AttemptState) -> Vec<Uuid> {
+    let was_queued = |id: Uuid| {
+        before
+            .jobs
+            .iter()
+            .filter_map(|job| job.execution.as_ref())
+            .any(|e| e.id == id && matches!(e.status, ExecutionStatus::Queued | ExecutionStatus::Running))
+    };
+    after
+        .jobs
+        .iter()
+        .filter_map(|job| job.execution.as_ref())
+        .filter(|e| e.status.is_terminal())
+        .filter(|e| matches!(e.reason, Some(StatusReason::TimedOut | StatusReason::RunCancelled)))
+        .filter(|e| was_queued(e.id))
+        .map(|e| e.id)
+        .collect()
+}
+
 /// The id of step `index` of an execution. Derived (SHA-256 of the
 /// execution id and the index) rather than stored, so the attempt item does
 /// not grow with steps; the queued fact hands the ids to the runner, which

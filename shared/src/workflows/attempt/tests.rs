@@ -288,3 +288,35 @@ fn an_inline_advance_leaves_overdue_executions_and_a_budgets_rest_to_the_orchest
     let inline = state.advance_inline(&wide, Utc::now(), MINUTE, 2).expect("no reads needed");
     assert!(!inline.complete, "a third job is left for the next step");
 }
+
+#[test]
+fn a_cancel_or_a_timeout_withdraws_what_was_queued_and_an_outcome_or_a_skip_does_not() {
+    let definition = definition();
+    let start = Utc::now();
+    let mut state = attempt(&definition);
+    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let queued = state.clone();
+    let build = queued.jobs[0].execution.as_ref().unwrap().id;
+
+    // A cancel ends the queued build and the pending test: only the build
+    // was ever claimable.
+    let mut cancelled = queued.clone();
+    cancelled.cancel(&definition, start, 40).unwrap();
+    assert_eq!(withdrawn_executions(&queued, &cancelled), vec![build]);
+
+    // A timeout likewise.
+    let mut timed_out = queued.clone();
+    timed_out.advance(&definition, start + chrono::Duration::minutes(5), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(withdrawn_executions(&queued, &timed_out), vec![build]);
+
+    // The runner's own outcome needs no flag: its record is not pending.
+    let mut finished = queued.clone();
+    finish(&mut finished, "build", JobOutcome::Failed);
+    assert_eq!(withdrawn_executions(&queued, &finished), Vec::<Uuid>::new());
+
+    // A job skipped before it was ever queued had nothing to withdraw.
+    let mut skipped = finished.clone();
+    skipped.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(status_of(&skipped, "test"), JobStatus::Skipped);
+    assert_eq!(withdrawn_executions(&finished, &skipped), Vec::<Uuid>::new());
+}
