@@ -13,6 +13,10 @@ pub const MAX_CHUNKS_PER_REQUEST: usize = 10;
 pub const MAX_CHUNK_BYTES: u64 = 1024 * 1024;
 /// The most lines one read answers.
 pub const MAX_LINES_PER_READ: usize = 1000;
+/// The most bytes of lines (as JSON) one read answers, well inside what a
+/// response may carry; a single line larger than that comes alone, cut to
+/// fit, with a note at its end.
+pub const MAX_READ_BYTES: usize = 1024 * 1024;
 /// The longest a read may wait for new lines (`wait_s`).
 pub const MAX_LOG_WAIT_S: u64 = 20;
 
@@ -72,7 +76,10 @@ pub struct LogUpload {
     pub expires_at: DateTime<Utc>,
 }
 
-/// `GET …/jobs/{job_id}/logs`: lines from `cursor` on.
+/// `GET …/jobs/{job_id}/logs`: lines from `cursor` on, at most
+/// `MAX_LINES_PER_READ` of them and `MAX_READ_BYTES` of JSON. A read may
+/// answer fewer (even none) while lines remain: `complete` says when the
+/// log is done, never an empty page.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LogPage {

@@ -262,7 +262,10 @@ fn complete_job() {}
 fn log_upload_urls() {}
 
 /// A job's log lines from `cursor` on, in order; `wait_s` waits for new
-/// lines of a job still running (follow).
+/// lines of a job still running (follow). A read answers at most 1000
+/// lines and 1 MiB of them (a longer line comes alone, cut, with a note),
+/// and after a few seconds of reading answers what it has: read on from
+/// `next_cursor` until `complete`.
 #[utoipa::path(get, path = "/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs", tag = "operators",
     params(
         WorkspaceParam,

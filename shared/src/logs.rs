@@ -85,23 +85,141 @@ pub struct LinesRead {
     pub at_end: bool,
 }
 
-/// Chunks listed a page.
-const LIST_PAGE: i32 = 100;
+/// Chunks listed a page (S3's most).
+const LIST_PAGE: i32 = 1000;
+/// Chunks fetched at once: a log written a line a chunk (a slow printer)
+/// is read in parallel, not one object after another.
+pub const FETCH_CONCURRENCY: usize = 16;
+/// How long a read goes on fetching chunks before it answers what it has:
+/// with a follow's wait (at most 20 s) well inside the HTTP API's 30 s.
+pub const READ_TIME_BUDGET: Duration = Duration::from_secs(5);
+/// Appended to a line cut to fit a read's byte budget.
+pub const TRUNCATION_NOTE: &str = " [line truncated by the log read]";
 
-/// Up to `max` lines from `cursor` on. Chunks are read in order and only up
-/// to the first missing number (its upload may be in flight), unless
-/// `skip_gaps` (the execution ended: a missing chunk is one whose upload
-/// was given up, and what follows it is readable).
+/// What one read may still answer: lines, and bytes of lines as JSON (what
+/// the response carries, escapes included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadBudget {
+    pub lines: usize,
+    pub bytes: usize,
+}
+
+impl ReadBudget {
+    fn spent(&self) -> bool {
+        self.lines == 0 || self.bytes == 0
+    }
+}
+
+/// The bytes `line` takes in a response (and the comma before it).
+fn json_size(line: &LogLine) -> usize {
+    serde_json::to_string(line).map_or(0, |json| json.len()) + 1
+}
+
+/// The bytes `c` takes inside a JSON string, as serde_json escapes it.
+fn json_char_size(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// `line` cut (at a character) so that it takes at most `bytes` in a
+/// response, with a note saying so.
+fn truncate_to_fit(mut line: LogLine, bytes: usize) -> LogLine {
+    let text = std::mem::take(&mut line.text);
+    let note: usize = TRUNCATION_NOTE.chars().map(json_char_size).sum();
+    let room = bytes.saturating_sub(json_size(&line) + note);
+    let mut used = 0;
+    let end = text
+        .char_indices()
+        .find(|(_, c)| {
+            used += json_char_size(*c);
+            used > room
+        })
+        .map_or(text.len(), |(at, _)| at);
+    line.text = format!("{}{TRUNCATION_NOTE}", &text[..end]);
+    line
+}
+
+/// Takes the lines of one chunk from line `from` on into `taken` while
+/// `budget` lasts, and says where the chunk stopped: `None` when every line
+/// was taken, else the first line left for the next read.
+///
+/// The cursor always moves: a line larger than the whole budget is taken
+/// cut to fit when it would be the read's first, never left where it is.
+/// A line that is not a log line (a torn write) is passed over.
+pub fn take_lines(text: &str, from: usize, budget: &mut ReadBudget, taken: &mut Vec<LogLine>) -> Option<usize> {
+    for (index, raw) in text.lines().enumerate().skip(from) {
+        if budget.spent() {
+            return Some(index);
+        }
+        let Ok(line) = serde_json::from_str::<LogLine>(raw) else { continue };
+        let size = json_size(&line);
+        let line = if size <= budget.bytes {
+            line
+        } else if taken.is_empty() {
+            truncate_to_fit(line, budget.bytes)
+        } else {
+            return Some(index);
+        };
+        budget.bytes = budget.bytes.saturating_sub(json_size(&line));
+        budget.lines -= 1;
+        taken.push(line);
+    }
+    None
+}
+
+/// The chunks of one listed page to read from `next` on, in order, and
+/// whether a missing number stopped them (its upload may be in flight).
+fn chunks_to_read(keys: &[String], next: LogCursor, skip_gaps: bool) -> (Vec<(u64, String)>, bool) {
+    let mut wanted = Vec::new();
+    let mut expected = next.seq;
+    for key in keys {
+        let Some(seq) = seq_of(key) else { continue };
+        if seq < expected {
+            continue;
+        }
+        if seq > expected && !skip_gaps {
+            return (wanted, true);
+        }
+        wanted.push((seq, key.clone()));
+        expected = seq + 1;
+    }
+    (wanted, false)
+}
+
+async fn fetch_chunk(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
+    let object =
+        s3.get_object().bucket(bucket).key(key).send().await.map_err(|e| crate::store::display_sdk_error(&e))?;
+    let bytes = object.body.collect().await.map_err(|e| e.to_string())?.into_bytes();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The lines from `cursor` on, within `budget`. Chunks are read in order
+/// and only up to the first missing number (its upload may be in flight),
+/// unless `skip_gaps` (the execution ended: a missing chunk is one whose
+/// upload was given up, and what follows it is readable).
+///
+/// Bounded in size and time, so a response always fits Lambda's 6 MB and
+/// the HTTP API's 30 s: chunks are fetched `FETCH_CONCURRENCY` at a time,
+/// and past `deadline` the read answers what it has with a cursor after it.
+/// The first chunk is always read, so the cursor moves whenever there is a
+/// chunk to read.
 pub async fn read_lines(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     prefix: &str,
     cursor: LogCursor,
-    max: usize,
+    mut budget: ReadBudget,
+    deadline: tokio::time::Instant,
     skip_gaps: bool,
 ) -> Result<LinesRead, String> {
+    use futures::StreamExt;
+
     let mut next = cursor;
     let mut lines = Vec::new();
+    let mut read_any = false;
     let mut start_after = next.seq.checked_sub(1).map(|before| format!("{prefix}{before:010}.ndjson"));
     loop {
         let page = s3
@@ -114,39 +232,47 @@ pub async fn read_lines(
             .await
             .map_err(|e| crate::store::display_sdk_error(&e))?;
         let keys: Vec<String> = page.contents().iter().filter_map(|o| o.key().map(str::to_string)).collect();
-        for key in &keys {
-            let Some(seq) = seq_of(key) else { continue };
-            if seq < next.seq {
-                continue;
+        let (wanted, gap) = chunks_to_read(&keys, next, skip_gaps);
+        let mut fetched = futures::stream::iter(
+            wanted
+                .into_iter()
+                .map(|(seq, key)| async move { fetch_chunk(s3, bucket, &key).await.map(|text| (seq, text)) }),
+        )
+        .buffered(FETCH_CONCURRENCY);
+        loop {
+            if budget.spent() || (read_any && tokio::time::Instant::now() >= deadline) {
+                return Ok(LinesRead { lines, next, at_end: false });
             }
-            if seq > next.seq {
-                if !skip_gaps {
-                    return Ok(LinesRead { lines, next, at_end: false });
+            let chunk = if read_any {
+                match tokio::time::timeout_at(deadline, fetched.next()).await {
+                    Ok(chunk) => chunk,
+                    Err(_) => return Ok(LinesRead { lines, next, at_end: false }),
                 }
+            } else {
+                fetched.next().await
+            };
+            let Some(chunk) = chunk else { break };
+            let (seq, text) = chunk?;
+            read_any = true;
+            if seq > next.seq {
                 next = LogCursor { seq, line: 0 };
             }
-            let object = s3
-                .get_object()
-                .bucket(bucket)
-                .key(key)
-                .send()
-                .await
-                .map_err(|e| crate::store::display_sdk_error(&e))?;
-            let bytes = object.body.collect().await.map_err(|e| e.to_string())?.into_bytes();
-            let text = String::from_utf8_lossy(&bytes);
-            for (index, raw) in text.lines().enumerate().skip(next.line) {
-                if lines.len() >= max {
-                    next.line = index;
+            match take_lines(&text, next.line, &mut budget, &mut lines) {
+                Some(line) => {
+                    next.line = line;
                     return Ok(LinesRead { lines, next, at_end: false });
                 }
-                if let Ok(line) = serde_json::from_str::<LogLine>(raw) {
-                    lines.push(line);
-                }
+                None => next = LogCursor { seq: seq + 1, line: 0 },
             }
-            next = LogCursor { seq: seq + 1, line: 0 };
+        }
+        if gap {
+            return Ok(LinesRead { lines, next, at_end: false });
         }
         if page.is_truncated() != Some(true) || keys.is_empty() {
             return Ok(LinesRead { lines, next, at_end: true });
+        }
+        if read_any && tokio::time::Instant::now() >= deadline {
+            return Ok(LinesRead { lines, next, at_end: false });
         }
         start_after = keys.last().cloned();
     }
@@ -168,5 +294,94 @@ mod tests {
         assert_eq!(LogCursor::parse(&cursor.to_string()), Some(cursor));
         assert_eq!(LogCursor::parse("x.1"), None);
         assert_eq!(LogCursor::parse("3"), None);
+    }
+
+    fn chunk(texts: &[&str]) -> String {
+        let step = Uuid::nil();
+        texts
+            .iter()
+            .map(|text| {
+                let line = LogLine {
+                    at: chrono::DateTime::UNIX_EPOCH,
+                    step_id: step,
+                    stream: baton_api::logs::LogStream::Stdout,
+                    text: text.to_string(),
+                };
+                serde_json::to_string(&line).unwrap() + "\n"
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_read_takes_lines_while_its_byte_budget_lasts_and_says_where_it_stopped() {
+        let text = chunk(&["a".repeat(400).as_str(), "b".repeat(400).as_str(), "c"]);
+        let one: LogLine = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        // Room for the two long lines, not for the short one after them.
+        let room = 2 * json_size(&one) + 10;
+        let mut budget = ReadBudget { lines: 100, bytes: room };
+        let mut taken = Vec::new();
+        assert_eq!(take_lines(&text, 0, &mut budget, &mut taken), Some(2));
+        assert_eq!(taken.len(), 2);
+        let answered: usize = taken.iter().map(json_size).sum();
+        assert!(answered <= room, "{answered} bytes answered");
+        // The next read goes on from there and finishes the chunk.
+        let mut budget = ReadBudget { lines: 100, bytes: room };
+        let mut rest = Vec::new();
+        assert_eq!(take_lines(&text, 2, &mut budget, &mut rest), None);
+        assert_eq!(rest.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["c"]);
+    }
+
+    #[test]
+    fn a_read_stops_at_its_line_budget() {
+        let text = chunk(&["1", "2", "3"]);
+        let mut budget = ReadBudget { lines: 2, bytes: 1 << 20 };
+        let mut taken = Vec::new();
+        assert_eq!(take_lines(&text, 0, &mut budget, &mut taken), Some(2));
+        assert_eq!(taken.len(), 2);
+    }
+
+    #[test]
+    fn a_line_larger_than_the_whole_budget_comes_alone_cut_to_fit_so_the_cursor_moves() {
+        // Control characters: six bytes each once escaped in JSON.
+        let huge = "\u{1}".repeat(5000);
+        let text = chunk(&[huge.as_str(), "next"]);
+        let mut budget = ReadBudget { lines: 100, bytes: 4096 };
+        let mut taken = Vec::new();
+        assert_eq!(take_lines(&text, 0, &mut budget, &mut taken), Some(1));
+        assert_eq!(taken.len(), 1);
+        assert!(taken[0].text.ends_with(TRUNCATION_NOTE));
+        assert!(json_size(&taken[0]) <= 4096, "{} bytes", json_size(&taken[0]));
+        assert!(taken[0].text.len() > 4096 / 6 - 200, "cut no shorter than needed: {}", taken[0].text.len());
+        // Not the read's first line: left whole for the next read.
+        let mut budget = ReadBudget { lines: 100, bytes: 4096 };
+        let mut taken = Vec::new();
+        let text = chunk(&["small", huge.as_str()]);
+        assert_eq!(take_lines(&text, 0, &mut budget, &mut taken), Some(1));
+        assert_eq!(taken.len(), 1);
+    }
+
+    #[test]
+    fn a_cut_line_stays_valid_text_at_a_character_boundary() {
+        let text = chunk(&["é".repeat(3000).as_str()]);
+        let mut budget = ReadBudget { lines: 10, bytes: 1001 };
+        let mut taken = Vec::new();
+        assert_eq!(take_lines(&text, 0, &mut budget, &mut taken), None);
+        assert!(json_size(&taken[0]) <= 1001);
+        assert!(taken[0].text.trim_end_matches(TRUNCATION_NOTE).chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn chunks_are_read_up_to_the_first_missing_number_unless_gaps_are_skipped() {
+        let (run, execution) = (Uuid::nil(), Uuid::nil());
+        let keys: Vec<String> = [1, 2, 4].iter().map(|seq| chunk_key("ws", run, execution, *seq)).collect();
+        let from = LogCursor { seq: 1, line: 0 };
+        let (wanted, gap) = chunks_to_read(&keys, from, false);
+        assert_eq!(wanted.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [1, 2]);
+        assert!(gap);
+        let (wanted, gap) = chunks_to_read(&keys, from, true);
+        assert_eq!(wanted.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [1, 2, 4]);
+        assert!(!gap);
+        let (wanted, gap) = chunks_to_read(&keys, LogCursor { seq: 0, line: 0 }, false);
+        assert!(wanted.is_empty() && gap);
     }
 }

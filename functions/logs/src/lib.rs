@@ -10,19 +10,22 @@
 //!   and optionally one step; `wait_s` long-polls for new lines of a job
 //!   still running. Chunks are read in order and only up to the first one
 //!   not stored yet, so a reader never skips lines an upload still carries.
+//!   A read is bounded in lines, bytes (`MAX_READ_BYTES`) and time
+//!   (`READ_TIME_BUDGET`, chunks fetched in parallel), so its answer fits a
+//!   Lambda response and the HTTP API's 30 s however the log was chunked.
 
 use std::time::Duration;
 
 use baton_shared::api::logs::{
     LogLine, LogPage, LogUploadRequest, LogUploadResponse, MAX_CHUNKS_PER_REQUEST, MAX_CHUNK_BYTES, MAX_LINES_PER_READ,
-    MAX_LOG_WAIT_S,
+    MAX_LOG_WAIT_S, MAX_READ_BYTES,
 };
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{
     authorize_operator, json_response, lease_credentials, parse_json, path_id, path_workspace, query_param, respond,
 };
-use baton_shared::logs::{chunk_key, execution_prefix, LogCursor};
+use baton_shared::logs::{chunk_key, execution_prefix, LogCursor, ReadBudget, READ_TIME_BUDGET};
 use baton_shared::store::leases::Fenced;
 use baton_shared::store::records::RunnerStatus;
 use http::{Method, StatusCode};
@@ -137,13 +140,14 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         }
         first = false;
         let prefix = execution_prefix(&workspace_id, run_id, execution_id);
-        let read =
-            baton_shared::logs::read_lines(&context.clients.s3, bucket, &prefix, cursor, MAX_LINES_PER_READ, ended)
-                .await
-                .map_err(|err| {
-                    tracing::error!(error = %err, %run_id, %execution_id, "reading the log failed");
-                    ApiError::new(ErrorCode::Unavailable, "the log store did not answer; retry")
-                })?;
+        let budget = ReadBudget { lines: MAX_LINES_PER_READ, bytes: MAX_READ_BYTES };
+        let read_by = tokio::time::Instant::now() + READ_TIME_BUDGET;
+        let read = baton_shared::logs::read_lines(&context.clients.s3, bucket, &prefix, cursor, budget, read_by, ended)
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, %run_id, %execution_id, "reading the log failed");
+                ApiError::new(ErrorCode::Unavailable, "the log store did not answer; retry")
+            })?;
         let lines: Vec<LogLine> = read.lines.into_iter().filter(|l| step.is_none_or(|s| s == l.step_id)).collect();
         let complete = ended && read.at_end;
         if !lines.is_empty() || complete || tokio::time::Instant::now() + FOLLOW_POLL > deadline {
