@@ -11,6 +11,9 @@ use uuid::Uuid;
 pub const MAX_CHUNKS_PER_REQUEST: usize = 10;
 /// The largest chunk accepted, in bytes.
 pub const MAX_CHUNK_BYTES: u64 = 1024 * 1024;
+/// The highest chunk number accepted: a million chunks, far more than a
+/// log's cap holds, and within the ten digits chunk keys sort by.
+pub const MAX_CHUNK_SEQ: u64 = 999_999;
 /// The most lines one read answers.
 pub const MAX_LINES_PER_READ: usize = 1000;
 /// The most bytes of lines (as JSON) one read answers, well inside what a
@@ -51,9 +54,12 @@ pub struct LogUploadRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LogChunkRequest {
-    /// The chunk's number: 0, 1, 2 … in the order of its lines. Asking
-    /// again for a number gives a URL that overwrites the same object, so a
-    /// retried upload never duplicates lines.
+    /// The chunk's number: 0, 1, 2 … in the order of its lines, at most
+    /// `MAX_CHUNK_SEQ`. Asking again for a number gives a URL for the same
+    /// object, which stores it only if it is not stored yet (the `PUT`
+    /// carries `If-None-Match: *`; S3 answers 412 when it is): a chunk is
+    /// written once and never replaced, so a retried upload never
+    /// duplicates or changes lines.
     pub seq: u64,
     /// The chunk's exact size: the URL accepts only that many bytes.
     pub bytes: u64,
@@ -73,6 +79,7 @@ pub struct LogUpload {
     pub url: String,
     /// Headers the `PUT` must carry as they are (they are signed).
     pub headers: std::collections::BTreeMap<String, String>,
+    /// When the URL stops working: never after the lease's expiry.
     pub expires_at: DateTime<Utc>,
 }
 

@@ -249,12 +249,15 @@ fn report_step() {}
 fn complete_job() {}
 
 /// Presigned `PUT` URLs for numbered chunks of the job's log (JSON lines),
-/// each bound to its exact size; the bytes count against the job's log cap.
+/// each bound to its exact size and to an object not stored yet (a stored
+/// chunk is never replaced), valid no longer than the lease; the bytes
+/// count against the job's log cap, once per chunk number.
 #[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/logs", tag = "runners",
     params(ExecutionParam),
     request_body = LogUploadRequest,
     responses(
         (status = 200, description = "One upload per chunk", body = LogUploadResponse),
+        (status = 400, description = "`invalid-request`: a chunk's number or size out of range, a number twice, the log's cap reached; nothing is charged", body = ErrorBody),
         (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
         (status = 409, description = "`lease-lost`", body = ErrorBody),
     ),

@@ -1,17 +1,20 @@
 //! The log store: job logs as numbered chunks of JSON lines in the log
 //! bucket, one object a chunk, `logs/<workspace>/<run>/<execution>/<seq>.ndjson`.
 //! Runners write them with presigned URLs; the API reads them back in
-//! order. A chunk is written whole or not at all (an S3 `PUT`), and a
-//! retried upload rewrites the same object, so readers see each line once.
+//! order. A chunk is written whole or not at all (an S3 `PUT`), and only
+//! if its object does not exist yet (`If-None-Match: *`, signed into the
+//! URL), so a chunk once stored never changes and readers see each line
+//! once, however often its upload is retried.
 
 use std::fmt;
 use std::time::Duration;
 
 use aws_sdk_s3::presigning::PresigningConfig;
 use baton_api::logs::{LogLine, LogUpload};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// How long an upload URL stays valid.
+/// How long an upload URL stays valid at most (never past its lease).
 pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(15 * 60);
 /// The content type of a chunk.
 pub const CHUNK_CONTENT_TYPE: &str = "application/x-ndjson";
@@ -51,15 +54,31 @@ impl fmt::Display for LogCursor {
     }
 }
 
-/// A presigned `PUT` of chunk `seq`, bound to exactly `bytes` bytes.
+/// How long an upload URL issued at `now` under a lease expiring at
+/// `lease_expires_at` may stay valid: `UPLOAD_URL_TTL`, cut to the whole
+/// seconds left of the lease (a presigned URL counts its validity in
+/// seconds from its signing instant), so it never outlives the lease.
+/// `None` when less than a second is left.
+pub fn upload_url_ttl(now: DateTime<Utc>, lease_expires_at: DateTime<Utc>) -> Option<Duration> {
+    let left = u64::try_from((lease_expires_at - now).num_seconds()).ok().filter(|s| *s >= 1)?;
+    Some(Duration::from_secs(left).min(UPLOAD_URL_TTL))
+}
+
+/// A presigned `PUT` of chunk `seq`, signed at `now` and valid for
+/// `valid_for`, bound to exactly `bytes` bytes and to an object that does
+/// not exist yet: S3 refuses (412) a `PUT` over a stored chunk, whoever
+/// got the URL and whenever.
 pub async fn presign_put(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
-    seq: u64,
-    bytes: u64,
+    chunk: (u64, u64),
+    now: DateTime<Utc>,
+    valid_for: Duration,
 ) -> Result<LogUpload, String> {
-    let config = PresigningConfig::expires_in(UPLOAD_URL_TTL).map_err(|e| e.to_string())?;
+    let (seq, bytes) = chunk;
+    let config =
+        PresigningConfig::builder().start_time(now.into()).expires_in(valid_for).build().map_err(|e| e.to_string())?;
     let length = i64::try_from(bytes).map_err(|e| e.to_string())?;
     let presigned = s3
         .put_object()
@@ -67,11 +86,12 @@ pub async fn presign_put(
         .key(key)
         .content_length(length)
         .content_type(CHUNK_CONTENT_TYPE)
+        .if_none_match("*")
         .presigned(config)
         .await
         .map_err(|e| crate::store::display_sdk_error(&e))?;
     let headers = presigned.headers().map(|(name, value)| (name.to_string(), value.to_string())).collect();
-    let expires_at = chrono::Utc::now() + chrono::Duration::from_std(UPLOAD_URL_TTL).unwrap_or_default();
+    let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|e| e.to_string())?;
     Ok(LogUpload { seq, url: presigned.uri().to_string(), headers, expires_at })
 }
 
@@ -383,5 +403,14 @@ mod tests {
         assert!(!gap);
         let (wanted, gap) = chunks_to_read(&keys, LogCursor { seq: 0, line: 0 }, false);
         assert!(wanted.is_empty() && gap);
+    }
+
+    #[test]
+    fn an_upload_url_never_outlives_its_lease() {
+        let now = chrono::Utc::now();
+        assert_eq!(upload_url_ttl(now, now + chrono::Duration::hours(1)), Some(UPLOAD_URL_TTL));
+        assert_eq!(upload_url_ttl(now, now + chrono::Duration::milliseconds(90_900)), Some(Duration::from_secs(90)));
+        assert_eq!(upload_url_ttl(now, now + chrono::Duration::milliseconds(999)), None);
+        assert_eq!(upload_url_ttl(now, now - chrono::Duration::seconds(5)), None);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use baton_shared::api::logs::{LogLine, LogStream, MAX_READ_BYTES};
+use baton_shared::api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
 use baton_shared::api::runners::ClaimResponse;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
@@ -91,6 +91,20 @@ async fn read_page(stack: &TestStack, leased: &Leased, cursor: &str) -> (Value, 
     (serde_json::from_str(&text).expect("a page"), text.len())
 }
 
+/// What the lease was charged for its log so far.
+async fn log_bytes(stack: &TestStack, execution: Uuid) -> u64 {
+    let lease = stack.store.get(&format!("EXEC#{execution}"), "LEASE").await.expect("a read").expect("the lease");
+    lease.get("log_bytes").and_then(|v| v.as_n().ok()).map_or(0, |n| n.parse().expect("a number"))
+}
+
+/// The stored object of chunk `seq`.
+async fn stored_chunk(stack: &TestStack, leased: &Leased, seq: u64) -> Vec<u8> {
+    let bucket = &stack.provisioned.buckets["BATON_LOGS_BUCKET"];
+    let key = baton_shared::logs::chunk_key(&leased.ws, leased.claim.run_id, leased.execution(), seq);
+    let object = stack.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("the chunk is stored");
+    object.body.collect().await.expect("its bytes").into_bytes().to_vec()
+}
+
 fn texts(page: &Value) -> Vec<String> {
     page["lines"].as_array().into_iter().flatten().filter_map(|l| l["text"].as_str().map(String::from)).collect()
 }
@@ -155,4 +169,68 @@ async fn a_read_past_its_time_budget_answers_what_it_has_with_a_cursor_after_it_
     let later = tokio::time::Instant::now() + Duration::from_secs(30);
     let all = read_lines(&stack.clients.s3, bucket, &prefix, LogCursor::default(), budget, later, false).await.unwrap();
     assert_eq!((all.lines.len(), all.next, all.at_end), (5, LogCursor { seq: 5, line: 0 }, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_urls_expire_with_their_lease_never_later() {
+    let stack = TestStack::start().await;
+    let leased = leased_job(&stack).await;
+    let answer = ask_urls(&stack, &leased, &[(0, 10), (1, 20)]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // Nothing heartbeats: the lease expires when its claim said.
+    let lease_expires = stack.store.lease(leased.execution()).await.unwrap().expect("the lease").expires_at;
+    assert_eq!(lease_expires, leased.claim.lease.expires_at);
+    for upload in answer.body["uploads"].as_array().expect("uploads") {
+        let said: chrono::DateTime<chrono::Utc> =
+            serde_json::from_value(upload["expires_at"].clone()).expect("an instant");
+        assert!(said <= lease_expires, "the answer says {said}, the lease ends at {lease_expires}");
+        // What S3 enforces: the signing instant plus the signed validity.
+        let url = reqwest::Url::parse(upload["url"].as_str().unwrap()).expect("a URL");
+        let query: std::collections::HashMap<_, _> = url.query_pairs().into_owned().collect();
+        let signed_at = chrono::NaiveDateTime::parse_from_str(&query["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+            .expect("X-Amz-Date")
+            .and_utc();
+        let valid_s: i64 = query["X-Amz-Expires"].parse().expect("X-Amz-Expires");
+        let signed_until = signed_at + chrono::Duration::seconds(valid_s);
+        assert!(signed_until <= lease_expires, "the URL works until {signed_until}, the lease ends at {lease_expires}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_number_past_the_bound_is_refused_and_charges_nothing() {
+    let stack = TestStack::start().await;
+    let leased = leased_job(&stack).await;
+    for seq in [MAX_CHUNK_SEQ + 1, 10_000_000_000, u64::MAX] {
+        let answer = ask_urls(&stack, &leased, &[(0, 10), (seq, 10)]).await;
+        assert_eq!((answer.status, answer.code()), (400, "invalid-request"), "seq {seq}: {}", answer.body);
+    }
+    let twice = ask_urls(&stack, &leased, &[(3, 10), (3, 10)]).await;
+    assert_eq!((twice.status, twice.code()), (400, "invalid-request"), "{}", twice.body);
+    assert_eq!(log_bytes(&stack, leased.execution()).await, 0, "a refused request charges nothing");
+    let last = ask_urls(&stack, &leased, &[(MAX_CHUNK_SEQ, 10)]).await;
+    assert_eq!(last.status, 200, "{}", last.body);
+    assert_eq!(log_bytes(&stack, leased.execution()).await, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_chunk_is_never_replaced_by_another_upload_of_its_number() {
+    let stack = TestStack::start().await;
+    let leased = leased_job(&stack).await;
+    let original = chunk(&["the original".to_string()]);
+    upload(&stack, &leased, 0, original.clone()).await;
+    // Asked again, as a runner whose PUT's answer was lost does: a URL for
+    // the same object, which S3 refuses to write over.
+    let again = ask_urls(&stack, &leased, &[(0, original.len() as u64)]).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let url = &again.body["uploads"][0];
+    let condition =
+        url["headers"].as_object().into_iter().flatten().find(|(name, _)| name.eq_ignore_ascii_case("if-none-match"));
+    assert_eq!(condition.map(|(_, value)| value.clone()), Some(json!("*")), "{url:#}");
+    let text = String::from_utf8(original.clone()).unwrap();
+    let forged = text.replace("original", "forgery!").into_bytes();
+    assert_eq!(forged.len(), original.len());
+    assert_eq!(put(&stack, url, forged).await, 412, "S3 refuses to replace a stored chunk");
+    assert_eq!(stored_chunk(&stack, &leased, 0).await, original);
+    let (page, _) = read_page(&stack, &leased, "0.0").await;
+    assert_eq!(texts(&page), ["the original"]);
 }

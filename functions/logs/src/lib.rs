@@ -1,7 +1,9 @@
 //! Job logs. Two routes:
 //!
 //! - `POST /v1/runners/leases/{execution_id}/logs` (`blt_`): presigned `PUT`
-//!   URLs for numbered chunks of the job's log, each bound to its exact size.
+//!   URLs for numbered chunks of the job's log, each bound to its exact
+//!   size and to an object not stored yet (a chunk is never replaced), and
+//!   valid no longer than the lease.
 //!   The bytes are charged to the lease (one fenced update), so a job's log
 //!   is capped however its runner behaves; log bytes never pass through
 //!   Lambda.
@@ -17,15 +19,15 @@
 use std::time::Duration;
 
 use baton_shared::api::logs::{
-    LogLine, LogPage, LogUploadRequest, LogUploadResponse, MAX_CHUNKS_PER_REQUEST, MAX_CHUNK_BYTES, MAX_LINES_PER_READ,
-    MAX_LOG_WAIT_S, MAX_READ_BYTES,
+    LogLine, LogPage, LogUploadRequest, LogUploadResponse, MAX_CHUNKS_PER_REQUEST, MAX_CHUNK_BYTES, MAX_CHUNK_SEQ,
+    MAX_LINES_PER_READ, MAX_LOG_WAIT_S, MAX_READ_BYTES,
 };
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{
     authorize_operator, json_response, lease_credentials, parse_json, path_id, path_workspace, query_param, respond,
 };
-use baton_shared::logs::{chunk_key, execution_prefix, LogCursor, ReadBudget, READ_TIME_BUDGET};
+use baton_shared::logs::{chunk_key, execution_prefix, upload_url_ttl, LogCursor, ReadBudget, READ_TIME_BUDGET};
 use baton_shared::store::leases::Fenced;
 use baton_shared::store::records::RunnerStatus;
 use http::{Method, StatusCode};
@@ -52,10 +54,18 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
     if body.chunks.is_empty() || body.chunks.len() > MAX_CHUNKS_PER_REQUEST {
         return Err(ApiError::invalid_request(format!("chunks: 1 to {MAX_CHUNKS_PER_REQUEST} a request")));
     }
+    if let Some(bad) = body.chunks.iter().find(|c| c.seq > MAX_CHUNK_SEQ) {
+        return Err(ApiError::invalid_request(format!("chunk {}: seq must be from 0 to {MAX_CHUNK_SEQ}", bad.seq)));
+    }
     if let Some(bad) = body.chunks.iter().find(|c| c.bytes == 0 || c.bytes > MAX_CHUNK_BYTES) {
         return Err(ApiError::invalid_request(format!("chunk {}: bytes must be from 1 to {MAX_CHUNK_BYTES}", bad.seq)));
     }
+    if let Some(twice) = body.chunks.iter().enumerate().find(|(i, c)| body.chunks[..*i].iter().any(|o| o.seq == c.seq))
+    {
+        return Err(ApiError::invalid_request(format!("chunk {} is asked for twice", twice.1.seq)));
+    }
     let bucket = context.config.logs_bucket.as_deref().ok_or_else(ApiError::internal)?;
+    let now = chrono::Utc::now();
     let bytes: u64 = body.chunks.iter().map(|c| c.bytes).sum();
     let cap = context.config.log_cap_bytes;
     let item =
@@ -65,12 +75,21 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
             Fenced::NotFound => return Err(ApiError::not_found("lease")),
             Fenced::Refused(reason) => return Err(ApiError::invalid_request(reason)),
         };
+    // The URLs die with the lease: a runner that lost it cannot write on.
+    let valid_for = upload_url_ttl(now, item.expires_at).ok_or_else(baton_shared::http::lease_lost)?;
     let mut uploads = Vec::with_capacity(body.chunks.len());
     for chunk in &body.chunks {
         let key = chunk_key(&item.workspace_id, item.run_id, item.execution_id, chunk.seq);
-        let upload = baton_shared::logs::presign_put(&context.clients.s3, bucket, &key, chunk.seq, chunk.bytes)
-            .await
-            .map_err(|err| {
+        let upload = baton_shared::logs::presign_put(
+            &context.clients.s3,
+            bucket,
+            &key,
+            (chunk.seq, chunk.bytes),
+            now,
+            valid_for,
+        )
+        .await
+        .map_err(|err| {
             tracing::error!(error = %err, execution_id = %item.execution_id, "presigning failed");
             ApiError::internal()
         })?;
