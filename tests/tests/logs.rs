@@ -3,10 +3,14 @@
 //! the log was chunked, upload URLs never outlive their lease, and a
 //! chunk's number is charged once and stored once.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_shared::api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
 use baton_shared::api::runners::ClaimResponse;
+use baton_shared::context::Context;
+use baton_shared::faults::FaultPlan;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -230,7 +234,57 @@ async fn a_stored_chunk_is_never_replaced_by_another_upload_of_its_number() {
     let forged = text.replace("original", "forgery!").into_bytes();
     assert_eq!(forged.len(), original.len());
     assert_eq!(put(&stack, url, forged).await, 412, "S3 refuses to replace a stored chunk");
+    assert_eq!(log_bytes(&stack, leased.execution()).await, original.len() as u64, "charged once");
     assert_eq!(stored_chunk(&stack, &leased, 0).await, original);
     let (page, _) = read_page(&stack, &leased, "0.0").await;
     assert_eq!(texts(&page), ["the original"]);
+}
+
+/// The upload request a runner sends, as the HTTP API hands it to the
+/// function.
+fn upload_request(leased: &Leased, chunks: &[(u64, u64)]) -> lambda_http::Request {
+    use lambda_http::RequestExt;
+    let chunks: Vec<Value> = chunks.iter().map(|(seq, bytes)| json!({ "seq": seq, "bytes": bytes })).collect();
+    let execution = leased.execution().to_string();
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://localhost/v1/runners/leases/{execution}/logs"))
+        .header("authorization", format!("Bearer {}", leased.claim.lease.token))
+        .header("content-type", "application/json")
+        .body(lambda_http::Body::Text(json!({ "chunks": chunks }).to_string()))
+        .expect("a request")
+        .with_path_parameters(HashMap::from([("execution_id".to_string(), execution)]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_bytes_are_counted_once_when_the_answers_of_their_charges_are_lost() {
+    let stack = TestStack::start().await;
+    let leased = leased_job(&stack).await;
+    // The logs function alone meets the faults: its writes are applied,
+    // then their answers lost, and the SDK sends them again.
+    let plan = Arc::new(
+        FaultPlan::parse("seed=9;dynamodb.UpdateItem:lost=0.5;dynamodb.TransactWriteItems:lost=0.5")
+            .expect("a valid plan")
+            .expect("rules"),
+    );
+    let faulty = Context::new(stack.host.config.clone(), stack.clients.with_faults(plan.clone()));
+    let mut expected = 0;
+    for seq in 0..12u64 {
+        let bytes = 100 + seq;
+        // A runner asks again while the answer is an error (every one of
+        // the SDK's tries lost its answer).
+        let mut status = 0;
+        for _ in 0..10 {
+            status = baton_logs::handle(&faulty, upload_request(&leased, &[(seq, bytes)])).await.status().as_u16();
+            if status == 200 {
+                break;
+            }
+            assert!(status >= 500, "chunk {seq} answered {status}");
+        }
+        assert_eq!(status, 200, "chunk {seq}");
+        expected += bytes;
+    }
+    let lost = plan.injected_by_kind().get("lost").copied().unwrap_or(0);
+    assert!(lost > 0, "answers were lost: {:?}", plan.injected_by_kind());
+    assert_eq!(log_bytes(&stack, leased.execution()).await, expected, "{lost} answers lost");
 }

@@ -4,9 +4,9 @@
 //!   URLs for numbered chunks of the job's log, each bound to its exact
 //!   size and to an object not stored yet (a chunk is never replaced), and
 //!   valid no longer than the lease.
-//!   The bytes are charged to the lease (one fenced update), so a job's log
-//!   is capped however its runner behaves; log bytes never pass through
-//!   Lambda.
+//!   The bytes are charged to the lease (one fenced update, counted once
+//!   under retries: `Store::charge_log_bytes`), so a job's log is capped
+//!   however its runner behaves; log bytes never pass through Lambda.
 //! - `GET /v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs` (`bat_`):
 //!   the lines from `cursor` on, of one attempt (default: the current one)
 //!   and optionally one step; `wait_s` long-polls for new lines of a job
@@ -66,10 +66,11 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
     }
     let bucket = context.config.logs_bucket.as_deref().ok_or_else(ApiError::internal)?;
     let now = chrono::Utc::now();
-    let bytes: u64 = body.chunks.iter().map(|c| c.bytes).sum();
+    let chunks: Vec<(u64, u64)> = body.chunks.iter().map(|c| (c.seq, c.bytes)).collect();
+    let bytes: u64 = chunks.iter().map(|(_, b)| b).sum();
     let cap = context.config.log_cap_bytes;
     let item =
-        match context.store.charge_log_bytes(lease.execution_id, lease.epoch, &lease.token_hash, bytes, cap).await? {
+        match context.store.charge_log_bytes(lease.execution_id, lease.epoch, &lease.token_hash, &chunks, cap).await? {
             Fenced::Ok(item) => item,
             Fenced::LeaseLost => return Err(baton_shared::http::lease_lost()),
             Fenced::NotFound => return Err(ApiError::not_found("lease")),

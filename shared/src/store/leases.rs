@@ -149,6 +149,15 @@ fn lease_from(item: Option<Item>) -> Result<Option<LeaseItem>, StoreError> {
     item.map(from_item).transpose()
 }
 
+/// Names the chunks of one log charge (`Store::charge_log_bytes`), in any
+/// order: 16 hex digits of a SHA-256, small enough to ride on the lease.
+fn log_charge_digest(chunks: &[(u64, u64)]) -> String {
+    let mut sorted = chunks.to_vec();
+    sorted.sort_unstable();
+    let named: String = sorted.iter().map(|(seq, bytes)| format!("{seq}:{bytes};")).collect();
+    crate::tokens::hash_token(&named)[..16].to_string()
+}
+
 impl Store {
     /// Diagnoses a failed fenced write from the item as it was (`ALL_OLD`).
     fn fence_failure<T>(
@@ -309,28 +318,57 @@ impl Store {
         }))
     }
 
-    /// Charges `bytes` of log to the live lease (fenced like a heartbeat),
-    /// refused once the job's log would pass `cap`: the runner caps its
-    /// log, and this holds whatever runner sends.
+    /// Charges the chunks of one upload request (`(seq, bytes)`) to the
+    /// live lease (fenced like a heartbeat), refused once the job's log
+    /// would pass `cap`: the runner caps its log, and this holds whatever
+    /// runner sends.
+    ///
+    /// Counted once: the update writes a digest of the chunks it charges
+    /// (`log_charge`) and is conditioned on it not being the last charge's.
+    /// The SDK's retry of an update whose answer was lost, and a runner's
+    /// repeat of the request it just made (its `PUT` failed), find their own
+    /// charge and get the lease as it is, nothing added. One small
+    /// attribute, not a record a chunk: the lease stays the one-unit item
+    /// heartbeats rewrite, and a charge stays one write unit.
     pub async fn charge_log_bytes(
         &self,
         execution_id: Uuid,
         epoch: u64,
         token_hash: &str,
-        bytes: u64,
+        chunks: &[(u64, u64)],
         cap: u64,
     ) -> Result<Fenced<LeaseItem>, StoreError> {
-        let update = FencedUpdate {
-            update: "ADD log_bytes :b",
-            condition: Some("(attribute_not_exists(log_bytes) OR log_bytes <= :room)"),
-            name: None,
-            refusal: Some(format!("the job's log reached its cap of {cap} bytes")),
-        };
-        let room = n(cap.saturating_sub(bytes));
+        let bytes: u64 = chunks.iter().map(|(_, b)| *b).sum();
+        let refusal = format!("the job's log reached its cap of {cap} bytes");
         if bytes > cap {
-            return Ok(Fenced::Refused(format!("the job's log reached its cap of {cap} bytes")));
+            return Ok(Fenced::Refused(refusal));
         }
-        self.fenced_update(execution_id, epoch, token_hash, update, [(":b", n(bytes)), (":room", room)]).await
+        let charge = log_charge_digest(chunks);
+        let update = FencedUpdate {
+            update: "ADD log_bytes :b SET log_charge = :c",
+            condition: Some(
+                "(attribute_not_exists(log_charge) OR log_charge <> :c) \
+                 AND (attribute_not_exists(log_bytes) OR log_bytes <= :room)",
+            ),
+            name: None,
+            refusal: Some(refusal),
+        };
+        let values = [(":b", n(bytes)), (":room", n(cap.saturating_sub(bytes))), (":c", s(&charge))];
+        match self.fenced_update(execution_id, epoch, token_hash, update, values).await? {
+            // The fence held and the charge's own condition failed: this
+            // very charge was made already, or the cap is reached.
+            Fenced::Refused(reason) => {
+                let item = self.get(&LeaseItem::key(execution_id), LEASE_SK).await?;
+                let made = item.as_ref().and_then(|i| i.get("log_charge")).and_then(|c| c.as_s().ok()) == Some(&charge);
+                Ok(match lease_from(item)? {
+                    Some(lease) if made && lease.epoch == epoch && lease.token_hash == token_hash => Fenced::Ok(lease),
+                    Some(lease) if lease.epoch == epoch && lease.token_hash == token_hash => Fenced::Refused(reason),
+                    Some(lease) if lease.epoch == epoch => Fenced::NotFound,
+                    _ => Fenced::LeaseLost,
+                })
+            }
+            other => Ok(other),
+        }
     }
 
     /// An update of the live lease conditioned on its epoch and token hash,
@@ -592,5 +630,20 @@ impl Store {
         super::condition_may_fail(|| on_record.clone().send()).await?;
         let on_lease = flag(LEASE_SK, "attribute_exists(pk) AND epoch = :e");
         super::condition_may_fail(|| on_lease.clone().send()).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_charge_digest;
+
+    #[test]
+    fn a_log_charge_is_named_by_its_chunks_whatever_their_order() {
+        let charge = log_charge_digest(&[(1, 100), (2, 50)]);
+        assert_eq!(charge.len(), 16);
+        assert_eq!(log_charge_digest(&[(2, 50), (1, 100)]), charge);
+        assert_ne!(log_charge_digest(&[(1, 100)]), charge);
+        assert_ne!(log_charge_digest(&[(1, 100), (2, 51)]), charge);
+        assert_ne!(log_charge_digest(&[(12, 5)]), log_charge_digest(&[(1, 25)]));
     }
 }
