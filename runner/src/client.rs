@@ -223,7 +223,7 @@ impl Client {
         }
         let response = request.send().await.map_err(|e| classify_transport(&e))?;
         let status = response.status().as_u16();
-        if (200..300).contains(&status) {
+        if is_stored(status, headers) {
             return Ok(());
         }
         let text = response.text().await.unwrap_or_default();
@@ -234,6 +234,15 @@ impl Client {
             Err(ClientError::Permanent { status, code: "log-store".into(), message })
         }
     }
+}
+
+/// Whether a PUT's answer means the object is stored. A URL that may not
+/// replace an object (`If-None-Match: *`, signed in by the server so a
+/// chunk is never overwritten) answers 412 when the object is there: a
+/// try of this very upload whose answer was lost stored it already.
+fn is_stored(status: u16, headers: &std::collections::BTreeMap<String, String>) -> bool {
+    let create_only = headers.iter().any(|(name, value)| name.eq_ignore_ascii_case("if-none-match") && value == "*");
+    (200..300).contains(&status) || (status == 412 && create_only)
 }
 
 /// Runs `op` until it succeeds, fails for good, or `budget` is spent on
@@ -263,6 +272,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_create_only_put_that_finds_its_chunk_there_stored_it_already() {
+        let create_only = std::collections::BTreeMap::from([("If-None-Match".to_string(), "*".to_string())]);
+        assert!(is_stored(200, &create_only));
+        assert!(is_stored(412, &create_only), "a lost answer's retry finds the chunk stored");
+        assert!(!is_stored(412, &Default::default()), "a 412 without the condition is a failure");
+        assert!(!is_stored(403, &create_only));
+    }
 
     fn error(code: &str) -> String {
         serde_json::json!({"error": {"code": code, "message": "text"}}).to_string()
