@@ -3,6 +3,12 @@
 //! queue and made visible again after `retry_delay` (on AWS: after the
 //! visibility timeout); SQS itself moves it to the DLQ once it has been
 //! received `maxReceiveCount` times.
+//!
+//! Under an `integration-throttled` fault (`states.sendMessage`), a task
+//! message of a state machine (one with a `token`) is taken as never sent:
+//! the poller deletes it and fails its task with Step Functions' error for
+//! a throttled `sqs:sendMessage`, which is what the execution sees on AWS
+//! (moto makes the state machine's call itself, below any fault layer).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +17,8 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::json;
 
-use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
+use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, INTEGRATION, TRIGGER};
+use baton_shared::orchestration::{fail_task, INTEGRATION_ERROR};
 
 use crate::Shutdown;
 
@@ -61,10 +68,11 @@ impl QueuePoller {
             .send()
             .await
             .map_err(|e| format!("{e:?}"))?;
-        let messages = received.messages();
+        let messages = self.throttle_integrations(received.messages()).await?;
         if messages.is_empty() {
             return Ok(0);
         }
+        let messages = &messages[..];
         let operation = format!("sqs.{}", self.function);
         let fault = || self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &operation));
         let batch_fault = fault();
@@ -108,6 +116,59 @@ impl QueuePoller {
             _ => self.invoke_and_settle(event, &messages, batch_fault == Some(Fault::Abandon)).await?,
         }
         Ok(count)
+    }
+
+    /// The received messages minus the task messages an
+    /// `integration-throttled` fault says the state machine never sent:
+    /// those are deleted and their tasks failed with [`INTEGRATION_ERROR`].
+    async fn throttle_integrations(
+        &self,
+        messages: &[aws_sdk_sqs::types::Message],
+    ) -> Result<Vec<aws_sdk_sqs::types::Message>, String> {
+        let Some(plan) = &self.faults else { return Ok(messages.to_vec()) };
+        let mut kept = Vec::with_capacity(messages.len());
+        for message in messages {
+            let token = message
+                .body()
+                .and_then(|body| serde_json::from_str::<serde_json::Value>(body).ok())
+                .and_then(|body| body.get("token").and_then(|t| t.as_str()).map(str::to_string));
+            let throttled =
+                token.filter(|_| plan.decide(INTEGRATION.0, INTEGRATION.1) == Some(Fault::IntegrationThrottled));
+            let Some(token) = throttled else {
+                kept.push(message.clone());
+                continue;
+            };
+            tracing::info!(function = %self.function, "task message throttled on its way (injected): its task fails");
+            let sfn = self.sfn().await;
+            let cause = "Rate exceeded (injected by BATON_FAULTS: integration-throttled)";
+            fail_task(&sfn, &token, INTEGRATION_ERROR, cause)
+                .await
+                .map_err(|e| format!("failing a throttled task: {e}"))?;
+            if let Some(handle) = message.receipt_handle() {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+            }
+        }
+        Ok(kept)
+    }
+
+    /// A Step Functions client of the emulator the queue lives on (its
+    /// endpoint is the queue URL's origin); only faults need one.
+    async fn sfn(&self) -> aws_sdk_sfn::Client {
+        let url = self.queue_url.as_str();
+        let origin = match url.find("://") {
+            Some(scheme) => {
+                let host = scheme + 3;
+                url[host..].find('/').map_or(url, |path| &url[..host + path])
+            }
+            None => url,
+        };
+        baton_shared::aws::AwsClients::local(origin).await.sfn
     }
 
     /// Invokes the function with `event` (abandoning the invocation after

@@ -27,11 +27,16 @@
 //! | `partial` | `events.PutEvents` | some entries fail with `InternalFailure` inside a 200; those are not delivered |
 //! | `invalid-token` | `states.SendTask*` | the request is applied, then `InvalidToken` (as for a token already used) |
 //! | `task-timed-out` | `states.SendTask*` | `TaskTimedOut`; nothing applied |
+//! | `integration-throttled` | `states.sendMessage` | Step Functions' own `sqs:sendMessage` of a `.waitForTaskToken` task (the `Step` task) is throttled: the task fails with `SQS.AmazonSQSException` and its message never arrives (moto sends the message itself, so the dev host's poller of the task queue fails the task with `SendTaskFailure` instead of handing the message over) |
 //! | `duplicate` | `trigger.sqs`, `trigger.stream` | the dev host delivers a handled message (a batch of stream records) again, as SQS and Lambda do at least once |
 //! | `reorder` | `trigger.sqs` | the dev host hands a batch over in reverse order |
 //! | `late` | `trigger.sqs`, `trigger.stream` | the dev host holds a batch `late_ms` (plan option, default 3000) before the function sees it; later messages of the queue overtake it |
 //! | `abandon` | `trigger.sqs`, `trigger.stream` | the invocation is dropped right after its first AWS write answered (a Lambda timeout or crash), and the batch is delivered again as Lambda would |
 //! | `replay` | `trigger.http` | the request is run twice at once, as a client's retry after a 504 runs beside the invocation still going on: the client gets the second invocation's answer, the first runs to its end unheard |
+//!
+//! `states.sendMessage` is not a request of the functions: it stands for
+//! the state machine's service integration, decided once per task message
+//! that carries a token.
 //!
 //! A trigger's operation is `sqs.<function>` or `stream.<function>`; a rule
 //! for `trigger.sqs` covers every queue, one for `trigger.sqs.job-outcomes`
@@ -96,7 +101,14 @@ pub enum Fault {
     /// first (a 504 at the gateway's 30 s, or its own timeout) and sent it
     /// again while the first invocation still ran.
     Replay,
+    /// Step Functions' `sqs:sendMessage` of a callback task is throttled.
+    IntegrationThrottled,
 }
+
+/// The "operation" of Step Functions' own `sqs:sendMessage` of a
+/// `.waitForTaskToken` task (`states.sendMessage`): the dev host decides it
+/// once per task message it receives with a token.
+pub const INTEGRATION: (&str, &str) = ("states", "sendMessage");
 
 impl Fault {
     fn parse(raw: &str) -> Option<Self> {
@@ -113,6 +125,7 @@ impl Fault {
             "late" => Fault::Late,
             "abandon" => Fault::Abandon,
             "replay" => Fault::Replay,
+            "integration-throttled" => Fault::IntegrationThrottled,
             _ => return None,
         })
     }
@@ -131,6 +144,7 @@ impl Fault {
             Fault::Late => "late",
             Fault::Abandon => "abandon",
             Fault::Replay => "replay",
+            Fault::IntegrationThrottled => "integration-throttled",
         }
     }
 
@@ -138,12 +152,15 @@ impl Fault {
     fn applies_to(self, service: &str, operation: &str) -> bool {
         let dynamodb_write = service == "dynamodb"
             && matches!(operation, "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems");
+        let integration = (service, operation) == INTEGRATION;
         match self {
             Fault::Conflict => dynamodb_write,
             Fault::Throttle => service == "dynamodb",
             // A trigger loses an answer only where there is a client to
-            // lose it: the API (`trigger.http`).
-            Fault::ServerError | Fault::Lost => service != TRIGGER || covers("http", operation),
+            // lose it: the API (`trigger.http`). The state machine's own
+            // call answers nobody of ours.
+            Fault::ServerError | Fault::Lost => (service != TRIGGER || covers("http", operation)) && !integration,
+            Fault::IntegrationThrottled => integration,
             Fault::Partial => service == "events" && operation == "PutEvents",
             Fault::InvalidToken | Fault::TaskTimedOut => service == "states" && operation.starts_with("SendTask"),
             Fault::Duplicate | Fault::Late | Fault::Abandon => service == TRIGGER,
@@ -514,10 +531,14 @@ impl FaultyConnector {
             Fault::Throttle => ready(error_response(400, "ProvisionedThroughputExceededException", None)),
             Fault::ServerError => ready(error_response(500, "InternalServerError", None)),
             Fault::TaskTimedOut => ready(error_response(400, "TaskTimedOut", None)),
-            // Trigger faults never apply to an AWS request (`applies_to`).
-            Fault::Duplicate | Fault::Reorder | Fault::Late | Fault::Abandon | Fault::Replay => {
-                self.inner.call(request)
-            }
+            // Trigger faults and the state machine's own call never apply to
+            // a function's AWS request (`applies_to`).
+            Fault::Duplicate
+            | Fault::Reorder
+            | Fault::Late
+            | Fault::Abandon
+            | Fault::Replay
+            | Fault::IntegrationThrottled => self.inner.call(request),
             Fault::Lost | Fault::InvalidToken => {
                 let sent = remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
                 HttpConnectorFuture::new(async move {
@@ -720,6 +741,16 @@ mod tests {
         .await;
         assert_eq!(abandoned, None);
         assert!(!reached_second_write.load(std::sync::atomic::Ordering::SeqCst), "nothing after the write ran");
+    }
+
+    #[test]
+    fn a_throttled_integration_is_decided_only_for_the_state_machines_send_message() {
+        let plan = FaultPlan::parse("seed=5;*:integration-throttled=1;*:lost=1").expect("valid").expect("rules");
+        let (service, operation) = INTEGRATION;
+        assert_eq!(plan.decide(service, operation), Some(Fault::IntegrationThrottled), "never `lost`");
+        assert_eq!(plan.decide("states", "SendTaskFailure"), Some(Fault::Lost));
+        assert_eq!(plan.decide(TRIGGER, "sqs.orchestrator"), None);
+        assert_eq!(plan.decide("sqs", "SendMessage"), Some(Fault::Lost), "the functions' own sends are not it");
     }
 
     #[test]

@@ -100,6 +100,11 @@ impl ExecutionInput {
     }
 }
 
+/// The error of a `Step` whose `sqs:sendMessage` failed on SQS's side
+/// (throttled, unavailable): what Step Functions names an SQS service
+/// error.
+pub const INTEGRATION_ERROR: &str = "SQS.AmazonSQSException";
+
 /// What a task message of the state machine asks the orchestrator to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "task", rename_all = "snake_case")]
