@@ -531,6 +531,38 @@ describe('stack from infra/resources.json: what push relies on', () => {
   });
 });
 
+describe('the run-attempt state machine: what its orchestration relies on', () => {
+  const definition = JSON.parse(readDefinition(REAL, 'run-attempt.asl.json'));
+  /** Every Task state that calls a service (an `arn:aws:states:::<service>:…` resource). */
+  const integrations = Object.entries<Record<string, any>>(definition.States).filter(
+    ([, state]) => state.Type === 'Task' && String(state.Resource).startsWith('arn:aws:states:::'),
+  );
+
+  it('retries the service errors of every integration task with backoff, never Baton.Continue', () => {
+    assert.ok(integrations.length > 0, 'Step is such a task');
+    for (const [name, state] of integrations) {
+      const retry: Array<Record<string, any>> = state.Retry ?? [];
+      const retried = retry.flatMap((r) => r.ErrorEquals as string[]);
+      const service = String(state.Resource).split(':')[5].toUpperCase();
+      for (const error of [`${service}.AmazonSQSException`, `${service}.SdkClientException`]) {
+        assert.ok(retried.includes(error), `${name} does not retry ${error}`);
+      }
+      for (const swallowing of ['States.ALL', 'States.TaskFailed', 'Baton.Continue', 'States.Timeout']) {
+        assert.ok(!retried.includes(swallowing), `${name} retries ${swallowing}: the loop would never continue`);
+      }
+      for (const r of retry) {
+        assert.ok(r.MaxAttempts >= 2, `${name}: retries more than once`);
+        assert.ok(r.BackoffRate > 1 && r.IntervalSeconds >= 1, `${name}: backs off`);
+      }
+    }
+  });
+
+  it('still catches Baton.Continue and States.Timeout on Step', () => {
+    const caught = (definition.States.Step.Catch as Array<Record<string, any>>).flatMap((c) => c.ErrorEquals);
+    assert.deepEqual(caught.sort(), ['Baton.Continue', 'States.Timeout']);
+  });
+});
+
 describe('props reach the template', () => {
   it('applies non-default props', () => {
     const v = VARIANTS[1];

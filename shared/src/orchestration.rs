@@ -24,14 +24,28 @@
 //! the first `Step` would time out is then one transition, whatever its
 //! number of jobs.
 //!
+//! An execution can die while its attempt is live: `Step`'s own service
+//! call (`sqs:sendMessage`) can fail, and once the state machine's `Retry`
+//! gives up the execution fails, with nothing parked anywhere to notice.
+//! Such an attempt gets a new execution, one generation later: the
+//! generations of an attempt are named `<run_id>-<attempt>`, then
+//! `<run_id>-<attempt>-g<n>`. A start walks them from the one it is told
+//! and stops at the first that runs or succeeded, or starts the first free
+//! one; the lease reaper's tick looks for dead executions
+//! ([`revive_dead_executions`]: Step Functions' list of failed, timed-out
+//! and aborted executions, never the table) and starts the next generation
+//! of those whose attempt is live.
+//!
 //! What here is idempotent and why:
-//! - the execution name is `<run_id>-<attempt>` and the input is serialised
+//! - the execution names are deterministic and the input is serialised
 //!   from a struct (fixed field order), so a duplicate start is a no-op
-//!   (`ExecutionAlreadyExists` counts as started);
+//!   (`ExecutionAlreadyExists` of a running or succeeded execution counts
+//!   as started);
 //! - completing a token that was used, timed out or belongs to a finished
 //!   execution is "nothing to resume", never an error.
 
 use aws_sdk_sfn::error::SdkError;
+use aws_sdk_sfn::types::ExecutionStatus;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -39,7 +53,7 @@ use chrono::{DateTime, Utc};
 
 use crate::error::StoreError;
 use crate::store::attempts::AttemptItem;
-use crate::store::display_sdk_error;
+use crate::store::{display_sdk_error, Store};
 
 /// The most jobs one transaction changes. A job costs at most five items:
 /// a start writes its fact, its spec, its runners' record, its pending item
@@ -70,11 +84,48 @@ pub struct AttemptRef {
 }
 
 impl AttemptRef {
-    /// The execution's deterministic name.
+    /// The deterministic name of the attempt's first execution.
     pub fn execution_name(&self) -> String {
-        format!("{}-{}", self.run_id, self.attempt)
+        self.generation_name(0)
+    }
+
+    /// The deterministic name of generation `generation` of the attempt's
+    /// execution (0 is the first; a later one replaces a dead one).
+    pub fn generation_name(&self, generation: u32) -> String {
+        match generation {
+            0 => format!("{}-{}", self.run_id, self.attempt),
+            n => format!("{}-{}-g{n}", self.run_id, self.attempt),
+        }
     }
 }
+
+/// The run, attempt and generation an execution's name stands for
+/// ([`AttemptRef::generation_name`]); `None` for another name.
+pub fn parse_execution_name(name: &str) -> Option<(Uuid, u32, u32)> {
+    let run_id = Uuid::parse_str(name.get(..36)?).ok()?;
+    let rest = name.get(36..)?.strip_prefix('-')?;
+    let (attempt, generation) = match rest.split_once("-g") {
+        Some((attempt, generation)) => (attempt, generation.parse().ok().filter(|g| *g > 0)?),
+        None => (rest, 0),
+    };
+    Some((run_id, attempt.parse().ok()?, generation))
+}
+
+/// The error of a `Step` whose `sqs:sendMessage` failed on SQS's side
+/// (throttled, unavailable): what Step Functions names an SQS service
+/// error, and what the state machine's `Retry` on `Step` retries (with
+/// `SQS.SdkClientException`, the same call failing on the client side).
+pub const INTEGRATION_ERROR: &str = "SQS.AmazonSQSException";
+
+/// The most generations one attempt's execution is given: an attempt whose
+/// executions keep dying needs a human, not an endless loop of starts.
+pub const MAX_GENERATIONS: u32 = 100;
+
+/// How far back [`revive_dead_executions`] looks for executions that died.
+pub const REVIVE_HORIZON: chrono::Duration = chrono::Duration::hours(1);
+
+/// Pages of 100 executions [`revive_dead_executions`] reads per status.
+const REVIVE_PAGES: usize = 10;
 
 /// The input of a `run-attempt` execution: the attempt, the progress report
 /// the first `Step` reads its timeout from, and how long a `Step` entered
@@ -99,11 +150,6 @@ impl ExecutionInput {
         Self { attempt, progress: first, timeout_wait_s: max_wait.as_secs().max(1) }
     }
 }
-
-/// The error of a `Step` whose `sqs:sendMessage` failed on SQS's side
-/// (throttled, unavailable): what Step Functions names an SQS service
-/// error.
-pub const INTEGRATION_ERROR: &str = "SQS.AmazonSQSException";
 
 /// What a task message of the state machine asks the orchestrator to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,27 +225,147 @@ pub fn parked_past_deadline(deadline: Option<DateTime<Utc>>, parked_until: Optio
     }
 }
 
-/// Starts attempt `attempt`'s execution; a duplicate start is a no-op.
+/// Starts attempt `attempt`'s execution; a duplicate start is a no-op. An
+/// execution of the attempt that died (failed, timed out, aborted) is
+/// replaced by the next generation: returns the name of the execution that
+/// runs (or succeeded).
 pub async fn start_attempt_execution(
     sfn: &aws_sdk_sfn::Client,
     state_machine_arn: &str,
     attempt: &AttemptRef,
     max_wait: std::time::Duration,
-) -> Result<(), StoreError> {
+) -> Result<String, StoreError> {
+    start_attempt_execution_from(sfn, state_machine_arn, attempt, max_wait, 0).await
+}
+
+/// As [`start_attempt_execution`], from generation `first` (the ones before
+/// it are known to be dead).
+pub async fn start_attempt_execution_from(
+    sfn: &aws_sdk_sfn::Client,
+    state_machine_arn: &str,
+    attempt: &AttemptRef,
+    max_wait: std::time::Duration,
+    first: u32,
+) -> Result<String, StoreError> {
     let input = ExecutionInput::new(attempt.clone(), max_wait);
     let input = serde_json::to_string(&input).map_err(|e| StoreError::Other(e.to_string()))?;
-    let result = sfn
-        .start_execution()
-        .state_machine_arn(state_machine_arn)
-        .name(attempt.execution_name())
-        .input(input)
-        .send()
-        .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(SdkError::ServiceError(err)) if err.err().is_execution_already_exists() => Ok(()),
-        Err(err) => Err(StoreError::Other(format!("StartExecution: {}", display_sdk_error(&err)))),
+    for generation in first..MAX_GENERATIONS {
+        let name = attempt.generation_name(generation);
+        let result = sfn.start_execution().state_machine_arn(state_machine_arn).name(&name).input(&input).send().await;
+        match result {
+            Ok(_) => {
+                if generation > 0 {
+                    tracing::warn!(run_id = %attempt.run_id, attempt = attempt.attempt, execution = %name, "a dead orchestration was replaced");
+                }
+                return Ok(name);
+            }
+            Err(SdkError::ServiceError(err)) if err.err().is_execution_already_exists() => {
+                let arn = execution_arn(state_machine_arn, &name);
+                let described = sfn
+                    .describe_execution()
+                    .execution_arn(&arn)
+                    .send()
+                    .await
+                    .map_err(|err| StoreError::Other(format!("DescribeExecution: {}", display_sdk_error(&err))))?;
+                if execution_lives(described.status()) {
+                    return Ok(name);
+                }
+            }
+            Err(err) => return Err(StoreError::Other(format!("StartExecution: {}", display_sdk_error(&err)))),
+        }
     }
+    Err(StoreError::Other(format!(
+        "attempt {}/{}: {MAX_GENERATIONS} executions died, none is started again",
+        attempt.run_id, attempt.attempt
+    )))
+}
+
+/// Whether an execution in `status` still orchestrates (or did to the end):
+/// not one to replace.
+fn execution_lives(status: &ExecutionStatus) -> bool {
+    matches!(status, ExecutionStatus::Running | ExecutionStatus::Succeeded | ExecutionStatus::PendingRedrive)
+}
+
+/// The ARN of execution `name` of the state machine `state_machine_arn`.
+pub fn execution_arn(state_machine_arn: &str, name: &str) -> String {
+    format!("{}:{name}", state_machine_arn.replacen(":stateMachine:", ":execution:", 1))
+}
+
+/// The watchdog of the orchestrations (the lease reaper's tick): reads Step
+/// Functions' lists of the executions that failed, timed out or were
+/// aborted (at most [`REVIVE_PAGES`] pages of each, newest first) and, for
+/// each that stopped within [`REVIVE_HORIZON`] of `now` and has no next
+/// generation yet, starts the next one if its attempt is live. The table is
+/// read only for those: nothing at all while no execution dies. Returns how
+/// many executions it started.
+pub async fn revive_dead_executions(
+    sfn: &aws_sdk_sfn::Client,
+    store: &Store,
+    state_machine_arn: &str,
+    now: DateTime<Utc>,
+    max_wait: std::time::Duration,
+) -> Result<usize, StoreError> {
+    let since = now - REVIVE_HORIZON;
+    let mut started = 0;
+    for status in [ExecutionStatus::Failed, ExecutionStatus::TimedOut, ExecutionStatus::Aborted] {
+        let mut next_token = None;
+        for _ in 0..REVIVE_PAGES {
+            let page = sfn
+                .list_executions()
+                .state_machine_arn(state_machine_arn)
+                .status_filter(status.clone())
+                .max_results(100)
+                .set_next_token(next_token.take())
+                .send()
+                .await
+                .map_err(|err| StoreError::Other(format!("ListExecutions: {}", display_sdk_error(&err))))?;
+            for execution in page.executions() {
+                let stopped = execution.stop_date().map(|d| d.secs()).unwrap_or(i64::MAX);
+                if stopped < since.timestamp() {
+                    continue;
+                }
+                let Some((run_id, attempt, generation)) = parse_execution_name(execution.name()) else { continue };
+                if revive(sfn, store, state_machine_arn, run_id, attempt, generation + 1, max_wait).await? {
+                    started += 1;
+                }
+            }
+            next_token = page.next_token().map(str::to_string);
+            if next_token.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(started)
+}
+
+/// Starts generation `next` of the execution of attempt `run_id`/`attempt`
+/// unless it exists already or the attempt is done or gone.
+async fn revive(
+    sfn: &aws_sdk_sfn::Client,
+    store: &Store,
+    state_machine_arn: &str,
+    run_id: Uuid,
+    attempt: u32,
+    next: u32,
+    max_wait: std::time::Duration,
+) -> Result<bool, StoreError> {
+    if next >= MAX_GENERATIONS {
+        return Ok(false);
+    }
+    let probe = AttemptRef { workspace_id: String::new(), run_id, attempt };
+    let arn = execution_arn(state_machine_arn, &probe.generation_name(next));
+    match sfn.describe_execution().execution_arn(&arn).send().await {
+        Ok(_) => return Ok(false),
+        Err(SdkError::ServiceError(err)) if err.err().is_execution_does_not_exist() => {}
+        Err(err) => return Err(StoreError::Other(format!("DescribeExecution: {}", display_sdk_error(&err)))),
+    }
+    let Some(item) = store.get_attempt(run_id, attempt).await? else { return Ok(false) };
+    if item.state.is_done() {
+        return Ok(false);
+    }
+    let attempt = AttemptRef { workspace_id: item.state.workspace_id.clone(), run_id, attempt };
+    start_attempt_execution_from(sfn, state_machine_arn, &attempt, max_wait, next).await?;
+    Ok(true)
 }
 
 /// Completes a task with `output`. A token with nothing left to resume
@@ -278,6 +444,39 @@ mod tests {
         assert!(!parked_past_deadline(Some(now + chrono::Duration::hours(6)), Some(until)));
         assert!(!parked_past_deadline(None, Some(until)), "no deadline");
         assert!(!parked_past_deadline(Some(soon), None), "nothing parked");
+    }
+
+    #[test]
+    fn an_executions_name_says_its_run_attempt_and_generation() {
+        let attempt = AttemptRef { workspace_id: "ws".into(), run_id: Uuid::now_v7(), attempt: 12 };
+        assert_eq!(attempt.execution_name(), format!("{}-12", attempt.run_id), "the first keeps its name");
+        for generation in [0, 1, 37] {
+            let name = attempt.generation_name(generation);
+            assert!(name.len() <= 80, "Step Functions' limit");
+            assert_eq!(parse_execution_name(&name), Some((attempt.run_id, 12, generation)));
+        }
+        for other in [
+            "",
+            "x",
+            &format!("{}-", attempt.run_id),
+            &format!("{}-1-g0", attempt.run_id),
+            &format!("{}-1-gx", attempt.run_id),
+        ] {
+            assert_eq!(parse_execution_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn step_retries_its_integrations_service_errors_and_nothing_that_would_swallow_continue() {
+        let asl: serde_json::Value =
+            serde_json::from_str(include_str!("../../infra/statemachines/run-attempt.asl.json")).expect("json");
+        let retry = asl["States"]["Step"]["Retry"].as_array().expect("Step has a Retry");
+        let retried: Vec<&str> =
+            retry.iter().flat_map(|r| r["ErrorEquals"].as_array().unwrap()).filter_map(|e| e.as_str()).collect();
+        assert!(retried.contains(&INTEGRATION_ERROR), "{retried:?}");
+        for swallowing in ["States.ALL", "States.TaskFailed", CONTINUE_ERROR, "States.Timeout"] {
+            assert!(!retried.contains(&swallowing), "{swallowing} is not retried");
+        }
     }
 
     #[test]

@@ -11,6 +11,12 @@
 //! It visits the shards in turn from a starting shard that rotates: the next
 //! invocation starts at the shard after the one this one stopped in (or
 //! after the one it started at), so one busy shard cannot starve the others.
+//!
+//! Each tick is also the orchestrations' watchdog: an attempt whose
+//! `run-attempt` execution died (its `Step`'s own service call failed past
+//! its retries) gets the next generation of its execution
+//! (`orchestration::revive_dead_executions`, which reads Step Functions'
+//! lists of dead executions, and the table only for those).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -19,6 +25,7 @@ use baton_shared::context::{Context, Scheduled};
 use baton_shared::error::StoreError;
 use baton_shared::facts::{Fact, JobLeaseExpired};
 use baton_shared::metrics::{emit, Unit};
+use baton_shared::orchestration::revive_dead_executions;
 use baton_shared::store::keys::{lease_shard_key, LEASE_SHARDS};
 use chrono::{DateTime, Utc};
 
@@ -71,7 +78,9 @@ pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, S
     let limits =
         ReapLimits { page: REAPER_PAGE, stop_at: stop_at(invocation.deadline, SystemTime::now(), Instant::now()) };
     let start = NEXT_SHARD.load(Ordering::Relaxed) % LEASE_SHARDS;
-    let reaped = reap(context, Utc::now(), start, limits).await?;
+    let reaped = reap(context, Utc::now(), start, limits).await;
+    let revived = revive_orchestrations(context).await;
+    let reaped = reaped?;
     NEXT_SHARD.store(reaped.next_shard, Ordering::Relaxed);
     if reaped.stopped_early {
         tracing::warn!(
@@ -80,8 +89,28 @@ pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, S
             "reaper stopped before its deadline; the rest waits for the next tick"
         );
     }
-    emit("lease-reaper", &[("leases_expired", reaped.expired() as f64, Unit::Count)]);
+    emit(
+        "lease-reaper",
+        &[
+            ("leases_expired", reaped.expired() as f64, Unit::Count),
+            ("orchestrations_revived", revived as f64, Unit::Count),
+        ],
+    );
     Ok(reaped.expired())
+}
+
+/// The watchdog's pass: how many dead executions it replaced. Its failure
+/// is the next tick's to retry; it never fails the reaper.
+async fn revive_orchestrations(context: &Context) -> usize {
+    let Some(arn) = context.config.run_state_machine_arn.as_deref() else { return 0 };
+    let max_wait = context.config.orchestration.max_wait;
+    match revive_dead_executions(&context.clients.sfn, &context.store, arn, Utc::now(), max_wait).await {
+        Ok(revived) => revived,
+        Err(err) => {
+            tracing::warn!(error = %err, "orchestration watchdog failed; the next tick looks again");
+            0
+        }
+    }
 }
 
 /// Expires the leases that expired before `now`, visiting every shard once

@@ -3,7 +3,9 @@
 //!
 //! Idempotency: the execution is named `<run_id>-<attempt>` and its input
 //! is serialised deterministically, so a redelivered fact starts nothing
-//! new (`ExecutionAlreadyExists` counts as started).
+//! new (`ExecutionAlreadyExists` of a running or succeeded execution counts
+//! as started); one that died is replaced by its next generation
+//! (`<run_id>-<attempt>-g<n>`, `orchestration::start_attempt_execution`).
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_shared::context::Context;
@@ -27,7 +29,8 @@ async fn start(context: &Context, delivered: Delivered) -> Result<(), HandlerErr
         run_id: fact.detail.run_id,
         attempt: fact.detail.attempt,
     };
-    start_attempt_execution(&context.clients.sfn, arn, &attempt, context.config.orchestration.max_wait).await?;
-    tracing::info!(run_id = %attempt.run_id, attempt = attempt.attempt, execution = %attempt.execution_name(), "attempt orchestration started");
+    let execution =
+        start_attempt_execution(&context.clients.sfn, arn, &attempt, context.config.orchestration.max_wait).await?;
+    tracing::info!(run_id = %attempt.run_id, attempt = attempt.attempt, %execution, "attempt orchestration started");
     Ok(())
 }
