@@ -614,4 +614,67 @@ async fn a_job_cancelled_while_its_terminated_fact_is_in_flight_is_never_claimed
     assert!(stack.claim(&session).await.is_none(), "the cancelled job is not claimable");
     let view = run_view(&stack, &ws, &run_id).await;
     assert_eq!(job(&view, 1, "deploy")["status"], "cancelled", "{view:#}");
+
+/// A seed whose plan throttles the first `n` decisions of Step Functions'
+/// own `sqs:sendMessage` at `rate`: the first `Step` and every retry of it
+/// fail, so the first execution dies for sure.
+fn seed_throttling_the_first(n: usize, rate: f64) -> u64 {
+    let (service, operation) = baton_shared::faults::INTEGRATION;
+    (0..100_000)
+        .find(|seed| {
+            let plan = baton_shared::faults::FaultPlan::parse(&format!(
+                "seed={seed};{service}.{operation}:integration-throttled={rate}"
+            ))
+            .expect("valid")
+            .expect("rules");
+            (0..n).all(|_| plan.decide(service, operation).is_some())
+        })
+        .expect("some seed throttles them")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_step_integration_is_throttled_still_times_out_runs_its_always_job_and_finishes() {
+    // Step's sendMessage is throttled: the first Step and its three retries
+    // (the state machine's Retry), so the first execution dies; a third of
+    // the later ones too. One timeout minute lasts 2 s; the watchdog (the
+    // reaper's tick) looks every second.
+    let (service, operation) = baton_shared::faults::INTEGRATION;
+    let rate = 0.3;
+    let seed = seed_throttling_the_first(4, rate);
+    let faults = format!("seed={seed};{service}.{operation}:integration-throttled={rate}");
+    let plan = std::sync::Arc::new(baton_shared::faults::FaultPlan::parse(&faults).unwrap().unwrap());
+    let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
+    let overrides = std::collections::HashMap::from([
+        ("BATON_TIMEOUT_MINUTE_S".to_string(), "2".to_string()),
+        ("BATON_REAPER_PERIOD_S".to_string(), "1".to_string()),
+    ]);
+    let stack = baton_tests::TestStack::start_custom(|_| {}, overrides, options).await;
+    let ws = workspace();
+    let yaml = "name: throttled\njobs:\n  slow:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: sleep 600}]\n  after:\n    needs: slow\n    if: always()\n    runs-on: linux\n    steps: [{run: ./report}]\n";
+    let run = create_run(&stack, &ws, yaml).await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    queued(&stack, &run_id, 1, "slow").await;
+    // Nobody claims `slow`: only the orchestration can end it, by its timeout.
+    let view = wait_view(&stack, &ws, &run_id, "slow to time out", |v| job(v, 1, "slow")["status"] == "failed").await;
+    assert_eq!(job(&view, 1, "slow")["status_reason"], "timed_out");
+    run_job(&stack, &ws, &run_id, 1, "after", JobOutcome::Succeeded).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(job(&view, 1, "after")["status"], "succeeded", "the always() job ran after the timeout");
+    assert!(plan.injected_by_kind().get("integration-throttled").copied().unwrap_or(0) >= 4);
+    // The first execution died of it; a later generation carried the attempt to its end.
+    assert_eq!(wait_for_execution_end(&stack, &execution_arn(&stack, &run_id, 1)).await, "FAILED");
+    let machine = &stack.provisioned.state_machines["run-attempt"];
+    let succeeded = stack
+        .clients
+        .sfn
+        .list_executions()
+        .state_machine_arn(machine)
+        .status_filter("SUCCEEDED".into())
+        .send()
+        .await
+        .unwrap();
+    let ends: Vec<_> = succeeded.executions().iter().filter(|e| e.name().starts_with(&run_id)).collect();
+    assert_eq!(ends.len(), 1, "one generation ended the attempt");
+    assert!(ends[0].name().starts_with(&format!("{run_id}-1-g")), "{}", ends[0].name());
+    stack.assert_all_facts_valid();
 }
