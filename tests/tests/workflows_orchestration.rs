@@ -614,6 +614,7 @@ async fn a_job_cancelled_while_its_terminated_fact_is_in_flight_is_never_claimed
     assert!(stack.claim(&session).await.is_none(), "the cancelled job is not claimable");
     let view = run_view(&stack, &ws, &run_id).await;
     assert_eq!(job(&view, 1, "deploy")["status"], "cancelled", "{view:#}");
+}
 
 /// A seed whose plan throttles the first `n` decisions of Step Functions'
 /// own `sqs:sendMessage` at `rate`: the first `Step` and every retry of it
@@ -677,4 +678,42 @@ async fn a_run_whose_step_integration_is_throttled_still_times_out_runs_its_alwa
     assert_eq!(ends.len(), 1, "one generation ended the attempt");
     assert!(ends[0].name().starts_with(&format!("{run_id}-1-g")), "{}", ends[0].name());
     stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_attempt_created_replaces_a_dead_orchestration_and_the_run_still_finishes() {
+    // The watchdog looks only once an hour here: the delivery alone must do it.
+    let overrides = std::collections::HashMap::from([("BATON_REAPER_PERIOD_S".to_string(), "3600".to_string())]);
+    let stack = baton_tests::TestStack::start_with(|_| {}, overrides).await;
+    let ws = workspace();
+    let run = create_run(&stack, &ws, "name: dies\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let created = stack
+        .wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
+        .await;
+    queued(&stack, &run_id, 1, "a").await;
+    // The parked Step fails with an error nothing catches: the execution dies.
+    let run_uuid = run_id.parse().unwrap();
+    let token = baton_tests::wait_for("the first Step to park", WAIT, || async {
+        stack.store.get_attempt(run_uuid, 1).await.unwrap().and_then(|item| item.wait_token)
+    })
+    .await;
+    stack.clients.sfn.send_task_failure().task_token(token).error("Test.Died").send().await.unwrap();
+    let first = execution_arn(&stack, &run_id, 1);
+    assert_eq!(wait_for_execution_end(&stack, &first).await, "FAILED");
+    // The fact delivered again finds the execution dead: the next generation starts.
+    stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
+    let second = format!("{first}-g1");
+    baton_tests::wait_for("the next generation", WAIT, || async {
+        stack.clients.sfn.describe_execution().execution_arn(&second).send().await.ok()
+    })
+    .await;
+    run_job(&stack, &ws, &run_id, 1, "a", JobOutcome::Succeeded).await;
+    wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    assert_eq!(wait_for_execution_end(&stack, &second).await, "SUCCEEDED", "the new generation ends the attempt");
+    // Delivered once more, it starts nothing: the second generation succeeded.
+    stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
+    flush_pipeline(&stack, &ws).await;
+    let third = format!("{first}-g2");
+    assert!(stack.clients.sfn.describe_execution().execution_arn(&third).send().await.is_err(), "no third generation");
 }
