@@ -23,6 +23,34 @@ use crate::runners::labels::is_subset;
 use crate::store::connections::PushConnection;
 use crate::store::Store;
 
+/// How long a nudge keeps trying to read the connections when DynamoDB is
+/// busy (throttling, a conflict, an unavailable moment): the state change
+/// it follows has committed, and a nudge given up costs the job a wait of
+/// up to the runners' safety poll (300 s), which a second or two spent here
+/// spares it. Well inside any function's timeout.
+pub const CONNECTIONS_READ_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The workspace's live connections, the read tried again while it fails
+/// for a reason that may pass, within `budget`.
+async fn connections_read_within(
+    store: &Store,
+    workspace_id: &str,
+    budget: std::time::Duration,
+) -> Result<Vec<PushConnection>, crate::error::StoreError> {
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        match store.push_connections(workspace_id, Utc::now()).await {
+            Err(err) if err.is_retriable() && tokio::time::Instant::now() + pause < deadline => {
+                tracing::info!(workspace_id, error = %err, retry_in_ms = pause.as_millis() as u64, "push connections read failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
+            read => return read,
+        }
+    }
+}
+
 /// Posts to runners' sockets through the API Gateway management API.
 #[derive(Clone, Debug)]
 pub struct Pusher {
@@ -77,7 +105,7 @@ impl Pusher {
         if self.client.is_none() || label_sets.is_empty() {
             return Nudged::default();
         }
-        let connections = match store.push_connections(workspace_id, Utc::now()).await {
+        let connections = match connections_read_within(store, workspace_id, CONNECTIONS_READ_BUDGET).await {
             Ok(connections) => connections,
             Err(err) => {
                 tracing::warn!(workspace_id, error = %err, "push connections unreadable: no nudge (runners' safety polls cover it)");

@@ -18,10 +18,18 @@ use crate::error::StoreError;
 
 const ITEM_TYPE: &str = "push_connection";
 
-/// At most this many connections are read for one nudge (a workspace with
-/// more connected runners nudges the first this many; the others' safety
-/// polls find the work).
-pub const MAX_CONNECTIONS_READ: i32 = 1_000;
+/// Items read a page (DynamoDB stops a page at 1 MB anyway; a connection
+/// item is about 200 bytes).
+pub const CONNECTIONS_PAGE: i32 = 1_000;
+
+/// At most this many pages are read for one nudge: 10,000 connection items,
+/// live or not yet pruned. A workspace with more nudges those; the others'
+/// safety polls find the work.
+pub const MAX_CONNECTION_PAGES: usize = 10;
+
+/// At most this many expired items are deleted by one read (the next read
+/// goes on): pruning is a clean-up, never what holds a nudge up.
+pub const MAX_PRUNED_PER_READ: usize = 25;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PushConnection {
@@ -68,25 +76,63 @@ impl Store {
         Ok(())
     }
 
-    /// The workspace's connections that have not expired (TTL deletion lags).
+    /// The workspace's connections that have not expired, every page of
+    /// them. TTL deletion lags (days on AWS; never on the emulator), so the
+    /// partition holds expired items too: they are read, skipped and
+    /// deleted as they are met (a few a read), instead of being filtered
+    /// out after the page's limit was spent on them, which left live
+    /// runners past the first 1,000 items of a partition full of dead ones
+    /// never nudged.
     pub async fn push_connections(
         &self,
         workspace_id: &str,
         now: DateTime<Utc>,
     ) -> Result<Vec<PushConnection>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .filter_expression("#ttl > :now")
-            .expression_attribute_names("#ttl", "ttl")
-            .expression_attribute_values(":pk", s(push_connections_pk(workspace_id)))
-            .expression_attribute_values(":now", n(now.timestamp()))
-            .limit(MAX_CONNECTIONS_READ)
-            .send()
-            .await?;
-        out.items.unwrap_or_default().into_iter().map(from_item).collect()
+        let mut live = Vec::new();
+        let mut expired = Vec::new();
+        let mut start = None;
+        for _ in 0..MAX_CONNECTION_PAGES {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(push_connections_pk(workspace_id)))
+                .limit(CONNECTIONS_PAGE)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await?;
+            for item in out.items.unwrap_or_default() {
+                let connection: PushConnection = from_item(item)?;
+                if connection.ttl > now.timestamp() {
+                    live.push(connection);
+                } else {
+                    expired.push(connection);
+                }
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        for connection in expired.iter().take(MAX_PRUNED_PER_READ) {
+            // Only while it is still that expired item: a reconnect of the
+            // session since replaced it with a live one.
+            let delete = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key("pk", s(&connection.pk))
+                .key("sk", s(&connection.sk))
+                .condition_expression("connection_id = :c AND #ttl <= :now")
+                .expression_attribute_names("#ttl", "ttl")
+                .expression_attribute_values(":c", AttributeValue::S(connection.connection_id.clone()))
+                .expression_attribute_values(":now", n(now.timestamp()));
+            if let Err(err) = super::condition_may_fail(|| delete.clone().send()).await {
+                tracing::debug!(error = %err, "an expired push connection was not pruned; a later read will");
+            }
+        }
+        Ok(live)
     }
 
     /// The socket of one session, if it has one.

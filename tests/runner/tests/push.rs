@@ -145,6 +145,55 @@ async fn a_job_made_ready_by_a_completion_reaches_a_connected_runner_by_a_nudge(
     gpu.stop().await;
 }
 
+/// TTL deletes late (days on AWS, never on the emulator): a workspace's
+/// connection partition fills with items of sockets long gone. 1,200 of
+/// them sort before the live runner's; a nudge still finds it. A read that
+/// stopped at the first 1,000 items and filtered expired ones out after
+/// found no live runner, and the job waited for the safety poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_runner_behind_a_thousand_expired_connections_is_still_nudged() {
+    let stack = stack_with(&[("BATON_PUSH_SAFETY_POLL_S", "3600")]).await;
+    let ws = workspace();
+    let long_ago = chrono::Utc::now() - chrono::Duration::hours(3);
+    let stale: Vec<_> = (0..1_200)
+        .map(|i| {
+            baton_shared::store::connections::PushConnection::new(
+                &ws,
+                uuid::Uuid::now_v7(),
+                &format!("gone{i}"),
+                &["linux".to_string()],
+                long_ago,
+                chrono::Duration::hours(2),
+            )
+        })
+        .collect();
+    futures::future::join_all(stale.chunks(75).map(|chunk| {
+        let store = stack.store.clone();
+        let chunk = chunk.to_vec();
+        async move {
+            for connection in &chunk {
+                store.put_push_connection(connection).await.expect("an expired connection item");
+            }
+        }
+    }))
+    .await;
+    let token = stack.registration_token(&ws, json!({})).await;
+    let log = scratch().join("runner.log");
+    let mut runner = Runner::start_logged(&stack, &token, "linux", &[], &log);
+    wait_log(&log, "push socket connected").await;
+    wait_for("the live connection item", WAIT, || async {
+        let live = stack.store.push_connections(&ws, chrono::Utc::now()).await.expect("read");
+        (live.len() == 1).then_some(())
+    })
+    .await;
+
+    let run_id = create_run(&stack, &ws, &one_job("behind", "echo behind")).await;
+    wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let text = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(text.contains("nudged: work is claimable"), "the live runner was nudged: {text}");
+    runner.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll() {
     // No grace for young sockets: this one is forgotten at its first gone post.
