@@ -122,6 +122,10 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
     for offset in 0..LEASE_SHARDS {
         let shard = (start + offset) % LEASE_SHARDS;
         let mut expired = 0;
+        // The leases this pass already handled in this shard: the index is
+        // eventually consistent, so a page read again right after a write
+        // may still list them.
+        let mut handled = std::collections::HashSet::new();
         loop {
             if pages > 0 && Instant::now() >= limits.stop_at {
                 reaped.stopped_early = true;
@@ -132,7 +136,12 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
             pages += 1;
             let page = context.store.expired_leases(&lease_shard_key(shard), now, limits.page).await?;
             let mut saved_or_gone = 0;
+            let mut seen_before = 0;
             for lease in &page {
+                if !handled.insert(lease.execution_id) {
+                    seen_before += 1;
+                    continue;
+                }
                 if lease.expires_at > now {
                     // Heartbeated since its index entry was set: move the
                     // entry up; the lease leaves this range of the index.
@@ -186,9 +195,7 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
                     Err(err) => return Err(err),
                 }
             }
-            // A short page is the end of the shard's backlog; a page of only
-            // saved leases would repeat itself, so move on.
-            if page.len() < limits.page as usize || saved_or_gone == page.len() {
+            if !read_page_again(page.len(), limits.page as usize, saved_or_gone, seen_before) {
                 break;
             }
         }
@@ -197,9 +204,28 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
     Ok(reaped)
 }
 
+/// Whether the reaper reads a shard's page again after handling one: only
+/// a full page that moved something on. A short page is the end of the
+/// shard's backlog; a page of only saved leases, or of leases this pass
+/// handled already (the index lags behind the writes that moved them out
+/// of the range), would come back the same and spin until the deadline.
+pub fn read_page_again(read: usize, page: usize, saved_or_gone: usize, seen_before: usize) -> bool {
+    read >= page && saved_or_gone + seen_before < read
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_page_is_read_again_only_when_it_moved_something_on() {
+        assert!(read_page_again(100, 100, 0, 0), "a full page of work: more may follow");
+        assert!(read_page_again(100, 100, 60, 39), "one lease moved on");
+        assert!(!read_page_again(99, 100, 0, 0), "a short page ends the backlog");
+        assert!(!read_page_again(100, 100, 100, 0), "only saved leases: the same page again");
+        assert!(!read_page_again(100, 100, 0, 100), "only leases handled already: the index lags");
+        assert!(!read_page_again(100, 100, 40, 60), "nothing new: the index lags");
+    }
 
     #[test]
     fn the_reaper_stops_its_margin_before_the_deadline_and_at_once_when_it_is_that_close() {
