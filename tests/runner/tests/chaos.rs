@@ -30,7 +30,7 @@ fn plan(seed: u64) -> String {
          events.PutEvents:partial=0.2;events:lost=0.05;states:lost=0.1;states.sendMessage:integration-throttled=0.05;\
          trigger.sqs:duplicate=0.15;trigger.sqs:reorder=0.3;trigger.sqs:late=0.1;trigger.sqs:abandon=0.1;\
          trigger.stream:duplicate=0.1;trigger.stream:late=0.05;trigger.stream:abandon=0.1;\
-         trigger.http:abandon=0.05;trigger.http:lost=0.05"
+         trigger.http:abandon=0.05;trigger.http:lost=0.05;trigger.http:replay=0.05"
     )
 }
 
@@ -42,7 +42,7 @@ fn uniform_plan(seed: u64, rate: f64) -> String {
          states.sendMessage:integration-throttled={rate};\
          trigger.sqs:duplicate={rate};trigger.sqs:reorder={rate};trigger.sqs:late={rate};trigger.sqs:abandon={rate};\
          trigger.stream:duplicate={rate};trigger.stream:late={rate};trigger.stream:abandon={rate};\
-         trigger.http:abandon={rate};trigger.http:lost={rate}"
+         trigger.http:abandon={rate};trigger.http:lost={rate};trigger.http:replay={rate}"
     )
 }
 
