@@ -492,3 +492,51 @@ async fn the_gateway_answers_504_at_its_integration_timeout_while_the_invocation
     .await;
     assert_eq!(finished.status, Some(204), "the invocation ran to its end, unheard");
 }
+
+/// A job completed with outputs whose completed fact is late (the complete
+/// function crashed right after its write, so nothing adopted it directly)
+/// is adopted at its timeout from the runners' record: its dependant is
+/// queued with those outputs (its `if:` holds and its env carries them).
+/// Before the record kept them, the adoption brought no outputs and the
+/// dependant was skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_adopted_from_its_record_at_a_timeout_hands_its_outputs_to_dependants() {
+    let faults = "seed=1;late_ms=20000;trigger.sqs.job-outcomes:late=1;trigger.http.complete:abandon=1";
+    let minute = HashMap::from([("BATON_TIMEOUT_MINUTE_S".to_string(), "5".to_string())]);
+    let (stack, _plan) = stack_with_faults_and(faults, minute).await;
+    let ws = "ws-outputs-at-timeout";
+    let yaml = "name: release\njobs:\n  build:\n    runs-on: linux\n    timeout-minutes: 2\n    outputs: [version]\n    \
+                steps: [{run: 'true'}]\n  deploy:\n    runs-on: linux\n    needs: [build]\n    \
+                if: needs.build.outputs.version == '1.2.3'\n    env:\n      VERSION: ${{ needs.build.outputs.version }}\n    \
+                steps: [{run: ./deploy}]\n";
+    let created =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let run_id = created.body["id"].as_str().expect("a run id").to_string();
+    let session = stack.runner(ws, &["linux"]).await.session_token;
+    let build = wait_for("build to be claimable", Duration::from_secs(30), || stack.claim(&session)).await;
+    let step = build.job.steps[0].id;
+    let body = json!({
+        "status": "succeeded",
+        "steps": [{ "id": step, "status": "succeeded", "exit_code": 0 }],
+        "outputs": { "version": "1.2.3" },
+    });
+    let completed = stack.complete(&build.lease.token, build.job_execution_id, body).await;
+    assert_eq!(completed.status, 502, "the function was abandoned after its write: {}", completed.body);
+
+    // build's 10 s timeout passes long before its fact (held 20 s) arrives.
+    let queued = stack
+        .wait_fact("baton.workflows.job_execution.queued", Duration::from_secs(60), |d| {
+            d["run_id"] == run_id.as_str() && d["job"]["key"] == "deploy"
+        })
+        .await;
+    let execution: uuid::Uuid = serde_json::from_value(queued["job_execution_id"].clone()).expect("an execution id");
+    let spec = stack.store.job_spec(execution).await.expect("read").expect("deploy's spec");
+    assert_eq!(spec.env.get("VERSION").map(String::as_str), Some("1.2.3"), "{:?}", spec.env);
+    let view =
+        stack.send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None).await;
+    let jobs = view.body["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+    let build_view = jobs.iter().find(|j| j["key"] == "build").expect("build in the view");
+    assert_eq!(build_view["status"], "succeeded", "{:#}", view.body);
+    assert_eq!(build_view["outputs"]["version"], "1.2.3", "the view shows the outputs: {:#}", view.body);
+}

@@ -173,6 +173,14 @@ async fn step(
                     records_used = true;
                 }
                 let ended = runner_endings(&next.state, definition, &records);
+                let unfinished: Vec<Uuid> = next
+                    .state
+                    .jobs
+                    .iter()
+                    .filter_map(|job| job.execution.as_ref())
+                    .filter(|e| !e.status.is_terminal())
+                    .map(|e| e.id)
+                    .collect();
                 let change = next.state.advance_with(definition, now, minute, JOBS_PER_TRANSACTION, &ended, &data);
                 if !change.missing.is_empty() {
                     return Err(Stopped::ReadExpressionData(change.missing, next.state.workspace_id.clone()));
@@ -214,11 +222,21 @@ async fn step(
                 started += change.emitted.iter().filter(|e| matches!(e, Emitted::Queued { .. })).count();
                 // Finished beats timeout across the two contexts: a timeout
                 // is written only while no runner's end is recorded.
-                let items = change
+                let mut items = change
                     .timed_out
                     .iter()
                     .map(|id| store.not_ended_by_runner_check(*id, now))
                     .collect::<Result<Vec<_>, _>>()?;
+                // An outcome adopted from its record (its fact still on the
+                // way) brings its outputs and steps where dependants and the
+                // view read them, in the same write (the late fact's own
+                // adoption then finds them there and keeps them).
+                for id in unfinished.iter().filter(|id| ended.contains_key(*id)) {
+                    let record = records.get(id).and_then(Option::as_ref);
+                    if let Some((steps, outputs)) = record.and_then(RunnerRecord::completed_results) {
+                        items.push(store.result_put(run_id, attempt, *id, steps, outputs)?);
+                    }
+                }
                 // Advance in bounded steps (one transaction each) until nothing changes.
                 Ok(AttemptStep::Write(AttemptWrite { emitted: change.emitted, items, again: true, ..AttemptWrite::default() }))
             })
@@ -234,6 +252,13 @@ async fn step(
                 // A run timeout makes every unfinished execution overdue at
                 // once: read their records side by side, not one by one.
                 let read = futures::future::try_join_all(overdue.iter().map(|id| store.runner_record(*id))).await?;
+                // A completion's outputs are the ones dependants queued by
+                // this timeout read (`${{ needs.<job>.outputs.* }}`, `if:`).
+                for record in read.iter().flatten() {
+                    if let Some((_, outputs)) = record.completed_results() {
+                        data.outputs.insert(record.execution_id, baton_shared::store::runs::output_texts(outputs));
+                    }
+                }
                 records.extend(overdue.into_iter().zip(read));
             }
             Err(Stopped::ReadExpressionData(missing, workspace_id)) => {

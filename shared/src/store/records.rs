@@ -97,6 +97,15 @@ pub struct RunnerRecord {
     /// it read only if no report landed since (`Store::expire_lease`).
     #[serde(default)]
     pub step_reports: u64,
+    /// What the complete reported beside its outcome: the job's outputs and
+    /// its final steps. A timeout that adopts the outcome from this record
+    /// (the completed fact still on its way) writes them where dependants
+    /// and the view read them; without them a dependant's `if:` and env saw
+    /// empty outputs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub result_steps: Vec<StepResult>,
 }
 
 /// `BatchGetItem` takes at most 100 keys.
@@ -139,7 +148,17 @@ impl RunnerRecord {
             cancel_requested_at: None,
             steps: BTreeMap::new(),
             step_reports: 0,
+            outputs: BTreeMap::new(),
+            result_steps: Vec::new(),
         }
+    }
+
+    /// The outputs and final steps of a completion recorded here, if it
+    /// reported any: what an adoption from the record writes beside the
+    /// outcome.
+    pub fn completed_results(&self) -> Option<(&[StepResult], &BTreeMap<String, serde_json::Value>)> {
+        let reported = !self.outputs.is_empty() || !self.result_steps.is_empty();
+        (self.status == RunnerStatus::Completed && reported).then_some((&self.result_steps, &self.outputs))
     }
 
     /// How the execution ended on the runners' side, as the event the

@@ -363,11 +363,7 @@ impl Store {
         while let Some(item) = pages.next().await {
             let result: Outputs = from_item(item?)?;
             if executions.contains(&result.execution_id) {
-                let text = |value: serde_json::Value| match value {
-                    serde_json::Value::String(text) => text,
-                    other => other.to_string(),
-                };
-                found.insert(result.execution_id, result.outputs.into_iter().map(|(k, v)| (k, text(v))).collect());
+                found.insert(result.execution_id, output_texts(&result.outputs));
             }
         }
         Ok(found)
@@ -507,4 +503,19 @@ impl Store {
             .map_err(build_err)?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
+}
+
+/// Outputs as expressions read them: strings as they are, other JSON as its
+/// text.
+pub fn output_texts(outputs: &BTreeMap<String, serde_json::Value>) -> BTreeMap<String, String> {
+    outputs
+        .iter()
+        .map(|(name, value)| {
+            let text = match value {
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            (name.clone(), text)
+        })
+        .collect()
 }
