@@ -114,10 +114,16 @@ pub struct ClaimRequest {
     pub wait_s: Option<u64>,
     /// Chosen by the runner for one claim and sent again with each retry of
     /// it: if an earlier try was applied but its answer was lost, the retry
-    /// is answered with the same job under a fresh lease token, instead of
+    /// is answered with the same job under the same lease token, instead of
     /// leaving that job leased to nobody.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<Uuid>,
+    /// This try repeats an earlier one of the same `request_id` whose
+    /// answer never arrived (that try may still be running). An empty
+    /// answer to a retry is final for the claim: the earlier try can no
+    /// longer take a job for it afterwards.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry: bool,
 }
 
 /// The longest long poll a claim may ask for.

@@ -179,6 +179,9 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         // One claim, however many tries it takes: a retry after a transient
         // failure carries the same id, so a claim that was applied but whose
         // answer was lost brings its job instead of stranding it.
+        // A kept id is a retry: its first try failed in a way that may have
+        // been applied, and may even still be running.
+        let retry = claim_request.is_some();
         let request_id = *claim_request.get_or_insert_with(Uuid::now_v7);
         // A drain lets a claim in flight finish (and runs what it brings):
         // dropping it could leave a job leased to nobody until its lease
@@ -188,7 +191,7 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         let pushed = nudges.is_connected();
         let wait_s = if pushed { 0 } else { config.claim_wait_s.min(MAX_CLAIM_WAIT_S) };
         let answer = tokio::select! {
-            answer = client.claim(&token, wait_s, request_id) => answer,
+            answer = client.claim(&token, wait_s, request_id, retry) => answer,
             _ = shutdown.wait_for(|s| *s == Shutdown::Abandon) => continue,
         };
         if !matches!(&answer, Err(err) if err.is_transient()) {

@@ -177,8 +177,9 @@ impl Client {
         session_token: &str,
         wait_s: u64,
         request_id: Uuid,
+        retry: bool,
     ) -> Result<Option<ClaimResponse>, ClientError> {
-        let body = ClaimRequest { wait_s: Some(wait_s), request_id: Some(request_id) };
+        let body = ClaimRequest { wait_s: Some(wait_s), request_id: Some(request_id), retry };
         let timeout = REQUEST_TIMEOUT + Duration::from_secs(wait_s);
         self.send(reqwest::Method::POST, "/v1/runners/claim", session_token, Some(&body), timeout).await
     }

@@ -540,3 +540,23 @@ async fn an_outcome_adopted_from_its_record_at_a_timeout_hands_its_outputs_to_de
     assert_eq!(build_view["status"], "succeeded", "{:#}", view.body);
     assert_eq!(build_view["outputs"]["version"], "1.2.3", "the view shows the outputs: {:#}", view.body);
 }
+
+/// A retried claim that finds nothing answers the runner 204, and the try
+/// it repeats may still be running (its 504 came from the gateway, not from
+/// the function). Had that late try then taken a job, the job would be
+/// leased to a runner that was told there was none, until its lease
+/// expired. A retry's empty answer is final: the late try takes nothing,
+/// and the job waits for the runner's next claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claims_late_first_try_takes_nothing_after_its_retry_answered_empty() {
+    let stack = TestStack::start().await;
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let request_id = uuid::Uuid::now_v7();
+    let retry = stack.post("/v1/runners/claim", &session, json!({ "request_id": request_id, "retry": true })).await;
+    assert_eq!(retry.status, 204, "the retry found nothing: {}", retry.body);
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let late = stack.post("/v1/runners/claim", &session, json!({ "request_id": request_id })).await;
+    assert_eq!(late.status, 204, "the late first try takes nothing: {}", late.body);
+    let next = stack.claim(&session).await.expect("the job waits for the runner's next claim");
+    assert_eq!(next.job_execution_id, queued);
+}

@@ -77,6 +77,16 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                 ClaimOutcome::SessionExhausted => return Err(exhausted()),
                 ClaimOutcome::NothingToClaim => {
                     if tokio::time::Instant::now() + LONG_POLL_RECHECK > deadline {
+                        // A retry's empty answer is made final first: the
+                        // try it repeats may still be running.
+                        if let Some(key) = key.as_ref().filter(|_| body.retry) {
+                            let now = chrono::Utc::now();
+                            let lease = &context.config.lease;
+                            answered = Some(context.store.answer_claim_empty(&session, key, lease, now).await?);
+                            if matches!(answered, Some(ClaimOutcome::Claimed(_))) {
+                                continue;
+                            }
+                        }
                         return Ok(empty_response(StatusCode::NO_CONTENT));
                     }
                     tokio::time::sleep(LONG_POLL_RECHECK).await;

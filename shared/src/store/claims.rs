@@ -73,6 +73,10 @@ pub struct ClaimAnswer {
     pub ttl: i64,
 }
 
+/// The `type` of a claim's answer item that says it found nothing
+/// ([`Store::answer_claim_empty`]).
+const EMPTY_ANSWER_TYPE: &str = "claim_answer_empty";
+
 /// How long a claim's answer is kept for its retries.
 pub const CLAIM_ANSWER_TTL: chrono::Duration = chrono::Duration::days(1);
 
@@ -180,6 +184,9 @@ impl Store {
         let Some(item) = self.get(&session_pk(session.id), &claim_request_sk(key.request_id)).await? else {
             return Ok(None);
         };
+        if item.get("type").and_then(|t| t.as_s().ok()).map(String::as_str) == Some(EMPTY_ANSWER_TYPE) {
+            return Ok(Some(ClaimOutcome::NothingToClaim));
+        }
         let answer: ClaimAnswer = from_item(item)?;
         let token = key.lease_token(answer.execution_id, answer.epoch);
         let Some(mut lease) = self.lease(answer.execution_id).await? else {
@@ -226,6 +233,36 @@ impl Store {
         let spec = self.spec_of(&answer.pending).await?;
         let claimed = Claimed { pending: answer.pending, spec, lease, lease_token: token };
         Ok(Some(ClaimOutcome::Claimed(Box::new(claimed))))
+    }
+
+    /// Makes an empty answer final for a retried claim: an earlier try of
+    /// the same claim may still be running (its client gave up on it), and
+    /// would otherwise take a job after this try answered the runner that
+    /// there was none, leaving the job leased to a runner that never heard
+    /// of it until its lease expired. The empty answer takes the claim's
+    /// answer item first, so that try's transaction (which puts the item
+    /// only if absent) fails and takes nothing. If that try committed
+    /// first, its answer is this one's. Only retries pay this write.
+    pub async fn answer_claim_empty(
+        &self,
+        session: &Session,
+        key: &ClaimKey,
+        lease_config: &LeaseConfig,
+        now: DateTime<Utc>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(session_pk(session.id)))
+            .item("sk", s(claim_request_sk(key.request_id)))
+            .item("type", s(EMPTY_ANSWER_TYPE))
+            .item("ttl", n((now + CLAIM_ANSWER_TTL).timestamp()))
+            .condition_expression("attribute_not_exists(pk)");
+        if super::condition_may_fail(|| put.clone().send()).await? {
+            return Ok(ClaimOutcome::NothingToClaim);
+        }
+        Ok(self.claim_answered(session, key, lease_config, now).await?.unwrap_or(ClaimOutcome::NothingToClaim))
     }
 
     #[allow(clippy::too_many_arguments)]
