@@ -735,7 +735,7 @@ pub async fn idle_poll(stack: &TestStack, recorder: &Recorder, workspace: &str, 
     let (mark, invocation_mark) = (recorder.mark(), stack.host.invocations.mark());
     let client = baton_runner::client::Client::new(&stack.api).expect("a client");
     for _ in 0..polls {
-        let got = client.claim(&runner.session_token, wait_s, uuid::Uuid::now_v7()).await;
+        let got = client.claim(&runner.session_token, wait_s, uuid::Uuid::now_v7(), false).await;
         assert!(matches!(got, Ok(None)), "an idle poll finds nothing: {got:?}");
     }
     let window = recorder.since(mark);
