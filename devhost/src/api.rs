@@ -79,12 +79,14 @@ impl Gateway {
             http::Request::from_parts(parts, body).with_path_parameters(params).with_query_string_parameters(query);
         let fault = self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &format!("http.{}", route.function)));
         if fault == Some(Fault::Replay) {
-            // The first try runs on, unheard: its client gave up on it and
-            // sent the same request again, which is what it hears.
-            let first = self.invoke(&route.function, copy_request(&request));
+            // The client gives up on this try at once (its own timeout, or
+            // the gateway's 504) while the invocation runs on: the client's
+            // retry, which it sends as a retry, runs beside it.
+            let first = self.invoke(&route.function, request);
             tokio::spawn(async move {
                 let _ = first.await;
             });
+            return gateway_error(504, "Endpoint request timed out");
         }
         let invocation = self.invoke(&route.function, request);
         match fault {
@@ -192,23 +194,6 @@ fn query_parameters(query: &str) -> HashMap<String, Vec<String>> {
         map.entry(name.into_owned()).or_default().push(value.into_owned());
     }
     map
-}
-
-/// The same request again, as a client's retry sends it.
-fn copy_request(request: &lambda_http::Request) -> lambda_http::Request {
-    let mut copy = http::Request::builder().method(request.method().clone()).uri(request.uri().clone());
-    for (name, value) in request.headers() {
-        copy = copy.header(name, value);
-    }
-    let body = match request.body() {
-        Body::Text(text) => Body::Text(text.clone()),
-        Body::Binary(bytes) => Body::Binary(bytes.clone()),
-        _ => Body::Empty,
-    };
-    copy.body(body)
-        .unwrap_or_default()
-        .with_path_parameters(request.path_parameters())
-        .with_query_string_parameters(request.query_string_parameters())
 }
 
 fn to_axum(response: lambda_http::Response<Body>) -> axum::response::Response {

@@ -32,7 +32,7 @@
 //! | `reorder` | `trigger.sqs` | the dev host hands a batch over in reverse order |
 //! | `late` | `trigger.sqs`, `trigger.stream` | the dev host holds a batch `late_ms` (plan option, default 3000) before the function sees it; later messages of the queue overtake it |
 //! | `abandon` | `trigger.sqs`, `trigger.stream` | the invocation is dropped right after its first AWS write answered (a Lambda timeout or crash), and the batch is delivered again as Lambda would |
-//! | `replay` | `trigger.http` | the request is run twice at once, as a client's retry after a 504 runs beside the invocation still going on: the client gets the second invocation's answer, the first runs to its end unheard |
+//! | `replay` | `trigger.http` | the client hears 504 at once while the invocation runs on to its end, unheard: the client's retry then runs beside it, as a retry after a timeout does on AWS |
 //!
 //! `states.sendMessage` is not a request of the functions: it stands for
 //! the state machine's service integration, decided once per task message
@@ -97,9 +97,9 @@ pub enum Fault {
     /// A trigger drops an invocation after its first AWS write, then
     /// delivers the batch again.
     Abandon,
-    /// The API runs one request twice at once: the client gave up on the
-    /// first (a 504 at the gateway's 30 s, or its own timeout) and sent it
-    /// again while the first invocation still ran.
+    /// The API answers 504 at once while the invocation runs on: the client
+    /// (which gave up, as after the gateway's 30 s or its own timeout)
+    /// sends its retry while the first invocation still runs.
     Replay,
     /// Step Functions' `sqs:sendMessage` of a callback task is throttled.
     IntegrationThrottled,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use baton_devhost::HostOptions;
 use baton_shared::faults::FaultPlan;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::TestStack;
 use serde_json::{json, Value};
 use support::*;
 
@@ -342,10 +342,24 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         }
         Scenario::RunnerKilled => {
             let mut doomed = Runner::start(stack, token, "doomed", &[]);
-            let pgid = wait_for("the doomed step's pid", Duration::from_secs(120), || async {
-                std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse::<i32>().ok())
-            })
-            .await;
+            // Not started in time is a violation of this seed (with its
+            // evidence kept), not a panic that loses every seed's.
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let pgid = loop {
+                if let Some(pgid) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+                    break pgid;
+                }
+                if Instant::now() >= deadline {
+                    doomed.signal(libc::SIGKILL);
+                    let view = call(stack, reqwest::Method::GET, &path, None).await;
+                    return Err(format!(
+                        "the doomed step never started within 120 s ({}); last view {}",
+                        diagnose(stack, &view.body).await,
+                        view.body
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            };
             let _group = GroupGuard(pgid);
             doomed.signal(libc::SIGKILL);
             doomed.exited(WAIT).await;
