@@ -203,6 +203,16 @@ impl TestStack {
 
 /// Adds a subscriber (rule → queue with DLQ) to the plan, for a function the
 /// test mounts itself.
+/// Dev host options whose `function`'s queue only acknowledges what it
+/// receives: a test that must show a path works without that subscriber
+/// (its messages are taken and dropped, as if it were never there).
+pub fn options_without_subscriber(function: &str) -> HostOptions {
+    let mut options = HostOptions::default();
+    let acknowledge: SqsHandler = Arc::new(|_| Box::pin(async { Ok(Default::default()) }));
+    options.extra_sqs_functions.insert(function.into(), acknowledge);
+    options
+}
+
 pub fn add_subscriber(plan: &mut Plan, logical: &str, facts: Vec<String>, max_receive_count: u32) {
     let name = format!("{}{logical}", plan.prefix);
     plan.queues.push(PlannedQueue {

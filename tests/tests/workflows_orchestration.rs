@@ -598,10 +598,7 @@ async fn sixty_jobs_start_and_cancel_across_several_transactions_of_at_most_a_hu
 /// claim alone must refuse the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_cancelled_while_its_terminated_fact_is_in_flight_is_never_claimed() {
-    let mut options = baton_devhost::HostOptions::default();
-    let acknowledge: baton_devhost::sqs::SqsHandler =
-        std::sync::Arc::new(|_| Box::pin(async { Ok(Default::default()) }));
-    options.extra_sqs_functions.insert("reconcile".into(), acknowledge);
+    let options = baton_tests::options_without_subscriber("reconcile");
     let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
     let ws = workspace();
     let yaml = "name: deploy\njobs:\n  deploy:\n    runs-on: linux\n    steps: [{run: ./deploy}]\n";

@@ -112,10 +112,7 @@ async fn a_connected_runner_is_nudged_and_its_next_claim_brings_the_job() {
 /// push endpoint and the job waited for that runner's safety poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_made_ready_by_a_completion_reaches_a_connected_runner_by_a_nudge() {
-    let mut options = baton_devhost::HostOptions::default();
-    let acknowledge: baton_devhost::sqs::SqsHandler =
-        std::sync::Arc::new(|_| Box::pin(async { Ok(Default::default()) }));
-    options.extra_sqs_functions.insert("enqueue".into(), acknowledge);
+    let options = baton_tests::options_without_subscriber("enqueue");
     let overrides = HashMap::from([("BATON_PUSH_SAFETY_POLL_S".to_string(), "3600".to_string())]);
     let stack = TestStack::start_custom(|_| {}, overrides, options).await;
     let ws = workspace();
