@@ -234,7 +234,7 @@ async fn step(
                 for id in unfinished.iter().filter(|id| ended.contains_key(*id)) {
                     let record = records.get(id).and_then(Option::as_ref);
                     if let Some((steps, outputs)) = record.and_then(RunnerRecord::completed_results) {
-                        items.push(store.result_put(run_id, attempt, *id, steps, outputs)?);
+                        items.push(store.result_put(run_id, attempt, *id, &steps, outputs)?);
                     }
                 }
                 // Advance in bounded steps (one transaction each) until nothing changes.

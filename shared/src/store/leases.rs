@@ -441,27 +441,22 @@ impl Store {
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .build(),
         )?;
-        // The outputs and final steps ride along (when there are any): a
-        // timeout that adopts this outcome before its fact arrives reads
-        // them here (`RunnerRecord::completed_results`).
+        // The outputs ride along (when there are any; the step reports are
+        // on the record already): a timeout that adopts this outcome before
+        // its fact arrives reads them here (`RunnerRecord::completed_results`).
         let mut set =
             "SET #status = :completed, outcome = :o, completed_epoch = :e, completed_token_hash = :h".to_string();
-        let mut results = Vec::new();
         if !fact.detail.outputs.is_empty() {
             set.push_str(", outputs = :out");
-            results.push((":out", serde_dynamo::to_attribute_value(&fact.detail.outputs)?));
-        }
-        if !fact.detail.steps.is_empty() {
-            set.push_str(", result_steps = :rs");
-            results.push((":rs", serde_dynamo::to_attribute_value(&fact.detail.steps)?));
         }
         let mut record = Update::builder()
             .table_name(&self.table)
             .key("pk", s(execution_pk(execution_id)))
             .key("sk", s(RUNNER_SK))
             .update_expression(set);
-        for (name, value) in results {
-            record = record.expression_attribute_values(name, value);
+        if !fact.detail.outputs.is_empty() {
+            let outputs = serde_dynamo::to_attribute_value(&fact.detail.outputs)?;
+            record = record.expression_attribute_values(":out", outputs);
         }
         let record = build(
             record

@@ -97,15 +97,14 @@ pub struct RunnerRecord {
     /// it read only if no report landed since (`Store::expire_lease`).
     #[serde(default)]
     pub step_reports: u64,
-    /// What the complete reported beside its outcome: the job's outputs and
-    /// its final steps. A timeout that adopts the outcome from this record
-    /// (the completed fact still on its way) writes them where dependants
-    /// and the view read them; without them a dependant's `if:` and env saw
-    /// empty outputs.
+    /// The job's outputs, as its complete reported them. A timeout that
+    /// adopts the outcome from this record (the completed fact still on its
+    /// way) writes them, with the step reports above, where dependants and
+    /// the view read them; without them a dependant's `if:` and env saw
+    /// empty outputs. Not stored when empty, so a job without outputs pays
+    /// nothing for it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub result_steps: Vec<StepResult>,
 }
 
 /// `BatchGetItem` takes at most 100 keys.
@@ -149,16 +148,16 @@ impl RunnerRecord {
             steps: BTreeMap::new(),
             step_reports: 0,
             outputs: BTreeMap::new(),
-            result_steps: Vec::new(),
         }
     }
 
-    /// The outputs and final steps of a completion recorded here, if it
-    /// reported any: what an adoption from the record writes beside the
+    /// The steps reported and the outputs of a completion recorded here,
+    /// if there are any: what an adoption from the record writes beside the
     /// outcome.
-    pub fn completed_results(&self) -> Option<(&[StepResult], &BTreeMap<String, serde_json::Value>)> {
-        let reported = !self.outputs.is_empty() || !self.result_steps.is_empty();
-        (self.status == RunnerStatus::Completed && reported).then_some((&self.result_steps, &self.outputs))
+    pub fn completed_results(&self) -> Option<(Vec<StepResult>, &BTreeMap<String, serde_json::Value>)> {
+        let reported = !self.outputs.is_empty() || !self.steps.is_empty();
+        (self.status == RunnerStatus::Completed && reported)
+            .then(|| (self.steps.values().cloned().collect(), &self.outputs))
     }
 
     /// How the execution ended on the runners' side, as the event the
