@@ -1,0 +1,255 @@
+//! Request and response bodies of the provisioner routes (api.md
+//! "Provisioners", behaviour.md §15): what an operator registers, what a
+//! provisioner (`bpt_` token) reads as demand, reserves, and reports about
+//! its instances, and the terminate intents Baton answers with.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The defaults of api.md, in one place for the server and the clients.
+pub const DEFAULT_JOBS_PER_INSTANCE: u32 = 1;
+pub const DEFAULT_IDLE_TIMEOUT_S: u32 = 300;
+pub const DEFAULT_BOOT_TIMEOUT_S: u32 = 600;
+pub const DEFAULT_RESERVATION_EXPIRY_S: u32 = 900;
+pub const MAX_RESERVATION_EXPIRY_S: u32 = 3_600;
+/// How long a demand read may wait for a change.
+pub const MAX_DEMAND_WAIT_S: u32 = 20;
+/// How many instance events one report may carry.
+pub const MAX_INSTANCE_EVENTS: usize = 100;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CreateProvisioner {
+    pub name: String,
+    /// The label sets its machines can serve (1–20 sets of 1–20 labels).
+    pub label_sets: Vec<Vec<String>>,
+    /// 1–10,000.
+    pub max_instances: u32,
+    /// 1–1,000; 1 makes every machine ephemeral (one job, then it goes).
+    #[serde(default)]
+    pub jobs_per_instance: Option<u32>,
+    /// 10–86,400.
+    #[serde(default)]
+    pub idle_timeout_s: Option<u32>,
+    /// 10–3,600.
+    #[serde(default)]
+    pub boot_timeout_s: Option<u32>,
+    /// Idle instances to keep ready, 0–`max_instances`.
+    #[serde(default)]
+    pub warm: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProvisionerSummary {
+    pub id: Uuid,
+    pub name: String,
+    pub label_sets: Vec<Vec<String>>,
+    pub max_instances: u32,
+    pub jobs_per_instance: u32,
+    pub idle_timeout_s: u32,
+    pub boot_timeout_s: u32,
+    pub warm: u32,
+    /// Reservations that hold an instance slot now (counted against `max_instances`).
+    pub reserved_instances: u32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The 201 of a creation: the provisioner and its token, shown this once.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CreatedProvisioner {
+    #[serde(flatten)]
+    pub provisioner: ProvisionerSummary,
+    pub token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProvisionerList {
+    pub items: Vec<ProvisionerSummary>,
+}
+
+/// Demand for one label set a provisioner serves. A job counts toward it
+/// when the job's labels are a subset of `labels`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LabelSetDemand {
+    pub labels: Vec<String>,
+    /// Claimable jobs not covered by a reservation.
+    pub queued: u64,
+    /// Reservations whose instance has not taken its first job yet.
+    pub reserved: u64,
+    /// Jobs of these labels held by a runner now.
+    pub running: u64,
+    /// This provisioner's registered runners that hold no job and may take one.
+    pub idle_sessions: u64,
+    pub oldest_queued_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Demand {
+    pub label_sets: Vec<LabelSetDemand>,
+    /// Changes whenever any figure above does; pass it back as `since`.
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReserveRequest {
+    /// One of the provisioner's label sets.
+    pub labels: Vec<String>,
+    /// 1–1,000 instances.
+    pub count: u32,
+    /// Default 900, at most 3,600.
+    #[serde(default)]
+    pub expires_in_s: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Reservation {
+    pub id: Uuid,
+    /// An ephemeral `brt_` token: single use, bound to the labels, its
+    /// session capped at `jobs_per_instance` claims, expiring with the
+    /// reservation. Shown once.
+    pub registration_token: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Reserved {
+    /// Fewer than asked (possibly none) when demand or `max_instances` does
+    /// not allow more.
+    pub reservations: Vec<Reservation>,
+}
+
+/// The states of a runner instance, in the only order they may move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceState {
+    Requested,
+    Booting,
+    Running,
+    Terminating,
+    Terminated,
+    Failed,
+}
+
+impl InstanceState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Requested => "requested",
+            InstanceState::Booting => "booting",
+            InstanceState::Running => "running",
+            InstanceState::Terminating => "terminating",
+            InstanceState::Terminated => "terminated",
+            InstanceState::Failed => "failed",
+        }
+    }
+
+    /// Its place in the order states move in: a report of a lower rank than
+    /// the instance's is late and changes nothing.
+    pub fn rank(self) -> u8 {
+        self as u8
+    }
+
+    /// The machine is gone (or never came).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, InstanceState::Terminated | InstanceState::Failed)
+    }
+}
+
+/// Why Baton wants an instance gone (behaviour.md §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum TerminateReason {
+    JobCancelled,
+    Idle,
+    Orphan,
+    Exhausted,
+    ReservationExpired,
+    ProvisionerRemoved,
+}
+
+impl TerminateReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminateReason::JobCancelled => "job-cancelled",
+            TerminateReason::Idle => "idle",
+            TerminateReason::Orphan => "orphan",
+            TerminateReason::Exhausted => "exhausted",
+            TerminateReason::ReservationExpired => "reservation-expired",
+            TerminateReason::ProvisionerRemoved => "provisioner-removed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstanceEvent {
+    /// The provisioner's own id of the machine (1–256 characters).
+    pub provider_runner_id: String,
+    pub state: InstanceState,
+    #[serde(default)]
+    pub reservation_id: Option<Uuid>,
+    #[serde(default)]
+    pub runner_session_id: Option<Uuid>,
+    #[serde(default)]
+    pub at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstanceReport {
+    /// At most 100.
+    pub events: Vec<InstanceEvent>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HonoredIntent {
+    pub provider_runner_id: String,
+    pub reason: TerminateReason,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstanceReportAnswer {
+    /// Events that moved an instance forward (late or repeated ones are not counted).
+    pub accepted: u32,
+    /// Reservations this report released (their instance ended and no
+    /// uncancelled lease remains on it).
+    pub reservations_released: u32,
+    /// Instances this report stopped (`terminating` or later) that Baton had
+    /// asked to go, with the reason it had.
+    pub terminate_intents_honored: Vec<HonoredIntent>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TerminateIntent {
+    pub reason: TerminateReason,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstanceView {
+    pub provider_runner_id: String,
+    pub state: InstanceState,
+    pub reservation_id: Option<Uuid>,
+    pub runner_session_id: Option<Uuid>,
+    pub terminate: Option<TerminateIntent>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstanceList {
+    pub items: Vec<InstanceView>,
+}
