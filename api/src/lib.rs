@@ -11,7 +11,6 @@ pub mod facts;
 pub mod health;
 pub mod logs;
 #[cfg(feature = "openapi")]
-#[cfg(feature = "openapi")]
 pub mod openapi;
 pub mod provisioners;
 pub mod runners;
