@@ -3,3 +3,4 @@
 pub mod claim;
 pub mod labels;
 pub mod lease;
+pub mod provisioners;
