@@ -326,6 +326,55 @@ impl FactDetail for JobLeaseExpired {
     const CONTEXT: Context = Context::Runners;
 }
 
+/// A provisioner reserved an instance's capacity (behaviour.md §15). The
+/// registration token it got is never in a fact.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReservationCreated {
+    pub provisioner_id: Uuid,
+    pub reservation_id: Uuid,
+    /// The label set the instance serves.
+    pub labels: Vec<String>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl FactDetail for ReservationCreated {
+    const DETAIL_TYPE: &'static str = "baton.runners.reservation.created";
+    const CONTEXT: Context = Context::Runners;
+}
+
+/// A reservation stopped holding its instance slot: its instance ended with
+/// no uncancelled lease on it (`instance-ended`), it expired unused
+/// (`expired-unused`, its demand back in the queue's count), or its
+/// provisioner was removed (`provisioner-removed`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReservationReleased {
+    pub provisioner_id: Uuid,
+    pub reservation_id: Uuid,
+    pub reason: String,
+    pub released_at: DateTime<Utc>,
+}
+
+impl FactDetail for ReservationReleased {
+    const DETAIL_TYPE: &'static str = "baton.runners.reservation.released";
+    const CONTEXT: Context = Context::Runners;
+}
+
+/// Baton asked a provisioner to stop an instance, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InstanceTerminateRequested {
+    pub provisioner_id: Uuid,
+    pub provider_runner_id: String,
+    pub reservation_id: Option<Uuid>,
+    pub runner_session_id: Option<Uuid>,
+    pub reason: crate::provisioners::TerminateReason,
+    pub requested_at: DateTime<Utc>,
+}
+
+impl FactDetail for InstanceTerminateRequested {
+    const DETAIL_TYPE: &'static str = "baton.runners.instance.terminate_requested";
+    const CONTEXT: Context = Context::Runners;
+}
+
 /// Every detail type Baton publishes.
 pub const ALL_DETAIL_TYPES: &[&str] = &[
     RunAttemptCreated::DETAIL_TYPE,
@@ -337,4 +386,7 @@ pub const ALL_DETAIL_TYPES: &[&str] = &[
     JobClaimed::DETAIL_TYPE,
     JobCompleted::DETAIL_TYPE,
     JobLeaseExpired::DETAIL_TYPE,
+    ReservationCreated::DETAIL_TYPE,
+    ReservationReleased::DETAIL_TYPE,
+    InstanceTerminateRequested::DETAIL_TYPE,
 ];

@@ -25,6 +25,7 @@ use crate::error::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::facts::{JobOutcome, StepResult, StepSpec};
 use crate::health::{Checks, Health};
 use crate::logs::{LogChunkRequest, LogLine, LogPage, LogStream, LogUpload, LogUploadRequest, LogUploadResponse};
+use crate::provisioners::*;
 use crate::runners::*;
 use crate::runs::*;
 use crate::status::{ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
@@ -36,6 +37,7 @@ pub const OPERATOR: &str = "operator";
 pub const REGISTRATION: &str = "registration";
 pub const SESSION: &str = "session";
 pub const LEASE: &str = "lease";
+pub const PROVISIONER: &str = "provisioner";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -62,6 +64,13 @@ pub const LEASE: &str = "lease";
         read_job_logs,
         cancel_run,
         rerun_run,
+        create_provisioner,
+        list_provisioners,
+        remove_provisioner,
+        read_demand,
+        reserve_instances,
+        report_instances,
+        list_instances,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, ErrorCode, Health, Checks, RunStatus, JobStatus, ExecutionStatus, StepStatus,
@@ -72,6 +81,7 @@ pub const LEASE: &str = "lease";
         (name = "meta", description = "Health and this document"),
         (name = "operators", description = "Registration tokens and runs, with an operator API token (`bat_`)"),
         (name = "runners", description = "Registration, claims and leases, as a runner agent uses them"),
+        (name = "provisioners", description = "Elastic fleets: demand, reservations and instances, with a provisioner token (`bpt_`)"),
     )
 )]
 pub struct BatonApi;
@@ -104,6 +114,7 @@ impl Modify for CommonAnswers {
             (REGISTRATION, "brt_", "A registration token, created by an operator for runners to register with."),
             (SESSION, "bst_", "A runner's session token, answered by register; short-lived."),
             (LEASE, "blt_", "A lease token, answered by a claim; valid for that one job execution."),
+            (PROVISIONER, "bpt_", "A provisioner token, answered once when an operator creates the provisioner."),
         ] {
             let scheme = HttpBuilder::new()
                 .scheme(HttpAuthScheme::Bearer)
@@ -189,6 +200,76 @@ fn list_registration_tokens() {}
     ),
     security(("operator" = [])))]
 fn revoke_registration_token() {}
+
+/// Registers a provisioner; its token is shown only in this answer.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/provisioners", tag = "operators",
+    params(WorkspaceParam),
+    request_body = CreateProvisioner,
+    responses(
+        (status = 201, description = "Created; `token` is shown once", body = CreatedProvisioner),
+        (status = 400, description = "`invalid-request` naming the field, or `invalid-labels`", body = ErrorBody),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn create_provisioner() {}
+
+/// The workspace's provisioners (removed ones are not listed), without tokens.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/provisioners", tag = "operators",
+    params(WorkspaceParam),
+    responses(
+        (status = 200, description = "The provisioners", body = ProvisionerList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_provisioners() {}
+
+/// Removes a provisioner: its token stops working at once, its live
+/// instances get `provisioner-removed` intents, its reservations are released.
+#[utoipa::path(delete, path = "/v1/workspaces/{ws}/provisioners/{id}", tag = "operators",
+    params(WorkspaceParam, ("id" = uuid::Uuid, Path, description = "The provisioner's id")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 404, description = "`not-found`: no such provisioner in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn remove_provisioner() {}
+
+/// The demand of each label set the provisioner serves; a long poll that
+/// answers as soon as `version` differs from `since`, or at `wait_s`.
+#[utoipa::path(get, path = "/v1/provisioners/demand", tag = "provisioners",
+    params(
+        ("wait_s" = Option<u32>, Query, description = "How long to wait for a change, 0 to 20 (default 0)"),
+        ("since" = Option<String>, Query, description = "The `version` of the last answer"),
+    ),
+    responses((status = 200, description = "The demand", body = Demand)),
+    security(("provisioner" = [])))]
+fn read_demand() {}
+
+/// Reserves instances for one of the provisioner's label sets, each with an
+/// ephemeral registration token; fewer than asked (possibly none) when
+/// demand or `max_instances` does not allow more.
+#[utoipa::path(post, path = "/v1/provisioners/reservations", tag = "provisioners",
+    request_body = ReserveRequest,
+    responses(
+        (status = 201, description = "The reservations made; each token is shown once", body = Reserved),
+        (status = 400, description = "`invalid-request` (`count`, `expires_in_s`) or `invalid-labels` (not a served set)", body = ErrorBody),
+    ),
+    security(("provisioner" = [])))]
+fn reserve_instances() {}
+
+/// Reports instances' states (at most 100 events); states only move forward.
+#[utoipa::path(post, path = "/v1/provisioners/instances", tag = "provisioners",
+    request_body = InstanceReport,
+    responses((status = 200, description = "What the report changed", body = InstanceReportAnswer)),
+    security(("provisioner" = [])))]
+fn report_instances() {}
+
+/// The provisioner's instances with Baton's terminate intents.
+#[utoipa::path(get, path = "/v1/provisioners/instances", tag = "provisioners",
+    params(("intent" = Option<String>, Query, description = "`terminate`: only live instances Baton asks to go")),
+    responses((status = 200, description = "The instances", body = InstanceList)),
+    security(("provisioner" = [])))]
+fn list_instances() {}
 
 /// Opens a runner session with its labels.
 #[utoipa::path(post, path = "/v1/runners/register", tag = "runners",

@@ -112,6 +112,10 @@ impl Functions {
             "heartbeat" => baton_heartbeat::handle(context, req).await,
             "complete" => baton_complete::handle(context, req).await,
             "logs" => baton_logs::handle(context, req).await,
+            "provisioners" => baton_provisioners::handle(context, req).await,
+            "provisioner-demand" => baton_provisioner_demand::handle(context, req).await,
+            "provisioner-reservations" => baton_provisioner_reservations::handle(context, req).await,
+            "provisioner-instances" => baton_provisioner_instances::handle(context, req).await,
             other => {
                 tracing::error!(function = other, "route names a function without an HTTP handler");
                 baton_shared::http::error_response(&ApiError::internal())

@@ -122,6 +122,17 @@ pub async fn authorize_operator(store: &Store, req: &Request, workspace_id: &str
     }
 }
 
+/// Authenticates a provisioner request (`bpt_`): the provisioner it belongs
+/// to, which scopes everything the request may read or write; 401 for an
+/// unknown, wrong or removed provisioner's token.
+pub async fn authorize_provisioner(
+    store: &Store,
+    req: &Request,
+) -> Result<crate::store::provisioners::Provisioner, ApiError> {
+    let token = require_token(req, TokenKind::Provisioner)?;
+    store.provisioner_for_token(token).await?.ok_or_else(ApiError::unauthenticated)
+}
+
 /// A path parameter that the route template names; 404 when it is missing.
 pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
     req.path_parameters()

@@ -64,6 +64,27 @@ pub fn stage_emf_line(stage: &str, name: &str, value: f64, unit: Unit, now_ms: i
     .to_string()
 }
 
+/// Renders one EMF document of a label set's demand (dimensions
+/// `workspace` and `label_set`, the labels joined by `,`): what an AWS auto
+/// scaling group's target tracking can scale on without a provisioner.
+pub fn demand_emf_line(workspace: &str, labels: &[String], queued: u64, running: u64, now_ms: i64) -> String {
+    json!({
+        "_aws": {
+            "Timestamp": now_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "Baton",
+                "Dimensions": [["workspace", "label_set"]],
+                "Metrics": [{"Name": "DemandQueued", "Unit": "Count"}, {"Name": "DemandRunning", "Unit": "Count"}],
+            }]
+        },
+        "workspace": workspace,
+        "label_set": labels.join(","),
+        "DemandQueued": queued,
+        "DemandRunning": running,
+    })
+    .to_string()
+}
+
 /// Prints a stage-wide metric now.
 pub fn emit_for_stage(stage: &str, name: &str, value: f64, unit: Unit) {
     println!("{}", stage_emf_line(stage, name, value, unit, chrono::Utc::now().timestamp_millis()));

@@ -9,6 +9,7 @@
 //! | registration | `brt_<id>.<secret>` | the token item `<id>`, with the hash |
 //! | session | `bst_<id>.<secret>` | the session item `<id>`, with the hash |
 //! | lease | `blt_<execution>.<epoch>.<secret>` | the lease item, with the hash |
+//! | provisioner | `bpt_<id>.<secret>` | the provisioner item `<id>`, with the hash |
 //!
 //! A token that names its item in the clear makes authenticating one
 //! `GetItem` by id followed by a comparison of hashes (the lease token also
@@ -28,6 +29,7 @@ pub enum TokenKind {
     Registration,
     Session,
     Lease,
+    Provisioner,
 }
 
 impl TokenKind {
@@ -37,6 +39,7 @@ impl TokenKind {
             TokenKind::Registration => "brt_",
             TokenKind::Session => "bst_",
             TokenKind::Lease => "blt_",
+            TokenKind::Provisioner => "bpt_",
         }
     }
 
@@ -79,6 +82,16 @@ pub fn new_session_token(id: Uuid) -> String {
 /// A new lease token naming the execution and the epoch it fences.
 pub fn new_lease_token(execution_id: Uuid, epoch: u64) -> String {
     format!("{}{}.{epoch}.{}", TokenKind::Lease.prefix(), execution_id.simple(), secret())
+}
+
+/// A new provisioner token naming its provisioner `id`.
+pub fn new_provisioner_token(id: Uuid) -> String {
+    named(TokenKind::Provisioner, id)
+}
+
+/// The provisioner a provisioner token names, if it is well formed.
+pub fn provisioner_token_id(token: &str) -> Option<Uuid> {
+    named_id(token, TokenKind::Provisioner)
 }
 
 fn named(kind: TokenKind, id: Uuid) -> String {

@@ -21,13 +21,15 @@ use std::sync::Mutex;
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::SqsEvent;
+use baton_shared::api::provisioners::TerminateReason;
 use baton_shared::facts::relay::outbox_records;
 use baton_shared::facts::schema::{common_schema_path, schema_path, schemas_dir, validate};
 use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
 use baton_shared::facts::{
-    source_of, Fact, FactDetail, JobClaimed, JobCompleted, JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired,
-    JobOutcome, JobTerminated, LeaseRef, QueuedJob, RunAttemptCreated, RunCancelled, RunTerminated, StepResult,
-    StepStatus, ALL_DETAIL_TYPES, SCHEMA_VERSION,
+    source_of, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted, JobExecutionQueued,
+    JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, LeaseRef, QueuedJob, ReservationCreated,
+    ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, StepResult, StepStatus, ALL_DETAIL_TYPES,
+    SCHEMA_VERSION,
 };
 use baton_shared::store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -188,6 +190,9 @@ fn parse_as(detail_type: &str, detail: &Value) -> Result<Value, String> {
         JobClaimed::DETAIL_TYPE => typed::<JobClaimed>(&delivered),
         JobCompleted::DETAIL_TYPE => typed::<JobCompleted>(&delivered),
         JobLeaseExpired::DETAIL_TYPE => typed::<JobLeaseExpired>(&delivered),
+        ReservationCreated::DETAIL_TYPE => typed::<ReservationCreated>(&delivered),
+        ReservationReleased::DETAIL_TYPE => typed::<ReservationReleased>(&delivered),
+        InstanceTerminateRequested::DETAIL_TYPE => typed::<InstanceTerminateRequested>(&delivered),
         other => Err(format!("no Rust type for {other}")),
     }
 }
@@ -323,6 +328,30 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         steps: step_results(),
         claimed_at: Some(at(23, 50, 0)),
     });
+    check(ReservationCreated {
+        provisioner_id: id(),
+        reservation_id: id(),
+        labels: vec!["linux".into(), "x64".into()],
+        expires_at: at(23, 59, 59),
+    });
+    for reason in ["instance-ended", "expired-unused", "provisioner-removed"] {
+        check(ReservationReleased {
+            provisioner_id: id(),
+            reservation_id: id(),
+            reason: reason.into(),
+            released_at: at(23, 59, 59),
+        });
+    }
+    for (reason, session) in [(TerminateReason::JobCancelled, Some(id())), (TerminateReason::Orphan, None)] {
+        check(InstanceTerminateRequested {
+            provisioner_id: id(),
+            provider_runner_id: "i-0abc".into(),
+            reservation_id: session.map(|_| id()),
+            runner_session_id: session,
+            reason,
+            requested_at: at(23, 59, 59),
+        });
+    }
 
     let checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let all: BTreeSet<&str> = ALL_DETAIL_TYPES.iter().copied().collect();

@@ -101,7 +101,14 @@ async fn finish(
     );
     match context
         .store
-        .complete(lease.execution_id, lease.epoch, &lease.token_hash, &fact, context.config.outbox_ttl_days)
+        .complete(
+            lease.execution_id,
+            lease.epoch,
+            &lease.token_hash,
+            item.as_ref(),
+            &fact,
+            context.config.outbox_ttl_days,
+        )
         .await?
     {
         Fenced::Ok(Completion::Recorded(status)) => {
@@ -114,6 +121,14 @@ async fn finish(
             if item.as_ref().is_some_and(|i| i.direct_adoption) {
                 if let Err(err) = adopt(context, &RunnerFact::completed(&fact.detail), "complete").await {
                     tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "direct adoption failed; the job.completed fact will carry it");
+                }
+            }
+            // A provisioned machine's job ended: its fleet is decided again
+            // now (an ephemeral runner is `exhausted`; a release waiting on
+            // this lease goes). Any later report or read converges it too.
+            if let Some(link) = item.as_ref().and_then(|i| i.reservation.as_ref()) {
+                if let Err(err) = context.store.converge_reservation(link, now).await {
+                    tracing::warn!(job_execution_id = %lease.execution_id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
                 }
             }
             Ok(json_response(StatusCode::OK, &CompleteResponse { status }))

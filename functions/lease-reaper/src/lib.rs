@@ -183,6 +183,11 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
                     Ok(true) => {
                         expired += 1;
                         tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
+                        if let Some(link) = &lease.reservation {
+                            if let Err(err) = context.store.converge_reservation(link, now).await {
+                                tracing::warn!(job_execution_id = %lease.execution_id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
+                            }
+                        }
                     }
                     Ok(false) => saved_or_gone += 1,
                     // A heartbeat or a complete kept holding the lease, or

@@ -17,12 +17,21 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
 async fn reconcile(context: &Context, delivered: Delivered) -> Result<(), HandlerError> {
     let fact = delivered.parse::<JobExecutionTerminated>()?;
     let ws = &fact.header.workspace_id;
-    let flagged = context.store.reconcile_terminated(ws, &fact.detail, chrono::Utc::now()).await?;
-    if flagged && context.push.is_enabled() {
-        // A redelivery nudges again: harmless, the runner only heartbeats.
+    let now = chrono::Utc::now();
+    let flagged = context.store.reconcile_terminated(ws, &fact.detail, now).await?;
+    if flagged {
         let execution_id = fact.detail.job_execution_id;
         if let Some(lease) = context.store.lease(execution_id).await? {
-            context.push.nudge_cancel(&context.store, ws, lease.session_id, execution_id).await;
+            if context.push.is_enabled() {
+                // A redelivery nudges again: harmless, the runner only heartbeats.
+                context.push.nudge_cancel(&context.store, ws, lease.session_id, execution_id).await;
+            }
+            // A provisioned machine's job was cancelled: its `job-cancelled`
+            // intent is decided now, so the machine can be stopped rather
+            // than wait for its runner (a redelivery decides nothing new).
+            if let Some(link) = &lease.reservation {
+                context.store.converge_reservation(link, now).await?;
+            }
         }
     }
     tracing::info!(

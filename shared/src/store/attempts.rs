@@ -282,7 +282,7 @@ impl Store {
         // The change's facts, written together (`outbox`).
         let mut facts = Vec::with_capacity(emitted.len());
         // Label sets of the jobs queued here, registered once each.
-        let mut label_sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut label_sets: BTreeMap<String, (Vec<String>, usize)> = BTreeMap::new();
         for e in emitted {
             match e {
                 Emitted::Queued { fact, spec } => {
@@ -292,7 +292,7 @@ impl Store {
                     // labels are canonical already.
                     let labelset = crate::runners::labels::labelset_id(&spec.labels);
                     puts.extend(self.claimable_puts(workspace_id, fact, &spec.labels, &labelset, direct_adoption)?);
-                    label_sets.insert(labelset, spec.labels.clone());
+                    label_sets.entry(labelset).or_insert_with(|| (spec.labels.clone(), 0)).1 += 1;
                 }
                 Emitted::ExecutionTerminated(d) => {
                     facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
@@ -309,8 +309,8 @@ impl Store {
             }
         }
         puts.extend(self.outbox_puts(facts)?);
-        for (labelset, labels) in &label_sets {
-            puts.push(self.label_set_registration(workspace_id, labels, labelset)?);
+        for (labelset, (labels, queued)) in &label_sets {
+            puts.push(self.label_set_registration(workspace_id, labels, labelset, *queued)?);
         }
         Ok(puts)
     }

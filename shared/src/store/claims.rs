@@ -329,6 +329,8 @@ impl Store {
                     lx_shard: lease_shard(pending.execution_id),
                     lx_expires_at: expires_at.timestamp_millis(),
                     direct_adoption: pending.direct_adoption,
+                    labelset: super::keys::labelset_of_queue_pk(&pending.pk).map(str::to_string),
+                    reservation: session.reservation.clone(),
                 };
                 let fact = Fact::new(
                     pending.workspace_id.clone(),
@@ -354,7 +356,7 @@ impl Store {
                             lease_token: token,
                         })));
                     }
-                    ClaimAttempt::Lost => {
+                    ClaimAttempt::Lost | ClaimAttempt::ReservationSpent => {
                         stats.lost_races += 1;
                         lost = true;
                         if candidates.len() >= window {

@@ -17,6 +17,9 @@
 //! | registration token | `REGTOKEN#<id>` | `REGTOKEN` | `runs-by-workspace`: `rw_pk = REGTOKENS#<ws>`, `rw_sk = <created_at>#<id>` |
 //! | runner session | `SESSION#<id>` | `SESSION` | |
 //! | a claim's answer, for its retries | `SESSION#<id>` | `CLAIM#<request id>` | |
+//! | provisioner | `PROV#<id>` | `PROV` | `runs-by-workspace`: `rw_pk = PROVS#<ws>`, `rw_sk = <created_at>#<id>` |
+//! | reservation | `PROV#<provisioner>` | `RESV#<id>` | |
+//! | runner instance | `PROV#<provisioner>` | `INST#<provider runner id>` | |
 //! | operator API token | `APITOKEN#<sha256>` | `APITOKEN` | |
 //! | outbox (a fact to relay) | `OUTBOX#<event id>` | `OUTBOX` | |
 //! | processed marker of a consumer | `PROCESSED#<consumer>#<event id>` | `PROCESSED` | |
@@ -44,6 +47,9 @@ pub const REGISTRATION_TOKEN_SK: &str = "REGTOKEN";
 pub const SESSION_SK: &str = "SESSION";
 pub const OPERATOR_TOKEN_SK: &str = "APITOKEN";
 pub const OUTBOX_SK: &str = "OUTBOX";
+pub const PROVISIONER_SK: &str = "PROV";
+pub const RESERVATION_PREFIX: &str = "RESV#";
+pub const INSTANCE_PREFIX: &str = "INST#";
 pub const PROCESSED_SK: &str = "PROCESSED";
 
 /// Shards of the live-lease index: expiring leases spread over this many
@@ -104,6 +110,11 @@ pub fn queue_pk(workspace_id: &str, labelset: &str) -> String {
     format!("Q#{workspace_id}#{labelset}")
 }
 
+/// The label set id a queue partition key names (`Q#<ws>#<labelset>`).
+pub fn labelset_of_queue_pk(pk: &str) -> Option<&str> {
+    pk.strip_prefix("Q#")?.rsplit_once('#').map(|(_, labelset)| labelset)
+}
+
 /// A pending item's sort key: oldest `queued_at` first, ties by execution.
 pub fn pending_sk(queued_at: DateTime<Utc>, execution_id: Uuid) -> String {
     format!("{}#{execution_id}", timestamp(queued_at))
@@ -142,6 +153,25 @@ pub fn workspace_registration_tokens_pk(workspace_id: &str) -> String {
 /// `rw_sk` of a registration token: newest first in a backwards query.
 pub fn registration_token_listing_sk(created_at: DateTime<Utc>, id: Uuid) -> String {
     format!("{}#{id}", timestamp(created_at))
+}
+
+/// The partition of a provisioner, its reservations and its instances: one
+/// `Query` reads its whole fleet.
+pub fn provisioner_pk(id: Uuid) -> String {
+    format!("PROV#{id}")
+}
+
+pub fn reservation_sk(id: Uuid) -> String {
+    format!("{RESERVATION_PREFIX}{id}")
+}
+
+pub fn instance_sk(provider_runner_id: &str) -> String {
+    format!("{INSTANCE_PREFIX}{provider_runner_id}")
+}
+
+/// `rw_pk` of a workspace's provisioners.
+pub fn workspace_provisioners_pk(workspace_id: &str) -> String {
+    format!("PROVS#{workspace_id}")
 }
 
 pub fn session_pk(id: Uuid) -> String {

@@ -68,9 +68,33 @@ pub struct LeaseItem {
     /// Its complete adopts the outcome itself (`outcomes::DIRECT_ADOPTION_MAX_JOBS`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub direct_adoption: bool,
+    /// The label set whose `running` count this lease is in (its end takes
+    /// it out). Absent on leases claimed before the counts existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labelset: Option<String>,
+    /// The reservation of the session that holds it: its end may release
+    /// the reservation (`Store::converge_reservation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<super::provisioners::ReservationLink>,
 }
 
 impl LeaseItem {
+    /// The write that takes this lease out of its label set's `running`
+    /// count, in the transaction that ends it.
+    pub fn running_count_end(&self, table: &str) -> Result<Option<TransactWriteItem>, StoreError> {
+        let Some(labelset) = &self.labelset else { return Ok(None) };
+        let update = build(
+            Update::builder()
+                .table_name(table)
+                .key("pk", s(super::keys::labelset_registry_pk(&self.workspace_id)))
+                .key("sk", s(labelset))
+                .update_expression("ADD running :minus")
+                .expression_attribute_values(":minus", n(-1))
+                .build(),
+        )?;
+        Ok(Some(TransactWriteItem::builder().update(update).build()))
+    }
+
     pub fn key(execution_id: Uuid) -> String {
         execution_pk(execution_id)
     }
@@ -421,11 +445,14 @@ impl Store {
     /// Ends the lease at once and records the outcome, with the
     /// `runners.job.completed` fact, in one transaction. A repeat of the same
     /// lease's complete finds the recorded outcome and returns it.
+    /// `lease` is the lease as read before (when its epoch is this one): its
+    /// end comes out of its label set's `running` count here.
     pub async fn complete(
         &self,
         execution_id: Uuid,
         epoch: u64,
         token_hash: &str,
+        lease: Option<&LeaseItem>,
         fact: &Fact<JobCompleted>,
         outbox_ttl_days: u32,
     ) -> Result<Fenced<Completion>, StoreError> {
@@ -469,11 +496,16 @@ impl Store {
                 .expression_attribute_values(":h", s(token_hash))
                 .build(),
         )?;
-        let items = vec![
+        let mut items = vec![
             TransactWriteItem::builder().delete(end_lease).build(),
             TransactWriteItem::builder().update(record).build(),
             self.outbox_put(fact, outbox_ttl_days)?,
         ];
+        // Only the lease read at this epoch tells its set; the delete's
+        // condition makes the count move with this very lease's end.
+        if let Some(count) = lease.filter(|l| l.epoch == epoch).map(|l| l.running_count_end(&self.table)).transpose()? {
+            items.extend(count);
+        }
         match self.transact(items).await? {
             TxOutcome::Committed => Ok(Fenced::Ok(Completion::Recorded(outcome))),
             TxOutcome::ConditionFailed { .. } => {
@@ -606,11 +638,12 @@ impl Store {
                 .expression_attribute_values(":e", n(lease.epoch))
                 .build(),
         )?;
-        let items = vec![
+        let mut items = vec![
             TransactWriteItem::builder().delete(delete).build(),
             TransactWriteItem::builder().update(tombstone).build(),
             self.outbox_put(fact, outbox_ttl_days)?,
         ];
+        items.extend(lease.running_count_end(&self.table)?);
         Ok(matches!(self.transact(items).await?, TxOutcome::Committed))
     }
 

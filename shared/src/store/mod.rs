@@ -267,6 +267,7 @@ pub mod leases;
 pub mod operators;
 pub mod outbox;
 pub mod processed;
+pub mod provisioners;
 pub mod queue;
 pub mod records;
 pub mod runs;

@@ -11,6 +11,12 @@
 //!   work for, so a claim queries only partitions whose labels fit. An entry
 //!   whose partition a claim finds empty is pruned (`prune_label_set`), so
 //!   the registry holds the sets with pending work, not every set ever used.
+//!   Each entry also counts, for provisioners' demand (`runners::provisioners::demand`),
+//!   its claimable executions (`queued`), its executions under a lease
+//!   (`running`) and the reservations holding demand on it (`reserved`).
+//!   Every count moves in the transaction that makes the change it counts
+//!   (queue, claim, reconcile, complete, expiry, reserve, release), so it is
+//!   exact; an entry is pruned only when all three are zero.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
@@ -70,6 +76,27 @@ pub struct LabelSet {
     /// since.
     #[serde(default)]
     pub v: String,
+    /// Claimable executions (`queued`), leased ones (`running`), and
+    /// reservations holding demand here (`reserved`). Below zero only for
+    /// work queued before the counts existed.
+    #[serde(default)]
+    pub queued: i64,
+    #[serde(default)]
+    pub running: i64,
+    #[serde(default)]
+    pub reserved: i64,
+}
+
+impl LabelSet {
+    pub fn counts(&self) -> crate::runners::provisioners::demand::SetCounts {
+        crate::runners::provisioners::demand::SetCounts {
+            labelset: self.sk.clone(),
+            labels: self.labels.clone(),
+            queued: self.queued,
+            reserved: self.reserved,
+            running: self.running,
+        }
+    }
 }
 
 /// What an enqueue did.
@@ -95,6 +122,9 @@ pub enum ClaimAttempt {
     /// The claim's `request_id` took a job already (a retry racing its
     /// original): answer with what it took.
     AlreadyAnswered,
+    /// The session's reservation no longer holds demand (taken by another
+    /// claim, or released): claim without taking it.
+    ReservationSpent,
 }
 
 fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
@@ -127,7 +157,7 @@ impl Store {
         // The fact does not tell the attempt's size: the bus path it is.
         let [put_record, put_pending] =
             self.claimable_puts(&fact.header.workspace_id, &fact.detail, &labels, labelset, false)?;
-        let register = self.label_set_registration(&fact.header.workspace_id, &labels, labelset)?;
+        let register = self.label_set_registration(&fact.header.workspace_id, &labels, labelset, 1)?;
         let items = vec![put_record, put_pending, register];
         Ok(match self.transact(items).await? {
             TxOutcome::Committed => Enqueued::Queued,
@@ -183,21 +213,24 @@ impl Store {
     }
 
     /// Registers `labelset` as one with queued work (a fresh version, so a
-    /// prune that read the old one cannot remove it). A transaction holds
+    /// prune that read the old one cannot remove it), counting the `queued`
+    /// executions the same transaction makes claimable. A transaction holds
     /// at most one of these a set: DynamoDB refuses two writes of one item.
     pub fn label_set_registration(
         &self,
         ws: &str,
         labels: &[String],
         labelset: &str,
+        queued: usize,
     ) -> Result<TransactWriteItem, StoreError> {
         let register = build(
             Update::builder()
                 .table_name(&self.table)
                 .key("pk", s(keys::labelset_registry_pk(ws)))
                 .key("sk", s(labelset))
-                .update_expression("SET labels = :labels, #type = :type, v = :v")
+                .update_expression("SET labels = :labels, #type = :type, v = :v ADD queued :queued")
                 .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":queued", n(queued))
                 .expression_attribute_values(":labels", serde_dynamo::to_attribute_value(labels)?)
                 .expression_attribute_values(":type", s("labelset"))
                 .expression_attribute_values(":v", s(Uuid::now_v7().to_string()))
@@ -225,9 +258,11 @@ impl Store {
     }
 
     /// Removes `set` from the registry if its partition holds no pending
-    /// item, as a strongly consistent read sees it, and no enqueue bumped
-    /// its version since `set` was read (an enqueue after the removal
-    /// registers it again). `true` if it was removed.
+    /// item, as a strongly consistent read sees it, no enqueue bumped its
+    /// version since `set` was read (an enqueue after the removal registers
+    /// it again), and it counts nothing (a running job's end or a
+    /// reservation's release will still write its counts). `true` if it was
+    /// removed.
     pub async fn prune_label_set(&self, workspace_id: &str, set: &LabelSet) -> Result<bool, StoreError> {
         let head = self
             .client
@@ -239,7 +274,7 @@ impl Store {
             .limit(1)
             .send()
             .await?;
-        if head.count() > 0 {
+        if head.count() > 0 || set.queued > 0 || set.running > 0 || set.reserved > 0 {
             return Ok(false);
         }
         let delete = self
@@ -248,8 +283,13 @@ impl Store {
             .table_name(&self.table)
             .key("pk", s(keys::labelset_registry_pk(workspace_id)))
             .key("sk", s(&set.sk))
-            .condition_expression("v = :v")
-            .expression_attribute_values(":v", s(&set.v));
+            .condition_expression(
+                "v = :v AND (attribute_not_exists(queued) OR queued <= :zero) \
+                 AND (attribute_not_exists(running) OR running <= :zero) \
+                 AND (attribute_not_exists(reserved) OR reserved <= :zero)",
+            )
+            .expression_attribute_values(":v", s(&set.v))
+            .expression_attribute_values(":zero", n(0));
         super::condition_may_fail(|| delete.clone().send()).await
     }
 
@@ -273,7 +313,10 @@ impl Store {
     }
 
     /// Tries to move one pending item to a lease, atomically with the
-    /// `runners.job.claimed` fact and the session's claim count.
+    /// `runners.job.claimed` fact, the session's claim count and the label
+    /// set's counts. A reserved instance's first claim also takes its
+    /// reservation's hold off the demand it was holding (once: the
+    /// reservation's `holds_demand` is the condition).
     pub async fn try_claim(
         &self,
         pending: &PendingItem,
@@ -282,6 +325,34 @@ impl Store {
         fact: &Fact<JobClaimed>,
         outbox_ttl_days: u32,
         answer: Option<&super::claims::ClaimAnswer>,
+    ) -> Result<ClaimAttempt, StoreError> {
+        let first_of_reservation = session.reservation.as_ref().filter(|_| session.claims == 0);
+        match self
+            .try_claim_counting(pending, session, lease, fact, outbox_ttl_days, answer, first_of_reservation)
+            .await?
+        {
+            // The reservation's hold was taken already (a concurrent claim of
+            // the same session, or its release): claim without it.
+            ClaimAttempt::ReservationSpent => {
+                match self.try_claim_counting(pending, session, lease, fact, outbox_ttl_days, answer, None).await? {
+                    ClaimAttempt::ReservationSpent => Ok(ClaimAttempt::Lost),
+                    other => Ok(other),
+                }
+            }
+            other => Ok(other),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn try_claim_counting(
+        &self,
+        pending: &PendingItem,
+        session: &Session,
+        lease: &LeaseItem,
+        fact: &Fact<JobClaimed>,
+        outbox_ttl_days: u32,
+        answer: Option<&super::claims::ClaimAnswer>,
+        first_of_reservation: Option<&super::provisioners::ReservationLink>,
     ) -> Result<ClaimAttempt, StoreError> {
         let delete_pending = build(
             Delete::builder()
@@ -332,20 +403,79 @@ impl Store {
             self.outbox_put(fact, outbox_ttl_days)?,
         ];
         if let Some(max) = session.max_claims {
-            let count = build(
-                Update::builder()
-                    .table_name(&self.table)
-                    .key("pk", s(keys::session_pk(session.id)))
-                    .key("sk", s(keys::SESSION_SK))
-                    .update_expression("SET claims = claims + :one")
-                    .condition_expression("claims < :max")
-                    .expression_attribute_values(":one", n(1))
-                    .expression_attribute_values(":max", n(max))
-                    .build(),
-            )?;
-            items.push(TransactWriteItem::builder().update(count).build());
+            let mut count = Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(keys::session_pk(session.id)))
+                .key("sk", s(keys::SESSION_SK))
+                .condition_expression("claims < :max")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":max", n(max));
+            count = if session.reservation.is_some() {
+                // A reserved instance's session keeps what its terminate
+                // intents and its reservation's release are decided on: the
+                // executions it took and when it last took one.
+                count
+                    .update_expression(
+                        "SET claims = claims + :one, last_claim_at = :at, \
+                         executions = list_append(if_not_exists(executions, :none), :execution)",
+                    )
+                    .expression_attribute_values(":at", s(keys::timestamp(lease.claimed_at)))
+                    .expression_attribute_values(":none", AttributeValue::L(vec![]))
+                    .expression_attribute_values(
+                        ":execution",
+                        AttributeValue::L(vec![s(pending.execution_id.to_string())]),
+                    )
+            } else {
+                count.update_expression("SET claims = claims + :one")
+            };
+            items.push(TransactWriteItem::builder().update(build(count.build())?).build());
         }
         let count_at = session.max_claims.map(|_| 4);
+        // The label set's counts: one fewer queued, one more running; and a
+        // reservation's first claim takes its hold off the set it was on
+        // (one update when that is this set: one item, one write).
+        let labelset = keys::labelset_of_queue_pk(&pending.pk).unwrap_or_default().to_string();
+        let mut counts = "ADD queued :minus, running :one".to_string();
+        let mut reservation_at = None;
+        if let Some(link) = first_of_reservation {
+            reservation_at = Some(items.len());
+            let spend = build(
+                Update::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(keys::provisioner_pk(link.provisioner_id)))
+                    .key("sk", s(keys::reservation_sk(link.reservation_id)))
+                    .update_expression("SET first_claim_at = :at REMOVE holds_demand")
+                    .condition_expression("attribute_exists(holds_demand)")
+                    .expression_attribute_values(":at", s(keys::timestamp(lease.claimed_at)))
+                    .build(),
+            )?;
+            items.push(TransactWriteItem::builder().update(spend).build());
+            if link.labelset == labelset {
+                counts.push_str(", reserved :minus");
+            } else {
+                let held = build(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .key("pk", s(keys::labelset_registry_pk(&session.workspace_id)))
+                        .key("sk", s(&link.labelset))
+                        .update_expression("ADD reserved :minus")
+                        .expression_attribute_values(":minus", n(-1))
+                        .build(),
+                )?;
+                items.push(TransactWriteItem::builder().update(held).build());
+            }
+        }
+        let set_counts = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(keys::labelset_registry_pk(&pending.workspace_id)))
+                .key("sk", s(&labelset))
+                .update_expression(counts)
+                .expression_attribute_values(":minus", n(-1))
+                .expression_attribute_values(":one", n(1))
+                .build(),
+        )?;
+        items.push(TransactWriteItem::builder().update(set_counts).build());
         let answer_at = items.len();
         if let Some(answer) = answer {
             let put = build(
@@ -369,6 +499,8 @@ impl Store {
                 let failed = |i: usize| reasons.get(i).is_some_and(|r| r.is_some());
                 if answer.is_some() && failed(answer_at) {
                     Ok(ClaimAttempt::AlreadyAnswered)
+                } else if reservation_at.is_some_and(failed) {
+                    Ok(ClaimAttempt::ReservationSpent)
                 } else if count_at.is_some_and(failed) {
                     Ok(ClaimAttempt::SessionExhausted)
                 } else if failed(0) {
@@ -457,6 +589,23 @@ impl Store {
                                 )?)
                                 .build(),
                         );
+                        // No longer claimable: out of its set's `queued`, in
+                        // the write that moves the record out of `pending`.
+                        if let Some(labelset) = keys::labelset_of_queue_pk(pk) {
+                            items.push(
+                                TransactWriteItem::builder()
+                                    .update(build(
+                                        Update::builder()
+                                            .table_name(&self.table)
+                                            .key("pk", s(keys::labelset_registry_pk(workspace_id)))
+                                            .key("sk", s(labelset))
+                                            .update_expression("ADD queued :minus")
+                                            .expression_attribute_values(":minus", n(-1))
+                                            .build(),
+                                    )?)
+                                    .build(),
+                            );
+                        }
                     }
                     matches!(self.transact(items).await?, TxOutcome::Committed)
                 }

@@ -39,6 +39,13 @@ pub struct RegistrationToken {
     /// Listing index (`runs-by-workspace` GSI, shared by workspace listings).
     pub rw_pk: String,
     pub rw_sk: String,
+    /// A reservation's ephemeral token binds its session's labels to the
+    /// reserved label set, whatever the runner asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    /// The reservation this token was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<super::provisioners::ReservationLink>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -62,6 +69,15 @@ pub struct Session {
     pub last_seen_at: DateTime<Utc>,
     #[serde(with = "crate::time::stored")]
     pub created_at: DateTime<Utc>,
+    /// The reservation whose token made this session (a provisioned instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<super::provisioners::ReservationLink>,
+    /// A reserved session's executions, in claim order, and its last claim:
+    /// what its instance's terminate intents and release are decided on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub executions: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::time::stored_option")]
+    pub last_claim_at: Option<DateTime<Utc>>,
 }
 
 impl Session {
@@ -107,6 +123,8 @@ impl Store {
             created_at: now,
             rw_pk: keys::workspace_registration_tokens_pk(workspace_id),
             rw_sk: keys::registration_token_listing_sk(now, id),
+            labels: None,
+            reservation: None,
         };
         let put = self
             .client
@@ -145,7 +163,7 @@ impl Store {
         }
     }
 
-    async fn get_registration_token(&self, id: Uuid) -> Result<Option<RegistrationToken>, StoreError> {
+    pub(super) async fn get_registration_token(&self, id: Uuid) -> Result<Option<RegistrationToken>, StoreError> {
         self.get(&keys::registration_token_pk(id), REGISTRATION_TOKEN_SK).await?.map(from_item).transpose()
     }
 
@@ -209,13 +227,17 @@ impl Store {
             id: session_id,
             workspace_id: reg.workspace_id.clone(),
             name,
-            labels,
+            // A reservation's token says what the machine is for.
+            labels: reg.labels.clone().unwrap_or(labels),
             max_claims: reg.max_claims,
             claims: 0,
             token_hash: hash_token(&session_token),
             expires_at: now + session_ttl,
             last_seen_at: now,
             created_at: now,
+            reservation: reg.reservation.clone(),
+            executions: Vec::new(),
+            last_claim_at: None,
         };
         let put = Put::builder()
             .table_name(&self.table)
@@ -236,6 +258,11 @@ impl Store {
                 .build()
                 .map_err(|e| StoreError::Other(e.to_string()))?;
             items.push(TransactWriteItem::builder().update(consume).build());
+        }
+        if let Some(link) = &reg.reservation {
+            // The provisioner learns which session its machine became, and
+            // a released reservation's token can no longer make one.
+            items.push(self.reservation_registration(link, session_id, now)?);
         }
         match self.transact(items).await? {
             TxOutcome::Committed => Ok(Ok((session, session_token))),

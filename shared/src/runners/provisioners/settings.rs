@@ -122,7 +122,8 @@ mod tests {
 
     #[test]
     fn each_bound_is_refused_naming_its_field() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut CreateProvisioner)>)> = vec![
+        type Change = Box<dyn Fn(&mut CreateProvisioner)>;
+        let cases: Vec<(&str, Change)> = vec![
             ("name", Box::new(|r| r.name = " ".into())),
             ("label_sets", Box::new(|r| r.label_sets.clear())),
             ("label_sets", Box::new(|r| r.label_sets = vec![vec!["a".into()]; 21])),

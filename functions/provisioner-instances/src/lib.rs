@@ -1,0 +1,131 @@
+//! The provisioner's instances (`bpt_`): `POST /v1/provisioners/instances`
+//! reports their states, `GET /v1/provisioners/instances[?intent=terminate]`
+//! lists them with Baton's terminate intents (behaviour.md §15).
+//!
+//! A report is checked whole before anything is written (at most 100
+//! events, ids bounded, every reservation and session the provisioner's
+//! own), then applied in order; states only move forward, so a late or
+//! repeated event is accepted silently and counts nothing.
+
+use std::collections::BTreeSet;
+
+use baton_shared::api::provisioners::{
+    HonoredIntent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceView, TerminateIntent,
+    MAX_INSTANCE_EVENTS,
+};
+use baton_shared::context::Context;
+use baton_shared::error::ApiError;
+use baton_shared::http::{authorize_provisioner, json_response, method_not_allowed, parse_json, query_param, respond};
+use baton_shared::store::provisioners::Provisioner;
+use http::{Method, StatusCode};
+use lambda_http::{Body, Request, Response};
+
+/// The longest `provider_runner_id` (an EC2 id is 19, a pod name at most 253).
+pub const MAX_PROVIDER_RUNNER_ID_LEN: usize = 256;
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(route(context, req).await)
+}
+
+async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let provisioner = authorize_provisioner(&context.store, &req).await?;
+    match *req.method() {
+        Method::POST => report(context, &provisioner, parse_json(&req)?).await,
+        Method::GET => list(context, &provisioner, query_param(&req, "intent")).await,
+        _ => Err(method_not_allowed()),
+    }
+}
+
+async fn report(
+    context: &Context,
+    provisioner: &Provisioner,
+    body: InstanceReport,
+) -> Result<Response<Body>, ApiError> {
+    if body.events.len() > MAX_INSTANCE_EVENTS {
+        return Err(ApiError::invalid_request(format!(
+            "events holds {} events; at most {MAX_INSTANCE_EVENTS}",
+            body.events.len()
+        )));
+    }
+    for (i, event) in body.events.iter().enumerate() {
+        let id = &event.provider_runner_id;
+        if id.is_empty() || id.chars().count() > MAX_PROVIDER_RUNNER_ID_LEN || id.chars().any(char::is_control) {
+            return Err(ApiError::invalid_request(format!(
+                "events[{i}].provider_runner_id must be 1 to {MAX_PROVIDER_RUNNER_ID_LEN} printable characters"
+            )));
+        }
+    }
+    let reservation_ids: Vec<_> =
+        body.events.iter().filter_map(|e| e.reservation_id).collect::<BTreeSet<_>>().into_iter().collect();
+    let known = context.store.reservations_of(provisioner.id, &reservation_ids).await?;
+    for (i, event) in body.events.iter().enumerate() {
+        if let Some(id) = event.reservation_id {
+            let Some(reservation) = known.get(&id) else {
+                return Err(ApiError::invalid_request(format!(
+                    "events[{i}].reservation_id {id} is not a reservation of this provisioner"
+                )));
+            };
+            if let (Some(session), Some(theirs)) = (event.runner_session_id, reservation.session_id) {
+                if session != theirs {
+                    return Err(ApiError::invalid_request(format!(
+                        "events[{i}].runner_session_id is not the session of reservation {id}"
+                    )));
+                }
+            }
+        } else if event.runner_session_id.is_some() {
+            return Err(ApiError::invalid_request(format!(
+                "events[{i}].runner_session_id needs the reservation_id whose token made it"
+            )));
+        }
+    }
+    let outcome = context.store.report_instances(provisioner, &body.events, chrono::Utc::now()).await?;
+    tracing::info!(
+        provisioner_id = %provisioner.id,
+        events = body.events.len(),
+        accepted = outcome.accepted,
+        released = outcome.reservations_released,
+        honored = outcome.honored.len(),
+        "instance report"
+    );
+    Ok(json_response(
+        StatusCode::OK,
+        &InstanceReportAnswer {
+            accepted: outcome.accepted,
+            reservations_released: outcome.reservations_released,
+            terminate_intents_honored: outcome
+                .honored
+                .into_iter()
+                .map(|(provider_runner_id, reason)| HonoredIntent { provider_runner_id, reason })
+                .collect(),
+        },
+    ))
+}
+
+async fn list(
+    context: &Context,
+    provisioner: &Provisioner,
+    intent: Option<String>,
+) -> Result<Response<Body>, ApiError> {
+    let only_terminate = match intent.as_deref() {
+        None => false,
+        Some("terminate") => true,
+        Some(other) => return Err(ApiError::invalid_request(format!("intent must be `terminate` (got `{other}`)"))),
+    };
+    let (fleet, _) =
+        context.store.fleet_pass(provisioner.id, chrono::Utc::now()).await?.ok_or_else(ApiError::unauthenticated)?;
+    let items = fleet
+        .instances
+        .iter()
+        .filter(|i| !only_terminate || (i.terminate_reason.is_some() && !i.state.is_terminal()))
+        .map(|i| InstanceView {
+            provider_runner_id: i.provider_runner_id.clone(),
+            state: i.state,
+            reservation_id: i.reservation_id,
+            runner_session_id: i
+                .session_id
+                .or_else(|| fleet.reservations.iter().find(|r| Some(r.id) == i.reservation_id)?.session_id),
+            terminate: i.terminate_reason.zip(i.terminate_at).map(|(reason, at)| TerminateIntent { reason, at }),
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, &InstanceList { items }))
+}

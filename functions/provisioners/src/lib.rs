@@ -1,0 +1,47 @@
+//! Provisioners (operators): `POST`, `GET` and `DELETE` under
+//! `/v1/workspaces/{ws}/provisioners` (behaviour.md §15). The `bpt_` token
+//! is shown once, in the 201; only its hash is stored. Removing one stops
+//! its token at once and asks its instances to go (`provisioner-removed`).
+
+use baton_shared::api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
+use baton_shared::context::Context;
+use baton_shared::error::ApiError;
+use baton_shared::http::{
+    empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
+};
+use baton_shared::runners::provisioners::settings;
+use http::{Method, StatusCode};
+use lambda_http::{Body, Request, Response};
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(route(context, req).await)
+}
+
+async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let workspace = path_workspace(&req)?;
+    baton_shared::http::authorize_operator(&context.store, &req, &workspace).await?;
+    let now = chrono::Utc::now();
+    match *req.method() {
+        Method::POST => {
+            let body: CreateProvisioner = parse_json(&req)?;
+            let settings = settings::validate(&body)?;
+            let (provisioner, token) = context.store.create_provisioner(&workspace, settings, now).await?;
+            tracing::info!(workspace_id = %workspace, provisioner_id = %provisioner.id, "provisioner created");
+            Ok(json_response(StatusCode::CREATED, &CreatedProvisioner { provisioner: provisioner.summary(), token }))
+        }
+        Method::GET => {
+            let items = context.store.list_provisioners(&workspace).await?.iter().map(|p| p.summary()).collect();
+            Ok(json_response(StatusCode::OK, &ProvisionerList { items }))
+        }
+        Method::DELETE => {
+            let id = path_id(&req, "id")?;
+            if context.store.remove_provisioner(&workspace, id, now).await? {
+                tracing::info!(workspace_id = %workspace, provisioner_id = %id, "provisioner removed");
+                Ok(empty_response(StatusCode::NO_CONTENT))
+            } else {
+                Err(ApiError::not_found("provisioner"))
+            }
+        }
+        _ => Err(method_not_allowed()),
+    }
+}

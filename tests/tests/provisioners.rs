@@ -1,0 +1,378 @@
+//! Provisioners (behaviour.md §15, api.md "Provisioners") through the real
+//! functions on the dev host against the emulator: settings and isolation,
+//! demand from the queue's counts, reservations that never take one job's
+//! demand twice nor pass `max_instances` under races, ephemeral tokens,
+//! forward-only instance reports, terminate intents and the seed's release
+//! rule, with the facts each writes.
+
+use std::time::Duration;
+
+use baton_shared::api::runners::ClaimResponse;
+use baton_shared::facts::{Fact, JobExecutionTerminated};
+use baton_tests::{wait_for, TestStack};
+use chrono::Utc;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// Creates a provisioner in `ws`; its id and token.
+async fn provisioner(stack: &TestStack, ws: &str, body: Value) -> (String, String) {
+    let answer = stack.post(&format!("/v1/workspaces/{ws}/provisioners"), &stack.admin_token, body).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    (answer.body["id"].as_str().unwrap().to_string(), answer.body["token"].as_str().unwrap().to_string())
+}
+
+async fn demand(stack: &TestStack, token: &str) -> Value {
+    let answer = stack.send(Method::GET, "/v1/provisioners/demand", token, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.body
+}
+
+/// The demand figures of `labels` in a demand answer: (queued, reserved, running, idle).
+fn figures(demand: &Value, labels: &[&str]) -> (u64, u64, u64, u64) {
+    let set = demand["label_sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["labels"] == json!(labels))
+        .unwrap_or_else(|| panic!("no {labels:?} in {demand}"));
+    let n = |k: &str| set[k].as_u64().unwrap();
+    (n("queued"), n("reserved"), n("running"), n("idle_sessions"))
+}
+
+async fn reserve(stack: &TestStack, token: &str, labels: &[&str], count: u32) -> Vec<Value> {
+    let answer = stack.post("/v1/provisioners/reservations", token, json!({"labels": labels, "count": count})).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer.body["reservations"].as_array().unwrap().clone()
+}
+
+async fn report(stack: &TestStack, token: &str, events: Value) -> Value {
+    let answer = stack.post("/v1/provisioners/instances", token, json!({ "events": events })).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.body
+}
+
+async fn instances(stack: &TestStack, token: &str) -> Vec<Value> {
+    let answer = stack.send(Method::GET, "/v1/provisioners/instances", token, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.body["items"].as_array().unwrap().clone()
+}
+
+fn intent_of(items: &[Value], provider_runner_id: &str) -> Option<String> {
+    items
+        .iter()
+        .find(|i| i["provider_runner_id"] == provider_runner_id)
+        .and_then(|i| i["terminate"]["reason"].as_str().map(str::to_string))
+}
+
+fn settings(labels: Value, max: u32) -> Value {
+    json!({"name": "fleet", "label_sets": labels, "max_instances": max})
+}
+
+fn cancelled(job: &ClaimResponse) -> Fact<JobExecutionTerminated> {
+    Fact::new(
+        job.workspace_id.clone(),
+        Utc::now(),
+        JobExecutionTerminated {
+            run_id: job.run_id,
+            attempt: job.attempt,
+            job_id: job.job_id,
+            job_execution_id: job.job_execution_id,
+            status: "cancelled".into(),
+            reason: Some("run_cancelled".into()),
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_settings_are_400_naming_the_field_and_a_token_reaches_only_its_own_provisioner() {
+    let stack = TestStack::start().await;
+    let path = "/v1/workspaces/ws1/provisioners";
+    for (body, field) in [
+        (json!({"name": "f", "label_sets": [], "max_instances": 1}), "label_sets"),
+        (json!({"name": "f", "label_sets": [["linux"]], "max_instances": 0}), "max_instances"),
+        (json!({"name": "f", "label_sets": [["linux"]], "max_instances": 2, "warm": 3}), "warm"),
+        (json!({"name": "f", "label_sets": [["linux"]], "max_instances": 2, "idle_timeout_s": 5}), "idle_timeout_s"),
+        (json!({"name": "f", "label_sets": [["bad label"]], "max_instances": 2}), "label_sets[0]"),
+    ] {
+        let answer = stack.post(path, &stack.admin_token, body.clone()).await;
+        assert_eq!(answer.status, 400, "{body}");
+        assert!(answer.body["error"]["message"].as_str().unwrap().contains(field), "{}", answer.body);
+    }
+    assert_eq!(stack.count_items("provisioner").await, 0, "a refused creation writes nothing");
+
+    let (id, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 2)).await;
+    assert!(token.starts_with("bpt_"));
+    let listed = stack.send(Method::GET, path, &stack.admin_token, None).await;
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+    assert!(listed.body["items"][0].get("token").is_none(), "the token is shown once");
+    let stored = format!("{:?}", stack.store.get(&format!("PROV#{id}"), "PROV").await.unwrap());
+    assert!(!stored.contains(&token), "only the token's hash is stored");
+
+    // Another provisioner's reservation cannot be reported on.
+    let (_, other) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 2)).await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let theirs = reserve(&stack, &other, &["linux"], 1).await;
+    let reservation_id = theirs[0]["id"].as_str().unwrap();
+    let answer = stack
+        .post(
+            "/v1/provisioners/instances",
+            &token,
+            json!({"events": [{"provider_runner_id": "i-1", "state": "booting", "reservation_id": reservation_id}]}),
+        )
+        .await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(answer.body["error"]["message"].as_str().unwrap().contains("events[0].reservation_id"));
+    for (events, what) in [
+        (json!([{"provider_runner_id": "i-1", "state": "exploded"}]), "unknown state"),
+        (
+            json!((0..101)
+                .map(|i| json!({"provider_runner_id": format!("i-{i}"), "state": "booting"}))
+                .collect::<Vec<_>>()),
+            "101 events",
+        ),
+        (json!([{"provider_runner_id": "x".repeat(257), "state": "booting"}]), "oversized id"),
+    ] {
+        let answer = stack.post("/v1/provisioners/instances", &token, json!({ "events": events })).await;
+        assert_eq!(answer.status, 400, "{what}: {}", answer.body);
+    }
+    for count in [0, 10_000] {
+        let answer =
+            stack.post("/v1/provisioners/reservations", &token, json!({"labels": ["linux"], "count": count})).await;
+        assert_eq!(answer.status, 400, "count {count}");
+        assert!(answer.body["error"]["message"].as_str().unwrap().contains("count"));
+    }
+    let answer = stack.post("/v1/provisioners/reservations", &token, json!({"labels": ["gpu"], "count": 1})).await;
+    assert_eq!((answer.status, answer.code()), (400, "invalid-labels"), "not a served set");
+    assert_eq!(stack.count_items("instance").await, 0, "a refused report writes nothing");
+    assert_eq!(stack.count_items("reservation").await, 1);
+
+    // The operator routes of another workspace do not reveal it.
+    let scoped = baton_shared::tokens::new_operator_token();
+    stack.store.put_operator_token(&scoped, Some("ws2"), None).await.unwrap();
+    let answer = stack.send(Method::DELETE, &format!("{path}/{id}"), &scoped, None).await;
+    assert_eq!(answer.status, 404);
+    let answer = stack.send(Method::DELETE, &format!("/v1/workspaces/ws2/provisioners/{id}"), &scoped, None).await;
+    assert_eq!(answer.status, 404, "another workspace's provisioner is not found");
+
+    // A removed provisioner's token is refused at once.
+    let removed = stack.send(Method::DELETE, &format!("{path}/{id}"), &stack.admin_token, None).await;
+    assert_eq!(removed.status, 204);
+    let answer = stack.send(Method::GET, "/v1/provisioners/demand", &token, None).await;
+    assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
+    let listed = stack.send(Method::GET, path, &stack.admin_token, None).await;
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1, "the removed one is no longer listed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demand_counts_the_jobs_a_served_set_covers_and_a_reservation_takes_it_once_for_every_provisioner() {
+    let stack = TestStack::start().await;
+    for labels in [&["linux"][..], &["linux"], &["linux"], &["gpu", "linux"], &["gpu", "linux"], &["arm"]] {
+        stack.queue_job("ws1", labels, Utc::now()).await;
+    }
+    let (_, a) = provisioner(&stack, "ws1", settings(json!([["linux", "x64"], ["gpu", "linux"]]), 50)).await;
+    let (_, b) = provisioner(&stack, "ws1", settings(json!([["linux", "x64"]]), 50)).await;
+    let before = demand(&stack, &a).await;
+    assert_eq!(figures(&before, &["linux", "x64"]), (3, 0, 0, 0));
+    assert_eq!(figures(&before, &["gpu", "linux"]), (5, 0, 0, 0));
+    assert!(before["label_sets"][0]["oldest_queued_at"].is_string());
+
+    // Asking for more than the demand gets the demand.
+    assert_eq!(reserve(&stack, &a, &["linux", "x64"], 10).await.len(), 3);
+    let after = demand(&stack, &a).await;
+    assert_eq!(figures(&after, &["linux", "x64"]), (0, 3, 0, 0));
+    assert_eq!(figures(&after, &["gpu", "linux"]), (2, 3, 0, 0), "the linux jobs are covered for every set");
+    assert_ne!(after["version"], before["version"]);
+    // The other provisioner on the same set finds nothing left to reserve.
+    assert!(reserve(&stack, &b, &["linux", "x64"], 5).await.is_empty());
+    let seen_by_b = demand(&stack, &b).await;
+    assert_eq!(figures(&seen_by_b, &["linux", "x64"]), (0, 3, 0, 0));
+    assert_eq!(stack.count_items("reservation").await, 3);
+    stack.wait_fact("baton.runners.reservation.created", Duration::from_secs(30), |_| true).await;
+
+    // A long poll with the current version waits, and answers at once on a change.
+    let version = seen_by_b["version"].as_str().unwrap().to_string();
+    let poll = {
+        let (http, url, token) =
+            (stack.http.clone(), stack.url(&format!("/v1/provisioners/demand?wait_s=20&since={version}")), b.clone());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let body: Value = http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+            (started.elapsed(), body)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!poll.is_finished(), "an unchanged demand keeps the poll waiting");
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let (waited, body) = poll.await.unwrap();
+    assert!(waited < Duration::from_secs(15), "answered on the change, not at wait_s ({waited:?})");
+    assert_eq!(figures(&body, &["linux", "x64"]), (1, 3, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reserves_never_take_a_job_twice_nor_pass_max_instances() {
+    let stack = TestStack::start().await;
+    for _ in 0..6 {
+        stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    }
+    let (_, a) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 100)).await;
+    let (_, b) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 100)).await;
+    let calls = (0..8).map(|i| {
+        let token = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let stack = &stack;
+        async move { reserve(stack, &token, &["linux"], 3).await.len() }
+    });
+    let made: usize = futures::future::join_all(calls).await.into_iter().sum();
+    assert_eq!(made, 6, "eight reserves of three over six jobs reserve six");
+    assert_eq!(stack.count_items("reservation").await, 6);
+
+    for _ in 0..20 {
+        stack.queue_job("ws2", &["linux"], Utc::now()).await;
+    }
+    let (id, capped) = provisioner(&stack, "ws2", settings(json!([["linux"]]), 4)).await;
+    let calls = (0..8).map(|_| reserve(&stack, &capped, &["linux"], 1));
+    let made: usize = futures::future::join_all(calls).await.into_iter().map(|r| r.len()).sum();
+    assert_eq!(made, 4, "max_instances holds under concurrent reserves");
+    let listed = stack.send(Method::GET, "/v1/workspaces/ws2/provisioners", &stack.admin_token, None).await;
+    let summary = listed.body["items"].as_array().unwrap().iter().find(|p| p["id"] == id.as_str()).unwrap().clone();
+    assert_eq!(summary["reserved_instances"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_instance_registers_once_runs_one_job_is_exhausted_and_releases_its_reservation() {
+    let stack = TestStack::start().await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let (id, token) = provisioner(&stack, "ws1", settings(json!([["linux", "x64"]]), 5)).await;
+    let reserved = reserve(&stack, &token, &["linux", "x64"], 1).await;
+    let reservation_id = reserved[0]["id"].as_str().unwrap().to_string();
+    let registration = reserved[0]["registration_token"].as_str().unwrap().to_string();
+    let answer = report(
+        &stack,
+        &token,
+        json!([{"provider_runner_id": "i-1", "state": "requested", "reservation_id": reservation_id},
+               {"provider_runner_id": "i-1", "state": "running", "reservation_id": reservation_id},
+               {"provider_runner_id": "i-1", "state": "booting"}]),
+    )
+    .await;
+    assert_eq!(answer["accepted"], 2, "a late `booting` after `running` is no move");
+
+    // The token binds the labels and one claim; it makes one session.
+    let session = stack.register(&registration, &["anything"]).await;
+    assert_eq!(session.labels, vec!["linux".to_string(), "x64".into()]);
+    assert_eq!(session.max_claims, Some(1));
+    let again = stack.post("/v1/runners/register", &registration, json!({"labels": ["linux"]})).await;
+    assert_eq!(again.status, 409, "single use");
+    // Registered, not yet claimed: the reservation still holds the demand.
+    assert_eq!(figures(&demand(&stack, &token).await, &["linux", "x64"]), (0, 1, 0, 1));
+
+    let job = stack.claim(&session.session_token).await.expect("the reserved job");
+    assert_eq!(
+        figures(&demand(&stack, &token).await, &["linux", "x64"]),
+        (0, 0, 1, 0),
+        "the claim used the reservation"
+    );
+    assert_eq!(intent_of(&instances(&stack, &token).await, "i-1"), None, "busy: no intent");
+
+    let done =
+        stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
+    assert_eq!(done.status, 200);
+    // The complete decided it: the ephemeral machine is exhausted.
+    let listed = stack.send(Method::GET, "/v1/provisioners/instances?intent=terminate", &token, None).await;
+    let items = listed.body["items"].as_array().unwrap();
+    assert_eq!(intent_of(items, "i-1").as_deref(), Some("exhausted"), "{}", listed.body);
+    assert_eq!(items[0]["runner_session_id"], session.session_id.to_string());
+    assert_eq!(figures(&demand(&stack, &token).await, &["linux", "x64"]), (0, 0, 0, 0));
+
+    let answer = report(&stack, &token, json!([{"provider_runner_id": "i-1", "state": "terminated"}])).await;
+    assert_eq!(answer["reservations_released"], 1);
+    assert_eq!(answer["terminate_intents_honored"], json!([{"provider_runner_id": "i-1", "reason": "exhausted"}]));
+    let repeat = report(&stack, &token, json!([{"provider_runner_id": "i-1", "state": "terminated"}])).await;
+    assert_eq!((repeat["accepted"].clone(), repeat["reservations_released"].clone()), (json!(0), json!(0)));
+    let listed = stack.send(Method::GET, "/v1/workspaces/ws1/provisioners", &stack.admin_token, None).await;
+    assert_eq!(listed.body["items"][0]["reserved_instances"], 0, "the slot came back ({id})");
+
+    for fact in [
+        "baton.runners.reservation.created",
+        "baton.runners.instance.terminate_requested",
+        "baton.runners.reservation.released",
+    ] {
+        let found = stack.wait_fact(fact, Duration::from_secs(30), |f| f["provisioner_id"] == id.as_str()).await;
+        assert!(!found.to_string().contains("brt_"), "no token in a fact");
+    }
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
+    let stack = TestStack::start().await;
+    for _ in 0..3 {
+        stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    }
+    let body = json!({"name": "f", "label_sets": [["linux"]], "max_instances": 5, "jobs_per_instance": 2});
+    let (_, token) = provisioner(&stack, "ws1", body).await;
+    let reserved = reserve(&stack, &token, &["linux"], 2).await;
+    let mut machines = Vec::new();
+    for (i, r) in reserved.iter().enumerate() {
+        let provider = format!("i-{i}");
+        report(
+            &stack,
+            &token,
+            json!([{"provider_runner_id": provider, "state": "running", "reservation_id": r["id"]}]),
+        )
+        .await;
+        let session = stack.register(r["registration_token"].as_str().unwrap(), &["linux"]).await;
+        machines.push((provider, session));
+    }
+    // Machine 0 holds two leases: one cancelled, one live.
+    let (first, second) = (&machines[0], &machines[1]);
+    let cancelled_job = stack.claim(&first.1.session_token).await.unwrap();
+    let live_job = stack.claim(&first.1.session_token).await.unwrap();
+    stack.publish(&cancelled(&cancelled_job)).await;
+    let items = wait_for("the job-cancelled intent", Duration::from_secs(30), || async {
+        let items = instances(&stack, &token).await;
+        intent_of(&items, "i-0").is_some().then_some(items)
+    })
+    .await;
+    assert_eq!(intent_of(&items, "i-0").as_deref(), Some("job-cancelled"));
+    let answer = report(&stack, &token, json!([{"provider_runner_id": "i-0", "state": "terminated"}])).await;
+    assert_eq!(answer["reservations_released"], 0, "one cancelled and one live lease keep the reservation");
+    assert_eq!(answer["terminate_intents_honored"][0]["reason"], "job-cancelled");
+    // Its live lease ends: the release converges from the complete.
+    stack.complete(&live_job.lease.token, live_job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
+    wait_for("the release after the last live lease", Duration::from_secs(10), || async {
+        let released = stack.items_of("reservation").await.iter().filter(|r| r.contains_key("released_at")).count();
+        (released == 1).then_some(())
+    })
+    .await;
+
+    // Machine 1 holds only a cancelled lease: ended, it releases at once.
+    let only = stack.claim(&second.1.session_token).await.unwrap();
+    stack.publish(&cancelled(&only)).await;
+    wait_for("the second job-cancelled intent", Duration::from_secs(30), || async {
+        intent_of(&instances(&stack, &token).await, "i-1").is_some().then_some(())
+    })
+    .await;
+    let answer = report(&stack, &token, json!([{"provider_runner_id": "i-1", "state": "terminated"}])).await;
+    assert_eq!(answer["reservations_released"], 1, "only a cancelled lease: released");
+    assert_eq!(answer["terminate_intents_honored"], json!([{"provider_runner_id": "i-1", "reason": "job-cancelled"}]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_reservation_expires_returning_its_demand_and_its_machine_is_asked_to_go() {
+    let stack = TestStack::start().await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let (_, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 5)).await;
+    let answer = stack
+        .post("/v1/provisioners/reservations", &token, json!({"labels": ["linux"], "count": 1, "expires_in_s": 1}))
+        .await;
+    let r = answer.body["reservations"][0].clone();
+    report(&stack, &token, json!([{"provider_runner_id": "i-9", "state": "booting", "reservation_id": r["id"]}])).await;
+    assert_eq!(figures(&demand(&stack, &token).await, &["linux"]), (0, 1, 0, 0));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let items = stack.send(Method::GET, "/v1/provisioners/instances?intent=terminate", &token, None).await;
+    assert_eq!(intent_of(items.body["items"].as_array().unwrap(), "i-9").as_deref(), Some("reservation-expired"));
+    assert_eq!(figures(&demand(&stack, &token).await, &["linux"]), (1, 0, 0, 0), "the demand came back");
+    let late = stack
+        .post("/v1/runners/register", r["registration_token"].as_str().unwrap(), json!({"labels": ["linux"]}))
+        .await;
+    assert_eq!(late.status, 401, "an expired reservation's token registers nothing");
+}
