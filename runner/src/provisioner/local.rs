@@ -127,7 +127,7 @@ pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Re
                 Ok(())
             }
             _ = intents.tick() => fleet.honour_intents().await,
-            _ = shutdown.wait_for(|stop| *stop) => break Ok(()),
+            () = stopped(&mut shutdown) => break Ok(()),
         };
         // A burst of exits is one report, not one each.
         while let Ok(event) = events.try_recv() {
@@ -148,6 +148,15 @@ pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Re
         "local provisioner stopped"
     );
     outcome.map(|()| fleet.summary)
+}
+
+/// Resolves once `shutdown` turns true; never if its sender is gone (no
+/// one can ask any more). The watch's guard stays in here: held in the
+/// loop's `select!` it would make the provisioner's future not `Send`.
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    if shutdown.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Reads demand for ever (a long poll, `since` the last version) and hands
