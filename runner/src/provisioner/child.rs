@@ -75,6 +75,10 @@ pub fn start(spec: ChildSpec, events: mpsc::UnboundedSender<ChildEvent>) -> std:
         // The token goes in the environment, not the arguments: any local
         // user can read a process's arguments (ps), not its environment.
         .env("BATON_REGISTRATION_TOKEN", &spec.registration_token)
+        // The runner hands its environment to the jobs it runs (less its own
+        // token and the admin's): a job must not get the fleet's token.
+        .env_remove("BATON_PROVISIONER_TOKEN")
+        .env_remove("BATON_ADMIN_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -226,7 +230,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_child_reports_its_exit_and_a_stopped_one_is_stopped() {
+    async fn a_child_gets_its_token_reports_its_exit_and_a_stopped_one_is_stopped() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let spec = |id: &str, script: &str| {
             ChildSpec {
@@ -242,7 +246,8 @@ mod tests {
             }
             .with_script(script)
         };
-        let _quick = start_retrying(spec("quick", "exit 3"), &tx).await;
+        let _quick =
+            start_retrying(spec("quick", r#"[ "$BATON_REGISTRATION_TOKEN" = brt_x ] && exit 3; exit 1"#), &tx).await;
         let exited = rx.recv().await.expect("an event");
         assert_eq!(exited, ChildEvent::Exited { provider_runner_id: "quick".into(), code: Some(3) });
         let mut slow = start_retrying(spec("slow", "sleep 600"), &tx).await;
