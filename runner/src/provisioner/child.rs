@@ -29,6 +29,9 @@ pub struct ChildSpec {
     pub kill_grace: Duration,
 }
 
+/// How long an exited child's output may still be read before its exit is told.
+const READERS_GRACE: Duration = Duration::from_secs(1);
+
 /// What a child tells the provisioner's loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChildEvent {
@@ -90,11 +93,12 @@ pub fn start(spec: ChildSpec, events: mpsc::UnboundedSender<ChildEvent>) -> std:
     let pgid = child.id().map_or(0, |pid| pid as i32);
     let id = spec.provider_runner_id.clone();
     let reservation = spec.reservation_id;
+    let mut readers = Vec::new();
     if let Some(stdout) = child.stdout.take() {
-        tokio::spawn(forward(stdout, id.clone(), reservation, events.clone()));
+        readers.push(tokio::spawn(forward(stdout, id.clone(), reservation, events.clone())));
     }
     if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward(stderr, id.clone(), reservation, events.clone()));
+        readers.push(tokio::spawn(forward(stderr, id.clone(), reservation, events.clone())));
     }
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let grace = spec.kill_grace;
@@ -105,6 +109,10 @@ pub fn start(spec: ChildSpec, events: mpsc::UnboundedSender<ChildEvent>) -> std:
             _ = stop_rx => terminate_group(&mut child, pgid, grace).await,
         };
         let code = status.as_ref().and_then(exit_code);
+        // Its last lines (the registration of a runner that ended at once)
+        // come before its exit; a step process that kept the pipe open does
+        // not hold the exit back for long.
+        let _ = tokio::time::timeout(READERS_GRACE, futures::future::join_all(readers)).await;
         let _ = events.send(ChildEvent::Exited { provider_runner_id: id, code });
     });
     Ok(Running { stop: Some(stop_tx) })

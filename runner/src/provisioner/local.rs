@@ -111,6 +111,7 @@ pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Re
         children: HashMap::new(),
         events_tx,
         summary: Summary::default(),
+        intents_read: false,
     };
     let mut intents = tokio::time::interval(fleet.config.intent_poll.max(Duration::from_millis(100)));
     intents.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -126,7 +127,13 @@ pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Re
                 fleet.on_child(event);
                 Ok(())
             }
-            _ = intents.tick() => fleet.honour_intents().await,
+            // With nothing running, only the first read is needed (it finds
+            // an earlier run's instances): each read is a paid invocation.
+            _ = intents.tick() => if fleet.ledger.live().next().is_some() || !fleet.intents_read {
+                fleet.honour_intents().await
+            } else {
+                Ok(())
+            },
             () = stopped(&mut shutdown) => break Ok(()),
         };
         // A burst of exits is one report, not one each.
@@ -199,6 +206,8 @@ struct Fleet {
     children: HashMap<String, Running>,
     events_tx: mpsc::UnboundedSender<ChildEvent>,
     summary: Summary,
+    /// The instances Baton wants gone were read once (strangers closed).
+    intents_read: bool,
 }
 
 impl Fleet {
@@ -305,6 +314,7 @@ impl Fleet {
                 return Ok(());
             }
         };
+        self.intents_read = true;
         for (id, reason) in self.ledger.stops_due(&list.items) {
             self.stop(&id, StopCause::Intent(reason));
         }
