@@ -9,8 +9,6 @@ use crate::client::ClientError;
 use std::io::IsTerminal;
 
 use crate::operator::{changes, painted_changes, Operator};
-use crate::provisioner::client::ProvisionerClient;
-use crate::provisioner::view::fleet_lines;
 use baton_api::provisioners::{CreateProvisioner, ProvisionerSummary};
 use baton_api::runners::CreateRegistrationToken;
 use baton_api::runs::RerunMode;
@@ -329,7 +327,8 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
         // The one command that acts as the provisioner, not the operator.
         Command::Fleet { provisioner_token, watch } => {
             let token = fleet_token(&cli.token, provisioner_token.as_deref())?;
-            return fleet(&cli.api, &token, watch, cli.json).await;
+            crate::provisioner::fleet::show(&cli.api, &token, watch, cli.json).await?;
+            return Ok(ExitCode::SUCCESS);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -406,64 +405,6 @@ fn describe(p: &ProvisionerSummary) -> String {
         p.warm,
         p.created_at.to_rfc3339()
     )
-}
-
-/// How long `fleet --watch` waits for a demand change before it redraws
-/// anyway (the instances and the ages change without one).
-const FLEET_REDRAW_S: u32 = 5;
-
-/// Prints the provisioner's demand and instances; with `watch`, again on
-/// each demand change or every few seconds (the screen is redrawn on a
-/// terminal; otherwise a new picture is printed only when it changed).
-async fn fleet(api: &str, token: &str, watch: bool, json: bool) -> Result<ExitCode, CliError> {
-    let client = ProvisionerClient::new(api, token)?;
-    let terminal = std::io::stdout().is_terminal();
-    let mut since: Option<String> = None;
-    let mut shown: Option<serde_json::Value> = None;
-    let mut failures = 0u32;
-    loop {
-        let wait_s = if watch && since.is_some() { FLEET_REDRAW_S } else { 0 };
-        let read = async {
-            let demand = client.demand(since.as_deref(), wait_s).await?;
-            let instances = client.instances(false).await?;
-            Ok::<_, ClientError>((demand, instances))
-        };
-        match read.await {
-            Ok((demand, instances)) => {
-                failures = 0;
-                since = Some(demand.version.clone());
-                let picture = serde_json::json!({"demand": demand, "instances": instances});
-                let changed = shown.as_ref() != Some(&picture);
-                if json {
-                    if !watch {
-                        print_json(&picture);
-                    } else if changed {
-                        println!("{picture}");
-                    }
-                } else if !watch || terminal || changed {
-                    if watch && terminal {
-                        // Home and clear: a redraw in place, not a scroll.
-                        print!("\x1b[H\x1b[2J");
-                    } else if shown.is_some() {
-                        println!();
-                    }
-                    for line in fleet_lines(&demand, &instances, chrono::Utc::now()) {
-                        println!("{line}");
-                    }
-                }
-                shown = Some(picture);
-            }
-            Err(err) if watch && err.is_transient() && failures < 10 => {
-                failures += 1;
-                eprintln!("baton: {err} (retrying)");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            Err(err) => return Err(err.into()),
-        }
-        if !watch {
-            return Ok(ExitCode::SUCCESS);
-        }
-    }
 }
 
 async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Result<ExitCode, CliError> {
@@ -671,7 +612,7 @@ fn print_line_json(line: &baton_api::logs::LogLine) {
     }
 }
 
-fn print_json<T: serde::Serialize>(value: &T) {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),
         Err(err) => eprintln!("baton: cannot print the answer: {err}"),

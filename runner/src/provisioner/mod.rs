@@ -9,10 +9,12 @@
 //! - [`child`]: one runner process: start, forward its logs, stop.
 //! - [`local`]: the local provisioner's loop (the thin shell).
 //! - [`view`]: demand and instances as `baton fleet` prints them.
+//! - [`fleet`]: `baton fleet`: read them, print them, redraw them.
 
 pub mod child;
 pub mod client;
 pub mod decide;
+pub mod fleet;
 pub mod ledger;
 pub mod local;
 pub mod view;
