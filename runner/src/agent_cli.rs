@@ -154,7 +154,9 @@ fn watch_signals(shutdown: watch::Sender<Shutdown>, drain: bool) -> std::io::Res
     Ok(())
 }
 
-fn init_logs(json: bool) {
+/// Text logs (or JSON lines) filtered by `BATON_LOG` (default `info`);
+/// `baton-provisioner` logs the same way.
+pub(crate) fn init_logs(json: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     if json {

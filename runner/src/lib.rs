@@ -1,5 +1,6 @@
-//! The reference runner agent of Baton (`baton-runner`) and the operator CLI
-//! (`baton`), as a library so that both binaries stay thin.
+//! The reference runner agent of Baton (`baton-runner`), the operator CLI
+//! (`baton`) and the reference provisioners (`baton-provisioner`), as a
+//! library so that the binaries stay thin.
 //!
 //! - [`client`]: the typed HTTP client and the classification of failures.
 //! - [`agent`]: register, claim (long poll, backoff), run up to N jobs, stop.
@@ -8,8 +9,12 @@
 //! - [`complete`]: deliver a finished job's result while its lease lives.
 //! - [`process`]: process groups and signals.
 //! - [`streams`]: read a step's stdout and stderr, masks in force across both.
-//! - [`operator`]: the operator side (`baton token …`, `baton run …`).
-//! - [`agent_cli`], [`operator_cli`]: the two commands' arguments and start-up.
+//! - [`operator`]: the operator side (`baton token …`, `baton run …`,
+//!   `baton provisioner …`).
+//! - [`provisioner`]: elastic fleets: the `bpt_` client, `baton fleet`'s
+//!   view and the local reference provisioner (`baton-provisioner local`).
+//! - [`agent_cli`], [`operator_cli`], [`provisioner_cli`]: the three commands'
+//!   arguments and start-up.
 //!
 //! It depends on the light `baton-api` crate for the contract, never on the
 //! server crate: a runner install compiles no AWS SDK. Its end-to-end tests,
@@ -28,6 +33,8 @@ pub mod operator;
 pub mod operator_cli;
 pub mod outputs;
 pub mod process;
+pub mod provisioner;
+pub mod provisioner_cli;
 pub mod push;
 pub mod streams;
 

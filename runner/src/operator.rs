@@ -1,9 +1,11 @@
-//! The operator side of the API (api.md "Operators"), used by the `baton`
-//! CLI: registration tokens and runs, over the shared request and view types.
+//! The operator side of the API (api.md "Operators", "Provisioners"), used
+//! by the `baton` CLI: registration tokens, provisioners and runs, over the
+//! shared request and view types.
 
 use std::collections::HashMap;
 
 use baton_api::logs::LogPage;
+use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
 use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
 use baton_api::runs::RerunMode;
 use baton_api::runs::{CreateRunRequest, RerunRequest, RunList, RunView};
@@ -32,6 +34,31 @@ impl Operator {
     ) -> Result<CreatedRegistrationToken, ClientError> {
         let path = format!("/v1/workspaces/{}/registration-tokens", segment(workspace));
         self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
+    }
+
+    /// Registers a provisioner; the answer holds its `bpt_` token, shown this once.
+    pub async fn create_provisioner(
+        &self,
+        workspace: &str,
+        body: &CreateProvisioner,
+    ) -> Result<CreatedProvisioner, ClientError> {
+        let path = format!("/v1/workspaces/{}/provisioners", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
+    }
+
+    pub async fn list_provisioners(&self, workspace: &str) -> Result<ProvisionerList, ClientError> {
+        let path = format!("/v1/workspaces/{}/provisioners", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    /// Removes a provisioner: its token stops working and its instances get
+    /// `provisioner-removed` intents (204, no body).
+    pub async fn remove_provisioner(&self, workspace: &str, id: Uuid) -> Result<(), ClientError> {
+        let path = format!("/v1/workspaces/{}/provisioners/{id}", segment(workspace));
+        self.client
+            .send::<(), serde_json::Value>(Method::DELETE, &path, &self.token, None, crate::client::REQUEST_TIMEOUT)
+            .await?;
+        Ok(())
     }
 
     pub async fn submit_run(&self, workspace: &str, body: &CreateRunRequest) -> Result<RunView, ClientError> {

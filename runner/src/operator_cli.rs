@@ -1,4 +1,5 @@
-//! `baton`: the operator CLI. Registration tokens and runs, over the API.
+//! `baton`: the operator CLI. Registration tokens, provisioners and runs,
+//! over the API; `baton fleet` shows a provisioner's demand and instances.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use crate::client::ClientError;
 use std::io::IsTerminal;
 
 use crate::operator::{changes, painted_changes, Operator};
+use baton_api::provisioners::{CreateProvisioner, ProvisionerSummary};
 use baton_api::runners::CreateRegistrationToken;
 use baton_api::runs::RerunMode;
 use baton_api::runs::{CreateRunRequest, RunView};
@@ -16,12 +18,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
 
 #[derive(Debug, Parser)]
-#[command(name = "baton", version, about = "Operate Baton: registration tokens and runs")]
+#[command(name = "baton", version, about = "Operate Baton: registration tokens, provisioners and runs")]
 struct Cli {
     /// Base URL of the Baton API, e.g. http://127.0.0.1:8080.
     #[arg(long, env = "BATON_API", global = true, default_value = "http://127.0.0.1:8080")]
     api: String,
-    /// Operator API token (`bat_…`).
+    /// Operator API token (`bat_…`); for `fleet`, a provisioner token (`bpt_…`).
     #[arg(long, env = "BATON_ADMIN_TOKEN", global = true, hide_env_values = true, default_value = "")]
     token: String,
     /// Print the API's JSON answer instead of a summary.
@@ -42,6 +44,61 @@ enum Command {
     Run {
         #[command(subcommand)]
         command: RunCommand,
+    },
+    /// Provisioners: the controllers that make and destroy runner machines.
+    Provisioner {
+        #[command(subcommand)]
+        command: ProvisionerCommand,
+    },
+    /// A provisioner's demand per label set and its instances, read with its
+    /// own token (`--token bpt_…` or BATON_PROVISIONER_TOKEN).
+    Fleet {
+        /// The provisioner token, when `--token` is not one.
+        #[arg(long, env = "BATON_PROVISIONER_TOKEN", hide_env_values = true)]
+        provisioner_token: Option<String>,
+        /// Keep redrawing: at once when demand changes, else every few seconds.
+        #[arg(long)]
+        watch: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ProvisionerCommand {
+    /// Register a provisioner; prints its token (shown once) on stdout.
+    Create {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        #[arg(long)]
+        name: String,
+        /// A label set its machines serve, comma-separated (repeatable).
+        #[arg(long = "label-set", required = true, value_parser = parse_label_set)]
+        label_sets: Vec<Vec<String>>,
+        /// The most instances it may hold at once (1 to 10,000).
+        #[arg(long)]
+        max_instances: u32,
+        /// Jobs each instance takes before it goes (1, the default: ephemeral).
+        #[arg(long)]
+        jobs_per_instance: Option<u32>,
+        /// An instance idle this long goes (default 300).
+        #[arg(long)]
+        idle_timeout_s: Option<u32>,
+        /// An instance whose runner has not registered by then goes (default 600).
+        #[arg(long)]
+        boot_timeout_s: Option<u32>,
+        /// Idle instances to keep ready (default 0).
+        #[arg(long)]
+        warm: Option<u32>,
+    },
+    /// List the workspace's provisioners (no tokens).
+    List {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+    },
+    /// Remove a provisioner: its token stops working, its instances are asked to go.
+    Remove {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        id: Uuid,
     },
 }
 
@@ -186,6 +243,30 @@ enum Mode {
     All,
 }
 
+/// `linux,x64` as the label set `["linux", "x64"]` (blanks dropped).
+fn parse_label_set(raw: &str) -> Result<Vec<String>, String> {
+    let labels: Vec<String> = raw.split(',').map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+    if labels.is_empty() {
+        return Err(format!("expected labels separated by commas, got {raw:?}"));
+    }
+    Ok(labels)
+}
+
+/// The provisioner token of `baton fleet`: `--token` when it is one (the
+/// global flag, which otherwise holds the operator's), else
+/// `--provisioner-token` / BATON_PROVISIONER_TOKEN.
+fn fleet_token(global: &str, provisioner: Option<&str>) -> Result<String, CliError> {
+    if global.starts_with("bpt_") {
+        return Ok(global.to_string());
+    }
+    match provisioner.filter(|t| !t.is_empty()) {
+        Some(token) => Ok(token.to_string()),
+        None => {
+            Err(CliError::Usage("a provisioner token is required: --token bpt_… or BATON_PROVISIONER_TOKEN".into()))
+        }
+    }
+}
+
 fn parse_input(raw: &str) -> Result<(String, String), String> {
     raw.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -220,14 +301,16 @@ enum CliError {
 }
 
 async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
-    if cli.token.is_empty() {
-        return Err(CliError::Usage("an operator token is required: --token or BATON_ADMIN_TOKEN".into()));
-    }
-    let operator = Operator::new(&cli.api, &cli.token)?;
+    let operator = || {
+        if cli.token.is_empty() {
+            return Err(CliError::Usage("an operator token is required: --token or BATON_ADMIN_TOKEN".into()));
+        }
+        Ok(Operator::new(&cli.api, &cli.token)?)
+    };
     match cli.command {
         Command::Token { command: TokenCommand::Create { workspace, name, single_use, max_claims, expires_in_s } } => {
             let body = CreateRegistrationToken { name, expires_in_s, single_use, max_claims };
-            let created = operator.create_registration_token(&workspace, &body).await?;
+            let created = operator()?.create_registration_token(&workspace, &body).await?;
             if cli.json {
                 print_json(&created);
             } else {
@@ -239,9 +322,89 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
                 println!("{}", created.token);
             }
         }
-        Command::Run { command } => return run_command(&operator, command, cli.json).await,
+        Command::Run { command } => return run_command(&operator()?, command, cli.json).await,
+        Command::Provisioner { command } => return provisioner_command(&operator()?, command, cli.json).await,
+        // The one command that acts as the provisioner, not the operator.
+        Command::Fleet { provisioner_token, watch } => {
+            let token = fleet_token(&cli.token, provisioner_token.as_deref())?;
+            crate::provisioner::fleet::show(&cli.api, &token, watch, cli.json).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn provisioner_command(
+    operator: &Operator,
+    command: ProvisionerCommand,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    match command {
+        ProvisionerCommand::Create {
+            workspace,
+            name,
+            label_sets,
+            max_instances,
+            jobs_per_instance,
+            idle_timeout_s,
+            boot_timeout_s,
+            warm,
+        } => {
+            let body = CreateProvisioner {
+                name,
+                label_sets,
+                max_instances,
+                jobs_per_instance,
+                idle_timeout_s,
+                boot_timeout_s,
+                warm,
+            };
+            let created = operator.create_provisioner(&workspace, &body).await?;
+            if json {
+                print_json(&created);
+            } else {
+                eprintln!("{} in workspace {workspace}; its token, shown once:", describe(&created.provisioner));
+                println!("{}", created.token);
+            }
+        }
+        ProvisionerCommand::List { workspace } => {
+            let list = operator.list_provisioners(&workspace).await?;
+            if json {
+                print_json(&list);
+            } else {
+                for provisioner in &list.items {
+                    println!("{}", describe(provisioner));
+                }
+            }
+        }
+        ProvisionerCommand::Remove { workspace, id } => {
+            operator.remove_provisioner(&workspace, id).await?;
+            if json {
+                print_json(&serde_json::json!({"id": id, "removed": true}));
+            } else {
+                println!("provisioner {id} removed: its token no longer works, its instances are asked to go");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line about a provisioner.
+fn describe(p: &ProvisionerSummary) -> String {
+    let sets: Vec<String> = p.label_sets.iter().map(|set| set.join(",")).collect();
+    format!(
+        "provisioner {} {}  label sets {}  max {} (reserved {})  jobs/instance {}  idle {}s  boot {}s  warm {}  created {}",
+        p.id,
+        p.name,
+        sets.join(" "),
+        p.max_instances,
+        p.reserved_instances,
+        p.jobs_per_instance,
+        p.idle_timeout_s,
+        p.boot_timeout_s,
+        p.warm,
+        p.created_at.to_rfc3339()
+    )
 }
 
 async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Result<ExitCode, CliError> {
@@ -449,9 +612,58 @@ fn print_line_json(line: &baton_api::logs::LogLine) {
     }
 }
 
-fn print_json<T: serde::Serialize>(value: &T) {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),
         Err(err) => eprintln!("baton: cannot print the answer: {err}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_set_is_its_comma_separated_labels() {
+        assert_eq!(parse_label_set("linux, x64,"), Ok(vec!["linux".to_string(), "x64".to_string()]));
+        assert!(parse_label_set(" , ").is_err(), "an empty set is refused here, not by the API");
+    }
+
+    #[test]
+    fn provisioner_create_takes_repeated_label_sets() {
+        let cli = Cli::try_parse_from([
+            "baton",
+            "provisioner",
+            "create",
+            "--workspace",
+            "demo",
+            "--name",
+            "local",
+            "--label-set",
+            "linux,x64",
+            "--label-set",
+            "gpu",
+            "--max-instances",
+            "4",
+            "--warm",
+            "1",
+        ])
+        .expect("parses");
+        let Command::Provisioner { command: ProvisionerCommand::Create { label_sets, max_instances, warm, .. } } =
+            cli.command
+        else {
+            panic!("not a create: {:?}", cli.command)
+        };
+        assert_eq!(label_sets, vec![vec!["linux".to_string(), "x64".into()], vec!["gpu".into()]]);
+        assert_eq!((max_instances, warm), (4, Some(1)));
+    }
+
+    #[test]
+    fn fleet_takes_a_provisioner_token_from_token_or_its_own_variable() {
+        assert_eq!(fleet_token("bpt_a", None).ok(), Some("bpt_a".to_string()), "--token bpt_…");
+        assert_eq!(fleet_token("bat_admin", Some("bpt_b")).ok(), Some("bpt_b".to_string()), "the admin's is not it");
+        assert_eq!(fleet_token("", Some("bpt_b")).ok(), Some("bpt_b".to_string()));
+        assert!(matches!(fleet_token("bat_admin", None), Err(CliError::Usage(_))));
+        assert!(matches!(fleet_token("", Some("")), Err(CliError::Usage(_))));
     }
 }

@@ -1,0 +1,132 @@
+//! The provisioner's side of the API (api.md "Provisioners"), with a `bpt_`
+//! token: demand (a long poll), reservations, instance reports and the
+//! instances Baton wants gone. Failures are the runner client's
+//! [`ClientError`]s, classified once in `client.rs`: a 401 here means the
+//! provisioner was removed or its token revoked.
+
+use std::time::Duration;
+
+use baton_api::provisioners::{
+    Demand, InstanceEvent, InstanceList, InstanceReport, InstanceReportAnswer, ReserveRequest, Reserved,
+    MAX_DEMAND_WAIT_S, MAX_INSTANCE_EVENTS,
+};
+use reqwest::Method;
+
+use crate::client::{Client, ClientError, REQUEST_TIMEOUT};
+
+/// A provisioner (`bpt_…` token) talking to one API.
+#[derive(Debug, Clone)]
+pub struct ProvisionerClient {
+    client: Client,
+    token: String,
+}
+
+impl ProvisionerClient {
+    pub fn new(api: &str, token: &str) -> Result<Self, ClientError> {
+        Ok(Self { client: Client::new(api)?, token: token.to_string() })
+    }
+
+    /// `GET /v1/provisioners/demand`: at once when the demand's version is
+    /// not `since` (or there is no `since`), else when it changes, or after
+    /// `wait_s` (at most 20) with the same version.
+    pub async fn demand(&self, since: Option<&str>, wait_s: u32) -> Result<Demand, ClientError> {
+        let wait_s = wait_s.min(MAX_DEMAND_WAIT_S);
+        let path = format!("/v1/provisioners/demand?{}", demand_query(since, wait_s));
+        let timeout = REQUEST_TIMEOUT + Duration::from_secs(u64::from(wait_s));
+        self.client.send::<(), _>(Method::GET, &path, &self.token, None, timeout).await?.ok_or_else(|| empty(&path))
+    }
+
+    /// `POST /v1/provisioners/reservations`: possibly fewer reservations than
+    /// asked (none at all) when demand or `max_instances` allows no more.
+    pub async fn reserve(&self, body: &ReserveRequest) -> Result<Reserved, ClientError> {
+        self.client.send_for(Method::POST, "/v1/provisioners/reservations", &self.token, Some(body)).await
+    }
+
+    /// `POST /v1/provisioners/instances` with at most 100 events (see
+    /// [`report_batches`] for more).
+    pub async fn report(&self, events: &[InstanceEvent]) -> Result<InstanceReportAnswer, ClientError> {
+        if events.len() > MAX_INSTANCE_EVENTS {
+            // Refused here rather than by the server: a caller bug, not a retryable failure.
+            return Err(ClientError::Permanent {
+                status: 0,
+                code: "invalid-request".into(),
+                message: format!("{} events in one report; at most {MAX_INSTANCE_EVENTS}", events.len()),
+            });
+        }
+        let body = InstanceReport { events: events.to_vec() };
+        self.client.send_for(Method::POST, "/v1/provisioners/instances", &self.token, Some(&body)).await
+    }
+
+    /// `GET /v1/provisioners/instances`: every instance Baton knows of this
+    /// provisioner, or with `only_terminate` those it wants gone.
+    pub async fn instances(&self, only_terminate: bool) -> Result<InstanceList, ClientError> {
+        let path =
+            if only_terminate { "/v1/provisioners/instances?intent=terminate" } else { "/v1/provisioners/instances" };
+        self.client.send_for::<(), _>(Method::GET, path, &self.token, None).await
+    }
+}
+
+/// The query of a demand read (the serializer is not `Send`, so it lives
+/// apart from the request's await).
+fn demand_query(since: Option<&str>, wait_s: u32) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("wait_s", &wait_s.to_string());
+    if let Some(since) = since {
+        query.append_pair("since", since);
+    }
+    query.finish()
+}
+
+/// `events` cut into reports the API accepts (at most 100 events each), in
+/// order, so that one instance's states still arrive in the order they
+/// happened.
+pub fn report_batches(events: &[InstanceEvent]) -> impl Iterator<Item = &[InstanceEvent]> {
+    events.chunks(MAX_INSTANCE_EVENTS)
+}
+
+fn empty(path: &str) -> ClientError {
+    ClientError::Permanent {
+        status: 204,
+        code: "empty-response".into(),
+        message: format!("{path} answered without a body"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_api::provisioners::InstanceState;
+
+    fn event(n: usize) -> InstanceEvent {
+        InstanceEvent {
+            provider_runner_id: format!("local-{n}"),
+            state: InstanceState::Running,
+            reservation_id: None,
+            runner_session_id: None,
+            at: None,
+        }
+    }
+
+    #[test]
+    fn reports_carry_at_most_a_hundred_events_in_their_order() {
+        let events: Vec<InstanceEvent> = (0..250).map(event).collect();
+        let batches: Vec<&[InstanceEvent]> = report_batches(&events).collect();
+        assert_eq!(batches.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![100, 100, 50]);
+        assert_eq!(batches[1][0].provider_runner_id, "local-100");
+        assert_eq!(report_batches(&[]).count(), 0, "nothing to report sends nothing");
+    }
+
+    #[test]
+    fn a_demand_read_passes_back_the_version_it_last_saw() {
+        assert_eq!(demand_query(None, 20), "wait_s=20");
+        assert_eq!(demand_query(Some("v 1&x"), 0), "wait_s=0&since=v+1%26x", "an opaque version is encoded");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_report_is_refused_before_it_is_sent() {
+        let client = ProvisionerClient::new("http://127.0.0.1:9", "bpt_x").expect("a client");
+        let events: Vec<InstanceEvent> = (0..101).map(event).collect();
+        let err = client.report(&events).await.expect_err("refused");
+        assert!(matches!(err, ClientError::Permanent { ref code, .. } if code == "invalid-request"), "{err:?}");
+    }
+}

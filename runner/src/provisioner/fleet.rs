@@ -1,0 +1,68 @@
+//! `baton fleet`: a provisioner's demand and instances, read with its own
+//! token and printed once, or redrawn as they change (`--watch`).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use crate::client::ClientError;
+use crate::operator_cli::print_json;
+use crate::provisioner::client::ProvisionerClient;
+use crate::provisioner::view::fleet_lines;
+
+/// How long `fleet --watch` waits for a demand change before it redraws
+/// anyway (the instances and the ages change without one).
+const FLEET_REDRAW_S: u32 = 5;
+
+/// Prints the provisioner's demand and instances; with `watch`, again on
+/// each demand change or every few seconds (the screen is redrawn on a
+/// terminal; otherwise a new picture is printed only when it changed).
+pub async fn show(api: &str, token: &str, watch: bool, json: bool) -> Result<(), ClientError> {
+    let client = ProvisionerClient::new(api, token)?;
+    let terminal = std::io::stdout().is_terminal();
+    let mut since: Option<String> = None;
+    let mut shown: Option<serde_json::Value> = None;
+    let mut failures = 0u32;
+    loop {
+        let wait_s = if watch && since.is_some() { FLEET_REDRAW_S } else { 0 };
+        let read = async {
+            let demand = client.demand(since.as_deref(), wait_s).await?;
+            let instances = client.instances(false).await?;
+            Ok::<_, ClientError>((demand, instances))
+        };
+        match read.await {
+            Ok((demand, instances)) => {
+                failures = 0;
+                since = Some(demand.version.clone());
+                let picture = serde_json::json!({"demand": demand, "instances": instances});
+                let changed = shown.as_ref() != Some(&picture);
+                if json {
+                    if !watch {
+                        print_json(&picture);
+                    } else if changed {
+                        println!("{picture}");
+                    }
+                } else if !watch || terminal || changed {
+                    if watch && terminal {
+                        // Home and clear: a redraw in place, not a scroll.
+                        print!("\x1b[H\x1b[2J");
+                    } else if shown.is_some() {
+                        println!();
+                    }
+                    for line in fleet_lines(&demand, &instances, chrono::Utc::now()) {
+                        println!("{line}");
+                    }
+                }
+                shown = Some(picture);
+            }
+            Err(err) if watch && err.is_transient() && failures < 10 => {
+                failures += 1;
+                eprintln!("baton: {err} (retrying)");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(err) => return Err(err),
+        }
+        if !watch {
+            return Ok(());
+        }
+    }
+}

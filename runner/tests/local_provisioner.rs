@@ -1,0 +1,225 @@
+//! The local provisioner's loop against a fake of the provisioner routes
+//! (the real ones are tested end to end in `tests/runner`): it reserves what
+//! demand asks, starts a "runner" per reservation, reports every state in
+//! order, stops what an intent names, and stops the rest on shutdown.
+//!
+//! The runner here is a shell script that logs the agent's `registered`
+//! line (JSON) and then either exits 0 (an ephemeral runner whose job ended)
+//! or waits to be stopped.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use baton_api::provisioners::{
+    Demand, InstanceEvent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceState, InstanceView,
+    LabelSetDemand, Reservation, ReserveRequest, Reserved, TerminateIntent, TerminateReason,
+};
+use baton_runner::provisioner::local::{run, LocalConfig};
+use chrono::Utc;
+use uuid::Uuid;
+
+#[derive(Default)]
+struct Fake {
+    /// Jobs queued and not yet reserved.
+    queued: u64,
+    version: u64,
+    asked: Vec<ReserveRequest>,
+    events: Vec<InstanceEvent>,
+    /// Instances Baton wants gone, by provider id.
+    intents: HashMap<String, TerminateReason>,
+}
+
+type Shared = Arc<Mutex<Fake>>;
+
+fn lock(fake: &Shared) -> std::sync::MutexGuard<'_, Fake> {
+    fake.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn demand(State(fake): State<Shared>, Query(query): Query<HashMap<String, String>>) -> Json<Demand> {
+    // A long poll in miniature: an unchanged version waits a little.
+    let current = lock(&fake).version.to_string();
+    if query.get("since") == Some(&current) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let fake = lock(&fake);
+    Json(Demand {
+        label_sets: vec![LabelSetDemand {
+            labels: vec!["linux".into(), "x64".into()],
+            queued: fake.queued,
+            reserved: 0,
+            running: 0,
+            idle_sessions: 0,
+            oldest_queued_at: None,
+        }],
+        version: fake.version.to_string(),
+    })
+}
+
+async fn reserve(State(fake): State<Shared>, Json(body): Json<ReserveRequest>) -> (StatusCode, Json<Reserved>) {
+    let mut fake = lock(&fake);
+    let granted = u64::from(body.count).min(fake.queued);
+    fake.queued -= granted;
+    fake.version += 1;
+    fake.asked.push(body);
+    let reservations = (0..granted)
+        .map(|_| Reservation {
+            id: Uuid::now_v7(),
+            registration_token: format!("brt_{}", Uuid::now_v7().simple()),
+            expires_at: Utc::now(),
+        })
+        .collect();
+    (StatusCode::CREATED, Json(Reserved { reservations }))
+}
+
+async fn report(State(fake): State<Shared>, Json(body): Json<InstanceReport>) -> Json<InstanceReportAnswer> {
+    let mut fake = lock(&fake);
+    assert!(body.events.len() <= 100);
+    let accepted = body.events.len() as u32;
+    fake.events.extend(body.events);
+    Json(InstanceReportAnswer { accepted, reservations_released: 0, terminate_intents_honored: vec![] })
+}
+
+async fn instances(State(fake): State<Shared>) -> Json<InstanceList> {
+    let fake = lock(&fake);
+    let items = fake
+        .intents
+        .iter()
+        .map(|(id, reason)| InstanceView {
+            provider_runner_id: id.clone(),
+            state: InstanceState::Running,
+            reservation_id: None,
+            runner_session_id: None,
+            terminate: Some(TerminateIntent { reason: *reason, at: Utc::now() }),
+        })
+        .collect();
+    Json(InstanceList { items })
+}
+
+async fn serve(fake: Shared) -> String {
+    let app = Router::new()
+        .route("/v1/provisioners/demand", get(demand))
+        .route("/v1/provisioners/reservations", post(reserve))
+        .route("/v1/provisioners/instances", post(report).get(instances))
+        .with_state(fake);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("an address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}")
+}
+
+/// The first runner started exits 0 once registered; the others wait.
+fn runner_script(dir: &std::path::Path) -> PathBuf {
+    let script = dir.join("runner.sh");
+    let body = format!(
+        r#"#!/bin/sh
+echo '{{"level":"INFO","fields":{{"message":"registered","session":"'"$(cat /proc/sys/kernel/random/uuid)"'"}}}}'
+if mkdir "{first}" 2>/dev/null; then exit 0; fi
+exec sleep 600
+"#,
+        first = dir.join("first").display()
+    );
+    std::fs::write(&script, body).expect("the script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("executable");
+    script
+}
+
+/// The states reported for each instance, in order.
+fn states_by_instance(events: &[InstanceEvent]) -> HashMap<String, Vec<InstanceState>> {
+    let mut by: HashMap<String, Vec<InstanceState>> = HashMap::new();
+    for event in events {
+        by.entry(event.provider_runner_id.clone()).or_default().push(event.state);
+    }
+    by
+}
+
+async fn eventually(what: &str, fake: &Shared, holds: impl Fn(&Fake) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !holds(&lock(fake)) {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}: {:?}", lock(fake).events);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_local_provisioner_starts_what_demand_needs_and_stops_what_baton_or_its_shutdown_asks() {
+    let dir = std::env::temp_dir().join(format!("baton-local-provisioner-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let runner_bin = runner_script(&dir);
+    // Past any other test's fork that might still hold the script open for writing.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let fake: Shared = Arc::new(Mutex::new(Fake { queued: 3, version: 1, ..Fake::default() }));
+    let api = serve(fake.clone()).await;
+    let config = LocalConfig {
+        intent_poll: Duration::from_millis(100),
+        kill_grace: Duration::from_secs(5),
+        ..LocalConfig::new(&api, "bpt_test", runner_bin, dir.join("work"))
+    };
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let provisioner = tokio::spawn(run(config, shutdown));
+
+    // Three queued jobs: three reservations, three runners; one ends on its own.
+    eventually("three running instances, one ended", &fake, |f| {
+        let by = states_by_instance(&f.events);
+        by.len() == 3
+            && by.values().filter(|s| s.contains(&InstanceState::Running)).count() == 3
+            && by.values().filter(|s| s.last() == Some(&InstanceState::Terminated)).count() == 1
+    })
+    .await;
+    let asked: u32 = lock(&fake).asked.iter().map(|r| r.count).sum();
+    assert_eq!(asked, 3, "nothing asked beyond the demand: {:?}", lock(&fake).asked);
+    let ended_on_its_own = {
+        let f = lock(&fake);
+        let by = states_by_instance(&f.events);
+        let (id, states) = by.iter().find(|(_, s)| s.last() == Some(&InstanceState::Terminated)).expect("one");
+        assert_eq!(
+            states,
+            &vec![InstanceState::Requested, InstanceState::Booting, InstanceState::Running, InstanceState::Terminated],
+            "an exhausted runner's instance"
+        );
+        assert!(f.events.iter().filter(|e| &e.provider_runner_id == id).all(|e| e.reservation_id.is_some()));
+        let running = f.events.iter().find(|e| &e.provider_runner_id == id && e.state == InstanceState::Running);
+        assert!(running.and_then(|e| e.runner_session_id).is_some(), "the session read from the runner's log");
+        id.clone()
+    };
+
+    // Baton asks one of the waiting two to go.
+    let doomed = {
+        let mut f = lock(&fake);
+        let by = states_by_instance(&f.events);
+        let doomed = by.keys().find(|id| **id != ended_on_its_own).cloned().expect("a waiting instance");
+        f.intents.insert(doomed.clone(), TerminateReason::Idle);
+        doomed
+    };
+    eventually("the doomed instance terminated", &fake, |f| {
+        states_by_instance(&f.events).get(&doomed).and_then(|s| s.last().copied()) == Some(InstanceState::Terminated)
+    })
+    .await;
+
+    // Shutdown stops the last one.
+    stop.send_replace(true);
+    let summary = tokio::time::timeout(Duration::from_secs(20), provisioner)
+        .await
+        .expect("the provisioner stops in time")
+        .expect("no panic")
+        .expect("no error");
+    assert_eq!((summary.reserved, summary.started, summary.terminated, summary.failed), (3, 3, 3, 0));
+    assert_eq!(summary.stopped_on_intent, 1);
+    let by = states_by_instance(&lock(&fake).events);
+    for (id, states) in &by {
+        if *id == ended_on_its_own {
+            continue;
+        }
+        assert_eq!(
+            &states[states.len() - 2..],
+            &[InstanceState::Terminating, InstanceState::Terminated],
+            "{id}: {states:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
