@@ -376,3 +376,30 @@ async fn an_unused_reservation_expires_returning_its_demand_and_its_machine_is_a
         .await;
     assert_eq!(late.status, 401, "an expired reservation's token registers nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_never_registers_is_terminated_as_an_orphan_after_its_boot_timeout() {
+    let stack = TestStack::start().await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let body = json!({"name": "f", "label_sets": [["linux"]], "max_instances": 5, "boot_timeout_s": 10});
+    let (_, token) = provisioner(&stack, "ws1", body).await;
+    let r = reserve(&stack, &token, &["linux"], 1).await;
+    let reported_at = std::time::Instant::now();
+    report(
+        &stack,
+        &token,
+        json!([{"provider_runner_id": "i-orphan", "state": "booting", "reservation_id": r[0]["id"]}]),
+    )
+    .await;
+    assert_eq!(intent_of(&instances(&stack, &token).await, "i-orphan"), None, "booting, within its boot timeout");
+    let reason = wait_for("the orphan intent", Duration::from_secs(20), || async {
+        intent_of(&instances(&stack, &token).await, "i-orphan")
+    })
+    .await;
+    assert_eq!(reason, "orphan");
+    assert!(reported_at.elapsed() >= Duration::from_secs(10), "not before boot_timeout_s");
+    let answer = report(&stack, &token, json!([{"provider_runner_id": "i-orphan", "state": "terminated"}])).await;
+    assert_eq!(answer["terminate_intents_honored"], json!([{"provider_runner_id": "i-orphan", "reason": "orphan"}]));
+    assert_eq!(answer["reservations_released"], 1);
+    assert_eq!(figures(&demand(&stack, &token).await, &["linux"]), (1, 0, 0, 0), "its demand is back");
+}

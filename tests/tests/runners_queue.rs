@@ -353,8 +353,20 @@ async fn a_label_set_without_pending_work_leaves_the_registry_and_comes_back_wit
     assert_eq!(stack.count_items("labelset").await, 1);
     let claimed = stack.claim(&session).await.expect("the job");
     assert_eq!(claimed.job_execution_id, first.detail.job_execution_id);
-    // An empty claim (once the instance's cached list is a second old) finds
-    // the set's partition empty and prunes the set.
+    // While its job runs the set stays (it counts the job as running, for
+    // provisioners' demand); once it ended, an empty claim (once the
+    // instance's cached list is a second old) finds the set's partition
+    // empty, its counts zero, and prunes the set.
+    assert!(stack.claim(&session).await.is_none(), "nothing left to claim");
+    assert_eq!(stack.count_items("labelset").await, 1, "a running job keeps its set");
+    let done = stack
+        .complete(
+            &claimed.lease.token,
+            claimed.job_execution_id,
+            serde_json::json!({"status": "succeeded", "steps": []}),
+        )
+        .await;
+    assert_eq!(done.status, 200);
     baton_tests::wait_for("the drained set to leave the registry", Duration::from_secs(10), || async {
         assert!(stack.claim(&session).await.is_none(), "nothing left to claim");
         (stack.count_items("labelset").await == 0).then_some(())

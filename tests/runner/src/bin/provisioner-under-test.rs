@@ -1,0 +1,5 @@
+//! `baton-provisioner`, built for the end-to-end tests.
+
+fn main() -> std::process::ExitCode {
+    baton_runner::provisioner_cli::main()
+}

@@ -1,0 +1,172 @@
+//! Elastic fleets end to end with real processes (behaviour.md §15): the
+//! local reference provisioner (`baton-provisioner local`) reads demand from
+//! the dev host, reserves, starts real `baton-runner` processes with the
+//! reservations' ephemeral tokens, reports them, and stops them by intent;
+//! runs are created over the HTTP API and orchestrated as always.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_tests::{wait_for, TestStack};
+use serde_json::{json, Value};
+use support::*;
+
+/// A `baton-provisioner local` process; killed when dropped.
+struct LocalProvisioner(Child);
+
+impl LocalProvisioner {
+    /// Starts it against `stack`; every runner it starts gets `--kill-grace-s`
+    /// `runner_kill_grace_s`.
+    fn start(stack: &TestStack, token: &str, runner_kill_grace_s: u32) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_provisioner-under-test"))
+            .arg("local")
+            .arg("--api")
+            .arg(&stack.api)
+            .arg("--runner-bin")
+            .arg(env!("CARGO_BIN_EXE_runner-under-test"))
+            .arg("--work-dir")
+            .arg(scratch())
+            .arg("--intent-poll-s")
+            .arg("1")
+            .arg("--kill-grace-s")
+            .arg("5")
+            .args(["--", "--kill-grace-s", &runner_kill_grace_s.to_string()])
+            .env("BATON_PROVISIONER_TOKEN", token)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("baton-provisioner starts");
+        Self(child)
+    }
+
+    fn stop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+    }
+}
+
+impl Drop for LocalProvisioner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn provisioner(stack: &TestStack, ws: &str, body: Value) -> String {
+    let (status, created) = post(stack, &format!("/v1/workspaces/{ws}/provisioners"), body).await;
+    assert_eq!(status, 201, "{created:#}");
+    created["token"].as_str().expect("a token").to_string()
+}
+
+async fn instances(stack: &TestStack, token: &str) -> Vec<Value> {
+    let response =
+        stack.http.get(stack.url("/v1/provisioners/instances")).bearer_auth(token).send().await.expect("GET");
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.expect("JSON");
+    body["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn live(items: &[Value]) -> usize {
+    items.iter().filter(|i| !matches!(i["state"].as_str(), Some("terminated" | "failed"))).count()
+}
+
+/// `n` independent one-step jobs on `linux`.
+fn fan_out(n: usize, run: &str) -> String {
+    let mut yaml = String::from("jobs:\n");
+    for i in 0..n {
+        yaml.push_str(&format!("  j{i}:\n    runs-on: linux\n    steps:\n      - run: {run}\n"));
+    }
+    yaml
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fan_out_on_an_empty_fleet_scales_up_to_max_instances_and_back_to_zero() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let body = json!({"name": "local", "label_sets": [["linux"]], "max_instances": 5, "jobs_per_instance": 1});
+    let token = provisioner(&stack, &ws, body).await;
+    let mut local = LocalProvisioner::start(&stack, &token, 2);
+    let run_id = create_run(&stack, &ws, &fan_out(20, "'sleep 1'")).await;
+
+    // Sample the fleet while the run goes: never more than 5 machines.
+    let (mut most, mut saw) = (0, 0);
+    let started = Instant::now();
+    loop {
+        let items = instances(&stack, &token).await;
+        most = most.max(live(&items));
+        saw = saw.max(items.len());
+        let view = run_view(&stack, &ws, &run_id).await;
+        if view["status"] == "succeeded" {
+            break;
+        }
+        assert!(view["status"] != "failed" && view["status"] != "cancelled", "{view:#}");
+        assert!(started.elapsed() < Duration::from_secs(240), "the run did not finish: {view:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(most <= 5, "at most max_instances machines at once (saw {most})");
+    assert!(most >= 2, "the fleet scaled out (saw at most {most})");
+    // Back to zero: every ephemeral machine ended after its job.
+    let items = wait_for("the fleet back to zero", Duration::from_secs(60), || async {
+        let items = instances(&stack, &token).await;
+        (live(&items) == 0).then_some(items)
+    })
+    .await;
+    assert_eq!(items.len(), 20, "one machine a job (saw {saw} while running)");
+    assert_eq!(stack.count_items("reservation").await, 20, "each job's capacity reserved once");
+    let released = stack.items_of("reservation").await.iter().filter(|r| r.contains_key("released_at")).count();
+    assert_eq!(released, 20, "every reservation released");
+    local.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_provisioners_on_one_label_set_reserve_each_jobs_capacity_once() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let body = json!({"name": "a", "label_sets": [["linux"]], "max_instances": 4, "jobs_per_instance": 1});
+    let a = provisioner(&stack, &ws, body).await;
+    let body = json!({"name": "b", "label_sets": [["linux"]], "max_instances": 4, "jobs_per_instance": 1});
+    let b = provisioner(&stack, &ws, body).await;
+    let _a = LocalProvisioner::start(&stack, &a, 2);
+    let _b = LocalProvisioner::start(&stack, &b, 2);
+    let run_id = create_run(&stack, &ws, &fan_out(10, "'sleep 1'")).await;
+    wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let (of_a, of_b) = (instances(&stack, &a).await.len(), instances(&stack, &b).await.len());
+    assert_eq!(of_a + of_b, 10, "ten jobs, ten machines between the two ({of_a} + {of_b})");
+    assert_eq!(stack.count_items("reservation").await, 10, "no job's capacity reserved twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_jobs_machine_is_stopped_by_its_job_cancelled_intent() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let body = json!({"name": "local", "label_sets": [["linux"]], "max_instances": 2, "jobs_per_instance": 1});
+    let token = provisioner(&stack, &ws, body).await;
+    // The runner would wait 60 s for the step, which ignores SIGTERM, to
+    // stop on its own: a machine gone well before that was stopped by the
+    // provisioner acting on its intent.
+    let _local = LocalProvisioner::start(&stack, &token, 60);
+    let run_id = create_run(&stack, &ws, &fan_out(1, "\"trap '' TERM; sleep 300\"")).await;
+    wait_view(&stack, &ws, &run_id, "the job to run", |v| {
+        v["status"] == "running" && v.to_string().contains("\"running\"")
+    })
+    .await;
+    wait_for("a running machine", Duration::from_secs(60), || async {
+        let items = instances(&stack, &token).await;
+        items.iter().any(|i| i["state"] == "running" && !i["runner_session_id"].is_null()).then_some(())
+    })
+    .await;
+    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    assert_eq!(status, 202, "{body:#}");
+    let cancelled_at = Instant::now();
+    let items = wait_for("the machine stopped on its intent", Duration::from_secs(90), || async {
+        let items = instances(&stack, &token).await;
+        (live(&items) == 0).then_some(items)
+    })
+    .await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["terminate"]["reason"], "job-cancelled", "{items:#?}");
+    let took = cancelled_at.elapsed();
+    assert!(took < Duration::from_secs(45), "stopped by the intent, not by the runner's own 60 s grace ({took:?})");
+    wait_view(&stack, &ws, &run_id, "the run cancelled", |v| v["status"] == "cancelled").await;
+}
