@@ -14,6 +14,7 @@ use baton_shared::api::provisioners::{Demand, LabelSetDemand, MAX_DEMAND_WAIT_S}
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
 use baton_shared::http::{authorize_provisioner, json_response, method_not_allowed, query_param, respond};
+use baton_shared::runners::labels::is_subset;
 use baton_shared::runners::provisioners::demand::{served_demand, SetCounts};
 use baton_shared::store::provisioners::demand_of;
 use baton_shared::store::queue::LabelSet;
@@ -29,12 +30,19 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 /// The version of the demand of `served` over `sets`: a digest of every
-/// figure a provisioner acts on, so any change changes it.
-pub fn version(served: &[Vec<String>], sets: &[SetCounts]) -> String {
+/// figure a provisioner acts on and of the registry version of every job set
+/// they cover. The figures alone could come back to what the caller saw (a
+/// job ends and the next is queued between two reads: ABA); an enqueue
+/// always writes a fresh `v`, so new work always changes the version.
+pub fn version(served: &[Vec<String>], sets: &[LabelSet]) -> String {
+    let counts: Vec<SetCounts> = sets.iter().map(LabelSet::counts).collect();
     let mut digest = Sha256::new();
-    for set in served {
-        let d = served_demand(set, sets);
-        digest.update(format!("{}:{}:{}:{};", set.join(","), d.queued, d.reserved, d.running));
+    for labels in served {
+        let d = served_demand(labels, &counts);
+        digest.update(format!("{}:{}:{}:{};", labels.join(","), d.queued, d.reserved, d.running));
+    }
+    for set in sets.iter().filter(|set| served.iter().any(|labels| is_subset(&set.labels, labels))) {
+        digest.update(format!("{}={};", set.sk, set.v));
     }
     digest.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
@@ -57,8 +65,7 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(wait_s));
     if let Some(since) = since {
         loop {
-            let sets: Vec<SetCounts> =
-                context.store.label_sets(&provisioner.workspace_id).await?.iter().map(LabelSet::counts).collect();
+            let sets = context.store.label_sets(&provisioner.workspace_id).await?;
             if version(served, &sets) != since || tokio::time::Instant::now() + POLL_EVERY > deadline {
                 break;
             }
@@ -67,7 +74,6 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
     }
     let now = chrono::Utc::now();
     let (fleet, _) = context.store.fleet_pass(provisioner.id, now).await?.ok_or_else(ApiError::unauthenticated)?;
-    let sets: Vec<SetCounts> = fleet.sets.iter().map(LabelSet::counts).collect();
     let mut label_sets = Vec::new();
     for (labels, served_now, idle_sessions) in demand_of(&fleet) {
         let mut oldest = None;
@@ -95,7 +101,35 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
             oldest_queued_at: oldest,
         });
     }
-    let version = version(served, &sets);
+    let version = version(served, &fleet.sets);
     tracing::info!(provisioner_id = %provisioner.id, workspace_id = %provisioner.workspace_id, %version, "demand read");
     Ok(json_response(StatusCode::OK, &Demand { label_sets, version }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(v: &str, queued: i64) -> LabelSet {
+        LabelSet {
+            pk: "QREG#ws".into(),
+            sk: "abc".into(),
+            labels: vec!["linux".into()],
+            v: v.into(),
+            queued,
+            running: 0,
+            reserved: 0,
+        }
+    }
+
+    #[test]
+    fn new_work_changes_the_version_even_when_the_figures_come_back_to_what_was_seen() {
+        let served = vec![vec!["linux".to_string(), "x64".into()]];
+        let seen = version(&served, &[set("v1", 1)]);
+        assert_eq!(version(&served, &[set("v1", 1)]), seen);
+        assert_ne!(version(&served, &[set("v1", 0)]), seen, "a claim changes it");
+        assert_ne!(version(&served, &[set("v2", 1)]), seen, "one job ended, the next queued: still a change");
+        let other = LabelSet { labels: vec!["gpu".into()], sk: "gpu".into(), ..set("v9", 5) };
+        assert_eq!(version(&served, &[set("v1", 1), other]), seen, "work no served set covers is not a change");
+    }
 }
