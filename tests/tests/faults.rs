@@ -372,6 +372,46 @@ async fn a_claim_retried_after_its_answer_was_lost_gets_the_same_job_under_the_s
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_runners_only_claim_retried_after_its_answer_was_lost_gets_its_job_not_session_exhausted() {
+    // The claim that took the job also used the session's only claim (a
+    // reservation's token, `max_claims = 1`): its retry must still get the
+    // job. Found by the chaos suite's elastic fleet: answered
+    // `session-exhausted`, the runner exited and the job was lost.
+    let (stack, _plan) = stack_with_faults("seed=6;trigger.http.claim:lost=0.5").await;
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let token = stack.registration_token("ws1", json!({"max_claims": 1, "single_use": true})).await;
+    let session = stack.register(&token, &["linux"]).await.session_token;
+    let request = json!({ "request_id": uuid::Uuid::now_v7() });
+    let first = stack.post("/v1/runners/claim", &session, request.clone()).await;
+    assert_eq!(first.status, 504, "seed 6 loses the first answer");
+    // Each try's answer may be lost too (seeded): the runner keeps trying.
+    let retried = json!({"request_id": request["request_id"], "retry": true});
+    let mut tries = 0;
+    let retry = loop {
+        tries += 1;
+        let answer = stack.post("/v1/runners/claim", &session, retried.clone()).await;
+        if answer.status != 504 || tries == 10 {
+            break answer;
+        }
+    };
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["job_execution_id"], queued.to_string());
+    let lease = retry.body["lease"]["token"].as_str().expect("a lease token").to_string();
+    assert_eq!(stack.heartbeat(&lease, queued).await.status, 200, "the runner holds its job");
+    // A new claim of the capped session is refused as before.
+    let fresh = json!({ "request_id": uuid::Uuid::now_v7() });
+    let mut tries = 0;
+    let next = loop {
+        tries += 1;
+        let answer = stack.post("/v1/runners/claim", &session, fresh.clone()).await;
+        if answer.status != 504 || tries == 10 {
+            break answer;
+        }
+    };
+    assert_eq!((next.status, next.code()), (409, "session-exhausted"));
+}
+
 /// An HTTP API gives up on its integration at 30 s while the function goes
 /// on, and the runner sends its claim again with the same id: two tries of
 /// one claim run side by side, and the one that commits first may be the

@@ -33,20 +33,24 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
     let session = context.store.session_for_token(token, now).await?.ok_or_else(ApiError::unauthenticated)?;
     let span = tracing::info_span!("claim", session_id = %session.id, workspace_id = %session.workspace_id);
     async move {
-        if session.is_capped_out() {
+        // Every try of one claim derives the same lease token from it.
+        let key = body.request_id.map(|id| ClaimKey::new(token, id));
+        // A retry of a claim whose answer was lost gets that answer again,
+        // even when that claim was the session's last: an ephemeral
+        // runner's only claim, answered 504, is retried on a session that
+        // is capped out by that very claim (and must not be told it is
+        // exhausted, which would strand its job until the lease expires).
+        let mut answered = match &key {
+            Some(key) => context.store.claim_answered(&session, key, &context.config.lease, now).await?,
+            None => None,
+        };
+        if answered.is_none() && session.is_capped_out() {
             return Err(exhausted());
         }
         let touch_every = chrono::Duration::from_std(SESSION_TOUCH_EVERY).unwrap_or_default();
         context.store.touch_session(&session, now, touch_every).await?;
         let deadline = tokio::time::Instant::now() + wait;
         let mut stats = ClaimStats::default();
-        // Every try of one claim derives the same lease token from it.
-        let key = body.request_id.map(|id| ClaimKey::new(token, id));
-        // A retry of a claim whose answer was lost gets that answer again.
-        let mut answered = match &key {
-            Some(key) => context.store.claim_answered(&session, key, &context.config.lease, now).await?,
-            None => None,
-        };
         // An empty first look checks a cached list of label sets against
         // the registry; re-checks trust it (store::claims).
         let mut first_look = true;
