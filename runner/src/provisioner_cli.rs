@@ -57,9 +57,11 @@ struct LocalArgs {
     /// Seconds between two reads of the instances Baton wants gone.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=60))]
     intent_poll_s: u64,
-    /// Expiry of each reservation in seconds (default: the server's, 900).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3_600))]
-    reservation_expiry_s: Option<u32>,
+    /// Expiry of each reservation in seconds. Short, because a local
+    /// runner registers within seconds, and a reservation whose answer was
+    /// lost (a 504 after it was made) holds its slot until it expires.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=3_600))]
+    reservation_expiry_s: u32,
     /// More arguments for every runner, after `--` (e.g. `-- --no-push`).
     #[arg(last = true)]
     runner_args: Vec<String>,
@@ -104,7 +106,7 @@ async fn run_local(args: LocalArgs) -> ExitCode {
         kill_grace: Duration::from_secs(args.kill_grace_s),
         intent_poll: Duration::from_secs(args.intent_poll_s),
         max_instances: args.max_instances,
-        reservation_expiry_s: args.reservation_expiry_s,
+        reservation_expiry_s: Some(args.reservation_expiry_s),
         ..LocalConfig::new(&args.api, &args.token, runner_bin, work_dir)
     };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

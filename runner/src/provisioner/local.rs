@@ -46,7 +46,8 @@ pub struct LocalConfig {
     /// At most this many live instances on this machine (`None`: only the
     /// provisioner's `max_instances`, which the server enforces).
     pub max_instances: Option<u32>,
-    /// Reservation expiry asked for (`None`: the server's default, 900 s).
+    /// Reservation expiry asked for (`None`: the server's default, 900 s;
+    /// `baton-provisioner local` asks for 60 s: see its `--reservation-expiry-s`).
     pub reservation_expiry_s: Option<u32>,
 }
 
@@ -62,7 +63,7 @@ impl LocalConfig {
             kill_grace: Duration::from_secs(20),
             intent_poll: Duration::from_secs(2),
             max_instances: None,
-            reservation_expiry_s: None,
+            reservation_expiry_s: Some(60),
         }
     }
 }

@@ -160,6 +160,34 @@ jobs:
       - run: echo ship
 ";
 
+/// Jobs only an elastic fleet serves (label `elastic`): a fan-out and its
+/// fan-in, each job on a machine of its own that the local provisioner
+/// starts for it and that goes after its job.
+const ELASTIC: &str = "name: chaos-elastic
+jobs:
+  e1:
+    runs-on: elastic
+    steps:
+      - run: echo 1
+  e2:
+    runs-on: elastic
+    steps:
+      - run: echo 2
+  e3:
+    runs-on: elastic
+    steps:
+      - run: echo 3
+  e4:
+    runs-on: elastic
+    steps:
+      - run: echo 4
+  done:
+    needs: [e1, e2, e3, e4]
+    runs-on: elastic
+    steps:
+      - run: echo done
+";
+
 /// `doomed` runs on a runner of its own, which the scenario SIGKILLs.
 fn killed(marker: &Path) -> String {
     format!(
@@ -197,10 +225,19 @@ enum Scenario {
     RerunFailed,
     /// The runner of a job is SIGKILLed mid-job: the job is lost.
     RunnerKilled,
+    /// Every job on an elastic fleet that starts from zero: the local
+    /// provisioner's reserves, reports and intents meet the faults too.
+    Elastic,
 }
 
-const SCENARIOS: [Scenario; 5] =
-    [Scenario::FanOut, Scenario::Chain, Scenario::CancelMidRun, Scenario::RerunFailed, Scenario::RunnerKilled];
+const SCENARIOS: [Scenario; 6] = [
+    Scenario::FanOut,
+    Scenario::Chain,
+    Scenario::CancelMidRun,
+    Scenario::RerunFailed,
+    Scenario::RunnerKilled,
+    Scenario::Elastic,
+];
 
 /// What a run ended as: its status, its attempts, and each job's status
 /// and reason in the current attempt.
@@ -309,6 +346,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::CancelMidRun => CANCEL.to_string(),
         Scenario::RerunFailed => RERUN.to_string(),
         Scenario::RunnerKilled => killed(&marker),
+        Scenario::Elastic => ELASTIC.to_string(),
     };
     // The idempotency key makes a create retried after a lost answer the
     // same run.
@@ -321,7 +359,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
     let wait = Duration::from_secs(180);
     match scenario {
-        Scenario::FanOut | Scenario::Chain => {}
+        Scenario::FanOut | Scenario::Chain | Scenario::Elastic => {}
         Scenario::CancelMidRun => {
             wait_run(stack, &path, wait, "slow running", |v| job_status(v, "slow") == "running").await?;
             let cancel = call(stack, reqwest::Method::POST, &format!("{path}/cancel"), None).await;
@@ -397,6 +435,8 @@ async fn play_all(stack: &TestStack) -> Played {
     let logs: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("runner-{i}.log"))).collect();
     let mut runners: Vec<Runner> =
         logs.iter().map(|log| Runner::start_logged(stack, &token, "linux", &["--concurrency", "3"], log)).collect();
+    let (provisioner, fleet_token) = elastic_fleet(stack, &ws).await;
+    let mut fleet = LocalProvisioner::start(stack, &fleet_token, &dir.join("provisioner.log"));
     let outcomes = futures::future::join_all(SCENARIOS.iter().map(|&scenario| {
         let (ws, token, dir) = (&ws, &token, &dir);
         async move { (scenario, play(stack, ws, token, scenario, dir).await) }
@@ -408,6 +448,8 @@ async fn play_all(stack: &TestStack) -> Played {
         runner.stop().await;
     }
     let mut violations = claimed_more_than_once(stack);
+    violations.extend(fleet_at_rest(stack, &provisioner, &fleet_token).await);
+    fleet.stop();
     // Facts written last (a run's end) may still be on their way.
     let outbox = stack.outbox().await;
     if outbox.is_empty() {
@@ -429,6 +471,95 @@ async fn play_all(stack: &TestStack) -> Played {
     let (retries, seen) = runner_answers(&logs);
     violations.extend(seen);
     Played { outcomes, violations, retries, dir }
+}
+
+/// The elastic fleet of `ws`: a provisioner for the label `elastic`
+/// (ephemeral machines, at most 3) created through the API; its id and token.
+async fn elastic_fleet(stack: &TestStack, ws: &str) -> (String, String) {
+    let body = json!({"name": "chaos", "label_sets": [["elastic"]], "max_instances": 3, "jobs_per_instance": 1});
+    loop {
+        let created =
+            call(stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/provisioners"), Some(body.clone())).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        if let (Some(id), Some(token)) = (created.body["id"].as_str(), created.body["token"].as_str()) {
+            return (id.to_string(), token.to_string());
+        }
+    }
+}
+
+/// A `baton-provisioner local` process, logging to a file; killed when dropped.
+struct LocalProvisioner(std::process::Child);
+
+impl LocalProvisioner {
+    fn start(stack: &TestStack, token: &str, log: &Path) -> Self {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_provisioner-under-test"))
+            .args(["--json-logs", "local", "--intent-poll-s", "1", "--kill-grace-s", "5"])
+            .arg("--api")
+            .arg(&stack.api)
+            .arg("--runner-bin")
+            .arg(env!("CARGO_BIN_EXE_runner-under-test"))
+            .arg("--work-dir")
+            .arg(scratch())
+            .env("BATON_PROVISIONER_TOKEN", token)
+            .stdout(std::fs::File::create(log).expect("a log file"))
+            .spawn()
+            .expect("baton-provisioner starts");
+        Self(child)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for LocalProvisioner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Once the runs ended, the elastic fleet comes to rest within 90 s (a
+/// reservation whose answer was lost comes back when it expires, 60 s):
+/// every instance ended (none left running past its intent, none left
+/// at all: every machine was ephemeral) and every reservation released
+/// (none leaked), its slots all back.
+async fn fleet_at_rest(stack: &TestStack, provisioner: &str, token: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut found = Vec::new();
+        let listed = stack.send(reqwest::Method::GET, "/v1/provisioners/instances", token, None).await;
+        // The list itself may be answered 504 under faults: ask again.
+        if listed.status != 200 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        let instances = listed.body["items"].as_array().cloned().unwrap_or_default();
+        if listed.status != 200 {
+            found.push(format!("instances answered {}", listed.status));
+        }
+        let live: Vec<&Value> =
+            instances.iter().filter(|i| !matches!(i["state"].as_str(), Some("terminated" | "failed"))).collect();
+        if !live.is_empty() {
+            found.push(format!("instances still live: {live:?}"));
+        }
+        if instances.is_empty() && listed.status == 200 {
+            found.push("the elastic fleet never started an instance".into());
+        }
+        let reservations = stack.items_of("reservation").await;
+        let mine: Vec<_> = reservations
+            .iter()
+            .filter(|r| r.get("provisioner_id").and_then(|v| v.as_s().ok()).is_some_and(|p| p == provisioner))
+            .collect();
+        let leaked = mine.iter().filter(|r| !r.contains_key("released_at")).count();
+        if leaked > 0 {
+            found.push(format!("{leaked} of {} reservations never released", mine.len()));
+        }
+        if found.is_empty() || Instant::now() >= deadline {
+            return found.into_iter().map(|f| format!("elastic fleet: {f}")).collect();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Each execution was claimed at most once, under one epoch: the distinct
@@ -582,6 +713,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     assert_eq!(calm[&Scenario::CancelMidRun].jobs["cleanup"].0, "succeeded", "always() runs after a cancel");
     assert_eq!((calm[&Scenario::RerunFailed].status.as_str(), calm[&Scenario::RerunFailed].attempts), ("succeeded", 2));
     assert_eq!(calm[&Scenario::RunnerKilled].jobs["doomed"], ("failed".into(), "runner_lost".into()), "{calm:?}");
+    assert_eq!(calm[&Scenario::Elastic].status, "succeeded", "an elastic fleet from zero runs every job: {calm:?}");
     // Two seeds side by side: each on a stack of its own.
     let (first, second) = tokio::join!(stormy(1, plan(1), &calm), stormy(2, plan(2), &calm));
     for (seed, (violations, injected, retries)) in [(1, first), (2, second)] {
