@@ -349,6 +349,9 @@ fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)>
         });
         return Some((service.to_string(), operation, resource));
     }
+    if let Some(action) = provisioner_action(request) {
+        return Some(action);
+    }
     let agent = request.headers().get("x-amz-user-agent").or_else(|| request.headers().get("user-agent"))?;
     let method = request.method();
     let query = request.uri().split_once('?').map(|(_, q)| q).unwrap_or("");
@@ -369,6 +372,29 @@ fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)>
     }
     if agent.contains("api/apigatewaymanagement") && method == "POST" {
         return Some(("apigatewaymanagement".into(), "PostToConnection".into(), None));
+    }
+    None
+}
+
+/// The IAM action of the AWS provisioner's requests (functions/aws-provisioner),
+/// for its grants only: SSM (JSON, its parameter's `Name` or `Path` as the
+/// resource) and EC2 (the Query protocol: `Action=…` in a form body). Apart
+/// from `target`, so the fault plans of the other functions are unchanged.
+fn provisioner_action(request: &HttpRequest) -> Option<(String, String, Option<String>)> {
+    let body = request.body().bytes();
+    if let Some(operation) = request.headers().get("x-amz-target").and_then(|t| t.strip_prefix("AmazonSSM.")) {
+        let body: Option<serde_json::Value> = body.and_then(|b| serde_json::from_slice(b).ok());
+        let resource = body.and_then(|b| {
+            ["Name", "Path"].iter().find_map(|field| b.get(*field).and_then(|v| v.as_str()).map(str::to_string))
+        });
+        return Some(("ssm".into(), operation.to_string(), resource));
+    }
+    let agent = request.headers().get("x-amz-user-agent").or_else(|| request.headers().get("user-agent"))?;
+    if agent.contains("api/ec2") {
+        // Action names are plain ASCII words: no decoding needed.
+        let form = std::str::from_utf8(body?).ok()?;
+        let action = form.split('&').find_map(|pair| pair.strip_prefix("Action="))?;
+        return Some(("ec2".into(), action.to_string(), None));
     }
     None
 }
