@@ -422,6 +422,17 @@ fn access_denied(grants: &Grants, request: &HttpRequest) -> Option<HttpResponse>
             response.headers_mut().insert("x-amzn-errortype", "AccessDeniedException");
             response
         }
+        // EC2 (the Query protocol) answers 403 `UnauthorizedOperation` in its own XML.
+        "ec2" => {
+            let status = StatusCode::try_from(403).expect("403 is a status");
+            let body = format!(
+                "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>{message}</Message></Error>\
+                 </Errors><RequestID>baton-local</RequestID></Response>"
+            );
+            let mut response = HttpResponse::new(status, SdkBody::from(body));
+            response.headers_mut().insert("content-type", "text/xml");
+            response
+        }
         _ => aws_error(400, "AccessDeniedException", &message, None),
     })
 }
@@ -708,6 +719,35 @@ fn with_failed_entries(mut response: HttpResponse, failed: &[usize]) -> HttpResp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sdk_request(body: &str, headers: &[(&'static str, &'static str)]) -> HttpRequest {
+        let mut request = HttpRequest::new(SdkBody::from(body.to_string()));
+        for (name, value) in headers {
+            request.headers_mut().insert(*name, *value);
+        }
+        request
+    }
+
+    #[test]
+    fn the_aws_provisioners_ec2_and_ssm_requests_are_checked_against_its_grants() {
+        let ec2 = sdk_request(
+            "Action=StopInstances&Version=2016-11-15",
+            &[("x-amz-user-agent", "aws-sdk-rust/1 api/ec2/1.0")],
+        );
+        assert_eq!(iam_action(&ec2), Some(("ec2".into(), "StopInstances".into(), None)));
+        let put = sdk_request(
+            r#"{"Name":"/baton/prod/other/x","Value":"brt_x"}"#,
+            &[("x-amz-target", "AmazonSSM.PutParameter")],
+        );
+        assert_eq!(iam_action(&put), Some(("ssm".into(), "PutParameter".into(), Some("/baton/prod/other/x".into()))));
+        let resources = crate::resources::Resources::load();
+        let function = &resources.aws_provisioner.as_ref().expect("in resources.json").function;
+        let grants = Grants::of(function).expect("parses");
+        let denied = access_denied(&grants, &ec2).expect("StopInstances is not granted");
+        assert_eq!(denied.status().as_u16(), 403);
+        assert!(denied.body().bytes().is_some_and(|b| String::from_utf8_lossy(b).contains("UnauthorizedOperation")));
+        assert!(access_denied(&grants, &put).is_some(), "outside /baton/<stage>/runner-tokens");
+    }
 
     #[test]
     fn a_plan_parses_its_seed_and_rules_and_refuses_nonsense() {
