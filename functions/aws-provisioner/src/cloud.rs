@@ -76,10 +76,14 @@ impl Ec2 {
     /// twice.
     pub async fn launch(&self, launch: &Launch) -> Result<Machine, CloudError> {
         let tags = launch.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build());
-        let template = LaunchTemplateSpecification::builder()
-            .launch_template_name(&self.launch_template)
-            .version(&self.launch_template_version)
-            .build();
+        // The CDK stack names the template by id (its IAM condition needs the
+        // id's ARN); a name works too, for set-ups without the stack.
+        let template = if self.launch_template.starts_with("lt-") {
+            LaunchTemplateSpecification::builder().launch_template_id(&self.launch_template)
+        } else {
+            LaunchTemplateSpecification::builder().launch_template_name(&self.launch_template)
+        };
+        let template = template.version(&self.launch_template_version).build();
         let out = self
             .client
             .run_instances()

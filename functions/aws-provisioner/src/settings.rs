@@ -15,7 +15,8 @@ pub struct Settings {
     /// `BATON_PROVISIONER_TOKEN_PARAMETER`: the SecureString parameter (or
     /// `/aws/reference/secretsmanager/<secret>`) holding the `bpt_` token.
     pub token_parameter: String,
-    /// `BATON_LAUNCH_TEMPLATE`: the launch template's name.
+    /// `BATON_LAUNCH_TEMPLATE`: the launch template's id (`lt-…`, what the
+    /// CDK stack sets) or name.
     pub launch_template: String,
     /// `BATON_LAUNCH_TEMPLATE_VERSION`, default `$Default`.
     pub launch_template_version: String,
