@@ -39,7 +39,9 @@ import { Construct } from 'constructs';
 
 import { RepoPaths } from './repo';
 import {
+  AwsProvisionerSpec,
   FunctionSpec,
+  PROVISIONER_PERMISSIONS,
   LOGS_BUCKET,
   LOGS_KEY_PATTERN,
   Naming,
@@ -87,7 +89,44 @@ export const WILDCARD_EXCEPTIONS: Readonly<Record<string, string>> = {
     'states:callback: task tokens of service-integration (.waitForTaskToken) tasks cannot be scoped by IAM; the Service Authorization Reference lists no resource type',
   'states:SendTaskFailure': 'states:callback: as SendTaskSuccess',
   'states:SendTaskHeartbeat': 'states:callback: as SendTaskSuccess',
+  'ec2:DescribeInstances':
+    'ec2:runner-instances (AWS provisioner only): DescribeInstances does not support resource-level permissions; it filters by the baton:stage and baton:provisioner tags',
+  'ec2:RunInstances':
+    'ec2:runner-instances (AWS provisioner only): on "*" but only with the conditions ec2:LaunchTemplate = the operator\'s template and ec2:IsLaunchTemplateResource = true, so every resource comes from that template',
 };
+
+/** The EMF metrics of the AWS provisioner (dimension `stage`) its alarms watch (`functions/aws-provisioner/src/lib.rs`). */
+export const PROVISIONER_METRICS = {
+  launchFailures: 'ProvisionerLaunchFailures',
+  orphans: 'ProvisionerOrphansTerminated',
+} as const;
+
+/** Where the AWS provisioner hands runner tokens to instances (`plan::token_path`). */
+export function runnerTokensPath(stage: string): string {
+  return `/baton/${stage}/runner-tokens`;
+}
+
+/**
+ * The AWS reference provisioner (docs/provisioners.md): given, the stack
+ * builds `aws_provisioner` of resources.json, its schedule, the runner
+ * instances' role and two alarms.
+ */
+export interface AwsProvisionerProps {
+  /** The SSM SecureString parameter (name, starting with `/`) holding the provisioner's `bpt_` token. */
+  readonly tokenParameterName: string;
+  /** The launch template runner instances are launched from (`lt-…`): IAM allows no other. */
+  readonly launchTemplateId: string;
+  /** @default "$Default" */
+  readonly launchTemplateVersion?: string;
+  /** How often it runs, whole minutes. @default resources.json `aws_provisioner.period_s` */
+  readonly periodS?: number;
+  /** A cap on live instances below the provisioner's `max_instances`. @default none */
+  readonly maxInstances?: number;
+  /** Expiry asked for each reservation, 1-3600. @default Baton's (900) */
+  readonly reservationExpiryS?: number;
+  /** More `baton-runner` arguments on every instance (space-separated). @default none */
+  readonly runnerArgs?: string;
+}
 
 /**
  * Wildcards on a state machine's role, added by CDK because AWS requires them:
@@ -162,6 +201,8 @@ export interface BatonStackProps extends StackProps {
   readonly missingCrates?: MissingCrates;
   /** Where the checkout is. @default found from process.cwd() */
   readonly repo?: RepoPaths;
+  /** The AWS reference provisioner; none unless given. */
+  readonly provisioner?: AwsProvisionerProps;
 }
 
 /** Props with every default applied. */
@@ -312,6 +353,8 @@ export class BatonStack extends Stack {
   readonly stateMachines = new Map<string, sfn.StateMachine>();
   /** Logical name → bucket. */
   readonly buckets = new Map<string, s3.Bucket>();
+  /** The role of the AWS provisioner's runner instances (with props `provisioner` only). */
+  runnerInstanceRole?: iam.Role;
   /** The configuration every function gets. */
   readonly functionEnvironment: Readonly<Record<string, string>>;
 
@@ -651,6 +694,15 @@ export class BatonStack extends Stack {
       templateSelectionExpression: '\\$default',
     });
 
+    // ---- the AWS provisioner (optional), before the alarms: its function
+    // gets the errors and throttles alarms of every function.
+    if (props.provisioner) {
+      if (!this.resources.aws_provisioner) {
+        throw new Error('props.provisioner is given but resources.json has no aws_provisioner');
+      }
+      this.buildAwsProvisioner(this.resources.aws_provisioner, props.provisioner, props.missingCrates ?? 'error');
+    }
+
     // ---- alarms
     for (const [name, { dlq }] of this.queues) {
       this.alarm(`AlarmDlq${pascal(name)}`, {
@@ -904,6 +956,136 @@ export class BatonStack extends Stack {
     );
   }
 
+  /**
+   * The AWS provisioner: its function (a provisioner calling the API with its
+   * token, no table access), its schedule, its scoped grants, the runner
+   * instances' role and profile, and alarms on failed launches and orphans.
+   */
+  private buildAwsProvisioner(spec: AwsProvisionerSpec, p: AwsProvisionerProps, missingCrates: MissingCrates): void {
+    const naming = this.naming;
+    const stage = this.config.stage;
+    if (!/^\/[A-Za-z0-9_.\-/]+$/.test(p.tokenParameterName)) {
+      throw new Error(`provisioner.tokenParameterName ${JSON.stringify(p.tokenParameterName)} must be an SSM parameter path starting with /`);
+    }
+    if (!/^lt-[0-9a-f]{8,17}$/.test(p.launchTemplateId) && !p.launchTemplateId.startsWith('${Token[')) {
+      throw new Error(`provisioner.launchTemplateId ${JSON.stringify(p.launchTemplateId)} must be a launch template id (lt-…)`);
+    }
+    const periodS = p.periodS ?? spec.period_s;
+    wholeInRange('provisioner.periodS', periodS, 60, 86_400);
+    if (periodS % 60 !== 0) {
+      throw new Error(`provisioner.periodS (${periodS}) must be whole minutes: EventBridge schedules run at most once a minute`);
+    }
+    if (p.maxInstances !== undefined) {
+      wholeInRange('provisioner.maxInstances', p.maxInstances, 1, 10_000);
+    }
+    if (p.reservationExpiryS !== undefined) {
+      wholeInRange('provisioner.reservationExpiryS', p.reservationExpiryS, 1, 3_600);
+    }
+    for (const raw of spec.function.permissions ?? []) {
+      if (!(PROVISIONER_PERMISSIONS as readonly string[]).includes(raw)) {
+        throw new Error(`aws_provisioner.function: ${raw} is not one of its permissions (${PROVISIONER_PERMISSIONS.join(', ')})`);
+      }
+    }
+    const f = this.buildFunction(spec.function, missingCrates);
+    this.functions.set(spec.function.name, f);
+    f.addEnvironment('BATON_API_URL', this.apiStage.url);
+    f.addEnvironment('BATON_PROVISIONER_TOKEN_PARAMETER', p.tokenParameterName);
+    f.addEnvironment('BATON_LAUNCH_TEMPLATE', p.launchTemplateId);
+    f.addEnvironment('BATON_LAUNCH_TEMPLATE_VERSION', p.launchTemplateVersion ?? '$Default');
+    if (p.maxInstances !== undefined) {
+      f.addEnvironment('BATON_PROVISIONER_MAX_INSTANCES', String(p.maxInstances));
+    }
+    if (p.reservationExpiryS !== undefined) {
+      f.addEnvironment('BATON_RESERVATION_EXPIRY_S', String(p.reservationExpiryS));
+    }
+    if (p.runnerArgs) {
+      f.addEnvironment('BATON_RUNNER_ARGS', p.runnerArgs);
+    }
+
+    // The runner instances' role: read and delete their own token, nothing
+    // else. The operator's launch template names its instance profile.
+    const tokens = runnerTokensPath(stage);
+    const tokenArn = (name: string) => this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: name.replace(/^\//, '') });
+    const role = new iam.Role(this, 'RunnerInstanceRole', {
+      assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),
+      description: `Runner instances of Baton's AWS provisioner (${stage}): read and delete their token`,
+    });
+    role.addToPolicy(new iam.PolicyStatement({ actions: ['ssm:GetParameter', 'ssm:DeleteParameter'], resources: [tokenArn(`${tokens}/*`)] }));
+    this.runnerInstanceRole = role;
+    const profile = new iam.CfnInstanceProfile(this, 'RunnerInstanceProfile', {
+      instanceProfileName: naming.physical('runner'),
+      roles: [role.roleName],
+    });
+
+    for (const raw of spec.function.permissions ?? []) {
+      switch (raw) {
+        case 'ec2:runner-instances': {
+          const templateArn = this.formatArn({ service: 'ec2', resource: 'launch-template', resourceName: p.launchTemplateId });
+          const instances = this.formatArn({ service: 'ec2', resource: 'instance', resourceName: '*' });
+          f.addToRolePolicy(new iam.PolicyStatement({
+            actions: ['ec2:RunInstances'],
+            resources: ['*'],
+            conditions: { ArnLike: { 'ec2:LaunchTemplate': templateArn }, Bool: { 'ec2:IsLaunchTemplateResource': 'true' } },
+          }));
+          // Tags only as part of the launch (TagSpecifications).
+          f.addToRolePolicy(new iam.PolicyStatement({
+            actions: ['ec2:CreateTags'],
+            resources: [instances],
+            conditions: { StringEquals: { 'ec2:CreateAction': 'RunInstances' } },
+          }));
+          f.addToRolePolicy(new iam.PolicyStatement({
+            actions: ['ec2:TerminateInstances'],
+            resources: [instances],
+            conditions: { StringEquals: { 'aws:ResourceTag/baton:stage': stage } },
+          }));
+          f.addToRolePolicy(new iam.PolicyStatement({ actions: ['ec2:DescribeInstances'], resources: ['*'] }));
+          // The template's instance profile is this stack's: launching with it passes its role.
+          f.addToRolePolicy(new iam.PolicyStatement({
+            actions: ['iam:PassRole'],
+            resources: [role.roleArn],
+            conditions: { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
+          }));
+          break;
+        }
+        case 'ssm:runner-tokens':
+          f.addToRolePolicy(new iam.PolicyStatement({ actions: ['ssm:PutParameter', 'ssm:DeleteParameter'], resources: [tokenArn(`${tokens}/*`)] }));
+          f.addToRolePolicy(new iam.PolicyStatement({ actions: ['ssm:GetParametersByPath'], resources: [tokenArn(tokens)] }));
+          break;
+        case 'ssm:provisioner-token':
+          f.addToRolePolicy(new iam.PolicyStatement({ actions: ['ssm:GetParameter'], resources: [tokenArn(p.tokenParameterName)] }));
+          break;
+        default:
+          throw new Error(`aws_provisioner.function: unknown permission ${raw}`);
+      }
+    }
+
+    new events.Rule(this, `Schedule${pascal(spec.function.name)}`, {
+      ruleName: naming.physical(spec.function.name),
+      description: `Runs ${spec.function.name} every ${periodS} s`,
+      schedule: events.Schedule.rate(Duration.seconds(periodS)),
+      targets: [new targets.LambdaFunction(f)],
+    });
+
+    const metric = (metricName: string) =>
+      new cloudwatch.Metric({ namespace: 'Baton', metricName, dimensionsMap: { stage }, statistic: 'Sum', period: Duration.minutes(5) });
+    this.alarm('AlarmProvisionerLaunchFailures', {
+      alarmName: `${naming.prefix}provisioner-launch-failures`,
+      alarmDescription: `The AWS provisioner could not launch an instance from ${p.launchTemplateId} (capacity, quota, template or IAM): its jobs wait`,
+      metric: metric(PROVISIONER_METRICS.launchFailures),
+      threshold: 1,
+    });
+    this.alarm('AlarmProvisionerOrphans', {
+      alarmName: `${naming.prefix}provisioner-orphans`,
+      alarmDescription: 'Instances whose runner never registered (orphan intents) were terminated: check the AMI, the boot script and the instance profile',
+      metric: metric(PROVISIONER_METRICS.orphans),
+      threshold: 1,
+    });
+    new CfnOutput(this, 'RunnerInstanceProfileArn', {
+      value: profile.attrArn,
+      description: 'Instance profile the launch template of the AWS provisioner must use',
+    });
+  }
+
   /** Grants one permission of the vocabulary (see `resources.ts`) with CDK grant methods. */
   private grant(grantee: iam.IGrantable, p: Permission): void {
     switch (p.kind) {
@@ -988,6 +1170,10 @@ export class BatonStack extends Stack {
           resourceArns: [pushConnectionsArn(this, this.pushApi.apiId, this.pushStage.stageName)],
         });
         return;
+      case 'ec2:runner-instances':
+      case 'ssm:runner-tokens':
+      case 'ssm:provisioner-token':
+        throw new Error(`${p.kind} is granted by the AWS provisioner's props only (resources.json aws_provisioner)`);
     }
   }
 }

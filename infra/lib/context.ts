@@ -25,6 +25,18 @@ const NUMBERS = [
 
 const STRINGS = ['stage', 'logLevel', 'alarmTopicArn'] as const;
 
+/** Context keys of the AWS provisioner's props (`provisioner`), by the prop they set. */
+const PROVISIONER_KEYS = {
+  provisionerTokenParameter: 'tokenParameterName',
+  provisionerLaunchTemplateId: 'launchTemplateId',
+  provisionerLaunchTemplateVersion: 'launchTemplateVersion',
+  provisionerPeriodS: 'periodS',
+  provisionerMaxInstances: 'maxInstances',
+  provisionerReservationExpiryS: 'reservationExpiryS',
+  provisionerRunnerArgs: 'runnerArgs',
+} as const;
+const PROVISIONER_NUMBERS: readonly string[] = ['provisionerPeriodS', 'provisionerMaxInstances', 'provisionerReservationExpiryS'];
+
 /** Every context key the app understands. */
 export const CONTEXT_KEYS: readonly string[] = [
   ...NUMBERS,
@@ -32,6 +44,7 @@ export const CONTEXT_KEYS: readonly string[] = [
   'deletionProtection',
   'stateMachineLogLevel',
   'allowMissingCrates',
+  ...Object.keys(PROVISIONER_KEYS),
 ];
 
 function toNumber(key: string, value: unknown): number {
@@ -82,6 +95,22 @@ export function contextProps(get: (key: string) => unknown): BatonStackProps {
   const allowMissing = get('allowMissingCrates');
   if (allowMissing !== undefined && toBoolean('allowMissingCrates', allowMissing)) {
     props.missingCrates = 'placeholder' as MissingCrates;
+  }
+  const provisioner: Record<string, unknown> = {};
+  for (const [key, prop] of Object.entries(PROVISIONER_KEYS)) {
+    const v = get(key);
+    if (v !== undefined) {
+      provisioner[prop] = PROVISIONER_NUMBERS.includes(key) ? toNumber(key, v) : String(v);
+    }
+  }
+  if (Object.keys(provisioner).length > 0) {
+    // Optional as a whole: any of its keys asks for it, and then both names are needed.
+    for (const [key, prop] of [['provisionerTokenParameter', 'tokenParameterName'], ['provisionerLaunchTemplateId', 'launchTemplateId']]) {
+      if (provisioner[prop] === undefined) {
+        throw new Error(`context ${key} is required with any provisioner* key (the AWS provisioner)`);
+      }
+    }
+    props.provisioner = provisioner;
   }
   return props as BatonStackProps;
 }

@@ -141,7 +141,24 @@ export interface Resources {
   readonly task_queues: readonly TaskQueueSpec[];
   readonly schedules: readonly ScheduleSpec[];
   readonly state_machines: readonly StateMachineSpec[];
+  /**
+   * The AWS reference provisioner: optional, apart from `functions`, so
+   * nothing that iterates over the functions (the local stack, every
+   * function's alarms and grants) sees it unless the stack is given its
+   * `provisioner` props.
+   */
+  readonly aws_provisioner?: AwsProvisionerSpec;
 }
+
+export interface AwsProvisionerSpec {
+  /** Trigger `schedule`; its permissions are the `ec2:` / `ssm:` ones below. */
+  readonly function: FunctionSpec;
+  /** Default period of its schedule, whole minutes (prop `provisioner.periodS` overrides it). */
+  readonly period_s: number;
+}
+
+/** The permissions only the AWS provisioner may hold (they need its props to be scoped). */
+export const PROVISIONER_PERMISSIONS = ['ec2:runner-instances', 'ssm:runner-tokens', 'ssm:provisioner-token'] as const;
 
 /**
  * What a function (or a state machine's role) may do. The vocabulary, as
@@ -165,6 +182,9 @@ export interface Resources {
  * | `logs:write`            | `s3:PutObject` on `logs/*` of the `logs` bucket (presigned uploads)      |
  * | `logs:read`             | `s3:GetObject` on `logs/*` of the `logs` bucket, `s3:ListBucket` on it   |
  * | `push:post`             | `execute-api:ManageConnections` on `POST @connections/*` of the push API |
+ * | `ec2:runner-instances`  | AWS provisioner only: run from its launch template, tag on create, terminate `baton:stage`-tagged instances, describe |
+ * | `ssm:runner-tokens`     | AWS provisioner only: put/delete/list parameters under `/baton/<stage>/runner-tokens` |
+ * | `ssm:provisioner-token` | AWS provisioner only: `ssm:GetParameter` on the token parameter its props name |
  */
 export type Permission =
   | { readonly kind: 'table:read' }
@@ -182,7 +202,10 @@ export type Permission =
   | { readonly kind: 'queue:list' }
   | { readonly kind: 'logs:write' }
   | { readonly kind: 'logs:read' }
-  | { readonly kind: 'push:post' };
+  | { readonly kind: 'push:post' }
+  | { readonly kind: 'ec2:runner-instances' }
+  | { readonly kind: 'ssm:runner-tokens' }
+  | { readonly kind: 'ssm:provisioner-token' };
 
 const SIMPLE = new Set([
   'table:read',
@@ -198,6 +221,7 @@ const SIMPLE = new Set([
   'logs:write',
   'logs:read',
   'push:post',
+  ...PROVISIONER_PERMISSIONS,
 ]);
 
 /** Parses one permission string; throws on anything outside the vocabulary. */
@@ -223,7 +247,8 @@ export function parsePermission(raw: string): Permission {
   throw new Error(
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
-      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, push:post',
+      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, push:post, ' +
+      PROVISIONER_PERMISSIONS.join(', '),
   );
 }
 
@@ -380,6 +405,14 @@ export function validateResources(r: Resources): string[] {
     }
   }
   positiveInt(r.bus.archive_retention_days, 'bus.archive_retention_days', 36_500);
+  for (const fn of r.functions) {
+    for (const raw of fn.permissions ?? []) {
+      if ((PROVISIONER_PERMISSIONS as readonly string[]).includes(raw)) {
+        fail(`function ${fn.name}: ${raw} belongs to aws_provisioner only (it is scoped by the provisioner props)`);
+      }
+    }
+  }
+  validateAwsProvisioner(r, machines, queues, buckets);
   return warnings;
 }
 
@@ -407,6 +440,31 @@ function validatePush(r: Resources, mustBe: (fnName: string, trigger: Trigger, w
     if (fn.trigger === 'websocket' && fn.name !== push.function) {
       fail(`function ${fn.name}: trigger websocket, but push.function is ${push.function} (the push socket has one function)`);
     }
+  }
+}
+
+/** The optional AWS provisioner: a scheduled function of its own name, permissions from the vocabulary. */
+function validateAwsProvisioner(r: Resources, machines: Set<string>, queues: Set<string>, buckets: Set<string>): void {
+  const p = r.aws_provisioner;
+  if (p === undefined) {
+    return;
+  }
+  const fn = p.function;
+  if (typeof fn !== 'object' || fn === null || typeof fn.name !== 'string' || !/^[a-z0-9][a-z0-9_-]*$/.test(fn.name)) {
+    fail('aws_provisioner.function must be a function with a lower-case name');
+  }
+  if (r.functions.some((f) => f.name === fn.name)) {
+    fail(`aws_provisioner.function ${fn.name} is also in functions`);
+  }
+  if (fn.trigger !== 'schedule') {
+    fail(`aws_provisioner.function ${fn.name}: trigger must be schedule, got ${JSON.stringify(fn.trigger)}`);
+  }
+  for (const raw of fn.permissions ?? []) {
+    checkPermission(raw, `aws_provisioner.function ${fn.name}`, machines, queues, buckets);
+  }
+  positiveInt(p.period_s, 'aws_provisioner.period_s', 86_400);
+  if (p.period_s % 60 !== 0) {
+    fail(`aws_provisioner.period_s (${p.period_s}) must be whole minutes (EventBridge's finest rate)`);
   }
 }
 

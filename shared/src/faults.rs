@@ -349,6 +349,9 @@ fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)>
         });
         return Some((service.to_string(), operation, resource));
     }
+    if let Some(action) = provisioner_action(request) {
+        return Some(action);
+    }
     let agent = request.headers().get("x-amz-user-agent").or_else(|| request.headers().get("user-agent"))?;
     let method = request.method();
     let query = request.uri().split_once('?').map(|(_, q)| q).unwrap_or("");
@@ -369,6 +372,29 @@ fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)>
     }
     if agent.contains("api/apigatewaymanagement") && method == "POST" {
         return Some(("apigatewaymanagement".into(), "PostToConnection".into(), None));
+    }
+    None
+}
+
+/// The IAM action of the AWS provisioner's requests (functions/aws-provisioner),
+/// for its grants only: SSM (JSON, its parameter's `Name` or `Path` as the
+/// resource) and EC2 (the Query protocol: `Action=…` in a form body). Apart
+/// from `target`, so the fault plans of the other functions are unchanged.
+fn provisioner_action(request: &HttpRequest) -> Option<(String, String, Option<String>)> {
+    let body = request.body().bytes();
+    if let Some(operation) = request.headers().get("x-amz-target").and_then(|t| t.strip_prefix("AmazonSSM.")) {
+        let body: Option<serde_json::Value> = body.and_then(|b| serde_json::from_slice(b).ok());
+        let resource = body.and_then(|b| {
+            ["Name", "Path"].iter().find_map(|field| b.get(*field).and_then(|v| v.as_str()).map(str::to_string))
+        });
+        return Some(("ssm".into(), operation.to_string(), resource));
+    }
+    let agent = request.headers().get("x-amz-user-agent").or_else(|| request.headers().get("user-agent"))?;
+    if agent.contains("api/ec2") {
+        // Action names are plain ASCII words: no decoding needed.
+        let form = std::str::from_utf8(body?).ok()?;
+        let action = form.split('&').find_map(|pair| pair.strip_prefix("Action="))?;
+        return Some(("ec2".into(), action.to_string(), None));
     }
     None
 }
@@ -394,6 +420,17 @@ fn access_denied(grants: &Grants, request: &HttpRequest) -> Option<HttpResponse>
             let mut response = HttpResponse::new(status, SdkBody::from(body));
             response.headers_mut().insert("content-type", "application/xml");
             response.headers_mut().insert("x-amzn-errortype", "AccessDeniedException");
+            response
+        }
+        // EC2 (the Query protocol) answers 403 `UnauthorizedOperation` in its own XML.
+        "ec2" => {
+            let status = StatusCode::try_from(403).expect("403 is a status");
+            let body = format!(
+                "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>{message}</Message></Error>\
+                 </Errors><RequestID>baton-local</RequestID></Response>"
+            );
+            let mut response = HttpResponse::new(status, SdkBody::from(body));
+            response.headers_mut().insert("content-type", "text/xml");
             response
         }
         _ => aws_error(400, "AccessDeniedException", &message, None),
@@ -682,6 +719,35 @@ fn with_failed_entries(mut response: HttpResponse, failed: &[usize]) -> HttpResp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sdk_request(body: &str, headers: &[(&'static str, &'static str)]) -> HttpRequest {
+        let mut request = HttpRequest::new(SdkBody::from(body.to_string()));
+        for (name, value) in headers {
+            request.headers_mut().insert(*name, *value);
+        }
+        request
+    }
+
+    #[test]
+    fn the_aws_provisioners_ec2_and_ssm_requests_are_checked_against_its_grants() {
+        let ec2 = sdk_request(
+            "Action=StopInstances&Version=2016-11-15",
+            &[("x-amz-user-agent", "aws-sdk-rust/1 api/ec2/1.0")],
+        );
+        assert_eq!(iam_action(&ec2), Some(("ec2".into(), "StopInstances".into(), None)));
+        let put = sdk_request(
+            r#"{"Name":"/baton/prod/other/x","Value":"brt_x"}"#,
+            &[("x-amz-target", "AmazonSSM.PutParameter")],
+        );
+        assert_eq!(iam_action(&put), Some(("ssm".into(), "PutParameter".into(), Some("/baton/prod/other/x".into()))));
+        let resources = crate::resources::Resources::load();
+        let function = &resources.aws_provisioner.as_ref().expect("in resources.json").function;
+        let grants = Grants::of(function).expect("parses");
+        let denied = access_denied(&grants, &ec2).expect("StopInstances is not granted");
+        assert_eq!(denied.status().as_u16(), 403);
+        assert!(denied.body().bytes().is_some_and(|b| String::from_utf8_lossy(b).contains("UnauthorizedOperation")));
+        assert!(access_denied(&grants, &put).is_some(), "outside /baton/<stage>/runner-tokens");
+    }
 
     #[test]
     fn a_plan_parses_its_seed_and_rules_and_refuses_nonsense() {

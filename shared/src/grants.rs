@@ -35,6 +35,17 @@ pub enum Permission {
     LogsWrite,
     LogsRead,
     PushPost,
+    /// `ec2:runner-instances` (the AWS provisioner): describe, launch (with
+    /// tags) and terminate runner instances. The CDK scopes it with IAM
+    /// conditions (the launch template, the `baton:stage` tag) that this
+    /// local check cannot see.
+    Ec2RunnerInstances,
+    /// `ssm:runner-tokens`: write, list and delete the runner tokens under
+    /// `/baton/<stage>/runner-tokens`.
+    SsmRunnerTokens,
+    /// `ssm:provisioner-token`: read the provisioner token (the parameter
+    /// the operator names; the CDK scopes it to that one).
+    SsmProvisionerToken,
 }
 
 impl Permission {
@@ -53,6 +64,9 @@ impl Permission {
             "logs:write" => Permission::LogsWrite,
             "logs:read" => Permission::LogsRead,
             "push:post" => Permission::PushPost,
+            "ec2:runner-instances" => Permission::Ec2RunnerInstances,
+            "ssm:runner-tokens" => Permission::SsmRunnerTokens,
+            "ssm:provisioner-token" => Permission::SsmProvisionerToken,
             scoped => {
                 let target = |prefix: &str| scoped.strip_prefix(prefix).filter(|t| !t.is_empty()).map(str::to_string);
                 if let Some(machine) = target("states:start:") {
@@ -122,6 +136,14 @@ fn names(resource: Option<&str>, logical: &str) -> bool {
     })
 }
 
+/// `/baton/<stage>/runner-tokens` or a parameter under it: the only SSM
+/// names `ssm:runner-tokens` reaches.
+fn is_runner_token_path(name: &str) -> bool {
+    let mut parts = name.strip_prefix("/baton/").unwrap_or("").splitn(3, '/');
+    let (stage, dir, rest) = (parts.next(), parts.next(), parts.next());
+    stage.is_some_and(|s| !s.is_empty()) && dir == Some("runner-tokens") && rest.is_none_or(|r| !r.contains('/'))
+}
+
 fn allows(permission: &Permission, action: &Action<'_>) -> bool {
     let op = action.operation;
     match (permission, action.service) {
@@ -164,6 +186,14 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
         (Permission::LogsWrite, "s3") => matches!(op, "PutObject" | "CreateMultipartUpload" | "UploadPart"),
         (Permission::LogsRead, "s3") => matches!(op, "GetObject" | "ListObjectsV2" | "HeadObject"),
         (Permission::PushPost, "apigatewaymanagement") => op == "PostToConnection",
+        (Permission::Ec2RunnerInstances, "ec2") => {
+            matches!(op, "DescribeInstances" | "RunInstances" | "CreateTags" | "TerminateInstances")
+        }
+        (Permission::SsmRunnerTokens, "ssm") => {
+            matches!(op, "PutParameter" | "DeleteParameter" | "GetParametersByPath")
+                && action.resource.is_some_and(is_runner_token_path)
+        }
+        (Permission::SsmProvisionerToken, "ssm") => op == "GetParameter",
         _ => false,
     }
 }
@@ -201,6 +231,24 @@ mod tests {
         let relay = grants("relay");
         assert!(relay.allows(&action("streams", "GetRecords", None)), "a stream trigger reads its stream");
         assert!(relay.allows(&action("events", "PutEvents", None)));
+    }
+
+    #[test]
+    fn the_aws_provisioner_reaches_runner_tokens_and_its_own_token_only() {
+        let resources = Resources::load();
+        let function = &resources.aws_provisioner.as_ref().expect("resources.json has the AWS provisioner").function;
+        let grants = Grants::of(function).unwrap();
+        let token = "/baton/prod/runner-tokens/0190c0de-0000-7000-8000-000000000000";
+        assert!(grants.allows(&action("ssm", "PutParameter", Some(token))));
+        assert!(grants.allows(&action("ssm", "DeleteParameter", Some(token))));
+        assert!(grants.allows(&action("ssm", "GetParametersByPath", Some("/baton/prod/runner-tokens"))));
+        assert!(!grants.allows(&action("ssm", "PutParameter", Some("/baton/prod/other/x"))), "outside the path");
+        assert!(!grants.allows(&action("ssm", "DeleteParameter", Some("/baton/prod/runner-tokens/a/b"))));
+        assert!(grants.allows(&action("ssm", "GetParameter", Some("/ops/baton-provisioner-token"))));
+        assert!(grants.allows(&action("ec2", "RunInstances", None)));
+        assert!(grants.allows(&action("ec2", "TerminateInstances", None)));
+        assert!(!grants.allows(&action("ec2", "StopInstances", None)));
+        assert!(!grants.allows(&action("dynamodb", "GetItem", None)), "a provisioner reads Baton through its API");
     }
 
     #[test]

@@ -25,6 +25,22 @@ pub struct Resources {
     pub task_queues: Vec<TaskQueue>,
     pub schedules: Vec<Schedule>,
     pub state_machines: Vec<StateMachine>,
+    /// The AWS reference provisioner: optional, apart from `functions` so
+    /// that the local stack (which never runs it) and every iteration over
+    /// the functions leave it out; the CDK stack builds it only when given
+    /// its `provisioner` props.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_provisioner: Option<AwsProvisioner>,
+}
+
+/// `aws_provisioner` in resources.json.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AwsProvisioner {
+    /// Its function (trigger `schedule`) and permissions.
+    pub function: Function,
+    /// Its schedule's default period (the CDK prop `provisioner.periodS`
+    /// overrides it); whole minutes.
+    pub period_s: u32,
 }
 
 /// An S3 bucket (job logs): private, objects expire after `retention_days`;

@@ -1,0 +1,333 @@
+//! The AWS reference provisioner (behaviour.md §15; docs/provisioners.md):
+//! a scheduled function that is a provisioner like any other (it calls the
+//! API with its `bpt_` token), whose machines are EC2 instances launched
+//! from the operator's launch template. Each tick:
+//!
+//! 1. lists this provisioner's instances (EC2, by tags) and what Baton holds
+//!    of them (the instances list, with terminate intents);
+//! 2. terminates the instances Baton wants gone, and stopped ones;
+//! 3. reads demand and reserves what queued jobs need
+//!    (`instances_to_reserve`, the local provisioner's decision too); for
+//!    each reservation it writes the ephemeral token to a SecureString
+//!    parameter, then launches one instance whose boot script reads and
+//!    deletes it (`infra/boot/runner-boot.sh`);
+//! 4. reports every state Baton does not hold yet (and `failed` for a
+//!    launch that failed, which releases its reservation);
+//! 5. deletes the token parameters of instances that ended unread;
+//! 6. emits its counts as EMF metrics (failed launches and orphans have
+//!    alarms).
+//!
+//! It keeps no state between ticks: EC2's tags and Baton's list are the
+//! books, so a tick that dies half-way is finished by the next one.
+//! Idempotent: reports only move Baton's states forward; a launch's client
+//! token is its reservation id; deleting a parameter already gone is a
+//! success.
+
+pub mod api;
+pub mod cloud;
+pub mod plan;
+pub mod settings;
+
+use std::time::{Duration, SystemTime};
+
+use baton_api::provisioners::{
+    headroom, instances_to_reserve, InstanceEvent, ReserveRequest, TerminateReason, MAX_INSTANCE_EVENTS,
+};
+use baton_shared::metrics::{emit_for_stage, Unit};
+use chrono::Utc;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::api::{ApiError, ProvisionerApi};
+use crate::cloud::{CloudError, Ec2, Ssm};
+use crate::plan::{Ec2State, Launcher, Why};
+use crate::settings::Settings;
+
+/// The EMF metrics of a tick (dimension `stage`); the CDK stack alarms on
+/// the first two.
+pub const METRIC_LAUNCH_FAILURES: &str = "ProvisionerLaunchFailures";
+pub const METRIC_ORPHANS: &str = "ProvisionerOrphansTerminated";
+pub const METRIC_LAUNCHED: &str = "ProvisionerInstancesLaunched";
+
+/// A tick stops reserving this long before the invocation's deadline: a
+/// reservation it could not launch would hold demand until it expires.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(10);
+
+/// What one cold start holds: settings, clients, and the provisioner token
+/// (read once).
+#[derive(Debug, Clone)]
+pub struct AwsProvisioner {
+    pub settings: Settings,
+    pub provisioner_id: Uuid,
+    api: ProvisionerApi,
+    ec2: Ec2,
+    ssm: Ssm,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the provisioner token cannot be read: {0}")]
+    Token(CloudError),
+    #[error("{0} does not hold a provisioner token (bpt_<id>.<secret>)")]
+    NotAToken(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+/// What a tick did (its answer, its last log line and its metrics).
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Tick {
+    pub reserved: u32,
+    pub launched: u32,
+    pub launch_failures: u32,
+    pub terminated: u32,
+    pub orphans_terminated: u32,
+    pub reported: u32,
+    pub reservations_released: u32,
+    pub tokens_deleted: u32,
+}
+
+impl AwsProvisioner {
+    /// The cold start: reads the provisioner token from SSM once.
+    pub async fn start(
+        settings: Settings,
+        ec2: aws_sdk_ec2::Client,
+        ssm: aws_sdk_ssm::Client,
+        http: reqwest::Client,
+    ) -> Result<Self, StartError> {
+        let ssm = Ssm { client: ssm };
+        let token = ssm.secret(&settings.token_parameter).await.map_err(StartError::Token)?;
+        let provisioner_id = baton_shared::tokens::provisioner_token_id(&token)
+            .ok_or_else(|| StartError::NotAToken(settings.token_parameter.clone()))?;
+        let ec2 = Ec2 {
+            client: ec2,
+            launch_template: settings.launch_template.clone(),
+            launch_template_version: settings.launch_template_version.clone(),
+        };
+        let api = ProvisionerApi::new(http, &settings.api_url, token);
+        Ok(Self { settings, provisioner_id, api, ec2, ssm })
+    }
+
+    /// One tick (see the module's comment); `deadline` is the invocation's.
+    pub async fn tick(&self, deadline: SystemTime) -> Result<Tick, TickError> {
+        let span = tracing::info_span!("tick", stage = %self.settings.stage, provisioner = %self.provisioner_id);
+        async move {
+            let outcome = self.tick_in_span(deadline).await;
+            match &outcome {
+                Ok(tick) => {
+                    self.emit_metrics(tick);
+                    tracing::info!(
+                        reserved = tick.reserved,
+                        launched = tick.launched,
+                        launch_failures = tick.launch_failures,
+                        terminated = tick.terminated,
+                        orphans_terminated = tick.orphans_terminated,
+                        reported = tick.reported,
+                        reservations_released = tick.reservations_released,
+                        tokens_deleted = tick.tokens_deleted,
+                        "tick done"
+                    );
+                }
+                Err(err) => tracing::error!(error = %err, "tick failed; the next one starts over"),
+            }
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn tick_in_span(&self, deadline: SystemTime) -> Result<Tick, TickError> {
+        let mut tick = Tick::default();
+        let stage = self.settings.stage.as_str();
+        let mut machines = self.ec2.machines(stage, self.provisioner_id).await?;
+        let known = self.api.instances().await?.items;
+
+        // Terminate what Baton wants gone. A failure is logged: the intent
+        // stays, so the next tick tries again.
+        let doomed = plan::terminations(&machines, &known);
+        if !doomed.is_empty() {
+            let ids: Vec<String> = doomed.iter().map(|(id, _)| id.clone()).collect();
+            match self.ec2.terminate(&ids).await {
+                Ok(()) => {
+                    for (id, why) in &doomed {
+                        let reservation = reservation_of(&machines, id);
+                        match why {
+                            Why::Intent(reason) => tracing::info!(instance_id = %id, %reservation,
+                                reason = reason.as_str(), "terminated on Baton's intent"),
+                            Why::Stopped => tracing::info!(instance_id = %id, %reservation,
+                                "terminated: it had stopped"),
+                        }
+                        if *why == Why::Intent(TerminateReason::Orphan) {
+                            tick.orphans_terminated += 1;
+                        }
+                    }
+                    tick.terminated = ids.len() as u32;
+                    for machine in machines.iter_mut().filter(|m| ids.contains(&m.instance_id)) {
+                        machine.state = Ec2State::ShuttingDown;
+                    }
+                }
+                Err(err) => tracing::error!(error = %err, instances = %ids.join(","), "terminate failed"),
+            }
+        }
+
+        let mut events: Vec<InstanceEvent> = Vec::new();
+        self.meet_demand(deadline, &mut machines, &mut events, &mut tick).await?;
+
+        events.extend(plan::reports(&machines, &known));
+        self.report(&events, &machines, &mut tick).await;
+        self.sweep_tokens(&machines, &mut tick).await;
+        Ok(tick)
+    }
+
+    /// Reserves what each label set's demand needs and launches one
+    /// instance per reservation, appending the launches' failures to `events`.
+    async fn meet_demand(
+        &self,
+        deadline: SystemTime,
+        machines: &mut Vec<plan::Machine>,
+        events: &mut Vec<InstanceEvent>,
+        tick: &mut Tick,
+    ) -> Result<(), TickError> {
+        let demand = self.api.demand().await?;
+        let launcher = Launcher {
+            stage: &self.settings.stage,
+            provisioner_id: self.provisioner_id,
+            api_url: &self.settings.api_url,
+            runner_args: &self.settings.runner_args,
+        };
+        for set in &demand.label_sets {
+            let live = machines.iter().filter(|m| !m.state.is_ending()).count();
+            let count =
+                instances_to_reserve(set.queued, set.idle_sessions, headroom(self.settings.max_instances, live));
+            if count == 0 {
+                continue;
+            }
+            let labels = set.labels.join(",");
+            if deadline.duration_since(SystemTime::now()).unwrap_or_default() < DEADLINE_MARGIN {
+                tracing::warn!(%labels, count, "too close to the deadline to reserve; the next tick will");
+                break;
+            }
+            let body =
+                ReserveRequest { labels: set.labels.clone(), count, expires_in_s: self.settings.reservation_expiry_s };
+            let reserved = match self.api.reserve(&body).await {
+                Ok(reserved) => reserved,
+                Err(ApiError::Unauthenticated(message)) => return Err(ApiError::Unauthenticated(message).into()),
+                Err(err) => {
+                    tracing::warn!(%labels, count, error = %err, "reservation failed; the next tick asks again");
+                    continue;
+                }
+            };
+            tracing::info!(%labels, asked = count, granted = reserved.reservations.len(), queued = set.queued,
+                idle_sessions = set.idle_sessions, "reserved");
+            for reservation in reserved.reservations {
+                tick.reserved += 1;
+                let launch = plan::launch(&launcher, reservation.id, &set.labels);
+                // The token first: an instance must find it when it boots.
+                let launched = match self
+                    .ssm
+                    .put_token(&launch.token_parameter, &reservation.registration_token, reservation.id)
+                    .await
+                {
+                    Ok(()) => self.ec2.launch(&launch).await,
+                    Err(err) => Err(err),
+                };
+                match launched {
+                    Ok(machine) => {
+                        tick.launched += 1;
+                        tracing::info!(instance_id = %machine.instance_id, reservation = %reservation.id, %labels,
+                            token_parameter = %launch.token_parameter, expires_at = %reservation.expires_at,
+                            "instance launched");
+                        machines.push(machine);
+                    }
+                    Err(err) => {
+                        tick.launch_failures += 1;
+                        tracing::error!(reservation = %reservation.id, %labels, error = %err,
+                            launch_template = %self.settings.launch_template, "launch failed");
+                        // No instance will read it; the sweep deletes it if this fails.
+                        if let Err(err) = self.ssm.delete_token(&launch.token_parameter).await {
+                            tracing::warn!(reservation = %reservation.id, error = %err, "token parameter left for the sweep");
+                        }
+                        events.push(plan::launch_failed(reservation.id));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `events` in reports of at most 100. A failed report is logged:
+    /// the next tick derives the same states from EC2 again (only a launch
+    /// failure's event is lost, and its reservation then expires).
+    async fn report(&self, events: &[InstanceEvent], machines: &[plan::Machine], tick: &mut Tick) {
+        for batch in events.chunks(MAX_INSTANCE_EVENTS) {
+            match self.api.report(batch).await {
+                Ok(answer) => {
+                    tick.reported += batch.len() as u32;
+                    tick.reservations_released += answer.reservations_released;
+                    for event in batch {
+                        tracing::info!(instance_id = %event.provider_runner_id,
+                            reservation = %event.reservation_id.map_or_else(|| reservation_of(machines, &event.provider_runner_id), |r| r.to_string()),
+                            state = event.state.as_str(), "instance reported");
+                    }
+                    for honored in &answer.terminate_intents_honored {
+                        tracing::info!(instance_id = %honored.provider_runner_id, reason = honored.reason.as_str(),
+                            "terminate intent honoured");
+                    }
+                }
+                Err(err) => {
+                    let ids: Vec<&str> = batch.iter().map(|e| e.provider_runner_id.as_str()).collect();
+                    tracing::error!(error = %err, instances = %ids.join(","), "instance report failed");
+                }
+            }
+        }
+    }
+
+    /// Deletes the token parameters no instance will read (see
+    /// `plan::tokens_to_delete`). Best effort: the next tick sweeps again.
+    async fn sweep_tokens(&self, machines: &[plan::Machine], tick: &mut Tick) {
+        let stage = self.settings.stage.as_str();
+        let parameters = match self.ssm.tokens(&plan::token_path(stage)).await {
+            Ok(parameters) => parameters,
+            Err(err) => {
+                tracing::warn!(error = %err, "token parameters cannot be listed");
+                return;
+            }
+        };
+        for name in plan::tokens_to_delete(stage, &parameters, machines, Utc::now()) {
+            let reservation =
+                plan::reservation_of_parameter(stage, &name).map_or_else(|| "-".into(), |r| r.to_string());
+            match self.ssm.delete_token(&name).await {
+                Ok(()) => {
+                    tick.tokens_deleted += 1;
+                    tracing::info!(token_parameter = %name, %reservation, "unread token deleted");
+                }
+                Err(err) => tracing::warn!(token_parameter = %name, %reservation, error = %err, "token delete failed"),
+            }
+        }
+    }
+
+    fn emit_metrics(&self, tick: &Tick) {
+        // Every tick, zeros included: a dashboard sees the function alive.
+        for (name, value) in [
+            (METRIC_LAUNCH_FAILURES, tick.launch_failures),
+            (METRIC_ORPHANS, tick.orphans_terminated),
+            (METRIC_LAUNCHED, tick.launched),
+        ] {
+            emit_for_stage(&self.settings.stage, name, f64::from(value), Unit::Count);
+        }
+    }
+}
+
+fn reservation_of(machines: &[plan::Machine], id: &str) -> String {
+    machines
+        .iter()
+        .find(|m| m.instance_id == id)
+        .and_then(|m| m.reservation_id)
+        .map_or_else(|| "-".to_string(), |r| r.to_string())
+}

@@ -1,0 +1,311 @@
+//! The AWS reference provisioner (functions/aws-provisioner) end to end
+//! against the emulator's EC2 and SSM: its handler is invoked as its
+//! schedule would, with clients limited to its grants in resources.json (as
+//! IAM limits it on AWS), against the dev host's API. No instance ever boots
+//! in moto, so the test plays the boot script (infra/boot/runner-boot.sh):
+//! read the token parameter, delete it, start a real `baton-runner` with the
+//! token, and power the machine off when the runner exits.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_ec2::types::{Filter, RequestLaunchTemplateData};
+use aws_sdk_ssm::types::ParameterType;
+use baton_aws_provisioner::settings::Settings;
+use baton_aws_provisioner::{AwsProvisioner, Tick};
+use baton_shared::faults::{FaultPlan, FaultyHttpClient};
+use baton_shared::grants::Grants;
+use baton_shared::resources::Resources;
+use baton_tests::{endpoint, wait_for, TestStack};
+use serde_json::{json, Value};
+use support::*;
+
+/// The emulator's EC2 and SSM, as the test itself (not the function) uses them.
+struct Cloud {
+    ec2: aws_sdk_ec2::Client,
+    ssm: aws_sdk_ssm::Client,
+}
+
+async fn sdk_config() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(endpoint())
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test"))
+        .load()
+        .await
+}
+
+impl Cloud {
+    async fn new() -> Self {
+        let config = sdk_config().await;
+        Self { ec2: aws_sdk_ec2::Client::new(&config), ssm: aws_sdk_ssm::Client::new(&config) }
+    }
+
+    /// The instances tagged with `stage`, as `(id, state, tags)`.
+    async fn instances(&self, stage: &str) -> Vec<(String, String, HashMap<String, String>)> {
+        let out = self
+            .ec2
+            .describe_instances()
+            .filters(Filter::builder().name("tag:baton:stage").values(stage).build())
+            .send()
+            .await
+            .expect("DescribeInstances");
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| {
+                let tags = i
+                    .tags()
+                    .iter()
+                    .map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string()))
+                    .collect();
+                let state = i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default();
+                (i.instance_id().unwrap_or_default().to_string(), state, tags)
+            })
+            .collect()
+    }
+
+    async fn parameter(&self, name: &str) -> Option<aws_sdk_ssm::types::Parameter> {
+        match self.ssm.get_parameter().name(name).with_decryption(true).send().await {
+            Ok(out) => out.parameter().cloned(),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_parameter_not_found()) => None,
+            Err(err) => panic!("GetParameter {name}: {err:?}"),
+        }
+    }
+}
+
+/// A provisioner registered over the API, its token stored where the
+/// function reads it, a launch template in EC2, and the function's cold
+/// start with clients limited to its grants.
+struct Fixture {
+    stack: TestStack,
+    cloud: Cloud,
+    stage: String,
+    ws: String,
+    token: String,
+    template_id: String,
+    provisioner: AwsProvisioner,
+}
+
+async fn fixture(settings: Value) -> Fixture {
+    let stack = TestStack::start().await;
+    let cloud = Cloud::new().await;
+    let stage = stack.provisioned.plan.prefix.trim_start_matches("baton-").trim_end_matches('-').to_string();
+    let ws = workspace();
+    let mut body = json!({"name": "aws", "label_sets": [["linux"]], "max_instances": 2, "jobs_per_instance": 1});
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), settings.as_object()) {
+        body.extend(extra.clone());
+    }
+    let (status, created) = post(&stack, &format!("/v1/workspaces/{ws}/provisioners"), body).await;
+    assert_eq!(status, 201, "{created:#}");
+    let token = created["token"].as_str().expect("a token").to_string();
+
+    // The operator's side of the set-up: the token in a SecureString, a
+    // launch template naming an image.
+    let token_parameter = format!("/ops/{stage}/baton-provisioner-token");
+    cloud
+        .ssm
+        .put_parameter()
+        .name(&token_parameter)
+        .value(&token)
+        .r#type(ParameterType::SecureString)
+        .send()
+        .await
+        .expect("PutParameter");
+    let images = cloud.ec2.describe_images().send().await.expect("DescribeImages");
+    let image = images.images().first().and_then(|i| i.image_id()).expect("moto has images").to_string();
+    let template_name = format!("baton-{stage}-runners");
+    let template = cloud
+        .ec2
+        .create_launch_template()
+        .launch_template_name(&template_name)
+        .launch_template_data(
+            RequestLaunchTemplateData::builder().image_id(image).instance_type("t3.micro".into()).build(),
+        )
+        .send()
+        .await
+        .expect("CreateLaunchTemplate");
+    let template_id =
+        template.launch_template().and_then(|t| t.launch_template_id()).expect("a template id").to_string();
+
+    let env: HashMap<String, String> = [
+        ("BATON_STAGE", stage.as_str()),
+        ("BATON_API_URL", stack.api.as_str()),
+        ("BATON_PROVISIONER_TOKEN_PARAMETER", token_parameter.as_str()),
+        ("BATON_LAUNCH_TEMPLATE", template_name.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let settings = Settings::from_map(&env).expect("settings");
+    let (ec2, ssm) = granted_clients().await;
+    let provisioner = AwsProvisioner::start(settings, ec2, ssm, reqwest::Client::new())
+        .await
+        .expect("the cold start reads its token");
+    Fixture { stack, cloud, stage, ws, token, template_id, provisioner }
+}
+
+/// EC2 and SSM clients that may do only what resources.json grants the
+/// function (`shared/src/grants.rs`): a missing grant fails here as IAM
+/// would fail it on AWS.
+async fn granted_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
+    let resources = Resources::load();
+    let function = &resources.aws_provisioner.as_ref().expect("resources.json has aws_provisioner").function;
+    let grants = Arc::new(Grants::of(function).expect("its permissions parse"));
+    let http = FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), Arc::new(FaultPlan::none()))
+        .with_grants(Some(grants));
+    let config = sdk_config().await;
+    (
+        aws_sdk_ec2::Client::from_conf(aws_sdk_ec2::config::Builder::from(&config).http_client(http.clone()).build()),
+        aws_sdk_ssm::Client::from_conf(aws_sdk_ssm::config::Builder::from(&config).http_client(http).build()),
+    )
+}
+
+impl Fixture {
+    /// One invocation, as the schedule makes it (30 s to run).
+    async fn tick(&self) -> Tick {
+        self.provisioner.tick(SystemTime::now() + Duration::from_secs(30)).await.expect("the tick succeeds")
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let response = self.stack.http.get(self.stack.url(path)).bearer_auth(&self.token).send().await.expect("GET");
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        response.json().await.expect("JSON")
+    }
+
+    async fn wait_queued(&self) {
+        wait_for("the job in demand", WAIT, || async {
+            let demand = self.get("/v1/provisioners/demand").await;
+            (demand["label_sets"][0]["queued"].as_u64() >= Some(1)).then_some(())
+        })
+        .await;
+    }
+
+    async fn baton_instances(&self) -> Vec<Value> {
+        self.get("/v1/provisioners/instances").await["items"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+fn one_job(run: &str) -> String {
+    format!("jobs:\n  build:\n    runs-on: linux\n    steps:\n      - run: {run}\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_releases_the_reservation() {
+    let f = fixture(json!({})).await;
+    let run_id = create_run(&f.stack, &f.ws, &one_job("echo hello from EC2")).await;
+    f.wait_queued().await;
+
+    let tick = f.tick().await;
+    assert_eq!((tick.reserved, tick.launched, tick.launch_failures), (1, 1, 0), "{tick:?}");
+    let instances = f.cloud.instances(&f.stage).await;
+    assert_eq!(instances.len(), 1, "one instance for one job: {instances:?}");
+    let (instance_id, _, tags) = &instances[0];
+    assert_eq!(tags.get("aws:ec2launchtemplate:id"), Some(&f.template_id), "launched from the operator's template");
+    assert_eq!(tags.get("baton:stage"), Some(&f.stage));
+    assert_eq!(
+        tags.get("baton:provisioner").map(String::as_str),
+        Some(f.provisioner.provisioner_id.to_string().as_str())
+    );
+    let reservation = tags.get("baton:reservation").expect("the reservation tag").clone();
+    let parameter_name = format!("/baton/{}/runner-tokens/{reservation}", f.stage);
+    assert_eq!(tags.get("baton:token-parameter"), Some(&parameter_name));
+    let user_data = f
+        .cloud
+        .ec2
+        .describe_instance_attribute()
+        .instance_id(instance_id)
+        .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+        .send()
+        .await
+        .expect("DescribeInstanceAttribute");
+    let user_data = user_data.user_data().and_then(|u| u.value()).expect("user data");
+    let script = String::from_utf8(aws_smithy_types::base64::decode(user_data).expect("base64")).expect("UTF-8");
+    assert!(script.contains(&format!("BATON_TOKEN_PARAMETER='{parameter_name}'")), "{script}");
+    assert!(script.contains("aws ssm delete-parameter"), "the repo's boot script");
+
+    // Baton knows the instance, booting, tied to its reservation.
+    let known = f.baton_instances().await;
+    assert_eq!(known.len(), 1, "{known:#?}");
+    assert_eq!(
+        (known[0]["provider_runner_id"].as_str(), known[0]["state"].as_str()),
+        (Some(instance_id.as_str()), Some("booting"))
+    );
+    assert_eq!(known[0]["reservation_id"].as_str(), Some(reservation.as_str()));
+
+    // The boot script: read the SecureString, delete it, start the runner.
+    let parameter = f.cloud.parameter(&parameter_name).await.expect("the token waits for its instance");
+    assert_eq!(parameter.r#type(), Some(&ParameterType::SecureString));
+    let runner_token = parameter.value().expect("a value").to_string();
+    assert!(runner_token.starts_with("brt_"), "an ephemeral registration token");
+    f.cloud.ssm.delete_parameter().name(&parameter_name).send().await.expect("DeleteParameter");
+    let mut runner = Runner::start(&f.stack, &runner_token, "linux", &["--name", instance_id]);
+
+    wait_view(&f.stack, &f.ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let status = runner.exited(WAIT).await;
+    assert!(status.success(), "the ephemeral runner exits 0 once its one job is done: {status:?}");
+
+    // The tick in between sees the instance running (moto runs it at once).
+    let tick = f.tick().await;
+    assert_eq!(tick.launched, 0, "the job ran: nothing more to launch");
+    // ... and the boot script powers the machine off (shutdown behaviour
+    // terminate): played here by terminating it.
+    f.cloud.ec2.terminate_instances().instance_ids(instance_id).send().await.expect("TerminateInstances");
+    let released = std::sync::atomic::AtomicU32::new(tick.reservations_released);
+    let known = wait_for("the instance reported terminated", WAIT, || async {
+        let tick = f.tick().await;
+        released.fetch_add(tick.reservations_released, std::sync::atomic::Ordering::Relaxed);
+        let known = f.baton_instances().await;
+        (known.first().is_some_and(|i| i["state"] == "terminated")).then_some(known)
+    })
+    .await;
+    assert_eq!(known.len(), 1);
+    let reservations = f.stack.items_of("reservation").await;
+    assert_eq!(reservations.len(), 1, "one reservation for one job");
+    assert!(
+        reservations[0].contains_key("released_at"),
+        "the ended machine released its reservation: {reservations:?}"
+    );
+    let released = released.into_inner();
+    assert!(released >= 1, "a report released it ({released})");
+    assert!(f.cloud.parameter(&parameter_name).await.is_none(), "no token lingers");
+    let ending = f.cloud.instances(&f.stage).await;
+    assert!(ending.iter().all(|(_, state, _)| state == "terminated"), "{ending:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_instance_that_never_registers_is_terminated_on_its_orphan_intent_and_its_unread_token_deleted() {
+    let f = fixture(json!({"boot_timeout_s": 10})).await;
+    create_run(&f.stack, &f.ws, &one_job("echo never")).await;
+    f.wait_queued().await;
+    let tick = f.tick().await;
+    assert_eq!(tick.launched, 1, "{tick:?}");
+    let instances = f.cloud.instances(&f.stage).await;
+    let (instance_id, _, tags) = instances.first().cloned().expect("an instance");
+    let parameter_name = tags.get("baton:token-parameter").cloned().expect("its token parameter");
+    assert!(f.cloud.parameter(&parameter_name).await.is_some());
+
+    // No runner starts: after boot_timeout_s Baton wants it gone.
+    wait_for("the orphan intent", Duration::from_secs(60), || async {
+        let known = f.baton_instances().await;
+        known
+            .iter()
+            .any(|i| i["provider_runner_id"] == instance_id.as_str() && i["terminate"]["reason"] == "orphan")
+            .then_some(())
+    })
+    .await;
+    let tick = f.tick().await;
+    assert_eq!((tick.terminated, tick.orphans_terminated), (1, 1), "{tick:?}");
+    let state = f.cloud.instances(&f.stage).await.into_iter().find(|(id, _, _)| *id == instance_id).map(|(_, s, _)| s);
+    assert!(
+        matches!(state.as_deref(), Some("shutting-down" | "terminated")),
+        "TerminateInstances was called: {state:?}"
+    );
+    assert!(f.cloud.parameter(&parameter_name).await.is_none(), "the unread token was deleted with its instance");
+    let known = f.baton_instances().await;
+    let view = known.iter().find(|i| i["provider_runner_id"] == instance_id.as_str()).expect("still listed");
+    assert!(matches!(view["state"].as_str(), Some("terminating" | "terminated")), "{view:#}");
+}
