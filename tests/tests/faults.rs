@@ -293,7 +293,8 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     })
     .await;
     assert_eq!(steps.0, "succeeded");
-    assert!(plan.injected_by_kind().get("late").copied().unwrap_or(0) >= 2, "{:?}", plan.injected_by_kind());
+    // The two facts may come in one batch (one late delivery) or two.
+    assert!(plan.injected_by_kind().get("late").copied().unwrap_or(0) >= 1, "{:?}", plan.injected_by_kind());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

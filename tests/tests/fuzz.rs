@@ -170,11 +170,19 @@ fn request_schema<'a>(doc: &'a Value, method: &str, path: &str) -> Option<&'a Va
     doc["paths"][path][method.to_lowercase()].pointer("/requestBody/content/application~1json/schema")
 }
 
+/// The largest body a case sends (API Gateway's limit is 10 MB).
+const MAX_CASE_BODY: usize = 1024 * 1024;
+
 /// A request body: from the route's schema, JSON of any shape, or not JSON
 /// at all.
 fn body(rng: &mut StdRng, doc: &Value, schema: Option<&Value>) -> Option<String> {
     if let Some(schema) = schema.filter(|_| rng.random_bool(0.5)) {
-        return Some(from_schema(rng, doc, schema, 5).to_string());
+        let body = from_schema(rng, doc, schema, 5).to_string();
+        // A body over API Gateway's 10 MB never reaches a function: the
+        // gateway refuses it while the client is still writing it (a
+        // broken pipe, not an answer). Nested lists of long strings (a
+        // provisioner's label sets) can get there; keep cases below it.
+        return Some(if body.len() < MAX_CASE_BODY { body } else { "{}".into() });
     }
     match rng.random_range(0..8) {
         0 => None,
