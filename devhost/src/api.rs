@@ -64,10 +64,9 @@ impl Gateway {
     pub async fn serve(self: Arc<Self>, req: axum::extract::Request) -> axum::response::Response {
         let (parts, body) = req.into_parts();
         // The body is read before the route is matched, as API Gateway
-        // does: answering a request whose body is still on its way makes
-        // the server close the connection, and a client that reuses it at
-        // that instant fails its next request with a broken pipe (seen in
-        // the fuzz test after a 404 for an unknown path).
+        // does: a 404 answered while the body is still on its way closes
+        // the connection under a client still writing it (a broken pipe,
+        // not an answer).
         let bytes = match axum::body::to_bytes(body, GATEWAY_MAX_BODY).await {
             Ok(bytes) => bytes,
             Err(_) => {

@@ -388,29 +388,32 @@ async fn an_ephemeral_runners_only_claim_retried_after_its_answer_was_lost_gets_
     assert_eq!(first.status, 504, "seed 6 loses the first answer");
     // Each try's answer may be lost too (seeded): the runner keeps trying.
     let retried = json!({"request_id": request["request_id"], "retry": true});
-    let mut tries = 0;
-    let retry = loop {
-        tries += 1;
-        let answer = stack.post("/v1/runners/claim", &session, retried.clone()).await;
-        if answer.status != 504 || tries == 10 {
-            break answer;
-        }
-    };
+    let retry = claim_until_answered(&stack, &session, &retried).await;
     assert_eq!(retry.status, 200, "{}", retry.body);
     assert_eq!(retry.body["job_execution_id"], queued.to_string());
     let lease = retry.body["lease"]["token"].as_str().expect("a lease token").to_string();
     assert_eq!(stack.heartbeat(&lease, queued).await.status, 200, "the runner holds its job");
     // A new claim of the capped session is refused as before.
     let fresh = json!({ "request_id": uuid::Uuid::now_v7() });
-    let mut tries = 0;
-    let next = loop {
-        tries += 1;
-        let answer = stack.post("/v1/runners/claim", &session, fresh.clone()).await;
-        if answer.status != 504 || tries == 10 {
-            break answer;
-        }
-    };
+    let next = claim_until_answered(&stack, &session, &fresh).await;
     assert_eq!((next.status, next.code()), (409, "session-exhausted"));
+}
+
+/// `body` sent as a claim until an answer arrives (a seeded `lost` fault
+/// answers 504 after the claim ran), at most 10 times; the last answer.
+async fn claim_until_answered(
+    stack: &TestStack,
+    session: &str,
+    body: &serde_json::Value,
+) -> baton_tests::runners::Answer {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let answer = stack.post("/v1/runners/claim", session, body.clone()).await;
+        if answer.status != 504 || tries == 10 {
+            return answer;
+        }
+    }
 }
 
 /// An HTTP API gives up on its integration at 30 s while the function goes

@@ -436,7 +436,7 @@ async fn play_all(stack: &TestStack) -> Played {
     let mut runners: Vec<Runner> =
         logs.iter().map(|log| Runner::start_logged(stack, &token, "linux", &["--concurrency", "3"], log)).collect();
     let (provisioner, fleet_token) = elastic_fleet(stack, &ws).await;
-    let mut fleet = LocalProvisioner::start(stack, &fleet_token, &dir.join("provisioner.log"));
+    let fleet = LocalProvisioner::start(stack, &fleet_token, &[], Some(&dir.join("provisioner.log")));
     let outcomes = futures::future::join_all(SCENARIOS.iter().map(|&scenario| {
         let (ws, token, dir) = (&ws, &token, &dir);
         async move { (scenario, play(stack, ws, token, scenario, dir).await) }
@@ -449,7 +449,7 @@ async fn play_all(stack: &TestStack) -> Played {
     }
     let mut violations = claimed_more_than_once(stack);
     violations.extend(fleet_at_rest(stack, &provisioner, &fleet_token).await);
-    fleet.stop();
+    drop(fleet);
     // Facts written last (a run's end) may still be on their way.
     let outbox = stack.outbox().await;
     if outbox.is_empty() {
@@ -484,38 +484,6 @@ async fn elastic_fleet(stack: &TestStack, ws: &str) -> (String, String) {
         if let (Some(id), Some(token)) = (created.body["id"].as_str(), created.body["token"].as_str()) {
             return (id.to_string(), token.to_string());
         }
-    }
-}
-
-/// A `baton-provisioner local` process, logging to a file; killed when dropped.
-struct LocalProvisioner(std::process::Child);
-
-impl LocalProvisioner {
-    fn start(stack: &TestStack, token: &str, log: &Path) -> Self {
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_provisioner-under-test"))
-            .args(["--json-logs", "local", "--intent-poll-s", "1", "--kill-grace-s", "5"])
-            .arg("--api")
-            .arg(&stack.api)
-            .arg("--runner-bin")
-            .arg(env!("CARGO_BIN_EXE_runner-under-test"))
-            .arg("--work-dir")
-            .arg(scratch())
-            .env("BATON_PROVISIONER_TOKEN", token)
-            .stdout(std::fs::File::create(log).expect("a log file"))
-            .spawn()
-            .expect("baton-provisioner starts");
-        Self(child)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for LocalProvisioner {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

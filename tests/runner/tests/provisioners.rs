@@ -6,52 +6,11 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
 use support::*;
-
-/// A `baton-provisioner local` process; killed when dropped.
-struct LocalProvisioner(Child);
-
-impl LocalProvisioner {
-    /// Starts it against `stack`; every runner it starts gets `--kill-grace-s`
-    /// `runner_kill_grace_s`.
-    fn start(stack: &TestStack, token: &str, runner_kill_grace_s: u32) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_provisioner-under-test"))
-            .arg("local")
-            .arg("--api")
-            .arg(&stack.api)
-            .arg("--runner-bin")
-            .arg(env!("CARGO_BIN_EXE_runner-under-test"))
-            .arg("--work-dir")
-            .arg(scratch())
-            .arg("--intent-poll-s")
-            .arg("1")
-            .arg("--kill-grace-s")
-            .arg("5")
-            .args(["--", "--kill-grace-s", &runner_kill_grace_s.to_string()])
-            .env("BATON_PROVISIONER_TOKEN", token)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("baton-provisioner starts");
-        Self(child)
-    }
-
-    fn stop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-    }
-}
-
-impl Drop for LocalProvisioner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 async fn provisioner(stack: &TestStack, ws: &str, body: Value) -> String {
     let (status, created) = post(stack, &format!("/v1/workspaces/{ws}/provisioners"), body).await;
@@ -86,7 +45,7 @@ async fn a_fan_out_on_an_empty_fleet_scales_up_to_max_instances_and_back_to_zero
     let ws = workspace();
     let body = json!({"name": "local", "label_sets": [["linux"]], "max_instances": 5, "jobs_per_instance": 1});
     let token = provisioner(&stack, &ws, body).await;
-    let mut local = LocalProvisioner::start(&stack, &token, 2);
+    let local = LocalProvisioner::start(&stack, &token, &["--kill-grace-s", "2"], None);
     let run_id = create_run(&stack, &ws, &fan_out(20, "'sleep 1'")).await;
 
     // Sample the fleet while the run goes: never more than 5 machines.
@@ -116,7 +75,7 @@ async fn a_fan_out_on_an_empty_fleet_scales_up_to_max_instances_and_back_to_zero
     assert_eq!(stack.count_items("reservation").await, 20, "each job's capacity reserved once");
     let released = stack.items_of("reservation").await.iter().filter(|r| r.contains_key("released_at")).count();
     assert_eq!(released, 20, "every reservation released");
-    local.stop();
+    local.terminate();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -127,8 +86,8 @@ async fn two_provisioners_on_one_label_set_reserve_each_jobs_capacity_once() {
     let a = provisioner(&stack, &ws, body).await;
     let body = json!({"name": "b", "label_sets": [["linux"]], "max_instances": 4, "jobs_per_instance": 1});
     let b = provisioner(&stack, &ws, body).await;
-    let _a = LocalProvisioner::start(&stack, &a, 2);
-    let _b = LocalProvisioner::start(&stack, &b, 2);
+    let _a = LocalProvisioner::start(&stack, &a, &["--kill-grace-s", "2"], None);
+    let _b = LocalProvisioner::start(&stack, &b, &["--kill-grace-s", "2"], None);
     let run_id = create_run(&stack, &ws, &fan_out(10, "'sleep 1'")).await;
     wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
     let (of_a, of_b) = (instances(&stack, &a).await.len(), instances(&stack, &b).await.len());
@@ -145,7 +104,7 @@ async fn a_cancelled_jobs_machine_is_stopped_by_its_job_cancelled_intent() {
     // The runner would wait 60 s for the step, which ignores SIGTERM, to
     // stop on its own: a machine gone well before that was stopped by the
     // provisioner acting on its intent.
-    let _local = LocalProvisioner::start(&stack, &token, 60);
+    let _local = LocalProvisioner::start(&stack, &token, &["--kill-grace-s", "60"], None);
     let run_id = create_run(&stack, &ws, &fan_out(1, "\"trap '' TERM; sleep 300\"")).await;
     wait_view(&stack, &ws, &run_id, "the job to run", |v| {
         v["status"] == "running" && v.to_string().contains("\"running\"")

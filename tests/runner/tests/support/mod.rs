@@ -258,3 +258,47 @@ pub async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pr
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A `baton-provisioner local` process against a stack (terminate intents
+/// read every second, a stopped runner SIGKILLed 5 s after SIGTERM);
+/// killed when dropped.
+pub struct LocalProvisioner(Child);
+
+impl LocalProvisioner {
+    /// Starts it with `token`; `runner_args` go to every runner it starts,
+    /// and its JSON log to `log` (or nowhere).
+    pub fn start(stack: &TestStack, token: &str, runner_args: &[&str], log: Option<&Path>) -> Self {
+        let stdout = match log {
+            Some(path) => std::process::Stdio::from(std::fs::File::create(path).expect("a log file")),
+            None => std::process::Stdio::null(),
+        };
+        let child = Command::new(env!("CARGO_BIN_EXE_provisioner-under-test"))
+            .args(["--json-logs", "local", "--intent-poll-s", "1", "--kill-grace-s", "5"])
+            .arg("--api")
+            .arg(&stack.api)
+            .arg("--runner-bin")
+            .arg(env!("CARGO_BIN_EXE_runner-under-test"))
+            .arg("--work-dir")
+            .arg(scratch())
+            .arg("--")
+            .args(runner_args)
+            .env("BATON_PROVISIONER_TOKEN", token)
+            .stdout(stdout)
+            .spawn()
+            .expect("baton-provisioner starts");
+        Self(child)
+    }
+
+    /// SIGTERM, as a user stops it: it stops its runners and reports them.
+    pub fn terminate(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+    }
+}
+
+impl Drop for LocalProvisioner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
