@@ -16,7 +16,7 @@ cargo build -q --tests -p baton-runner-tests
 start_moto "${BATON_MOTO_PORT:-$(free_port)}"
 mkdir -p target
 status=0
-cargo test -q -p baton-runner-tests --test chaos workflows_end_as_they_do -- --nocapture > target/chaos.log 2>&1 || status=$?
+cargo test -q -p baton-runner-tests --test processes chaos::workflows_end_as_they_do -- --nocapture > target/chaos.log 2>&1 || status=$?
 grep -E '^chaos soak:|panicked|left:|right:|violation|seed [0-9]+:|test result' target/chaos.log || true
 echo "chaos: full output in target/chaos.log"
 exit "$status"

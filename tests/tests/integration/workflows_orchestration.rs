@@ -2,13 +2,11 @@
 //! the DAG, runner facts and their precedence, replays, lease expiry, job
 //! timeouts, cancel — behaviour.md §9, §10 and §13 scenarios 17–21, 24, 25.
 
-mod workflows_support;
-
+use crate::workflows_support::*;
 use baton_shared::facts::{
     FactDetail, JobExecutionTerminated, JobOutcome, JobTerminated, RunCancelled, RunTerminated, StepStatus,
 };
 use serde_json::json;
-use workflows_support::*;
 
 const DAG: &str = r#"
 name: dag

@@ -6,12 +6,11 @@
 //! read the token parameter, delete it, start a real `baton-runner` with the
 //! token, and power the machine off when the runner exits.
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::support::*;
 use aws_sdk_ec2::types::{Filter, RequestLaunchTemplateData};
 use aws_sdk_ssm::types::ParameterType;
 use baton_aws_provisioner::settings::Settings;
@@ -21,7 +20,6 @@ use baton_shared::grants::Grants;
 use baton_shared::resources::Resources;
 use baton_tests::{endpoint, wait_for, TestStack};
 use serde_json::{json, Value};
-use support::*;
 
 /// The emulator's EC2 and SSM, as the test itself (not the function) uses them.
 struct Cloud {

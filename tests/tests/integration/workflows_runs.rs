@@ -1,11 +1,9 @@
 //! Runs: creation, the run view, idempotency, run numbers, validation and
 //! scoping — behaviour.md §8 and §13 scenarios 23 and 6 (reads), 25.
 
-mod workflows_support;
-
+use crate::workflows_support::*;
 use baton_shared::facts::{FactDetail, RunAttemptCreated};
 use serde_json::json;
-use workflows_support::*;
 
 const SPEC_EXAMPLE: &str = r#"
 name: ci

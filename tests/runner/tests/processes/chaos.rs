@@ -10,18 +10,16 @@
 //! every dead-letter queue empty, and the runners saw only documented
 //! answers (a 5xx only as a 503, which they retried).
 
-mod support;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use baton_devhost::HostOptions;
 use baton_shared::faults::FaultPlan;
 use baton_tests::TestStack;
 use serde_json::{json, Value};
-use support::*;
 
 /// Every kind of fault at once, each at a rate a busy day on AWS can reach.
 fn plan(seed: u64) -> String {

@@ -2,12 +2,10 @@
 //! `baton-runner`: a registration token, a submitted run, watched to its end,
 //! rerun and cancelled.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::*;
 use baton_tests::TestStack;
-use support::*;
 
 async fn baton(stack: &TestStack, args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))

@@ -5,16 +5,14 @@
 //! show it brings a job in one claim, that a dead socket costs latency and
 //! not the job, and that a cancel reaches a running job at once.
 
-mod support;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use baton_devhost::push::PushGateway;
 use baton_tests::{wait_for, TestStack};
 use serde_json::json;
-use support::*;
 
 async fn stack_with(overrides: &[(&str, &str)]) -> TestStack {
     let overrides: HashMap<String, String> = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

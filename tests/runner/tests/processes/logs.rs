@@ -3,13 +3,11 @@
 //! an operator reads the lines back through the API, in order, while the job
 //! runs (following) and after it; secrets never reach a stored byte.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
-use support::*;
 
 async fn get(stack: &TestStack, path: &str) -> Value {
     let response = stack.http.get(stack.url(path)).bearer_auth(&stack.admin_token).send().await.expect("GET");

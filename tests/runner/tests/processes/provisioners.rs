@@ -4,13 +4,11 @@
 //! reservations' ephemeral tokens, reports them, and stops them by intent;
 //! runs are created over the HTTP API and orchestrated as always.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
-use support::*;
 
 async fn provisioner(stack: &TestStack, ws: &str, body: Value) -> String {
     let (status, created) = post(stack, &format!("/v1/workspaces/{ws}/provisioners"), body).await;

@@ -2,15 +2,13 @@
 //! reported, failures skip what follows, cancellation and lost leases stop
 //! the processes, labels route jobs, signals stop the runner cleanly.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use baton_shared::store::records::RunnerStatus;
 use baton_tests::{wait_for, TestStack};
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_steps_share_files_in_the_work_dir_succeeds() {

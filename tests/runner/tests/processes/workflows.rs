@@ -4,17 +4,15 @@
 //! `baton-runner` processes running shell steps, and the results come back
 //! through the orchestration to the run view, which every test asserts on.
 
-mod support;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use baton_tests::{wait_for, TestStack};
 use chrono::{DateTime, Duration as Span, Utc};
 use serde_json::{json, Value};
-use support::*;
 
 /// The lease settings of [`fast_lease_stack`].
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);

@@ -3,12 +3,10 @@
 //! runner over HTTP, and the run finishes; a cancel reaches the runner on
 //! its next heartbeat — behaviour.md §13 scenarios 17 and 21 end to end.
 
-mod workflows_support;
-
+use crate::workflows_support::*;
 use baton_shared::api::runners::ClaimResponse;
 use baton_tests::{wait_for, TestStack};
 use serde_json::json;
-use workflows_support::*;
 
 async fn claim_next(stack: &TestStack, session_token: &str) -> ClaimResponse {
     wait_for("a job to claim", WAIT, || async { stack.claim(session_token).await }).await

@@ -2,11 +2,9 @@
 //! frozen snapshot, carried-over jobs, both modes, the 409s and concurrent
 //! reruns.
 
-mod workflows_support;
-
+use crate::workflows_support::*;
 use baton_shared::facts::{FactDetail, JobOutcome, RunAttemptCreated};
 use serde_json::json;
-use workflows_support::*;
 
 /// §11's example: build ✓ → test-a ✓, test-b ✗ → report ✓ (`always()`).
 const SPEC_EXAMPLE: &str = r#"
