@@ -56,6 +56,13 @@ pub struct RegisterRequest {
     pub labels: Vec<String>,
     #[serde(default)]
     pub name: Option<String>,
+    /// Chosen by the runner for one registration and sent again with each
+    /// retry of it: a retry whose earlier try made the session (its answer
+    /// lost) gets that same session and token, so a single-use token's
+    /// retry is not refused `registration-token-consumed` and a reusable
+    /// one's does not make a second session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -325,7 +325,13 @@ async fn register(
     shutdown: &mut watch::Receiver<Shutdown>,
     errors: &mut Backoff,
 ) -> Result<Option<Session>, AgentError> {
-    let body = RegisterRequest { labels: config.labels.clone(), name: config.name.clone() };
+    // One id for every try of this registration: a try whose answer was
+    // lost made the session, and the retry must get it back.
+    let body = RegisterRequest {
+        labels: config.labels.clone(),
+        name: config.name.clone(),
+        request_id: Some(uuid::Uuid::now_v7()),
+    };
     loop {
         let answer = tokio::select! {
             answer = client.register(&config.registration_token, &body) => answer,

@@ -158,6 +158,52 @@ impl ClaimKey {
     }
 }
 
+/// The id of one registration (`request_id`) bound to the registration
+/// token that makes it: the session's id and token derive from both, so
+/// every try of one registration (a retry after a lost answer, or two tries
+/// side by side past the HTTP API's 30 s) makes or finds the same session
+/// and hands out the same token. Only the registration token's holder can
+/// derive them; nothing secret is stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RegistrationKey {
+    secret: [u8; 32],
+}
+
+impl std::fmt::Debug for RegistrationKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistrationKey").finish_non_exhaustive()
+    }
+}
+
+impl RegistrationKey {
+    pub fn new(registration_token: &str, request_id: Uuid) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"baton registration\0");
+        hasher.update(registration_token.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(request_id.as_bytes());
+        Self { secret: hasher.finalize().into() }
+    }
+
+    /// The session this registration makes (a random-format UUID: its
+    /// bytes are the key's, which no one else can predict).
+    pub fn session_id(&self) -> Uuid {
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&self.secret[..16]);
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
+    }
+
+    /// The session token this registration hands out.
+    pub fn session_token(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.secret);
+        hasher.update(b"session token");
+        let digest = hasher.finalize();
+        let secret: String = digest[..SECRET_BYTES].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}{}.{secret}", TokenKind::Session.prefix(), self.session_id().simple())
+    }
+}
+
 /// The execution and epoch a lease token names, if it is well formed.
 pub fn parse_lease_token(token: &str) -> Option<(Uuid, u64)> {
     let rest = token.strip_prefix(TokenKind::Lease.prefix())?;
@@ -185,6 +231,21 @@ mod tests {
         let other_session = new_session_token(Uuid::now_v7());
         assert_ne!(token, ClaimKey::new(&other_session, request).lease_token(execution, 3), "another session");
         assert!(!format!("{key:?}").contains(&session), "the session's secret is never printed");
+    }
+
+    #[test]
+    fn every_try_of_one_registration_derives_the_same_session_and_nothing_else_does() {
+        let (registration, request) = (new_registration_token(Uuid::now_v7()), Uuid::now_v7());
+        let key = RegistrationKey::new(&registration, request);
+        let again = RegistrationKey::new(&registration, request);
+        assert_eq!((key.session_id(), key.session_token()), (again.session_id(), again.session_token()));
+        assert_eq!(session_token_id(&key.session_token()), Some(key.session_id()), "a well-formed session token");
+        let other_request = RegistrationKey::new(&registration, Uuid::now_v7());
+        assert_ne!(key.session_id(), other_request.session_id(), "another registration");
+        assert_ne!(key.session_token(), other_request.session_token());
+        let other_token = RegistrationKey::new(&new_registration_token(Uuid::now_v7()), request);
+        assert_ne!(key.session_token(), other_token.session_token(), "another registration token");
+        assert!(!format!("{key:?}").contains(&registration), "the token is never printed");
     }
 
     #[test]

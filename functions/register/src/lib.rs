@@ -17,10 +17,10 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn register(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     let token = require_token(&req, TokenKind::Registration)?;
-    let body: RegisterRequest = parse_json(&req)?;
-    let labels = canonicalize(&body.labels)?;
+    let mut body: RegisterRequest = parse_json(&req)?;
+    body.labels = canonicalize(&body.labels)?;
     let ttl = chrono::Duration::from_std(context.config.session_ttl).map_err(|_| ApiError::internal())?;
-    match context.store.register_session(token, labels, body.name, ttl, chrono::Utc::now()).await? {
+    match context.store.register_session(token, body, ttl, chrono::Utc::now()).await? {
         Ok((session, session_token)) => {
             tracing::info!(session_id = %session.id, workspace_id = %session.workspace_id, "runner registered");
             Ok(json_response(

@@ -11,8 +11,9 @@ use uuid::Uuid;
 
 use super::keys::{self, timestamp, REGISTRATION_TOKEN_SK, SESSION_SK};
 use super::{from_item, s, to_item, Store, TxOutcome};
+use crate::api::runners::RegisterRequest;
 use crate::error::StoreError;
-use crate::tokens::{self, hash_token};
+use crate::tokens::{self, hash_token, RegistrationKey};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RegistrationToken {
@@ -198,11 +199,11 @@ impl Store {
     pub async fn register_session(
         &self,
         token: &str,
-        labels: Vec<String>,
-        name: Option<String>,
+        request: RegisterRequest,
         session_ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<Result<(Session, String), RegisterRefusal>, StoreError> {
+        let RegisterRequest { labels, name, request_id } = request;
         let Some(id) = tokens::registration_token_id(token) else {
             return Ok(Err(RegisterRefusal::Unauthenticated));
         };
@@ -215,11 +216,19 @@ impl Store {
         if !usable {
             return Ok(Err(RegisterRefusal::Unauthenticated));
         }
+        // A registration the runner names derives its session: a retry
+        // finds the session its earlier try made (that try's answer lost).
+        let key = request_id.map(|request_id| RegistrationKey::new(token, request_id));
+        let (session_id, session_token) = match &key {
+            Some(key) => (key.session_id(), key.session_token()),
+            None => {
+                let id = crate::ids::new_id();
+                (id, tokens::new_session_token(id))
+            }
+        };
         if reg.single_use && reg.consumed_at.is_some() {
-            return Ok(Err(RegisterRefusal::Consumed));
+            return Ok(self.made_by_earlier_try(key.as_ref(), &session_token).await?.ok_or(RegisterRefusal::Consumed));
         }
-        let session_id = crate::ids::new_id();
-        let session_token = tokens::new_session_token(session_id);
         let session = Session {
             pk: keys::session_pk(session_id),
             sk: SESSION_SK.into(),
@@ -270,8 +279,26 @@ impl Store {
             // reusable token's session put alone failing its condition is
             // this very put (a new id), applied before its answer was lost.
             TxOutcome::ConditionFailed { .. } if !reg.single_use => Ok(Ok((session, session_token))),
-            TxOutcome::ConditionFailed { .. } => Ok(Err(RegisterRefusal::Consumed)),
+            // Consumed under us: by another try of this registration (two
+            // tries side by side), which made this same session, or by
+            // another registration.
+            TxOutcome::ConditionFailed { .. } => {
+                Ok(self.made_by_earlier_try(key.as_ref(), &session_token).await?.ok_or(RegisterRefusal::Consumed))
+            }
         }
+    }
+
+    /// The session an earlier try of this registration made, with its token:
+    /// the derived session exists and its token is the derived one.
+    async fn made_by_earlier_try(
+        &self,
+        key: Option<&RegistrationKey>,
+        session_token: &str,
+    ) -> Result<Option<(Session, String)>, StoreError> {
+        let Some(key) = key else { return Ok(None) };
+        let Some(item) = self.get(&keys::session_pk(key.session_id()), SESSION_SK).await? else { return Ok(None) };
+        let session: Session = from_item(item)?;
+        Ok((session.token_hash == hash_token(session_token)).then(|| (session, session_token.to_string())))
     }
 
     /// The session a `bst_` token belongs to, if the token is valid now.

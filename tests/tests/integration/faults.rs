@@ -399,6 +399,50 @@ async fn an_ephemeral_runners_only_claim_retried_after_its_answer_was_lost_gets_
     assert_eq!((next.status, next.code()), (409, "session-exhausted"));
 }
 
+/// A provisioned machine's token is single use: the registration that used
+/// it may have its answer lost, and the runner's retry must get the session
+/// that try made. Found by the chaos suite's elastic fleet: the retry was
+/// refused `registration-token-consumed`, the runner exited and its
+/// instance failed, so the fleet never drained its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_use_registration_retried_after_its_answer_was_lost_gets_the_session_it_made() {
+    let (stack, _plan) = stack_with_faults("seed=2;trigger.http.register:lost=0.5").await;
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let token = stack.registration_token("ws1", json!({"max_claims": 1, "single_use": true})).await;
+    let request = json!({ "labels": ["linux"], "request_id": uuid::Uuid::now_v7() });
+    let first = stack.post("/v1/runners/register", &token, request.clone()).await;
+    assert_eq!(first.status, 504, "seed 2 loses the first answer");
+    let retry = send_until_answered(&stack, "/v1/runners/register", &token, &request).await;
+    assert_eq!(retry.status, 201, "{}", retry.body);
+    let session = retry.body["session_token"].as_str().expect("a session token").to_string();
+    let claim = send_until_answered(&stack, "/v1/runners/claim", &session, &json!({})).await;
+    assert_eq!(claim.status, 200, "the retry's session claims: {}", claim.body);
+    assert_eq!(claim.body["job_execution_id"], queued.to_string());
+    // Every try of it answers the same session; another registration with
+    // the used token is still refused.
+    let again = send_until_answered(&stack, "/v1/runners/register", &token, &request).await;
+    assert_eq!(again.body["session_id"], retry.body["session_id"]);
+    let other = json!({ "labels": ["linux"], "request_id": uuid::Uuid::now_v7() });
+    let refused = send_until_answered(&stack, "/v1/runners/register", &token, &other).await;
+    assert_eq!((refused.status, refused.code()), (409, "registration-token-consumed"));
+}
+
+/// Two tries of one registration side by side (the HTTP API gave up on the
+/// first at 30 s; the runner sent it again): both answer the one session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tries_of_one_single_use_registration_at_once_make_one_session() {
+    let stack = TestStack::start().await;
+    let token = stack.registration_token("ws1", json!({"single_use": true})).await;
+    let request = json!({ "labels": ["linux"], "request_id": uuid::Uuid::now_v7() });
+    let (a, b) = tokio::join!(
+        stack.post("/v1/runners/register", &token, request.clone()),
+        stack.post("/v1/runners/register", &token, request.clone())
+    );
+    assert_eq!((a.status, b.status), (201, 201), "{} {}", a.body, b.body);
+    assert_eq!(a.body["session_id"], b.body["session_id"]);
+    assert_eq!(a.body["session_token"], b.body["session_token"]);
+}
+
 /// `body` sent as a claim until an answer arrives (a seeded `lost` fault
 /// answers 504 after the claim ran), at most 10 times; the last answer.
 async fn claim_until_answered(
@@ -406,10 +450,21 @@ async fn claim_until_answered(
     session: &str,
     body: &serde_json::Value,
 ) -> baton_tests::runners::Answer {
+    send_until_answered(stack, "/v1/runners/claim", session, body).await
+}
+
+/// `body` posted to `path` until an answer arrives (a seeded `lost` fault
+/// answers 504 after the request ran), at most 10 times; the last answer.
+async fn send_until_answered(
+    stack: &TestStack,
+    path: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> baton_tests::runners::Answer {
     let mut tries = 0;
     loop {
         tries += 1;
-        let answer = stack.post("/v1/runners/claim", session, body.clone()).await;
+        let answer = stack.post(path, token, body.clone()).await;
         if answer.status != 504 || tries == 10 {
             return answer;
         }
