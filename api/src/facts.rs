@@ -107,6 +107,10 @@ pub struct JobSpec {
     /// runner masks them in everything it stores or shows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mask_env: Vec<String>,
+    /// The job's `continue-on-error`, decided when it was queued: a failure
+    /// ends it `succeeded`, marked `soft_failed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continue_on_error: bool,
 }
 
 /// Where the runner takes a job output from: the value a step wrote for
@@ -145,6 +149,10 @@ pub struct StepSpec {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub timeout_s: Option<u64>,
+    /// The step's `continue-on-error`, decided when the job was queued: if
+    /// it fails, the runner marks it `soft_failed` and runs the next steps.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continue_on_error: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -152,6 +160,11 @@ pub struct StepSpec {
 pub struct StepResult {
     pub id: Uuid,
     pub status: StepStatus,
+    /// A `failed` step whose `continue-on-error` let the job go on: it
+    /// does not fail the job (GitHub's outcome `failure`, conclusion
+    /// `success`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soft_failed: bool,
     #[serde(default)]
     pub exit_code: Option<i32>,
     #[serde(default)]
@@ -227,6 +240,11 @@ pub struct JobTerminated {
     pub job_key: String,
     pub status: String,
     pub reason: Option<String>,
+    /// It failed (`reason` says how) and its `continue-on-error` made it
+    /// `succeeded`. Added to version 1 (so facts from before it parse as
+    /// `false`).
+    #[serde(default)]
+    pub soft_failed: bool,
 }
 
 impl FactDetail for JobTerminated {

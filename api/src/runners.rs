@@ -202,6 +202,9 @@ pub struct HeartbeatResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepReport {
     pub status: StepStatus,
+    /// A `failed` step whose `continue-on-error` let the job go on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soft_failed: bool,
     #[serde(default)]
     pub exit_code: Option<i32>,
     #[serde(default)]

@@ -77,6 +77,10 @@ pub struct JobView {
     pub key: String,
     pub status: JobStatus,
     pub status_reason: Option<StatusReason>,
+    /// The job failed (`status_reason` says how) and its
+    /// `continue-on-error` made it `succeeded`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soft_failed: bool,
     pub labels: Vec<String>,
     pub needs: Vec<String>,
     pub carried_over: bool,
@@ -111,6 +115,9 @@ pub struct StepView {
     pub name: Option<String>,
     /// As the runner reports it, live while the job runs.
     pub status: StepStatus,
+    /// A `failed` step whose `continue-on-error` let the job go on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soft_failed: bool,
     pub exit_code: Option<i32>,
     #[serde(default)]
     pub started_at: Option<DateTime<Utc>>,

@@ -16,7 +16,8 @@ fn node(key: &str) -> String {
 
 fn label(job: &JobView) -> String {
     let carried = if job.carried_over { ", carried over" } else { "" };
-    format!("{} ({}{carried})", job.key, job.status)
+    let soft = if job.soft_failed { ", soft-failed" } else { "" };
+    format!("{} ({}{soft}{carried})", job.key, job.status)
 }
 
 /// Mermaid `flowchart LR`, one class per status so renderers colour them.

@@ -148,8 +148,9 @@ pub async fn run_job(
         Stop::LeaseLost => JobEnd::LeaseLost,
         Stop::Abandon => JobEnd::Abandoned,
         Stop::None | Stop::Cancel => {
-            let succeeded =
-                message.is_none() && stop == Stop::None && results.iter().all(|r| r.status == StepStatus::Succeeded);
+            let succeeded = message.is_none()
+                && stop == Stop::None
+                && results.iter().all(|r| r.status == StepStatus::Succeeded || r.soft_failed);
             let status = if succeeded { JobOutcome::Succeeded } else { JobOutcome::Failed };
             let message = if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
             let body = CompleteRequest { status, steps: results, outputs, message };
@@ -225,6 +226,7 @@ async fn run_steps(
         let running = StepResult {
             id: step.id,
             status: StepStatus::Running,
+            soft_failed: false,
             exit_code: None,
             started_at: Some(started_at),
             finished_at: None,
@@ -237,19 +239,28 @@ async fn run_steps(
         let (ended, code) = run_step(settings, claim, step, &name, files, job_deadline, stop_rx).await;
         let mut status =
             if matches!(ended, Ended::Exited) && code == Some(0) { StepStatus::Succeeded } else { StepStatus::Failed };
+        // Why the step failed, if the job's message should say so.
+        let mut step_message = None;
         match std::fs::read_to_string(&output_file).map(|text| outputs::parse(&text)) {
             Ok(Ok(values)) => written.push((step.id, values)),
             Ok(Err(err)) => {
                 // A malformed output file fails the step: its dependants
                 // would otherwise run on values nobody meant.
                 status = StepStatus::Failed;
-                message.get_or_insert_with(|| format!("step {name}: $BATON_OUTPUT: {err}"));
+                step_message = Some(format!("step {name}: $BATON_OUTPUT: {err}"));
             }
             Err(_) => {}
         }
+        // `continue-on-error` forgives the step's own failure (its exit,
+        // its timeout, its output file), never a stop from outside or the
+        // job's timeout, after which nothing more may run.
+        let soft_failed = status == StepStatus::Failed
+            && step.continue_on_error
+            && matches!(ended, Ended::Exited | Ended::StepTimeout(_) | Ended::SpawnFailed(_));
         let result = StepResult {
             id: step.id,
             status,
+            soft_failed,
             exit_code: code,
             started_at: Some(started_at),
             finished_at: Some(Utc::now()),
@@ -264,15 +275,20 @@ async fn run_steps(
             Ended::SpawnFailed(err) => Some(format!("could not start: {err}")),
         };
         tracing::info!(job = %claim.job.key, step = %name, status = %status_str(status), exit_code = code, duration_s,
-            reason = reason.as_deref(), "step finished");
+            reason = reason.as_deref(), soft_failed, "step finished");
         if let (Ended::StepTimeout(_) | Ended::JobTimeout(_) | Ended::SpawnFailed(_), Some(reason)) = (&ended, &reason)
         {
-            message.get_or_insert_with(|| format!("step {name}: {reason}"));
+            step_message.get_or_insert_with(|| format!("step {name}: {reason}"));
+        }
+        if !soft_failed {
+            if let Some(step_message) = step_message {
+                message.get_or_insert(step_message);
+            }
         }
         if *stop_rx.borrow() < Stop::LeaseLost {
             report(settings, claim, &result, stop_tx).await;
         }
-        failed |= status != StepStatus::Succeeded;
+        failed |= status != StepStatus::Succeeded && !soft_failed;
         results.push(result);
     }
     let _ = std::fs::remove_dir_all(&outputs_dir);
@@ -297,6 +313,7 @@ fn output_dir(dir: &Path) -> std::path::PathBuf {
 async fn report(settings: &JobSettings, claim: &ClaimResponse, result: &StepResult, stop_tx: &watch::Sender<Stop>) {
     let body = StepReport {
         status: result.status,
+        soft_failed: result.soft_failed,
         exit_code: result.exit_code,
         started_at: result.started_at,
         finished_at: result.finished_at,
@@ -402,7 +419,14 @@ fn step_name(step: &StepSpec, index: usize) -> String {
 }
 
 fn skipped(id: uuid::Uuid) -> StepResult {
-    StepResult { id, status: StepStatus::Skipped, exit_code: None, started_at: None, finished_at: None }
+    StepResult {
+        id,
+        status: StepStatus::Skipped,
+        soft_failed: false,
+        exit_code: None,
+        started_at: None,
+        finished_at: None,
+    }
 }
 
 fn status_str(status: StepStatus) -> &'static str {

@@ -204,10 +204,12 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
     for job in &attempt.jobs {
         let mut status = job.status.to_string();
         if let Some(reason) = &job.status_reason {
-            status.push_str(&format!(
-                " ({})",
-                serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-            ));
+            let reason =
+                serde_json::to_value(reason).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            // `succeeded (soft-failed: step_failed)`: it failed, and
+            // `continue-on-error` kept the run going.
+            let soft = if job.soft_failed { "soft-failed: " } else { "" };
+            status.push_str(&format!(" ({soft}{reason})"));
         }
         if job.carried_over {
             status.push_str(" [carried over]");
@@ -223,6 +225,9 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
                     .unwrap_or_default();
                 if let Some(code) = step.exit_code {
                     status.push_str(&format!(" (exit {code})"));
+                }
+                if step.soft_failed {
+                    status.push_str(" [continued]");
                 }
                 status.push_str(&took(step.finished_at.is_some(), step.duration_ms));
                 out.push((format!("    step {}/{name}", job.key), status));

@@ -157,6 +157,7 @@ mod tests {
             .map(|_| StepResult {
                 id: uuid::Uuid::now_v7(),
                 status: StepStatus::Succeeded,
+                soft_failed: false,
                 exit_code: Some(i32::MIN),
                 started_at: Some(at),
                 finished_at: Some(at),

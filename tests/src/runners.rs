@@ -251,9 +251,11 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
             run: "true".into(),
             env: Default::default(),
             timeout_s: None,
+            continue_on_error: false,
         }],
         outputs: Default::default(),
         mask_env: Vec::new(),
+        continue_on_error: false,
     };
     let fact = Fact::new(
         workspace,

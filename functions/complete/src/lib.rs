@@ -28,6 +28,7 @@ async fn report_step(context: &Context, req: Request) -> Result<Response<Body>, 
     let step = StepResult {
         id: step_id,
         status: report.status,
+        soft_failed: report.soft_failed,
         exit_code: report.exit_code,
         started_at: report.started_at,
         finished_at: report.finished_at,

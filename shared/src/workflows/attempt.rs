@@ -102,6 +102,13 @@ pub struct JobState {
     pub carried_from: Option<Uuid>,
     /// `None` only for carried-over jobs.
     pub execution: Option<ExecutionRecord>,
+    /// Its `continue-on-error`, decided when it was queued.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continue_on_error: bool,
+    /// It failed (`reason` says how) and `continue-on-error` made it
+    /// `succeeded`: the run is not failed by it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub soft_failed: bool,
 }
 
 /// The job's execution in this attempt.
@@ -185,7 +192,12 @@ pub fn step_statuses(
     (0..count)
         .map(|index| {
             let id = step_id(execution_id, index);
-            reported.iter().find(|step| step.id == id).map_or(StepStatus::Pending, |step| step.status)
+            // A soft-failed step ended without failing the job: for the
+            // job's outcome it counts as a step that went well.
+            reported.iter().find(|step| step.id == id).map_or(StepStatus::Pending, |step| match step.soft_failed {
+                true => StepStatus::Succeeded,
+                false => step.status,
+            })
         })
         .collect()
 }
@@ -231,6 +243,7 @@ pub fn job_spec(
                 run: resolve(&step.run, step_scope.as_ref()),
                 env: step.env.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
                 timeout_s: step.timeout_minutes.map(minutes),
+                continue_on_error: decided(step.continue_on_error.as_deref(), step_scope.as_ref()),
             }
         })
         .collect();
@@ -257,6 +270,18 @@ pub fn job_spec(
         steps,
         outputs,
         mask_env,
+        continue_on_error: decided(job.continue_on_error.as_deref(), scope),
+    }
+}
+
+/// A `continue-on-error` as decided in `scope`: it holds when it comes to
+/// `true` (a literal `true`, or an expression whose value is `true`).
+/// Without a scope (measuring a spec) only a literal `true` holds.
+fn decided(continue_on_error: Option<&str>, scope: Option<&JobScope<'_>>) -> bool {
+    match (continue_on_error, scope) {
+        (None, _) => false,
+        (Some(text), Some(scope)) => expressions::interpolate(text, scope).trim() == "true",
+        (Some(text), None) => text == "true",
     }
 }
 
@@ -390,6 +415,8 @@ impl AttemptState {
                     carried_over: true,
                     carried_from: previous.carried_from.or(previous.execution.as_ref().map(|e| e.id)),
                     execution: None,
+                    continue_on_error: previous.continue_on_error,
+                    soft_failed: previous.soft_failed,
                 },
                 None => JobState {
                     id: crate::ids::new_id(),
@@ -408,6 +435,8 @@ impl AttemptState {
                         deadline: None,
                         runner_session_id: None,
                     }),
+                    continue_on_error: false,
+                    soft_failed: false,
                 },
             })
             .collect();
@@ -503,6 +532,11 @@ impl AttemptState {
         let mut emitted = Vec::new();
         let (run_id, attempt) = (self.run_id, self.attempt);
         let job = &mut self.jobs[index];
+        // `continue-on-error`: the execution failed and says so; the job
+        // succeeds, marked, so neither its run nor its dependants fail.
+        // A cancel is not a failure and stays one.
+        let soft_failed = job_status == JobStatus::Failed && job.continue_on_error;
+        let job_status = if soft_failed { JobStatus::Succeeded } else { job_status };
         if let Some(execution) = job.execution.as_mut() {
             if !execution.status.is_terminal() {
                 execution.status = execution_status;
@@ -521,6 +555,7 @@ impl AttemptState {
         if !job.status.is_terminal() {
             job.status = job_status;
             job.reason = reason;
+            job.soft_failed = soft_failed;
             emitted.push(Emitted::JobTerminated(JobTerminated {
                 run_id,
                 attempt,
@@ -528,6 +563,7 @@ impl AttemptState {
                 job_key: job.key.clone(),
                 status: job_status.as_str().into(),
                 reason: reason.map(|r| r.as_str().into()),
+                soft_failed,
             }));
         }
         emitted
@@ -806,7 +842,7 @@ impl AttemptState {
                     }
                 }
             }
-            needs.insert(need.clone(), NeedState { status: state.status, outputs });
+            needs.insert(need.clone(), NeedState { status: state.status, soft_failed: state.soft_failed, outputs });
         }
         if !complete {
             return None;
@@ -836,6 +872,7 @@ impl AttemptState {
         let job = &mut self.jobs[index];
         let execution = job.execution.as_mut()?;
         job.status = JobStatus::Queued;
+        job.continue_on_error = spec.continue_on_error;
         execution.status = ExecutionStatus::Queued;
         let queued_at = *execution.queued_at.get_or_insert(now);
         execution.deadline = Some(queued_at + scaled(defined.timeout_minutes, minute));

@@ -101,6 +101,11 @@ pub struct JobDefinition {
     pub mask_env: Vec<String>,
     /// Counted from queueing; a claim does not reset it.
     pub timeout_minutes: u32,
+    /// `continue-on-error`: `true`, or a `${{ … }}` decided when the job is
+    /// queued (it holds when it comes to `true`). A job that fails with it
+    /// ends `succeeded`, marked `soft_failed`, and does not fail its run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_on_error: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub steps: Vec<StepDefinition>,
@@ -120,6 +125,10 @@ pub struct StepDefinition {
     /// The step's own limit, within the job's; `None` when it sets none.
     #[serde(default)]
     pub timeout_minutes: Option<u32>,
+    /// `continue-on-error`, as for a job: a failing step with it is marked
+    /// `soft_failed` and the next steps run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_on_error: Option<String>,
 }
 
 /// Where a job output's value comes from: the key a step wrote to

@@ -18,8 +18,8 @@ use crate::runners::labels;
 
 const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "jobs", "on"];
 const JOB_FIELDS: &[&str] =
-    &["name", "runs-on", "needs", "if", "timeout-minutes", "env", "steps", "outputs", "mask-env"];
-const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes"];
+    &["name", "runs-on", "needs", "if", "timeout-minutes", "continue-on-error", "env", "steps", "outputs", "mask-env"];
+const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes", "continue-on-error"];
 
 /// Where in the definition a value sits, to build precise errors.
 #[derive(Debug, Clone, Default)]
@@ -156,8 +156,10 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
     let steps = read_steps(fields.get("steps"), &at.field("steps"))?;
     let outputs = read_outputs(fields.get("outputs"), &at.field("outputs"))?;
     let mask_env = read_names(fields.get("mask-env"), &at.field("mask-env"))?;
+    let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     Ok(JobDefinition {
         mask_env,
+        continue_on_error,
         key: key.to_string(),
         name,
         labels,
@@ -302,7 +304,31 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
     };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
-    Ok(StepDefinition { id, name, run, env, timeout_minutes })
+    let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
+    Ok(StepDefinition { id, name, run, env, timeout_minutes, continue_on_error })
+}
+
+/// `continue-on-error`: `true` or `false`, or one `${{ … }}` decided when
+/// the job is queued (it holds when it comes to `true`, so
+/// `${{ inputs.experimental }}` given `'false'` does not). `false` is the
+/// same as leaving it out.
+fn read_continue_on_error(node: Option<&YamlNode>, at: &Location) -> Result<Option<String>, DefinitionError> {
+    const EXPECTED: &str = "true, false or one expression `${{ … }}`";
+    match node {
+        None | Some(YamlNode::Bool(false)) => Ok(None),
+        Some(YamlNode::Bool(true)) => Ok(Some("true".into())),
+        Some(YamlNode::String(text)) => {
+            let text = text.trim();
+            let single = text.starts_with("${{") && text.ends_with("}}") && text.matches("${{").count() == 1;
+            match text {
+                "true" => Ok(Some("true".into())),
+                "false" => Ok(None),
+                _ if single => Ok(Some(text.to_string())),
+                _ => Err(at.error(format!("expected {EXPECTED}, found `{text}`"))),
+            }
+        }
+        Some(other) => Err(at.expected(EXPECTED, other)),
+    }
 }
 
 /// `env`: a mapping of names to scalars (numbers and booleans are turned

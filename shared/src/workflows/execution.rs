@@ -134,7 +134,8 @@ fn apply_claim(current: &ExecutionState, at: DateTime<Utc>) -> ExecutionUpdate {
 /// Recording it so on the runners' side lets the workflows side adopt the
 /// outcome from the record alone.
 pub fn recorded_outcome(status: JobOutcome, steps: &[crate::facts::StepResult]) -> JobOutcome {
-    if steps.iter().any(|step| step.status == StepStatus::Failed) {
+    // A soft-failed step (`continue-on-error`) does not fail its job.
+    if steps.iter().any(|step| step.status == StepStatus::Failed && !step.soft_failed) {
         JobOutcome::Failed
     } else {
         status

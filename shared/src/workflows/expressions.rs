@@ -3,7 +3,7 @@
 //! created and resolved when a job is queued.
 //!
 //! A small language, the part of GitHub Actions' that CI files use:
-//! references (`needs.<job>.outputs.<name>`, `needs.<job>.result`,
+//! references (`needs.<job>.outputs.<name>`, `needs.<job>.result|outcome`,
 //! `inputs.<name>`, `env.<name>`, `baton.run_id|attempt|workspace_id|job`,
 //! and `steps.<id>.outputs.<name>` in job `outputs`), string literals in
 //! single quotes, numbers, `true`/`false`/`null`, `==`, `!=`, `!`, `&&`,
@@ -18,12 +18,25 @@ use std::fmt;
 /// Something an expression refers to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reference {
-    NeedsOutput { job: String, name: String },
-    NeedsResult { job: String },
+    NeedsOutput {
+        job: String,
+        name: String,
+    },
+    NeedsResult {
+        job: String,
+    },
+    /// `failure` for a need that failed under `continue-on-error` (its
+    /// result is `success`); otherwise its result.
+    NeedsOutcome {
+        job: String,
+    },
     Input(String),
     Env(String),
     Baton(BatonField),
-    StepOutput { step: String, name: String },
+    StepOutput {
+        step: String,
+        name: String,
+    },
 }
 
 /// The `baton` context: what a job knows of where it runs.
@@ -40,6 +53,7 @@ impl fmt::Display for Reference {
         match self {
             Reference::NeedsOutput { job, name } => write!(f, "needs.{job}.outputs.{name}"),
             Reference::NeedsResult { job } => write!(f, "needs.{job}.result"),
+            Reference::NeedsOutcome { job } => write!(f, "needs.{job}.outcome"),
             Reference::Input(name) => write!(f, "inputs.{name}"),
             Reference::Env(name) => write!(f, "env.{name}"),
             Reference::Baton(field) => write!(f, "baton.{}", field.name()),
@@ -300,7 +314,7 @@ impl Parser {
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
         let unknown = || {
             format!(
-                "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result, inputs.<name>, \
+                "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, inputs.<name>, \
                  env.<name>, baton.run_id|attempt|workspace_id|job or steps.<id>.outputs.<name>",
                 parts.join(".")
             )
@@ -308,6 +322,7 @@ impl Parser {
         Ok(match parts.as_slice() {
             ["needs", job, "outputs", name] => Reference::NeedsOutput { job: job.to_string(), name: name.to_string() },
             ["needs", job, "result"] => Reference::NeedsResult { job: job.to_string() },
+            ["needs", job, "outcome"] => Reference::NeedsOutcome { job: job.to_string() },
             ["inputs", name] => Reference::Input(name.to_string()),
             ["env", name] => Reference::Env(name.to_string()),
             ["baton", field] => Reference::Baton(BatonField::parse(field).ok_or_else(unknown)?),

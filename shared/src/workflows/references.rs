@@ -18,10 +18,16 @@ fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
     for (name, value) in &job.env {
         fields.push((format!("env.{name}"), value.as_str(), Vec::new()));
     }
+    if let Some(text) = &job.continue_on_error {
+        fields.push(("continue-on-error".into(), text.as_str(), job_env.clone()));
+    }
     for (index, step) in job.steps.iter().enumerate() {
         let mut visible = job_env.clone();
         visible.extend(step.env.keys().map(String::as_str));
         fields.push((format!("steps[{index}].run"), step.run.as_str(), visible.clone()));
+        if let Some(text) = &step.continue_on_error {
+            fields.push((format!("steps[{index}].continue-on-error"), text.as_str(), visible.clone()));
+        }
         for (name, value) in &step.env {
             fields.push((format!("steps[{index}].env.{name}"), value.as_str(), job_env.clone()));
         }
@@ -82,7 +88,9 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
             let refuse =
                 |why: String| Err(DefinitionError::in_job(&job.key, Some(&field), format!("{reference}: {why}")));
             match &reference {
-                Reference::NeedsOutput { job: need, .. } | Reference::NeedsResult { job: need }
+                Reference::NeedsOutput { job: need, .. }
+                | Reference::NeedsResult { job: need }
+                | Reference::NeedsOutcome { job: need }
                     if !job.needs.contains(need) =>
                 {
                     return refuse(format!("`{need}` is not among this job's needs"));
@@ -205,25 +213,34 @@ pub struct JobScope<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct NeedState<'a> {
     pub status: JobStatus,
+    /// It failed, and its `continue-on-error` made it succeed.
+    pub soft_failed: bool,
     /// `None` when no expression of the job reads them.
     pub outputs: Option<&'a BTreeMap<String, String>>,
+}
+
+fn result_word(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Succeeded => "success",
+        JobStatus::Failed => "failure",
+        JobStatus::Cancelled => "cancelled",
+        JobStatus::Skipped => "skipped",
+        other => other.as_str(),
+    }
 }
 
 impl Scope for JobScope<'_> {
     fn resolve(&self, reference: &Reference) -> Option<String> {
         match reference {
             Reference::NeedsOutput { job, name } => self.needs.get(job)?.outputs?.get(name).cloned(),
-            // GitHub's words for a need's result.
-            Reference::NeedsResult { job } => Some(
-                match self.needs.get(job)?.status {
-                    JobStatus::Succeeded => "success",
-                    JobStatus::Failed => "failure",
-                    JobStatus::Cancelled => "cancelled",
-                    JobStatus::Skipped => "skipped",
-                    other => other.as_str(),
-                }
-                .to_string(),
-            ),
+            // GitHub's words for a need's result: a soft failure's result
+            // is `success` (it does not fail its dependants), its outcome
+            // `failure` (as a GitHub step's conclusion and outcome).
+            Reference::NeedsResult { job } => Some(result_word(self.needs.get(job)?.status).to_string()),
+            Reference::NeedsOutcome { job } => {
+                let need = self.needs.get(job)?;
+                Some(if need.soft_failed { "failure" } else { result_word(need.status) }.to_string())
+            }
             Reference::Input(name) => self.inputs?.get(name).map(|value| match value {
                 serde_json::Value::String(text) => text.clone(),
                 other => other.to_string(),

@@ -145,6 +145,7 @@ fn step_results() -> Vec<StepResult> {
         StepResult {
             id: id(),
             status: StepStatus::Succeeded,
+            soft_failed: false,
             exit_code: Some(0),
             started_at: Some(at(9, 0, 0)),
             finished_at: Some(at(9, 1, 0)),
@@ -152,6 +153,8 @@ fn step_results() -> Vec<StepResult> {
         StepResult {
             id: id(),
             status: StepStatus::Failed,
+            // `continue-on-error` let the job go on.
+            soft_failed: true,
             exit_code: Some(-1),
             started_at: Some(Utc::now()),
             finished_at: Some(Utc::now()),
@@ -159,12 +162,27 @@ fn step_results() -> Vec<StepResult> {
         StepResult {
             id: id(),
             status: StepStatus::Running,
+            soft_failed: false,
             exit_code: None,
             started_at: Some(at(9, 1, 1)),
             finished_at: None,
         },
-        StepResult { id: id(), status: StepStatus::Skipped, exit_code: None, started_at: None, finished_at: None },
-        StepResult { id: id(), status: StepStatus::Pending, exit_code: None, started_at: None, finished_at: None },
+        StepResult {
+            id: id(),
+            status: StepStatus::Skipped,
+            soft_failed: false,
+            exit_code: None,
+            started_at: None,
+            finished_at: None,
+        },
+        StepResult {
+            id: id(),
+            status: StepStatus::Pending,
+            soft_failed: false,
+            exit_code: None,
+            started_at: None,
+            finished_at: None,
+        },
     ]
 }
 
@@ -275,11 +293,13 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         check(RunTerminated { run_id: id(), attempt: 3, status: status.into(), reason: reason.map(str::to_owned) });
     }
 
-    for (status, reason) in [
-        ("succeeded", None),
-        ("failed", Some("step_failed")),
-        ("cancelled", Some("run_cancelled")),
-        ("skipped", Some("condition_rejected")),
+    for (status, reason, soft_failed) in [
+        ("succeeded", None, false),
+        ("failed", Some("step_failed"), false),
+        // `continue-on-error`: it failed, and succeeded.
+        ("succeeded", Some("step_failed"), true),
+        ("cancelled", Some("run_cancelled"), false),
+        ("skipped", Some("condition_rejected"), false),
     ] {
         check(JobTerminated {
             run_id: id(),
@@ -288,6 +308,7 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
             job_key: "report".into(),
             status: status.into(),
             reason: reason.map(str::to_owned),
+            soft_failed,
         });
     }
 

@@ -83,6 +83,12 @@ struct JobV1 {
     #[serde(default)]
     carried_from: Option<Uuid>,
     execution: Option<ExecutionV1>,
+    /// Added within format 1: absent (older items, and every job without
+    /// `continue-on-error`) reads as false, which is what those items meant.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    continue_on_error: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    soft_failed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,6 +127,8 @@ impl From<&AttemptState> for AttemptV1 {
                     reason: j.reason,
                     carried_over: j.carried_over,
                     carried_from: j.carried_from,
+                    continue_on_error: j.continue_on_error,
+                    soft_failed: j.soft_failed,
                     execution: j.execution.as_ref().map(|e| ExecutionV1 {
                         id: e.id,
                         status: e.status,
@@ -161,6 +169,8 @@ impl From<AttemptV1> for AttemptState {
                     reason: j.reason,
                     carried_over: j.carried_over,
                     carried_from: j.carried_from,
+                    continue_on_error: j.continue_on_error,
+                    soft_failed: j.soft_failed,
                     execution: j.execution.map(|e| ExecutionRecord {
                         id: e.id,
                         status: e.status,

@@ -243,7 +243,10 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
         job: "b",
         env: BTreeMap::new(),
         inputs: None,
-        needs: HashMap::from([("a".to_string(), NeedState { status: JobStatus::Succeeded, outputs: Some(&outputs) })]),
+        needs: HashMap::from([(
+            "a".to_string(),
+            NeedState { status: JobStatus::Succeeded, soft_failed: false, outputs: Some(&outputs) },
+        )]),
     };
     let job = definition.job("b").unwrap();
     let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
@@ -319,4 +322,84 @@ fn a_cancel_or_a_timeout_withdraws_what_was_queued_and_an_outcome_or_a_skip_does
     skipped.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
     assert_eq!(status_of(&skipped, "test"), JobStatus::Skipped);
     assert_eq!(withdrawn_executions(&finished, &skipped), Vec::<Uuid>::new());
+}
+
+/// `continue-on-error`: a job that fails with it succeeds, marked; the run
+/// succeeds; its dependants run and read `result` 'success', `outcome`
+/// 'failure'. Without it the same failure fails the run (the first test).
+#[test]
+fn a_job_failing_under_continue_on_error_succeeds_soft_failed_and_its_run_succeeds() {
+    let definition = parse_definition(
+        r#"
+jobs:
+  flaky:
+    runs-on: linux
+    continue-on-error: ${{ inputs.tolerate == 'yes' }}
+    steps: [{run: exit 1}]
+  report:
+    needs: flaky
+    runs-on: linux
+    env:
+      SEEN: ${{ needs.flaky.result }}/${{ needs.flaky.outcome }}
+    steps: [{run: echo "$SEEN", continue-on-error: true}, {run: done}]
+"#,
+    )
+    .unwrap();
+    let data = |tolerate: &str| ExpressionData {
+        inputs: serde_json::json!({"tolerate": tolerate}).as_object().cloned(),
+        ..ExpressionData::default()
+    };
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
+    let effect = finish(&mut state, "flaky", JobOutcome::Failed);
+    let flaky = state.jobs.iter().find(|j| j.key == "flaky").unwrap();
+    assert_eq!(
+        (flaky.status, flaky.reason, flaky.soft_failed),
+        (JobStatus::Succeeded, Some(StatusReason::StepFailed), true)
+    );
+    let execution = flaky.execution.as_ref().unwrap();
+    assert_eq!(execution.status, ExecutionStatus::Failed, "the execution's own record says it failed");
+    assert!(effect.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(fact)
+            if fact.status == "succeeded" && fact.soft_failed && fact.reason.as_deref() == Some("step_failed"))));
+    let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
+    let spec = change
+        .emitted
+        .iter()
+        .find_map(|e| match e {
+            Emitted::Queued { spec, .. } if spec.key == "report" => Some(spec.clone()),
+            _ => None,
+        })
+        .expect("report is queued");
+    assert_eq!(spec.env["SEEN"], "success/failure");
+    assert!(spec.steps[0].continue_on_error && !spec.steps[1].continue_on_error);
+    finish(&mut state, "report", JobOutcome::Succeeded);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(state.status, AttemptStatus::Succeeded);
+
+    // The expression decides: given 'no', the same failure fails the run.
+    let mut strict = attempt(&definition);
+    strict.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("no"));
+    finish(&mut strict, "flaky", JobOutcome::Failed);
+    strict.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!((status_of(&strict, "flaky"), status_of(&strict, "report")), (JobStatus::Failed, JobStatus::Skipped));
+    assert_eq!(strict.status, AttemptStatus::Failed);
+}
+
+/// A timeout is a failure `continue-on-error` forgives; a cancel is not.
+#[test]
+fn continue_on_error_forgives_a_timeout_but_a_cancel_stays_a_cancel() {
+    let definition = parse_definition(
+        "jobs:\n  a:\n    runs-on: l\n    timeout-minutes: 1\n    continue-on-error: true\n    steps: [{run: x}]\n  b:\n    runs-on: l\n    continue-on-error: true\n    steps: [{run: x}]\n",
+    )
+    .unwrap();
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    state.advance(&definition, now + chrono::Duration::minutes(2), MINUTE, 40, &RunnerEndings::new());
+    let a = state.jobs.iter().find(|j| j.key == "a").unwrap();
+    assert_eq!((a.status, a.reason, a.soft_failed), (JobStatus::Succeeded, Some(StatusReason::TimedOut), true));
+    state.cancel(&definition, now, 40).unwrap();
+    let b = state.jobs.iter().find(|j| j.key == "b").unwrap();
+    assert_eq!((b.status, b.soft_failed), (JobStatus::Cancelled, false));
 }

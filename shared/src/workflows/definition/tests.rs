@@ -328,3 +328,26 @@ fn definition_error_maps_to_a_400_invalid_definition() {
     assert_eq!(api.status(), http::StatusCode::BAD_REQUEST);
     assert_eq!(api.message, "job `t`, field `needs`: unknown job `x`");
 }
+
+#[test]
+fn continue_on_error_is_a_boolean_or_one_expression_checked_like_the_others() {
+    let job = |value: &str| {
+        parse_definition(&format!(
+            "jobs:\n  a:\n    runs-on: l\n    steps: [{{run: x}}]\n  b:\n    needs: a\n    runs-on: l\n    continue-on-error: {value}\n    steps: [{{run: x, continue-on-error: {value}}}]\n"
+        ))
+    };
+    let accepted = job("true").unwrap();
+    let b = accepted.job("b").unwrap();
+    assert_eq!((b.continue_on_error.as_deref(), b.steps[0].continue_on_error.as_deref()), (Some("true"), Some("true")));
+    let off = job("false").unwrap();
+    assert_eq!(off.job("b").unwrap().continue_on_error, None, "false is the same as leaving it out");
+    let expression = job("\"${{ needs.a.result == 'success' }}\"").unwrap();
+    assert_eq!(expression.job("b").unwrap().continue_on_error.as_deref(), Some("${{ needs.a.result == 'success' }}"));
+    let err = job("maybe").unwrap_err();
+    assert_eq!(err.job.as_deref(), Some("b"), "{err}");
+    assert!(err.field.as_deref().is_some_and(|f| f.ends_with("continue-on-error")), "{err}");
+    let err = job("\"${{ needs.c.outcome }}\"").unwrap_err();
+    assert!(err.to_string().contains("`c` is not among this job's needs"), "{err}");
+    let err = job("3").unwrap_err();
+    assert!(err.message.contains("true, false or one expression"), "{err}");
+}

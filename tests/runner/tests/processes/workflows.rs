@@ -247,6 +247,77 @@ async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_sti
     stack.assert_all_facts_valid();
 }
 
+/// `continue-on-error` on a job and on a step, run by a real runner: the
+/// step's failure lets the next step run; the job's failure leaves the run
+/// `succeeded`, the job `succeeded` marked `soft_failed`, and its dependant
+/// reads `needs.lint.result` 'success' and `needs.lint.outcome` 'failure'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succeeds() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: tolerant
+{env}jobs:
+  lint:
+    runs-on: linux
+    continue-on-error: true
+    steps:
+      - {{name: style, run: 'exit 4'}}
+      - {{name: after, run: touch "$SHARED/lint-after"}}
+  build:
+    runs-on: linux
+    steps:
+      - name: optional
+        continue-on-error: true
+        run: exit 7
+      - {{name: compile, run: touch "$SHARED/compiled"}}
+  report:
+    needs: [lint, build]
+    runs-on: linux
+    outputs: [seen]
+    steps:
+      - run: echo "seen=${{{{ needs.lint.result }}}}/${{{{ needs.lint.outcome }}}}/${{{{ needs.build.outcome }}}}" >> "$BATON_OUTPUT"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let lint = job_in(&view, 1, "lint");
+    assert_eq!(
+        (&lint["status"], &lint["status_reason"], &lint["soft_failed"]),
+        (&json!("succeeded"), &json!("step_failed"), &json!(true)),
+        "{lint:#}"
+    );
+    let lint_run = execution_of(&view, 1, "lint");
+    assert_eq!(lint_run["status"], "failed", "the execution says what happened: {lint_run:#}");
+    assert_eq!(step_outcomes(lint_run), vec![("failed".into(), json!(4)), ("skipped".into(), Value::Null)]);
+    assert!(!shared.join("lint-after").exists(), "a job's continue-on-error does not run the steps after a failure");
+
+    let build = job_in(&view, 1, "build");
+    assert_eq!((&build["status"], &build["soft_failed"]), (&json!("succeeded"), &Value::Null), "{build:#}");
+    let build_run = execution_of(&view, 1, "build");
+    assert_eq!(step_outcomes(build_run), vec![("failed".into(), json!(7)), ("succeeded".into(), json!(0))]);
+    assert_eq!(build_run["steps"][0]["soft_failed"], true, "{build_run:#}");
+    assert!(shared.join("compiled").exists(), "the step after a continue-on-error step ran");
+
+    assert_eq!(job_in(&view, 1, "report")["outputs"]["seen"], "success/failure/success");
+    let lint_facts: Vec<Value> =
+        stack.facts("baton.workflows.job.terminated").into_iter().filter(|f| f["job_key"] == "lint").collect();
+    assert!(!lint_facts.is_empty());
+    assert!(lint_facts.iter().all(|f| f["soft_failed"] == true && f["status"] == "succeeded"), "{lint_facts:#?}");
+
+    let shown = baton(&stack, &["run", "get", &run_id, "--workspace", &ws]).await;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("succeeded (soft-failed: step_failed)"), "{text}");
+    assert!(text.contains("[continued]"), "{text}");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
     let stack = fast_lease_stack().await;

@@ -149,6 +149,7 @@ impl Runner {
             .map(|id| StepResult {
                 id: *id,
                 status,
+                soft_failed: false,
                 exit_code: match status {
                     StepStatus::Succeeded => Some(0),
                     StepStatus::Failed => Some(1),

@@ -57,6 +57,7 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
             run: run.to_string(),
             env: BTreeMap::new(),
             timeout_s: None,
+            continue_on_error: false,
         })
         .collect();
     queued
