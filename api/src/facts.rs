@@ -208,6 +208,10 @@ pub struct JobExecutionQueued {
     pub queued_at: DateTime<Utc>,
     /// The job's key, labels and timeout; its steps and env are in the table.
     pub job: QueuedJob,
+    /// 0 for the job's first execution in its attempt; n for its n-th
+    /// automatic retry (`retry:`). Added to version 1 (absent reads as 0).
+    #[serde(default)]
+    pub retry: u32,
 }
 
 impl FactDetail for JobExecutionQueued {

@@ -81,6 +81,10 @@ pub struct JobView {
     /// `continue-on-error` made it `succeeded`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub soft_failed: bool,
+    /// Its `retry:` limit: up to this many executions after the first
+    /// (`executions` lists every one, oldest first).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_retries: u32,
     pub labels: Vec<String>,
     pub needs: Vec<String>,
     pub carried_over: bool,
@@ -126,6 +130,10 @@ pub struct StepView {
     /// From `started_at` to `finished_at` (so far, while it runs).
     #[serde(default)]
     pub duration_ms: Option<u64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Milliseconds from `start` to `end`, or to `now` while it has not ended.

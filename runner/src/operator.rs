@@ -214,6 +214,10 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
         if job.carried_over {
             status.push_str(" [carried over]");
         }
+        // `[try 2 of 3]`: which execution this is, under `retry:`.
+        if job.max_retries > 0 || job.executions.len() > 1 {
+            status.push_str(&format!(" [try {} of {}]", job.executions.len().max(1), job.max_retries + 1));
+        }
         status.push_str(&took(job.status.is_terminal(), job.duration_ms));
         out.push((format!("  job {}", job.key), status));
         if let Some(execution) = job.executions.last() {

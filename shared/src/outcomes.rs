@@ -27,6 +27,7 @@ use crate::metrics::{emit, Unit};
 use crate::orchestration::{parked_past_deadline, wake, JOBS_PER_TRANSACTION};
 use crate::store::attempts::{AttemptStep, AttemptUpdated, AttemptWrite};
 use crate::workflows::attempt::step_statuses;
+use crate::workflows::execution::failing_exit_code;
 use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 
 /// Attempts of at most this many jobs get the direct path. The attempt item
@@ -146,9 +147,11 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
                 }
                 found.known = true;
                 let event = match fact.kind {
-                    Kind::Completed(status) => {
-                        ExecutionEvent::Completed { status, steps: all_steps(definition, &job.key, fact) }
-                    }
+                    Kind::Completed(status) => ExecutionEvent::Completed {
+                        status,
+                        steps: all_steps(definition, &job.key, fact),
+                        exit_code: failing_exit_code(&fact.steps),
+                    },
                     Kind::LeaseExpired => ExecutionEvent::LeaseExpired { steps: all_steps(definition, &job.key, fact) },
                 };
                 found.already_ended =

@@ -267,6 +267,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
             job_execution_id: Uuid::now_v7(),
             queued_at,
             job: QueuedJob::from(&spec),
+            retry: 0,
         },
     );
     Queued { fact, spec }

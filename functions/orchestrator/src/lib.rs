@@ -381,7 +381,7 @@ mod tests {
         assert_eq!(park_or_report(&item, "t", None), Ended::Report, "Advance always reports");
         let job = item.state.jobs[0].clone();
         let execution = job.execution.as_ref().unwrap().id;
-        let done = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] };
+        let done = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![], exit_code: None };
         item.state.apply_runner_event(job.id, execution, &done, None, now);
         item.state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
         assert_eq!(park_or_report(&item, "t", park(now, 300)), Ended::Report, "done");

@@ -170,6 +170,7 @@ impl RunnerRecord {
                 status: self.outcome.unwrap_or(JobOutcome::Failed),
                 // The recorded outcome already counts a failed step.
                 steps: Vec::new(),
+                exit_code: crate::workflows::execution::failing_exit_code(self.steps.values()),
             }),
             RunnerStatus::Expired => {
                 let reported: Vec<StepResult> = self.steps.values().cloned().collect();

@@ -38,6 +38,7 @@ use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, Ex
 use super::expressions;
 use super::references::{self, ExpressionData, JobScope, NeedState};
 use super::rerun::RerunMode;
+use super::retry::{self, RetryPolicy};
 use super::status::derive_attempt_status;
 use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
 use crate::facts::{
@@ -109,6 +110,37 @@ pub struct JobState {
     /// `succeeded`: the run is not failed by it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub soft_failed: bool,
+    /// Its `retry:`, copied when it is queued: what decides, when an
+    /// execution fails, whether another is started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// Executions that failed and were retried, in order (`execution` is
+    /// the latest): their own steps, logs and leases, kept for the view.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_executions: Vec<ExecutionRecord>,
+}
+
+impl JobState {
+    /// Every execution of the job in this attempt, oldest first.
+    pub fn executions(&self) -> impl Iterator<Item = &ExecutionRecord> {
+        self.earlier_executions.iter().chain(self.execution.as_ref())
+    }
+}
+
+impl ExecutionRecord {
+    /// A new execution that has not been queued yet.
+    pub fn pending() -> Self {
+        Self {
+            id: crate::ids::new_id(),
+            status: ExecutionStatus::Pending,
+            reason: None,
+            queued_at: None,
+            started_at: None,
+            finished_at: None,
+            deadline: None,
+            runner_session_id: None,
+        }
+    }
 }
 
 /// The job's execution in this attempt.
@@ -155,10 +187,11 @@ pub fn withdrawn_executions(before: &AttemptState, after: &AttemptState) -> Vec<
             .filter_map(|job| job.execution.as_ref())
             .any(|e| e.id == id && matches!(e.status, ExecutionStatus::Queued | ExecutionStatus::Running))
     };
+    // A timed-out execution that was retried is among the earlier ones.
     after
         .jobs
         .iter()
-        .filter_map(|job| job.execution.as_ref())
+        .flat_map(JobState::executions)
         .filter(|e| e.status.is_terminal())
         .filter(|e| matches!(e.reason, Some(StatusReason::TimedOut | StatusReason::RunCancelled)))
         .filter(|e| was_queued(e.id))
@@ -304,6 +337,14 @@ fn expand(text: &str, scope: &JobScope<'_>, budget: &mut usize) -> String {
     }
 }
 
+/// The exit code a runner's completion carries, if any.
+fn exit_code_of(event: &ExecutionEvent) -> Option<i32> {
+    match event {
+        ExecutionEvent::Completed { exit_code, .. } => *exit_code,
+        _ => None,
+    }
+}
+
 fn scaled(minutes: u32, minute: Duration) -> chrono::Duration {
     chrono::Duration::seconds(i64::from(minutes).saturating_mul(minute.as_secs() as i64))
 }
@@ -417,6 +458,8 @@ impl AttemptState {
                     execution: None,
                     continue_on_error: previous.continue_on_error,
                     soft_failed: previous.soft_failed,
+                    retry: None,
+                    earlier_executions: Vec::new(),
                 },
                 None => JobState {
                     id: crate::ids::new_id(),
@@ -425,18 +468,11 @@ impl AttemptState {
                     reason: None,
                     carried_over: false,
                     carried_from: None,
-                    execution: Some(ExecutionRecord {
-                        id: crate::ids::new_id(),
-                        status: ExecutionStatus::Pending,
-                        reason: None,
-                        queued_at: None,
-                        started_at: None,
-                        finished_at: None,
-                        deadline: None,
-                        runner_session_id: None,
-                    }),
+                    execution: Some(ExecutionRecord::pending()),
                     continue_on_error: false,
                     soft_failed: false,
+                    retry: None,
+                    earlier_executions: Vec::new(),
                 },
             })
             .collect();
@@ -505,6 +541,7 @@ impl AttemptState {
         &mut self,
         index: usize,
         ended: &RunnerEndings,
+        may_retry: bool,
         now: DateTime<Utc>,
     ) -> Option<Vec<Emitted>> {
         let execution = self.jobs[index].execution.as_ref()?;
@@ -513,10 +550,55 @@ impl AttemptState {
             ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at };
         match apply_execution_event(&state, event) {
             ExecutionUpdate::Apply(next) if next.status.is_terminal() => {
+                if may_retry {
+                    if let Some(emitted) = self.retry(index, &next, exit_code_of(event), now) {
+                        return Some(emitted);
+                    }
+                }
                 Some(self.end_job(index, job_status_of(next.status), next.status, next.reason, now))
             }
             _ => None,
         }
+    }
+
+    /// Tries job `index` again if its `retry:` asks for how its execution
+    /// ended (`ended`, a failure): the failed execution ends and is kept in
+    /// `earlier_executions` (its terminated fact lets the runners' side end
+    /// its records), and a new pending execution takes its place. The job is
+    /// pending again, its needs still done: the next advance queues it as
+    /// any ready job, its expressions resolved as before, its timeout
+    /// counted from that queueing. `None` when it is not retried.
+    fn retry(
+        &mut self,
+        index: usize,
+        ended: &ExecutionState,
+        exit_code: Option<i32>,
+        now: DateTime<Utc>,
+    ) -> Option<Vec<Emitted>> {
+        let (run_id, attempt) = (self.run_id, self.attempt);
+        let job = &mut self.jobs[index];
+        let reason = ended.reason.filter(|_| ended.status == ExecutionStatus::Failed)?;
+        let failure = retry::Failure { reason, exit_code };
+        if !retry::retries(job.retry.as_ref(), failure, job.earlier_executions.len() as u32) {
+            return None;
+        }
+        let mut failed = job.execution.replace(ExecutionRecord::pending())?;
+        failed.status = ExecutionStatus::Failed;
+        failed.reason = Some(reason);
+        failed.started_at = ended.started_at.or(failed.started_at);
+        failed.finished_at = Some(now);
+        let fact = JobExecutionTerminated {
+            run_id,
+            attempt,
+            job_id: job.id,
+            job_execution_id: failed.id,
+            status: ExecutionStatus::Failed.as_str().into(),
+            reason: Some(reason.as_str().into()),
+        };
+        job.earlier_executions.push(failed);
+        job.status = JobStatus::Pending;
+        job.reason = None;
+        Some(vec![Emitted::ExecutionTerminated(fact)])
     }
 
     /// Ends job `index` (and its execution, if not terminal yet) with
@@ -662,7 +744,7 @@ impl AttemptState {
                 if self.jobs[index].status.is_terminal() {
                     continue;
                 }
-                if let Some(emitted) = self.end_as_the_runner_did(index, ended, now) {
+                if let Some(emitted) = self.end_as_the_runner_did(index, ended, false, now) {
                     change.emitted.extend(emitted);
                 } else {
                     let job = &self.jobs[index];
@@ -703,14 +785,18 @@ impl AttemptState {
                 execution.id,
                 ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at },
             );
-            if let Some(emitted) = self.end_as_the_runner_did(index, ended, now) {
+            if let Some(emitted) = self.end_as_the_runner_did(index, ended, true, now) {
                 change.emitted.extend(emitted);
                 change.changed = true;
                 touched += 1;
                 continue;
             }
             if let ExecutionUpdate::Apply(next) = apply_execution_event(&state, &ExecutionEvent::TimedOut) {
-                change.emitted.extend(self.end_job(index, job_status_of(next.status), next.status, next.reason, now));
+                let emitted = match self.retry(index, &next, None, now) {
+                    Some(retried) => retried,
+                    None => self.end_job(index, job_status_of(next.status), next.status, next.reason, now),
+                };
+                change.emitted.extend(emitted);
                 change.timed_out.push(id);
                 change.changed = true;
                 touched += 1;
@@ -873,6 +959,8 @@ impl AttemptState {
         let execution = job.execution.as_mut()?;
         job.status = JobStatus::Queued;
         job.continue_on_error = spec.continue_on_error;
+        job.retry = defined.retry.clone();
+        let retry = job.earlier_executions.len() as u32;
         execution.status = ExecutionStatus::Queued;
         let queued_at = *execution.queued_at.get_or_insert(now);
         execution.deadline = Some(queued_at + scaled(defined.timeout_minutes, minute));
@@ -883,6 +971,7 @@ impl AttemptState {
             job_execution_id: execution.id,
             queued_at,
             job: QueuedJob::from(&spec),
+            retry,
         };
         Some(Emitted::Queued { fact, spec })
     }
@@ -915,7 +1004,10 @@ impl AttemptState {
             execution.runner_session_id = session_id;
         }
         if next.status.is_terminal() && !was_terminal {
-            effect.emitted = self.end_job(index, job_status_of(next.status), next.status, next.reason, at);
+            effect.emitted = match self.retry(index, &next, exit_code_of(event), at) {
+                Some(retried) => retried,
+                None => self.end_job(index, job_status_of(next.status), next.status, next.reason, at),
+            };
             effect.finished = true;
         } else if !was_terminal {
             let job = &mut self.jobs[index];

@@ -106,6 +106,9 @@ pub struct JobDefinition {
     /// ends `succeeded`, marked `soft_failed`, and does not fail its run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_on_error: Option<String>,
+    /// `retry:`: which failures are tried again, as new executions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<super::retry::RetryPolicy>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub steps: Vec<StepDefinition>,

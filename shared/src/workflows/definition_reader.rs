@@ -13,12 +13,25 @@ use super::definition::{
     MAX_TIMEOUT_MINUTES,
 };
 use super::expressions::{self, Reference};
+use super::retry::{RetryPolicy, RetryWhen, MAX_RETRIES};
 use super::yaml::YamlNode;
 use crate::runners::labels;
 
 const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "jobs", "on"];
-const JOB_FIELDS: &[&str] =
-    &["name", "runs-on", "needs", "if", "timeout-minutes", "continue-on-error", "env", "steps", "outputs", "mask-env"];
+const JOB_FIELDS: &[&str] = &[
+    "name",
+    "runs-on",
+    "needs",
+    "if",
+    "timeout-minutes",
+    "continue-on-error",
+    "retry",
+    "env",
+    "steps",
+    "outputs",
+    "mask-env",
+];
+const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes"];
 const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes", "continue-on-error"];
 
 /// Where in the definition a value sits, to build precise errors.
@@ -157,9 +170,11 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
     let outputs = read_outputs(fields.get("outputs"), &at.field("outputs"))?;
     let mask_env = read_names(fields.get("mask-env"), &at.field("mask-env"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
+    let retry = read_retry(fields.get("retry"), &at.field("retry"))?;
     Ok(JobDefinition {
         mask_env,
         continue_on_error,
+        retry,
         key: key.to_string(),
         name,
         labels,
@@ -306,6 +321,71 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     Ok(StepDefinition { id, name, run, env, timeout_minutes, continue_on_error })
+}
+
+/// `retry:`: a number of retries for any failure (`retry: 2`), or
+/// `{max, when: [runner_lost, timed_out, step_failed], exit-codes: [...]}`
+/// (`when` defaults to all three; `exit-codes` narrows `step_failed`).
+/// `0` is the same as leaving it out.
+fn read_retry(node: Option<&YamlNode>, at: &Location) -> Result<Option<RetryPolicy>, DefinitionError> {
+    let Some(node) = node else { return Ok(None) };
+    let read_max = |node: &YamlNode, at: &Location| match node {
+        YamlNode::Integer(max) if (0..=i128::from(MAX_RETRIES)).contains(max) => Ok(*max as u32),
+        _ => Err(at.error(format!("must be a whole number of retries from 0 to {MAX_RETRIES}"))),
+    };
+    let policy = match node {
+        YamlNode::Integer(_) => {
+            RetryPolicy { max: read_max(node, at)?, when: RetryWhen::ALL.to_vec(), exit_codes: Vec::new() }
+        }
+        YamlNode::Mapping(_) => {
+            let fields = Fields::read(node, RETRY_FIELDS, at, "a mapping with `max`")?;
+            let Some(max) = fields.get("max") else { return Err(at.field("max").error("required: the most retries")) };
+            let max = read_max(max, &at.field("max"))?;
+            let when = match fields.get("when") {
+                None => RetryWhen::ALL.to_vec(),
+                Some(node) => {
+                    let at = at.field("when");
+                    let mut when = Vec::new();
+                    for text in read_text_list(node, &at, "a list of failure classes")? {
+                        let class = RetryWhen::parse(&text).ok_or_else(|| {
+                            at.error(format!("unknown failure class `{text}`: runner_lost, timed_out or step_failed"))
+                        })?;
+                        if !when.contains(&class) {
+                            when.push(class);
+                        }
+                    }
+                    if when.is_empty() {
+                        return Err(at.error("at least one failure class"));
+                    }
+                    when.sort();
+                    when
+                }
+            };
+            let exit_codes = match fields.get("exit-codes") {
+                None => Vec::new(),
+                Some(YamlNode::Sequence(items)) => {
+                    let at = at.field("exit-codes");
+                    let mut codes = Vec::new();
+                    for item in items {
+                        match item {
+                            YamlNode::Integer(code) if (0..=255).contains(code) => codes.push(*code as i32),
+                            other => return Err(at.expected("exit codes from 0 to 255", other)),
+                        }
+                    }
+                    codes.sort_unstable();
+                    codes.dedup();
+                    codes
+                }
+                Some(other) => return Err(at.field("exit-codes").expected("a list of exit codes", other)),
+            };
+            if !exit_codes.is_empty() && !when.contains(&RetryWhen::StepFailed) {
+                return Err(at.field("exit-codes").error("narrows step_failed, which `when` does not list"));
+            }
+            RetryPolicy { max, when, exit_codes }
+        }
+        other => return Err(at.expected("a number of retries or a mapping with `max`", other)),
+    };
+    Ok((policy.max > 0).then_some(policy))
 }
 
 /// `continue-on-error`: `true` or `false`, or one `${{ … }}` decided when

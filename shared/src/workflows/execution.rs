@@ -38,8 +38,10 @@ pub enum ExecutionEvent {
     /// A runner claimed it (`runners.job.claimed`), at the claim's instant.
     Claimed { at: DateTime<Utc> },
     /// Its runner completed it (`runners.job.completed`). `steps` holds the
-    /// status of every step of the job, in order.
-    Completed { status: JobOutcome, steps: Vec<StepStatus> },
+    /// status of every step of the job, in order; `exit_code` is the exit
+    /// of the step that failed it, if one did and exited (a retry narrowed
+    /// to exit codes decides on it).
+    Completed { status: JobOutcome, steps: Vec<StepStatus>, exit_code: Option<i32> },
     /// Its lease expired (`runners.job.lease_expired`). `steps` holds the
     /// status of every step of the job as last reported; steps never
     /// reported on are `pending`.
@@ -83,7 +85,7 @@ pub fn apply_execution_event(current: &ExecutionState, event: &ExecutionEvent) -
         return ExecutionUpdate::NoOp;
     }
     let (status, reason) = match event {
-        ExecutionEvent::Completed { status, steps } => outcome_of_completion(*status, steps),
+        ExecutionEvent::Completed { status, steps, .. } => outcome_of_completion(*status, steps),
         ExecutionEvent::LeaseExpired { steps } => outcome_of_lost_lease(steps),
         ExecutionEvent::TimedOut => (ExecutionStatus::Failed, Some(StatusReason::TimedOut)),
         ExecutionEvent::Cancelled => (ExecutionStatus::Cancelled, Some(StatusReason::RunCancelled)),
@@ -140,6 +142,15 @@ pub fn recorded_outcome(status: JobOutcome, steps: &[crate::facts::StepResult]) 
     } else {
         status
     }
+}
+
+/// The exit code of the step that failed a job (the first failed step that
+/// `continue-on-error` did not forgive), if it exited.
+pub fn failing_exit_code<'a>(steps: impl IntoIterator<Item = &'a crate::facts::StepResult>) -> Option<i32> {
+    steps
+        .into_iter()
+        .find(|step| step.status == StepStatus::Failed && !step.soft_failed)
+        .and_then(|step| step.exit_code)
 }
 
 /// The runner's word, unless a step it reported failed: a job "succeeded"

@@ -13,6 +13,7 @@ pub mod expressions;
 pub mod graph;
 pub mod references;
 pub mod rerun;
+pub mod retry;
 pub mod status;
 pub mod view;
 mod yaml;

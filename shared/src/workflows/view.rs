@@ -110,6 +110,7 @@ fn attempt_view(
                     status: job.status,
                     status_reason: job.reason,
                     soft_failed: job.soft_failed,
+                    max_retries: defined.and_then(|d| d.retry.as_ref()).map_or(0, |retry| retry.max),
                     labels: defined.map(|d| d.labels.clone()).unwrap_or_default(),
                     needs: defined.map(|d| d.needs.clone()).unwrap_or_default(),
                     carried_over: job.carried_over,
@@ -121,8 +122,7 @@ fn attempt_view(
                         .unwrap_or_default(),
                     duration_ms: job.execution.as_ref().and_then(|e| duration_ms(e.started_at, e.finished_at, now)),
                     executions: job
-                        .execution
-                        .iter()
+                        .executions()
                         .map(|execution| {
                             let reported = results.get(&execution.id).map(|result| &result.steps);
                             ExecutionView {

@@ -267,14 +267,17 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         });
     }
 
-    check(JobExecutionQueued {
-        run_id: id(),
-        attempt: 1,
-        job_id: id(),
-        job_execution_id: id(),
-        queued_at: Utc::now(),
-        job: queued_job(),
-    });
+    for retry in [0, 3] {
+        check(JobExecutionQueued {
+            run_id: id(),
+            attempt: 1,
+            job_id: id(),
+            job_execution_id: id(),
+            queued_at: Utc::now(),
+            job: queued_job(),
+            retry,
+        });
+    }
 
     for (status, reason) in [
         ("succeeded", None),

@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use super::AttemptItem;
 use crate::workflows::attempt::{AttemptState, ExecutionRecord, JobState};
+use crate::workflows::retry::RetryPolicy;
 use crate::workflows::status::{AttemptStatus, ExecutionStatus, JobStatus, StatusReason};
 use crate::workflows::RerunMode;
 
@@ -83,12 +84,17 @@ struct JobV1 {
     #[serde(default)]
     carried_from: Option<Uuid>,
     execution: Option<ExecutionV1>,
-    /// Added within format 1: absent (older items, and every job without
-    /// `continue-on-error`) reads as false, which is what those items meant.
+    /// The four fields below were added within format 1: absent (older
+    /// items, and every job without `continue-on-error` or `retry:`) reads
+    /// as false, none and empty, which is what those items meant.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     continue_on_error: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     soft_failed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry: Option<RetryPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    earlier_executions: Vec<ExecutionV1>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,16 +135,9 @@ impl From<&AttemptState> for AttemptV1 {
                     carried_from: j.carried_from,
                     continue_on_error: j.continue_on_error,
                     soft_failed: j.soft_failed,
-                    execution: j.execution.as_ref().map(|e| ExecutionV1 {
-                        id: e.id,
-                        status: e.status,
-                        reason: e.reason,
-                        queued_at: e.queued_at,
-                        started_at: e.started_at,
-                        finished_at: e.finished_at,
-                        deadline: e.deadline,
-                        runner_session_id: e.runner_session_id,
-                    }),
+                    retry: j.retry.clone(),
+                    earlier_executions: j.earlier_executions.iter().map(ExecutionV1::from).collect(),
+                    execution: j.execution.as_ref().map(ExecutionV1::from),
                 })
                 .collect(),
         }
@@ -171,18 +170,41 @@ impl From<AttemptV1> for AttemptState {
                     carried_from: j.carried_from,
                     continue_on_error: j.continue_on_error,
                     soft_failed: j.soft_failed,
-                    execution: j.execution.map(|e| ExecutionRecord {
-                        id: e.id,
-                        status: e.status,
-                        reason: e.reason,
-                        queued_at: e.queued_at,
-                        started_at: e.started_at,
-                        finished_at: e.finished_at,
-                        deadline: e.deadline,
-                        runner_session_id: e.runner_session_id,
-                    }),
+                    retry: j.retry,
+                    earlier_executions: j.earlier_executions.into_iter().map(ExecutionRecord::from).collect(),
+                    execution: j.execution.map(ExecutionRecord::from),
                 })
                 .collect(),
+        }
+    }
+}
+
+impl From<&ExecutionRecord> for ExecutionV1 {
+    fn from(e: &ExecutionRecord) -> Self {
+        Self {
+            id: e.id,
+            status: e.status,
+            reason: e.reason,
+            queued_at: e.queued_at,
+            started_at: e.started_at,
+            finished_at: e.finished_at,
+            deadline: e.deadline,
+            runner_session_id: e.runner_session_id,
+        }
+    }
+}
+
+impl From<ExecutionV1> for ExecutionRecord {
+    fn from(e: ExecutionV1) -> Self {
+        Self {
+            id: e.id,
+            status: e.status,
+            reason: e.reason,
+            queued_at: e.queued_at,
+            started_at: e.started_at,
+            finished_at: e.finished_at,
+            deadline: e.deadline,
+            runner_session_id: e.runner_session_id,
         }
     }
 }

@@ -47,7 +47,7 @@ fn status_of(state: &AttemptState, key: &str) -> JobStatus {
 fn finish(state: &mut AttemptState, key: &str, status: JobOutcome) -> RunnerEffect {
     let job = state.jobs.iter().find(|j| j.key == key).unwrap().clone();
     let execution = job.execution.unwrap().id;
-    let event = ExecutionEvent::Completed { status, steps: vec![] };
+    let event = ExecutionEvent::Completed { status, steps: vec![], exit_code: None };
     state.apply_runner_event(job.id, execution, &event, None, Utc::now())
 }
 
@@ -117,8 +117,10 @@ fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it(
     let mut completed = attempt(&definition);
     completed.jobs[0].execution.as_mut().unwrap().id = build;
     completed.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
-    let ended =
-        RunnerEndings::from([(build, ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] })]);
+    let ended = RunnerEndings::from([(
+        build,
+        ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![], exit_code: None },
+    )]);
     let change = completed.advance(&definition, late, MINUTE, 40, &ended);
     assert!(change.timed_out.is_empty());
     assert_eq!(status_of(&completed, "build"), JobStatus::Succeeded);
@@ -145,8 +147,10 @@ fn at_the_run_timeout_a_job_its_runner_finished_keeps_its_success() {
     // The job's own timeout is later than the run's in this check.
     state.jobs[0].execution.as_mut().unwrap().deadline = Some(after_run_timeout + chrono::Duration::hours(1));
     assert_eq!(state.overdue_executions(after_run_timeout), vec![build]);
-    let ended =
-        RunnerEndings::from([(build, ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![] })]);
+    let ended = RunnerEndings::from([(
+        build,
+        ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![], exit_code: None },
+    )]);
     let change = state.advance(&definition, after_run_timeout, MINUTE, 40, &ended);
     assert!(change.timed_out.is_empty());
     assert_eq!(status_of(&state, "build"), JobStatus::Succeeded);
@@ -402,4 +406,138 @@ fn continue_on_error_forgives_a_timeout_but_a_cancel_stays_a_cancel() {
     state.cancel(&definition, now, 40).unwrap();
     let b = state.jobs.iter().find(|j| j.key == "b").unwrap();
     assert_eq!((b.status, b.soft_failed), (JobStatus::Cancelled, false));
+}
+
+fn job<'a>(state: &'a AttemptState, key: &str) -> &'a JobState {
+    state.jobs.iter().find(|j| j.key == key).unwrap()
+}
+
+/// The queued facts of `change` for job `key`, as (execution, retry).
+fn queued_of(change: &Change, key: &str) -> Vec<(Uuid, u32)> {
+    change
+        .emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Queued { fact, .. } if fact.job.key == key => Some((fact.job_execution_id, fact.retry)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `retry:` on runner_lost: the lost execution ends (its terminated fact
+/// for the runners' side), a new one of the same job is queued with its own
+/// id, and when it succeeds so do the job and the attempt; the view's
+/// history keeps both.
+#[test]
+fn a_job_whose_runner_was_lost_is_retried_as_a_new_execution_and_can_succeed() {
+    let definition = parse_definition(
+        "jobs:\n  build:\n    runs-on: l\n    retry: {max: 2, when: [runner_lost]}\n    steps: [{run: make}]\n  test:\n    needs: build\n    runs-on: l\n    steps: [{run: t}]\n",
+    )
+    .unwrap();
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    let first = queued_of(&state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new()), "build");
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].1, 0, "the first execution is retry 0");
+    let lost = ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] };
+    let build_id = job(&state, "build").id;
+    let effect = state.apply_runner_event(build_id, first[0].0, &lost, None, now);
+    assert!(effect.finished);
+    assert!(
+        matches!(effect.emitted.as_slice(), [Emitted::ExecutionTerminated(fact)]
+            if fact.job_execution_id == first[0].0 && fact.reason.as_deref() == Some("runner_lost")),
+        "only the execution ends, not the job: {:?}",
+        effect.emitted
+    );
+    assert_eq!(job(&state, "build").status, JobStatus::Pending);
+    let second = queued_of(&state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new()), "build");
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].0, first[0].0, "a new execution");
+    assert_eq!(second[0].1, 1, "retry 1");
+    finish(&mut state, "build", JobOutcome::Succeeded);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    finish(&mut state, "test", JobOutcome::Succeeded);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(state.status, AttemptStatus::Succeeded);
+    let build = job(&state, "build");
+    let history: Vec<(Uuid, ExecutionStatus, Option<StatusReason>)> =
+        build.executions().map(|e| (e.id, e.status, e.reason)).collect();
+    assert_eq!(
+        history,
+        vec![
+            (first[0].0, ExecutionStatus::Failed, Some(StatusReason::RunnerLost)),
+            (second[0].0, ExecutionStatus::Succeeded, None)
+        ]
+    );
+    // The stored form keeps the history.
+    let stored: AttemptState = serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
+    assert_eq!(stored, state);
+}
+
+/// Exit codes narrow `step_failed`; a retry that is not asked for fails
+/// the job as before; `max` bounds the executions.
+#[test]
+fn a_step_failure_is_retried_only_on_its_exit_codes_and_at_most_max_times() {
+    let definition = parse_definition(
+        "jobs:\n  flaky:\n    runs-on: l\n    retry: {max: 2, when: [step_failed], exit-codes: [75]}\n    steps: [{run: x}]\n",
+    )
+    .unwrap();
+    let now = Utc::now();
+    let fail = |state: &mut AttemptState, code: i32| {
+        let flaky = job(state, "flaky").clone();
+        let execution = flaky.execution.unwrap().id;
+        let event = ExecutionEvent::Completed {
+            status: JobOutcome::Failed,
+            steps: vec![StepStatus::Failed],
+            exit_code: Some(code),
+        };
+        state.apply_runner_event(flaky.id, execution, &event, None, now)
+    };
+    let mut other_code = attempt(&definition);
+    other_code.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    fail(&mut other_code, 1);
+    assert_eq!(job(&other_code, "flaky").status, JobStatus::Failed, "exit 1 is not retried");
+
+    let mut state = attempt(&definition);
+    for _ in 0..2 {
+        state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+        fail(&mut state, 75);
+        assert_eq!(job(&state, "flaky").status, JobStatus::Pending, "retried");
+    }
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    fail(&mut state, 75);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(job(&state, "flaky").status, JobStatus::Failed, "the third failure ends it: max 2 retries");
+    assert_eq!(job(&state, "flaky").executions().count(), 3);
+    assert_eq!(state.status, AttemptStatus::Failed);
+}
+
+/// A job timeout is retried with its timeout counted from the new
+/// queueing; the run's timeout and a cancel are never retried.
+#[test]
+fn a_timed_out_job_is_retried_but_not_past_the_run_timeout_nor_a_cancel() {
+    let definition = parse_definition(
+        "timeout-minutes: 10\njobs:\n  slow:\n    runs-on: l\n    timeout-minutes: 3\n    retry: 5\n    steps: [{run: x}]\n",
+    )
+    .unwrap();
+    let start = Utc::now();
+    let at = |minutes: i64| start + chrono::Duration::minutes(minutes);
+    let mut state = attempt(&definition);
+    state.advance(&definition, at(0), MINUTE, 40, &RunnerEndings::new());
+    let change = state.advance(&definition, at(4), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(change.timed_out.len(), 1);
+    assert_eq!(queued_of(&change, "slow").len(), 1, "queued again in the same pass");
+    let deadline = job(&state, "slow").execution.as_ref().unwrap().deadline;
+    assert_eq!(deadline, Some(at(7)), "counted from the new queueing");
+    // Past the run's timeout everything ends, retries or not.
+    state.advance(&definition, at(11), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(job(&state, "slow").status, JobStatus::Failed);
+    assert_eq!(state.status, AttemptStatus::Failed);
+    assert_eq!(state.reason, Some(StatusReason::TimedOut));
+
+    let mut cancelled = attempt(&definition);
+    cancelled.advance(&definition, at(0), MINUTE, 40, &RunnerEndings::new());
+    cancelled.cancel(&definition, at(1), 40).unwrap();
+    assert_eq!(job(&cancelled, "slow").status, JobStatus::Cancelled);
+    assert_eq!(job(&cancelled, "slow").executions().count(), 1, "a cancel is never retried");
 }

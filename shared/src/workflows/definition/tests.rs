@@ -351,3 +351,34 @@ fn continue_on_error_is_a_boolean_or_one_expression_checked_like_the_others() {
     let err = job("3").unwrap_err();
     assert!(err.message.contains("true, false or one expression"), "{err}");
 }
+
+#[test]
+fn retry_is_a_count_or_a_policy_and_is_refused_past_its_limits() {
+    use crate::workflows::retry::{RetryPolicy, RetryWhen};
+    let with = |retry: &str| {
+        parse_definition(&format!("jobs:\n  a:\n    runs-on: l\n    retry: {retry}\n    steps: [{{run: x}}]\n"))
+    };
+    assert_eq!(
+        with("2").unwrap().jobs[0].retry,
+        Some(RetryPolicy { max: 2, when: RetryWhen::ALL.to_vec(), exit_codes: vec![] })
+    );
+    assert_eq!(with("0").unwrap().jobs[0].retry, None, "0 is the same as leaving it out");
+    assert_eq!(
+        with("{max: 3, when: [step_failed, runner_lost], exit-codes: [75, 75, 1]}").unwrap().jobs[0].retry,
+        Some(RetryPolicy { max: 3, when: vec![RetryWhen::RunnerLost, RetryWhen::StepFailed], exit_codes: vec![1, 75] })
+    );
+    for (retry, says) in [
+        ("11", "from 0 to 10"),
+        ("{max: 1, when: [flaky]}", "unknown failure class `flaky`"),
+        ("{max: 1, when: [runner_lost], exit-codes: [75]}", "narrows step_failed"),
+        ("{when: [runner_lost]}", "required"),
+        ("{max: 1, exit-codes: [300]}", "exit codes from 0 to 255"),
+        ("{max: 1, backoff: 5}", "unknown field"),
+        ("true", "a number of retries"),
+    ] {
+        let err = with(retry).unwrap_err();
+        assert_eq!(err.job.as_deref(), Some("a"), "{retry}: {err}");
+        assert!(err.field.as_deref().is_some_and(|f| f.starts_with("retry")), "{retry}: {err}");
+        assert!(err.message.contains(says), "{retry}: {err}");
+    }
+}

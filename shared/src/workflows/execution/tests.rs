@@ -23,7 +23,7 @@ fn applied(update: ExecutionUpdate) -> ExecutionState {
 }
 
 fn completed(status: JobOutcome) -> ExecutionEvent {
-    ExecutionEvent::Completed { status, steps: vec![StepStatus::Succeeded] }
+    ExecutionEvent::Completed { status, steps: vec![StepStatus::Succeeded], exit_code: None }
 }
 
 use ExecutionStatus as S;
@@ -69,7 +69,8 @@ fn a_failed_complete_fails_the_execution_as_step_failed() {
 
 #[test]
 fn a_complete_claiming_success_with_a_failed_step_is_recorded_as_failed() {
-    let event = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![StepOk, StepFailed] };
+    let event =
+        ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![StepOk, StepFailed], exit_code: None };
     assert_eq!(applied(apply_execution_event(&running_since(1), &event)).status, S::Failed);
 }
 
@@ -165,7 +166,7 @@ fn any_event() -> impl Strategy<Value = ExecutionEvent> {
     prop_oneof![
         (0u32..60).prop_map(|second| ExecutionEvent::Claimed { at: at(second) }),
         (completion, proptest::collection::vec(step.clone(), 0..4))
-            .prop_map(|(status, steps)| ExecutionEvent::Completed { status, steps }),
+            .prop_map(|(status, steps)| ExecutionEvent::Completed { status, steps, exit_code: None }),
         proptest::collection::vec(step, 0..4).prop_map(|steps| ExecutionEvent::LeaseExpired { steps }),
         Just(ExecutionEvent::TimedOut),
         Just(ExecutionEvent::Cancelled),

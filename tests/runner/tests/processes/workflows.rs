@@ -318,6 +318,129 @@ async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succee
     stack.assert_all_facts_valid();
 }
 
+/// `retry:` by exit code, with a real runner: a step exiting 75 (a flaky
+/// service, say) is tried again as a new execution and passes; a step
+/// exiting 3 under the same policy is not retried and fails its run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_retried_on_the_exit_codes_it_names_and_only_on_those() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: retried
+{env}jobs:
+  flaky:
+    runs-on: linux
+    retry: {{max: 2, when: [step_failed], exit-codes: [75]}}
+    steps:
+      - name: fetch
+        run: |
+          echo "$BATON_JOB_EXECUTION_ID" >> "$SHARED/flaky-tries"
+          test -f "$SHARED/flaky-once" || (touch "$SHARED/flaky-once"; exit 75)
+  broken:
+    runs-on: linux
+    retry: {{max: 2, when: [step_failed], exit-codes: [75]}}
+    steps:
+      - run: echo x >> "$SHARED/broken-tries"; exit 3
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let flaky = job_in(&view, 1, "flaky");
+    assert_eq!((&flaky["status"], &flaky["max_retries"]), (&json!("succeeded"), &json!(2)), "{flaky:#}");
+    let tries: Vec<(Value, Value)> = flaky["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .map(|e| (e["status"].clone(), e["steps"][0]["exit_code"].clone()))
+        .collect();
+    assert_eq!(tries, vec![(json!("failed"), json!(75)), (json!("succeeded"), json!(0))], "{flaky:#}");
+    let ran = std::fs::read_to_string(shared.join("flaky-tries")).unwrap();
+    let ids: Vec<&str> = flaky["executions"].as_array().unwrap().iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ran.lines().collect::<Vec<_>>(), ids, "each try ran as its own execution");
+    let broken = job_in(&view, 1, "broken");
+    assert_eq!(broken["status"], "failed", "{broken:#}");
+    assert_eq!(broken["executions"].as_array().unwrap().len(), 1, "exit 3 is not retried: {broken:#}");
+    assert_eq!(std::fs::read_to_string(shared.join("broken-tries")).unwrap(), "x\n");
+
+    let flaky_id = flaky["id"].as_str().unwrap();
+    let mut queued: Vec<u64> = stack
+        .facts("baton.workflows.job_execution.queued")
+        .iter()
+        .filter(|f| f["job_id"] == flaky_id)
+        .filter_map(|f| f["retry"].as_u64())
+        .collect();
+    queued.sort();
+    queued.dedup();
+    assert_eq!(queued, vec![0, 1], "the retry is a fact of its own");
+    let shown = baton(&stack, &["run", "get", &run_id, "--workspace", &ws]).await;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("[try 2 of 3]"), "{text}");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+/// `retry:` on runner_lost: the runner is SIGKILLed mid-job, the reaper
+/// expires its lease, and the job runs again, as a new execution, on the
+/// runner still there; the run succeeds without a rerun.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_succeeds() {
+    let stack = fast_lease_stack().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: lost-and-found
+{env}jobs:
+  long:
+    runs-on: linux
+    retry: {{max: 1, when: [runner_lost]}}
+    steps:
+      - name: integration
+        run: |
+          echo $$ > "$SHARED/pgid"
+          test -f "$SHARED/second" || (touch "$SHARED/second"; sleep 600)
+"#,
+        env = shared_env(&shared)
+    );
+    let mut first = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let pgid = pgid_from(&shared.join("pgid")).await;
+    let _orphans = GroupGuard(pgid);
+    let view =
+        wait_view(&stack, &ws, &run_id, "long to be running", |v| job_in(v, 1, "long")["status"] == "running").await;
+    let lost_execution = execution_of(&view, 1, "long")["id"].as_str().unwrap().to_string();
+    first.signal(libc::SIGKILL);
+    assert!(!first.exited(WAIT).await.success());
+    kill_group(pgid);
+    // Only now a second runner: the retry cannot go back to the first.
+    let mut second = Runner::start(&stack, &token, "linux", &[]);
+    wait_for("the reaper to expire the lost lease", WAIT, || async {
+        let reaped = stack.reap_at(Utc::now() + Span::seconds(LEASE_DURATION_S + 1)).await;
+        let expired = stack
+            .facts("baton.runners.job.lease_expired")
+            .iter()
+            .any(|d| d["job_execution_id"] == lost_execution.as_str());
+        (reaped > 0 || expired).then_some(())
+    })
+    .await;
+
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let executions = job_in(&view, 1, "long")["executions"].as_array().expect("executions").clone();
+    assert_eq!(executions.len(), 2, "{executions:#?}");
+    assert_eq!(executions[0]["id"], lost_execution.as_str());
+    assert_eq!((&executions[0]["status"], &executions[0]["status_reason"]), (&json!("failed"), &json!("runner_lost")));
+    assert_eq!(executions[1]["status"], "succeeded");
+    assert_ne!(executions[1]["runner_session_id"], executions[0]["runner_session_id"], "another runner ran it");
+    assert_eq!(view["attempts"].as_array().unwrap().len(), 1, "no rerun was needed");
+    second.stop().await;
+    stack.assert_all_facts_valid();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
     let stack = fast_lease_stack().await;
