@@ -111,6 +111,9 @@ pub struct JobSpec {
     /// ends it `succeeded`, marked `soft_failed`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continue_on_error: bool,
+    /// The job's `priority`, decided when it was queued (see [`dispatch_at`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
 }
 
 /// Where the runner takes a job output from: the value a step wrote for
@@ -130,11 +133,35 @@ pub struct QueuedJob {
     pub key: String,
     pub labels: Vec<String>,
     pub timeout_s: u64,
+    /// Its `priority` (0 when absent): claims take it as if it had been
+    /// queued `priority` × `PRIORITY_STEP_S` seconds earlier.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// How many seconds of waiting one point of priority is worth: a job of
+/// priority `p` is dispatched as if queued `p` minutes earlier, so a
+/// higher priority goes first and a lower one ages past it (it cannot
+/// starve: after `p` minutes it is level with a job `p` points above it).
+pub const PRIORITY_STEP_S: i64 = 60;
+
+/// The lowest and highest `priority` a job may have.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -100..=100;
+
+/// The instant a job queued at `queued_at` with `priority` is dispatched
+/// as: the queue's order (oldest first) is the order of these.
+pub fn dispatch_at(queued_at: DateTime<Utc>, priority: i32) -> DateTime<Utc> {
+    let priority = priority.clamp(*PRIORITY_RANGE.start(), *PRIORITY_RANGE.end());
+    queued_at - chrono::Duration::seconds(i64::from(priority) * PRIORITY_STEP_S)
 }
 
 impl From<&JobSpec> for QueuedJob {
     fn from(spec: &JobSpec) -> Self {
-        Self { key: spec.key.clone(), labels: spec.labels.clone(), timeout_s: spec.timeout_s }
+        Self { key: spec.key.clone(), labels: spec.labels.clone(), timeout_s: spec.timeout_s, priority: spec.priority }
     }
 }
 

@@ -356,6 +356,7 @@ fn log_upload_urls() {}
         RunParam,
         ("job_id" = uuid::Uuid, Path, description = "The job's id (run view `jobs[].id`)"),
         ("attempt" = Option<u32>, Query, description = "The attempt (default: the current one)"),
+        ("execution" = Option<uuid::Uuid>, Query, description = "One execution of the job (a try under `retry:`; default: its latest)"),
         ("step" = Option<uuid::Uuid>, Query, description = "Only this step's lines"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous read"),
         ("wait_s" = Option<u32>, Query, description = "Wait up to this long (0 to 20 s) for lines of a running job"),

@@ -142,6 +142,17 @@ struct Options {
         help_heading = "Workflows"
     )]
     workflow_runners: usize,
+    /// Contention's jobs get priorities spread over -N..=N (0: all 0), to
+    /// show what `priority` costs a claim
+    #[arg(
+        long,
+        env = "BATON_BENCH_PRIORITY_SPREAD",
+        value_name = "N",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(i32).range(0..=100),
+        help_heading = "Contention"
+    )]
+    priority_spread: i32,
     /// Where the functions' release binaries are
     #[arg(
         long,
@@ -373,8 +384,10 @@ fn sqs_event_for(fact: &Fact<JobExecutionQueued>) -> aws_lambda_events::sqs::Sqs
 
 /// Queues a job as the orchestrator and the enqueue function together do
 /// (its spec, then its pending item), without the pipeline in between.
-async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>) {
-    let queued = queued_fact(workspace, LABELS, at);
+async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>, priority: i32) {
+    let mut queued = queued_fact(workspace, LABELS, at);
+    queued.spec.priority = priority;
+    queued.fact.detail.job.priority = priority;
     write_spec(store, &queued).await;
     let labels = canonicalize(&queued.detail.job.labels).expect("valid labels");
     let set = labelset_id(&labels);
@@ -446,8 +459,8 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     // second (claims cache a workspace's label sets for LABEL_SETS_TTL). The
     // drain above pruned the set, so one claim first registers it in the
     // cache again.
-    enqueue_direct(&stack.store, &ws, Utc::now()).await;
-    enqueue_direct(&stack.store, &ws, Utc::now()).await;
+    enqueue_direct(&stack.store, &ws, Utc::now(), 0).await;
+    enqueue_direct(&stack.store, &ws, Utc::now(), 0).await;
     let first = stack.claim(&session).await.expect("the first of two jobs");
     let done =
         stack.complete(&first.lease.token, first.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
@@ -460,7 +473,7 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     assert_eq!(done.status, 200, "{}", done.body);
 
     // A lease nobody heartbeats, then the reaper after its expiry.
-    enqueue_direct(&stack.store, &ws, Utc::now()).await;
+    enqueue_direct(&stack.store, &ws, Utc::now(), 0).await;
     let _lost = stack.claim(&session).await.expect("a job to let expire");
     let later = Utc::now() + chrono::Duration::hours(2);
     let limits = baton_lease_reaper::ReapLimits {
@@ -553,6 +566,7 @@ async fn contention(
     runners: usize,
     jobs: usize,
     workspaces: usize,
+    priority_spread: i32,
 ) -> ContentionFigures {
     let workspaces = workspaces.max(1);
     let runners = runners.max(workspaces);
@@ -568,7 +582,13 @@ async fn contention(
         async move {
             for i in chunk {
                 let ws = &names[i % names.len()];
-                enqueue_direct(&store, ws, start + chrono::Duration::milliseconds(i as i64 * 10)).await;
+                // Deterministic, spread over -N..=N, unrelated to the order of queueing.
+                let priority = if priority_spread == 0 {
+                    0
+                } else {
+                    (i as i32 * 7).rem_euclid(2 * priority_spread + 1) - priority_spread
+                };
+                enqueue_direct(&store, ws, start + chrono::Duration::milliseconds(i as i64 * 10), priority).await;
             }
         }
     }))
@@ -1003,7 +1023,9 @@ async fn main() {
         for &workspaces in &opts.workspaces {
             for &runners in &opts.runners {
                 eprintln!("bench: {runners} runner(s) draining {} jobs over {workspaces} workspace(s) …", opts.jobs);
-                cont.push(contention(stack.clone(), &recorder, runners, opts.jobs, workspaces).await);
+                cont.push(
+                    contention(stack.clone(), &recorder, runners, opts.jobs, workspaces, opts.priority_spread).await,
+                );
             }
         }
         heading(

@@ -256,6 +256,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
         outputs: Default::default(),
         mask_env: Vec::new(),
         continue_on_error: false,
+        priority: 0,
     };
     let fact = Fact::new(
         workspace,

@@ -109,6 +109,14 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         Some(raw) => Some(raw.parse::<u32>().map_err(|_| ApiError::invalid_request("attempt must be a number"))?),
         None => None,
     };
+    // One try of a job that `retry:` ran again: by default its latest.
+    let execution = match query_param(req, "execution") {
+        Some(raw) => Some(
+            baton_shared::ids::parse_id(&raw)
+                .ok_or_else(|| ApiError::invalid_request("execution must be an execution id"))?,
+        ),
+        None => None,
+    };
     let step = match query_param(req, "step") {
         Some(raw) => {
             Some(baton_shared::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("step must be a step id"))?)
@@ -145,6 +153,12 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     let job = state.jobs.iter().find(|j| j.id == job_id).ok_or_else(|| ApiError::not_found(format!("job {job_id}")))?;
     // A job a rerun carried over ran in an earlier attempt: its log is that execution's.
     let (execution_id, mut ended) = match (&job.execution, job.carried_from) {
+        (Some(_), _) if execution.is_some() => {
+            let wanted = job.executions().find(|e| Some(e.id) == execution).ok_or_else(|| {
+                ApiError::not_found(format!("execution {} of job {job_id}", execution.unwrap_or_default()))
+            })?;
+            (wanted.id, wanted.status.is_terminal())
+        }
         (Some(execution), _) => (execution.id, execution.status.is_terminal()),
         (None, Some(earlier)) => (earlier, true),
         (None, None) => return Err(ApiError::not_found(format!("job {job_id} has no execution"))),

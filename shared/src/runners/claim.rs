@@ -1,7 +1,10 @@
 //! Which pending job a claim goes for (behaviour.md §4).
 //!
 //! Candidates come from the heads of the label-set partitions the runner can
-//! serve, merged oldest `queued_at` first (ties by id).
+//! serve, merged by when they are dispatched (ties by id): `queued_at`, moved
+//! earlier by a job's `priority` (`facts::dispatch_at`), so a higher priority
+//! goes first and a lower one ages past it. The partitions are sorted the
+//! same way, so the heads read are the ones to dispatch.
 //!
 //! Herd avoidance: when few jobs are pending, a claim takes them strictly
 //! oldest first (there is little to race for, and FIFO is what users see).
@@ -77,13 +80,14 @@ pub const SESSION_TOUCH_EVERY: std::time::Duration = std::time::Duration::from_s
 
 /// What the claim needs to know of a pending item to order it.
 pub trait Candidate {
-    fn queued_at(&self) -> DateTime<Utc>;
+    /// `queued_at` moved by the job's priority (`facts::dispatch_at`).
+    fn dispatch_at(&self) -> DateTime<Utc>;
     fn execution_id(&self) -> Uuid;
 }
 
-/// Orders candidates oldest first (ties by execution id).
+/// Orders candidates by dispatch time, first first (ties by execution id).
 pub fn oldest_first<C: Candidate>(candidates: &mut [C]) {
-    candidates.sort_by(|a, b| a.queued_at().cmp(&b.queued_at()).then(a.execution_id().cmp(&b.execution_id())));
+    candidates.sort_by(|a, b| a.dispatch_at().cmp(&b.dispatch_at()).then(a.execution_id().cmp(&b.execution_id())));
 }
 
 /// The order in which to try `len` candidates sorted oldest first: in order
@@ -116,12 +120,34 @@ mod tests {
     #[derive(Debug, Clone, PartialEq)]
     struct C(DateTime<Utc>, Uuid);
     impl Candidate for C {
-        fn queued_at(&self) -> DateTime<Utc> {
+        fn dispatch_at(&self) -> DateTime<Utc> {
             self.0
         }
         fn execution_id(&self) -> Uuid {
             self.1
         }
+    }
+
+    #[test]
+    fn a_higher_priority_goes_first_and_a_lower_one_ages_past_it() {
+        use crate::facts::dispatch_at;
+        let now = Utc::now();
+        let minutes = |m: i64| now - Duration::minutes(m);
+        let job = |queued_at, priority, id| C(dispatch_at(queued_at, priority), Uuid::from_u128(id));
+        // Priority 10 queued now, priority 0 queued 5 minutes ago: 10 first.
+        let mut candidates = vec![job(minutes(5), 0, 1), job(now, 10, 2)];
+        oldest_first(&mut candidates);
+        assert_eq!(candidates[0].1, Uuid::from_u128(2));
+        // 11 minutes of waiting outrank 10 points: the low one cannot starve.
+        let mut candidates = vec![job(now, 10, 2), job(minutes(11), 0, 1)];
+        oldest_first(&mut candidates);
+        assert_eq!(candidates[0].1, Uuid::from_u128(1));
+        // A negative priority waits behind younger jobs; bounds clamp.
+        let mut candidates = vec![job(minutes(1), -5, 3), job(now, 0, 4)];
+        oldest_first(&mut candidates);
+        assert_eq!(candidates[0].1, Uuid::from_u128(4));
+        assert_eq!(dispatch_at(now, 1000), dispatch_at(now, 100));
+        assert_eq!(dispatch_at(now, 0), now);
     }
 
     #[test]

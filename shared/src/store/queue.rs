@@ -29,7 +29,7 @@ use super::records::{RunnerRecord, RunnerStatus};
 use super::sessions::Session;
 use super::{from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
-use crate::facts::{Fact, JobClaimed, JobExecutionQueued, LeaseRef, QueuedJob};
+use crate::facts::{dispatch_at, Fact, JobClaimed, JobExecutionQueued, LeaseRef, QueuedJob};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PendingItem {
@@ -56,8 +56,8 @@ pub struct PendingItem {
 }
 
 impl crate::runners::claim::Candidate for PendingItem {
-    fn queued_at(&self) -> DateTime<Utc> {
-        self.queued_at
+    fn dispatch_at(&self) -> DateTime<Utc> {
+        dispatch_at(self.queued_at, self.job.priority)
     }
     fn execution_id(&self) -> Uuid {
         self.execution_id
@@ -180,7 +180,10 @@ impl Store {
     ) -> Result<[TransactWriteItem; 2], StoreError> {
         let pending = PendingItem {
             pk: keys::queue_pk(ws, labelset),
-            sk: keys::pending_sk(d.queued_at, d.job_execution_id),
+            // Ordered by when it is dispatched: its priority moves it ahead
+            // of (or behind) what was queued around it, in the same range
+            // read, so priority costs a claim nothing.
+            sk: keys::pending_sk(dispatch_at(d.queued_at, d.job.priority), d.job_execution_id),
             kind: "pending".into(),
             execution_id: d.job_execution_id,
             workspace_id: ws.to_string(),

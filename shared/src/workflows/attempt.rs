@@ -304,7 +304,20 @@ pub fn job_spec(
         outputs,
         mask_env,
         continue_on_error: decided(job.continue_on_error.as_deref(), scope),
+        priority: priority_of(job.priority.as_deref(), scope),
     }
+}
+
+/// A `priority` as decided in `scope`: a whole number (clamped to
+/// `PRIORITY_RANGE`), 0 when it is not one or there is no scope to decide it.
+fn priority_of(priority: Option<&str>, scope: Option<&JobScope<'_>>) -> i32 {
+    let text = match (priority, scope) {
+        (None, _) => return 0,
+        (Some(text), Some(scope)) => expressions::interpolate(text, scope),
+        (Some(text), None) => text.to_string(),
+    };
+    let range = crate::facts::PRIORITY_RANGE;
+    text.trim().parse::<i64>().map_or(0, |p| p.clamp(i64::from(*range.start()), i64::from(*range.end())) as i32)
 }
 
 /// A `continue-on-error` as decided in `scope`: it holds when it comes to

@@ -106,6 +106,10 @@ pub struct JobDefinition {
     /// ends `succeeded`, marked `soft_failed`, and does not fail its run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_on_error: Option<String>,
+    /// `priority`: an integer in `PRIORITY_RANGE`, or a `${{ … }}` decided
+    /// when the job is queued (a run's inputs can set it per run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
     /// `retry:`: which failures are tried again, as new executions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<super::retry::RetryPolicy>,

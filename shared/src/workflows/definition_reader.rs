@@ -15,6 +15,7 @@ use super::definition::{
 use super::expressions::{self, Reference};
 use super::retry::{RetryPolicy, RetryWhen, MAX_RETRIES};
 use super::yaml::YamlNode;
+use crate::facts::PRIORITY_RANGE;
 use crate::runners::labels;
 
 const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "jobs", "on"];
@@ -26,6 +27,7 @@ const JOB_FIELDS: &[&str] = &[
     "timeout-minutes",
     "continue-on-error",
     "retry",
+    "priority",
     "env",
     "steps",
     "outputs",
@@ -171,7 +173,9 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
     let mask_env = read_names(fields.get("mask-env"), &at.field("mask-env"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     let retry = read_retry(fields.get("retry"), &at.field("retry"))?;
+    let priority = read_priority(fields.get("priority"), &at.field("priority"))?;
     Ok(JobDefinition {
+        priority,
         mask_env,
         continue_on_error,
         retry,
@@ -321,6 +325,26 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     Ok(StepDefinition { id, name, run, env, timeout_minutes, continue_on_error })
+}
+
+/// `priority`: a whole number from -100 to 100 (0, the default, is the
+/// same as leaving it out), or one `${{ … }}` decided when the job is
+/// queued; a value that is not a whole number there counts as 0, one out of
+/// range as the nearest bound.
+fn read_priority(node: Option<&YamlNode>, at: &Location) -> Result<Option<String>, DefinitionError> {
+    let (low, high) = (*PRIORITY_RANGE.start(), *PRIORITY_RANGE.end());
+    match node {
+        None => Ok(None),
+        Some(YamlNode::Integer(p)) if (i128::from(low)..=i128::from(high)).contains(p) => {
+            Ok((*p != 0).then(|| p.to_string()))
+        }
+        Some(YamlNode::String(text)) if text.trim().starts_with("${{") && text.trim().ends_with("}}") => {
+            Ok(Some(text.trim().to_string()))
+        }
+        Some(_) => {
+            Err(at.error(format!("must be a whole number from {low} to {high}, or one expression `${{{{ … }}}}`")))
+        }
+    }
 }
 
 /// `retry:`: a number of retries for any failure (`retry: 2`), or

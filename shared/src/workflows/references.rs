@@ -21,6 +21,9 @@ fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
     if let Some(text) = &job.continue_on_error {
         fields.push(("continue-on-error".into(), text.as_str(), job_env.clone()));
     }
+    if let Some(text) = &job.priority {
+        fields.push(("priority".into(), text.as_str(), job_env.clone()));
+    }
     for (index, step) in job.steps.iter().enumerate() {
         let mut visible = job_env.clone();
         visible.extend(step.env.keys().map(String::as_str));

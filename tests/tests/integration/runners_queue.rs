@@ -138,6 +138,35 @@ async fn the_oldest_fitting_job_goes_first_and_an_older_unfitting_one_does_not_b
     assert_eq!(stack.pending_of("ws1").await[0].execution_id, unfitting.detail.job_execution_id);
 }
 
+/// `priority`: a priority 10 job queued after a priority 0 one is claimed
+/// first, across label sets; one queued 11 minutes before it is not
+/// overtaken (a point of priority is worth a minute of waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_job_is_claimed_before_older_ones_until_they_have_waited_long_enough() {
+    let stack = TestStack::start().await;
+    let now = Utc::now();
+    let prioritised = |labels: &[&str], at, priority| {
+        let mut queued = queued_fact("ws1", labels, at);
+        queued.spec.priority = priority;
+        queued.fact.detail.job.priority = priority;
+        queued
+    };
+    let starving = prioritised(&["linux"], now - Span::minutes(11), 0);
+    let older = prioritised(&["linux"], now - Span::minutes(5), 0);
+    let urgent = prioritised(&["linux", "x64"], now, 10);
+    for queued in [&starving, &older, &urgent] {
+        stack.publish(queued).await;
+        stack.wait_runner_record(queued.detail.job_execution_id).await;
+    }
+    let runner = stack.runner("ws1", &["linux", "x64"]).await;
+    let mut order = Vec::new();
+    while let Some(claimed) = stack.claim(&runner.session_token).await {
+        order.push(claimed.job_execution_id);
+    }
+    let expected: Vec<_> = [&starving, &urgent, &older].iter().map(|q| q.detail.job_execution_id).collect();
+    assert_eq!(order, expected, "11 minutes waited beat 10 points; 10 points beat 5 minutes");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_concurrent_claims_on_one_job_make_exactly_one_lease() {
     let stack = Arc::new(TestStack::start().await);

@@ -382,3 +382,18 @@ fn retry_is_a_count_or_a_policy_and_is_refused_past_its_limits() {
         assert!(err.message.contains(says), "{retry}: {err}");
     }
 }
+
+#[test]
+fn priority_is_a_bounded_whole_number_or_one_expression() {
+    let with = |priority: &str| {
+        parse_definition(&format!("jobs:\n  a:\n    runs-on: l\n    priority: {priority}\n    steps: [{{run: x}}]\n"))
+    };
+    assert_eq!(with("10").unwrap().jobs[0].priority.as_deref(), Some("10"));
+    assert_eq!(with("-100").unwrap().jobs[0].priority.as_deref(), Some("-100"));
+    assert_eq!(with("0").unwrap().jobs[0].priority, None, "0 is the default");
+    assert_eq!(with("\"${{ inputs.urgency }}\"").unwrap().jobs[0].priority.as_deref(), Some("${{ inputs.urgency }}"));
+    for refused in ["101", "1.5", "high", "\"${{ env.NOPE }}\""] {
+        let err = with(refused).unwrap_err();
+        assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some("priority")), "{refused}: {err}");
+    }
+}

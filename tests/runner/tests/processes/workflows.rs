@@ -337,6 +337,7 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_and_only_on_those() {
       - name: fetch
         run: |
           echo "$BATON_JOB_EXECUTION_ID" >> "$SHARED/flaky-tries"
+          echo "try $BATON_JOB_EXECUTION_ID"
           test -f "$SHARED/flaky-once" || (touch "$SHARED/flaky-once"; exit 75)
   broken:
     runs-on: linux
@@ -362,6 +363,33 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_and_only_on_those() {
     let ran = std::fs::read_to_string(shared.join("flaky-tries")).unwrap();
     let ids: Vec<&str> = flaky["executions"].as_array().unwrap().iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ran.lines().collect::<Vec<_>>(), ids, "each try ran as its own execution");
+    // Each try's log: the latest by default, an earlier one by its id.
+    let flaky_job = flaky["id"].as_str().unwrap();
+    let log_of = |execution: Option<&str>| {
+        let query = execution.map(|e| format!("?execution={e}")).unwrap_or_default();
+        let path = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{flaky_job}/logs{query}");
+        let stack = &stack;
+        async move {
+            let page: Value = stack
+                .http
+                .get(stack.url(&path))
+                .bearer_auth(&stack.admin_token)
+                .send()
+                .await
+                .expect("GET logs")
+                .json()
+                .await
+                .expect("a log page");
+            page["lines"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l["text"].as_str().map(String::from))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(log_of(None).await, [format!("try {}", ids[1])]);
+    assert_eq!(log_of(Some(ids[0])).await, [format!("try {}", ids[0])]);
     let broken = job_in(&view, 1, "broken");
     assert_eq!(broken["status"], "failed", "{broken:#}");
     assert_eq!(broken["executions"].as_array().unwrap().len(), 1, "exit 3 is not retried: {broken:#}");
@@ -438,6 +466,46 @@ async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_s
     assert_ne!(executions[1]["runner_session_id"], executions[0]["runner_session_id"], "another runner ran it");
     assert_eq!(view["attempts"].as_array().unwrap().len(), 1, "no rerun was needed");
     second.stop().await;
+    stack.assert_all_facts_valid();
+}
+
+/// `priority` set per run through an input: of two jobs queued together,
+/// the one the run made urgent is claimed first by the one runner; without
+/// the input the same definition runs them in queue order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_with_it() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    for (urgency, expected) in [("10", "release\nroutine\n"), ("0", "routine\nrelease\n")] {
+        let shared = scratch();
+        let yaml = format!(
+            r#"name: prioritised
+{env}jobs:
+  routine:
+    runs-on: linux
+    steps: [{{run: echo routine >> "$SHARED/order"}}]
+  release:
+    runs-on: linux
+    priority: ${{{{ inputs.urgency }}}}
+    steps: [{{run: echo release >> "$SHARED/order"}}]
+"#,
+            env = shared_env(&shared)
+        );
+        let body = json!({"definition": yaml, "inputs": {"urgency": urgency}});
+        let (status, created) = post(&stack, &format!("/v1/workspaces/{ws}/runs"), body).await;
+        assert_eq!(status, 201, "{created:#}");
+        let run_id = created["id"].as_str().expect("a run id").to_string();
+        // Both queued before any runner exists: the order is the queue's.
+        wait_view(&stack, &ws, &run_id, "both jobs queued", |v| {
+            ["routine", "release"].iter().all(|key| job_in(v, 1, key)["status"] == "queued")
+        })
+        .await;
+        let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "1"]);
+        wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+        assert_eq!(std::fs::read_to_string(shared.join("order")).unwrap(), expected, "urgency {urgency}");
+        runner.stop().await;
+    }
     stack.assert_all_facts_valid();
 }
 
