@@ -69,8 +69,15 @@ jobs:
   test-b:
     needs: build
     runs-on: linux
+    retry: {max: 1, when: [step_failed], exit-codes: [3]}
     steps:
       - run: exit 3
+  lint:
+    needs: build
+    runs-on: linux
+    continue-on-error: true
+    steps:
+      - run: exit 1
   test-c:
     needs: build
     runs-on: linux
@@ -82,7 +89,7 @@ jobs:
     steps:
       - run: echo never
   report:
-    needs: [test-a, test-b, test-c]
+    needs: [test-a, test-b, test-c, lint]
     if: always()
     runs-on: linux
     steps:
@@ -111,6 +118,7 @@ jobs:
   three:
     needs: two
     runs-on: linux
+    priority: 5
     steps:
       - run: test \"${{ needs.two.outputs.n }}\" = 2 && echo 3
   four:
