@@ -88,6 +88,8 @@ pub enum StatusReason {
     RunCancelled,
     /// The job's `if` did not hold once its needs were terminal.
     ConditionRejected,
+    /// A sibling leg of its matrix failed and `fail-fast` cancelled it.
+    FailFast,
 }
 
 /// The decision of a compare-and-set status write.
@@ -234,6 +236,7 @@ impl StatusReason {
             StatusReason::TimedOut => "timed_out",
             StatusReason::RunCancelled => "run_cancelled",
             StatusReason::ConditionRejected => "condition_rejected",
+            StatusReason::FailFast => "fail_fast",
         }
     }
 }

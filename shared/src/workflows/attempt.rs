@@ -24,6 +24,7 @@
 //! transaction never exceeds 100 items; the caller loops until nothing
 //! changes.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
 use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
 use super::expressions;
+use super::matrix;
 use super::references::{self, ExpressionData, JobScope, NeedState};
 use super::rerun::RerunMode;
 use super::retry::{self, RetryPolicy};
@@ -193,7 +195,9 @@ pub fn withdrawn_executions(before: &AttemptState, after: &AttemptState) -> Vec<
         .iter()
         .flat_map(JobState::executions)
         .filter(|e| e.status.is_terminal())
-        .filter(|e| matches!(e.reason, Some(StatusReason::TimedOut | StatusReason::RunCancelled)))
+        .filter(|e| {
+            matches!(e.reason, Some(StatusReason::TimedOut | StatusReason::RunCancelled | StatusReason::FailFast))
+        })
         .filter(|e| was_queued(e.id))
         .map(|e| e.id)
         .collect()
@@ -348,6 +352,30 @@ fn expand(text: &str, scope: &JobScope<'_>, budget: &mut usize) -> String {
     } else {
         format!("{text} [not expanded: the job's expressions expand past {EXPANSION_BUDGET} bytes]")
     }
+}
+
+/// A leg of a matrix job another job needs, as its expressions see it.
+struct LegNeed<'a> {
+    key: &'a str,
+    status: JobStatus,
+    soft_failed: bool,
+    outputs: Option<&'a BTreeMap<String, String>>,
+}
+
+/// A matrix job's outputs as its dependants read them: each output name's
+/// value is a JSON object of leg → that leg's value (legs that did not set
+/// it are left out), where GitHub keeps only the last leg's.
+fn matrix_outputs(legs: &[LegNeed<'_>]) -> BTreeMap<String, String> {
+    let mut by_name: BTreeMap<String, serde_json::Map<String, serde_json::Value>> = BTreeMap::new();
+    for leg in legs {
+        for (name, value) in leg.outputs.iter().flat_map(|outputs| outputs.iter()) {
+            by_name
+                .entry(name.clone())
+                .or_default()
+                .insert(leg.key.to_string(), serde_json::Value::String(value.clone()));
+        }
+    }
+    by_name.into_iter().map(|(name, values)| (name, serde_json::Value::Object(values).to_string())).collect()
 }
 
 /// The exit code a runner's completion carries, if any.
@@ -816,6 +844,33 @@ impl AttemptState {
             }
         }
 
+        // `fail-fast`: a failed leg cancels its siblings that have not ended
+        // (a soft-failed leg succeeded and cancels nothing).
+        for group in definition.matrices.iter().filter(|group| group.fail_fast) {
+            let failed = self.jobs.iter().any(|job| job.status == JobStatus::Failed && group.legs.contains(&job.key));
+            if !failed {
+                continue;
+            }
+            for leg in &group.legs {
+                let Some(index) = self.jobs.iter().position(|job| &job.key == leg) else { continue };
+                if self.jobs[index].status.is_terminal() {
+                    continue;
+                }
+                if touched >= budget {
+                    return change;
+                }
+                change.emitted.extend(self.end_job(
+                    index,
+                    JobStatus::Cancelled,
+                    ExecutionStatus::Cancelled,
+                    Some(StatusReason::FailFast),
+                    now,
+                ));
+                change.changed = true;
+                touched += 1;
+            }
+        }
+
         // What the scheduler decides now.
         let snapshots: Vec<JobSnapshot> = self
             .jobs
@@ -867,6 +922,20 @@ impl AttemptState {
                     // A job without an execution (carried over) is terminal
                     // and never planned; nothing to start if it were.
                     let Some(defined) = definition.job(key) else { continue };
+                    // `max-parallel`: the leg waits while its siblings fill
+                    // the limit; the next advance after one ends starts it.
+                    if let Some(limit) = definition.group_of_leg(key).and_then(|group| group.max_parallel) {
+                        let group = definition.group_of_leg(key).map(|g| g.legs.as_slice()).unwrap_or_default();
+                        let active = self
+                            .jobs
+                            .iter()
+                            .filter(|job| group.contains(&job.key))
+                            .filter(|job| matches!(job.status, JobStatus::Queued | JobStatus::Running))
+                            .count();
+                        if active >= limit as usize {
+                            continue;
+                        }
+                    }
                     let Some(scope) = self.scope_for(definition, defined, data, &mut change.missing) else {
                         complete = false;
                         continue;
@@ -926,10 +995,13 @@ impl AttemptState {
             complete = false;
         }
         let mut needs = HashMap::new();
+        // The legs of the matrix jobs this job needs, gathered under their name.
+        let mut legs: BTreeMap<&str, Vec<LegNeed<'_>>> = BTreeMap::new();
         for need in &job.needs {
             let Some(state) = self.jobs.iter().find(|j| &j.key == need) else { continue };
+            let group = definition.job(need).and_then(|d| d.matrix.as_ref()).map(|leg| leg.job.as_str());
             let mut outputs = None;
-            if outputs_of.contains(need) {
+            if outputs_of.contains(need) || group.is_some_and(|g| outputs_of.contains(g)) {
                 // A carried-over need's outputs are its earlier execution's.
                 if let Some(execution) = state.carried_from.or(state.execution.as_ref().map(|e| e.id)) {
                     match data.outputs.get(&execution) {
@@ -941,10 +1013,36 @@ impl AttemptState {
                     }
                 }
             }
-            needs.insert(need.clone(), NeedState { status: state.status, soft_failed: state.soft_failed, outputs });
+            match group {
+                Some(group) => legs.entry(group).or_default().push(LegNeed {
+                    key: need,
+                    status: state.status,
+                    soft_failed: state.soft_failed,
+                    outputs,
+                }),
+                None => {
+                    let outputs = outputs.map(Cow::Borrowed);
+                    needs.insert(
+                        need.clone(),
+                        NeedState { status: state.status, soft_failed: state.soft_failed, outputs },
+                    );
+                }
+            }
         }
         if !complete {
             return None;
+        }
+        for (group, legs) in legs {
+            let statuses: Vec<JobStatus> = legs.iter().map(|leg| leg.status).collect();
+            let outputs = outputs_of.contains(group).then(|| matrix_outputs(&legs));
+            needs.insert(
+                group.to_string(),
+                NeedState {
+                    status: matrix::aggregate_status(&statuses),
+                    soft_failed: legs.iter().any(|leg| leg.soft_failed),
+                    outputs: outputs.map(Cow::Owned),
+                },
+            );
         }
         let mut env = definition.env.clone();
         env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -953,6 +1051,7 @@ impl AttemptState {
             attempt: self.attempt,
             workspace_id: &self.workspace_id,
             job: &job.key,
+            matrix: job.matrix.as_ref(),
             env,
             inputs: data.inputs.as_ref(),
             needs,

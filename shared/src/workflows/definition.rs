@@ -7,7 +7,7 @@
 //! here once (a job without `timeout-minutes` stores 360) and a later change
 //! of a default cannot alter an old run.
 //!
-//! Fields Baton does not support (`uses`, `strategy`, `services`, …) are
+//! Fields Baton does not support (`uses`, `services`, `container`, …) are
 //! refused with a message instead of being ignored: a silently ignored key
 //! would run a job differently from what its author wrote. Only the
 //! top-level `on:` is accepted and ignored, since Baton runs are started by
@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::condition::JobCondition;
 use super::definition_reader::read_workflow;
 use super::graph::NeedsGraph;
+use super::matrix::{MatrixGroup, MatrixLeg};
 use super::yaml::YamlNode;
 use crate::error::{ApiError, ErrorCode};
 
@@ -66,8 +67,12 @@ pub struct WorkflowDefinition {
     pub mask_env: Vec<String>,
     /// The run timeout: the attempt fails as `timed_out` past it.
     pub timeout_minutes: u32,
-    /// The jobs, in the order the YAML lists them.
+    /// The jobs, in the order the YAML lists them; a matrix job is its
+    /// legs, in combination order.
     pub jobs: Vec<JobDefinition>,
+    /// The matrix jobs: their legs, `fail-fast` and `max-parallel`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matrices: Vec<MatrixGroup>,
 }
 
 /// One job of a definition.
@@ -80,9 +85,13 @@ pub struct JobDefinition {
     pub name: Option<String>,
     /// `runs-on`, in canonical form: the labels a runner must offer.
     pub labels: Vec<String>,
-    /// Keys of the jobs this job waits for, in the order written, no repeats.
+    /// Keys of the jobs this job waits for, in the order written, no
+    /// repeats; a matrix job written here is all of its legs.
     #[serde(default)]
     pub needs: Vec<String>,
+    /// A leg of a matrix job: which, and its values (`${{ matrix.<name> }}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixLeg>,
     /// `if:`; `success()` when absent.
     #[serde(default)]
     pub condition: JobCondition,
@@ -151,6 +160,23 @@ impl WorkflowDefinition {
     /// The job with id `key`.
     pub fn job(&self, key: &str) -> Option<&JobDefinition> {
         self.jobs.iter().find(|job| job.key == key)
+    }
+
+    /// The matrix job written as `name`, if it is one.
+    pub fn matrix_group(&self, name: &str) -> Option<&MatrixGroup> {
+        self.matrices.iter().find(|group| group.job == name)
+    }
+
+    /// The matrix job leg `key` belongs to, if it is a leg.
+    pub fn group_of_leg(&self, key: &str) -> Option<&MatrixGroup> {
+        self.job(key).and_then(|job| job.matrix.as_ref()).and_then(|leg| self.matrix_group(&leg.job))
+    }
+
+    /// Whether `job` may read `need` in its expressions: a job it needs, or
+    /// a matrix job all of whose legs it needs.
+    pub fn reads_need(&self, job: &JobDefinition, need: &str) -> bool {
+        job.needs.iter().any(|n| n == need)
+            || self.matrix_group(need).is_some_and(|group| group.legs.iter().all(|leg| job.needs.contains(leg)))
     }
 
     /// The `needs` graph of the jobs, in definition order.

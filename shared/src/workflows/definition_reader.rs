@@ -13,6 +13,7 @@ use super::definition::{
     MAX_TIMEOUT_MINUTES,
 };
 use super::expressions::{self, Reference};
+use super::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
 use super::retry::{RetryPolicy, RetryWhen, MAX_RETRIES};
 use super::yaml::YamlNode;
 use crate::facts::PRIORITY_RANGE;
@@ -28,12 +29,17 @@ const JOB_FIELDS: &[&str] = &[
     "continue-on-error",
     "retry",
     "priority",
+    "strategy",
     "env",
     "steps",
     "outputs",
     "mask-env",
 ];
 const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes"];
+const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
+/// The most values a matrix dimension may list, and the most `include` or
+/// `exclude` entries (the legs are bounded by the job limit anyway).
+const MAX_MATRIX_ENTRIES: usize = 256;
 const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes", "continue-on-error"];
 
 /// Where in the definition a value sits, to build precise errors.
@@ -111,12 +117,15 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     let env = read_env(fields.get("env"), &top.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &top.field("timeout-minutes"))?
         .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
-    let jobs = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
+    let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
     let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
-    Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, jobs })
+    Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, jobs, matrices })
 }
 
-fn read_jobs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<JobDefinition>, DefinitionError> {
+fn read_jobs(
+    node: Option<&YamlNode>,
+    at: &Location,
+) -> Result<(Vec<JobDefinition>, Vec<MatrixGroup>), DefinitionError> {
     let Some(node) = node else { return Err(at.error("required: a mapping of job ids to jobs")) };
     let YamlNode::Mapping(entries) = node else { return Err(at.expected("a mapping of job ids to jobs", node)) };
     if entries.is_empty() {
@@ -127,15 +136,177 @@ fn read_jobs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<JobDefinition
     }
     let mut seen = HashSet::with_capacity(entries.len());
     let mut jobs = Vec::with_capacity(entries.len());
+    let mut matrices = Vec::new();
     for (key, body) in entries {
         let Some(key) = key.scalar_text() else { return Err(at.expected("job ids as text", key)) };
         check_job_id(&key)?;
         if !seen.insert(key.clone()) {
             return Err(DefinitionError::in_job(key, None, "duplicate job id"));
         }
-        jobs.push(read_job(&key, body)?);
+        let (job, matrix) = read_job(&key, body)?;
+        match matrix {
+            None => jobs.push(job),
+            Some((strategy, runs_on)) => {
+                let (legs, group) = expand_matrix(job, &strategy, &runs_on)?;
+                jobs.extend(legs);
+                matrices.push(group);
+            }
+        }
+        if jobs.len() > MAX_JOBS {
+            return Err(DefinitionError::in_job(
+                key,
+                Some("strategy"),
+                format!("the jobs with their matrix legs are more than {MAX_JOBS}, at most {MAX_JOBS} are accepted"),
+            ));
+        }
     }
-    Ok(jobs)
+    // A job that needs a matrix job waits for all of its legs.
+    for job in &mut jobs {
+        let mut needs = Vec::with_capacity(job.needs.len());
+        for need in &job.needs {
+            match matrices.iter().find(|group: &&MatrixGroup| &group.job == need) {
+                Some(group) => needs.extend(group.legs.iter().cloned()),
+                None => needs.push(need.clone()),
+            }
+        }
+        job.needs = needs;
+    }
+    Ok((jobs, matrices))
+}
+
+/// A matrix job's legs: the job once per combination, keyed
+/// `<job> (<values>)`, its `runs-on` with `${{ matrix.<name> }}` put in.
+fn expand_matrix(
+    job: JobDefinition,
+    strategy: &Strategy,
+    runs_on: &[String],
+) -> Result<(Vec<JobDefinition>, MatrixGroup), DefinitionError> {
+    let at = Location::job(&job.key);
+    let combinations = matrix::combinations(strategy);
+    if combinations.is_empty() {
+        return Err(at.field("strategy.matrix").error("it makes no combination: every one is excluded"));
+    }
+    if combinations.len() > MAX_JOBS {
+        return Err(at
+            .field("strategy.matrix")
+            .error(format!("{} combinations, at most {MAX_JOBS} legs are accepted", combinations.len())));
+    }
+    let mut legs = Vec::with_capacity(combinations.len());
+    for values in combinations {
+        let key = matrix::leg_key(&job.key, &values);
+        if legs.iter().any(|leg: &JobDefinition| leg.key == key) {
+            return Err(at.field("strategy.matrix").error(format!("two combinations make the same leg `{key}`")));
+        }
+        let leg = MatrixLeg { job: job.key.clone(), values };
+        let raw: Vec<String> = runs_on.iter().map(|label| substitute_matrix(label, &leg)).collect();
+        let labels =
+            labels::canonicalize(&raw).map_err(|err| at.field("runs-on").error(format!("in leg `{key}`: {err}")))?;
+        legs.push(JobDefinition { key, labels, matrix: Some(leg), ..job.clone() });
+    }
+    let group = MatrixGroup {
+        job: job.key.clone(),
+        legs: legs.iter().map(|leg| leg.key.clone()).collect(),
+        fail_fast: strategy.fail_fast,
+        max_parallel: strategy.max_parallel,
+    };
+    Ok((legs, group))
+}
+
+/// `${{ matrix.<name> }}` in a label replaced by the leg's value (empty
+/// when its combination has none); the only expression `runs-on` takes.
+fn substitute_matrix(label: &str, leg: &MatrixLeg) -> String {
+    let mut out = String::new();
+    let mut rest = label;
+    while let Some(start) = rest.find("${{") {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find("}}") else { break };
+        let inner = rest[start + 3..start + end].trim();
+        match inner.strip_prefix("matrix.") {
+            Some(name) => out.push_str(leg.value(name.trim()).unwrap_or_default()),
+            None => out.push_str(&rest[start..start + end + 2]),
+        }
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
+/// fail-fast, max-parallel}`. Values are scalars, taken as text.
+fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, DefinitionError> {
+    let fields = Fields::read(node, STRATEGY_FIELDS, at, "a mapping with `matrix`")?;
+    let Some(matrix) = fields.get("matrix") else { return Err(at.field("matrix").error("required")) };
+    let at_matrix = at.field("matrix");
+    let YamlNode::Mapping(entries) = matrix else { return Err(at_matrix.expected("a mapping of dimensions", matrix)) };
+    let mut strategy = Strategy { fail_fast: true, ..Strategy::default() };
+    let scalar = |node: &YamlNode, at: &Location| match node {
+        YamlNode::String(_) | YamlNode::Integer(_) | YamlNode::Float(_) | YamlNode::Bool(_) => {
+            node.scalar_text().ok_or_else(|| at.expected("a scalar value", node))
+        }
+        other => Err(at.expected("a string, number or boolean", other)),
+    };
+    let combination = |node: &YamlNode, at: &Location| -> Result<Combination, DefinitionError> {
+        let YamlNode::Mapping(pairs) = node else { return Err(at.expected("a mapping of names to values", node)) };
+        let mut combo = Combination::new();
+        for (name, value) in pairs {
+            let Some(name) = name.scalar_text() else { return Err(at.expected("names as text", name)) };
+            check_matrix_name(&name, at)?;
+            combo.push((name.clone(), scalar(value, &at.field(&name))?));
+        }
+        Ok(combo)
+    };
+    let list = |node: &YamlNode, at: &Location| -> Result<Vec<Combination>, DefinitionError> {
+        let YamlNode::Sequence(items) = node else { return Err(at.expected("a list of mappings", node)) };
+        if items.len() > MAX_MATRIX_ENTRIES {
+            return Err(at.error(format!("{} entries, at most {MAX_MATRIX_ENTRIES}", items.len())));
+        }
+        items.iter().map(|item| combination(item, at)).collect()
+    };
+    for (name, values) in entries {
+        let Some(name) = name.scalar_text() else { return Err(at_matrix.expected("dimension names as text", name)) };
+        let at = at_matrix.field(&name);
+        match name.as_str() {
+            "include" => strategy.include = list(values, &at)?,
+            "exclude" => strategy.exclude = list(values, &at)?,
+            _ => {
+                check_matrix_name(&name, &at_matrix)?;
+                let YamlNode::Sequence(items) = values else { return Err(at.expected("a list of values", values)) };
+                if items.is_empty() || items.len() > MAX_MATRIX_ENTRIES {
+                    return Err(at.error(format!("1 to {MAX_MATRIX_ENTRIES} values")));
+                }
+                let values = items.iter().map(|item| scalar(item, &at)).collect::<Result<Vec<_>, _>>()?;
+                strategy.dimensions.push((name, values));
+            }
+        }
+    }
+    if strategy.dimensions.is_empty() && strategy.include.is_empty() {
+        return Err(at_matrix.error("at least one dimension, or `include`"));
+    }
+    if let Some(node) = fields.get("fail-fast") {
+        let YamlNode::Bool(fail_fast) = node else { return Err(at.field("fail-fast").expected("true or false", node)) };
+        strategy.fail_fast = *fail_fast;
+    }
+    if let Some(node) = fields.get("max-parallel") {
+        match node {
+            YamlNode::Integer(n) if (1..=i128::from(MAX_JOBS as u32)).contains(n) => {
+                strategy.max_parallel = Some(*n as u32)
+            }
+            _ => return Err(at.field("max-parallel").error(format!("must be a whole number from 1 to {MAX_JOBS}"))),
+        }
+    }
+    Ok(strategy)
+}
+
+/// A matrix name is what `${{ matrix.<name> }}` can spell.
+fn check_matrix_name(name: &str, at: &Location) -> Result<(), DefinitionError> {
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.len() <= MAX_JOB_ID_LEN
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(at.error(format!("invalid matrix name `{name}`: a letter or '_', then letters, digits, '_' and '-'")))
+    }
 }
 
 /// `^[A-Za-z_][A-Za-z0-9_-]*$`, at most 100 characters.
@@ -158,11 +329,24 @@ fn check_job_id(key: &str) -> Result<(), DefinitionError> {
     ))
 }
 
-fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError> {
+/// A job as written; with a `strategy`, also the strategy and its `runs-on`
+/// as written (each leg puts its values in before it is checked).
+type ReadJob = (JobDefinition, Option<(Strategy, Vec<String>)>);
+
+fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
     let at = Location::job(key);
     let fields = Fields::read(body, JOB_FIELDS, &at, "a mapping with `runs-on` and `steps`")?;
     let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
-    let labels = read_runs_on(fields.get("runs-on"), &at.field("runs-on"))?;
+    let strategy = fields.get("strategy").map(|node| read_strategy(node, &at.field("strategy"))).transpose()?;
+    let (labels, matrix) = match strategy {
+        None => (read_runs_on(fields.get("runs-on"), &at.field("runs-on"))?, None),
+        Some(strategy) => {
+            let Some(node) = fields.get("runs-on") else {
+                return Err(at.field("runs-on").error("required: the labels a runner must offer to run this job"));
+            };
+            (Vec::new(), Some((strategy, read_text_list(node, &at.field("runs-on"), "a label or a list of labels")?)))
+        }
+    };
     let needs = read_needs(fields.get("needs"), &at.field("needs"))?;
     let (condition, when) = read_condition(fields.get("if"), &at.field("if"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
@@ -174,8 +358,9 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     let retry = read_retry(fields.get("retry"), &at.field("retry"))?;
     let priority = read_priority(fields.get("priority"), &at.field("priority"))?;
-    Ok(JobDefinition {
+    let job = JobDefinition {
         priority,
+        matrix: None,
         mask_env,
         continue_on_error,
         retry,
@@ -189,7 +374,8 @@ fn read_job(key: &str, body: &YamlNode) -> Result<JobDefinition, DefinitionError
         timeout_minutes,
         env,
         steps,
-    })
+    };
+    Ok((job, matrix))
 }
 
 fn read_runs_on(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {

@@ -11,6 +11,7 @@ mod definition_reader;
 pub mod execution;
 pub mod expressions;
 pub mod graph;
+pub mod matrix;
 pub mod references;
 pub mod rerun;
 pub mod retry;

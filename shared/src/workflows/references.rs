@@ -2,12 +2,14 @@
 //! unknown reference is a 400 naming the job and the field, never an empty
 //! string at run time), and resolved when a job is queued ([`JobScope`]).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
 
 use super::definition::{DefinitionError, JobDefinition, WorkflowDefinition};
 use super::expressions::{self, BatonField, Reference, Scope};
+use super::matrix::MatrixLeg;
 use super::status::JobStatus;
 
 /// Every field of `job` that may hold expressions, with its location, and
@@ -94,12 +96,29 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 Reference::NeedsOutput { job: need, .. }
                 | Reference::NeedsResult { job: need }
                 | Reference::NeedsOutcome { job: need }
-                    if !job.needs.contains(need) =>
+                    if !definition.reads_need(job, need) =>
                 {
                     return refuse(format!("`{need}` is not among this job's needs"));
                 }
+                Reference::Matrix(name) => {
+                    let Some(leg) = &job.matrix else {
+                        return refuse("only a job with `strategy.matrix` has matrix values".into());
+                    };
+                    // Any leg's key: an `include` may add one to some legs
+                    // only (the others read it empty, as on GitHub).
+                    let known = definition
+                        .jobs
+                        .iter()
+                        .filter_map(|j| j.matrix.as_ref())
+                        .any(|other| other.job == leg.job && other.value(name).is_some());
+                    if !known {
+                        return refuse(format!("no combination of `{}` has `{name}`", leg.job));
+                    }
+                }
                 Reference::NeedsOutput { job: need, name } => {
-                    let declared = definition.job(need).is_some_and(|j| j.outputs.contains_key(name));
+                    // A matrix job's outputs are its legs' (each declares them).
+                    let need_job = definition.matrix_group(need).and_then(|g| g.legs.first()).unwrap_or(need);
+                    let declared = definition.job(need_job).is_some_and(|j| j.outputs.contains_key(name));
                     if !declared {
                         return refuse(format!("job `{need}` declares no output `{name}` (see its `outputs:`)"));
                     }
@@ -205,6 +224,8 @@ pub struct JobScope<'a> {
     pub attempt: u32,
     pub workspace_id: &'a str,
     pub job: &'a str,
+    /// A matrix leg's values.
+    pub matrix: Option<&'a MatrixLeg>,
     /// The job's env, workflow's merged in (before interpolation).
     pub env: BTreeMap<String, String>,
     pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
@@ -212,14 +233,17 @@ pub struct JobScope<'a> {
     pub needs: HashMap<String, NeedState<'a>>,
 }
 
-/// A need as its dependant's expressions see it.
-#[derive(Debug, Clone, Copy)]
+/// A need as its dependant's expressions see it: a job, or a matrix job
+/// (its legs together).
+#[derive(Debug, Clone)]
 pub struct NeedState<'a> {
     pub status: JobStatus,
-    /// It failed, and its `continue-on-error` made it succeed.
+    /// It failed, and its `continue-on-error` made it succeed (for a
+    /// matrix job: one of its legs did).
     pub soft_failed: bool,
-    /// `None` when no expression of the job reads them.
-    pub outputs: Option<&'a BTreeMap<String, String>>,
+    /// `None` when no expression of the job reads them. A matrix job's
+    /// are made here: each name's value is a JSON object of leg → value.
+    pub outputs: Option<Cow<'a, BTreeMap<String, String>>>,
 }
 
 fn result_word(status: JobStatus) -> &'static str {
@@ -235,7 +259,8 @@ fn result_word(status: JobStatus) -> &'static str {
 impl Scope for JobScope<'_> {
     fn resolve(&self, reference: &Reference) -> Option<String> {
         match reference {
-            Reference::NeedsOutput { job, name } => self.needs.get(job)?.outputs?.get(name).cloned(),
+            Reference::NeedsOutput { job, name } => self.needs.get(job)?.outputs.as_ref()?.get(name).cloned(),
+            Reference::Matrix(name) => Some(self.matrix?.value(name).unwrap_or_default().to_string()),
             // GitHub's words for a need's result: a soft failure's result
             // is `success` (it does not fail its dependants), its outcome
             // `failure` (as a GitHub step's conclusion and outcome).

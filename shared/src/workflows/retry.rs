@@ -60,7 +60,7 @@ impl RetryWhen {
             StatusReason::RunnerLost => Some(RetryWhen::RunnerLost),
             StatusReason::TimedOut => Some(RetryWhen::TimedOut),
             StatusReason::StepFailed => Some(RetryWhen::StepFailed),
-            StatusReason::RunCancelled | StatusReason::ConditionRejected => None,
+            StatusReason::RunCancelled | StatusReason::ConditionRejected | StatusReason::FailFast => None,
         }
     }
 }

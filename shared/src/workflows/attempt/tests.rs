@@ -245,11 +245,16 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
         attempt: 1,
         workspace_id: "ws",
         job: "b",
+        matrix: None,
         env: BTreeMap::new(),
         inputs: None,
         needs: HashMap::from([(
             "a".to_string(),
-            NeedState { status: JobStatus::Succeeded, soft_failed: false, outputs: Some(&outputs) },
+            NeedState {
+                status: JobStatus::Succeeded,
+                soft_failed: false,
+                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
+            },
         )]),
     };
     let job = definition.job("b").unwrap();
@@ -540,4 +545,115 @@ fn a_timed_out_job_is_retried_but_not_past_the_run_timeout_nor_a_cancel() {
     cancelled.cancel(&definition, at(1), 40).unwrap();
     assert_eq!(job(&cancelled, "slow").status, JobStatus::Cancelled);
     assert_eq!(job(&cancelled, "slow").executions().count(), 1, "a cancel is never retried");
+}
+
+fn matrix_definition(fail_fast: bool, max_parallel: &str) -> WorkflowDefinition {
+    parse_definition(&format!(
+        r#"
+jobs:
+  test:
+    runs-on: linux
+    strategy:
+      matrix: {{os: [a, b, c]}}
+      fail-fast: {fail_fast}
+      {max_parallel}
+    outputs: [v]
+    steps: [{{run: x}}]
+  report:
+    needs: test
+    if: always()
+    runs-on: linux
+    env:
+      V: ${{{{ needs.test.outputs.v }}}}
+      R: ${{{{ needs.test.result }}}}
+    steps: [{{run: x}}]
+"#
+    ))
+    .unwrap()
+}
+
+/// `max-parallel: 2`: never more than two legs queued or running.
+#[test]
+fn max_parallel_keeps_at_most_that_many_legs_going() {
+    let definition = matrix_definition(false, "max-parallel: 2");
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    let active = |state: &AttemptState| {
+        state
+            .jobs
+            .iter()
+            .filter(|j| j.key.starts_with("test") && matches!(j.status, JobStatus::Queued | JobStatus::Running))
+            .count()
+    };
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(active(&state), 2);
+    assert_eq!(status_of(&state, "test (c)"), JobStatus::Pending);
+    finish(&mut state, "test (a)", JobOutcome::Succeeded);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(active(&state), 2);
+    assert_eq!(status_of(&state, "test (c)"), JobStatus::Queued, "started once a leg ended");
+}
+
+/// `fail-fast`: a failed leg cancels the legs still going, as `fail_fast`;
+/// the matrix job's result is `failure` for its dependants.
+#[test]
+fn a_failed_leg_cancels_its_siblings_under_fail_fast_and_not_without_it() {
+    let now = Utc::now();
+    let definition = matrix_definition(true, "");
+    let mut state = attempt(&definition);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    finish(&mut state, "test (a)", JobOutcome::Succeeded);
+    finish(&mut state, "test (b)", JobOutcome::Failed);
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let c = job(&state, "test (c)");
+    assert_eq!((c.status, c.reason), (JobStatus::Cancelled, Some(StatusReason::FailFast)));
+    // The report reads the legs' outputs (none were written).
+    let mut data = ExpressionData::default();
+    for leg in ["test (a)", "test (b)", "test (c)"] {
+        data.outputs.insert(job(&state, leg).execution.as_ref().unwrap().id, BTreeMap::new());
+    }
+    let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
+    let report = change
+        .emitted
+        .iter()
+        .find_map(|e| match e {
+            Emitted::Queued { spec, .. } if spec.key == "report" => Some(spec.clone()),
+            _ => None,
+        })
+        .expect("the always() report runs");
+    assert_eq!(report.env["R"], "failure");
+
+    let calm = matrix_definition(false, "");
+    let mut state = attempt(&calm);
+    state.advance(&calm, now, MINUTE, 40, &RunnerEndings::new());
+    finish(&mut state, "test (b)", JobOutcome::Failed);
+    state.advance(&calm, now, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(status_of(&state, "test (c)"), JobStatus::Queued, "without fail-fast the others go on");
+}
+
+/// Every leg's outputs reach the dependant, keyed by leg.
+#[test]
+fn a_dependant_reads_each_legs_outputs_keyed_by_leg() {
+    let definition = matrix_definition(false, "");
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let mut data = ExpressionData::default();
+    for (leg, v) in [("test (a)", "1"), ("test (b)", "2"), ("test (c)", "3")] {
+        finish(&mut state, leg, JobOutcome::Succeeded);
+        let execution = job(&state, leg).execution.as_ref().unwrap().id;
+        data.outputs.insert(execution, BTreeMap::from([("v".to_string(), v.to_string())]));
+    }
+    let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
+    let spec = change
+        .emitted
+        .iter()
+        .find_map(|e| match e {
+            Emitted::Queued { spec, .. } if spec.key == "report" => Some(spec.clone()),
+            _ => None,
+        })
+        .expect("report queued");
+    let by_leg: serde_json::Value = serde_json::from_str(&spec.env["V"]).unwrap();
+    assert_eq!(by_leg, serde_json::json!({"test (a)": "1", "test (b)": "2", "test (c)": "3"}));
+    assert_eq!(spec.env["R"], "success");
 }

@@ -397,3 +397,86 @@ fn priority_is_a_bounded_whole_number_or_one_expression() {
         assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some("priority")), "{refused}: {err}");
     }
 }
+
+#[test]
+fn a_matrix_job_becomes_its_legs_and_a_job_needing_it_needs_them_all() {
+    let definition = parse_definition(
+        r#"
+jobs:
+  test:
+    runs-on: [linux, "${{ matrix.arch }}"]
+    strategy:
+      matrix:
+        arch: [x64, arm64]
+        rust: [stable, beta, nightly]
+        exclude: [{arch: arm64, rust: nightly}]
+        include: [{arch: x64, rust: "1.70"}]
+      max-parallel: 2
+    outputs: [version]
+    env:
+      TOOLCHAIN: ${{ matrix.rust }}
+    steps: [{run: 'cargo +${{ matrix.rust }} test'}]
+  report:
+    needs: test
+    runs-on: linux
+    env:
+      ALL: ${{ needs.test.outputs.version }}
+      RESULT: ${{ needs.test.result }}
+    steps: [{run: echo}]
+"#,
+    )
+    .unwrap();
+    let keys: Vec<&str> = definition.jobs.iter().map(|j| j.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "test (x64, stable)",
+            "test (x64, beta)",
+            "test (x64, nightly)",
+            "test (arm64, stable)",
+            "test (arm64, beta)",
+            "test (x64, 1.70)",
+            "report"
+        ]
+    );
+    let arm = definition.job("test (arm64, beta)").unwrap();
+    assert_eq!(arm.labels, ["arm64", "linux"], "runs-on takes the leg's values");
+    assert_eq!(arm.matrix.as_ref().and_then(|leg| leg.value("rust")), Some("beta"));
+    let report = definition.job("report").unwrap();
+    assert_eq!(report.needs.len(), 6, "needs every leg: {:?}", report.needs);
+    let group = definition.matrix_group("test").unwrap();
+    assert_eq!((group.fail_fast, group.max_parallel, group.legs.len()), (true, Some(2), 6));
+}
+
+#[test]
+fn matrix_mistakes_are_refused_naming_the_job_and_the_field() {
+    let with = |strategy: &str, extra: &str| {
+        parse_definition(&format!(
+            "jobs:\n  t:\n    runs-on: linux\n    strategy: {strategy}\n    steps: [{{run: x}}]\n{extra}"
+        ))
+    };
+    for (strategy, extra, says) in [
+        ("{matrix: {}}", "", "at least one dimension"),
+        ("{matrix: {os: []}}", "", "1 to 256 values"),
+        ("{matrix: {os: [{a: 1}]}}", "", "a string, number or boolean"),
+        ("{matrix: {os: [a], exclude: [{os: a}]}}", "", "every one is excluded"),
+        (
+            "{matrix: {a: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17], b: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}",
+            "",
+            "at most 256",
+        ),
+        ("{matrix: {os: [a]}, max-parallel: 0}", "", "from 1 to 256"),
+        ("{matrix: {os: [a]}, fail-fast: maybe}", "", "true or false"),
+        ("{matrix: {os: [a]}, parallel: 2}", "", "unknown field"),
+        (
+            "{matrix: {os: [a]}}",
+            "  u:\n    needs: t\n    runs-on: l\n    steps: [{run: '${{ matrix.os }}'}]\n",
+            "only a job with `strategy.matrix`",
+        ),
+    ] {
+        let err = with(strategy, extra).unwrap_err();
+        assert!(err.to_string().contains(says), "{strategy}: {err}");
+    }
+    let err = parse_definition("jobs:\n  t:\n    runs-on: linux\n    strategy: {matrix: {os: [a]}}\n    steps: [{run: '${{ matrix.arch }}'}]\n").unwrap_err();
+    assert!(err.to_string().contains("no combination of `t` has `arch`"), "{err}");
+}

@@ -509,6 +509,110 @@ async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_wi
     stack.assert_all_facts_valid();
 }
 
+/// `strategy.matrix` with real runners: a 2×3 matrix less one exclude plus
+/// one include is six legs named by their values, never more than
+/// `max-parallel: 2` of them running at once (counted from the executions'
+/// start and end), each leg's outputs reaching the job that needs the
+/// matrix, keyed by leg. Then `fail-fast`: a failing leg cancels its
+/// running siblings, which their runners stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_and_fails_fast() {
+    // Heartbeats every second: the cancelled legs' runners hear it at once.
+    let stack = fast_lease_stack().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: matrix
+{env}jobs:
+  test:
+    runs-on: [linux, "${{{{ matrix.os }}}}"]
+    strategy:
+      matrix:
+        os: [x64, arm64]
+        rust: [stable, beta, nightly]
+        exclude: [{{os: arm64, rust: nightly}}]
+        include: [{{os: x64, rust: "1.70"}}]
+      max-parallel: 2
+    outputs: [built]
+    steps:
+      - run: sleep 0.5; echo "built=${{{{ matrix.os }}}}/${{{{ matrix.rust }}}}" >> "$BATON_OUTPUT"
+  report:
+    needs: test
+    runs-on: linux
+    outputs: [all, result]
+    env:
+      ALL: ${{{{ needs.test.outputs.built }}}}
+    steps:
+      - run: |
+          echo "all=$ALL" >> "$BATON_OUTPUT"
+          echo "result=${{{{ needs.test.result }}}}" >> "$BATON_OUTPUT"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut x64 = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "4"]);
+    let mut arm = Runner::start(&stack, &token, "linux,arm64", &["--concurrency", "4"]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let jobs = view["attempts"][0]["jobs"].as_array().expect("jobs").clone();
+    let legs: Vec<&str> = jobs.iter().filter_map(|j| j["key"].as_str()).filter(|k| k.starts_with("test")).collect();
+    assert_eq!(
+        legs,
+        [
+            "test (x64, stable)",
+            "test (x64, beta)",
+            "test (x64, nightly)",
+            "test (arm64, stable)",
+            "test (arm64, beta)",
+            "test (x64, 1.70)"
+        ]
+    );
+    // At each leg's start, how many legs had started and not yet ended.
+    let spans: Vec<(DateTime<Utc>, DateTime<Utc>)> = jobs
+        .iter()
+        .filter(|j| j["key"].as_str().is_some_and(|k| k.starts_with("test")))
+        .map(|j| (time(&j["executions"][0]["started_at"]), time(&j["executions"][0]["finished_at"])))
+        .collect();
+    let most = spans.iter().map(|(start, _)| spans.iter().filter(|(s, e)| s <= start && start < e).count()).max();
+    assert!(most.is_some_and(|m| m <= 2), "max-parallel 2 exceeded: {most:?} of {spans:?}");
+    let report = job_in(&view, 1, "report");
+    let all: Value = serde_json::from_str(report["outputs"]["all"].as_str().expect("all")).expect("a JSON object");
+    assert_eq!(all["test (arm64, beta)"], "arm64/beta");
+    assert_eq!(all["test (x64, 1.70)"], "x64/1.70");
+    assert_eq!(all.as_object().map(|o| o.len()), Some(6), "{all}");
+    assert_eq!(report["outputs"]["result"], "success");
+
+    // fail-fast (the default): one leg fails at once, the others are stopped.
+    let fast = format!(
+        r#"name: fail-fast
+{env}jobs:
+  test:
+    runs-on: linux
+    strategy:
+      matrix: {{shard: [1, 2, 3]}}
+    steps:
+      - run: if [ "${{{{ matrix.shard }}}}" = 2 ]; then exit 1; fi; sleep 120
+"#,
+        env = shared_env(&shared)
+    );
+    let run_id = create_run(&stack, &ws, &fast).await;
+    let view = wait_view(&stack, &ws, &run_id, "every leg ended", |v| {
+        v["status"] == "failed"
+            && v["attempts"][0]["jobs"].as_array().is_some_and(|jobs| {
+                jobs.iter().all(|j| ["failed", "cancelled"].contains(&j["status"].as_str().unwrap_or_default()))
+            })
+    })
+    .await;
+    assert_eq!(job_in(&view, 1, "test (2)")["status"], "failed");
+    for leg in ["test (1)", "test (3)"] {
+        let job = job_in(&view, 1, leg);
+        assert_eq!((&job["status"], &job["status_reason"]), (&json!("cancelled"), &json!("fail_fast")), "{job:#}");
+    }
+    x64.stop().await;
+    arm.stop().await;
+    stack.assert_all_facts_valid();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
     let stack = fast_lease_stack().await;

@@ -1,0 +1,198 @@
+//! `strategy.matrix` (behaviour.md §17): one job written, one leg run per
+//! combination of its dimensions' values.
+//!
+//! Expanded when the run is created: each leg is an ordinary job of the
+//! definition (its key `<job> (<value>, <value>…)`, its `runs-on` with
+//! `${{ matrix.<name> }}` put in), so queueing, claims, timeouts, retries
+//! and reruns need nothing new. What the legs share is kept in a
+//! [`MatrixGroup`]: `fail-fast` (a failed leg cancels its siblings) and
+//! `max-parallel` (how many legs may be queued or running at once), and a
+//! job that `needs` the matrix job waits for every leg and reads them
+//! together (`needs.<job>.result`, GitHub's rule; `needs.<job>.outputs.<name>`
+//! as a JSON object keyed by leg, where GitHub keeps only the last leg's).
+//!
+//! The combinations follow GitHub Actions: the product of the dimensions in
+//! the order written, less every combination an `exclude` entry matches (all
+//! of its keys equal), then each `include` entry either extends the
+//! combinations whose dimension values it matches with its other keys, or,
+//! matching none, is a combination of its own.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::JobStatus;
+
+/// One combination: (name, value) pairs, the dimensions first in the order
+/// written, then keys an `include` added.
+pub type Combination = Vec<(String, String)>;
+
+/// A job's `strategy`, as written.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Strategy {
+    /// The dimensions in the order written, each with its values.
+    pub dimensions: Vec<(String, Vec<String>)>,
+    pub include: Vec<Combination>,
+    pub exclude: Vec<Combination>,
+    /// `fail-fast` (GitHub's default: true).
+    pub fail_fast: bool,
+    pub max_parallel: Option<u32>,
+}
+
+/// The legs of one matrix job, what the attempt decides on together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixGroup {
+    /// The matrix job's key as written (what `needs` and expressions name).
+    pub job: String,
+    /// Its legs' keys, in combination order.
+    pub legs: Vec<String>,
+    pub fail_fast: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
+}
+
+/// What makes a job a leg: its matrix job and its combination.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixLeg {
+    pub job: String,
+    pub values: Combination,
+}
+
+impl MatrixLeg {
+    /// `${{ matrix.<name> }}`: the leg's value, if its combination has it.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.values.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    }
+}
+
+/// Every combination of `strategy`, in order (see the module doc).
+pub fn combinations(strategy: &Strategy) -> Vec<Combination> {
+    let mut combos: Vec<Combination> = vec![Vec::new()];
+    for (name, values) in &strategy.dimensions {
+        combos = combos
+            .into_iter()
+            .flat_map(|combo| {
+                values.iter().map(move |value| {
+                    let mut next = combo.clone();
+                    next.push((name.clone(), value.clone()));
+                    next
+                })
+            })
+            .collect();
+    }
+    if strategy.dimensions.is_empty() {
+        combos.clear();
+    }
+    combos.retain(|combo| !strategy.exclude.iter().any(|exclude| matches(combo, exclude)));
+    let is_dimension = |name: &str| strategy.dimensions.iter().any(|(dimension, _)| dimension == name);
+    for entry in &strategy.include {
+        let on_dimensions: Combination = entry.iter().filter(|(name, _)| is_dimension(name)).cloned().collect();
+        let mut extended = false;
+        if !on_dimensions.is_empty() || strategy.dimensions.is_empty() {
+            for combo in combos.iter_mut().filter(|combo| matches(combo, &on_dimensions)) {
+                // Only where nothing it says would change a value already
+                // there (GitHub: an include never overwrites a dimension).
+                if entry.iter().all(|(name, value)| lookup(combo, name).is_none_or(|v| v == value)) {
+                    for (name, value) in entry {
+                        if lookup(combo, name).is_none() {
+                            combo.push((name.clone(), value.clone()));
+                        }
+                    }
+                    extended = true;
+                }
+            }
+        }
+        if !extended {
+            combos.push(entry.clone());
+        }
+    }
+    combos
+}
+
+fn lookup<'a>(combo: &'a Combination, name: &str) -> Option<&'a str> {
+    combo.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+}
+
+/// `combo` has every (name, value) of `pattern`.
+fn matches(combo: &Combination, pattern: &Combination) -> bool {
+    pattern.iter().all(|(name, value)| lookup(combo, name) == Some(value.as_str()))
+}
+
+/// A leg's key: `test (x64, stable)`.
+pub fn leg_key(job: &str, combo: &Combination) -> String {
+    let values: Vec<&str> = combo.iter().map(|(_, value)| value.as_str()).collect();
+    format!("{job} ({})", values.join(", "))
+}
+
+/// The result of a matrix job as its dependants see it, from its legs'
+/// statuses (GitHub's rule): `failure` if a leg failed, else `cancelled` if
+/// one was cancelled, else `skipped` if every leg was, else `success`.
+pub fn aggregate_status(legs: &[JobStatus]) -> JobStatus {
+    if legs.contains(&JobStatus::Failed) {
+        JobStatus::Failed
+    } else if legs.contains(&JobStatus::Cancelled) {
+        JobStatus::Cancelled
+    } else if !legs.is_empty() && legs.iter().all(|s| *s == JobStatus::Skipped) {
+        JobStatus::Skipped
+    } else if legs.iter().any(|s| !s.is_terminal()) {
+        JobStatus::Running
+    } else {
+        JobStatus::Succeeded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, &str)]) -> Combination {
+        items.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn strategy(dimensions: &[(&str, &[&str])]) -> Strategy {
+        Strategy {
+            dimensions: dimensions
+                .iter()
+                .map(|(name, values)| (name.to_string(), values.iter().map(|v| v.to_string()).collect()))
+                .collect(),
+            fail_fast: true,
+            ..Strategy::default()
+        }
+    }
+
+    #[test]
+    fn a_two_by_three_matrix_less_an_exclude_plus_an_include_has_six_legs_in_order() {
+        let mut matrix = strategy(&[("os", &["linux", "macos"]), ("rust", &["stable", "beta", "nightly"])]);
+        matrix.exclude = vec![pairs(&[("os", "macos"), ("rust", "nightly")])];
+        matrix.include =
+            vec![pairs(&[("os", "linux"), ("rust", "1.70")]), pairs(&[("os", "macos"), ("arch", "arm64")])];
+        let legs: Vec<String> = combinations(&matrix).iter().map(|c| leg_key("test", c)).collect();
+        assert_eq!(
+            legs,
+            [
+                "test (linux, stable)",
+                "test (linux, beta)",
+                "test (linux, nightly)",
+                "test (macos, stable, arm64)",
+                "test (macos, beta, arm64)",
+                "test (linux, 1.70)",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_include_alone_makes_its_own_legs() {
+        let mut matrix = Strategy { fail_fast: true, ..Strategy::default() };
+        matrix.include = vec![pairs(&[("target", "wasm")]), pairs(&[("target", "musl")])];
+        let legs: Vec<String> = combinations(&matrix).iter().map(|c| leg_key("build", c)).collect();
+        assert_eq!(legs, ["build (wasm)", "build (musl)"]);
+    }
+
+    #[test]
+    fn a_matrix_jobs_result_is_githubs_aggregate_of_its_legs() {
+        use JobStatus::*;
+        assert_eq!(aggregate_status(&[Succeeded, Failed, Cancelled]), Failed);
+        assert_eq!(aggregate_status(&[Succeeded, Cancelled]), Cancelled);
+        assert_eq!(aggregate_status(&[Skipped, Skipped]), Skipped);
+        assert_eq!(aggregate_status(&[Succeeded, Skipped]), Succeeded);
+        assert_eq!(aggregate_status(&[Succeeded, Running]), Running);
+    }
+}
