@@ -124,8 +124,11 @@ jobs:
   four:
     needs: three
     runs-on: linux
+    strategy:
+      matrix: {shard: [1, 2, 3]}
+      max-parallel: 2
     steps:
-      - run: echo 4
+      - run: echo 4-${{ matrix.shard }}
 ";
 
 const CANCEL: &str = "name: chaos-cancel
