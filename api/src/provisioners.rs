@@ -106,6 +106,12 @@ pub struct ReserveRequest {
     /// Default 900, at most 3,600.
     #[serde(default)]
     pub expires_in_s: Option<u32>,
+    /// Chosen by the provisioner for one reserve and sent again with each
+    /// retry of it: a retry whose earlier try reserved (its answer lost)
+    /// gets those reservations and tokens back instead of reserving again,
+    /// so a lost answer neither holds demand nor leaves machines unstarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -204,6 +204,60 @@ impl RegistrationKey {
     }
 }
 
+/// The id of one reserve (`request_id`) bound to the provisioner token that
+/// makes it: the i-th reservation's id and its ephemeral registration token
+/// derive from both, so every try of one reserve makes or finds the same
+/// reservations and hands out the same tokens. Only the provisioner token's
+/// holder can derive them; only their hashes are stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ReservationKey {
+    secret: [u8; 32],
+}
+
+impl std::fmt::Debug for ReservationKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReservationKey").finish_non_exhaustive()
+    }
+}
+
+impl ReservationKey {
+    pub fn new(provisioner_token: &str, request_id: Uuid) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"baton reservation\0");
+        hasher.update(provisioner_token.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(request_id.as_bytes());
+        Self { secret: hasher.finalize().into() }
+    }
+
+    fn derive(&self, what: &[u8], index: u32) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(self.secret);
+        hasher.update(what);
+        hasher.update(index.to_be_bytes());
+        hasher.finalize().into()
+    }
+
+    fn id(&self, what: &[u8], index: u32) -> Uuid {
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&self.derive(what, index)[..16]);
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
+    }
+
+    /// The `index`-th reservation of this reserve.
+    pub fn reservation_id(&self, index: u32) -> Uuid {
+        self.id(b"reservation", index)
+    }
+
+    /// The `index`-th reservation's registration token: its id and the token.
+    pub fn registration_token(&self, index: u32) -> (Uuid, String) {
+        let id = self.id(b"token id", index);
+        let digest = self.derive(b"token secret", index);
+        let secret: String = digest[..SECRET_BYTES].iter().map(|b| format!("{b:02x}")).collect();
+        (id, format!("{}{}.{secret}", TokenKind::Registration.prefix(), id.simple()))
+    }
+}
+
 /// The execution and epoch a lease token names, if it is well formed.
 pub fn parse_lease_token(token: &str) -> Option<(Uuid, u64)> {
     let rest = token.strip_prefix(TokenKind::Lease.prefix())?;
@@ -246,6 +300,22 @@ mod tests {
         let other_token = RegistrationKey::new(&new_registration_token(Uuid::now_v7()), request);
         assert_ne!(key.session_token(), other_token.session_token(), "another registration token");
         assert!(!format!("{key:?}").contains(&registration), "the token is never printed");
+    }
+
+    #[test]
+    fn every_try_of_one_reserve_derives_the_same_reservations_and_nothing_else_does() {
+        let (provisioner, request) = (new_provisioner_token(Uuid::now_v7()), Uuid::now_v7());
+        let key = ReservationKey::new(&provisioner, request);
+        let again = ReservationKey::new(&provisioner, request);
+        assert_eq!(key.reservation_id(0), again.reservation_id(0));
+        assert_eq!(key.registration_token(1), again.registration_token(1));
+        assert_ne!(key.reservation_id(0), key.reservation_id(1), "each index its own");
+        let (id, token) = key.registration_token(0);
+        assert_eq!(registration_token_id(&token), Some(id), "a well-formed registration token");
+        assert_ne!(key.reservation_id(0), ReservationKey::new(&provisioner, Uuid::now_v7()).reservation_id(0));
+        let other = new_provisioner_token(Uuid::now_v7());
+        assert_ne!(token, ReservationKey::new(&other, request).registration_token(0).1, "another provisioner");
+        assert!(!format!("{key:?}").contains(&provisioner));
     }
 
     #[test]

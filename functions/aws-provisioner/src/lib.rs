@@ -213,8 +213,14 @@ impl AwsProvisioner {
                 tracing::warn!(%labels, count, "too close to the deadline to reserve; the next tick will");
                 break;
             }
-            let body =
-                ReserveRequest { labels: set.labels.clone(), count, expires_in_s: self.settings.reservation_expiry_s };
+            // Named, so that a retry of it (the SDK's, or a client's after a
+            // lost answer) gets the same reservations back.
+            let body = ReserveRequest {
+                labels: set.labels.clone(),
+                count,
+                expires_in_s: self.settings.reservation_expiry_s,
+                request_id: Some(uuid::Uuid::now_v7()),
+            };
             let reserved = match self.api.reserve(&body).await {
                 Ok(reserved) => reserved,
                 Err(ApiError::Unauthenticated(message)) => return Err(ApiError::Unauthenticated(message).into()),

@@ -7,9 +7,12 @@
 use baton_shared::api::provisioners::{Reservation, ReserveRequest, Reserved};
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
-use baton_shared::http::{authorize_provisioner, json_response, method_not_allowed, parse_json, respond};
+use baton_shared::http::{
+    authorize_provisioner, json_response, method_not_allowed, parse_json, require_token, respond,
+};
 use baton_shared::runners::labels::canonicalize;
 use baton_shared::runners::provisioners::settings;
+use baton_shared::tokens::{ReservationKey, TokenKind};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 
@@ -23,6 +26,9 @@ async fn reserve(context: &Context, req: Request) -> Result<Response<Body>, ApiE
     }
     let provisioner = authorize_provisioner(&context.store, &req).await?;
     let body: ReserveRequest = parse_json(&req)?;
+    // A named reserve derives its reservations from the caller's token.
+    let token = require_token(&req, TokenKind::Provisioner)?;
+    let key = body.request_id.map(|request_id| ReservationKey::new(token, request_id));
     let labels = canonicalize(&body.labels)?;
     if !provisioner.settings.label_sets.contains(&labels) {
         return Err(ApiError::new(ErrorCode::InvalidLabels, "labels must be one of the provisioner's label_sets"));
@@ -33,7 +39,7 @@ async fn reserve(context: &Context, req: Request) -> Result<Response<Body>, ApiE
     context.store.fleet_pass(provisioner.id, now).await?;
     let made = context
         .store
-        .reserve(provisioner.id, &labels, count, expires_in_s, context.config.outbox_ttl_days, now)
+        .reserve(provisioner.id, &labels, count, expires_in_s, key, context.config.outbox_ttl_days, now)
         .await?;
     tracing::info!(provisioner_id = %provisioner.id, asked = count, reserved = made.len(), "reserve");
     let reservations = made

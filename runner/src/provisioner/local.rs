@@ -95,6 +95,10 @@ pub enum LocalError {
 /// have been sent SIGKILL by then).
 const EXIT_SLACK: Duration = Duration::from_secs(5);
 
+/// How many times one reserve is sent (with its `request_id`) before the
+/// next demand answer asks afresh.
+const RESERVE_TRIES: u32 = 4;
+
 /// How long the last report (the instances' ends) may retry at shutdown.
 const LAST_REPORT_BUDGET: Duration = Duration::from_secs(10);
 
@@ -227,16 +231,31 @@ impl Fleet {
 
     async fn reserve(&mut self, set: &LabelSetDemand, count: u32) -> Result<(), LocalError> {
         let labels = set.labels.join(",");
-        let body = ReserveRequest { labels: set.labels.clone(), count, expires_in_s: self.config.reservation_expiry_s };
-        let reserved = match self.client.reserve(&body).await {
-            Ok(reserved) => reserved,
-            Err(ClientError::Unauthenticated(message)) => {
-                return Err(LocalError::Revoked(ClientError::Unauthenticated(message)))
-            }
-            Err(err) => {
-                // The next demand answer (20 s at most) asks again.
-                tracing::warn!(%labels, count, error = %err, "reservation failed");
-                return Ok(());
+        // One id for every try of this reserve: a try whose answer was lost
+        // reserved, and its retry gets those reservations back.
+        let body = ReserveRequest {
+            labels: set.labels.clone(),
+            count,
+            expires_in_s: self.config.reservation_expiry_s,
+            request_id: Some(Uuid::now_v7()),
+        };
+        let mut tries = 0;
+        let reserved = loop {
+            tries += 1;
+            match self.client.reserve(&body).await {
+                Ok(reserved) => break reserved,
+                Err(ClientError::Unauthenticated(message)) => {
+                    return Err(LocalError::Revoked(ClientError::Unauthenticated(message)))
+                }
+                Err(err) if err.is_transient() && tries < RESERVE_TRIES => {
+                    tracing::warn!(%labels, count, error = %err, tries, "reservation failed; trying it again");
+                    tokio::time::sleep(Duration::from_millis(500 * u64::from(tries))).await;
+                }
+                Err(err) => {
+                    // The next demand answer (20 s at most) asks again.
+                    tracing::warn!(%labels, count, error = %err, "reservation failed");
+                    return Ok(());
+                }
             }
         };
         tracing::info!(%labels, asked = count, granted = reserved.reservations.len(), queued = set.queued,

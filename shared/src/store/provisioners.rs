@@ -47,7 +47,7 @@ use crate::runners::provisioners::demand::{served_demand, spread_reservations, S
 use crate::runners::provisioners::instances::stops;
 use crate::runners::provisioners::intents::{self, FleetPolicy, LeaseView, SessionView};
 use crate::runners::provisioners::settings::ProvisionerSettings;
-use crate::tokens::{self, hash_token};
+use crate::tokens::{self, hash_token, ReservationKey};
 
 /// Reservations written by one transaction at most: each is two items (the
 /// reservation and its token), next to one count per job set and the
@@ -644,16 +644,41 @@ impl Store {
 
     /// Reserves up to `count` instances for `labels` (one of the
     /// provisioner's served sets), as demand and `max_instances` allow.
+    #[allow(clippy::too_many_arguments)]
     pub async fn reserve(
         &self,
         provisioner_id: Uuid,
         labels: &[String],
         count: u32,
         expires_in_s: u32,
+        key: Option<ReservationKey>,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
     ) -> Result<Vec<Reserved>, StoreError> {
         let mut made = Vec::new();
+        // A named reserve: what an earlier try of it made is answered again
+        // (the unreleased ones; a released one's index stays used), and only
+        // the rest is reserved, under the indices no try used yet.
+        let mut free_indices: Vec<u32> = Vec::new();
+        if let Some(key) = &key {
+            let ids: Vec<Uuid> = (0..count).map(|i| key.reservation_id(i)).collect();
+            let earlier = self.reservations_of(provisioner_id, &ids).await?;
+            for index in 0..count {
+                match earlier.get(&key.reservation_id(index)) {
+                    Some(reservation) if reservation.released_at.is_none() => {
+                        made.push(Reserved { reservation: reservation.clone(), token: key.registration_token(index).1 })
+                    }
+                    Some(_) => {}
+                    None => free_indices.push(index),
+                }
+            }
+            if free_indices.len() + made.len() < count as usize {
+                // Released ones count as made: the reserve was answered.
+                return Ok(made);
+            }
+        }
+        // (Two tries at once racing for one index: the loser's transaction
+        // fails as a lost race, and a later retry finds the winner's.)
         let mut lost = 0;
         while (made.len() as u32) < count {
             let Some(provisioner) = self.provisioner(provisioner_id).await? else { break };
@@ -671,8 +696,21 @@ impl Store {
             if plan.is_empty() {
                 break;
             }
+            let total: u32 = plan.iter().map(|(_, k)| k).sum();
+            let identities: Vec<(Uuid, Uuid, String)> = (0..total as usize)
+                .map(|n| match (&key, free_indices.get(n)) {
+                    (Some(key), Some(index)) => {
+                        let (token_id, token) = key.registration_token(*index);
+                        (key.reservation_id(*index), token_id, token)
+                    }
+                    _ => {
+                        let token_id = crate::ids::new_id();
+                        (crate::ids::new_id(), token_id, tokens::new_registration_token(token_id))
+                    }
+                })
+                .collect();
             let (items, reserved) =
-                self.reservation_writes(&provisioner, labels, &plan, expires_in_s, outbox_ttl_days, now)?;
+                self.reservation_writes(&provisioner, labels, &plan, identities, expires_in_s, outbox_ttl_days, now)?;
             if contention::lost_race(self.transact(items).await)? {
                 lost += 1;
                 if lost == contention::MAX_LOST_RACES {
@@ -684,16 +722,20 @@ impl Store {
             for r in &reserved {
                 tracing::info!(provisioner_id = %provisioner.id, reservation_id = %r.reservation.id, labelset = %r.reservation.labelset, "reservation created");
             }
+            let used = reserved.len();
             made.extend(reserved);
+            free_indices.drain(..used.min(free_indices.len()));
         }
         Ok(made)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn reservation_writes(
         &self,
         provisioner: &Provisioner,
         labels: &[String],
         plan: &[(SetCounts, u32)],
+        identities: Vec<(Uuid, Uuid, String)>,
         expires_in_s: u32,
         outbox_ttl_days: u32,
         now: DateTime<Utc>,
@@ -745,11 +787,13 @@ impl Store {
         }
         let mut reserved = Vec::new();
         let mut facts = Vec::new();
+        // Each reservation's id and token (derived for a named reserve).
+        let mut identities = identities.into_iter();
         for (set, k) in plan {
             for _ in 0..*k {
-                let id = crate::ids::new_id();
-                let token_id = crate::ids::new_id();
-                let token = tokens::new_registration_token(token_id);
+                let Some((id, token_id, token)) = identities.next() else {
+                    return Err(StoreError::Other("fewer reservation ids than the plan".into()));
+                };
                 let reservation = ReservationItem {
                     pk: keys::provisioner_pk(provisioner.id),
                     sk: keys::reservation_sk(id),

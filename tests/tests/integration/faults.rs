@@ -443,6 +443,46 @@ async fn two_tries_of_one_single_use_registration_at_once_make_one_session() {
     assert_eq!(a.body["session_token"], b.body["session_token"]);
 }
 
+/// A provisioner's reserve whose answer was lost: before reserves were
+/// named, the retry reserved again (the lost ones held demand and slots
+/// until they expired, their machines never started). Now its retry, with
+/// the same `request_id`, gets the same reservations and tokens, and the
+/// demand is held once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reserve_retried_after_its_answer_was_lost_gets_the_same_reservations_and_holds_demand_once() {
+    let (stack, _plan) = stack_with_faults("seed=12;trigger.http.provisioner-reservations:lost=0.5").await;
+    for _ in 0..3 {
+        stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    }
+    let created = stack
+        .post(
+            "/v1/workspaces/ws1/provisioners",
+            &stack.admin_token,
+            json!({"name": "fleet", "label_sets": [["linux"]], "max_instances": 10}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let token = created.body["token"].as_str().expect("a provisioner token").to_string();
+    let request = json!({"labels": ["linux"], "count": 2, "request_id": uuid::Uuid::now_v7()});
+    let first = stack.post("/v1/provisioners/reservations", &token, request.clone()).await;
+    assert_eq!(first.status, 504, "seed 12 loses the first answer");
+    let retry = send_until_answered(&stack, "/v1/provisioners/reservations", &token, &request).await;
+    assert_eq!(retry.status, 201, "{}", retry.body);
+    let reservations = retry.body["reservations"].as_array().expect("reservations").clone();
+    assert_eq!(reservations.len(), 2, "{}", retry.body);
+    let again = send_until_answered(&stack, "/v1/provisioners/reservations", &token, &request).await;
+    assert_eq!(again.body["reservations"], json!(reservations), "every try answers the same reservations and tokens");
+    assert_eq!(stack.count_items("reservation").await, 2, "reserved once");
+    // The third job is still there for a new reserve, and only it.
+    let other = json!({"labels": ["linux"], "count": 5, "request_id": uuid::Uuid::now_v7()});
+    let more = send_until_answered(&stack, "/v1/provisioners/reservations", &token, &other).await;
+    assert_eq!(more.body["reservations"].as_array().map(Vec::len), Some(1), "{}", more.body);
+    // A reservation's token registers its machine.
+    let registration = reservations[0]["registration_token"].as_str().expect("a token");
+    let session = stack.post("/v1/runners/register", registration, json!({"labels": ["linux"]})).await;
+    assert_eq!(session.status, 201, "{}", session.body);
+}
+
 /// `body` sent as a claim until an answer arrives (a seeded `lost` fault
 /// answers 504 after the claim ran), at most 10 times; the last answer.
 async fn claim_until_answered(
