@@ -713,6 +713,8 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
 {env}jobs:
   soak:
     runs-on: linux
+    # A cancel is not a failure: never retried, whatever the runner reports after it.
+    retry: 2
     steps:
       - name: wait
         run: |
@@ -753,6 +755,7 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
     }
     let gone_at = Utc::now();
     let view = wait_run_status(&stack, &ws, &run_id, "cancelled").await;
+
     // If the runner completed (which ends the lease) between two looks, the
     // execution's cancellation instant stands in: it precedes the flag.
     let since = flagged_at.unwrap_or_else(|| time(&execution_of(&view, 1, "soak")["finished_at"]));
@@ -785,6 +788,10 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
     );
     let view = run_view(&stack, &ws, &run_id).await;
     assert_eq!((&view["status"], &job_in(&view, 1, "soak")["status"]), (&json!("cancelled"), &json!("cancelled")));
+    // The failed complete after the cancel is not a failure to retry
+    // (`retry: 2`): one execution.
+    let soak = job_in(&view, 1, "soak");
+    assert_eq!(soak["executions"].as_array().map(Vec::len), Some(1), "a cancelled job is never retried: {soak:#}");
     // It is back to claiming: still alive.
     assert!(runner.child.try_wait().unwrap().is_none(), "the runner survives a cancelled job");
     runner.stop().await;
