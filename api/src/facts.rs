@@ -114,6 +114,10 @@ pub struct JobSpec {
     /// The job's `priority`, decided when it was queued (see [`dispatch_at`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i32,
+    /// The workspace secrets its definition reads (names only): the claim
+    /// puts their values in, the spec keeps `${{ secrets.NAME }}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 /// Where the runner takes a job output from: the value a step wrote for

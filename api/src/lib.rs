@@ -15,4 +15,5 @@ pub mod openapi;
 pub mod provisioners;
 pub mod runners;
 pub mod runs;
+pub mod secrets;
 pub mod status;

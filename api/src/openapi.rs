@@ -52,6 +52,9 @@ pub const PROVISIONER: &str = "provisioner";
         create_registration_token,
         list_registration_tokens,
         revoke_registration_token,
+        put_secret,
+        list_secrets,
+        delete_secret,
         register_runner,
         claim_job,
         heartbeat_lease,
@@ -200,6 +203,39 @@ fn list_registration_tokens() {}
     ),
     security(("operator" = [])))]
 fn revoke_registration_token() {}
+
+/// Sets (or replaces) a workspace secret, read by jobs as
+/// `${{ secrets.NAME }}` when they are claimed. No route answers a value.
+#[utoipa::path(put, path = "/v1/workspaces/{ws}/secrets/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "A letter or `_`, then letters, digits and `_` (at most 128)")),
+    request_body = crate::secrets::PutSecretRequest,
+    responses(
+        (status = 204, description = "Set"),
+        (status = 400, description = "`invalid-request`: a bad name, or a value empty or over 4,096 bytes", body = ErrorBody),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn put_secret() {}
+
+/// The workspace's secrets: names and when each was set, never values.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/secrets", tag = "operators",
+    params(WorkspaceParam),
+    responses(
+        (status = 200, description = "The secrets, by name", body = crate::secrets::SecretList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_secrets() {}
+
+/// Deletes a workspace secret; jobs that name it fail when claimed, saying so.
+#[utoipa::path(delete, path = "/v1/workspaces/{ws}/secrets/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "The secret's name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not-found`: no such secret in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn delete_secret() {}
 
 /// Registers a provisioner; its token is shown only in this answer.
 #[utoipa::path(post, path = "/v1/workspaces/{ws}/provisioners", tag = "operators",

@@ -159,14 +159,24 @@ pub struct ClaimedJob {
     /// them in the log, the terminal and the outputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mask_env: Vec<String>,
+    /// The workspace secrets this claim put in (`${{ secrets.NAME }}`):
+    /// masked like `mask_env`'s. In this answer only, never stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_values: Vec<String>,
+    /// Secrets the job names that its workspace does not have: the runner
+    /// fails the job at once, saying which.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_secrets: Vec<String>,
 }
 
 impl ClaimedJob {
-    /// The values to mask: those of the `mask_env` variables, wherever set.
+    /// The values to mask: those of the `mask_env` variables, wherever set,
+    /// and the secrets the claim put in.
     pub fn masks(&self) -> Vec<String> {
         let envs = std::iter::once(&self.env).chain(self.steps.iter().map(|s| &s.env));
         let mut values: Vec<String> = envs
             .flat_map(|env| self.mask_env.iter().filter_map(move |name| env.get(name)))
+            .chain(self.secret_values.iter())
             .filter(|v| !v.trim().is_empty())
             .cloned()
             .collect();

@@ -113,6 +113,7 @@ impl Functions {
             "complete" => baton_complete::handle(context, req).await,
             "logs" => baton_logs::handle(context, req).await,
             "provisioners" => baton_provisioners::handle(context, req).await,
+            "secrets" => baton_secrets::handle(context, req).await,
             "provisioner-demand" => baton_provisioner_demand::handle(context, req).await,
             "provisioner-reservations" => baton_provisioner_reservations::handle(context, req).await,
             "provisioner-instances" => baton_provisioner_instances::handle(context, req).await,

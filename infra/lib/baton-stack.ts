@@ -27,6 +27,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -100,6 +101,11 @@ export const PROVISIONER_METRICS = {
   launchFailures: 'ProvisionerLaunchFailures',
   orphans: 'ProvisionerOrphansTerminated',
 } as const;
+
+/** Where workspace secrets are kept (`shared/src/secrets.rs`): `<path>/<workspace>/<NAME>`. */
+export function secretsPath(stage: string): string {
+  return `/baton/${stage}/secrets`;
+}
 
 /** Where the AWS provisioner hands runner tokens to instances (`plan::token_path`). */
 export function runnerTokensPath(stage: string): string {
@@ -357,6 +363,10 @@ export class BatonStack extends Stack {
   runnerInstanceRole?: iam.Role;
   /** The configuration every function gets. */
   readonly functionEnvironment: Readonly<Record<string, string>>;
+  /** The key workspace secrets are encrypted with (SSM SecureStrings). */
+  readonly secretsKey: kms.Key;
+  /** `secretsPath(stage)`. */
+  private readonly secretsRoot: string;
 
   private readonly repo: RepoPaths;
   private readonly alarmAction?: cloudwatch.IAlarmAction;
@@ -489,8 +499,17 @@ export class BatonStack extends Stack {
       throttle: { rateLimit: cfg.apiThrottleRateLimit, burstLimit: cfg.apiThrottleBurstLimit },
     });
 
+    // ---- workspace secrets: SecureStrings under secretsPath, this key's
+    this.secretsRoot = secretsPath(cfg.stage);
+    this.secretsKey = new kms.Key(this, 'SecretsKey', {
+      description: `Baton (${cfg.stage}): workspace secrets`,
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
     // ---- functions
     const env: Record<string, string> = {
+      BATON_SECRETS_KMS_KEY_ID: this.secretsKey.keyArn,
       BATON_TABLE: this.table.tableName,
       BATON_BUS: this.bus.eventBusName,
       BATON_STAGE: cfg.stage,
@@ -1087,6 +1106,11 @@ export class BatonStack extends Stack {
   }
 
   /** Grants one permission of the vocabulary (see `resources.ts`) with CDK grant methods. */
+  /** The ARN of parameters under the secrets path (`*`: every workspace's). */
+  private secretsArn(below: string): string {
+    return this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${this.secretsRoot.replace(/^\//, '')}/${below}` });
+  }
+
   private grant(grantee: iam.IGrantable, p: Permission): void {
     switch (p.kind) {
       case 'table:read':
@@ -1169,6 +1193,23 @@ export class BatonStack extends Stack {
           actions: ['execute-api:ManageConnections'],
           resourceArns: [pushConnectionsArn(this, this.pushApi.apiId, this.pushStage.stageName)],
         });
+        return;
+      // Values are written (and listed, never read) by the secrets route;
+      // only the claim reads them, for the job it hands out.
+      case 'ssm:secrets': {
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['ssm:PutParameter', 'ssm:DeleteParameter', 'ssm:GetParametersByPath'],
+          resourceArns: [this.secretsArn('*')],
+        });
+        // Not grantEncrypt: it adds wildcard actions (kms:ReEncrypt*,
+        // kms:GenerateDataKey*); SSM encrypts a SecureString with Encrypt.
+        this.secretsKey.grant(grantee, 'kms:Encrypt', 'kms:GenerateDataKey');
+        return;
+      }
+      case 'ssm:secrets-read':
+        iam.Grant.addToPrincipal({ grantee, actions: ['ssm:GetParameters'], resourceArns: [this.secretsArn('*')] });
+        this.secretsKey.grant(grantee, 'kms:Decrypt');
         return;
       case 'ec2:runner-instances':
       case 'ssm:runner-tokens':

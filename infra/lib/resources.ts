@@ -185,6 +185,8 @@ export const PROVISIONER_PERMISSIONS = ['ec2:runner-instances', 'ssm:runner-toke
  * | `ec2:runner-instances`  | AWS provisioner only: run from its launch template, tag on create, terminate `baton:stage`-tagged instances, describe |
  * | `ssm:runner-tokens`     | AWS provisioner only: put/delete/list parameters under `/baton/<stage>/runner-tokens` |
  * | `ssm:provisioner-token` | AWS provisioner only: `ssm:GetParameter` on the token parameter its props name |
+ * | `ssm:secrets`           | put/delete/list (never get) parameters under `/baton/<stage>/secrets`, encrypt with the secrets key |
+ * | `ssm:secrets-read`      | `ssm:GetParameters` under `/baton/<stage>/secrets`, decrypt with the secrets key (the claim only) |
  */
 export type Permission =
   | { readonly kind: 'table:read' }
@@ -205,7 +207,9 @@ export type Permission =
   | { readonly kind: 'push:post' }
   | { readonly kind: 'ec2:runner-instances' }
   | { readonly kind: 'ssm:runner-tokens' }
-  | { readonly kind: 'ssm:provisioner-token' };
+  | { readonly kind: 'ssm:provisioner-token' }
+  | { readonly kind: 'ssm:secrets' }
+  | { readonly kind: 'ssm:secrets-read' };
 
 const SIMPLE = new Set([
   'table:read',
@@ -221,6 +225,8 @@ const SIMPLE = new Set([
   'logs:write',
   'logs:read',
   'push:post',
+  'ssm:secrets',
+  'ssm:secrets-read',
   ...PROVISIONER_PERMISSIONS,
 ]);
 
@@ -247,7 +253,7 @@ export function parsePermission(raw: string): Permission {
   throw new Error(
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
-      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, push:post, ' +
+      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, push:post, ssm:secrets, ssm:secrets-read, ' +
       PROVISIONER_PERMISSIONS.join(', '),
   );
 }

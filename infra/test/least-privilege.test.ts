@@ -27,6 +27,11 @@ interface Allowance {
    * not merely name the resources of `on` (e.g. a key prefix of a bucket).
    */
   readonly exactly?: readonly unknown[];
+  /**
+   * For a resource no template resource names (SSM parameters under a
+   * path): the ARN it must render to, exactly.
+   */
+  readonly arn?: string;
   /** Actions that must actually be granted when the permission is declared. */
   readonly required: readonly string[];
 }
@@ -66,6 +71,8 @@ const STATES_READ = [
   'states:DescribeStateMachineForExecution',
 ];
 const CALLBACK = ['states:SendTaskSuccess', 'states:SendTaskFailure', 'states:SendTaskHeartbeat'];
+/** Every workspace's secrets of stage "test" (`secretsPath`). */
+const SECRETS_ARN = 'arn:aws:ssm:us-east-1:123456789012:parameter/baton/test/secrets/*';
 
 /** The ARN of a bucket's objects under `logs/` (every key the functions write). */
 const logsObjects = (bucketId: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/logs/*']] });
@@ -99,6 +106,10 @@ class Ids {
 
   get pushApi(): string {
     return this.t.byProp('AWS::ApiGatewayV2::Api', 'Name', naming.physical(this.r.push.name))[0];
+  }
+
+  get secretsKey(): string {
+    return this.t.ofType('AWS::KMS::Key')[0][0];
   }
 
   bucket(name: string): string {
@@ -162,6 +173,18 @@ function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
         { why: raw, actions: ['s3:ListBucket'], on: [logs], exactly: [bucketArn(logs)], required: ['s3:ListBucket'] },
       ];
     }
+    case 'ssm:secrets': {
+      const actions = ['ssm:PutParameter', 'ssm:DeleteParameter', 'ssm:GetParametersByPath'];
+      return [
+        { why: raw, actions, on: [], arn: SECRETS_ARN, required: actions },
+        { why: raw, actions: ['kms:Encrypt', 'kms:GenerateDataKey'], on: [ids.secretsKey], required: ['kms:Encrypt'] },
+      ];
+    }
+    case 'ssm:secrets-read':
+      return [
+        { why: raw, actions: ['ssm:GetParameters'], on: [], arn: SECRETS_ARN, required: ['ssm:GetParameters'] },
+        { why: raw, actions: ['kms:Decrypt'], on: [ids.secretsKey], required: ['kms:Decrypt'] },
+      ];
     case 'push:post': {
       // ManageConnections only, POST only (no GET or DELETE of a connection), this stage only.
       const api = ids.pushApi;
@@ -209,7 +232,7 @@ function audit(
   wildcardOk: (action: string) => boolean,
 ): string[] {
   const problems: string[] = [];
-  const granted: { action: string; refs: Set<string> | '*' }[] = [];
+  const granted: { action: string; refs: Set<string> | '*'; text?: string }[] = [];
   const role = t.get(roleId);
   if (role.Properties?.ManagedPolicyArns !== undefined) {
     problems.push(`role has managed policies ${JSON.stringify(role.Properties.ManagedPolicyArns)}`);
@@ -233,16 +256,20 @@ function audit(
           continue;
         }
         const refs = t.refs(resource);
-        granted.push({ action, refs });
+        // Only a resource no template resource names (an SSM path) is matched by its text.
+        const text = refs.size === 0 ? t.render(resource) : undefined;
+        granted.push({ action, refs, text });
+        const byArn = allowances.some((a) => a.arn !== undefined && a.actions.includes(action) && a.arn === text);
         const ok =
-          refs.size > 0 &&
+          byArn ||
+          (refs.size > 0 &&
           allowances.some(
             (a) =>
               a.on !== '*' &&
               a.actions.includes(action) &&
               [...refs].every((id) => a.on.includes(id)) &&
               (a.exactly === undefined || a.exactly.some((x) => JSON.stringify(x) === JSON.stringify(resource))),
-          );
+          ));
         if (!ok) {
           problems.push(`${policy}: ${action} on ${JSON.stringify(resource)} is not implied by the permissions`);
         }
@@ -252,7 +279,13 @@ function audit(
   for (const a of declared) {
     for (const action of a.required) {
       const found = granted.some(
-        (g) => g.action === action && (a.on === '*' ? g.refs === '*' : g.refs !== '*' && a.on.some((id) => (g.refs as Set<string>).has(id))),
+        (g) =>
+          g.action === action &&
+          (a.arn !== undefined
+            ? g.text === a.arn
+            : a.on === '*'
+              ? g.refs === '*'
+              : g.refs !== '*' && a.on.some((id) => (g.refs as Set<string>).has(id))),
       );
       if (!found) {
         problems.push(`${a.why} is declared but ${action} is not granted`);

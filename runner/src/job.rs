@@ -201,6 +201,20 @@ async fn run_steps(
     stop_tx: &watch::Sender<Stop>,
     stop_rx: &mut watch::Receiver<Stop>,
 ) -> (Vec<StepResult>, Option<String>, BTreeMap<String, serde_json::Value>) {
+    if !claim.job.missing_secrets.is_empty() {
+        // Running without them would run something other than what was
+        // written (an empty token, a placeholder): fail, saying which.
+        let message = format!("secrets not set in this workspace: {}", claim.job.missing_secrets.join(", "));
+        tracing::error!(job = %claim.job.key, %message, "job not run");
+        if let Some(first) = claim.job.steps.first() {
+            sink.line(first.id, baton_api::logs::LogStream::Stderr, message.clone());
+        }
+        let results: Vec<StepResult> = claim.job.steps.iter().map(|step| skipped(step.id)).collect();
+        for result in &results {
+            report(settings, claim, result, stop_tx).await;
+        }
+        return (results, Some(message), BTreeMap::new());
+    }
     let job_deadline = TokioInstant::now() + Duration::from_secs(claim.job.timeout_s.max(1));
     let mut results = Vec::with_capacity(claim.job.steps.len());
     let mut message = None;

@@ -61,6 +61,30 @@ impl Operator {
         Ok(())
     }
 
+    /// Sets a workspace secret (204); the value is never answered back.
+    pub async fn set_secret(&self, workspace: &str, name: &str, value: String) -> Result<(), ClientError> {
+        let path = format!("/v1/workspaces/{}/secrets/{}", segment(workspace), segment(name));
+        let body = baton_api::secrets::PutSecretRequest { value };
+        self.client
+            .send::<_, serde_json::Value>(Method::PUT, &path, &self.token, Some(&body), crate::client::REQUEST_TIMEOUT)
+            .await?;
+        Ok(())
+    }
+
+    /// The workspace's secrets: names and update times, never values.
+    pub async fn list_secrets(&self, workspace: &str) -> Result<baton_api::secrets::SecretList, ClientError> {
+        let path = format!("/v1/workspaces/{}/secrets", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    pub async fn delete_secret(&self, workspace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/workspaces/{}/secrets/{}", segment(workspace), segment(name));
+        self.client
+            .send::<(), serde_json::Value>(Method::DELETE, &path, &self.token, None, crate::client::REQUEST_TIMEOUT)
+            .await?;
+        Ok(())
+    }
+
     pub async fn submit_run(&self, workspace: &str, body: &CreateRunRequest) -> Result<RunView, ClientError> {
         let path = format!("/v1/workspaces/{}/runs", segment(workspace));
         self.client.send_for(Method::POST, &path, &self.token, Some(body)).await

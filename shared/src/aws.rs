@@ -16,6 +16,8 @@ pub struct AwsClients {
     /// API Gateway's management API (posts to runners' sockets); its
     /// endpoint is the deployment's, set by `push::Pusher`.
     pub push: aws_sdk_apigatewaymanagement::Client,
+    /// Workspace secrets (`crate::secrets`).
+    pub ssm: aws_sdk_ssm::Client,
 }
 
 impl AwsClients {
@@ -64,7 +66,10 @@ impl AwsClients {
                     .build(),
             ),
             push: aws_sdk_apigatewaymanagement::Client::from_conf(
-                aws_sdk_apigatewaymanagement::config::Builder::from(&config).interceptor(interceptor).build(),
+                aws_sdk_apigatewaymanagement::config::Builder::from(&config).interceptor(interceptor.clone()).build(),
+            ),
+            ssm: aws_sdk_ssm::Client::from_conf(
+                aws_sdk_ssm::config::Builder::from(&config).interceptor(interceptor).build(),
             ),
         }
     }
@@ -115,8 +120,9 @@ impl AwsClients {
             sfn: aws_sdk_sfn::Client::from_conf(self.sfn.config().to_builder().http_client(http.clone()).build()),
             s3: aws_sdk_s3::Client::from_conf(self.s3.config().to_builder().http_client(http.clone()).build()),
             push: aws_sdk_apigatewaymanagement::Client::from_conf(
-                self.push.config().to_builder().http_client(http).build(),
+                self.push.config().to_builder().http_client(http.clone()).build(),
             ),
+            ssm: aws_sdk_ssm::Client::from_conf(self.ssm.config().to_builder().http_client(http).build()),
         }
     }
 
@@ -132,6 +138,7 @@ impl AwsClients {
                 aws_sdk_s3::config::Builder::from(config).force_path_style(config.endpoint_url().is_some()).build(),
             ),
             push: aws_sdk_apigatewaymanagement::Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
         }
     }
 }

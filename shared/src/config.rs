@@ -44,6 +44,10 @@ pub struct Config {
     pub log_cap_bytes: u64,
     /// Nudging connected runners (see [`PushConfig`]).
     pub push: PushConfig,
+    /// `BATON_SECRETS_KMS_KEY_ID`: the KMS key workspace secrets are
+    /// encrypted with (the stack's; SSM's default key when unset, as on the
+    /// local stack).
+    pub secrets_kms_key_id: Option<String>,
 }
 
 /// Push to waiting runners (`crate::push`). Without an endpoint nothing is
@@ -175,6 +179,7 @@ impl Config {
             run_state_machine_arn: lookup("BATON_RUN_STATE_MACHINE_ARN").filter(|s| !s.is_empty()),
             bootstrap_admin_token: lookup("BATON_ADMIN_TOKEN").filter(|s| !s.is_empty()),
             logs_bucket: lookup("BATON_LOGS_BUCKET").filter(|s| !s.is_empty()),
+            secrets_kms_key_id: lookup("BATON_SECRETS_KMS_KEY_ID").filter(|s| !s.is_empty()),
             log_cap_bytes: bytes("BATON_LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES, 1024, 1024 * 1024 * 1024)?,
             push: PushConfig {
                 url: lookup("BATON_PUSH_URL").filter(|s| !s.trim().is_empty()),

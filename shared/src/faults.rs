@@ -384,8 +384,13 @@ fn provisioner_action(request: &HttpRequest) -> Option<(String, String, Option<S
     let body = request.body().bytes();
     if let Some(operation) = request.headers().get("x-amz-target").and_then(|t| t.strip_prefix("AmazonSSM.")) {
         let body: Option<serde_json::Value> = body.and_then(|b| serde_json::from_slice(b).ok());
+        // GetParameters names several: the first stands for them (the
+        // claim asks one workspace's secrets at a time).
         let resource = body.and_then(|b| {
-            ["Name", "Path"].iter().find_map(|field| b.get(*field).and_then(|v| v.as_str()).map(str::to_string))
+            ["Name", "Path"]
+                .iter()
+                .find_map(|field| b.get(*field).and_then(|v| v.as_str()).map(str::to_string))
+                .or_else(|| b.get("Names")?.get(0)?.as_str().map(str::to_string))
         });
         return Some(("ssm".into(), operation.to_string(), resource));
     }

@@ -46,6 +46,12 @@ pub enum Permission {
     /// `ssm:provisioner-token`: read the provisioner token (the parameter
     /// the operator names; the CDK scopes it to that one).
     SsmProvisionerToken,
+    /// `ssm:secrets`: write, list and delete workspace secrets under
+    /// `/baton/<stage>/secrets` (the secrets route); never read a value.
+    SsmSecrets,
+    /// `ssm:secrets-read`: read secret values under `/baton/<stage>/secrets`
+    /// (the claim, for the job it hands out).
+    SsmSecretsRead,
 }
 
 impl Permission {
@@ -67,6 +73,8 @@ impl Permission {
             "ec2:runner-instances" => Permission::Ec2RunnerInstances,
             "ssm:runner-tokens" => Permission::SsmRunnerTokens,
             "ssm:provisioner-token" => Permission::SsmProvisionerToken,
+            "ssm:secrets" => Permission::SsmSecrets,
+            "ssm:secrets-read" => Permission::SsmSecretsRead,
             scoped => {
                 let target = |prefix: &str| scoped.strip_prefix(prefix).filter(|t| !t.is_empty()).map(str::to_string);
                 if let Some(machine) = target("states:start:") {
@@ -144,6 +152,13 @@ fn is_runner_token_path(name: &str) -> bool {
     stage.is_some_and(|s| !s.is_empty()) && dir == Some("runner-tokens") && rest.is_none_or(|r| !r.contains('/'))
 }
 
+/// `/baton/<stage>/secrets`, or a workspace's directory or secret under it.
+fn is_secrets_path(name: &str) -> bool {
+    let mut parts = name.strip_prefix("/baton/").unwrap_or("").splitn(3, '/');
+    let (stage, dir) = (parts.next(), parts.next());
+    stage.is_some_and(|s| !s.is_empty()) && dir == Some("secrets")
+}
+
 fn allows(permission: &Permission, action: &Action<'_>) -> bool {
     let op = action.operation;
     match (permission, action.service) {
@@ -194,6 +209,11 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
                 && action.resource.is_some_and(is_runner_token_path)
         }
         (Permission::SsmProvisionerToken, "ssm") => op == "GetParameter",
+        (Permission::SsmSecrets, "ssm") => {
+            matches!(op, "PutParameter" | "DeleteParameter" | "GetParametersByPath")
+                && action.resource.is_some_and(is_secrets_path)
+        }
+        (Permission::SsmSecretsRead, "ssm") => op == "GetParameters" && action.resource.is_some_and(is_secrets_path),
         _ => false,
     }
 }
@@ -234,6 +254,21 @@ mod tests {
     }
 
     #[test]
+    fn only_the_secrets_route_writes_secrets_and_only_the_claim_reads_them() {
+        let resources = Resources::load();
+        let grants = |name: &str| Grants::of(resources.function(name).unwrap()).unwrap();
+        let secret = "/baton/prod/secrets/ws1/DEPLOY_TOKEN";
+        let (route, claim, runs) = (grants("secrets"), grants("claim"), grants("runs-read"));
+        assert!(route.allows(&action("ssm", "PutParameter", Some(secret))));
+        assert!(route.allows(&action("ssm", "GetParametersByPath", Some("/baton/prod/secrets/ws1"))));
+        assert!(!route.allows(&action("ssm", "GetParameters", Some(secret))), "the route never reads a value");
+        assert!(!route.allows(&action("ssm", "PutParameter", Some("/baton/prod/runner-tokens/x"))));
+        assert!(claim.allows(&action("ssm", "GetParameters", Some(secret))));
+        assert!(!claim.allows(&action("ssm", "PutParameter", Some(secret))));
+        assert!(!runs.allows(&action("ssm", "GetParameters", Some(secret))), "no other function reads them");
+    }
+
+    #[test]
     fn the_aws_provisioner_reaches_runner_tokens_and_its_own_token_only() {
         let resources = Resources::load();
         let function = &resources.aws_provisioner.as_ref().expect("resources.json has the AWS provisioner").function;
@@ -245,6 +280,7 @@ mod tests {
         assert!(!grants.allows(&action("ssm", "PutParameter", Some("/baton/prod/other/x"))), "outside the path");
         assert!(!grants.allows(&action("ssm", "DeleteParameter", Some("/baton/prod/runner-tokens/a/b"))));
         assert!(grants.allows(&action("ssm", "GetParameter", Some("/ops/baton-provisioner-token"))));
+        assert!(!grants.allows(&action("ssm", "GetParameters", Some("/baton/prod/secrets/ws/A"))), "not the claim's");
         assert!(grants.allows(&action("ec2", "RunInstances", None)));
         assert!(grants.allows(&action("ec2", "TerminateInstances", None)));
         assert!(!grants.allows(&action("ec2", "StopInstances", None)));

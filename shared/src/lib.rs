@@ -34,6 +34,7 @@ pub mod provision;
 pub mod push;
 pub mod resources;
 pub mod runners;
+pub mod secrets;
 pub mod sqs;
 pub mod store;
 pub mod telemetry;

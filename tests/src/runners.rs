@@ -257,6 +257,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
         mask_env: Vec::new(),
         continue_on_error: false,
         priority: 0,
+        secrets: Vec::new(),
     };
     let fact = Fact::new(
         workspace,

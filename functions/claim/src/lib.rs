@@ -69,7 +69,17 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             };
             match outcome {
                 ClaimOutcome::Claimed(claimed) => {
-                    let job = claim_response(*claimed, chrono::Utc::now());
+                    let secrets = claimed.spec.secrets.clone();
+                    let mut job = claim_response(*claimed, chrono::Utc::now());
+                    if !secrets.is_empty() {
+                        // Read with this function's own grant, for this job
+                        // only; an SSM failure answers an error, and the
+                        // runner's retry of this claim gets the same job again.
+                        let found = context.secrets.read(&job.workspace_id, &secrets).await?;
+                        baton_shared::secrets::put_in(&mut job.job, &secrets, &found);
+                        tracing::info!(job_execution_id = %job.job_execution_id, secrets = secrets.len(),
+                            missing = job.job.missing_secrets.len(), "secrets put in");
+                    }
                     tracing::info!(job_execution_id = %job.job_execution_id, run_id = %job.run_id, job_id = %job.job_id, epoch = job.lease.epoch, "job claimed");
                     emit("claim", &[("claims", 1.0, Unit::Count), ("lost_races", f64::from(stats.lost_races), Unit::Count)]);
                     // Claims go (about) oldest first, so the claimed job's wait
@@ -129,6 +139,8 @@ fn claim_response(claimed: Claimed, now: chrono::DateTime<chrono::Utc>) -> Claim
             steps: spec.steps,
             outputs: spec.outputs,
             mask_env: spec.mask_env,
+            secret_values: Vec::new(),
+            missing_secrets: Vec::new(),
         },
     }
 }

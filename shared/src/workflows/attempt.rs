@@ -160,6 +160,9 @@ pub struct ExecutionRecord {
 }
 
 /// A fact a change must publish, in the transaction that writes the change.
+// The queued variant carries the job's spec: these live for one change, a
+// few dozen at most, so a box would cost an allocation each for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Emitted {
     /// A job queued: its fact, and its spec (written to the table with it).
@@ -309,6 +312,7 @@ pub fn job_spec(
         mask_env,
         continue_on_error: decided(job.continue_on_error.as_deref(), scope),
         priority: priority_of(job.priority.as_deref(), scope),
+        secrets: references::secrets_used(definition, job),
     }
 }
 

@@ -32,6 +32,8 @@ pub enum Reference {
     },
     /// `matrix.<name>`: a matrix leg's value.
     Matrix(String),
+    /// `secrets.<NAME>`: a workspace secret, put in when the job is claimed.
+    Secret(String),
     Input(String),
     Env(String),
     Baton(BatonField),
@@ -57,6 +59,7 @@ impl fmt::Display for Reference {
             Reference::NeedsResult { job } => write!(f, "needs.{job}.result"),
             Reference::NeedsOutcome { job } => write!(f, "needs.{job}.outcome"),
             Reference::Matrix(name) => write!(f, "matrix.{name}"),
+            Reference::Secret(name) => write!(f, "secrets.{name}"),
             Reference::Input(name) => write!(f, "inputs.{name}"),
             Reference::Env(name) => write!(f, "env.{name}"),
             Reference::Baton(field) => write!(f, "baton.{}", field.name()),
@@ -317,7 +320,7 @@ impl Parser {
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
         let unknown = || {
             format!(
-                "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, inputs.<name>, \
+                "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, secrets.<NAME>, inputs.<name>, \
                  env.<name>, baton.run_id|attempt|workspace_id|job or steps.<id>.outputs.<name>",
                 parts.join(".")
             )
@@ -327,6 +330,7 @@ impl Parser {
             ["needs", job, "result"] => Reference::NeedsResult { job: job.to_string() },
             ["needs", job, "outcome"] => Reference::NeedsOutcome { job: job.to_string() },
             ["matrix", name] => Reference::Matrix(name.to_string()),
+            ["secrets", name] => Reference::Secret(name.to_string()),
             ["inputs", name] => Reference::Input(name.to_string()),
             ["env", name] => Reference::Env(name.to_string()),
             ["baton", field] => Reference::Baton(BatonField::parse(field).ok_or_else(unknown)?),

@@ -45,11 +45,12 @@ fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
 pub fn check_references(definition: &WorkflowDefinition) -> Result<(), DefinitionError> {
     let workflow_env: BTreeSet<&str> = definition.env.keys().map(String::as_str).collect();
     for (name, value) in &definition.env {
+        check_secret_expressions(&format!("env.{name}"), value).map_err(|e| document(&format!("env.{name}"), &e))?;
         for reference in expressions::text_references(value).map_err(|e| document(&format!("env.{name}"), &e))? {
-            if !matches!(reference, Reference::Input(_) | Reference::Baton(_)) {
+            if !matches!(reference, Reference::Input(_) | Reference::Baton(_) | Reference::Secret(_)) {
                 return Err(document(
                     &format!("env.{name}"),
-                    &format!("{reference} cannot be used in the workflow's env: only inputs and baton"),
+                    &format!("{reference} cannot be used in the workflow's env: only inputs, baton and secrets"),
                 ));
             }
         }
@@ -79,6 +80,7 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
         }
         let mut checked: Vec<(String, Reference, Vec<&str>)> = Vec::new();
         for (field, text, visible) in expression_fields(job) {
+            check_secret_expressions(&field, text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
             let found =
                 expressions::text_references(text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
             checked.extend(found.into_iter().map(|r| (field.clone(), r, visible.clone())));
@@ -99,6 +101,14 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                     if !definition.reads_need(job, need) =>
                 {
                     return refuse(format!("`{need}` is not among this job's needs"));
+                }
+                Reference::Secret(_)
+                    if !(field.starts_with("env.") || field.ends_with(".run") || field.contains("].env.")) =>
+                {
+                    return refuse("secrets are read only in `env` and `run`, never decided on".into());
+                }
+                Reference::Secret(name) if !crate::api::secrets::valid_secret_name(name) => {
+                    return refuse("a secret name is a letter or '_', then letters, digits and '_'".into());
                 }
                 Reference::Matrix(name) => {
                     let Some(leg) = &job.matrix else {
@@ -159,6 +169,42 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
 
 fn document(field: &str, message: &str) -> DefinitionError {
     DefinitionError { job: None, field: Some(field.to_string()), message: message.to_string() }
+}
+
+/// The secrets `job`'s env and steps (and the workflow's env) name, sorted:
+/// what its claim reads.
+pub fn secrets_used(definition: &WorkflowDefinition, job: &JobDefinition) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    let texts =
+        definition.env.values().map(String::as_str).chain(expression_fields(job).into_iter().map(|(_, t, _)| t));
+    for text in texts {
+        for reference in expressions::text_references(text).unwrap_or_default() {
+            if let Reference::Secret(name) = reference {
+                names.insert(name);
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// An expression that reads a secret is that reference alone
+/// (`${{ secrets.NAME }}`): the claim puts the value in where it stands,
+/// and nothing compares or combines it before that.
+fn check_secret_expressions(field: &str, text: &str) -> Result<(), String> {
+    if !text.contains("secrets") {
+        return Ok(());
+    }
+    for segment in expressions::segments(text)? {
+        if let expressions::Segment::Expr(expr) = segment {
+            let mut found = Vec::new();
+            expressions::references(&expr, &mut found);
+            let alone = matches!(expr, expressions::Expr::Ref(Reference::Secret(_)));
+            if !alone && found.iter().any(|r| matches!(r, Reference::Secret(_))) {
+                return Err(format!("{field}: a secret is read alone, as `${{{{ secrets.NAME }}}}`"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The run inputs the definition's expressions read, to check against the
@@ -261,6 +307,9 @@ impl Scope for JobScope<'_> {
         match reference {
             Reference::NeedsOutput { job, name } => self.needs.get(job)?.outputs.as_ref()?.get(name).cloned(),
             Reference::Matrix(name) => Some(self.matrix?.value(name).unwrap_or_default().to_string()),
+            // Left for the claim to put in (`secrets::put_in`): never in
+            // the job's stored spec, a fact or the view.
+            Reference::Secret(name) => Some(crate::secrets::placeholder(name)),
             // GitHub's words for a need's result: a soft failure's result
             // is `success` (it does not fail its dependants), its outcome
             // `failure` (as a GitHub step's conclusion and outcome).

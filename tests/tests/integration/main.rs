@@ -14,6 +14,7 @@ mod provisioners;
 mod runners_auth;
 mod runners_leases;
 mod runners_queue;
+mod secrets;
 mod workflows_end_to_end;
 mod workflows_orchestration;
 mod workflows_rerun;

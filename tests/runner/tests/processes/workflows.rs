@@ -613,6 +613,92 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
     stack.assert_all_facts_valid();
 }
 
+/// A secret set with the CLI (its value on stdin) reaches the job that
+/// names it, masked in its log; a job naming a secret its workspace lacks
+/// fails at once, saying which, and runs no step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fails_the_job() {
+    use tokio::io::AsyncWriteExt;
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let mut set = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
+        .args(["secret", "set", "DEPLOY_TOKEN", "--workspace", &ws])
+        .env("BATON_API", &stack.api)
+        .env("BATON_ADMIN_TOKEN", &stack.admin_token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("baton starts");
+    set.stdin.take().expect("stdin").write_all(b"hunter2-s3cr3t\n").await.expect("the value is written");
+    let done = set.wait_with_output().await.expect("baton ends");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let listed = baton(&stack, &["secret", "list", "--workspace", &ws]).await;
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(listed.contains("DEPLOY_TOKEN") && !listed.contains("hunter2"), "{listed}");
+
+    let yaml = format!(
+        r#"name: deploy
+{env}jobs:
+  ship:
+    runs-on: linux
+    env:
+      TOKEN: ${{{{ secrets.DEPLOY_TOKEN }}}}
+    steps:
+      - run: |
+          echo "token is $TOKEN"
+          test "$TOKEN" = hunter2-s3cr3t && touch "$SHARED/had-it"
+  unsigned:
+    runs-on: linux
+    steps:
+      - run: echo "${{{{ secrets.SIGNING_KEY }}}}"; touch "$SHARED/ran-without"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    assert_eq!(job_in(&view, 1, "ship")["status"], "succeeded", "{view:#}");
+    assert!(shared.join("had-it").exists(), "the job got the value");
+    let unsigned = execution_of(&view, 1, "unsigned");
+    assert_eq!(unsigned["status"], "failed", "{unsigned:#}");
+    assert!(!shared.join("ran-without").exists(), "no step runs without its secret");
+
+    let log_of = |key: &str| {
+        let job_id = job_in(&view, 1, key)["id"].as_str().unwrap().to_string();
+        let path = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs");
+        let stack = &stack;
+        async move {
+            let page: Value = stack
+                .http
+                .get(stack.url(&path))
+                .bearer_auth(&stack.admin_token)
+                .send()
+                .await
+                .expect("GET")
+                .json()
+                .await
+                .expect("a page");
+            page["lines"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l["text"].as_str().map(String::from))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(log_of("ship").await, ["token is ***"], "the runner masks the secret");
+    let said = log_of("unsigned").await.join("\n");
+    assert!(said.contains("secrets not set in this workspace: SIGNING_KEY"), "{said}");
+    let everything = format!("{} {}", serde_json::to_string(&stack.all_facts()).unwrap(), view);
+    assert!(!everything.contains("hunter2"), "never in a fact or the view");
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
     let stack = fast_lease_stack().await;
