@@ -472,6 +472,30 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
         stack.complete(&warm.lease.token, warm.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
     assert_eq!(done.status, 200, "{}", done.body);
 
+    // A claim of a job naming 5 workspace secrets: the claim reads them
+    // (one SSM GetParameters for up to 10 names) and puts them in.
+    let names: Vec<String> = (1..=5).map(|i| format!("BENCH_SECRET_{i}")).collect();
+    for name in &names {
+        context.secrets.put(&ws, name, "bench-value").await.expect("a secret is set");
+    }
+    {
+        let mut queued = queued_fact(&ws, LABELS, Utc::now());
+        queued.spec.secrets = names.clone();
+        queued.spec.env = names.iter().map(|name| (name.clone(), baton_shared::secrets::placeholder(name))).collect();
+        write_spec(&stack.store, &queued).await;
+        let labels = canonicalize(&queued.detail.job.labels).expect("valid labels");
+        let set = labelset_id(&labels);
+        stack.store.enqueue(&queued.fact, labels, &set).await.expect("enqueue");
+    }
+    let (f, with_secrets) = measure(recorder, "claim (job naming 5 secrets)", stack.claim(&session)).await;
+    let with_secrets = with_secrets.expect("the queued job is claimed");
+    assert_eq!(with_secrets.job.secret_values.len(), 5, "the claim put the 5 secrets in");
+    all.push(f);
+    let done = stack
+        .complete(&with_secrets.lease.token, with_secrets.job_execution_id, json!({"status": "succeeded", "steps": []}))
+        .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+
     // A lease nobody heartbeats, then the reaper after its expiry.
     enqueue_direct(&stack.store, &ws, Utc::now(), 0).await;
     let _lost = stack.claim(&session).await.expect("a job to let expire");
@@ -1110,6 +1134,7 @@ mod tests {
                 "shapes",
                 "runs",
                 "workflow-runners",
+                "priority-spread",
                 "bin-dir",
                 "cold-runs",
                 "out"
