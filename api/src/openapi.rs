@@ -126,7 +126,9 @@ impl Modify for CommonAnswers {
             components.add_security_scheme(name, SecurityScheme::Http(scheme));
         }
         for item in openapi.paths.paths.values_mut() {
-            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+            // Every method a route of this API uses (a PUT, the secrets', once went without).
+            let methods = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
+            for operation in methods.into_iter().flatten() {
                 add_common_answers(operation);
             }
         }
@@ -533,7 +535,14 @@ mod tests {
     fn every_error_answer_is_the_error_document_and_authenticated_routes_declare_401() {
         let doc = document();
         for (path, item) in &doc.paths.paths {
-            for (method, op) in [("get", &item.get), ("post", &item.post), ("delete", &item.delete)] {
+            let methods = [
+                ("get", &item.get),
+                ("post", &item.post),
+                ("put", &item.put),
+                ("patch", &item.patch),
+                ("delete", &item.delete),
+            ];
+            for (method, op) in methods {
                 let Some(op) = op else { continue };
                 let json = serde_json::to_value(&op.responses).unwrap();
                 for (status, answer) in json.as_object().unwrap() {

@@ -67,7 +67,21 @@ pub struct AttemptView {
     pub rerun_mode: Option<RerunMode>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The workflow's concurrency group, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyView>,
     pub jobs: Vec<JobView>,
+}
+
+/// An attempt's place in its workflow's concurrency group.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConcurrencyView {
+    /// The group's name, as expanded when the run was created.
+    pub group: String,
+    /// It waits for the group's running attempt to end: none of its jobs
+    /// has started.
+    pub waiting: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -90,6 +90,9 @@ pub enum StatusReason {
     ConditionRejected,
     /// A sibling leg of its matrix failed and `fail-fast` cancelled it.
     FailFast,
+    /// A newer run of its concurrency group replaced it (the attempt's
+    /// reason: `cancel-in-progress`, or the group's queue was full).
+    ConcurrencyReplaced,
 }
 
 /// The decision of a compare-and-set status write.
@@ -237,6 +240,7 @@ impl StatusReason {
             StatusReason::RunCancelled => "run_cancelled",
             StatusReason::ConditionRejected => "condition_rejected",
             StatusReason::FailFast => "fail_fast",
+            StatusReason::ConcurrencyReplaced => "concurrency_replaced",
         }
     }
 }

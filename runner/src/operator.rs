@@ -220,11 +220,22 @@ fn took(finished: bool, duration_ms: Option<u64>) -> String {
 
 /// `(what, status)` pairs of a run view, in display order.
 fn statuses(view: &RunView) -> Vec<(String, String)> {
-    let mut out = vec![(
-        format!("run {} #{} (attempt {})", view.name, view.number, view.current_attempt),
-        view.status.to_string(),
-    )];
-    let Some(attempt) = view.attempts.iter().find(|a| a.attempt == view.current_attempt) else { return out };
+    let current = view.attempts.iter().find(|a| a.attempt == view.current_attempt);
+    let mut status = view.status.to_string();
+    if let Some(attempt) = current {
+        match &attempt.concurrency {
+            // `pending (waiting for concurrency group deploy-prod)`
+            Some(group) if group.waiting => {
+                status.push_str(&format!(" (waiting for concurrency group {})", group.group))
+            }
+            _ => {}
+        }
+        if let Some(reason) = attempt.status_reason.filter(|_| view.status.is_terminal()) {
+            status.push_str(&format!(" ({reason})"));
+        }
+    }
+    let mut out = vec![(format!("run {} #{} (attempt {})", view.name, view.number, view.current_attempt), status)];
+    let Some(attempt) = current else { return out };
     for job in &attempt.jobs {
         let mut status = job.status.to_string();
         if let Some(reason) = &job.status_reason {
@@ -268,6 +279,7 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_api::status::StatusReason;
 
     fn view(job_status: &str, step_status: &str, exit: Option<i32>) -> RunView {
         let step = serde_json::json!({"id": Uuid::nil(), "name": "compile", "status": step_status, "exit_code": exit});
@@ -284,6 +296,25 @@ mod tests {
             "attempts": [attempt]
         }))
         .expect("a run view")
+    }
+
+    #[test]
+    fn a_run_waiting_for_its_group_says_which_and_a_replaced_one_says_why() {
+        let mut waiting = view("pending", "pending", None);
+        waiting.status = RunStatus::Pending;
+        waiting.attempts[0].concurrency =
+            Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: true });
+        assert_eq!(
+            changes(None, &waiting)[0],
+            "run ci #7 (attempt 1): pending (waiting for concurrency group deploy-prod)"
+        );
+        let mut replaced = waiting.clone();
+        replaced.status = RunStatus::Cancelled;
+        replaced.attempts[0].status = RunStatus::Cancelled;
+        replaced.attempts[0].status_reason = Some(StatusReason::ConcurrencyReplaced);
+        replaced.attempts[0].concurrency =
+            Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: false });
+        assert_eq!(changes(Some(&waiting), &replaced)[0], "run ci #7 (attempt 1): cancelled (concurrency_replaced)");
     }
 
     #[test]

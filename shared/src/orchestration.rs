@@ -51,9 +51,13 @@ use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
+use crate::context::Context;
 use crate::error::StoreError;
-use crate::store::attempts::AttemptItem;
+use crate::store::attempts::{AttemptItem, AttemptStep, AttemptWrite};
 use crate::store::{display_sdk_error, Store};
+use crate::workflows::attempt::AlreadyFinished;
+use crate::workflows::concurrency::Member;
+use crate::workflows::StatusReason;
 
 /// The most jobs one transaction changes. A job costs at most five items:
 /// a start writes its fact, its spec, its runners' record, its pending item
@@ -425,6 +429,80 @@ pub async fn wake(
         report(sfn, token, &progress).await
     } else {
         complete_task(sfn, token, &progress).await
+    }
+}
+
+/// Cancels `other`, replaced in `group` by a newer attempt (a no-op once it
+/// has ended): the attempt ends `cancelled` with reason
+/// `concurrency_replaced`, its runners are told as on any cancel, and its
+/// orchestration is woken to end what one transaction could not hold (or,
+/// when the cancel ended it, it leaves the group first).
+pub async fn replace_in_group(context: &Context, other: Member, group: &str) -> Result<(), StoreError> {
+    let updated = context
+        .store
+        .update_attempt(other.run_id, other.attempt, context.config.outbox_ttl_days, |next, definition| {
+            let now = chrono::Utc::now();
+            let reason = StatusReason::ConcurrencyReplaced;
+            Ok::<_, StoreError>(match next.state.cancel_because(definition, now, JOBS_PER_TRANSACTION, reason) {
+                Ok(change) => AttemptStep::Write(AttemptWrite {
+                    emitted: change.emitted,
+                    progressed: true,
+                    ..AttemptWrite::default()
+                }),
+                Err(AlreadyFinished) => AttemptStep::Done,
+            })
+        })
+        .await?;
+    let Some(updated) = updated.filter(|u| u.writes > 0) else { return Ok(()) };
+    tracing::info!(run_id = %other.run_id, attempt = other.attempt, group, "replaced in its concurrency group");
+    leave_group_if_done(context, &updated.item).await?;
+    if let Err(err) = wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await {
+        // Its orchestration still looks again at its next deadline.
+        tracing::warn!(run_id = %other.run_id, error = %err, "could not wake a replaced attempt");
+    }
+    Ok(())
+}
+
+/// What every writer that may have ended an attempt does before it wakes
+/// the attempt's orchestration (which, told the attempt is done, ends
+/// without another step): a done attempt leaves its concurrency group, and
+/// the attempt that holds it now, if one waited, is marked holding and
+/// woken to start its jobs. One that ended while it waited passes the
+/// group on at once. Idempotent (leaving twice is a no-op); if the wake is
+/// lost, the promoted attempt's parked step looks again within `max_wait`;
+/// if this fails, the writer does not wake, and the done attempt's next
+/// step leaves instead.
+pub async fn leave_group_if_done(context: &Context, item: &AttemptItem) -> Result<(), StoreError> {
+    let Some(hold) = item.state.concurrency.as_ref().filter(|_| item.state.is_done()) else { return Ok(()) };
+    let store = &context.store;
+    let workspace_id = &item.state.workspace_id;
+    let mut leaving = item.state.member();
+    // Bounded: each pass takes one attempt off the group.
+    loop {
+        let Some(next) = store.leave_concurrency_group(workspace_id, &hold.group, leaving).await? else {
+            return Ok(());
+        };
+        tracing::info!(run_id = %leaving.run_id, next_run_id = %next.run_id, next_attempt = next.attempt, group = %hold.group, "concurrency group handed on");
+        let updated = store
+            .update_attempt(next.run_id, next.attempt, context.config.outbox_ttl_days, |waiting, _| {
+                Ok::<_, StoreError>(if waiting.state.hold_group() {
+                    AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
+                } else {
+                    AttemptStep::Done
+                })
+            })
+            .await?;
+        match updated {
+            Some(updated) if !updated.item.state.is_done() => {
+                if let Err(err) = wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await
+                {
+                    tracing::warn!(run_id = %next.run_id, error = %err, "could not wake the attempt next in its group");
+                }
+                return Ok(());
+            }
+            // It ended while it waited (or is gone): nobody would leave for it.
+            _ => leaving = next,
+        }
     }
 }
 

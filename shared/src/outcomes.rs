@@ -24,7 +24,7 @@ use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
 use crate::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
-use crate::orchestration::{parked_past_deadline, wake, JOBS_PER_TRANSACTION};
+use crate::orchestration::{leave_group_if_done, parked_past_deadline, wake, JOBS_PER_TRANSACTION};
 use crate::store::attempts::{AttemptStep, AttemptUpdated, AttemptWrite};
 use crate::workflows::attempt::step_statuses;
 use crate::workflows::execution::failing_exit_code;
@@ -255,6 +255,9 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
 async fn after_adoption(context: &Context, updated: &AttemptUpdated) -> Result<(), HandlerError> {
     let item = &updated.item;
     context.push.nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
+    // The wake tells a done attempt's orchestration to end: its group is
+    // handed on first (a failure leaves the wake to the redelivery).
+    leave_group_if_done(context, item).await?;
     wake(&context.clients.sfn, item, context.config.orchestration.max_wait).await?;
     Ok(())
 }

@@ -23,6 +23,7 @@ use baton_shared::metrics::{emit, Unit};
 use baton_shared::runners::labels::labelset_id;
 use baton_shared::store::runs::{NewRun, RunCreated};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
+use baton_shared::workflows::concurrency::{self, CreateScope};
 use baton_shared::workflows::parse_definition;
 use baton_shared::workflows::references;
 use baton_shared::workflows::view::RunRecords;
@@ -77,7 +78,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
     let name = definition.name.clone().unwrap_or_else(|| UNNAMED_WORKFLOW.to_string());
     let run_id = baton_shared::ids::new_id();
     let now = chrono::Utc::now();
-    let attempt = AttemptState::new(NewAttempt {
+    let mut attempt = AttemptState::new(NewAttempt {
         run_id,
         workspace_id: &workspace_id,
         attempt: 1,
@@ -87,6 +88,12 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
         carried: &BTreeMap::new(),
         now,
     });
+    if let Some(spec) = &definition.concurrency {
+        let scope = CreateScope { inputs: body.inputs.as_ref(), workspace_id: &workspace_id, run_id };
+        let hold = concurrency::hold_of(spec, &scope)
+            .map_err(|(field, why)| ApiError::new(ErrorCode::InvalidDefinition, format!("{field}: {why}")))?;
+        attempt.concurrency = Some(hold);
+    }
     let created = context
         .store
         .create_run(NewRun {

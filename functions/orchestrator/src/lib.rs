@@ -35,13 +35,15 @@ use baton_shared::context::Context;
 use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{
-    complete_task, fail_task, parked_past_deadline, report, AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
+    complete_task, fail_task, leave_group_if_done, parked_past_deadline, replace_in_group, report, AdvanceOutput,
+    TaskMessage, JOBS_PER_TRANSACTION,
 };
 use baton_shared::sqs::partial_batch;
 use baton_shared::store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
 use baton_shared::store::contention;
 use baton_shared::store::records::RunnerRecord;
 use baton_shared::workflows::attempt::{AttemptState, Emitted, MissingData, RunnerEndings};
+use baton_shared::workflows::concurrency::{GroupHold, Member};
 use baton_shared::workflows::references::ExpressionData;
 use baton_shared::workflows::WorkflowDefinition;
 use std::collections::HashMap;
@@ -132,6 +134,9 @@ enum Stopped {
     /// Jobs due to start read the run's inputs or their needs' outputs in
     /// expressions: these are read, then the decision is taken again.
     ReadExpressionData(MissingData, String),
+    /// The attempt waits for its concurrency group: it joins it (or sees
+    /// whether it holds it now), then the decision is taken again.
+    JoinGroup(GroupHold, Member, String),
 }
 
 impl From<StoreError> for Stopped {
@@ -158,6 +163,8 @@ async fn step(
     let mut data = ExpressionData::default();
     let mut outcome = Ended::Report;
     let mut woken = false;
+    // Whether the attempt holds its concurrency group, once asked.
+    let mut holds_group: Option<bool> = None;
     let updated = loop {
         // Records are fresh for one decision: after a lost race (maybe a
         // complete failed this decision's check) they are read again.
@@ -181,7 +188,20 @@ async fn step(
                     .filter(|e| !e.status.is_terminal())
                     .map(|e| e.id)
                     .collect();
-                let change = next.state.advance_with(definition, now, minute, JOBS_PER_TRANSACTION, &ended, &data);
+                let mut took_group = false;
+                if next.state.waits_for_group() && !next.state.status.is_terminal() {
+                    match (holds_group, next.state.concurrency.clone()) {
+                        (None, Some(hold)) => {
+                            let workspace_id = next.state.workspace_id.clone();
+                            return Err(Stopped::JoinGroup(hold, next.state.member(), workspace_id));
+                        }
+                        (Some(true), _) => took_group = next.state.hold_group(),
+                        // Still waiting: nothing starts, the token parks.
+                        _ => {}
+                    }
+                }
+                let mut change = next.state.advance_with(definition, now, minute, JOBS_PER_TRANSACTION, &ended, &data);
+                change.changed |= took_group;
                 if !change.missing.is_empty() {
                     return Err(Stopped::ReadExpressionData(change.missing, next.state.workspace_id.clone()));
                 }
@@ -261,6 +281,18 @@ async fn step(
                 }
                 records.extend(overdue.into_iter().zip(read));
             }
+            Err(Stopped::JoinGroup(hold, me, workspace_id)) => {
+                reads += 1;
+                if reads > contention::MAX_LOST_RACES {
+                    return Err(contention::too_contended(format!("group of {run_id}/{attempt}")));
+                }
+                let joined = store.join_concurrency_group(&workspace_id, &hold, me).await?;
+                tracing::info!(%run_id, attempt, group = %hold.group, holding = joined.holding, replaced = joined.to_cancel.len(), "joined its concurrency group");
+                for other in joined.to_cancel {
+                    replace_in_group(context, other, &hold.group).await?;
+                }
+                holds_group = Some(joined.holding);
+            }
             Err(Stopped::ReadExpressionData(missing, workspace_id)) => {
                 reads += 1;
                 if reads > contention::MAX_LOST_RACES {
@@ -287,6 +319,9 @@ async fn step(
         return fail_task(&context.clients.sfn, token, "AttemptNotFound", &format!("{run_id}/{attempt}")).await;
     };
     let item = updated.item;
+    // Before the report that ends the execution: a failure here is retried
+    // with the message, and leaving twice is a no-op.
+    leave_group_if_done(context, &item).await?;
     // The jobs are claimable already; the nudge only saves the fitting
     // runners their wait for a poll (lost, it costs latency, not a job).
     context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;

@@ -18,6 +18,7 @@ use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
 use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
+use baton_shared::workflows::concurrency::{GroupHold, HoldStatus};
 use baton_shared::workflows::{plan_rerun, PreviousJob, RerunAction};
 use lambda_http::{Body, Request, Response};
 
@@ -61,7 +62,7 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
         .collect();
     let number = previous.state.attempt + 1;
     let now = chrono::Utc::now();
-    let attempt = AttemptState::new(NewAttempt {
+    let mut attempt = AttemptState::new(NewAttempt {
         run_id,
         workspace_id: &workspace_id,
         attempt: number,
@@ -71,6 +72,9 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
         carried: &carried,
         now,
     });
+    // A rerun takes its turn in the run's group again, as a new member.
+    attempt.concurrency =
+        previous.state.concurrency.clone().map(|hold| GroupHold { status: HoldStatus::Waiting, ..hold });
     let won = store
         .create_rerun(&run, previous.state.attempt, &attempt, body.mode, now, context.config.outbox_ttl_days)
         .await?;

@@ -22,6 +22,7 @@
 //! | runner instance | `PROV#<provisioner>` | `INST#<provider runner id>` | |
 //! | operator API token | `APITOKEN#<sha256>` | `APITOKEN` | |
 //! | outbox (a fact to relay) | `OUTBOX#<event id>` | `OUTBOX` | |
+//! | concurrency group (its holder and waiting attempts) | `CGROUP#<ws>#<group>` | `CGROUP` | |
 //! | processed marker of a consumer | `PROCESSED#<consumer>#<event id>` | `PROCESSED` | |
 //!
 //! `#` separates the parts of a key; a run's items share its partition so
@@ -51,6 +52,7 @@ pub const PROVISIONER_SK: &str = "PROV";
 pub const RESERVATION_PREFIX: &str = "RESV#";
 pub const INSTANCE_PREFIX: &str = "INST#";
 pub const PROCESSED_SK: &str = "PROCESSED";
+pub const CONCURRENCY_GROUP_SK: &str = "CGROUP";
 
 /// Shards of the live-lease index: expiring leases spread over this many
 /// partitions so one partition never takes every heartbeat of a fleet.
@@ -189,6 +191,12 @@ pub fn operator_token_pk(token_hash: &str) -> String {
 
 pub fn outbox_pk(event_id: Uuid) -> String {
     format!("OUTBOX#{event_id}")
+}
+
+/// A workspace's concurrency group (names may hold `#`: the workspace id
+/// cannot, so the key stays unambiguous).
+pub fn concurrency_group_pk(workspace_id: &str, group: &str) -> String {
+    format!("CGROUP#{workspace_id}#{group}")
 }
 
 pub fn processed_pk(consumer: &str, event_id: Uuid) -> String {

@@ -260,6 +260,7 @@ pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreE
 
 pub mod attempts;
 pub mod claims;
+pub mod concurrency;
 pub mod connections;
 pub mod contention;
 pub mod keys;

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::concurrency::{GroupHold, HoldStatus, Member};
 use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
 use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
@@ -86,6 +87,10 @@ pub struct AttemptState {
     /// The run timeout, set when the attempt starts.
     pub deadline: Option<DateTime<Utc>>,
     pub jobs: Vec<JobState>,
+    /// Its place in the workflow's concurrency group, if it has one: no
+    /// job starts while it waits (`workflows::concurrency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<GroupHold>,
 }
 
 /// One job of an attempt.
@@ -534,6 +539,29 @@ impl AttemptState {
             finished_at: None,
             deadline: None,
             jobs,
+            concurrency: None,
+        }
+    }
+
+    /// This attempt as its concurrency group lists it.
+    pub fn member(&self) -> Member {
+        Member { run_id: self.run_id, attempt: self.attempt }
+    }
+
+    /// Whether it waits for its concurrency group (no job may start).
+    pub fn waits_for_group(&self) -> bool {
+        self.concurrency.as_ref().is_some_and(|hold| hold.status == HoldStatus::Waiting)
+    }
+
+    /// It holds its group now: its jobs may start. `false` when it already
+    /// did, has no group, or has ended (nothing will start any more).
+    pub fn hold_group(&mut self) -> bool {
+        match &mut self.concurrency {
+            Some(hold) if hold.status == HoldStatus::Waiting && !self.status.is_terminal() => {
+                hold.status = HoldStatus::Holding;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -771,6 +799,27 @@ impl AttemptState {
         data: &ExpressionData,
     ) -> Change {
         let mut change = Change::default();
+        if self.waits_for_group() {
+            // Nothing starts (nor does its run timeout count) before it
+            // holds its group; a cancel is the only change meanwhile, and
+            // what one cancel could not hold is cancelled here, `always()`
+            // jobs too (they would run outside the group).
+            if self.status.is_terminal() {
+                let left: Vec<usize> =
+                    (0..self.jobs.len()).filter(|i| !self.jobs[*i].status.is_terminal()).take(budget).collect();
+                for index in left {
+                    change.emitted.extend(self.end_job(
+                        index,
+                        JobStatus::Cancelled,
+                        ExecutionStatus::Cancelled,
+                        Some(StatusReason::RunCancelled),
+                        now,
+                    ));
+                    change.changed = true;
+                }
+            }
+            return change;
+        }
         if self.status == AttemptStatus::Pending {
             self.status = AttemptStatus::Running;
             self.started_at = Some(now);
@@ -1149,19 +1198,36 @@ impl AttemptState {
         now: DateTime<Utc>,
         budget: usize,
     ) -> Result<Change, AlreadyFinished> {
+        self.cancel_because(definition, now, budget, StatusReason::RunCancelled)
+    }
+
+    /// [`AttemptState::cancel`], the attempt ending with `reason` (its jobs
+    /// with `run_cancelled`, as any cancel's).
+    pub fn cancel_because(
+        &mut self,
+        definition: &WorkflowDefinition,
+        now: DateTime<Utc>,
+        budget: usize,
+        reason: StatusReason,
+    ) -> Result<Change, AlreadyFinished> {
         if self.status.is_terminal() {
             return Err(AlreadyFinished);
         }
+        // An attempt still waiting for its group ran nothing: its
+        // `always()` jobs do not run either (they would run outside the
+        // group).
+        let waiting = self.waits_for_group();
         let mut change = Change { changed: true, ..Change::default() };
         change.emitted.push(Emitted::RunCancelled(RunCancelled { run_id: self.run_id, attempt: self.attempt }));
-        change.emitted.extend(self.finish(AttemptStatus::Cancelled, Some(StatusReason::RunCancelled), now));
+        change.emitted.extend(self.finish(AttemptStatus::Cancelled, Some(reason), now));
         let mut touched = 0;
         for index in 0..self.jobs.len() {
             if touched >= budget {
                 break;
             }
             let job = &self.jobs[index];
-            let runs_after_cancel = definition.job(&job.key).is_some_and(|d| d.condition.runs_after_cancel());
+            let runs_after_cancel =
+                !waiting && definition.job(&job.key).is_some_and(|d| d.condition.runs_after_cancel());
             if job.status.is_terminal() || runs_after_cancel {
                 continue;
             }

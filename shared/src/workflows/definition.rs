@@ -18,6 +18,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::concurrency::ConcurrencySpec;
 use super::condition::JobCondition;
 use super::definition_reader::read_workflow;
 use super::graph::NeedsGraph;
@@ -67,6 +68,9 @@ pub struct WorkflowDefinition {
     pub mask_env: Vec<String>,
     /// The run timeout: the attempt fails as `timed_out` past it.
     pub timeout_minutes: u32,
+    /// `concurrency:`: the group runs of this workflow take turns in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencySpec>,
     /// The jobs, in the order the YAML lists them; a matrix job is its
     /// legs, in combination order.
     pub jobs: Vec<JobDefinition>,

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::concurrency::{self, ConcurrencySpec, MAX_QUEUE};
 use super::condition::{JobCondition, SUPPORTED_CONDITIONS};
 use super::definition::{
     DefinitionError, JobDefinition, OutputSource, StepDefinition, WorkflowDefinition, DEFAULT_JOB_TIMEOUT_MINUTES,
@@ -19,7 +20,8 @@ use super::yaml::YamlNode;
 use crate::facts::PRIORITY_RANGE;
 use crate::runners::labels;
 
-const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "jobs", "on"];
+const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on"];
+const CONCURRENCY_FIELDS: &[&str] = &["group", "cancel-in-progress", "queue"];
 const JOB_FIELDS: &[&str] = &[
     "name",
     "runs-on",
@@ -119,7 +121,8 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
         .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
     let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
     let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
-    Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, jobs, matrices })
+    let concurrency = read_concurrency(fields.get("concurrency"), &top.field("concurrency"))?;
+    Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, concurrency, jobs, matrices })
 }
 
 fn read_jobs(
@@ -619,6 +622,57 @@ fn read_continue_on_error(node: Option<&YamlNode>, at: &Location) -> Result<Opti
         }
         Some(other) => Err(at.expected(EXPECTED, other)),
     }
+}
+
+/// `concurrency:`: a group name (`concurrency: deploy-${{ inputs.env }}`),
+/// or `{group, cancel-in-progress, queue}`; `queue` is how many runs may
+/// wait, 1 (the default: a newer waiting run replaces the older) to 100,
+/// or `max` (100). The group and `cancel-in-progress` may read `inputs`,
+/// `baton.workspace_id` and `baton.run_id`: they are expanded when the run
+/// is created.
+fn read_concurrency(node: Option<&YamlNode>, at: &Location) -> Result<Option<ConcurrencySpec>, DefinitionError> {
+    let Some(node) = node else { return Ok(None) };
+    let (group_node, cancel, queue) = match node {
+        YamlNode::Mapping(_) => {
+            let fields = Fields::read(node, CONCURRENCY_FIELDS, at, "a group name or a mapping with `group`")?;
+            let Some(group) = fields.get("group") else {
+                return Err(at.field("group").error("required: the group's name"));
+            };
+            (group, fields.get("cancel-in-progress"), fields.get("queue"))
+        }
+        other => (other, None, None),
+    };
+    let group_at = at.field("group");
+    let group = match group_node {
+        YamlNode::String(text) if !text.trim().is_empty() => text.trim().to_string(),
+        YamlNode::Integer(_) => group_node.scalar_text().unwrap_or_default(),
+        other => return Err(group_at.expected("a group name", other)),
+    };
+    for reference in expressions::text_references(&group).map_err(|e| group_at.error(e))? {
+        if !concurrency::readable(&reference) {
+            return Err(group_at.error(format!(
+                "{reference} is not known when the run is created: inputs, baton.workspace_id and baton.run_id are"
+            )));
+        }
+    }
+    let cancel_at = at.field("cancel-in-progress");
+    let cancel_in_progress = read_continue_on_error(cancel, &cancel_at)?;
+    if let Some(text) = &cancel_in_progress {
+        for reference in expressions::text_references(text).map_err(|e| cancel_at.error(e))? {
+            if !concurrency::readable(&reference) {
+                return Err(cancel_at.error(format!("{reference} is not known when the run is created")));
+            }
+        }
+    }
+    let queue = match queue {
+        None => 1,
+        Some(YamlNode::String(text)) if text == "max" => MAX_QUEUE,
+        Some(YamlNode::Integer(n)) if (1..=i128::from(MAX_QUEUE)).contains(n) => *n as u32,
+        Some(_) => {
+            return Err(at.field("queue").error(format!("must be a whole number from 1 to {MAX_QUEUE}, or `max`")))
+        }
+    };
+    Ok(Some(ConcurrencySpec { group, cancel_in_progress, queue }))
 }
 
 /// `env`: a mapping of names to scalars (numbers and booleans are turned

@@ -4,6 +4,7 @@
 //! rules are tested without AWS.
 
 pub mod attempt;
+pub mod concurrency;
 pub mod condition;
 pub mod dag;
 pub mod definition;

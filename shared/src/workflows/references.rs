@@ -219,6 +219,10 @@ pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
         }
     };
     definition.env.values().for_each(|v| add(v));
+    if let Some(spec) = &definition.concurrency {
+        add(&spec.group);
+        spec.cancel_in_progress.iter().for_each(|text| add(text));
+    }
     for job in &definition.jobs {
         for (_, text, _) in expression_fields(job) {
             add(text);

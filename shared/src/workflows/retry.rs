@@ -60,7 +60,10 @@ impl RetryWhen {
             StatusReason::RunnerLost => Some(RetryWhen::RunnerLost),
             StatusReason::TimedOut => Some(RetryWhen::TimedOut),
             StatusReason::StepFailed => Some(RetryWhen::StepFailed),
-            StatusReason::RunCancelled | StatusReason::ConditionRejected | StatusReason::FailFast => None,
+            StatusReason::RunCancelled
+            | StatusReason::ConditionRejected
+            | StatusReason::FailFast
+            | StatusReason::ConcurrencyReplaced => None,
         }
     }
 }

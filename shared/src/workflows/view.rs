@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use baton_api::runs::{duration_ms, AttemptView, ExecutionView, JobView, RunSummary, RunView, StepView};
+use baton_api::runs::{
+    duration_ms, AttemptView, ConcurrencyView, ExecutionView, JobView, RunSummary, RunView, StepView,
+};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -99,6 +101,10 @@ fn attempt_view(
         rerun_mode: attempt.rerun_mode,
         started_at: attempt.started_at,
         finished_at: attempt.finished_at,
+        concurrency: attempt.concurrency.as_ref().map(|hold| ConcurrencyView {
+            group: hold.group.clone(),
+            waiting: attempt.waits_for_group() && !attempt.status.is_terminal(),
+        }),
         jobs: attempt
             .jobs
             .iter()

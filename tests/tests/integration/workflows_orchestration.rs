@@ -712,3 +712,75 @@ async fn a_redelivered_attempt_created_replaces_a_dead_orchestration_and_the_run
     let third = format!("{first}-g2");
     assert!(stack.clients.sfn.describe_execution().execution_arn(&third).send().await.is_err(), "no third generation");
 }
+
+/// When the execution of job `key` of a run's first attempt was queued and
+/// when it finished.
+fn ran_between(view: &serde_json::Value, key: &str) -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) {
+    let execution = &job(view, 1, key)["executions"][0];
+    let at = |field: &str| {
+        execution[field].as_str().and_then(|t| t.parse().ok()).unwrap_or_else(|| panic!("{field} of {execution:#}"))
+    };
+    (at("queued_at"), at("finished_at"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_racing_into_one_concurrency_group_under_faults_run_one_at_a_time_and_leave_it_empty() {
+    // The group item's writes are single PutItems: their answers are lost
+    // (applied, then retried against the state they made) or throttled;
+    // the attempts' transactions meet conflicts.
+    let faults =
+        "seed=17;dynamodb.PutItem:lost=0.3;dynamodb.PutItem:throttle=0.2;dynamodb.TransactWriteItems:conflict=0.2";
+    let plan = std::sync::Arc::new(baton_shared::faults::FaultPlan::parse(faults).unwrap().unwrap());
+    let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
+    let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    let ws = workspace();
+    let yaml = "name: deploy\nconcurrency: {group: 'deploy-${{ inputs.env }}', queue: max}\njobs:\n  deploy:\n    runs-on: linux\n    steps: [{run: ./deploy}]\n";
+    let create = |env: &'static str| {
+        let stack = &stack;
+        let ws = ws.clone();
+        async move {
+            let body = json!({"definition": yaml, "inputs": {"env": env}});
+            let (status, body) = post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
+            assert_eq!(status, 201, "{body:#}");
+            body["id"].as_str().expect("id").to_string()
+        }
+    };
+    // Four creates at once into `deploy-prod`, one into another group.
+    let mut runs = futures::future::join_all((0..4).map(|_| create("prod"))).await;
+    let staging = create("staging").await;
+
+    // Another group's run is not held back by this one's.
+    run_job(&stack, &ws, &staging, 1, "deploy", JobOutcome::Succeeded).await;
+    wait_run_status(&stack, &ws, &staging, "succeeded").await;
+
+    let mut order = Vec::new();
+    while !runs.is_empty() {
+        // Exactly one of the runs left gets its job queued; the others wait.
+        let next = baton_tests::wait_for("a run of the group to start", WAIT, || async {
+            let started: Vec<&String> = runs.iter().filter(|run| !queued_keys(&stack, run).is_empty()).collect();
+            assert!(started.len() <= 1, "two runs of one group started: {started:?}");
+            started.first().map(|run| (*run).clone())
+        })
+        .await;
+        for other in runs.iter().filter(|run| **run != next) {
+            let view = run_view(&stack, &ws, other).await;
+            let attempt = &view["attempts"][0];
+            assert_eq!(attempt["concurrency"], json!({"group": "deploy-prod", "waiting": true}), "{view:#}");
+            assert_eq!(job(&view, 1, "deploy")["status"], "pending", "{view:#}");
+        }
+        run_job(&stack, &ws, &next, 1, "deploy", JobOutcome::Succeeded).await;
+        let view = wait_run_status(&stack, &ws, &next, "succeeded").await;
+        assert_eq!(view["attempts"][0]["concurrency"], json!({"group": "deploy-prod", "waiting": false}));
+        order.push(ran_between(&view, "deploy"));
+        runs.retain(|run| *run != next);
+    }
+    // Never two at once: each started after the one before it finished.
+    for pair in order.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "overlapping runs of one group: {order:?}");
+    }
+    let group = stack.store.concurrency_group(&ws, "deploy-prod").await.unwrap();
+    assert_eq!((group.holder, group.queue.len()), (None, 0), "the last run left the group empty");
+    let injected = plan.injected_by_kind();
+    assert!(injected.get("lost").copied().unwrap_or(0) > 0, "{injected:?}");
+    stack.assert_all_facts_valid();
+}

@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use super::AttemptItem;
 use crate::workflows::attempt::{AttemptState, ExecutionRecord, JobState};
+use crate::workflows::concurrency::GroupHold;
 use crate::workflows::retry::RetryPolicy;
 use crate::workflows::status::{AttemptStatus, ExecutionStatus, JobStatus, StatusReason};
 use crate::workflows::RerunMode;
@@ -72,6 +73,10 @@ struct AttemptV1 {
     finished_at: Option<DateTime<Utc>>,
     deadline: Option<DateTime<Utc>>,
     jobs: Vec<JobV1>,
+    /// Absent on attempts without a concurrency group (and on every item
+    /// written before groups existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<GroupHold>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -140,6 +145,7 @@ impl From<&AttemptState> for AttemptV1 {
                     execution: j.execution.as_ref().map(ExecutionV1::from),
                 })
                 .collect(),
+            concurrency: s.concurrency.clone(),
         }
     }
 }
@@ -175,6 +181,7 @@ impl From<AttemptV1> for AttemptState {
                     execution: j.execution.map(ExecutionRecord::from),
                 })
                 .collect(),
+            concurrency: s.concurrency,
         }
     }
 }

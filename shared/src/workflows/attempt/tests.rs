@@ -173,6 +173,51 @@ fn cancel_spares_always_jobs_and_refuses_a_finished_attempt() {
     assert_eq!(state.cancel(&definition, Utc::now(), 40), Err(AlreadyFinished));
 }
 
+fn waiting_for(state: &mut AttemptState, group: &str) {
+    state.concurrency = Some(crate::workflows::concurrency::GroupHold {
+        group: group.into(),
+        cancel_in_progress: false,
+        queue: 1,
+        status: crate::workflows::concurrency::HoldStatus::Waiting,
+    });
+}
+
+#[test]
+fn an_attempt_waiting_for_its_group_starts_nothing_until_it_holds_it() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    waiting_for(&mut state, "deploy");
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    assert!(!change.changed && change.emitted.is_empty());
+    assert_eq!((state.status, state.deadline), (AttemptStatus::Pending, None), "its timeout has not started");
+    assert!(state.hold_group());
+    assert!(!state.hold_group(), "held once");
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(state.status, AttemptStatus::Running);
+    assert_eq!(status_of(&state, "build"), JobStatus::Queued);
+}
+
+#[test]
+fn a_cancel_while_waiting_for_the_group_ends_every_job_always_ones_too() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    waiting_for(&mut state, "deploy");
+    let change = state.cancel_because(&definition, Utc::now(), 40, StatusReason::ConcurrencyReplaced).unwrap();
+    assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunCancelled(_))));
+    assert_eq!((state.status, state.reason), (AttemptStatus::Cancelled, Some(StatusReason::ConcurrencyReplaced)));
+    assert!(state.is_done(), "the always() job does not run outside the group");
+    assert_eq!(status_of(&state, "report"), JobStatus::Cancelled);
+    assert!(!state.hold_group(), "a cancelled attempt never takes the group");
+    // With a budget too small for one transaction, the advance ends the rest.
+    let mut state = attempt(&definition);
+    waiting_for(&mut state, "deploy");
+    state.cancel_because(&definition, Utc::now(), 1, StatusReason::ConcurrencyReplaced).unwrap();
+    assert!(!state.is_done());
+    while state.advance(&definition, Utc::now(), MINUTE, 1, &RunnerEndings::new()).changed {}
+    assert!(state.is_done());
+    assert!(state.jobs.iter().all(|j| j.status == JobStatus::Cancelled));
+}
+
 #[test]
 fn a_replayed_outcome_changes_nothing() {
     let definition = definition();

@@ -480,3 +480,41 @@ fn matrix_mistakes_are_refused_naming_the_job_and_the_field() {
     let err = parse_definition("jobs:\n  t:\n    runs-on: linux\n    strategy: {matrix: {os: [a]}}\n    steps: [{run: '${{ matrix.arch }}'}]\n").unwrap_err();
     assert!(err.to_string().contains("no combination of `t` has `arch`"), "{err}");
 }
+
+#[test]
+fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows() {
+    use crate::workflows::concurrency::{ConcurrencySpec, MAX_QUEUE};
+    let with = |concurrency: &str| {
+        parse_definition(&format!("concurrency: {concurrency}\njobs:\n  a:\n    runs-on: l\n    steps: [{{run: x}}]\n"))
+    };
+    let spec = |group: &str, cancel: Option<&str>, queue: u32| ConcurrencySpec {
+        group: group.into(),
+        cancel_in_progress: cancel.map(String::from),
+        queue,
+    };
+    assert_eq!(with("deploy-prod").unwrap().concurrency, Some(spec("deploy-prod", None, 1)));
+    assert_eq!(
+        with("{group: 'deploy-${{ inputs.env }}', cancel-in-progress: true, queue: max}").unwrap().concurrency,
+        Some(spec("deploy-${{ inputs.env }}", Some("true"), MAX_QUEUE))
+    );
+    assert_eq!(
+        with("{group: g, cancel-in-progress: '${{ inputs.urgent }}', queue: 5}").unwrap().concurrency,
+        Some(spec("g", Some("${{ inputs.urgent }}"), 5))
+    );
+    assert_eq!(with("{group: g, cancel-in-progress: false}").unwrap().concurrency, Some(spec("g", None, 1)));
+    for (bad, field) in [
+        ("{cancel-in-progress: true}", "concurrency.group"),
+        ("''", "concurrency.group"),
+        ("'${{ needs.a.result }}'", "concurrency.group"),
+        ("'${{ matrix.os }}'", "concurrency.group"),
+        ("{group: g, queue: 0}", "concurrency.queue"),
+        ("{group: g, queue: 101}", "concurrency.queue"),
+        ("{group: g, cancel-in-progress: sometimes}", "concurrency.cancel-in-progress"),
+        ("{group: g, limit: 2}", "concurrency.limit"),
+    ] {
+        let error = with(bad).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some(field), "{bad}: {error}");
+    }
+    let definition = with("'deploy-${{ inputs.env }}'").unwrap();
+    assert!(crate::workflows::references::inputs_used(&definition).contains("env"), "a run must give `env`");
+}

@@ -197,6 +197,20 @@ jobs:
       - run: echo done
 ";
 
+/// Three runs of this definition race into one concurrency group, which
+/// runs them one at a time.
+const GROUPED: &str = "name: chaos-grouped
+concurrency: {group: chaos-deploy, queue: max}
+jobs:
+  deploy:
+    runs-on: linux
+    steps:
+      - run: sleep 1
+";
+
+/// How many runs the grouped scenario creates at once.
+const GROUPED_RUNS: usize = 3;
+
 /// `doomed` runs on a runner of its own, which the scenario SIGKILLs.
 fn killed(marker: &Path) -> String {
     format!(
@@ -237,15 +251,19 @@ enum Scenario {
     /// Every job on an elastic fleet that starts from zero: the local
     /// provisioner's reserves, reports and intents meet the faults too.
     Elastic,
+    /// Runs created at once into one concurrency group: each succeeds, and
+    /// no two ever run at once.
+    Grouped,
 }
 
-const SCENARIOS: [Scenario; 6] = [
+const SCENARIOS: [Scenario; 7] = [
     Scenario::FanOut,
     Scenario::Chain,
     Scenario::CancelMidRun,
     Scenario::RerunFailed,
     Scenario::RunnerKilled,
     Scenario::Elastic,
+    Scenario::Grouped,
 ];
 
 /// What a run ended as: its status, its attempts, and each job's status
@@ -356,6 +374,8 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::RerunFailed => RERUN.to_string(),
         Scenario::RunnerKilled => killed(&marker),
         Scenario::Elastic => ELASTIC.to_string(),
+        // Several runs, not one.
+        Scenario::Grouped => return play_grouped(stack, ws).await,
     };
     // The idempotency key makes a create retried after a lost answer the
     // same run.
@@ -368,7 +388,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
     let wait = Duration::from_secs(180);
     match scenario {
-        Scenario::FanOut | Scenario::Chain | Scenario::Elastic => {}
+        Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped => {}
         Scenario::CancelMidRun => {
             wait_run(stack, &path, wait, "slow running", |v| job_status(v, "slow") == "running").await?;
             let cancel = call(stack, reqwest::Method::POST, &format!("{path}/cancel"), None).await;
@@ -415,6 +435,44 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     }
     let view = wait_run(stack, &path, wait, "the run finished", finished).await?;
     Ok(outcome(&view))
+}
+
+/// [`Scenario::Grouped`]: its runs' common outcome, or why not (one that
+/// ended otherwise, or two whose jobs ran at once).
+async fn play_grouped(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
+    let created = futures::future::join_all((0..GROUPED_RUNS).map(|i| async move {
+        let body = json!({ "definition": GROUPED, "idempotency_key": format!("chaos-grouped-{i}") });
+        call(stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/runs"), Some(body)).await
+    }))
+    .await;
+    let mut outcomes = Vec::new();
+    let mut ran = Vec::new();
+    for answer in created {
+        if answer.status != 201 && answer.status != 200 {
+            return Err(format!("create answered {}: {}", answer.status, answer.body));
+        }
+        let path = format!("/v1/workspaces/{ws}/runs/{}", answer.body["id"].as_str().unwrap_or_default());
+        let view = wait_run(stack, &path, Duration::from_secs(180), "a grouped run finished", finished).await?;
+        let executions = view["attempts"][0]["jobs"][0]["executions"].as_array().cloned().unwrap_or_default();
+        for execution in executions {
+            let at =
+                |field: &str| execution[field].as_str().and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok());
+            if let (Some(queued), Some(finished)) = (at("queued_at"), at("finished_at")) {
+                ran.push((queued, finished, path.clone()));
+            }
+        }
+        outcomes.push(outcome(&view));
+    }
+    ran.sort();
+    for pair in ran.windows(2) {
+        if pair[1].0 < pair[0].1 {
+            return Err(format!("two runs of one concurrency group ran at once: {pair:?}"));
+        }
+    }
+    if outcomes.windows(2).any(|pair| pair[0] != pair[1]) {
+        return Err(format!("the grouped runs ended differently: {outcomes:?}"));
+    }
+    Ok(outcomes.remove(0))
 }
 
 /// What one stack's runs ended as, and what its histories show.
@@ -691,6 +749,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     assert_eq!((calm[&Scenario::RerunFailed].status.as_str(), calm[&Scenario::RerunFailed].attempts), ("succeeded", 2));
     assert_eq!(calm[&Scenario::RunnerKilled].jobs["doomed"], ("failed".into(), "runner_lost".into()), "{calm:?}");
     assert_eq!(calm[&Scenario::Elastic].status, "succeeded", "an elastic fleet from zero runs every job: {calm:?}");
+    assert_eq!(calm[&Scenario::Grouped].status, "succeeded", "a group's runs each run in turn: {calm:?}");
     // Two seeds side by side: each on a stack of its own.
     let (first, second) = tokio::join!(stormy(1, plan(1), &calm), stormy(2, plan(2), &calm));
     for (seed, (violations, injected, retries)) in [(1, first), (2, second)] {

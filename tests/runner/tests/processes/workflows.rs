@@ -509,6 +509,94 @@ async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_wi
     stack.assert_all_facts_valid();
 }
 
+/// `concurrency:` with real runners (two, so a run held back is held by its
+/// group, not by capacity): a second run of the group waits while the
+/// first runs, a third replaces it (it ends `cancelled`, reason
+/// `concurrency_replaced`) and runs once the first is done, while a run of
+/// another group runs at once; then `cancel-in-progress` stops the running
+/// run's step within a heartbeat and the new run takes the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_one_concurrency_group_take_turns_and_cancel_in_progress_stops_the_running_one() {
+    let stack = fast_lease_stack().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: deploy
+{env}concurrency:
+  group: deploy-${{{{ inputs.env }}}}
+  cancel-in-progress: ${{{{ inputs.urgent }}}}
+jobs:
+  deploy:
+    runs-on: linux
+    steps:
+      - run: |
+          echo $$ > "$SHARED/pgid-${{{{ inputs.name }}}}"
+          touch "$SHARED/started-${{{{ inputs.name }}}}"
+          while [ ! -f "$SHARED/go-${{{{ inputs.name }}}}" ]; do sleep 0.1; done
+"#,
+        env = shared_env(&shared)
+    );
+    let create = |name: &str, env: &str, urgent: bool| {
+        let body = json!({"definition": yaml, "inputs": {"name": name, "env": env, "urgent": urgent}});
+        let stack = &stack;
+        let path = format!("/v1/workspaces/{ws}/runs");
+        async move {
+            let (status, created) = post(stack, &path, body).await;
+            assert_eq!(status, 201, "{created:#}");
+            created["id"].as_str().expect("a run id").to_string()
+        }
+    };
+    let started = |name: &str| shared.join(format!("started-{name}")).exists();
+    let go = |name: &str| std::fs::write(shared.join(format!("go-{name}")), "").expect("go");
+    let mut runners = [Runner::start(&stack, &token, "linux", &[]), Runner::start(&stack, &token, "linux", &[])];
+
+    let first = create("first", "prod", false).await;
+    wait_view(&stack, &ws, &first, "first to run", |v| job_in(v, 1, "deploy")["status"] == "running").await;
+    let second = create("second", "prod", false).await;
+    let view = wait_view(&stack, &ws, &second, "second to wait for the group", |v| {
+        v["attempts"][0]["concurrency"] == json!({"group": "deploy-prod", "waiting": true})
+    })
+    .await;
+    assert_eq!(job_in(&view, 1, "deploy")["status"], "pending", "{view:#}");
+    // Another group's run runs now, on the other runner.
+    let other = create("other", "staging", false).await;
+    go("other");
+    wait_run_status(&stack, &ws, &other, "succeeded").await;
+    // A third run of the group replaces the waiting second one.
+    let third = create("third", "prod", false).await;
+    let replaced = wait_run_status(&stack, &ws, &second, "cancelled").await;
+    assert_eq!(replaced["attempts"][0]["status_reason"], "concurrency_replaced", "{replaced:#}");
+    assert_eq!(job_in(&replaced, 1, "deploy")["status"], "cancelled");
+    assert!(!started("second"), "the replaced run never ran");
+    let watched = text(&baton(&stack, &["run", "get", &third, "--workspace", &ws]).await.stdout);
+    assert!(watched.contains("waiting for concurrency group deploy-prod"), "{watched}");
+    // The first ends; the third takes the group.
+    assert!(!started("third"));
+    go("first");
+    wait_run_status(&stack, &ws, &first, "succeeded").await;
+    wait_view(&stack, &ws, &third, "third to run", |v| job_in(v, 1, "deploy")["status"] == "running").await;
+
+    // An urgent run cancels the running third: its step is stopped.
+    let pgid = pgid_from(&shared.join("pgid-third")).await;
+    let _leftovers = GroupGuard(pgid);
+    let urgent = create("urgent", "prod", true).await;
+    let cancelled = wait_run_status(&stack, &ws, &third, "cancelled").await;
+    assert_eq!(cancelled["attempts"][0]["status_reason"], "concurrency_replaced", "{cancelled:#}");
+    group_gone(pgid, WAIT).await;
+    go("urgent");
+    let view = wait_run_status(&stack, &ws, &urgent, "succeeded").await;
+    let urgent_queued = time(&execution_of(&view, 1, "deploy")["queued_at"]);
+    let third_view = run_view(&stack, &ws, &third).await;
+    let third_ended = time(&execution_of(&third_view, 1, "deploy")["finished_at"]);
+    assert!(urgent_queued >= third_ended, "the urgent run started only once the cancelled one was done");
+    for runner in &mut runners {
+        assert!(runner.child.try_wait().unwrap().is_none(), "runners survive a replaced run");
+        runner.stop().await;
+    }
+    stack.assert_all_facts_valid();
+}
+
 /// `strategy.matrix` with real runners: a 2×3 matrix less one exclude plus
 /// one include is six legs named by their values, never more than
 /// `max-parallel: 2` of them running at once (counted from the executions'

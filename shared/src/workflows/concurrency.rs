@@ -1,0 +1,352 @@
+//! Concurrency groups (behaviour.md §17): `concurrency:` on a workflow puts
+//! each run's attempt in a named group of its workspace, and at most one
+//! attempt of a group runs at a time.
+//!
+//! The group is one item (`store::concurrency`) holding the attempt that
+//! runs (`holder`) and the attempts that wait (`queue`, oldest first),
+//! changed only by compare-and-set on its version. An attempt starts no job
+//! before it has seen itself as the holder, and it stops holding only when
+//! it is done (every job terminal, `always()` jobs after a cancel too), so
+//! two attempts of a group never have jobs going at once, whatever the
+//! order of creates, completions and cancels.
+//!
+//! The policy, GitHub's with its gaps closed: by default one runs and one
+//! waits, and a newer waiting run replaces the older (which ends
+//! `cancelled`, reason `concurrency_replaced`); `queue: N` (or `max`, 100)
+//! keeps up to N waiting in order; `cancel-in-progress` cancels the
+//! running attempt and every waiting one when a new one joins (the new one
+//! still waits for the cancelled one's `always()` jobs to end).
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::expressions::{self, BatonField, Reference, Scope};
+
+/// The most attempts a group keeps waiting (`queue: max`).
+pub const MAX_QUEUE: u32 = 100;
+/// The longest group name, once expanded.
+pub const MAX_GROUP_LEN: usize = 200;
+
+/// A workflow's `concurrency:`, as written (expressions unexpanded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConcurrencySpec {
+    /// The group's name, may read `inputs`, `baton.workspace_id` and
+    /// `baton.run_id`.
+    pub group: String,
+    /// `cancel-in-progress`: `true`, `false` or an expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_in_progress: Option<String>,
+    /// How many attempts may wait (1 to [`MAX_QUEUE`]).
+    pub queue: u32,
+}
+
+/// An attempt's place in its group, as the attempt item keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupHold {
+    /// The group's name, expanded when the run was created.
+    pub group: String,
+    pub cancel_in_progress: bool,
+    pub queue: u32,
+    pub status: HoldStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldStatus {
+    /// Not yet the holder: no job starts.
+    Waiting,
+    /// The group's holder: the attempt runs.
+    Holding,
+}
+
+/// One attempt, as a group lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub run_id: Uuid,
+    pub attempt: u32,
+}
+
+/// A group's holder and waiting attempts, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupState {
+    #[serde(default)]
+    pub holder: Option<Member>,
+    #[serde(default)]
+    pub queue: Vec<Member>,
+    /// The holder that left last: a leave tried again after its write was
+    /// applied but its answer lost is told the same holder again (else the
+    /// attempt it promoted would never be woken).
+    #[serde(default)]
+    pub last_left: Option<Member>,
+}
+
+/// What joining a group decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The joiner holds the group: it may start its jobs.
+    pub holding: bool,
+    /// Attempts to cancel: the holder and the waiting ones under
+    /// `cancel-in-progress`, the oldest waiting ones past the queue's
+    /// length otherwise. They stay listed until they are done, so the
+    /// order of who runs next is kept.
+    pub to_cancel: Vec<Member>,
+    /// Whether the group changed (a write is due).
+    pub changed: bool,
+}
+
+impl GroupState {
+    /// `me` joins (idempotent: a member that joins again changes nothing
+    /// and is told the same, but its cancels are asked again, which are
+    /// no-ops on attempts already cancelled).
+    pub fn join(&mut self, me: Member, cancel_in_progress: bool, queue: u32) -> Joined {
+        let mut changed = false;
+        if self.holder.is_none() {
+            // Nobody holds it: the oldest waiting attempt goes first (a
+            // leave that promoted nobody, or a queue left by a crash).
+            self.holder = if self.queue.is_empty() { Some(me) } else { Some(self.queue.remove(0)) };
+            changed = true;
+        }
+        if self.holder == Some(me) {
+            self.queue.retain(|m| *m != me);
+            return Joined { holding: true, to_cancel: Vec::new(), changed };
+        }
+        if !self.queue.contains(&me) {
+            self.queue.push(me);
+            changed = true;
+        }
+        let mine = self.queue.iter().position(|m| *m == me).unwrap_or(self.queue.len());
+        let to_cancel = if cancel_in_progress {
+            self.holder.into_iter().chain(self.queue[..mine].iter().copied()).collect()
+        } else {
+            // Keep the newest `queue` waiting, this one among them.
+            let over = (mine + 1).saturating_sub(queue.max(1) as usize);
+            self.queue[..over].to_vec()
+        };
+        Joined { holding: false, to_cancel, changed }
+    }
+
+    /// `me` leaves, done: if it held the group, the oldest waiting attempt
+    /// holds it now and is returned (to be woken). `None` when `me` held
+    /// nothing (a waiting attempt leaves the queue) or had left already.
+    pub fn leave(&mut self, me: Member) -> (Option<Member>, bool) {
+        if self.holder == Some(me) {
+            self.holder = if self.queue.is_empty() { None } else { Some(self.queue.remove(0)) };
+            self.last_left = Some(me);
+            return (self.holder, true);
+        }
+        if self.last_left == Some(me) {
+            return (self.holder, false);
+        }
+        let before = self.queue.len();
+        self.queue.retain(|m| *m != me);
+        (None, self.queue.len() != before)
+    }
+}
+
+/// What a group's expressions may read when the run is created.
+pub struct CreateScope<'a> {
+    pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    pub workspace_id: &'a str,
+    pub run_id: Uuid,
+}
+
+impl Scope for CreateScope<'_> {
+    fn resolve(&self, reference: &Reference) -> Option<String> {
+        match reference {
+            Reference::Input(name) => self.inputs?.get(name).map(|value| match value {
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            }),
+            Reference::Baton(BatonField::WorkspaceId) => Some(self.workspace_id.to_string()),
+            Reference::Baton(BatonField::RunId) => Some(self.run_id.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `reference` may be read by `concurrency:` (the rest is not known
+/// when the run is created).
+pub fn readable(reference: &Reference) -> bool {
+    matches!(reference, Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId))
+}
+
+/// The first attempt's hold of a run created with `spec`: the group name
+/// and `cancel-in-progress` expanded, waiting. Errs with the field and why
+/// when the name comes out empty or too long.
+pub fn hold_of(spec: &ConcurrencySpec, scope: &CreateScope<'_>) -> Result<GroupHold, (&'static str, String)> {
+    let group = expressions::interpolate(&spec.group, scope).trim().to_string();
+    if group.is_empty() {
+        return Err(("concurrency.group", "the group's name comes out empty for this run's inputs".into()));
+    }
+    if group.len() > MAX_GROUP_LEN {
+        return Err(("concurrency.group", format!("the group's name is longer than {MAX_GROUP_LEN} characters")));
+    }
+    let cancel_in_progress = match spec.cancel_in_progress.as_deref() {
+        None => false,
+        Some(text) => {
+            let value = expressions::interpolate(text, scope);
+            match value.trim() {
+                "true" => true,
+                "false" | "" => false,
+                other => {
+                    return Err((
+                        "concurrency.cancel-in-progress",
+                        format!("comes out `{other}` for this run's inputs: true or false"),
+                    ))
+                }
+            }
+        }
+    };
+    Ok(GroupHold { group, cancel_in_progress, queue: spec.queue, status: HoldStatus::Waiting })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(n: u128) -> Member {
+        Member { run_id: Uuid::from_u128(n), attempt: 1 }
+    }
+
+    #[test]
+    fn the_first_to_join_holds_and_the_next_waits() {
+        let mut group = GroupState::default();
+        let first = group.join(member(1), false, 1);
+        assert!(first.holding && first.changed && first.to_cancel.is_empty());
+        let second = group.join(member(2), false, 1);
+        assert!(!second.holding && second.changed && second.to_cancel.is_empty());
+        assert_eq!(group.holder, Some(member(1)));
+        assert_eq!(group.queue, [member(2)]);
+    }
+
+    #[test]
+    fn joining_again_changes_nothing() {
+        let mut group = GroupState::default();
+        group.join(member(1), false, 1);
+        group.join(member(2), false, 1);
+        let before = group.clone();
+        let again = group.join(member(1), false, 1);
+        assert!(again.holding && !again.changed);
+        let again = group.join(member(2), false, 1);
+        assert!(!again.holding && !again.changed && again.to_cancel.is_empty());
+        assert_eq!(group, before);
+    }
+
+    #[test]
+    fn by_default_a_newer_waiting_attempt_replaces_the_older() {
+        let mut group = GroupState::default();
+        group.join(member(1), false, 1);
+        group.join(member(2), false, 1);
+        let third = group.join(member(3), false, 1);
+        assert!(!third.holding);
+        assert_eq!(third.to_cancel, [member(2)], "the older waiting one is replaced, the running one kept");
+        // Until it is done, the replaced one stays listed; a replay of the
+        // join asks for the same cancel.
+        assert_eq!(group.join(member(3), false, 1).to_cancel, [member(2)]);
+        // It leaves when done; then nothing more is cancelled.
+        assert_eq!(group.leave(member(2)), (None, true));
+        assert!(group.join(member(3), false, 1).to_cancel.is_empty());
+    }
+
+    #[test]
+    fn a_queue_keeps_that_many_waiting_in_order() {
+        let mut group = GroupState::default();
+        group.join(member(1), false, 3);
+        for n in 2..=4 {
+            assert!(group.join(member(n), false, 3).to_cancel.is_empty(), "{n} fits");
+        }
+        assert_eq!(group.join(member(5), false, 3).to_cancel, [member(2)], "the oldest waiting one makes room");
+        group.leave(member(2));
+        assert_eq!(group.leave(member(1)), (Some(member(3)), true), "the oldest waiting one runs next");
+        assert_eq!(group.leave(member(3)), (Some(member(4)), true));
+        assert_eq!(group.leave(member(4)), (Some(member(5)), true));
+        assert_eq!(group.leave(member(5)), (None, true));
+        assert_eq!((group.holder, group.queue.len()), (None, 0));
+    }
+
+    #[test]
+    fn cancel_in_progress_cancels_the_holder_and_every_older_waiting_one() {
+        let mut group = GroupState::default();
+        group.join(member(1), false, 5);
+        group.join(member(2), false, 5);
+        let third = group.join(member(3), true, 5);
+        assert!(!third.holding, "it waits for the cancelled holder to be done");
+        assert_eq!(third.to_cancel, [member(1), member(2)]);
+        group.leave(member(2));
+        assert_eq!(group.leave(member(1)), (Some(member(3)), true));
+    }
+
+    #[test]
+    fn leaving_twice_or_without_joining_changes_nothing_and_tells_the_same_holder() {
+        let mut group = GroupState::default();
+        group.join(member(1), false, 1);
+        group.join(member(2), false, 1);
+        assert_eq!(group.leave(member(1)), (Some(member(2)), true));
+        // A leave tried again (its answer lost): the same attempt to wake.
+        assert_eq!(group.leave(member(1)), (Some(member(2)), false));
+        assert_eq!(group.leave(member(9)), (None, false));
+        assert_eq!(group.leave(member(2)), (None, true));
+        assert_eq!(group.leave(member(2)), (None, false));
+    }
+
+    #[test]
+    fn an_unheld_group_with_waiting_attempts_goes_to_the_oldest_first() {
+        let mut group = GroupState { holder: None, queue: vec![member(1)], last_left: None };
+        let joined = group.join(member(2), false, 1);
+        assert!(!joined.holding);
+        assert_eq!(group.holder, Some(member(1)));
+    }
+
+    #[test]
+    fn at_most_one_holds_whatever_the_order_of_joins_and_leaves() {
+        // Every interleaving of 3 attempts joining and, once joined, leaving
+        // (in any order; a holder leaves only when done): never two holders,
+        // and each waiting one that is not replaced runs eventually.
+        fn explore(group: &GroupState, joined: &[bool; 3], left: &[bool; 3], held_by: &mut Vec<Member>) {
+            let holders = group.holder.into_iter().count();
+            assert!(holders <= 1);
+            for i in 0..3 {
+                let me = member(i as u128 + 1);
+                if !joined[i] {
+                    let mut next = group.clone();
+                    let j = next.join(me, false, 2);
+                    assert_eq!(j.holding, next.holder == Some(me));
+                    let mut joined = *joined;
+                    joined[i] = true;
+                    explore(&next, &joined, left, held_by);
+                } else if !left[i] && group.holder == Some(me) {
+                    let mut next = group.clone();
+                    held_by.push(me);
+                    next.leave(me);
+                    let mut left = *left;
+                    left[i] = true;
+                    explore(&next, joined, &left, held_by);
+                }
+            }
+        }
+        let mut held_by = Vec::new();
+        explore(&GroupState::default(), &[false; 3], &[false; 3], &mut held_by);
+        for i in 1..=3 {
+            assert!(held_by.contains(&member(i)), "{i} held the group in some order");
+        }
+    }
+
+    #[test]
+    fn a_group_name_is_expanded_from_inputs_and_baton_when_the_run_is_created() {
+        let inputs = serde_json::json!({"env": "prod"});
+        let scope = CreateScope { inputs: inputs.as_object(), workspace_id: "ws", run_id: Uuid::nil() };
+        let spec = ConcurrencySpec {
+            group: "deploy-${{ inputs.env }}".into(),
+            cancel_in_progress: Some("${{ inputs.env == 'prod' }}".into()),
+            queue: 1,
+        };
+        let hold = hold_of(&spec, &scope).unwrap();
+        assert_eq!(hold.group, "deploy-prod");
+        assert!(hold.cancel_in_progress);
+        assert_eq!(hold.status, HoldStatus::Waiting);
+        let empty = ConcurrencySpec { group: "${{ inputs.missing }}".into(), cancel_in_progress: None, queue: 1 };
+        assert_eq!(hold_of(&empty, &scope).unwrap_err().0, "concurrency.group");
+        let odd = ConcurrencySpec { cancel_in_progress: Some("${{ inputs.env }}".into()), ..spec };
+        assert_eq!(hold_of(&odd, &scope).unwrap_err().0, "concurrency.cancel-in-progress");
+    }
+}
