@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 
 use baton_bench::{cold_start, cost};
 use baton_devhost::HostOptions;
+use baton_localstack::provision::{default_infra_dir, Plan};
 use baton_shared::aws::AwsClients;
 use baton_shared::context::Context;
 use baton_shared::facts::{Fact, FactDetail, JobExecutionQueued};
-use baton_shared::provision::{default_infra_dir, Plan};
 use baton_shared::resources::{Naming, Resources};
 use baton_shared::runners::claim::HEAD_READ;
 use baton_shared::runners::labels::{canonicalize, labelset_id};

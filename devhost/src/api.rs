@@ -10,7 +10,7 @@ use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::resources::Route;
 use lambda_http::{Body, RequestExt};
 
-use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
+use baton_localstack::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
 
 use crate::contract::Contract;
 use crate::functions::Functions;

@@ -16,8 +16,8 @@ use lambda_http::{Body, Request, Response};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use baton_shared::faults::FaultPlan;
-use baton_shared::grants::{Grants, Permission};
+use baton_localstack::faults::FaultPlan;
+use baton_localstack::grants::{Grants, Permission};
 use baton_shared::resources::Resources;
 
 use crate::invocations::Invocations;
@@ -71,7 +71,8 @@ impl Functions {
         grants: bool,
     ) -> Result<Self, FunctionsError> {
         let resources = Resources::load();
-        let fallback = Context::new(Config::from_map(env)?, clients.for_function(plan.clone(), None));
+        let fallback =
+            Context::new(Config::from_map(env)?, baton_localstack::function_clients(clients, plan.clone(), None));
         let mut contexts = HashMap::new();
         for function in &resources.functions {
             let context = if grants {
@@ -80,7 +81,10 @@ impl Functions {
                 if !granted.has(&Permission::PushPost) {
                     env.remove(PUSH_ENDPOINT_ENV);
                 }
-                Context::new(Config::from_map(&env)?, clients.for_function(plan.clone(), Some(Arc::new(granted))))
+                Context::new(
+                    Config::from_map(&env)?,
+                    baton_localstack::function_clients(clients, plan.clone(), Some(Arc::new(granted))),
+                )
             } else {
                 fallback.clone()
             };

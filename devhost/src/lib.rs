@@ -17,10 +17,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_localstack::faults::FaultPlan;
+use baton_localstack::provision::Provisioned;
 use baton_shared::aws::AwsClients;
 use baton_shared::config::Config;
-use baton_shared::faults::FaultPlan;
-use baton_shared::provision::Provisioned;
 use baton_shared::resources::{Resources, Trigger};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -44,7 +44,7 @@ pub struct HostOptions {
     /// name (tests mount probe subscribers this way).
     pub extra_sqs_functions: HashMap<String, sqs::SqsHandler>,
     /// AWS's failures, injected into every AWS request the functions make
-    /// (`baton_shared::faults`); `None`: the emulator as it is.
+    /// (`baton_localstack::faults`); `None`: the emulator as it is.
     pub faults: Option<Arc<FaultPlan>>,
     /// Serve the runners' push socket (default on; `BATON_DEV_PUSH=0` turns
     /// it off, and runners long-poll as before push existed).

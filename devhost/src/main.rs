@@ -14,14 +14,14 @@
 
 use std::sync::Arc;
 
-use baton_shared::faults::{FaultPlan, FAULTS_ENV};
+use baton_localstack::faults::{FaultPlan, FAULTS_ENV};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use baton_devhost::{function_env, DevHost, HostOptions};
+use baton_localstack::provision::{default_infra_dir, provision, Plan};
 use baton_shared::aws::AwsClients;
-use baton_shared::provision::{default_infra_dir, provision, Plan};
 use baton_shared::resources::{Naming, Resources};
 use clap::{Parser, Subcommand};
 

@@ -17,7 +17,7 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::json;
 
-use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, INTEGRATION, TRIGGER};
+use baton_localstack::faults::{abandoned_after_first_write, Fault, FaultPlan, INTEGRATION, TRIGGER};
 use baton_shared::orchestration::{fail_task, INTEGRATION_ERROR};
 
 use crate::Shutdown;

@@ -3,7 +3,7 @@
 //! resume from the failed record (later records are delivered again, as on
 //! Lambda: at least once).
 
-use baton_shared::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
+use baton_localstack::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

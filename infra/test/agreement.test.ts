@@ -1,6 +1,6 @@
 /**
  * AGREEMENT: the Rust side's plan (the resources the local provisioner creates
- * on moto, `Plan` in shared/src/provision.rs) and this stack describe the same
+ * on moto, `Plan` in localstack/src/provision.rs) and this stack describe the same
  * resources with the same physical names and settings, for stage "test".
  *
  * The plan comes from the JSON file named by `BATON_PLAN_JSON` when that is set
@@ -18,7 +18,7 @@ import { REAL, repo, synthVariant } from '../lib/testing/variants';
 
 const STAGE = 'test';
 
-/** The serde shape of `Plan` (shared/src/provision.rs). */
+/** The serde shape of `Plan` (localstack/src/provision.rs). */
 interface Plan {
   prefix: string;
   table: {

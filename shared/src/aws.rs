@@ -89,43 +89,6 @@ impl AwsClients {
             .await
     }
 
-    /// The same clients with AWS's failures injected by `plan` below the
-    /// SDK (its retries see them as they would see real ones).
-    #[cfg(feature = "local-stack")]
-    pub fn with_faults(&self, plan: std::sync::Arc<crate::faults::FaultPlan>) -> Self {
-        self.for_function(plan, None)
-    }
-
-    /// The clients of one function on the local stack: AWS's failures
-    /// injected by `plan`, and only what `grants` allow (`None`: anything).
-    #[cfg(feature = "local-stack")]
-    pub fn for_function(
-        &self,
-        plan: std::sync::Arc<crate::faults::FaultPlan>,
-        grants: Option<std::sync::Arc<crate::grants::Grants>>,
-    ) -> Self {
-        let http = crate::faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan)
-            .with_grants(grants);
-        Self {
-            dynamodb: aws_sdk_dynamodb::Client::from_conf(
-                self.dynamodb.config().to_builder().http_client(http.clone()).build(),
-            ),
-            dynamodb_streams: aws_sdk_dynamodbstreams::Client::from_conf(
-                self.dynamodb_streams.config().to_builder().http_client(http.clone()).build(),
-            ),
-            sqs: aws_sdk_sqs::Client::from_conf(self.sqs.config().to_builder().http_client(http.clone()).build()),
-            eventbridge: aws_sdk_eventbridge::Client::from_conf(
-                self.eventbridge.config().to_builder().http_client(http.clone()).build(),
-            ),
-            sfn: aws_sdk_sfn::Client::from_conf(self.sfn.config().to_builder().http_client(http.clone()).build()),
-            s3: aws_sdk_s3::Client::from_conf(self.s3.config().to_builder().http_client(http.clone()).build()),
-            push: aws_sdk_apigatewaymanagement::Client::from_conf(
-                self.push.config().to_builder().http_client(http.clone()).build(),
-            ),
-            ssm: aws_sdk_ssm::Client::from_conf(self.ssm.config().to_builder().http_client(http).build()),
-        }
-    }
-
     pub fn from_sdk_config(config: &aws_config::SdkConfig) -> Self {
         Self {
             dynamodb: aws_sdk_dynamodb::Client::new(config),

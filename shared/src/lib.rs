@@ -5,22 +5,16 @@
 //! Layering reads top-down: functions → store → pure decisions; nothing
 //! here imports a function crate.
 //!
-//! Feature `local-stack`: what only the local stack, the tests and the
-//! benchmark need (provisioning the emulator, checking facts against their
-//! JSON Schemas, injecting AWS's failures); a deployed function is built
-//! without it.
+//! The local stack's test equipment (AWS's failures and limits, grants,
+//! provisioning, schema checks) is the `baton-localstack` crate, which no
+//! function depends on. Feature `local-stack` keeps only the operator's
+//! table-scanning tools (republishing the outbox) out of the functions.
 
 pub mod aws;
-#[cfg(feature = "local-stack")]
-pub mod aws_limits;
 pub mod config;
 pub mod context;
 pub mod error;
 pub mod facts;
-#[cfg(feature = "local-stack")]
-pub mod faults;
-#[cfg(feature = "local-stack")]
-pub mod grants;
 pub mod health;
 pub mod http;
 pub mod ids;
@@ -29,8 +23,6 @@ pub mod logs;
 pub mod metrics;
 pub mod orchestration;
 pub mod outcomes;
-#[cfg(feature = "local-stack")]
-pub mod provision;
 pub mod push;
 pub mod resources;
 pub mod runners;

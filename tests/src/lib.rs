@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::sqs::SqsEvent;
 use baton_devhost::sqs::SqsHandler;
 use baton_devhost::{function_env, DevHost, HostOptions};
+use baton_localstack::provision::{default_infra_dir, provision, Plan, PlannedQueue, PlannedRule, Provisioned};
+use baton_localstack::schema::validate;
 use baton_shared::aws::AwsClients;
-use baton_shared::facts::schema::validate;
 use baton_shared::facts::subscriber::consume;
 use baton_shared::facts::ALL_DETAIL_TYPES;
-use baton_shared::provision::{default_infra_dir, provision, Plan, PlannedQueue, PlannedRule, Provisioned};
 use baton_shared::resources::{Naming, Resources};
 use baton_shared::store::Store;
 

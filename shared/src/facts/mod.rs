@@ -7,8 +7,6 @@
 //! and the schema checks.
 
 pub mod relay;
-#[cfg(feature = "local-stack")]
-pub mod schema;
 pub mod subscriber;
 
 pub use baton_api::facts::*;

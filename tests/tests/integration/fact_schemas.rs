@@ -21,9 +21,9 @@ use std::sync::Mutex;
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::SqsEvent;
+use baton_localstack::schema::{common_schema_path, schema_path, schemas_dir, validate};
 use baton_shared::api::provisioners::TerminateReason;
 use baton_shared::facts::relay::outbox_records;
-use baton_shared::facts::schema::{common_schema_path, schema_path, schemas_dir, validate};
 use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
 use baton_shared::facts::{
     source_of, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted, JobExecutionQueued,

@@ -1,4 +1,4 @@
-//! Baton under the failures moto never produces (`baton_shared::faults`):
+//! Baton under the failures moto never produces (`baton_localstack::faults`):
 //! the functions' AWS requests meet transaction conflicts, and the races
 //! they lose must stay races, never errors a runner sees or messages lost.
 
@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_devhost::HostOptions;
+use baton_localstack::faults::FaultPlan;
 use baton_shared::context::Context;
-use baton_shared::faults::FaultPlan;
 use baton_tests::runners::queued_fact;
 use baton_tests::{wait_for, TestStack};
 use chrono::{Duration as Span, Utc};
@@ -111,7 +111,7 @@ async fn a_reaper_pass_that_meets_conflicts_goes_on_and_the_next_pass_expires_th
     let plan = Arc::new(
         FaultPlan::parse("seed=3;dynamodb.TransactWriteItems:conflict=0.9").expect("a valid plan").expect("rules"),
     );
-    let faulty = Context::new(stack.host.config.clone(), stack.clients.with_faults(plan.clone()));
+    let faulty = Context::new(stack.host.config.clone(), baton_localstack::with_faults(&stack.clients, plan.clone()));
     let limits = baton_lease_reaper::ReapLimits {
         page: baton_lease_reaper::REAPER_PAGE,
         stop_at: Instant::now() + Duration::from_secs(60),

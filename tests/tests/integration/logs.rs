@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_localstack::faults::FaultPlan;
 use baton_shared::api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
 use baton_shared::api::runners::ClaimResponse;
 use baton_shared::context::Context;
-use baton_shared::faults::FaultPlan;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -267,7 +267,7 @@ async fn log_bytes_are_counted_once_when_the_answers_of_their_charges_are_lost()
             .expect("a valid plan")
             .expect("rules"),
     );
-    let faulty = Context::new(stack.host.config.clone(), stack.clients.with_faults(plan.clone()));
+    let faulty = Context::new(stack.host.config.clone(), baton_localstack::with_faults(&stack.clients, plan.clone()));
     let mut expected = 0;
     for seq in 0..12u64 {
         let bytes = 100 + seq;

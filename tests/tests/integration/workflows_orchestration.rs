@@ -615,10 +615,10 @@ async fn a_job_cancelled_while_its_terminated_fact_is_in_flight_is_never_claimed
 /// own `sqs:sendMessage` at `rate`: the first `Step` and every retry of it
 /// fail, so the first execution dies for sure.
 fn seed_throttling_the_first(n: usize, rate: f64) -> u64 {
-    let (service, operation) = baton_shared::faults::INTEGRATION;
+    let (service, operation) = baton_localstack::faults::INTEGRATION;
     (0..100_000)
         .find(|seed| {
-            let plan = baton_shared::faults::FaultPlan::parse(&format!(
+            let plan = baton_localstack::faults::FaultPlan::parse(&format!(
                 "seed={seed};{service}.{operation}:integration-throttled={rate}"
             ))
             .expect("valid")
@@ -634,11 +634,11 @@ async fn a_run_whose_step_integration_is_throttled_still_times_out_runs_its_alwa
     // (the state machine's Retry), so the first execution dies; a third of
     // the later ones too. One timeout minute lasts 2 s; the watchdog (the
     // reaper's tick) looks every second.
-    let (service, operation) = baton_shared::faults::INTEGRATION;
+    let (service, operation) = baton_localstack::faults::INTEGRATION;
     let rate = 0.3;
     let seed = seed_throttling_the_first(4, rate);
     let faults = format!("seed={seed};{service}.{operation}:integration-throttled={rate}");
-    let plan = std::sync::Arc::new(baton_shared::faults::FaultPlan::parse(&faults).unwrap().unwrap());
+    let plan = std::sync::Arc::new(baton_localstack::faults::FaultPlan::parse(&faults).unwrap().unwrap());
     let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
     let overrides = std::collections::HashMap::from([
         ("BATON_TIMEOUT_MINUTE_S".to_string(), "2".to_string()),
@@ -730,7 +730,7 @@ async fn runs_racing_into_one_concurrency_group_under_faults_run_one_at_a_time_a
     // the attempts' transactions meet conflicts.
     let faults =
         "seed=17;dynamodb.PutItem:lost=0.3;dynamodb.PutItem:throttle=0.2;dynamodb.TransactWriteItems:conflict=0.2";
-    let plan = std::sync::Arc::new(baton_shared::faults::FaultPlan::parse(faults).unwrap().unwrap());
+    let plan = std::sync::Arc::new(baton_localstack::faults::FaultPlan::parse(faults).unwrap().unwrap());
     let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
     let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
     let ws = workspace();

@@ -15,8 +15,8 @@ use aws_sdk_ec2::types::{Filter, RequestLaunchTemplateData};
 use aws_sdk_ssm::types::ParameterType;
 use baton_aws_provisioner::settings::Settings;
 use baton_aws_provisioner::{AwsProvisioner, Tick};
-use baton_shared::faults::{FaultPlan, FaultyHttpClient};
-use baton_shared::grants::Grants;
+use baton_localstack::faults::{FaultPlan, FaultyHttpClient};
+use baton_localstack::grants::Grants;
 use baton_shared::resources::Resources;
 use baton_tests::{endpoint, wait_for, TestStack};
 use serde_json::{json, Value};
@@ -147,7 +147,7 @@ async fn fixture(settings: Value) -> Fixture {
 }
 
 /// EC2 and SSM clients that may do only what resources.json grants the
-/// function (`shared/src/grants.rs`): a missing grant fails here as IAM
+/// function (`localstack/src/grants.rs`): a missing grant fails here as IAM
 /// would fail it on AWS.
 async fn granted_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
     let resources = Resources::load();

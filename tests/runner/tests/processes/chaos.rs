@@ -1,5 +1,5 @@
 //! Real workflows, real runner processes, and the local stack failing the way
-//! AWS fails (`baton_shared::faults`): transaction conflicts, throttling,
+//! AWS fails (`baton_localstack::faults`): transaction conflicts, throttling,
 //! responses lost after the write applied, partial `PutEvents` failures,
 //! Step Functions answers lost, messages and stream batches delivered
 //! twice, out of order and late, invocations abandoned after their first
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use baton_devhost::HostOptions;
-use baton_shared::faults::FaultPlan;
+use baton_localstack::faults::FaultPlan;
 use baton_tests::TestStack;
 use serde_json::{json, Value};
 

@@ -2,8 +2,8 @@
 //! busy day, which moto never does (it serialises requests, never throttles,
 //! never loses a response after applying a write).
 //!
-//! Off unless `BATON_FAULTS` is set, and compiled only with the
-//! `local-stack` feature (the dev host, the tests, the bench): a deployed
+//! Off unless `BATON_FAULTS` is set, and in the `baton-localstack` crate,
+//! which only the dev host, the tests and the bench depend on: a deployed
 //! function cannot inject faults. It sits in the HTTP client of every AWS
 //! client the local stack builds (`AwsClients::local`), below the SDK's own
 //! retries, so a fault meets the SDK exactly as a real one would: throttling
@@ -745,7 +745,7 @@ mod tests {
             &[("x-amz-target", "AmazonSSM.PutParameter")],
         );
         assert_eq!(iam_action(&put), Some(("ssm".into(), "PutParameter".into(), Some("/baton/prod/other/x".into()))));
-        let resources = crate::resources::Resources::load();
+        let resources = baton_shared::resources::Resources::load();
         let function = &resources.aws_provisioner.as_ref().expect("in resources.json").function;
         let grants = Grants::of(function).expect("parses");
         let denied = access_denied(&grants, &ec2).expect("StopInstances is not granted");

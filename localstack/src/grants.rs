@@ -5,12 +5,12 @@
 //! checked here first; a request its grants do not cover is answered as AWS
 //! answers it (`AccessDeniedException`, 400 for the JSON protocols, 403 for
 //! S3 and the management API), so a missing grant fails a local test exactly
-//! as it would fail in production. Compiled only with `local-stack`.
+//! as it would fail in production. Test equipment (`baton-localstack`).
 //!
 //! The mapping follows the CDK stack's `grant` (infra/lib/baton-stack.ts):
 //! a permission allows the same actions here as its IAM statement there.
 
-use crate::resources::Function;
+use baton_shared::resources::Function;
 
 /// One parsed permission of resources.json.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +116,7 @@ impl Grants {
     pub fn of(function: &Function) -> Result<Self, String> {
         let mut permissions =
             function.permissions.iter().map(|p| Permission::parse(p)).collect::<Result<Vec<_>, _>>()?;
-        if function.trigger == crate::resources::Trigger::Stream {
+        if function.trigger == baton_shared::resources::Trigger::Stream {
             permissions.push(Permission::StreamRead);
         }
         Ok(Self { function: function.name.clone(), permissions })
@@ -221,7 +221,7 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Resources;
+    use baton_shared::resources::Resources;
 
     fn action<'a>(service: &'a str, operation: &'a str, resource: Option<&'a str>) -> Action<'a> {
         Action { service, operation, resource }

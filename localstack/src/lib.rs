@@ -1,0 +1,77 @@
+//! The local stack's test equipment, kept out of what ships to Lambda: the
+//! functions depend on `baton-shared` only, so their release build holds
+//! none of this, and no feature flag has to be remembered.
+//!
+//! - [`faults`]: AWS's failures (conflicts, throttling, lost answers,
+//!   redeliveries, Step Functions' own service errors, …) injected below
+//!   the SDK, seeded and switchable;
+//! - [`aws_limits`]: AWS's request limits the emulator does not enforce;
+//! - [`grants`]: each function's IAM grants from `infra/resources.json`,
+//!   enforced on its clients as IAM would;
+//! - [`provision`]: the emulator's resources, made from `resources.json`;
+//! - [`schema`]: the facts' JSON Schemas under `events/schemas/`, checked.
+
+use std::sync::Arc;
+
+use baton_shared::aws::AwsClients;
+
+pub mod aws_limits;
+pub mod faults;
+pub mod grants;
+pub mod provision;
+pub mod schema;
+
+/// `clients` with AWS's failures injected by `plan` below the SDK (its
+/// retries see them as they would see real ones).
+pub fn with_faults(clients: &AwsClients, plan: Arc<faults::FaultPlan>) -> AwsClients {
+    function_clients(clients, plan, None)
+}
+
+/// The clients of one function on the local stack: AWS's failures injected
+/// by `plan`, and only what `grants` allow (`None`: anything).
+pub fn function_clients(
+    clients: &AwsClients,
+    plan: Arc<faults::FaultPlan>,
+    grants: Option<Arc<grants::Grants>>,
+) -> AwsClients {
+    let http =
+        faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan).with_grants(grants);
+    AwsClients {
+        dynamodb: aws_sdk_dynamodb::Client::from_conf(
+            clients.dynamodb.config().to_builder().http_client(http.clone()).build(),
+        ),
+        dynamodb_streams: aws_sdk_dynamodbstreams::Client::from_conf(
+            clients.dynamodb_streams.config().to_builder().http_client(http.clone()).build(),
+        ),
+        sqs: aws_sdk_sqs::Client::from_conf(clients.sqs.config().to_builder().http_client(http.clone()).build()),
+        eventbridge: aws_sdk_eventbridge::Client::from_conf(
+            clients.eventbridge.config().to_builder().http_client(http.clone()).build(),
+        ),
+        sfn: aws_sdk_sfn::Client::from_conf(clients.sfn.config().to_builder().http_client(http.clone()).build()),
+        s3: aws_sdk_s3::Client::from_conf(clients.s3.config().to_builder().http_client(http.clone()).build()),
+        push: aws_sdk_apigatewaymanagement::Client::from_conf(
+            clients.push.config().to_builder().http_client(http.clone()).build(),
+        ),
+        ssm: aws_sdk_ssm::Client::from_conf(clients.ssm.config().to_builder().http_client(http).build()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// What ships to Lambda never builds this crate: no function (nor the
+    /// shared crate they build on) depends on it, so their release build
+    /// holds no fault layer whatever features a workspace build unifies.
+    #[test]
+    fn no_function_and_not_the_shared_crate_depend_on_the_test_equipment() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut manifests = vec![root.join("shared/Cargo.toml")];
+        for entry in std::fs::read_dir(root.join("functions")).expect("functions/") {
+            manifests.push(entry.expect("an entry").path().join("Cargo.toml"));
+        }
+        assert!(manifests.len() > 20, "every function's manifest: {manifests:?}");
+        for manifest in manifests {
+            let text = std::fs::read_to_string(&manifest).expect("a manifest");
+            assert!(!text.contains("baton-localstack"), "{} depends on the test equipment", manifest.display());
+        }
+    }
+}
