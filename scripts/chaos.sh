@@ -3,7 +3,7 @@
 # processes on stacks whose AWS requests and triggers fail the way AWS's do,
 # over many seeds at one fault rate; prints runs, faults injected by kind,
 # redeliveries and invariant violations. BATON_CHAOS_SEEDS (first-last,
-# default 1-40: 6 scenarios x 40 seeds = 240 runs) and BATON_CHAOS_RATE (default 0.1) choose them.
+# default 1-40: 7 scenarios x 40 seeds = 280 runs) and BATON_CHAOS_RATE (default 0.1) choose them.
 set -euo pipefail
 source "$(dirname "$0")/local-aws.sh"
 cd "$ROOT"

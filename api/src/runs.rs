@@ -119,6 +119,9 @@ pub struct ExecutionView {
     pub queued_at: Option<DateTime<Utc>>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// A retry waiting for its `backoff`: it is queued at this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
     pub runner_session_id: Option<Uuid>,
     /// From `started_at` to `finished_at` (so far, while it runs).
     #[serde(default)]

@@ -146,6 +146,7 @@ impl ExecutionRecord {
             finished_at: None,
             deadline: None,
             runner_session_id: None,
+            not_before: None,
         }
     }
 }
@@ -162,6 +163,9 @@ pub struct ExecutionRecord {
     /// The job timeout, counted from queueing (a claim does not move it).
     pub deadline: Option<DateTime<Utc>>,
     pub runner_session_id: Option<Uuid>,
+    /// A retry's backoff: the pending execution is not queued before this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 /// A fact a change must publish, in the transaction that writes the change.
@@ -586,7 +590,13 @@ impl AttemptState {
             .filter(|e| !e.status.is_terminal())
             .filter_map(|e| e.deadline);
         let run = if self.status.is_terminal() { None } else { self.deadline };
-        executions.chain(run).min()
+        // A retry waiting for its backoff is queued then.
+        let retries = self
+            .jobs
+            .iter()
+            .filter(|job| job.status == JobStatus::Pending)
+            .filter_map(|job| job.execution.as_ref()?.not_before);
+        executions.chain(run).chain(retries).min()
     }
 
     /// The executions a timeout would end at `now`: every unfinished one once
@@ -655,7 +665,12 @@ impl AttemptState {
         if !retry::retries(job.retry.as_ref(), failure, job.earlier_executions.len() as u32) {
             return None;
         }
-        let mut failed = job.execution.replace(ExecutionRecord::pending())?;
+        let wait = job.retry.as_ref().map(|policy| retry::delay(policy, job.earlier_executions.len() as u32));
+        let next = ExecutionRecord {
+            not_before: wait.filter(|w| !w.is_zero()).map(|w| now + w),
+            ..ExecutionRecord::pending()
+        };
+        let mut failed = job.execution.replace(next)?;
         failed.status = ExecutionStatus::Failed;
         failed.reason = Some(reason);
         failed.started_at = ended.started_at.or(failed.started_at);
@@ -975,6 +990,12 @@ impl AttemptState {
                     // A job without an execution (carried over) is terminal
                     // and never planned; nothing to start if it were.
                     let Some(defined) = definition.job(key) else { continue };
+                    // A retry waits for its backoff (the attempt's next
+                    // deadline brings the orchestration back then).
+                    let waits = self.jobs[index].execution.as_ref().and_then(|e| e.not_before);
+                    if waits.is_some_and(|at| at > now) {
+                        continue;
+                    }
                     // `max-parallel`: the leg waits while its siblings fill
                     // the limit; the next advance after one ends starts it.
                     if let Some(limit) = definition.group_of_leg(key).and_then(|group| group.max_parallel) {

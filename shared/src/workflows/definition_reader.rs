@@ -15,7 +15,7 @@ use super::definition::{
 };
 use super::expressions::{self, Reference};
 use super::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
-use super::retry::{RetryPolicy, RetryWhen, MAX_RETRIES};
+use super::retry::{RetryPolicy, RetryWhen, MAX_BACKOFF_S, MAX_RETRIES};
 use super::yaml::YamlNode;
 use crate::facts::PRIORITY_RANGE;
 use crate::runners::labels;
@@ -37,7 +37,7 @@ const JOB_FIELDS: &[&str] = &[
     "outputs",
     "mask-env",
 ];
-const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes"];
+const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes", "backoff"];
 const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
 /// The most values a matrix dimension may list, and the most `include` or
 /// `exclude` entries (the legs are bounded by the job limit anyway).
@@ -537,8 +537,9 @@ fn read_priority(node: Option<&YamlNode>, at: &Location) -> Result<Option<String
 }
 
 /// `retry:`: a number of retries for any failure (`retry: 2`), or
-/// `{max, when: [runner_lost, timed_out, step_failed], exit-codes: [...]}`
-/// (`when` defaults to all three; `exit-codes` narrows `step_failed`).
+/// `{max, when: [runner_lost, timed_out, step_failed], exit-codes: [...],
+/// backoff: <seconds>}` (`when` defaults to all three; `exit-codes` narrows
+/// `step_failed`; `backoff` delays the first retry, doubling after).
 /// `0` is the same as leaving it out.
 fn read_retry(node: Option<&YamlNode>, at: &Location) -> Result<Option<RetryPolicy>, DefinitionError> {
     let Some(node) = node else { return Ok(None) };
@@ -547,9 +548,12 @@ fn read_retry(node: Option<&YamlNode>, at: &Location) -> Result<Option<RetryPoli
         _ => Err(at.error(format!("must be a whole number of retries from 0 to {MAX_RETRIES}"))),
     };
     let policy = match node {
-        YamlNode::Integer(_) => {
-            RetryPolicy { max: read_max(node, at)?, when: RetryWhen::ALL.to_vec(), exit_codes: Vec::new() }
-        }
+        YamlNode::Integer(_) => RetryPolicy {
+            max: read_max(node, at)?,
+            when: RetryWhen::ALL.to_vec(),
+            exit_codes: Vec::new(),
+            backoff_s: 0,
+        },
         YamlNode::Mapping(_) => {
             let fields = Fields::read(node, RETRY_FIELDS, at, "a mapping with `max`")?;
             let Some(max) = fields.get("max") else { return Err(at.field("max").error("required: the most retries")) };
@@ -594,7 +598,16 @@ fn read_retry(node: Option<&YamlNode>, at: &Location) -> Result<Option<RetryPoli
             if !exit_codes.is_empty() && !when.contains(&RetryWhen::StepFailed) {
                 return Err(at.field("exit-codes").error("narrows step_failed, which `when` does not list"));
             }
-            RetryPolicy { max, when, exit_codes }
+            let backoff_s = match fields.get("backoff") {
+                None => 0,
+                Some(YamlNode::Integer(s)) if (1..=i128::from(MAX_BACKOFF_S)).contains(s) => *s as u32,
+                Some(_) => {
+                    return Err(at
+                        .field("backoff")
+                        .error(format!("must be a whole number of seconds from 1 to {MAX_BACKOFF_S}")))
+                }
+            };
+            RetryPolicy { max, when, exit_codes, backoff_s }
         }
         other => return Err(at.expected("a number of retries or a mapping with `max`", other)),
     };

@@ -13,6 +13,8 @@ use super::status::StatusReason;
 
 /// The most retries a job may ask for (Buildkite's limit).
 pub const MAX_RETRIES: u32 = 10;
+/// The longest wait before a retry, in seconds: a backoff doubles up to it.
+pub const MAX_BACKOFF_S: u32 = 3_600;
 
 /// A job's `retry:`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +28,21 @@ pub struct RetryPolicy {
     /// none and matches only an empty list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exit_codes: Vec<i32>,
+    /// `backoff`: seconds before the first retry is queued, doubled for
+    /// each one after (at most [`MAX_BACKOFF_S`]); 0 retries at once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backoff_s: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How long retry number `retries_so_far + 1` waits before it is queued:
+/// `backoff`, doubled for each retry before it, at most [`MAX_BACKOFF_S`].
+pub fn delay(policy: &RetryPolicy, retries_so_far: u32) -> std::time::Duration {
+    let doubled = u64::from(policy.backoff_s).saturating_mul(1u64 << retries_so_far.min(20));
+    std::time::Duration::from_secs(doubled.min(u64::from(MAX_BACKOFF_S)))
 }
 
 /// A failure class a retry may be asked for.
@@ -94,7 +111,18 @@ mod tests {
     use super::*;
 
     fn policy(max: u32, when: &[RetryWhen], exit_codes: &[i32]) -> RetryPolicy {
-        RetryPolicy { max, when: when.to_vec(), exit_codes: exit_codes.to_vec() }
+        RetryPolicy { max, when: when.to_vec(), exit_codes: exit_codes.to_vec(), backoff_s: 0 }
+    }
+
+    #[test]
+    fn a_backoff_doubles_for_each_retry_up_to_an_hour() {
+        let mut flaky = policy(10, &RetryWhen::ALL, &[]);
+        assert_eq!(delay(&flaky, 0), std::time::Duration::ZERO, "no backoff: at once");
+        flaky.backoff_s = 30;
+        let waits: Vec<u64> = (0..9).map(|n| delay(&flaky, n).as_secs()).collect();
+        assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]);
+        flaky.backoff_s = MAX_BACKOFF_S;
+        assert_eq!(delay(&flaky, 63).as_secs(), u64::from(MAX_BACKOFF_S), "no overflow");
     }
 
     fn failed(reason: StatusReason, exit_code: Option<i32>) -> Failure {

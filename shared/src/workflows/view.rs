@@ -139,6 +139,7 @@ fn attempt_view(
                                 started_at: execution.started_at,
                                 finished_at: execution.finished_at,
                                 runner_session_id: execution.runner_session_id,
+                                not_before: execution.not_before.filter(|_| execution.queued_at.is_none()),
                                 duration_ms: duration_ms(execution.started_at, execution.finished_at, now),
                                 steps: defined
                                     .map(|d| {

@@ -112,6 +112,8 @@ struct ExecutionV1 {
     finished_at: Option<DateTime<Utc>>,
     deadline: Option<DateTime<Utc>>,
     runner_session_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    not_before: Option<DateTime<Utc>>,
 }
 
 impl From<&AttemptState> for AttemptV1 {
@@ -197,6 +199,7 @@ impl From<&ExecutionRecord> for ExecutionV1 {
             finished_at: e.finished_at,
             deadline: e.deadline,
             runner_session_id: e.runner_session_id,
+            not_before: e.not_before,
         }
     }
 }
@@ -212,6 +215,7 @@ impl From<ExecutionV1> for ExecutionRecord {
             finished_at: e.finished_at,
             deadline: e.deadline,
             runner_session_id: e.runner_session_id,
+            not_before: e.not_before,
         }
     }
 }

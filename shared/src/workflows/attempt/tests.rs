@@ -562,6 +562,42 @@ fn a_step_failure_is_retried_only_on_its_exit_codes_and_at_most_max_times() {
     assert_eq!(state.status, AttemptStatus::Failed);
 }
 
+/// `backoff`: a retry is queued no sooner than its delay after the failure
+/// (doubling), and the attempt's next deadline is then, so the
+/// orchestration comes back for it.
+#[test]
+fn a_retry_waits_for_its_backoff_and_the_attempt_comes_back_for_it() {
+    let definition = parse_definition(
+        "jobs:
+  flaky:
+    runs-on: l
+    retry: {max: 2, when: [runner_lost], backoff: 30}
+    steps: [{run: x}]
+",
+    )
+    .unwrap();
+    let mut state = attempt(&definition);
+    let start = Utc::now();
+    let lose = |state: &mut AttemptState, at: DateTime<Utc>| {
+        let flaky = job(state, "flaky").clone();
+        let lost = ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] };
+        state.apply_runner_event(flaky.id, flaky.execution.unwrap().id, &lost, None, at);
+    };
+    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    lose(&mut state, start);
+    assert_eq!(state.next_deadline(), Some(start + chrono::Duration::seconds(30)), "the retry's time");
+    let early = state.advance(&definition, start + chrono::Duration::seconds(29), MINUTE, 40, &RunnerEndings::new());
+    assert!(queued_of(&early, "flaky").is_empty(), "not before its backoff");
+    let due = start + chrono::Duration::seconds(30);
+    assert_eq!(queued_of(&state.advance(&definition, due, MINUTE, 40, &RunnerEndings::new()), "flaky").len(), 1);
+    // The second retry waits twice as long.
+    lose(&mut state, due);
+    let pending = job(&state, "flaky").execution.clone().unwrap();
+    assert_eq!(pending.not_before, Some(due + chrono::Duration::seconds(60)));
+    let stored: AttemptState = serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
+    assert_eq!(stored, state, "the stored form keeps the wait");
+}
+
 /// A job timeout is retried with its timeout counted from the new
 /// queueing; the run's timeout and a cancel are never retried.
 #[test]

@@ -360,20 +360,29 @@ fn retry_is_a_count_or_a_policy_and_is_refused_past_its_limits() {
     };
     assert_eq!(
         with("2").unwrap().jobs[0].retry,
-        Some(RetryPolicy { max: 2, when: RetryWhen::ALL.to_vec(), exit_codes: vec![] })
+        Some(RetryPolicy { max: 2, when: RetryWhen::ALL.to_vec(), exit_codes: vec![], backoff_s: 0 })
     );
     assert_eq!(with("0").unwrap().jobs[0].retry, None, "0 is the same as leaving it out");
     assert_eq!(
         with("{max: 3, when: [step_failed, runner_lost], exit-codes: [75, 75, 1]}").unwrap().jobs[0].retry,
-        Some(RetryPolicy { max: 3, when: vec![RetryWhen::RunnerLost, RetryWhen::StepFailed], exit_codes: vec![1, 75] })
+        Some(RetryPolicy {
+            max: 3,
+            when: vec![RetryWhen::RunnerLost, RetryWhen::StepFailed],
+            exit_codes: vec![1, 75],
+            backoff_s: 0
+        })
     );
+    assert_eq!(with("{max: 2, backoff: 30}").unwrap().jobs[0].retry.as_ref().map(|p| p.backoff_s), Some(30));
     for (retry, says) in [
         ("11", "from 0 to 10"),
         ("{max: 1, when: [flaky]}", "unknown failure class `flaky`"),
         ("{max: 1, when: [runner_lost], exit-codes: [75]}", "narrows step_failed"),
         ("{when: [runner_lost]}", "required"),
         ("{max: 1, exit-codes: [300]}", "exit codes from 0 to 255"),
-        ("{max: 1, backoff: 5}", "unknown field"),
+        ("{max: 1, backoff: 0}", "seconds from 1 to 3600"),
+        ("{max: 1, backoff: 3601}", "seconds from 1 to 3600"),
+        ("{max: 1, backoff: 1m}", "seconds from 1 to 3600"),
+        ("{max: 1, delay: 5}", "unknown field"),
         ("true", "a number of retries"),
     ] {
         let err = with(retry).unwrap_err();

@@ -322,7 +322,7 @@ async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succee
 /// service, say) is tried again as a new execution and passes; a step
 /// exiting 3 under the same policy is not retried and fails its run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_is_retried_on_the_exit_codes_it_names_and_only_on_those() {
+async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its_backoff() {
     let stack = TestStack::start().await;
     let ws = workspace();
     let token = stack.registration_token(&ws, json!({})).await;
@@ -332,7 +332,7 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_and_only_on_those() {
 {env}jobs:
   flaky:
     runs-on: linux
-    retry: {{max: 2, when: [step_failed], exit-codes: [75]}}
+    retry: {{max: 2, when: [step_failed], exit-codes: [75], backoff: 2}}
     steps:
       - name: fetch
         run: |
@@ -360,6 +360,10 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_and_only_on_those() {
         .map(|e| (e["status"].clone(), e["steps"][0]["exit_code"].clone()))
         .collect();
     assert_eq!(tries, vec![(json!("failed"), json!(75)), (json!("succeeded"), json!(0))], "{flaky:#}");
+    // `backoff: 2`: the retry was queued no sooner than 2 s after the try it replaces ended.
+    let executions = flaky["executions"].as_array().unwrap();
+    let waited = time(&executions[1]["queued_at"]) - time(&executions[0]["finished_at"]);
+    assert!(waited >= Span::seconds(2), "the retry waited {waited} for its backoff: {flaky:#}");
     let ran = std::fs::read_to_string(shared.join("flaky-tries")).unwrap();
     let ids: Vec<&str> = flaky["executions"].as_array().unwrap().iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ran.lines().collect::<Vec<_>>(), ids, "each try ran as its own execution");
