@@ -785,6 +785,18 @@ fn render_operations(ops: &[OperationFigures]) -> String {
             Some(t) => format!("{t}: {}", verdict(f.meets_target)),
             None => String::new(),
         };
+        // Requests to other services ride along in the target column
+        // (`+ SSM:GetParameters`: the claim that reads secrets), less the
+        // dev host's trigger pollers that happened to poll meanwhile.
+        let polling = |op: &str| op.starts_with("DynamoDB Streams:") || op == "SQS:ReceiveMessage";
+        let others = f.other_services.iter().filter(|(op, _)| !polling(op)).map(|(op, n)| {
+            if *n == 1 {
+                op.clone()
+            } else {
+                format!("{op}×{n}")
+            }
+        });
+        let target = others.map(|op| format!("+ {op} ")).collect::<String>() + &target;
         s.push_str(&format!(
             "{:<34} {:>4} {:>3} {:>3} {:>6.1} {:>6.1}  {:<48} {}\n",
             f.name,
