@@ -141,7 +141,16 @@ pub struct QueuedJob {
     /// queued `priority` × `PRIORITY_STEP_S` seconds earlier.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i32,
+    /// A `runner_lost` retry: the session that lost the job. Another
+    /// fitting runner takes it first; that session only once it has waited
+    /// `LOST_RUNNER_GRACE_S` in the queue (absent: anyone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avoid_session: Option<Uuid>,
 }
+
+/// How long a `runner_lost` retry is left to the other runners before the
+/// session that lost it may take it again (when none other fits or polls).
+pub const LOST_RUNNER_GRACE_S: i64 = 30;
 
 fn is_zero(n: &i32) -> bool {
     *n == 0
@@ -165,7 +174,13 @@ pub fn dispatch_at(queued_at: DateTime<Utc>, priority: i32) -> DateTime<Utc> {
 
 impl From<&JobSpec> for QueuedJob {
     fn from(spec: &JobSpec) -> Self {
-        Self { key: spec.key.clone(), labels: spec.labels.clone(), timeout_s: spec.timeout_s, priority: spec.priority }
+        Self {
+            key: spec.key.clone(),
+            labels: spec.labels.clone(),
+            timeout_s: spec.timeout_s,
+            priority: spec.priority,
+            avoid_session: None,
+        }
     }
 }
 

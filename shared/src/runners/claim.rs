@@ -36,6 +36,21 @@ use chrono::{DateTime, Utc};
 use rand::Rng;
 use uuid::Uuid;
 
+/// Whether a claim by `session_id` at `now` passes over a job queued at
+/// `queued_at`: a `runner_lost` retry is left to the other runners for
+/// `LOST_RUNNER_GRACE_S` (the session that lost it may be the cause: a
+/// machine that stalls or loses its network), then anyone may take it, so
+/// it never waits for a runner that does not exist.
+pub fn passes_over(
+    job: &crate::facts::QueuedJob,
+    queued_at: DateTime<Utc>,
+    session_id: Uuid,
+    now: DateTime<Utc>,
+) -> bool {
+    job.avoid_session == Some(session_id)
+        && now < queued_at + chrono::Duration::seconds(crate::facts::LOST_RUNNER_GRACE_S)
+}
+
 /// Below this many candidates, claims go strictly oldest first.
 pub const STRICT_FIFO_BELOW: usize = 8;
 
@@ -115,6 +130,27 @@ pub fn next_read(len: usize, window: usize, rereads: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runner_lost_retry_is_left_to_the_other_runners_for_the_grace_then_to_anyone() {
+        let lost_by = Uuid::now_v7();
+        let other = Uuid::now_v7();
+        let queued_at = Utc::now();
+        let job = crate::facts::QueuedJob {
+            key: "build".into(),
+            labels: vec!["linux".into()],
+            timeout_s: 60,
+            priority: 0,
+            avoid_session: Some(lost_by),
+        };
+        let grace = chrono::Duration::seconds(crate::facts::LOST_RUNNER_GRACE_S);
+        assert!(passes_over(&job, queued_at, lost_by, queued_at));
+        assert!(passes_over(&job, queued_at, lost_by, queued_at + grace - chrono::Duration::seconds(1)));
+        assert!(!passes_over(&job, queued_at, lost_by, queued_at + grace), "then it may take it back");
+        assert!(!passes_over(&job, queued_at, other, queued_at), "any other runner takes it at once");
+        let anyone = crate::facts::QueuedJob { avoid_session: None, ..job };
+        assert!(!passes_over(&anyone, queued_at, lost_by, queued_at));
+    }
     use chrono::Duration;
 
     #[derive(Debug, Clone, PartialEq)]

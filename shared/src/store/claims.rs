@@ -32,7 +32,7 @@ use super::{from_item, n, s, Store};
 use crate::config::LeaseConfig;
 use crate::error::StoreError;
 use crate::facts::{Fact, JobClaimed, JobSpec};
-use crate::runners::claim::{attempt_order, first_read, next_read, oldest_first, MAX_ATTEMPTS};
+use crate::runners::claim::{attempt_order, first_read, next_read, oldest_first, passes_over, MAX_ATTEMPTS};
 use crate::runners::labels::is_subset;
 use crate::runners::lease::expiry_after_claim;
 use crate::tokens::{hash_token, new_lease_token, ClaimKey};
@@ -300,6 +300,10 @@ impl Store {
                 }
                 attempts += 1;
                 let pending = &candidates[index];
+                if passes_over(&pending.job, pending.queued_at, session.id, now) {
+                    // Left to the other runners a while (it lost this job).
+                    continue;
+                }
                 let epoch = pending.epoch + 1;
                 let token = match &request {
                     Some(key) => key.lease_token(pending.execution_id, epoch),

@@ -147,6 +147,7 @@ impl ExecutionRecord {
             deadline: None,
             runner_session_id: None,
             not_before: None,
+            avoid_session: None,
         }
     }
 }
@@ -166,6 +167,10 @@ pub struct ExecutionRecord {
     /// A retry's backoff: the pending execution is not queued before this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
+    /// A `runner_lost` retry: the session that lost it, which other
+    /// runners go before (`QueuedJob::avoid_session`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avoid_session: Option<Uuid>,
 }
 
 /// A fact a change must publish, in the transaction that writes the change.
@@ -666,8 +671,10 @@ impl AttemptState {
             return None;
         }
         let wait = job.retry.as_ref().map(|policy| retry::delay(policy, job.earlier_executions.len() as u32));
+        let lost_by = job.execution.as_ref().and_then(|e| e.runner_session_id);
         let next = ExecutionRecord {
             not_before: wait.filter(|w| !w.is_zero()).map(|w| now + w),
+            avoid_session: lost_by.filter(|_| reason == StatusReason::RunnerLost),
             ..ExecutionRecord::pending()
         };
         let mut failed = job.execution.replace(next)?;
@@ -1156,7 +1163,7 @@ impl AttemptState {
             job_id: job.id,
             job_execution_id: execution.id,
             queued_at,
-            job: QueuedJob::from(&spec),
+            job: QueuedJob { avoid_session: execution.avoid_session, ..QueuedJob::from(&spec) },
             retry,
         };
         Some(Emitted::Queued { fact, spec })

@@ -187,7 +187,13 @@ fn step_results() -> Vec<StepResult> {
 }
 
 fn queued_job() -> QueuedJob {
-    QueuedJob { key: "build".into(), labels: vec!["linux".into(), "x64".into()], timeout_s: 21_600, priority: 10 }
+    QueuedJob {
+        key: "build".into(),
+        labels: vec!["linux".into(), "x64".into()],
+        timeout_s: 21_600,
+        priority: 10,
+        avoid_session: Some(uuid::Uuid::now_v7()),
+    }
 }
 
 /// Parses `detail` as the fact `detail_type` names, through the subscriber's

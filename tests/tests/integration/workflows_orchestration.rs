@@ -784,3 +784,36 @@ async fn runs_racing_into_one_concurrency_group_under_faults_run_one_at_a_time_a
     assert!(injected.get("lost").copied().unwrap_or(0) > 0, "{injected:?}");
     stack.assert_all_facts_valid();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_retried_after_its_runner_was_lost_goes_to_another_runner_first() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: lost\njobs:\n  build:\n    runs-on: linux\n    retry: {max: 1, when: [runner_lost]}\n    steps: [{run: make}]\n";
+    let run_id = create_run(&stack, &ws, yaml).await["id"].as_str().expect("id").to_string();
+    queued(&stack, &run_id, 1, "build").await;
+    let lost = stack.runner(&ws, &["linux"]).await;
+    let other = stack.runner(&ws, &["linux"]).await;
+    let first = stack.claim(&lost.session_token).await.expect("the first runner takes the job");
+    // It never heartbeats: past its grace the reaper expires the lease.
+    assert_eq!(stack.reap_at(first.lease.expires_at + chrono::Duration::seconds(1)).await, 1);
+    let retry = baton_tests::wait_for("the retry to be queued", WAIT, || async {
+        stack
+            .facts(baton_shared::facts::JobExecutionQueued::DETAIL_TYPE)
+            .into_iter()
+            .find(|d| d["run_id"] == run_id.as_str() && d["retry"] == 1)
+    })
+    .await;
+    assert_eq!(retry["job"]["avoid_session"], json!(lost.session_id), "{retry:#}");
+    let execution: uuid::Uuid = retry["job_execution_id"].as_str().unwrap().parse().unwrap();
+    baton_tests::wait_for("the retry to be claimable", WAIT, || async {
+        stack.store.runner_record(execution).await.unwrap().map(|_| ())
+    })
+    .await;
+    // The runner that lost it is passed over while another fits ...
+    assert!(stack.claim(&lost.session_token).await.is_none(), "the lost runner does not take it back at once");
+    // ... and the other takes it.
+    let second = stack.claim(&other.session_token).await.expect("the other runner takes the retry");
+    assert_eq!(second.job_execution_id, execution);
+    stack.assert_all_facts_valid();
+}

@@ -114,6 +114,8 @@ struct ExecutionV1 {
     runner_session_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     not_before: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    avoid_session: Option<Uuid>,
 }
 
 impl From<&AttemptState> for AttemptV1 {
@@ -200,6 +202,7 @@ impl From<&ExecutionRecord> for ExecutionV1 {
             deadline: e.deadline,
             runner_session_id: e.runner_session_id,
             not_before: e.not_before,
+            avoid_session: e.avoid_session,
         }
     }
 }
@@ -216,6 +219,7 @@ impl From<ExecutionV1> for ExecutionRecord {
             deadline: e.deadline,
             runner_session_id: e.runner_session_id,
             not_before: e.not_before,
+            avoid_session: e.avoid_session,
         }
     }
 }

@@ -524,6 +524,46 @@ fn a_job_whose_runner_was_lost_is_retried_as_a_new_execution_and_can_succeed() {
     assert_eq!(stored, state);
 }
 
+/// A `runner_lost` retry names the session that lost the job, so other
+/// runners take it first; a retry of a failed step does not.
+#[test]
+fn a_runner_lost_retry_names_the_session_that_lost_it() {
+    let definition = parse_definition(
+        "jobs:\n  build:\n    runs-on: l\n    retry: {max: 2, when: [runner_lost, step_failed]}\n    steps: [{run: make}]\n",
+    )
+    .unwrap();
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    let session = Uuid::now_v7();
+    let first = queued_of(&state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new()), "build");
+    let build_id = job(&state, "build").id;
+    let claimed = ExecutionEvent::Claimed { at: now };
+    state.apply_runner_event(build_id, first[0].0, &claimed, Some(session), now);
+    let lost = ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] };
+    state.apply_runner_event(build_id, first[0].0, &lost, Some(session), now);
+    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let avoided: Vec<Option<Uuid>> = change
+        .emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Queued { fact, .. } => Some(fact.job.avoid_session),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(avoided, [Some(session)]);
+    // The retry fails a step: the next one avoids nobody.
+    let second = job(&state, "build").execution.clone().unwrap().id;
+    state.apply_runner_event(build_id, second, &ExecutionEvent::Claimed { at: now }, Some(session), now);
+    let failed =
+        ExecutionEvent::Completed { status: JobOutcome::Failed, steps: vec![StepStatus::Failed], exit_code: Some(1) };
+    state.apply_runner_event(build_id, second, &failed, Some(session), now);
+    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    assert!(change
+        .emitted
+        .iter()
+        .any(|e| matches!(e, Emitted::Queued { fact, .. } if fact.job.avoid_session.is_none())));
+}
+
 /// Exit codes narrow `step_failed`; a retry that is not asked for fails
 /// the job as before; `max` bounds the executions.
 #[test]
