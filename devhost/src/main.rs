@@ -7,10 +7,9 @@
 //!   `dev`) on `BATON_AWS_ENDPOINT`, serves the API on 127.0.0.1:`BATON_PORT`
 //!   (default 8080) and prints the API URL and the admin token
 //!   (`BATON_ADMIN_TOKEN`, or a new one). Ctrl-C stops it.
-//! - `baton-devhost admin-token --table T [--workspace W]` stores a new
-//!   operator token's hash in a deployed table (AWS credentials from the
-//!   environment, as any AWS tool) and prints the token once: how an operator
-//!   gets the first token after `cdk deploy`.
+//!
+//! The operator's tools for a deployed stack (the first admin token,
+//! republishing the outbox) are `baton-ops`.
 
 use std::sync::Arc;
 
@@ -26,7 +25,7 @@ use baton_shared::resources::{Naming, Resources};
 use clap::{Parser, Subcommand};
 
 /// Provisions the local stack on the emulator and runs every function against
-/// it (`run`, the default), or prints the plan, or mints an operator token.
+/// it (`run`, the default), or prints the plan.
 #[derive(Debug, Parser)]
 #[command(name = "baton-devhost")]
 struct Cli {
@@ -46,63 +45,10 @@ enum Command {
         #[arg(long, value_name = "S", default_value = "dev")]
         stage: String,
     },
-    /// Store a new operator token's hash in a deployed table and print the
-    /// token once (AWS credentials from the environment)
-    AdminToken {
-        /// The stack's table (its TableName output); required
-        #[arg(long, value_name = "T")]
-        table: Option<String>,
-        /// The workspace the token is for (default: an admin token, every workspace)
-        #[arg(long, value_name = "W")]
-        workspace: Option<String>,
-    },
-    /// Publish again the outbox's facts that occurred in a time window: the
-    /// recovery for a stream batch the relay gave up on (its message in the
-    /// `<relay>-stream-failures` queue gives the records' arrival times).
-    /// AWS credentials from the environment (or BATON_AWS_ENDPOINT)
-    RepublishOutbox {
-        /// The stack's table (its TableName output)
-        #[arg(long, value_name = "T")]
-        table: String,
-        /// The stack's event bus
-        #[arg(long, value_name = "B")]
-        bus: String,
-        /// The window's start, RFC 3339 (e.g. the batch's first arrival minus a minute)
-        #[arg(long, value_name = "TIME")]
-        since: chrono::DateTime<chrono::Utc>,
-        /// The window's end, RFC 3339
-        #[arg(long, value_name = "TIME")]
-        until: chrono::DateTime<chrono::Utc>,
-    },
-}
-
-async fn republish_outbox(
-    table: String,
-    bus: String,
-    since: chrono::DateTime<chrono::Utc>,
-    until: chrono::DateTime<chrono::Utc>,
-) -> Result<(), String> {
-    let clients = AwsClients::from_env().await;
-    let store = baton_shared::store::Store::new(clients.dynamodb.clone(), table);
-    let published =
-        baton_shared::facts::relay::republish_outbox(&store, &clients.eventbridge, &bus, since, until).await?;
-    println!("published {published} facts again (consumers ignore the ones they had)");
-    Ok(())
 }
 
 fn plan(stage: &str) -> Result<Plan, String> {
     Plan::new(&Resources::load(), &Naming::for_stage(stage), &default_infra_dir()).map_err(|e| e.to_string())
-}
-
-async fn admin_token(table: Option<String>, workspace: Option<String>) -> Result<(), String> {
-    let table = table.ok_or("--table is required (the stack's TableName output)")?;
-    let clients = AwsClients::from_env().await;
-    let store = baton_shared::store::Store::new(clients.dynamodb.clone(), table);
-    let token = baton_shared::tokens::new_operator_token();
-    let name = if workspace.is_some() { "operator" } else { "admin" };
-    store.put_operator_token(&token, workspace.as_deref(), Some(name)).await.map_err(|e| e.to_string())?;
-    println!("{token}");
-    Ok(())
 }
 
 async fn run() -> Result<(), String> {
@@ -169,8 +115,6 @@ async fn main() -> ExitCode {
         Some(Command::Plan { stage }) => plan(&stage).and_then(|plan| {
             serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
         }),
-        Some(Command::AdminToken { table, workspace }) => admin_token(table, workspace).await,
-        Some(Command::RepublishOutbox { table, bus, since, until }) => republish_outbox(table, bus, since, until).await,
         None | Some(Command::Run) => {
             baton_shared::telemetry::init();
             run().await

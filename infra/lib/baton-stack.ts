@@ -568,7 +568,7 @@ export class BatonStack extends Stack {
       // alone, then handed to this queue after the retries, so one poison
       // record never holds up the single ordered stream for every
       // workspace. The facts of a batch that lands there are still in the
-      // outbox (kept 7 days): `baton-devhost republish-outbox` publishes them
+      // outbox (kept 7 days): `baton-ops republish-outbox` publishes them
       // again (docs/limits.md).
       const failures = new sqs.Queue(this, `StreamFailures${pascal(fn.name)}`, {
         queueName: `${naming.physical(fn.name)}-stream-failures`,

@@ -7,8 +7,9 @@
 //!
 //! The local stack's test equipment (AWS's failures and limits, grants,
 //! provisioning, schema checks) is the `baton-localstack` crate, which no
-//! function depends on. Feature `local-stack` keeps only the operator's
-//! table-scanning tools (republishing the outbox) out of the functions.
+//! function depends on. Feature `operator-tools` keeps the operator's
+//! table-scanning tool (republishing the outbox, for `baton-ops`) out of the
+//! functions.
 
 pub mod aws;
 pub mod config;

@@ -163,7 +163,7 @@ async fn publish_chunk<'a>(
 /// in the stream's failure queue with their records' arrival times).
 /// Consumers are idempotent, so a fact published twice is harmless. Returns
 /// how many facts were published; an error names the first that was not.
-#[cfg(feature = "local-stack")]
+#[cfg(feature = "operator-tools")]
 pub async fn republish_outbox(
     store: &crate::store::Store,
     client: &aws_sdk_eventbridge::Client,

@@ -144,10 +144,10 @@ impl Store {
     }
 
     /// The outbox items whose fact occurred from `since` to `until`, oldest
-    /// first. An operator's recovery tool (`baton-devhost republish-outbox`),
+    /// first. An operator's recovery tool (`baton-ops republish-outbox`),
     /// never a hot path: it scans the table (the outbox keeps facts for their
     /// TTL, 7 days by default), so no function is built with it.
-    #[cfg(feature = "local-stack")]
+    #[cfg(feature = "operator-tools")]
     pub async fn outbox_between(
         &self,
         since: DateTime<Utc>,
