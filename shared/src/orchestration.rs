@@ -455,10 +455,19 @@ pub async fn replace_in_group(context: &Context, other: Member, group: &str) -> 
         .await?;
     let Some(updated) = updated.filter(|u| u.writes > 0) else { return Ok(()) };
     tracing::info!(run_id = %other.run_id, attempt = other.attempt, group, "replaced in its concurrency group");
-    leave_group_if_done(context, &updated.item).await?;
-    if let Err(err) = wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await {
-        // Its orchestration still looks again at its next deadline.
-        tracing::warn!(run_id = %other.run_id, error = %err, "could not wake a replaced attempt");
+    wake_after_cancel(context, &updated.item).await
+}
+
+/// What follows a cancel's write: a cancel that ended the attempt (it was
+/// waiting for its concurrency group) leaves the group, then the
+/// orchestration is woken to end what one transaction could not hold. A
+/// lost wake is logged (the orchestration looks again at its next
+/// deadline); a failed leave is the caller's error, with no wake, so the
+/// orchestration's next step leaves instead of ending first.
+pub async fn wake_after_cancel(context: &Context, item: &AttemptItem) -> Result<(), StoreError> {
+    leave_group_if_done(context, item).await?;
+    if let Err(err) = wake(&context.clients.sfn, item, context.config.orchestration.max_wait).await {
+        tracing::warn!(run_id = %item.state.run_id, error = %err, "could not wake the orchestration");
     }
     Ok(())
 }

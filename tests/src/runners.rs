@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use baton_shared::api::runners::{ClaimResponse, RegisterResponse};
 use baton_shared::context::Context;
-use baton_shared::facts::{Fact, JobExecutionQueued, JobSpec, QueuedJob, StepSpec};
+use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, JobSpec, QueuedJob, StepSpec};
 use baton_shared::store::records::RunnerRecord;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -358,4 +358,21 @@ impl TestStack {
         };
         baton_lease_reaper::reap(&self.context(), now, 0, limits).await.unwrap().expired()
     }
+}
+
+/// The fact a cancel of the run publishes for the execution `job` claimed
+/// (the workflows side's `job_execution.terminated`, `run_cancelled`).
+pub fn cancelled_fact(job: &ClaimResponse) -> Fact<JobExecutionTerminated> {
+    Fact::new(
+        job.workspace_id.clone(),
+        Utc::now(),
+        JobExecutionTerminated {
+            run_id: job.run_id,
+            attempt: job.attempt,
+            job_id: job.job_id,
+            job_execution_id: job.job_execution_id,
+            status: "cancelled".into(),
+            reason: Some("run_cancelled".into()),
+        },
+    )
 }

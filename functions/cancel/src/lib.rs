@@ -15,7 +15,7 @@
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, path_id, path_workspace, respond};
-use baton_shared::orchestration::{leave_group_if_done, wake, JOBS_PER_TRANSACTION};
+use baton_shared::orchestration::{wake_after_cancel, JOBS_PER_TRANSACTION};
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
 
@@ -45,17 +45,9 @@ async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
         .await?
         .ok_or_else(ApiError::internal)?;
     tracing::info!(%run_id, attempt = run.current_attempt, facts, "run cancelled");
-    // A run cancelled while it waited for its concurrency group is done at
-    // once: it leaves the group before its orchestration is told to end.
-    match leave_group_if_done(context, &updated.item).await {
-        // Not woken, its orchestration's next step leaves instead.
-        Err(err) => tracing::warn!(%run_id, error = %err, "could not leave the concurrency group"),
-        Ok(()) => {
-            if let Err(err) = wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await {
-                // The orchestration still looks again at its next deadline.
-                tracing::warn!(%run_id, error = %err, "could not wake the orchestration");
-            }
-        }
+    if let Err(err) = wake_after_cancel(context, &updated.item).await {
+        // Not woken, its orchestration's next step leaves the group instead.
+        tracing::warn!(%run_id, error = %err, "could not leave the concurrency group");
     }
     let view = store.run_records(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?.view();
     Ok(json_response(http::StatusCode::ACCEPTED, &view))

@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use baton_shared::api::runners::ClaimResponse;
-use baton_shared::facts::{Fact, JobExecutionTerminated};
+use baton_tests::runners::cancelled_fact;
 use baton_tests::{wait_for, TestStack};
 use chrono::Utc;
 use reqwest::Method;
@@ -66,21 +65,6 @@ fn intent_of(items: &[Value], provider_runner_id: &str) -> Option<String> {
 
 fn settings(labels: Value, max: u32) -> Value {
     json!({"name": "fleet", "label_sets": labels, "max_instances": max})
-}
-
-fn cancelled(job: &ClaimResponse) -> Fact<JobExecutionTerminated> {
-    Fact::new(
-        job.workspace_id.clone(),
-        Utc::now(),
-        JobExecutionTerminated {
-            run_id: job.run_id,
-            attempt: job.attempt,
-            job_id: job.job_id,
-            job_execution_id: job.job_execution_id,
-            status: "cancelled".into(),
-            reason: Some("run_cancelled".into()),
-        },
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,7 +310,7 @@ async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
     let (first, second) = (&machines[0], &machines[1]);
     let cancelled_job = stack.claim(&first.1.session_token).await.unwrap();
     let live_job = stack.claim(&first.1.session_token).await.unwrap();
-    stack.publish(&cancelled(&cancelled_job)).await;
+    stack.publish(&cancelled_fact(&cancelled_job)).await;
     let items = wait_for("the job-cancelled intent", Duration::from_secs(30), || async {
         let items = instances(&stack, &token).await;
         intent_of(&items, "i-0").is_some().then_some(items)
@@ -346,7 +330,7 @@ async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
 
     // Machine 1 holds only a cancelled lease: ended, it releases at once.
     let only = stack.claim(&second.1.session_token).await.unwrap();
-    stack.publish(&cancelled(&only)).await;
+    stack.publish(&cancelled_fact(&only)).await;
     wait_for("the second job-cancelled intent", Duration::from_secs(30), || async {
         intent_of(&instances(&stack, &token).await, "i-1").is_some().then_some(())
     })

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use baton_lease_reaper::{reap, ReapLimits};
 use baton_shared::api::runners::ClaimResponse;
-use baton_shared::facts::{Fact, JobExecutionTerminated, JobLeaseExpired};
+use baton_shared::facts::{Fact, JobLeaseExpired};
 use baton_shared::store::keys::lease_shard;
 use baton_shared::store::leases::{LeaseItem, ReportedSteps};
 use baton_shared::store::records::RunnerStatus;
 use baton_shared::workflows::StepStatus;
-use baton_tests::runners::queued_fact;
+use baton_tests::runners::{cancelled_fact, queued_fact};
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
@@ -22,21 +22,6 @@ async fn leased(stack: &TestStack, workspace: &str) -> (String, ClaimResponse) {
     stack.queue_job(workspace, &["linux"], Utc::now()).await;
     let job = stack.claim(&runner.session_token).await.expect("claimable");
     (runner.session_token, job)
-}
-
-fn terminated(job: &ClaimResponse) -> Fact<JobExecutionTerminated> {
-    Fact::new(
-        job.workspace_id.clone(),
-        Utc::now(),
-        JobExecutionTerminated {
-            run_id: job.run_id,
-            attempt: job.attempt,
-            job_id: job.job_id,
-            job_execution_id: job.job_execution_id,
-            status: "cancelled".into(),
-            reason: Some("run_cancelled".into()),
-        },
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,7 +193,7 @@ async fn reconciliation_flags_the_lease_once_keeps_the_first_timestamp_and_leave
     let stack = TestStack::start().await;
     let (_, job) = leased(&stack, "ws1").await;
     let (_, sibling) = leased(&stack, "ws1").await;
-    let fact = terminated(&job);
+    let fact = cancelled_fact(&job);
     stack.publish(&fact).await;
     stack.wait_handled(fact.header.event_id, "reconcile").await;
 
@@ -220,7 +205,7 @@ async fn reconciliation_flags_the_lease_once_keeps_the_first_timestamp_and_leave
 
     // Delivered again, later: the first timestamp stands.
     stack.redeliver(&fact).await;
-    let again = terminated(&job);
+    let again = cancelled_fact(&job);
     stack.publish(&again).await;
     stack.wait_handled(again.header.event_id, "reconcile").await;
     assert_eq!(stack.store.lease(job.job_execution_id).await.unwrap().unwrap().cancel_requested_at, first);
@@ -350,7 +335,7 @@ async fn step_reports_land_on_the_runner_record_and_leave_the_heartbeated_lease_
     assert_eq!(stack.store.runner_record(id).await.unwrap().expect("record"), record);
 
     // A cancel is answered to a step report too.
-    let fact = terminated(&job);
+    let fact = cancelled_fact(&job);
     stack.publish(&fact).await;
     stack.wait_handled(fact.header.event_id, "reconcile").await;
     let answer = stack.post(&path(job.job.steps[0].id), &job.lease.token, json!({"status": "running"})).await;
