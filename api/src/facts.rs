@@ -146,6 +146,15 @@ pub struct QueuedJob {
     /// `LOST_RUNNER_GRACE_S` in the queue (absent: anyone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avoid_session: Option<Uuid>,
+    /// How many steps the job has: the claim writes it on the lease, so the
+    /// step route knows which report is the last one and settles the job
+    /// on it (behaviour.md §16). 0 (absent) on jobs queued before.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub step_count: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How long a `runner_lost` retry is left to the other runners before the
@@ -180,6 +189,7 @@ impl From<&JobSpec> for QueuedJob {
             timeout_s: spec.timeout_s,
             priority: spec.priority,
             avoid_session: None,
+            step_count: u32::try_from(spec.steps.len()).unwrap_or(u32::MAX),
         }
     }
 }
@@ -368,6 +378,23 @@ pub struct JobCompleted {
     /// claim). `null` when unknown (a fact of an earlier version).
     #[serde(default)]
     pub claimed_at: Option<DateTime<Utc>>,
+    /// What ended the lease: the runner's complete, or the step report
+    /// that made every step terminal (behaviour.md §16, the seed's
+    /// `steps_settled`). Consumers treat both alike.
+    /// `complete` on facts of an earlier version, which lack it.
+    #[serde(default)]
+    pub settled_by: SettledBy,
+}
+
+/// What recorded a job's outcome on the runners' side.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SettledBy {
+    /// `POST …/complete`.
+    #[default]
+    Complete,
+    /// The step report that made every step of the job terminal.
+    Steps,
 }
 
 impl FactDetail for JobCompleted {

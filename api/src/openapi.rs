@@ -343,12 +343,14 @@ fn claim_job() {}
     security(("lease" = [])))]
 fn heartbeat_lease() {}
 
-/// Reports one step's progress while the job runs.
+/// Reports one step's progress while the job runs. The report that makes
+/// the last step terminal settles the job (`settled` in the answer; its
+/// `outputs` are the job's): the lease ends, no complete is needed.
 #[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/steps/{step_id}", tag = "runners",
     params(ExecutionParam, ("step_id" = uuid::Uuid, Path, description = "The step's id, from the claim")),
     request_body = StepReport,
     responses(
-        (status = 200, description = "Recorded", body = CancelFlag),
+        (status = 200, description = "Recorded", body = StepAnswer),
         (status = 404, description = "`not-found`: no such lease or step", body = ErrorBody),
         (status = 409, description = "`lease-lost`", body = ErrorBody),
     ),

@@ -221,12 +221,24 @@ pub struct StepReport {
     pub started_at: Option<DateTime<Utc>>,
     #[serde(default)]
     pub finished_at: Option<DateTime<Utc>>,
+    /// The job's outputs, on the report of its last step: that report
+    /// settles the job (behaviour.md §16), so they ride with it. At most
+    /// `MAX_OUTPUTS_BYTES` as JSON text; ignored on any other report.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, serde_json::Value>,
 }
 
+/// The step route's answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct CancelFlag {
+pub struct StepAnswer {
+    /// The job is cancelled: stop it.
     pub cancel: bool,
+    /// The report made every step of the job terminal, and the job
+    /// finished with this outcome in the same write: the lease has ended,
+    /// and no complete is needed (one that follows answers this outcome).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<JobOutcome>,
 }
 
 /// A complete's `outputs`, as JSON text (they travel in the completed fact).

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use baton_api::error::ErrorBody;
 use baton_api::runners::{
-    CancelFlag, ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatResponse, RegisterRequest,
-    RegisterResponse, StepReport,
+    ClaimRequest, ClaimResponse, CompleteRequest, CompleteResponse, HeartbeatResponse, RegisterRequest,
+    RegisterResponse, StepAnswer, StepReport,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -194,7 +194,7 @@ impl Client {
         execution: Uuid,
         step: Uuid,
         report: &StepReport,
-    ) -> Result<CancelFlag, ClientError> {
+    ) -> Result<StepAnswer, ClientError> {
         self.post_for(&format!("/v1/runners/leases/{execution}/steps/{step}"), lease_token, report).await
     }
 

@@ -2,8 +2,13 @@
 //! `sh -c <run>` in its own process group with the job's env, the step's env
 //! and the `BATON_*` variables, output streamed with a `[job/step]` prefix,
 //! step and job timeouts enforced by killing the group, progress reported per
-//! step, and a complete with every step's result. A step after a failed one
-//! is skipped.
+//! step. A step after a failed one is skipped. The last step's report,
+//! sent once the log is stored and carrying the job's outputs, settles the
+//! job on the server (behaviour.md §16); a complete with every step's
+//! result is sent only when it does not (a report lost on the way, a
+//! server before settling) or when the job failed for a reason beyond its
+//! steps (a cancel, missing secrets, outputs too large), which only a
+//! complete's message tells.
 //!
 //! Stopping early ([`Stop`]): on `cancel` the running step's group is
 //! terminated and the job completes as `failed`; on a lost lease or when the
@@ -17,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_api::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
-use baton_api::runners::{ClaimResponse, CompleteRequest, StepReport};
+use baton_api::runners::{ClaimResponse, CompleteRequest, StepAnswer, StepReport};
 use chrono::Utc;
 use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
@@ -113,14 +118,16 @@ pub async fn run_job(
     let dir = settings.work_root.join(execution.to_string());
     let lease = logs::Lease { client: settings.client.clone(), token: claim.lease.token.clone(), execution };
     let (sink, shipper) = logs::start(lease, settings.logs.clone(), claim.job.masks());
-    let (results, message, outputs) = match prepare_dir(&dir).and_then(|()| prepare_dir(&output_dir(&dir))) {
+    let (ran, message, outputs) = match prepare_dir(&dir).and_then(|()| prepare_dir(&output_dir(&dir))) {
         Ok(()) => run_steps(&settings, &claim, &dir, &sink, &stop_tx, &mut stop_rx).await,
         Err(err) => {
             tracing::error!(job = %key, dir = %dir.display(), error = %err, "cannot create the work directory");
             let skipped = claim.job.steps.iter().map(|s| skipped(s.id)).collect();
-            (skipped, Some(format!("the runner could not create its work directory: {err}")), BTreeMap::new())
+            let ran = Ran { results: skipped, unreported: true };
+            (ran, Some(format!("the runner could not create its work directory: {err}")), BTreeMap::new())
         }
     };
+    let Ran { results, unreported } = ran;
 
     // Outputs may carry a secret a step masked: they reach the run view.
     let outputs: BTreeMap<String, serde_json::Value> = outputs
@@ -140,23 +147,38 @@ pub async fn run_job(
         _ => tracing::warn!(job = %key, %execution, "the job's last log lines were not all stored in time"),
     }
 
-    // From here the complete's own answer says whether the lease was lost:
-    // a heartbeat racing it finds the lease it just ended.
+    // From here the last report's or the complete's own answer says whether
+    // the lease was lost: a heartbeat racing it finds the lease it just ended.
     reporting.store(true, Ordering::SeqCst);
     let stop = *stop_rx.borrow();
     let end = match stop {
         Stop::LeaseLost => JobEnd::LeaseLost,
         Stop::Abandon => JobEnd::Abandoned,
         Stop::None | Stop::Cancel => {
-            let succeeded = message.is_none()
-                && stop == Stop::None
-                && results.iter().all(|r| r.status == StepStatus::Succeeded || r.soft_failed);
-            let status = if succeeded { JobOutcome::Succeeded } else { JobOutcome::Failed };
-            let message = if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
-            let body = CompleteRequest { status, steps: results, outputs, message };
             let token = claim.lease.token.as_str();
-            // The heartbeat goes on until the complete is delivered or given up.
-            complete::deliver(|| settings.client.complete(token, execution, &body), &mut stop_rx).await
+            // The steps tell the whole outcome: the last one's report
+            // settles the job, with its outputs, and no complete follows.
+            let settled = match (stop, &message, results.last()) {
+                (Stop::None, None, Some(last)) if !unreported && results.len() == claim.job.steps.len() => {
+                    settle(&settings, token, execution, last, &outputs, &stop_tx).await
+                }
+                _ => None,
+            };
+            match settled {
+                Some(end) => end,
+                None if *stop_rx.borrow() >= Stop::LeaseLost => JobEnd::LeaseLost,
+                None => {
+                    let succeeded = message.is_none()
+                        && stop == Stop::None
+                        && results.iter().all(|r| r.status == StepStatus::Succeeded || r.soft_failed);
+                    let status = if succeeded { JobOutcome::Succeeded } else { JobOutcome::Failed };
+                    let message =
+                        if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
+                    let body = CompleteRequest { status, steps: results, outputs, message };
+                    // The heartbeat goes on until the complete is delivered or given up.
+                    complete::deliver(|| settings.client.complete(token, execution, &body), &mut stop_rx).await
+                }
+            }
         }
     };
     heartbeat.abort();
@@ -200,7 +222,11 @@ async fn run_steps(
     sink: &LogSink,
     stop_tx: &watch::Sender<Stop>,
     stop_rx: &mut watch::Receiver<Stop>,
-) -> (Vec<StepResult>, Option<String>, BTreeMap<String, serde_json::Value>) {
+) -> (Ran, Option<String>, BTreeMap<String, serde_json::Value>) {
+    // The last step's terminal report is held back: sent after the log is
+    // stored, it ends the lease (`settle`).
+    let last = claim.job.steps.len().saturating_sub(1);
+    let mut unreported = false;
     if !claim.job.missing_secrets.is_empty() {
         // Running without them would run something other than what was
         // written (an empty token, a placeholder): fail, saying which.
@@ -210,10 +236,10 @@ async fn run_steps(
             sink.line(first.id, baton_api::logs::LogStream::Stderr, message.clone());
         }
         let results: Vec<StepResult> = claim.job.steps.iter().map(|step| skipped(step.id)).collect();
-        for result in &results {
+        for result in &results[..last] {
             report(settings, claim, result, stop_tx).await;
         }
-        return (results, Some(message), BTreeMap::new());
+        return (Ran { results, unreported: true }, Some(message), BTreeMap::new());
     }
     let job_deadline = TokioInstant::now() + Duration::from_secs(claim.job.timeout_s.max(1));
     let mut results = Vec::with_capacity(claim.job.steps.len());
@@ -232,7 +258,9 @@ async fn run_steps(
         if failed || stop == Stop::Cancel {
             tracing::info!(job = %claim.job.key, step = %name, status = %"skipped", "step skipped");
             let result = skipped(step.id);
-            report(settings, claim, &result, stop_tx).await;
+            if index != last {
+                unreported |= !report(settings, claim, &result, stop_tx).await;
+            }
             results.push(result);
             continue;
         }
@@ -245,6 +273,8 @@ async fn run_steps(
             started_at: Some(started_at),
             finished_at: None,
         };
+        // A lost progress report leaves the server's view behind only
+        // until this step's end is reported.
         report(settings, claim, &running, stop_tx).await;
         tracing::info!(job = %claim.job.key, step = %name, "step started");
         let clock = Instant::now();
@@ -299,8 +329,8 @@ async fn run_steps(
                 message.get_or_insert(step_message);
             }
         }
-        if *stop_rx.borrow() < Stop::LeaseLost {
-            report(settings, claim, &result, stop_tx).await;
+        if *stop_rx.borrow() < Stop::LeaseLost && index != last {
+            unreported |= !report(settings, claim, &result, stop_tx).await;
         }
         failed |= status != StepStatus::Succeeded && !soft_failed;
         results.push(result);
@@ -313,7 +343,56 @@ async fn run_steps(
             BTreeMap::new()
         }
     };
-    (results, message, outputs)
+    (Ran { results, unreported }, message, outputs)
+}
+
+/// The steps' results, and whether a terminal report of one did not reach
+/// the server (the job is then completed, not settled: the server would
+/// not find every step ended).
+struct Ran {
+    results: Vec<StepResult>,
+    unreported: bool,
+}
+
+/// Sends the last step's report with the job's outputs; the server settles
+/// the job on it. `None` when it did not settle (the complete follows) or
+/// the lease is gone (`stop_tx` says so).
+async fn settle(
+    settings: &JobSettings,
+    token: &str,
+    execution: uuid::Uuid,
+    last: &StepResult,
+    outputs: &BTreeMap<String, serde_json::Value>,
+    stop_tx: &watch::Sender<Stop>,
+) -> Option<JobEnd> {
+    let body = StepReport { outputs: outputs.clone(), ..step_report(last) };
+    let answer = with_retries("last step report", STEP_REPORT_BUDGET, || {
+        settings.client.report_step(token, execution, last.id, &body)
+    })
+    .await;
+    match answer {
+        Ok(StepAnswer { settled: Some(outcome), .. }) => Some(JobEnd::Reported(outcome)),
+        Ok(_) => None,
+        Err(err) if err.means_lease_gone() => {
+            escalate(stop_tx, Stop::LeaseLost);
+            None
+        }
+        Err(err) => {
+            tracing::warn!(%execution, error = %err, "the last step's report was not delivered; completing instead");
+            None
+        }
+    }
+}
+
+fn step_report(result: &StepResult) -> StepReport {
+    StepReport {
+        status: result.status,
+        soft_failed: result.soft_failed,
+        exit_code: result.exit_code,
+        started_at: result.started_at,
+        finished_at: result.finished_at,
+        outputs: BTreeMap::new(),
+    }
 }
 
 /// Where a job's step output files go: next to its work directory.
@@ -324,14 +403,14 @@ fn output_dir(dir: &Path) -> std::path::PathBuf {
 }
 
 /// Reports a step's progress (best effort); its answer may stop the job.
-async fn report(settings: &JobSettings, claim: &ClaimResponse, result: &StepResult, stop_tx: &watch::Sender<Stop>) {
-    let body = StepReport {
-        status: result.status,
-        soft_failed: result.soft_failed,
-        exit_code: result.exit_code,
-        started_at: result.started_at,
-        finished_at: result.finished_at,
-    };
+/// Whether it was delivered.
+async fn report(
+    settings: &JobSettings,
+    claim: &ClaimResponse,
+    result: &StepResult,
+    stop_tx: &watch::Sender<Stop>,
+) -> bool {
+    let body = step_report(result);
     let token = claim.lease.token.as_str();
     let execution = claim.job_execution_id;
     let answer = with_retries("step report", STEP_REPORT_BUDGET, || {
@@ -339,10 +418,20 @@ async fn report(settings: &JobSettings, claim: &ClaimResponse, result: &StepResu
     })
     .await;
     match answer {
-        Ok(flag) if flag.cancel => escalate(stop_tx, Stop::Cancel),
-        Ok(_) => {}
-        Err(err) if err.means_lease_gone() => escalate(stop_tx, Stop::LeaseLost),
-        Err(err) => tracing::warn!(%execution, step = %result.id, error = %err, "step report not delivered"),
+        Ok(answer) => {
+            if answer.cancel {
+                escalate(stop_tx, Stop::Cancel);
+            }
+            true
+        }
+        Err(err) if err.means_lease_gone() => {
+            escalate(stop_tx, Stop::LeaseLost);
+            false
+        }
+        Err(err) => {
+            tracing::warn!(%execution, step = %result.id, error = %err, "step report not delivered");
+            false
+        }
     }
 }
 

@@ -183,6 +183,7 @@ mod tests {
             message: Some("m".repeat(MAX_MESSAGE_BYTES)),
             completed_at: at,
             claimed_at: Some(at),
+            settled_by: crate::facts::SettledBy::Steps,
         };
         let fact = Fact::new("w".repeat(MAX_WORKSPACE_ID_LEN), at, detail);
         let size = serde_json::to_string(&fact).unwrap().len();

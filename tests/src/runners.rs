@@ -238,21 +238,41 @@ impl Publishable for Queued {
     }
 }
 
-/// A queued one-step job.
+/// A queued one-step job. Its step id is not derived from the execution
+/// (as Baton's are), so no step report settles it: the complete does.
 pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -> Queued {
+    job_fact(workspace, labels, queued_at, 1, |_, _| Uuid::now_v7())
+}
+
+/// A queued job of `steps` steps with ids derived as Baton derives them
+/// (`ids::step_id`): the report of its last step settles it.
+pub fn queued_steps_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>, steps: usize) -> Queued {
+    job_fact(workspace, labels, queued_at, steps, baton_shared::ids::step_id)
+}
+
+fn job_fact(
+    workspace: &str,
+    labels: &[&str],
+    queued_at: DateTime<Utc>,
+    steps: usize,
+    step_id: impl Fn(Uuid, usize) -> Uuid,
+) -> Queued {
+    let job_execution_id = Uuid::now_v7();
     let spec = JobSpec {
         key: "build".into(),
         labels: labels.iter().map(|l| l.to_string()).collect(),
         timeout_s: 3600,
         env: Default::default(),
-        steps: vec![StepSpec {
-            id: Uuid::now_v7(),
-            name: Some("compile".into()),
-            run: "true".into(),
-            env: Default::default(),
-            timeout_s: None,
-            continue_on_error: false,
-        }],
+        steps: (0..steps)
+            .map(|index| StepSpec {
+                id: step_id(job_execution_id, index),
+                name: Some(format!("step-{index}")),
+                run: "true".into(),
+                env: Default::default(),
+                timeout_s: None,
+                continue_on_error: false,
+            })
+            .collect(),
         outputs: Default::default(),
         mask_env: Vec::new(),
         continue_on_error: false,
@@ -266,7 +286,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
             run_id: Uuid::now_v7(),
             attempt: 1,
             job_id: Uuid::now_v7(),
-            job_execution_id: Uuid::now_v7(),
+            job_execution_id,
             queued_at,
             job: QueuedJob::from(&spec),
             retry: 0,

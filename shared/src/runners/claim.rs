@@ -142,6 +142,7 @@ mod tests {
             timeout_s: 60,
             priority: 0,
             avoid_session: Some(lost_by),
+            step_count: 1,
         };
         let grace = chrono::Duration::seconds(crate::facts::LOST_RUNNER_GRACE_S);
         assert!(passes_over(&job, queued_at, lost_by, queued_at));

@@ -4,3 +4,4 @@ pub mod claim;
 pub mod labels;
 pub mod lease;
 pub mod provisioners;
+pub mod settle;

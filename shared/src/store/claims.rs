@@ -335,6 +335,7 @@ impl Store {
                     direct_adoption: pending.direct_adoption,
                     labelset: super::keys::labelset_of_queue_pk(&pending.pk).map(str::to_string),
                     reservation: session.reservation.clone(),
+                    step_count: (pending.job.step_count > 0).then_some(pending.job.step_count),
                 };
                 let fact = Fact::new(
                     pending.workspace_id.clone(),

@@ -76,6 +76,10 @@ pub struct LeaseItem {
     /// the reservation (`Store::converge_reservation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<super::provisioners::ReservationLink>,
+    /// The job's number of steps: its last step's terminal report settles
+    /// it (`runners::settle`). Absent on leases of jobs queued before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_count: Option<u32>,
 }
 
 impl LeaseItem {
@@ -116,6 +120,10 @@ impl LeaseItem {
 pub struct StepRecorded {
     /// The lease is flagged for cancel: the runner should stop.
     pub cancel_requested: bool,
+    /// The lease already ended with this outcome, by this lease's own
+    /// complete or settling report: a repeat of the report that settled it
+    /// (its answer was lost) learns so, and nothing is written.
+    pub settled: Option<JobOutcome>,
 }
 
 /// What the runners' side knows of an execution (`Store::live_runner`).
@@ -155,6 +163,23 @@ struct FencedUpdate<'a> {
     condition: Option<&'a str>,
     name: Option<(&'a str, String)>,
     refusal: Option<String>,
+}
+
+/// The step report that settles a job, and the record's report count its
+/// other steps were read at.
+struct FinalStep<'a> {
+    step: &'a StepResult,
+    seen_reports: u64,
+}
+
+/// What a settling step report did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Settlement {
+    Settled(Completion),
+    /// The lease or its record is not as read (another report landed, the
+    /// lease ended or moved): nothing was written; record the report the
+    /// ordinary way, which tells which.
+    Moved,
 }
 
 /// What complete recorded.
@@ -259,7 +284,10 @@ impl Store {
         let old = match written {
             Ok(out) => {
                 let record: RunnerRecord = from_item(out.attributes.unwrap_or_default())?;
-                return Ok(Fenced::Ok(StepRecorded { cancel_requested: record.cancel_requested_at.is_some() }));
+                return Ok(Fenced::Ok(StepRecorded {
+                    cancel_requested: record.cancel_requested_at.is_some(),
+                    settled: None,
+                }));
             }
             Err(err) => match err.as_service_error() {
                 Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e)) => {
@@ -269,6 +297,13 @@ impl Store {
             },
         };
         match old {
+            Some(record)
+                if record.status == RunnerStatus::Completed
+                    && record.completed_epoch == Some(epoch)
+                    && record.completed_token_hash.as_deref() == Some(token_hash) =>
+            {
+                Ok(Fenced::Ok(StepRecorded { cancel_requested: false, settled: record.outcome }))
+            }
             Some(record) if record.status == RunnerStatus::Leased && record.epoch == epoch => {
                 match record.token_hash.as_deref() {
                     Some(held) if held == token_hash => Ok(Fenced::Refused(refusal)),
@@ -301,7 +336,9 @@ impl Store {
         let fenced =
             self.fenced_update(execution_id, epoch, token_hash, update, [(":report", report), (":max", max)]).await?;
         Ok(match fenced {
-            Fenced::Ok(lease) => Fenced::Ok(StepRecorded { cancel_requested: lease.cancel_requested_at.is_some() }),
+            Fenced::Ok(lease) => {
+                Fenced::Ok(StepRecorded { cancel_requested: lease.cancel_requested_at.is_some(), settled: None })
+            }
             Fenced::LeaseLost => Fenced::LeaseLost,
             Fenced::NotFound => Fenced::NotFound,
             Fenced::Refused(reason) => Fenced::Refused(reason),
@@ -456,6 +493,87 @@ impl Store {
         fact: &Fact<JobCompleted>,
         outbox_ttl_days: u32,
     ) -> Result<Fenced<Completion>, StoreError> {
+        let items = self.completion_items(execution_id, epoch, token_hash, lease, fact, None, outbox_ttl_days)?;
+        match self.transact(items).await? {
+            TxOutcome::Committed => Ok(Fenced::Ok(Completion::Recorded(fact.detail.status))),
+            TxOutcome::ConditionFailed { .. } => {
+                if let Some(outcome) = self.recorded_by(execution_id, epoch, token_hash).await? {
+                    return Ok(Fenced::Ok(Completion::AlreadyRecorded(outcome)));
+                }
+                match self.lease(execution_id).await? {
+                    Some(lease) if lease.epoch == epoch && lease.token_hash != token_hash => Ok(Fenced::NotFound),
+                    _ => Ok(Fenced::LeaseLost),
+                }
+            }
+        }
+    }
+
+    /// Settles a job on its last step's report (`runners::settle`): records
+    /// the report and ends the lease with the outcome and its
+    /// `runners.job.completed` fact in one transaction, as a complete does.
+    /// `seen_reports` is the record's `step_reports` the settled steps were
+    /// read at: a report that landed since makes this write fail
+    /// (`Settlement::Moved`) rather than settle on steps it did not see.
+    pub async fn settle_on_steps(
+        &self,
+        lease: &LeaseItem,
+        last: &StepResult,
+        seen_reports: u64,
+        fact: &Fact<JobCompleted>,
+        outbox_ttl_days: u32,
+    ) -> Result<Settlement, StoreError> {
+        let (execution_id, epoch) = (lease.execution_id, lease.epoch);
+        let final_step = FinalStep { step: last, seen_reports };
+        let items = self.completion_items(
+            execution_id,
+            epoch,
+            &lease.token_hash,
+            Some(lease),
+            fact,
+            Some(final_step),
+            outbox_ttl_days,
+        )?;
+        match self.transact(items).await? {
+            TxOutcome::Committed => Ok(Settlement::Settled(Completion::Recorded(fact.detail.status))),
+            TxOutcome::ConditionFailed { .. } => {
+                // A repeat of the report that settled it (its answer was lost).
+                Ok(match self.recorded_by(execution_id, epoch, &lease.token_hash).await? {
+                    Some(outcome) => Settlement::Settled(Completion::AlreadyRecorded(outcome)),
+                    None => Settlement::Moved,
+                })
+            }
+        }
+    }
+
+    /// The outcome recorded by this lease's own complete or settling report.
+    async fn recorded_by(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+    ) -> Result<Option<JobOutcome>, StoreError> {
+        Ok(self.runner_record(execution_id).await?.and_then(|r| {
+            let ours = r.status == RunnerStatus::Completed
+                && r.completed_epoch == Some(epoch)
+                && r.completed_token_hash.as_deref() == Some(token_hash);
+            ours.then(|| r.outcome.unwrap_or(JobOutcome::Failed))
+        }))
+    }
+
+    /// The writes that end a lease with its outcome: the fenced delete of
+    /// the lease, the runner record's outcome (and, when a step report
+    /// settles it, that report), the fact, and the label set's count.
+    #[allow(clippy::too_many_arguments)]
+    fn completion_items(
+        &self,
+        execution_id: Uuid,
+        epoch: u64,
+        token_hash: &str,
+        lease: Option<&LeaseItem>,
+        fact: &Fact<JobCompleted>,
+        final_step: Option<FinalStep<'_>>,
+        outbox_ttl_days: u32,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let outcome = fact.detail.status;
         let end_lease = build(
             Delete::builder()
@@ -473,21 +591,35 @@ impl Store {
         // its fact arrives reads them here (`RunnerRecord::completed_results`).
         let mut set =
             "SET #status = :completed, outcome = :o, completed_epoch = :e, completed_token_hash = :h".to_string();
+        let mut condition = "#status = :leased AND epoch = :e".to_string();
         if !fact.detail.outputs.is_empty() {
             set.push_str(", outputs = :out");
+        }
+        if final_step.is_some() {
+            // The report itself, fenced like any report, and only on the
+            // reports its steps were read at.
+            set.push_str(", steps.#step = :report ADD step_reports :one");
+            condition.push_str(" AND token_hash = :h AND step_reports = :seen");
         }
         let mut record = Update::builder()
             .table_name(&self.table)
             .key("pk", s(execution_pk(execution_id)))
             .key("sk", s(RUNNER_SK))
-            .update_expression(set);
+            .update_expression(set)
+            .condition_expression(condition);
         if !fact.detail.outputs.is_empty() {
             let outputs = serde_dynamo::to_attribute_value(&fact.detail.outputs)?;
             record = record.expression_attribute_values(":out", outputs);
         }
+        if let Some(final_step) = &final_step {
+            record = record
+                .expression_attribute_names("#step", final_step.step.id.to_string())
+                .expression_attribute_values(":report", serde_dynamo::to_attribute_value(final_step.step)?)
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":seen", n(final_step.seen_reports));
+        }
         let record = build(
             record
-                .condition_expression("#status = :leased AND epoch = :e")
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":completed", s(RunnerStatus::Completed.as_str()))
                 .expression_attribute_values(":leased", s(RunnerStatus::Leased.as_str()))
@@ -506,25 +638,7 @@ impl Store {
         if let Some(count) = lease.filter(|l| l.epoch == epoch).map(|l| l.running_count_end(&self.table)).transpose()? {
             items.extend(count);
         }
-        match self.transact(items).await? {
-            TxOutcome::Committed => Ok(Fenced::Ok(Completion::Recorded(outcome))),
-            TxOutcome::ConditionFailed { .. } => {
-                let record = self.runner_record(execution_id).await?;
-                match record {
-                    Some(r)
-                        if r.status == RunnerStatus::Completed
-                            && r.completed_epoch == Some(epoch)
-                            && r.completed_token_hash.as_deref() == Some(token_hash) =>
-                    {
-                        Ok(Fenced::Ok(Completion::AlreadyRecorded(r.outcome.unwrap_or(JobOutcome::Failed))))
-                    }
-                    _ => match self.lease(execution_id).await? {
-                        Some(lease) if lease.epoch == epoch && lease.token_hash != token_hash => Ok(Fenced::NotFound),
-                        _ => Ok(Fenced::LeaseLost),
-                    },
-                }
-            }
-        }
+        Ok(items)
     }
 
     pub async fn lease(&self, execution_id: Uuid) -> Result<Option<LeaseItem>, StoreError> {

@@ -30,7 +30,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::concurrency::{GroupHold, HoldStatus, Member};
@@ -220,19 +219,7 @@ pub fn withdrawn_executions(before: &AttemptState, after: &AttemptState) -> Vec<
         .collect()
 }
 
-/// The id of step `index` of an execution. Derived (SHA-256 of the
-/// execution id and the index) rather than stored, so the attempt item does
-/// not grow with steps; the queued fact hands the ids to the runner, which
-/// reports steps by them.
-pub fn step_id(execution_id: Uuid, index: usize) -> Uuid {
-    let mut hasher = Sha256::new();
-    hasher.update(execution_id.as_bytes());
-    hasher.update((index as u64).to_be_bytes());
-    let digest = hasher.finalize();
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_random_bytes(bytes).into_uuid()
-}
+pub use crate::ids::step_id;
 
 /// The status of every step of job `job_key`'s execution `execution_id`, in
 /// order: what its runner reported, `pending` for steps never reported on.

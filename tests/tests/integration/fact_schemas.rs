@@ -28,8 +28,8 @@ use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerErro
 use baton_shared::facts::{
     source_of, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted, JobExecutionQueued,
     JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, LeaseRef, QueuedJob, ReservationCreated,
-    ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, StepResult, StepStatus, ALL_DETAIL_TYPES,
-    SCHEMA_VERSION,
+    ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, SettledBy, StepResult, StepStatus,
+    ALL_DETAIL_TYPES, SCHEMA_VERSION,
 };
 use baton_shared::store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -193,6 +193,7 @@ fn queued_job() -> QueuedJob {
         timeout_s: 21_600,
         priority: 10,
         avoid_session: Some(uuid::Uuid::now_v7()),
+        step_count: 3,
     }
 }
 
@@ -333,6 +334,7 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         message: None,
         completed_at: Utc::now(),
         claimed_at: None,
+        settled_by: SettledBy::Complete,
     });
     let outputs: BTreeMap<String, Value> = [
         ("artifact".to_owned(), json!("s3://bucket/build.tar.zst")),
@@ -349,6 +351,7 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         message: Some("step `test` exited with 101".into()),
         completed_at: Utc::now() + Duration::seconds(1),
         claimed_at: Some(Utc::now() - Duration::seconds(30)),
+        settled_by: SettledBy::Steps,
     });
 
     check(JobLeaseExpired { lease: lease(), expired_at: Utc::now(), steps: vec![], claimed_at: None });

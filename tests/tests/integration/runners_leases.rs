@@ -11,7 +11,7 @@ use baton_shared::store::keys::lease_shard;
 use baton_shared::store::leases::{LeaseItem, ReportedSteps};
 use baton_shared::store::records::RunnerStatus;
 use baton_shared::workflows::StepStatus;
-use baton_tests::runners::{cancelled_fact, queued_fact};
+use baton_tests::runners::{cancelled_fact, queued_fact, queued_steps_fact};
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
@@ -246,6 +246,98 @@ async fn complete_ends_the_lease_at_once_and_a_repeat_returns_the_recorded_outco
     assert_eq!(stack.reap_at(Utc::now() + Span::seconds(600)).await, 0);
     let facts = stack.facts("baton.runners.job.completed");
     assert_eq!(facts.len(), 1, "one result, one fact");
+    stack.assert_all_facts_valid();
+}
+
+/// A job of `steps` steps whose ids are Baton's own, leased to a runner.
+async fn leased_steps(stack: &TestStack, workspace: &str, steps: usize) -> ClaimResponse {
+    let runner = stack.runner(workspace, &["linux"]).await;
+    let queued = queued_steps_fact(workspace, &["linux"], Utc::now(), steps);
+    stack.publish(&queued).await;
+    stack.wait_runner_record(queued.detail.job_execution_id).await;
+    stack.claim(&runner.session_token).await.expect("claimable")
+}
+
+async fn report(
+    stack: &TestStack,
+    job: &ClaimResponse,
+    index: usize,
+    body: serde_json::Value,
+) -> baton_tests::runners::Answer {
+    let path = format!("/v1/runners/leases/{}/steps/{}", job.job_execution_id, job.job.steps[index].id);
+    stack.post(&path, &job.lease.token, body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_steps_report_settles_the_job_and_a_complete_after_answers_the_recorded_outcome() {
+    let stack = TestStack::start().await;
+    let job = leased_steps(&stack, "ws1", 2).await;
+    let id = job.job_execution_id;
+    assert_eq!(report(&stack, &job, 0, json!({"status": "running"})).await.body, json!({"cancel": false}));
+    let first = report(&stack, &job, 0, json!({"status": "succeeded", "exit_code": 0})).await;
+    assert_eq!(first.body, json!({"cancel": false}), "an earlier step's end settles nothing");
+    assert!(stack.store.lease(id).await.unwrap().is_some());
+
+    let last = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.2.3"}});
+    let settled = report(&stack, &job, 1, last.clone()).await;
+    assert_eq!((settled.status, &settled.body), (200, &json!({"cancel": false, "settled": "succeeded"})));
+    assert!(stack.store.lease(id).await.unwrap().is_none(), "the lease ended with the report");
+    let record = stack.store.runner_record(id).await.unwrap().unwrap();
+    assert_eq!((record.status, record.step_reports), (RunnerStatus::Completed, 3));
+
+    // The runner's repeat of that report (its answer lost), a complete
+    // after it, and a late report all answer the recorded outcome.
+    assert_eq!(report(&stack, &job, 1, last).await.body["settled"], "succeeded");
+    let complete = stack.complete(&job.lease.token, id, json!({"status": "failed", "steps": []})).await;
+    assert_eq!((complete.status, complete.body["status"].as_str()), (200, Some("succeeded")));
+    let fact = stack
+        .wait_fact("baton.runners.job.completed", Duration::from_secs(30), |d| d["job_execution_id"] == id.to_string())
+        .await;
+    assert_eq!((fact["settled_by"].as_str(), fact["status"].as_str()), (Some("steps"), Some("succeeded")));
+    let steps: Vec<_> =
+        fact["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(steps, job.job.steps.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(), "every step, in order");
+    assert_eq!(fact["outputs"], json!({"version": "1.2.3"}));
+    assert_eq!(stack.reap_at(Utc::now() + Span::seconds(600)).await, 0);
+    assert_eq!(stack.facts("baton.runners.job.completed").len(), 1, "one outcome, one fact");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_settles_the_job_failed_and_a_lost_report_leaves_it_to_the_complete() {
+    let stack = TestStack::start().await;
+    // A failed step, the next one skipped: settled failed.
+    let job = leased_steps(&stack, "ws1", 2).await;
+    report(&stack, &job, 0, json!({"status": "failed", "exit_code": 3})).await;
+    let settled = report(&stack, &job, 1, json!({"status": "skipped"})).await;
+    assert_eq!(settled.body["settled"], "failed");
+    assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_none());
+
+    // A forgiven failure (`continue-on-error`) does not fail it.
+    let forgiven = leased_steps(&stack, "ws1", 2).await;
+    report(&stack, &forgiven, 0, json!({"status": "failed", "soft_failed": true, "exit_code": 1})).await;
+    let settled = report(&stack, &forgiven, 1, json!({"status": "succeeded", "exit_code": 0})).await;
+    assert_eq!(settled.body["settled"], "succeeded");
+
+    // The first step's end never reached the server: the last report does
+    // not settle (the outcome is not certain), the lease lives on, and the
+    // runner's complete decides as before.
+    let lost = leased_steps(&stack, "ws1", 2).await;
+    let unsettled = report(&stack, &lost, 1, json!({"status": "succeeded", "exit_code": 0})).await;
+    assert_eq!((unsettled.status, &unsettled.body), (200, &json!({"cancel": false})));
+    assert!(stack.store.lease(lost.job_execution_id).await.unwrap().is_some());
+    let steps = json!([{"id": lost.job.steps[0].id, "status": "failed", "exit_code": 2},
+                       {"id": lost.job.steps[1].id, "status": "succeeded", "exit_code": 0}]);
+    let done =
+        stack.complete(&lost.lease.token, lost.job_execution_id, json!({"status": "failed", "steps": steps})).await;
+    assert_eq!(done.body["status"], "failed");
+
+    // Another lease's token settles nothing and learns nothing.
+    let other = leased_steps(&stack, "ws1", 1).await;
+    let path = format!("/v1/runners/leases/{}/steps/{}", other.job_execution_id, other.job.steps[0].id);
+    let foreign = stack.post(&path, &job.lease.token, json!({"status": "succeeded"})).await;
+    assert_eq!(foreign.status, 404, "{}", foreign.body);
+    assert!(stack.store.lease(other.job_execution_id).await.unwrap().is_some());
     stack.assert_all_facts_valid();
 }
 

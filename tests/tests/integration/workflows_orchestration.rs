@@ -462,6 +462,7 @@ async fn a_poison_runner_fact_is_dead_lettered_while_the_run_keeps_flowing() {
         steps: vec![],
         outputs: Default::default(),
         message: None,
+        settled_by: Default::default(),
         completed_at: chrono::Utc::now(),
         claimed_at: None,
     };

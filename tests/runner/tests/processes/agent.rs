@@ -35,6 +35,8 @@ async fn a_job_whose_steps_share_files_in_the_work_dir_succeeds() {
 
     let done = completed(&stack, fact.detail.job_execution_id).await;
     assert_eq!(done["status"], "succeeded", "{done:#}");
+    // The last step's report ended the job: the runner sent no complete.
+    assert_eq!(done["settled_by"], "steps", "{done:#}");
     let steps = done["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), 3);
     for (step, spec) in steps.iter().zip(&fact.spec.steps) {
@@ -64,7 +66,7 @@ async fn a_failing_step_fails_the_job_and_the_next_step_is_skipped() {
     let mut runner = Runner::start(&stack, &token, "linux", &["--once"]);
 
     let done = completed(&stack, fact.detail.job_execution_id).await;
-    assert_eq!(done["status"], "failed", "{done:#}");
+    assert_eq!((&done["status"], &done["settled_by"]), (&json!("failed"), &json!("steps")), "{done:#}");
     let statuses: Vec<_> =
         done["steps"].as_array().unwrap().iter().map(|s| (s["status"].clone(), s["exit_code"].clone())).collect();
     assert_eq!(

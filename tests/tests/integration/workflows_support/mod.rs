@@ -171,6 +171,7 @@ impl Runner {
             message: None,
             completed_at: chrono::Utc::now(),
             claimed_at: Some(self.claimed_at),
+            settled_by: Default::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use baton_runner::process::live_members;
 use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
-use baton_tests::runners::{queued_fact, Queued};
+use baton_tests::runners::{queued_steps_fact, Queued};
 use baton_tests::{wait_for, TestStack};
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -45,14 +45,18 @@ pub fn scratch() -> PathBuf {
     dir
 }
 
-/// A queued job of `workspace` with `steps` as `(name, run)`, and `env` for the job.
+/// A queued job of `workspace` with `steps` as `(name, run)`, and `env` for
+/// the job. Its step ids are derived as Baton's are, so its last step's
+/// report settles it (behaviour.md §16).
 pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&str, &str)]) -> Queued {
-    let mut queued = queued_fact(workspace, labels, Utc::now());
+    let mut queued = queued_steps_fact(workspace, labels, Utc::now(), steps.len());
+    let execution = queued.detail.job_execution_id;
     queued.spec.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     queued.spec.steps = steps
         .iter()
-        .map(|(name, run)| StepSpec {
-            id: Uuid::now_v7(),
+        .enumerate()
+        .map(|(index, (name, run))| StepSpec {
+            id: baton_shared::ids::step_id(execution, index),
             name: Some(name.to_string()),
             run: run.to_string(),
             env: BTreeMap::new(),
