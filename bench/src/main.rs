@@ -110,7 +110,7 @@ struct Options {
         help_heading = "Contention"
     )]
     workspaces: Vec<usize>,
-    /// Workflow shapes: single, fan-out-10, chain-50, fan-out-256, logs-1mib (one job printing 1 MiB)
+    /// Workflow shapes: single, fan-out-10, fan-out-40, chain-50, fan-out-256, logs-1mib (one job printing 1 MiB)
     #[arg(
         long,
         env = "BATON_BENCH_SHAPES",
@@ -451,6 +451,25 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     assert_eq!(done.status, 200, "{}", done.body);
     all.push(f);
 
+    // The same one-step job, ended by its step's report (behaviour.md §16):
+    // the report reads the lease and the record, then ends the lease in the
+    // complete's transaction; the runner sends no complete.
+    {
+        let queued = baton_tests::runners::queued_steps_fact(&ws, LABELS, Utc::now(), 1);
+        write_spec(&stack.store, &queued).await;
+        let labels = canonicalize(&queued.detail.job.labels).expect("valid labels");
+        stack.store.enqueue(&queued.fact, labels.clone(), &labelset_id(&labels)).await.expect("enqueue");
+        let job = stack.claim(&session).await.expect("the queued job is claimed");
+        let (id, token, step) = (job.job_execution_id, job.lease.token.clone(), job.job.steps[0].id);
+        let path = format!("/v1/runners/leases/{id}/steps/{step}");
+        let report = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.0.0"}});
+        let (f, settled) =
+            measure(recorder, "last step report (settles the job, no complete)", stack.post(&path, &token, report))
+                .await;
+        assert_eq!(settled.body["settled"], "succeeded", "{}", settled.body);
+        all.push(f);
+    }
+
     let (f, none) = measure(recorder, "empty claim (label set drained)", stack.claim(&session)).await;
     assert!(none.is_none());
     all.push(f);
@@ -532,6 +551,49 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     let (f, job) =
         measure(recorder, "claim among 30 fitting label sets (4 KB job specs)", stack.claim(&wide_session)).await;
     assert_eq!(job.expect("a job").job.steps[0].run.len(), 4096, "the spec reaches the runner whole");
+    all.push(f);
+
+    // A provisioner's reads and writes at scale (issue 23): the same 30
+    // label sets hold 2,000 queued jobs (pending items only: demand counts
+    // them, nobody claims them here). A provisioner serves at most
+    // `MAX_LABEL_SETS` (20) sets: two share the 30.
+    for (index, labels) in subsets.iter().cycle().take(2_000 - subsets.len()).enumerate() {
+        let queued = queued_fact(&wide_ws, labels, Utc::now() + chrono::Duration::milliseconds(index as i64));
+        let canonical = canonicalize(&queued.detail.job.labels).expect("valid labels");
+        let set = labelset_id(&canonical);
+        stack.store.enqueue(&queued.fact, canonical, &set).await.expect("enqueue");
+    }
+    let served = |sets: &[Vec<&str>]| json!({"name": "bench", "label_sets": sets, "max_instances": 1000});
+    let path = format!("/v1/workspaces/{wide_ws}/provisioners");
+    let mut provisioner_tokens = Vec::new();
+    for sets in subsets.chunks(baton_shared::runners::provisioners::settings::MAX_LABEL_SETS) {
+        let created = stack.post(&path, &stack.admin_token, served(sets)).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        provisioner_tokens.push(created.body["token"].as_str().expect("a provisioner token").to_string());
+    }
+    let (f, demand) = measure(
+        recorder,
+        "provisioner demand read (20 of 30 label sets, 2,000 jobs queued)",
+        stack.send(reqwest::Method::GET, "/v1/provisioners/demand", &provisioner_tokens[0], None),
+    )
+    .await;
+    assert_eq!(demand.status, 200, "{}", demand.body);
+    let queued: u64 = demand.body["label_sets"]
+        .as_array()
+        .expect("label sets")
+        .iter()
+        .map(|set| set["queued"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(queued >= 1_300, "the demand counts its sets' queued jobs ({queued})");
+    all.push(f);
+    let reserve = json!({"labels": subsets[0], "count": 1});
+    let (f, reserved) = measure(
+        recorder,
+        "provisioner reservation (1 instance; 30 label sets, 2,000 jobs queued)",
+        stack.post("/v1/provisioners/reservations", &provisioner_tokens[0], reserve),
+    )
+    .await;
+    assert_eq!(reserved.status, 201, "{}", reserved.body);
     all.push(f);
 
     for f in &mut all {

@@ -43,6 +43,10 @@ pub enum Shape {
     Logs1Mib,
     /// A build, 254 tests after it, a publish after them (256 jobs).
     FanOut256,
+    /// A build, 38 tests after it, a publish after them: with as many
+    /// runners, the 38 finish within a second of each other, the burst of
+    /// outcomes on one attempt that contention shows in.
+    FanOut40,
 }
 
 impl Shape {
@@ -53,6 +57,7 @@ impl Shape {
             "chain-50" | "chain" | "50" => Some(Shape::Chain50),
             "logs-1mib" | "logs" => Some(Shape::Logs1Mib),
             "fan-out-256" | "256" => Some(Shape::FanOut256),
+            "fan-out-40" | "40" => Some(Shape::FanOut40),
             _ => None,
         }
     }
@@ -64,6 +69,7 @@ impl Shape {
             Shape::Chain50 => "chain-50",
             Shape::Logs1Mib => "logs-1mib",
             Shape::FanOut256 => "fan-out-256",
+            Shape::FanOut40 => "fan-out-40",
         }
     }
 
@@ -74,6 +80,7 @@ impl Shape {
             Shape::Chain50 => 50,
             Shape::Logs1Mib => 1,
             Shape::FanOut256 => 256,
+            Shape::FanOut40 => 40,
         }
     }
 
@@ -90,7 +97,7 @@ impl Shape {
             Shape::Logs1Mib => out.push_str(&format!(
                 "  chatty:\n    runs-on: [{RUNS_ON}]\n    steps:\n      - run: yes \"$(printf '%099d' 0)\" | head -n 10486\n"
             )),
-            Shape::FanOut10 | Shape::FanOut256 => {
+            Shape::FanOut10 | Shape::FanOut40 | Shape::FanOut256 => {
                 out.push_str(&job("build", &[]));
                 let tests: Vec<String> = (1..=self.jobs() - 2).map(|i| format!("test{i}")).collect();
                 for t in &tests {
@@ -816,7 +823,7 @@ mod tests {
 
     #[test]
     fn every_shape_is_a_valid_workflow_of_its_size() {
-        for shape in [Shape::Single, Shape::FanOut10, Shape::Chain50, Shape::FanOut256] {
+        for shape in [Shape::Single, Shape::FanOut10, Shape::FanOut40, Shape::Chain50, Shape::FanOut256] {
             let definition = parse_definition(&shape.yaml())
                 .unwrap_or_else(|e| panic!("{} does not parse: {e:?}\n{}", shape.name(), shape.yaml()));
             assert_eq!(definition.jobs.len(), shape.jobs(), "{}", shape.name());

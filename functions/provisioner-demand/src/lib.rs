@@ -8,6 +8,7 @@
 //! (its idle runners, and the releases and intents due now) and publishes
 //! each set's demand as an EMF metric.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use baton_shared::api::provisioners::{Demand, LabelSetDemand, MAX_DEMAND_WAIT_S};
@@ -75,11 +76,27 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
     let now = chrono::Utc::now();
     let (fleet, _) = context.store.fleet_pass(provisioner.id, now).await?.ok_or_else(ApiError::unauthenticated)?;
     let mut label_sets = Vec::new();
+    // A job set fits several served sets (its labels are a subset of each):
+    // its head is read once a request, not once a served set it fits.
+    let mut heads: HashMap<String, Option<chrono::DateTime<chrono::Utc>>> = HashMap::new();
     for (labels, served_now, idle_sessions) in demand_of(&fleet) {
         let mut oldest = None;
         for set in &served_now.waiting_sets {
-            if let Some(head) = context.store.pending_head(&provisioner.workspace_id, set, 1).await?.first() {
-                oldest = Some(oldest.map_or(head.queued_at, |o: chrono::DateTime<chrono::Utc>| o.min(head.queued_at)));
+            let head = match heads.get(set) {
+                Some(head) => *head,
+                None => {
+                    let head = context
+                        .store
+                        .pending_head(&provisioner.workspace_id, set, 1)
+                        .await?
+                        .first()
+                        .map(|h| h.queued_at);
+                    heads.insert(set.clone(), head);
+                    head
+                }
+            };
+            if let Some(queued_at) = head {
+                oldest = Some(oldest.map_or(queued_at, |o: chrono::DateTime<chrono::Utc>| o.min(queued_at)));
             }
         }
         println!(
