@@ -22,6 +22,10 @@ pub enum ErrorCode {
     RunNotTerminal,
     NoFailedJobs,
     TooManyLabelSets,
+    /// The run's creator may not approve its own run's approval jobs.
+    SelfApproval,
+    /// The job is not an approval waiting for decisions.
+    NotWaiting,
     Unavailable,
     Internal,
 }
@@ -43,6 +47,8 @@ impl ErrorCode {
             ErrorCode::RunNotTerminal => "run-not-terminal",
             ErrorCode::NoFailedJobs => "no-failed-jobs",
             ErrorCode::TooManyLabelSets => "too-many-label-sets",
+            ErrorCode::SelfApproval => "self-approval",
+            ErrorCode::NotWaiting => "not-waiting",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
@@ -53,7 +59,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest | ErrorCode::InvalidLabels | ErrorCode::InvalidDefinition => 400,
             ErrorCode::Unauthenticated => 401,
-            ErrorCode::Forbidden => 403,
+            ErrorCode::Forbidden | ErrorCode::SelfApproval => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RegistrationTokenConsumed
@@ -62,7 +68,8 @@ impl ErrorCode {
             | ErrorCode::RunAlreadyFinished
             | ErrorCode::RunNotTerminal
             | ErrorCode::NoFailedJobs
-            | ErrorCode::TooManyLabelSets => 409,
+            | ErrorCode::TooManyLabelSets
+            | ErrorCode::NotWaiting => 409,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }

@@ -312,6 +312,32 @@ impl FactDetail for JobTerminated {
     const CONTEXT: Context = Context::Workflows;
 }
 
+/// An approver decided on an approval job (behaviour.md §16): who, what,
+/// when, with which comment and inputs, and where the approval stands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalDecided {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_key: String,
+    /// The deciding operator token's name.
+    pub by: String,
+    pub decision: crate::runs::Decision,
+    pub comment: Option<String>,
+    pub inputs: BTreeMap<String, serde_json::Value>,
+    pub decided_at: DateTime<Utc>,
+    /// `waiting` (more approvals needed), `approved` or `rejected`.
+    pub outcome: String,
+    /// Approvals counted so far, of `required`.
+    pub approvals: u32,
+    pub required: u32,
+}
+
+impl FactDetail for ApprovalDecided {
+    const DETAIL_TYPE: &'static str = "baton.workflows.job.approval_decided";
+    const CONTEXT: Context = Context::Workflows;
+}
+
 /// An attempt (and so its run) reached a terminal status.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RunTerminated {
@@ -476,6 +502,7 @@ pub const ALL_DETAIL_TYPES: &[&str] = &[
     JobExecutionQueued::DETAIL_TYPE,
     JobExecutionTerminated::DETAIL_TYPE,
     JobTerminated::DETAIL_TYPE,
+    ApprovalDecided::DETAIL_TYPE,
     RunTerminated::DETAIL_TYPE,
     RunCancelled::DETAIL_TYPE,
     JobClaimed::DETAIL_TYPE,

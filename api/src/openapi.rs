@@ -66,6 +66,7 @@ pub const PROVISIONER: &str = "provisioner";
         get_run,
         read_job_logs,
         cancel_run,
+        decide_approval,
         rerun_run,
         create_provisioner,
         list_provisioners,
@@ -458,6 +459,21 @@ fn get_run() {}
     security(("operator" = [])))]
 fn cancel_run() {}
 
+/// Approves or rejects an approval job (behaviour.md §16). Each approver
+/// (token name) counts once; a repeat records nothing and answers the job.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/approval", tag = "operators",
+    params(WorkspaceParam, RunParam, JobParam),
+    request_body = ApprovalRequest,
+    responses(
+        (status = 200, description = "The decision is recorded (or was already); the job's view", body = JobView),
+        (status = 400, description = "`invalid-request`: an input unknown, of the wrong type, not an option, or required and missing", body = ErrorBody),
+        (status = 403, description = "`self-approval` (the run's creator) or `forbidden` (not in `from` by name or group)", body = ErrorBody),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 409, description = "`not-waiting`: not an approval, or not waiting (not started yet, or ended)", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn decide_approval() {}
+
 /// Starts a new attempt of a finished run: every job, or the failed ones
 /// and their dependants (the others carried over).
 #[utoipa::path(post, path = "/v1/workspaces/{ws}/runs/{run_id}/rerun", tag = "operators",
@@ -493,6 +509,14 @@ struct ExecutionParam(
 #[into_params(names("run_id"), parameter_in = Path)]
 struct RunParam(
     /// The run's id
+    uuid::Uuid,
+);
+
+/// `{job_id}`: a job of the run's current attempt.
+#[derive(utoipa::IntoParams)]
+#[into_params(names("job_id"), parameter_in = Path)]
+struct JobParam(
+    /// The job's id (`jobs[].id` in the run view)
     uuid::Uuid,
 );
 

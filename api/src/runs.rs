@@ -54,6 +54,10 @@ pub struct RunView {
     /// The `inputs` the run was created with.
     #[serde(default)]
     pub inputs: Option<serde_json::Value>,
+    /// Who created it: the operator token's name (it may not approve the
+    /// run's approval jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
     pub attempts: Vec<AttemptView>,
 }
 
@@ -108,6 +112,99 @@ pub struct JobView {
     #[serde(default)]
     pub duration_ms: Option<u64>,
     pub executions: Vec<ExecutionView>,
+    /// An approval job (`approval:`): what it waits for and who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalView>,
+}
+
+/// What an approval job waits for, and the decisions so far.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ApprovalView {
+    pub required: u32,
+    /// Token names or groups whose approvals count (empty: any operator of
+    /// the workspace but the run's creator).
+    pub from: Vec<String>,
+    pub inputs: BTreeMap<String, ApprovalInput>,
+    pub on_timeout: OnTimeout,
+    /// While it waits: when its timeout ends the wait.
+    pub deadline: Option<DateTime<Utc>>,
+    pub decisions: Vec<ApprovalDecision>,
+}
+
+/// One typed field an approver fills (`approval.inputs.<name>`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ApprovalInput {
+    #[serde(rename = "type")]
+    pub kind: ApprovalInputKind,
+    /// A `choice`'s options.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// It must be given by the approvals (when it has no default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalInputKind {
+    String,
+    Boolean,
+    Choice,
+}
+
+/// What an approval's timeout does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// The job fails `timed_out`.
+    Fail,
+    /// The job succeeds with the inputs given so far and their defaults.
+    Approve,
+    /// The job is skipped.
+    Skip,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Reject,
+}
+
+/// One approver's decision, as recorded.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ApprovalDecision {
+    /// The deciding operator token's name.
+    pub by: String,
+    pub decision: Decision,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, serde_json::Value>,
+    pub at: DateTime<Utc>,
+}
+
+/// `POST …/runs/{run_id}/jobs/{job_id}/approval`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequest {
+    pub decision: Decision,
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// Values of the approval's declared inputs.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

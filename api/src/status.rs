@@ -39,6 +39,8 @@ pub type AttemptStatus = RunStatus;
 pub enum JobStatus {
     Pending,
     Queued,
+    /// An approval job waiting for its approvers.
+    Waiting,
     Running,
     Succeeded,
     Failed,
@@ -53,6 +55,8 @@ pub enum JobStatus {
 pub enum ExecutionStatus {
     Pending,
     Queued,
+    /// An approval's execution: waiting for people, not a runner.
+    Waiting,
     Running,
     Succeeded,
     Failed,
@@ -93,6 +97,8 @@ pub enum StatusReason {
     /// A newer run of its concurrency group replaced it (the attempt's
     /// reason: `cancel-in-progress`, or the group's queue was full).
     ConcurrencyReplaced,
+    /// An approver rejected the approval job.
+    Rejected,
 }
 
 /// The decision of a compare-and-set status write.
@@ -154,7 +160,7 @@ impl Lifecycle for JobStatus {
     fn stage(self) -> u8 {
         match self {
             JobStatus::Pending => 0,
-            JobStatus::Queued => 1,
+            JobStatus::Queued | JobStatus::Waiting => 1,
             JobStatus::Running => 2,
             JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled | JobStatus::Skipped => 3,
         }
@@ -169,7 +175,7 @@ impl Lifecycle for ExecutionStatus {
     fn stage(self) -> u8 {
         match self {
             ExecutionStatus::Pending => 0,
-            ExecutionStatus::Queued => 1,
+            ExecutionStatus::Queued | ExecutionStatus::Waiting => 1,
             ExecutionStatus::Running => 2,
             ExecutionStatus::Succeeded | ExecutionStatus::Failed | ExecutionStatus::Cancelled => 3,
         }
@@ -217,11 +223,11 @@ status_helpers! {
         Failed => "failed", Cancelled => "cancelled",
     }
     JobStatus {
-        Pending => "pending", Queued => "queued", Running => "running", Succeeded => "succeeded",
+        Pending => "pending", Queued => "queued", Waiting => "waiting", Running => "running", Succeeded => "succeeded",
         Failed => "failed", Cancelled => "cancelled", Skipped => "skipped",
     }
     ExecutionStatus {
-        Pending => "pending", Queued => "queued", Running => "running", Succeeded => "succeeded",
+        Pending => "pending", Queued => "queued", Waiting => "waiting", Running => "running", Succeeded => "succeeded",
         Failed => "failed", Cancelled => "cancelled",
     }
     StepStatus {
@@ -241,6 +247,7 @@ impl StatusReason {
             StatusReason::ConditionRejected => "condition_rejected",
             StatusReason::FailFast => "fail_fast",
             StatusReason::ConcurrencyReplaced => "concurrency_replaced",
+            StatusReason::Rejected => "rejected",
         }
     }
 }

@@ -34,6 +34,13 @@ enum Command {
         /// The workspace the token is for (default: an admin token, every workspace)
         #[arg(long, value_name = "W")]
         workspace: Option<String>,
+        /// Who holds it (default `operator`, or `admin`): approvals count
+        /// once per name, and a run's creator, by this name, cannot approve it
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// A group an approval's `from` may name (repeatable)
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
     },
     /// Publish again the outbox's facts that occurred in a time window: the
     /// recovery for a stream batch the relay gave up on (its message in the
@@ -55,12 +62,21 @@ enum Command {
     },
 }
 
-async fn admin_token(table: String, workspace: Option<String>) -> Result<(), String> {
+async fn admin_token(
+    table: String,
+    workspace: Option<String>,
+    name: Option<String>,
+    groups: Vec<String>,
+) -> Result<(), String> {
     let clients = AwsClients::from_env().await;
     let store = Store::new(clients.dynamodb.clone(), table);
     let token = baton_shared::tokens::new_operator_token();
-    let name = if workspace.is_some() { "operator" } else { "admin" };
-    store.put_operator_token(&token, workspace.as_deref(), Some(name)).await.map_err(|e| e.to_string())?;
+    let default = if workspace.is_some() { "operator" } else { "admin" };
+    let name = name.unwrap_or_else(|| default.to_string());
+    store
+        .put_operator_token_in_groups(&token, workspace.as_deref(), Some(&name), &groups)
+        .await
+        .map_err(|e| e.to_string())?;
     println!("{token}");
     Ok(())
 }
@@ -82,7 +98,7 @@ async fn republish_outbox(
 #[tokio::main]
 async fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::AdminToken { table, workspace } => admin_token(table, workspace).await,
+        Command::AdminToken { table, workspace, name, groups } => admin_token(table, workspace, name, groups).await,
         Command::RepublishOutbox { table, bus, since, until } => republish_outbox(table, bus, since, until).await,
     };
     match result {

@@ -8,8 +8,8 @@ use baton_api::logs::LogPage;
 use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
 use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
 use baton_api::runs::RerunMode;
-use baton_api::runs::{CreateRunRequest, RerunRequest, RunList, RunView};
-use baton_api::status::RunStatus;
+use baton_api::runs::{ApprovalRequest, CreateRunRequest, Decision, JobView, RerunRequest, RunList, RunView};
+use baton_api::status::{JobStatus, RunStatus};
 use reqwest::Method;
 use uuid::Uuid;
 
@@ -148,6 +148,17 @@ impl Operator {
         self.client.send_for(Method::POST, &path, &self.token, Some(&serde_json::json!({}))).await
     }
 
+    pub async fn decide_approval(
+        &self,
+        workspace: &str,
+        run: Uuid,
+        job: Uuid,
+        request: &ApprovalRequest,
+    ) -> Result<JobView, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}/jobs/{job}/approval", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(request)).await
+    }
+
     pub async fn rerun(&self, workspace: &str, run: Uuid, mode: RerunMode) -> Result<RunView, ClientError> {
         let path = format!("/v1/workspaces/{}/runs/{run}/rerun", segment(workspace));
         self.client.send_for(Method::POST, &path, &self.token, Some(&RerunRequest { mode })).await
@@ -253,8 +264,30 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
         if job.max_retries > 0 || job.executions.len() > 1 {
             status.push_str(&format!(" [try {} of {}]", job.executions.len().max(1), job.max_retries + 1));
         }
+        // `waiting (approvals 1 of 2 from alice, release-managers; until …)`:
+        // what an approval waits for; each decision changes the line.
+        if let (JobStatus::Waiting, Some(approval)) = (job.status, &job.approval) {
+            let approvals = approval.decisions.iter().filter(|d| d.decision == Decision::Approve).count();
+            let from = if approval.from.is_empty() { "any operator".to_string() } else { approval.from.join(", ") };
+            let until =
+                approval.deadline.map(|d| format!("; until {}", d.format("%Y-%m-%d %H:%M UTC"))).unwrap_or_default();
+            status.push_str(&format!(" (approvals {approvals} of {} from {from}{until})", approval.required));
+        }
         status.push_str(&took(job.status.is_terminal(), job.duration_ms));
         out.push((format!("  job {}", job.key), status));
+        if let Some(approval) = &job.approval {
+            for decision in &approval.decisions {
+                let verb = match decision.decision {
+                    Decision::Approve => "approved",
+                    Decision::Reject => "rejected",
+                };
+                let comment = decision.comment.as_deref().map(|c| format!(": {c}")).unwrap_or_default();
+                out.push((
+                    format!("    {verb} by {}", decision.by),
+                    format!("at {}{comment}", decision.at.format("%H:%M:%S")),
+                ));
+            }
+        }
         if let Some(execution) = job.executions.last() {
             for (index, step) in execution.steps.iter().enumerate() {
                 let name = step.name.clone().unwrap_or_else(|| format!("step-{}", index + 1));

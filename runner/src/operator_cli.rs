@@ -12,7 +12,7 @@ use crate::operator::{changes, painted_changes, Operator};
 use baton_api::provisioners::{CreateProvisioner, ProvisionerSummary};
 use baton_api::runners::CreateRegistrationToken;
 use baton_api::runs::RerunMode;
-use baton_api::runs::{CreateRunRequest, RunView};
+use baton_api::runs::{ApprovalInputKind, ApprovalRequest, CreateRunRequest, Decision, RunView};
 use baton_api::status::RunStatus;
 use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
@@ -223,6 +223,28 @@ enum RunCommand {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,
         run_id: Uuid,
+    },
+    /// Approve an approval job (by its key, or its id): each approver counts
+    /// once, the run's creator never.
+    Approve {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        job: String,
+        /// An input as NAME=VALUE (repeatable); a boolean input takes true or false.
+        #[arg(long = "input", value_parser = parse_input)]
+        inputs: Vec<(String, String)>,
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// Reject an approval job: it fails (`rejected`) and what needs it is skipped.
+    Reject {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        job: String,
+        #[arg(long)]
+        comment: Option<String>,
     },
     /// Start a new attempt of a finished run.
     Rerun {
@@ -557,6 +579,12 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
             }
             view
         }
+        RunCommand::Approve { workspace, run_id, job, inputs, comment } => {
+            return decide(operator, &workspace, run_id, &job, Decision::Approve, inputs, comment, json).await
+        }
+        RunCommand::Reject { workspace, run_id, job, comment } => {
+            return decide(operator, &workspace, run_id, &job, Decision::Reject, Vec::new(), comment, json).await
+        }
         RunCommand::Rerun { workspace, run_id, mode } => {
             let mode = match mode {
                 Mode::Failed => RerunMode::Failed,
@@ -574,6 +602,57 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
         }
     };
     print_json(&view);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Approves or rejects approval job `job` (a key of the current attempt, or
+/// an id): its inputs typed as the job declares them (a boolean input's
+/// `true`/`false` is sent as a boolean).
+#[allow(clippy::too_many_arguments)]
+async fn decide(
+    operator: &Operator,
+    workspace: &str,
+    run: Uuid,
+    job: &str,
+    decision: Decision,
+    inputs: Vec<(String, String)>,
+    comment: Option<String>,
+    json: bool,
+) -> Result<ExitCode, CliError> {
+    let view = operator.get_run(workspace, run).await?;
+    let found = view
+        .attempts
+        .iter()
+        .find(|a| a.attempt == view.current_attempt)
+        .and_then(|a| a.jobs.iter().find(|j| j.key == job || j.id.to_string() == job))
+        .ok_or_else(|| CliError::Usage(format!("run {run} has no job {job} in its current attempt")))?;
+    let declared = found.approval.as_ref().map(|a| a.inputs.clone()).unwrap_or_default();
+    let inputs = inputs
+        .into_iter()
+        .map(|(name, value)| {
+            let typed = match declared.get(&name).map(|input| input.kind) {
+                Some(ApprovalInputKind::Boolean) => match value.as_str() {
+                    "true" => serde_json::Value::Bool(true),
+                    "false" => serde_json::Value::Bool(false),
+                    _ => return Err(CliError::Usage(format!("--input {name}: true or false"))),
+                },
+                _ => serde_json::Value::String(value),
+            };
+            Ok((name, typed))
+        })
+        .collect::<Result<_, CliError>>()?;
+    let request = ApprovalRequest { decision, comment, inputs };
+    let answer = operator.decide_approval(workspace, run, found.id, &request).await?;
+    if json {
+        print_json(&answer);
+    } else {
+        let approvals = answer
+            .approval
+            .as_ref()
+            .map_or(0, |a| a.decisions.iter().filter(|d| d.decision == Decision::Approve).count());
+        let required = answer.approval.as_ref().map_or(0, |a| a.required);
+        println!("job {}: {} ({approvals} of {required} approvals)", answer.key, answer.status);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -107,17 +107,21 @@ pub fn require_token(req: &Request, kind: TokenKind) -> Result<&str, ApiError> {
 
 /// Authorises an operator request on `workspace_id`: 401 without a valid
 /// `bat_` token; 404 for a token scoped to another workspace (existence is
-/// not revealed).
-pub async fn authorize_operator(store: &Store, req: &Request, workspace_id: &str) -> Result<(), ApiError> {
+/// not revealed). The token's record: who is asking.
+pub async fn authorize_operator(
+    store: &Store,
+    req: &Request,
+    workspace_id: &str,
+) -> Result<crate::store::operators::OperatorToken, ApiError> {
     let token = require_token(req, TokenKind::Operator)?;
     let record = store
         .operator_token(token)
         .await?
         .filter(|record| record.revoked_at.is_none())
         .ok_or_else(ApiError::unauthenticated)?;
-    match record.workspace_id {
-        None => Ok(()),
-        Some(scope) if scope == workspace_id => Ok(()),
+    match &record.workspace_id {
+        None => Ok(record),
+        Some(scope) if scope == workspace_id => Ok(record),
         Some(_) => Err(ApiError::new(ErrorCode::NotFound, "workspace not found")),
     }
 }

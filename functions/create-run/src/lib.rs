@@ -40,7 +40,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_workspace(req)?;
-    authorize_operator(&context.store, req, &workspace_id).await?;
+    let creator = authorize_operator(&context.store, req, &workspace_id).await?;
     let body: CreateRunRequest = parse_json(req)?;
     let definition = parse_definition(&body.definition)?;
     // Expressions read inputs by name: one the run is not given would
@@ -101,6 +101,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
             workspace_id: &workspace_id,
             name: &name,
             inputs,
+            created_by: Some(creator.identity()),
             attempt: &attempt,
             definition: &definition,
             idempotency_key: body.idempotency_key.as_deref(),

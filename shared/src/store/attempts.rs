@@ -306,6 +306,12 @@ impl Store {
                 Emitted::RunCancelled(d) => {
                     facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
+                Emitted::ApprovalDecided(d) => {
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                }
+                Emitted::Results { run_id, attempt, execution_id, outputs } => {
+                    puts.push(self.result_put(*run_id, *attempt, *execution_id, &[], outputs)?)
+                }
             }
         }
         puts.extend(self.outbox_puts(facts)?);

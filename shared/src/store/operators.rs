@@ -16,10 +16,28 @@ pub struct OperatorToken {
     /// `None`: an admin token, valid for every workspace.
     pub workspace_id: Option<String>,
     pub name: Option<String>,
+    /// Groups an admin put the token in: an approval's `from` may name
+    /// them (behaviour.md §16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
     #[serde(with = "crate::time::stored")]
     pub created_at: DateTime<Utc>,
     #[serde(default, with = "crate::time::stored_option")]
     pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl OperatorToken {
+    /// Who the token is, in approvals and on the runs it creates: its name,
+    /// or (unnamed) a stable name from its hash. An approval counts once
+    /// per name.
+    pub fn identity(&self) -> String {
+        match &self.name {
+            Some(name) if !name.is_empty() => name.clone(),
+            _ => {
+                format!("token-{}", self.pk.rsplit('#').next().unwrap_or_default().chars().take(12).collect::<String>())
+            }
+        }
+    }
 }
 
 impl Store {
@@ -31,12 +49,24 @@ impl Store {
         workspace_id: Option<&str>,
         name: Option<&str>,
     ) -> Result<(), StoreError> {
+        self.put_operator_token_in_groups(token, workspace_id, name, &[]).await
+    }
+
+    /// [`Store::put_operator_token`], the token in `groups`.
+    pub async fn put_operator_token_in_groups(
+        &self,
+        token: &str,
+        workspace_id: Option<&str>,
+        name: Option<&str>,
+        groups: &[String],
+    ) -> Result<(), StoreError> {
         let record = OperatorToken {
             pk: keys::operator_token_pk(&hash_token(token)),
             sk: keys::OPERATOR_TOKEN_SK.into(),
             kind: "api_token".into(),
             workspace_id: workspace_id.map(str::to_string),
             name: name.map(str::to_string),
+            groups: groups.to_vec(),
             created_at: Utc::now(),
             revoked_at: None,
         };

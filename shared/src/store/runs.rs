@@ -77,6 +77,8 @@ pub struct NewRun<'a> {
     pub name: &'a str,
     /// The create request's `inputs`, as JSON text.
     pub inputs: Option<String>,
+    /// Who created it (`OperatorToken::identity`).
+    pub created_by: Option<String>,
     pub attempt: &'a AttemptState,
     pub definition: &'a WorkflowDefinition,
     pub idempotency_key: Option<&'a str>,
@@ -141,6 +143,7 @@ impl Store {
                 started_at: None,
                 finished_at: None,
                 inputs: new.inputs.clone(),
+                created_by: new.created_by.clone(),
             };
             match self.create_numbered_run(&new, &run, previous_number).await? {
                 CreateOutcome::Created => return Ok(RunCreated::New { run, number_retries }),

@@ -32,6 +32,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::approval::{self, ApprovalSpec, Approver, TimedOut, Verdict};
 use super::concurrency::{GroupHold, HoldStatus, Member};
 use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
@@ -43,9 +44,10 @@ use super::rerun::RerunMode;
 use super::retry::{self, RetryPolicy};
 use super::status::derive_attempt_status;
 use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
+use crate::api::runs::ApprovalRequest;
 use crate::facts::{
-    JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, OutputFrom, QueuedJob, RunCancelled,
-    RunTerminated, StepResult, StepSpec,
+    ApprovalDecided, JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, OutputFrom, QueuedJob,
+    RunCancelled, RunTerminated, StepResult, StepSpec,
 };
 
 /// The run, as its item holds it (the run mirrors its current attempt).
@@ -66,6 +68,10 @@ pub struct RunState {
     /// The `inputs` of the create request, as JSON text.
     #[serde(default)]
     pub inputs: Option<String>,
+    /// The identity of the operator token that created it: it may not
+    /// approve the run's approval jobs (`workflows::approval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
 }
 
 /// One attempt: its status and every job's state.
@@ -124,6 +130,10 @@ pub struct JobState {
     /// the latest): their own steps, logs and leases, kept for the view.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier_executions: Vec<ExecutionRecord>,
+    /// An approval job's decisions, in order: each approver once, at most
+    /// `required` approvals and one rejection (`workflows::approval`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<super::approval::ApprovalDecision>,
 }
 
 impl JobState {
@@ -187,6 +197,16 @@ pub enum Emitted {
     JobTerminated(JobTerminated),
     RunTerminated(RunTerminated),
     RunCancelled(RunCancelled),
+    /// An approver's decision (`workflows::approval`).
+    ApprovalDecided(ApprovalDecided),
+    /// An execution that ran on no runner ended with these outputs (an
+    /// approval's inputs): its result item, as a runner's outcome writes.
+    Results {
+        run_id: Uuid,
+        attempt: u32,
+        execution_id: Uuid,
+        outputs: BTreeMap<String, serde_json::Value>,
+    },
 }
 
 /// The executions `before` had queued (claimable, or claimed without the
@@ -399,6 +419,7 @@ fn job_status_of(status: ExecutionStatus) -> JobStatus {
     match status {
         ExecutionStatus::Pending => JobStatus::Pending,
         ExecutionStatus::Queued => JobStatus::Queued,
+        ExecutionStatus::Waiting => JobStatus::Waiting,
         ExecutionStatus::Running => JobStatus::Running,
         ExecutionStatus::Succeeded => JobStatus::Succeeded,
         ExecutionStatus::Failed => JobStatus::Failed,
@@ -506,6 +527,7 @@ impl AttemptState {
                     soft_failed: previous.soft_failed,
                     retry: None,
                     earlier_executions: Vec::new(),
+                    decisions: Vec::new(),
                 },
                 None => JobState {
                     id: crate::ids::new_id(),
@@ -519,6 +541,7 @@ impl AttemptState {
                     soft_failed: false,
                     retry: None,
                     earlier_executions: Vec::new(),
+                    decisions: Vec::new(),
                 },
             })
             .collect();
@@ -876,12 +899,24 @@ impl AttemptState {
         }
 
         // Job timeouts, counted from queueing.
+        let mut outputs_written = false;
         for index in 0..self.jobs.len() {
             if touched >= budget {
                 return change;
             }
             let Some(execution) = self.jobs[index].execution.as_ref() else { continue };
             if execution.status.is_terminal() || execution.deadline.is_none_or(|d| d > now) {
+                continue;
+            }
+            if let Some(spec) = definition.job(&self.jobs[index].key).and_then(|d| d.approval.as_ref()) {
+                // Nobody decided in time: its `on-timeout` says how it ends.
+                let emitted = self.time_out_approval(index, spec, now);
+                // Approved, its outputs are written by this change: what
+                // needs them starts on the next advance, which reads them.
+                outputs_written |= emitted.iter().any(|e| matches!(e, Emitted::Results { .. }));
+                change.emitted.extend(emitted);
+                change.changed = true;
+                touched += 1;
                 continue;
             }
             let (id, state) = (
@@ -904,6 +939,10 @@ impl AttemptState {
                 change.changed = true;
                 touched += 1;
             }
+        }
+
+        if outputs_written {
+            return change;
         }
 
         // `fail-fast`: a failed leg cancels its siblings that have not ended
@@ -1012,7 +1051,10 @@ impl AttemptState {
                         .when
                         .as_deref()
                         .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
-                    let emitted = if admitted {
+                    let emitted = if admitted && defined.approval.is_some() {
+                        self.await_approval(index, defined, now, minute);
+                        Vec::new()
+                    } else if admitted {
                         let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
                         let Some(emitted) = self.start_job(index, defined, spec, now, minute) else { continue };
                         vec![emitted]
@@ -1156,6 +1198,120 @@ impl AttemptState {
         Some(Emitted::Queued { fact, spec })
     }
 
+    /// Job `index`, an approval, starts waiting for its approvers: no
+    /// runner, no queue; its timeout counts from now.
+    fn await_approval(&mut self, index: usize, defined: &JobDefinition, now: DateTime<Utc>, minute: Duration) {
+        let job = &mut self.jobs[index];
+        let Some(execution) = job.execution.as_mut() else { return };
+        job.status = JobStatus::Waiting;
+        job.continue_on_error = defined.continue_on_error.as_deref() == Some("true");
+        execution.status = ExecutionStatus::Waiting;
+        let since = *execution.queued_at.get_or_insert(now);
+        execution.started_at.get_or_insert(now);
+        execution.deadline = Some(since + scaled(defined.timeout_minutes, minute));
+    }
+
+    /// Ends the waiting approval `index` as its `on-timeout` says.
+    fn time_out_approval(&mut self, index: usize, spec: &ApprovalSpec, now: DateTime<Utc>) -> Vec<Emitted> {
+        match approval::on_timeout(spec, &self.jobs[index].decisions) {
+            TimedOut::Fail => {
+                self.end_job(index, JobStatus::Failed, ExecutionStatus::Failed, Some(StatusReason::TimedOut), now)
+            }
+            TimedOut::Skip => {
+                self.end_job(index, JobStatus::Skipped, ExecutionStatus::Cancelled, Some(StatusReason::TimedOut), now)
+            }
+            TimedOut::Approve { outputs } => self.approve(index, outputs, now),
+        }
+    }
+
+    /// Ends approval `index` approved: succeeded, its outputs written.
+    fn approve(
+        &mut self,
+        index: usize,
+        outputs: BTreeMap<String, serde_json::Value>,
+        now: DateTime<Utc>,
+    ) -> Vec<Emitted> {
+        let results = Emitted::Results {
+            run_id: self.run_id,
+            attempt: self.attempt,
+            execution_id: self.execution_id(index),
+            outputs,
+        };
+        let mut emitted = self.end_job(index, JobStatus::Succeeded, ExecutionStatus::Succeeded, None, now);
+        emitted.push(results);
+        emitted
+    }
+
+    /// Records an approver's decision on approval job `job_id`
+    /// (behaviour.md §16): refused unless the job waits and the approver
+    /// may decide; a repeat by the same approver changes nothing
+    /// (`Ok(None)`). Enough approvals end the job `succeeded` with the
+    /// inputs as its outputs; a rejection ends it `failed`/`rejected`. The
+    /// orchestration then starts (or skips) what follows.
+    pub fn decide_approval(
+        &mut self,
+        definition: &WorkflowDefinition,
+        job_id: Uuid,
+        approver: &Approver,
+        creator: Option<&str>,
+        request: ApprovalRequest,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Change>, ApprovalError> {
+        let index = self.job_index(job_id).ok_or(ApprovalError::NoSuchJob)?;
+        let key = self.jobs[index].key.clone();
+        let spec = definition.job(&key).and_then(|d| d.approval.as_ref()).ok_or(ApprovalError::NotWaiting)?;
+        if self.jobs[index].status != JobStatus::Waiting {
+            return Err(ApprovalError::NotWaiting);
+        }
+        approval::may_decide(spec, approver, creator).map_err(ApprovalError::Refused)?;
+        let decision = approval::recorded(approver, request.decision, request.comment, request.inputs, now);
+        let Some(verdict) =
+            approval::decide(spec, &self.jobs[index].decisions, &decision).map_err(ApprovalError::Refused)?
+        else {
+            return Ok(None);
+        };
+        let approvals = self.jobs[index]
+            .decisions
+            .iter()
+            .chain([&decision])
+            .filter(|d| d.decision == approval::Decision::Approve)
+            .count();
+        let outcome = match verdict {
+            Verdict::Waiting { .. } => "waiting",
+            Verdict::Approved { .. } => "approved",
+            Verdict::Rejected => "rejected",
+        };
+        let fact = ApprovalDecided {
+            run_id: self.run_id,
+            attempt: self.attempt,
+            job_id,
+            job_key: key,
+            by: decision.by.clone(),
+            decision: decision.decision,
+            comment: decision.comment.clone(),
+            inputs: decision.inputs.clone(),
+            decided_at: now,
+            outcome: outcome.to_string(),
+            approvals: approvals as u32,
+            required: spec.required,
+        };
+        self.jobs[index].decisions.push(decision);
+        let mut change = Change { changed: true, ..Change::default() };
+        change.emitted.push(Emitted::ApprovalDecided(fact));
+        match verdict {
+            Verdict::Waiting { .. } => {}
+            Verdict::Approved { outputs } => change.emitted.extend(self.approve(index, outputs, now)),
+            Verdict::Rejected => change.emitted.extend(self.end_job(
+                index,
+                JobStatus::Failed,
+                ExecutionStatus::Failed,
+                Some(StatusReason::Rejected),
+                now,
+            )),
+        }
+        Ok(Some(change))
+    }
+
     /// Applies a runner's fact (claimed, completed, lease expired) to the
     /// execution `execution_id` of job `job_id`, by the precedence rules of
     /// [`apply_execution_event`]. A fact about an execution this attempt
@@ -1264,6 +1420,18 @@ enum Decision {
     Start,
     Skip,
     Cancel,
+}
+
+/// Why a decision on an approval job was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalError {
+    /// The attempt has no such job (404).
+    NoSuchJob,
+    /// The job is not an approval, or does not wait (yet, or any more):
+    /// 409 `not-waiting`.
+    NotWaiting,
+    /// The approver may not decide, or the inputs are wrong.
+    Refused(approval::Refusal),
 }
 
 #[cfg(test)]

@@ -116,7 +116,9 @@ pub fn plan_advance(jobs: &[JobSnapshot], attempt_cancelled: bool) -> AdvancePla
         }
         // Nothing is decidable. If nothing runs either, what is still
         // pending can never become ready: skip it so the attempt ends.
-        let anything_runs = status.iter().any(|s| matches!(s, JobStatus::Queued | JobStatus::Running));
+        // A waiting approval is as live as a running job: it will end.
+        let anything_runs =
+            status.iter().any(|s| matches!(s, JobStatus::Queued | JobStatus::Waiting | JobStatus::Running));
         let stuck: Vec<usize> = (0..jobs.len()).filter(|&job| status[job] == JobStatus::Pending).collect();
         if anything_runs || stuck.is_empty() {
             break;

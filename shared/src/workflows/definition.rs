@@ -129,6 +129,10 @@ pub struct JobDefinition {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub steps: Vec<StepDefinition>,
+    /// `approval:`: the job waits for people instead of running on a
+    /// runner (it has no steps then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<super::approval::ApprovalSpec>,
 }
 
 /// One step of a job: a shell command the runner executes.

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::approval::{self, ApprovalInput, ApprovalInputKind, ApprovalSpec, OnTimeout};
 use super::concurrency::{self, ConcurrencySpec, MAX_QUEUE};
 use super::condition::{JobCondition, SUPPORTED_CONDITIONS};
 use super::definition::{
@@ -36,7 +37,13 @@ const JOB_FIELDS: &[&str] = &[
     "steps",
     "outputs",
     "mask-env",
+    "approval",
 ];
+const APPROVAL_FIELDS: &[&str] = &["required", "from", "inputs", "timeout-minutes", "on-timeout"];
+const APPROVAL_INPUT_FIELDS: &[&str] = &["type", "options", "required", "default", "description"];
+/// What an approval job cannot have: it runs on no runner.
+const NOT_FOR_APPROVALS: &[&str] =
+    &["runs-on", "steps", "strategy", "env", "outputs", "mask-env", "retry", "priority", "timeout-minutes"];
 const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes", "backoff"];
 const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
 /// The most values a matrix dimension may list, and the most `include` or
@@ -340,6 +347,36 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
     let at = Location::job(key);
     let fields = Fields::read(body, JOB_FIELDS, &at, "a mapping with `runs-on` and `steps`")?;
     let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
+    if let Some(node) = fields.get("approval") {
+        if let Some(field) = NOT_FOR_APPROVALS.iter().find(|field| fields.get(field).is_some()) {
+            return Err(at.field(field).error(
+                "an approval job runs on no runner: it has no `runs-on`, `steps`, `strategy`, `env`, `outputs`, \
+                 `retry`, `priority` or `timeout-minutes` (its inputs are its outputs; `approval.timeout-minutes` \
+                 bounds its wait)",
+            ));
+        }
+        let approval = read_approval(node, &at.field("approval"))?;
+        let (condition, when) = read_condition(fields.get("if"), &at.field("if"))?;
+        let job = JobDefinition {
+            key: key.to_string(),
+            name,
+            labels: Vec::new(),
+            needs: read_needs(fields.get("needs"), &at.field("needs"))?,
+            matrix: None,
+            condition,
+            when,
+            outputs: BTreeMap::new(),
+            mask_env: Vec::new(),
+            timeout_minutes: approval.timeout_minutes,
+            continue_on_error: read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?,
+            priority: None,
+            retry: None,
+            env: BTreeMap::new(),
+            steps: Vec::new(),
+            approval: Some(approval),
+        };
+        return Ok((job, None));
+    }
     let strategy = fields.get("strategy").map(|node| read_strategy(node, &at.field("strategy"))).transpose()?;
     let (labels, matrix) = match strategy {
         None => (read_runs_on(fields.get("runs-on"), &at.field("runs-on"))?, None),
@@ -377,8 +414,107 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
         timeout_minutes,
         env,
         steps,
+        approval: None,
     };
     Ok((job, matrix))
+}
+
+/// `approval:` (behaviour.md §16): `required` approvals (default 1) from
+/// `from` (token names or groups; any operator when absent), typed
+/// `inputs`, `timeout-minutes` (default a day) and `on-timeout`
+/// (`fail`, the default, `approve` or `skip`).
+fn read_approval(node: &YamlNode, at: &Location) -> Result<ApprovalSpec, DefinitionError> {
+    let fields = Fields::read(node, APPROVAL_FIELDS, at, "a mapping with `required`, `from`, `inputs`, …")?;
+    let required = match fields.get("required") {
+        None => 1,
+        Some(YamlNode::Integer(n)) if (1..=i128::from(approval::MAX_REQUIRED)).contains(n) => *n as u32,
+        Some(_) => {
+            return Err(at
+                .field("required")
+                .error(format!("must be a whole number from 1 to {}", approval::MAX_REQUIRED)))
+        }
+    };
+    let mut from = match fields.get("from") {
+        None => Vec::new(),
+        Some(node) => read_text_list(node, &at.field("from"), "a token name or group, or a list of them")?,
+    };
+    from.sort();
+    from.dedup();
+    if from.len() > approval::MAX_APPROVERS || from.iter().any(|who| who.trim().is_empty()) {
+        return Err(at
+            .field("from")
+            .error(format!("1 to {} non-empty token names or groups", approval::MAX_APPROVERS)));
+    }
+    let mut inputs = BTreeMap::new();
+    if let Some(node) = fields.get("inputs") {
+        let inputs_at = at.field("inputs");
+        let YamlNode::Mapping(entries) = node else { return Err(inputs_at.expected("a mapping of input names", node)) };
+        if entries.len() > approval::MAX_INPUTS {
+            return Err(inputs_at.error(format!("at most {} inputs", approval::MAX_INPUTS)));
+        }
+        for (name, body) in entries {
+            let Some(name) = name.scalar_text() else { return Err(inputs_at.expected("input names as text", name)) };
+            check_output_name(&name, &inputs_at)?;
+            let input = read_approval_input(body, &inputs_at.field(&name))?;
+            if inputs.insert(name.clone(), input).is_some() {
+                return Err(inputs_at.field(&name).error("given more than once"));
+            }
+        }
+    }
+    let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
+        .unwrap_or(approval::DEFAULT_APPROVAL_TIMEOUT_MINUTES);
+    let on_timeout = match fields.get("on-timeout") {
+        None => OnTimeout::Fail,
+        Some(YamlNode::String(text)) if text == "fail" => OnTimeout::Fail,
+        Some(YamlNode::String(text)) if text == "approve" => OnTimeout::Approve,
+        Some(YamlNode::String(text)) if text == "skip" => OnTimeout::Skip,
+        Some(_) => return Err(at.field("on-timeout").error("must be `fail`, `approve` or `skip`")),
+    };
+    Ok(ApprovalSpec { required, from, inputs, timeout_minutes, on_timeout })
+}
+
+fn read_approval_input(node: &YamlNode, at: &Location) -> Result<ApprovalInput, DefinitionError> {
+    let fields = Fields::read(node, APPROVAL_INPUT_FIELDS, at, "a mapping with `type`")?;
+    let kind = match fields.get("type") {
+        Some(YamlNode::String(text)) if text == "string" => ApprovalInputKind::String,
+        Some(YamlNode::String(text)) if text == "boolean" => ApprovalInputKind::Boolean,
+        Some(YamlNode::String(text)) if text == "choice" => ApprovalInputKind::Choice,
+        _ => return Err(at.field("type").error("required: `string`, `boolean` or `choice`")),
+    };
+    let options = match fields.get("options") {
+        None => Vec::new(),
+        Some(node) => read_text_list(node, &at.field("options"), "a list of options")?,
+    };
+    match kind {
+        ApprovalInputKind::Choice if options.is_empty() || options.len() > approval::MAX_INPUTS * 5 => {
+            return Err(at.field("options").error("a choice needs 1 to 100 options"))
+        }
+        ApprovalInputKind::String | ApprovalInputKind::Boolean if !options.is_empty() => {
+            return Err(at.field("options").error("only a `choice` has options"))
+        }
+        _ => {}
+    }
+    let required = match fields.get("required") {
+        None => false,
+        Some(YamlNode::Bool(b)) => *b,
+        Some(_) => return Err(at.field("required").error("must be true or false")),
+    };
+    let default = match (kind, fields.get("default")) {
+        (_, None | Some(YamlNode::Null)) => None,
+        (ApprovalInputKind::Boolean, Some(YamlNode::Bool(b))) => Some(serde_json::Value::Bool(*b)),
+        (ApprovalInputKind::String, Some(node)) if node.scalar_text().is_some() => {
+            node.scalar_text().map(serde_json::Value::String)
+        }
+        (ApprovalInputKind::Choice, Some(YamlNode::String(text))) if options.contains(text) => {
+            Some(serde_json::Value::String(text.clone()))
+        }
+        (_, Some(_)) => {
+            return Err(at.field("default").error("must be a value of the input's type (a choice: one of its options)"))
+        }
+    };
+    let description =
+        fields.get("description").map(|node| read_text(node, &at.field("description"))).transpose()?.flatten();
+    Ok(ApprovalInput { kind, options, required, default, description })
 }
 
 fn read_runs_on(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
@@ -427,21 +563,23 @@ fn read_condition(node: Option<&YamlNode>, at: &Location) -> Result<(JobConditio
 
 /// `outputs:`: a list of names (each the key of that name a step wrote),
 /// or a mapping of names to `${{ steps.<id>.outputs.<key> }}`.
+/// An output's name (an approval's inputs are its outputs: the same rule).
+fn check_output_name(name: &str, at: &Location) -> Result<(), DefinitionError> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_OUTPUT_NAME_LEN
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(at
+            .error(format!("invalid output name `{name}`: 1 to {MAX_OUTPUT_NAME_LEN} of letters, digits, '_' and '-'")))
+    }
+}
+
 fn read_outputs(node: Option<&YamlNode>, at: &Location) -> Result<BTreeMap<String, OutputSource>, DefinitionError> {
     let Some(node) = node else { return Ok(BTreeMap::new()) };
     let mut outputs = BTreeMap::new();
-    let check_name = |name: &str| -> Result<(), DefinitionError> {
-        let valid = !name.is_empty()
-            && name.len() <= MAX_OUTPUT_NAME_LEN
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if valid {
-            Ok(())
-        } else {
-            Err(at.error(format!(
-                "invalid output name `{name}`: 1 to {MAX_OUTPUT_NAME_LEN} of letters, digits, '_' and '-'"
-            )))
-        }
-    };
+    let check_name = |name: &str| check_output_name(name, at);
     match node {
         YamlNode::Sequence(_) | YamlNode::String(_) => {
             for name in read_text_list(node, at, "a list of output names")? {

@@ -3,6 +3,7 @@
 //! returns a decision, so the store and the orchestrator stay thin and the
 //! rules are tested without AWS.
 
+pub mod approval;
 pub mod attempt;
 pub mod concurrency;
 pub mod condition;

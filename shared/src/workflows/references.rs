@@ -128,7 +128,10 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 Reference::NeedsOutput { job: need, name } => {
                     // A matrix job's outputs are its legs' (each declares them).
                     let need_job = definition.matrix_group(need).and_then(|g| g.legs.first()).unwrap_or(need);
-                    let declared = definition.job(need_job).is_some_and(|j| j.outputs.contains_key(name));
+                    // An approval's outputs are its inputs.
+                    let declared = definition.job(need_job).is_some_and(|j| {
+                        j.outputs.contains_key(name) || j.approval.as_ref().is_some_and(|a| a.inputs.contains_key(name))
+                    });
                     if !declared {
                         return refuse(format!("job `{need}` declares no output `{name}` (see its `outputs:`)"));
                     }

@@ -80,7 +80,8 @@ impl RetryWhen {
             StatusReason::RunCancelled
             | StatusReason::ConditionRejected
             | StatusReason::FailFast
-            | StatusReason::ConcurrencyReplaced => None,
+            | StatusReason::ConcurrencyReplaced
+            | StatusReason::Rejected => None,
         }
     }
 }

@@ -29,9 +29,10 @@ pub fn derive_attempt_status(jobs: &[JobStatus], attempt_cancelled: bool) -> Att
 mod tests {
     use super::*;
 
-    const JOB_STATUSES: [JobStatus; 7] = [
+    const JOB_STATUSES: [JobStatus; 8] = [
         JobStatus::Pending,
         JobStatus::Queued,
+        JobStatus::Waiting,
         JobStatus::Running,
         JobStatus::Succeeded,
         JobStatus::Failed,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use baton_api::runs::{
-    duration_ms, AttemptView, ConcurrencyView, ExecutionView, JobView, RunSummary, RunView, StepView,
+    duration_ms, ApprovalView, AttemptView, ConcurrencyView, ExecutionView, JobView, RunSummary, RunView, StepView,
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -81,6 +81,7 @@ pub fn build_run_view(
         started_at: run.started_at,
         finished_at: run.finished_at,
         inputs: run.inputs.as_deref().and_then(|raw| serde_json::from_str(raw).ok()),
+        created_by: run.created_by.clone(),
         attempts: attempts
             .into_iter()
             .map(|attempt| attempt_view(attempt, definitions.get(&attempt.snapshot_attempt), results, now))
@@ -175,6 +176,18 @@ fn attempt_view(
                             }
                         })
                         .collect(),
+                    approval: defined.and_then(|d| d.approval.as_ref()).map(|spec| ApprovalView {
+                        required: spec.required,
+                        from: spec.from.clone(),
+                        inputs: spec.inputs.clone(),
+                        on_timeout: spec.on_timeout,
+                        deadline: job
+                            .execution
+                            .as_ref()
+                            .filter(|e| e.status == crate::workflows::ExecutionStatus::Waiting)
+                            .and_then(|e| e.deadline),
+                        decisions: job.decisions.clone(),
+                    }),
                 }
             })
             .collect(),

@@ -23,13 +23,14 @@ use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::SqsEvent;
 use baton_localstack::schema::{common_schema_path, schema_path, schemas_dir, validate};
 use baton_shared::api::provisioners::TerminateReason;
+use baton_shared::api::runs::Decision;
 use baton_shared::facts::relay::outbox_records;
 use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
 use baton_shared::facts::{
-    source_of, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted, JobExecutionQueued,
-    JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, LeaseRef, QueuedJob, ReservationCreated,
-    ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, SettledBy, StepResult, StepStatus,
-    ALL_DETAIL_TYPES, SCHEMA_VERSION,
+    source_of, ApprovalDecided, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted,
+    JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, LeaseRef, QueuedJob,
+    ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, SettledBy, StepResult,
+    StepStatus, ALL_DETAIL_TYPES, SCHEMA_VERSION,
 };
 use baton_shared::store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -210,6 +211,7 @@ fn parse_as(detail_type: &str, detail: &Value) -> Result<Value, String> {
         JobExecutionQueued::DETAIL_TYPE => typed::<JobExecutionQueued>(&delivered),
         JobExecutionTerminated::DETAIL_TYPE => typed::<JobExecutionTerminated>(&delivered),
         JobTerminated::DETAIL_TYPE => typed::<JobTerminated>(&delivered),
+        ApprovalDecided::DETAIL_TYPE => typed::<ApprovalDecided>(&delivered),
         RunTerminated::DETAIL_TYPE => typed::<RunTerminated>(&delivered),
         RunCancelled::DETAIL_TYPE => typed::<RunCancelled>(&delivered),
         JobClaimed::DETAIL_TYPE => typed::<JobClaimed>(&delivered),
@@ -319,6 +321,27 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
             status: status.into(),
             reason: reason.map(str::to_owned),
             soft_failed,
+        });
+    }
+
+    for (decision, comment, outcome, approvals) in
+        [(Decision::Approve, None, "waiting", 1), (Decision::Reject, Some("not today"), "rejected", 1)]
+    {
+        check(ApprovalDecided {
+            run_id: id(),
+            attempt: 1,
+            job_id: id(),
+            job_key: "sign-off".into(),
+            by: "alice".into(),
+            decision,
+            comment: comment.map(str::to_owned),
+            inputs: [("channel".to_owned(), json!("stable")), ("dry_run".to_owned(), json!(true))]
+                .into_iter()
+                .collect(),
+            decided_at: Utc::now(),
+            outcome: outcome.into(),
+            approvals,
+            required: 2,
         });
     }
 

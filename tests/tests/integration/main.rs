@@ -15,6 +15,7 @@ mod runners_auth;
 mod runners_leases;
 mod runners_queue;
 mod secrets;
+mod workflows_approvals;
 mod workflows_end_to_end;
 mod workflows_orchestration;
 mod workflows_rerun;

@@ -100,6 +100,9 @@ struct JobV1 {
     retry: Option<RetryPolicy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     earlier_executions: Vec<ExecutionV1>,
+    /// An approval job's decisions (added within format 1; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    decisions: Vec<crate::workflows::approval::ApprovalDecision>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -147,6 +150,7 @@ impl From<&AttemptState> for AttemptV1 {
                     retry: j.retry.clone(),
                     earlier_executions: j.earlier_executions.iter().map(ExecutionV1::from).collect(),
                     execution: j.execution.as_ref().map(ExecutionV1::from),
+                    decisions: j.decisions.clone(),
                 })
                 .collect(),
             concurrency: s.concurrency.clone(),
@@ -183,6 +187,7 @@ impl From<AttemptV1> for AttemptState {
                     retry: j.retry,
                     earlier_executions: j.earlier_executions.into_iter().map(ExecutionRecord::from).collect(),
                     execution: j.execution.map(ExecutionRecord::from),
+                    decisions: j.decisions,
                 })
                 .collect(),
             concurrency: s.concurrency,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::facts::JobOutcome;
 use crate::workflows::{parse_definition, StepStatus};
+use serde_json::json;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -777,4 +778,159 @@ fn a_dependant_reads_each_legs_outputs_keyed_by_leg() {
     let by_leg: serde_json::Value = serde_json::from_str(&spec.env["V"]).unwrap();
     assert_eq!(by_leg, serde_json::json!({"test (a)": "1", "test (b)": "2", "test (c)": "3"}));
     assert_eq!(spec.env["R"], "success");
+}
+
+fn approval_definition(on_timeout: &str) -> WorkflowDefinition {
+    parse_definition(&format!(
+        r#"
+name: release
+jobs:
+  build:
+    runs-on: linux
+    steps: [{{run: make}}]
+  sign-off:
+    needs: build
+    approval:
+      required: 2
+      from: [alice, release-managers]
+      timeout-minutes: 30
+      on-timeout: {on_timeout}
+      inputs:
+        channel: {{type: choice, options: [stable, beta], default: beta}}
+  deploy:
+    needs: sign-off
+    runs-on: linux
+    steps: [{{run: ./deploy}}]
+"#
+    ))
+    .unwrap()
+}
+
+fn approver(name: &str, groups: &[&str]) -> Approver {
+    Approver { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect() }
+}
+
+fn request(decision: approval::Decision, inputs: serde_json::Value) -> ApprovalRequest {
+    ApprovalRequest { decision, comment: Some("ok".into()), inputs: serde_json::from_value(inputs).unwrap() }
+}
+
+/// The attempt with `build` succeeded and `sign-off` waiting.
+fn waiting_for_sign_off(definition: &WorkflowDefinition) -> (AttemptState, Uuid) {
+    let mut state = attempt(definition);
+    state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    finish(&mut state, "build", JobOutcome::Succeeded);
+    let change = state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    assert!(change.emitted.iter().all(|e| !matches!(e, Emitted::Queued { .. })), "an approval is queued to no runner");
+    assert_eq!(status_of(&state, "sign-off"), JobStatus::Waiting);
+    // The next advance leaves its dependant waiting too (a waiting job is
+    // live: nothing is stuck).
+    state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(status_of(&state, "deploy"), JobStatus::Pending);
+    let job = state.jobs.iter().find(|j| j.key == "sign-off").unwrap();
+    assert_eq!(job.execution.as_ref().unwrap().status, ExecutionStatus::Waiting);
+    (state.clone(), job.id)
+}
+
+#[test]
+fn an_approval_needs_two_distinct_approvers_then_hands_its_inputs_on() {
+    let definition = approval_definition("fail");
+    let (mut state, job) = waiting_for_sign_off(&definition);
+    let now = Utc::now();
+    let approve = |inputs| request(approval::Decision::Approve, inputs);
+    // The creator, and a token neither named nor grouped, are refused.
+    assert_eq!(
+        state.decide_approval(&definition, job, &approver("alice", &[]), Some("alice"), approve(json!({})), now),
+        Err(ApprovalError::Refused(approval::Refusal::SelfApproval))
+    );
+    assert_eq!(
+        state.decide_approval(&definition, job, &approver("mallory", &["ops"]), None, approve(json!({})), now),
+        Err(ApprovalError::Refused(approval::Refusal::NotAnApprover))
+    );
+    let first = state.decide_approval(&definition, job, &approver("alice", &[]), Some("bob"), approve(json!({})), now);
+    let first = first.unwrap().unwrap();
+    assert!(
+        matches!(first.emitted.as_slice(), [Emitted::ApprovalDecided(f)] if f.outcome == "waiting" && f.approvals == 1)
+    );
+    // Alice again counts nothing and records nothing.
+    let again = state.decide_approval(&definition, job, &approver("alice", &[]), Some("bob"), approve(json!({})), now);
+    assert_eq!(again, Ok(None));
+    assert_eq!(status_of(&state, "sign-off"), JobStatus::Waiting);
+    let second = state
+        .decide_approval(
+            &definition,
+            job,
+            &approver("carol", &["release-managers"]),
+            Some("bob"),
+            approve(json!({"channel": "stable"})),
+            now,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(status_of(&state, "sign-off"), JobStatus::Succeeded);
+    assert!(second
+        .emitted
+        .iter()
+        .any(|e| matches!(e, Emitted::Results { outputs, .. } if outputs["channel"] == "stable")));
+    assert!(second.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t) if t.status == "succeeded")));
+    let decisions: Vec<&str> =
+        state.jobs.iter().find(|j| j.id == job).unwrap().decisions.iter().map(|d| d.by.as_str()).collect();
+    assert_eq!(decisions, ["alice", "carol"]);
+    // A decision after the end is refused: the job does not wait any more.
+    assert_eq!(
+        state.decide_approval(
+            &definition,
+            job,
+            &approver("dave", &["release-managers"]),
+            None,
+            approve(json!({})),
+            now
+        ),
+        Err(ApprovalError::NotWaiting)
+    );
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(status_of(&state, "deploy"), JobStatus::Queued);
+}
+
+#[test]
+fn a_rejection_fails_the_approval_and_skips_what_needs_it() {
+    let definition = approval_definition("fail");
+    let (mut state, job) = waiting_for_sign_off(&definition);
+    let reject = request(approval::Decision::Reject, json!({}));
+    state.decide_approval(&definition, job, &approver("alice", &[]), None, reject, Utc::now()).unwrap().unwrap();
+    let sign_off = state.jobs.iter().find(|j| j.id == job).unwrap();
+    assert_eq!((sign_off.status, sign_off.reason), (JobStatus::Failed, Some(StatusReason::Rejected)));
+    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(status_of(&state, "deploy"), JobStatus::Skipped);
+    assert_eq!(state.status, AttemptStatus::Failed);
+}
+
+#[test]
+fn an_approval_nobody_decides_ends_as_its_on_timeout_says() {
+    for (on_timeout, status, reason, deploy) in [
+        ("fail", JobStatus::Failed, Some(StatusReason::TimedOut), JobStatus::Skipped),
+        ("skip", JobStatus::Skipped, Some(StatusReason::TimedOut), JobStatus::Skipped),
+        ("approve", JobStatus::Succeeded, None, JobStatus::Queued),
+    ] {
+        let definition = approval_definition(on_timeout);
+        let (mut state, job) = waiting_for_sign_off(&definition);
+        let deadline = state.next_deadline().unwrap();
+        assert!(
+            deadline > Utc::now() + chrono::Duration::minutes(29),
+            "{on_timeout}: its timeout is the next deadline"
+        );
+        let change = state.advance(&definition, deadline, MINUTE, 40, &RunnerEndings::new());
+        let sign_off = state.jobs.iter().find(|j| j.id == job).unwrap();
+        assert_eq!((sign_off.status, sign_off.reason), (status, reason), "{on_timeout}");
+        if on_timeout == "approve" {
+            assert!(
+                change
+                    .emitted
+                    .iter()
+                    .any(|e| matches!(e, Emitted::Results { outputs, .. } if outputs["channel"] == "beta")),
+                "the defaults are its outputs"
+            );
+        }
+        state.advance(&definition, deadline, MINUTE, 40, &RunnerEndings::new());
+        assert_eq!(status_of(&state, "deploy"), deploy, "{on_timeout}");
+    }
 }

@@ -527,3 +527,38 @@ fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows()
     let definition = with("'deploy-${{ inputs.env }}'").unwrap();
     assert!(crate::workflows::references::inputs_used(&definition).contains("env"), "a run must give `env`");
 }
+
+#[test]
+fn an_approval_job_is_read_with_its_defaults_and_refused_with_runner_fields_or_bad_settings() {
+    let definition = parse_definition(&with_job_body(
+        "approval:\n  from: ops\n  inputs:\n    notes: {type: string}\n    go: {type: boolean, default: true, required: true}",
+    ))
+    .unwrap();
+    let approval = definition.jobs[0].approval.as_ref().unwrap();
+    assert_eq!((approval.required, approval.from.as_slice()), (1, &["ops".to_string()][..]));
+    assert_eq!(approval.timeout_minutes, super::super::approval::DEFAULT_APPROVAL_TIMEOUT_MINUTES);
+    assert_eq!(approval.on_timeout, super::super::approval::OnTimeout::Fail);
+    assert!(definition.jobs[0].steps.is_empty() && definition.jobs[0].labels.is_empty());
+    for (body, field, says) in [
+        ("runs-on: linux\napproval: {}", "runs-on", "runs on no runner"),
+        ("approval: {}\nsteps: [{run: x}]", "steps", "runs on no runner"),
+        ("approval: {required: 0}", "approval.required", "1 to 10"),
+        ("approval: {required: 11}", "approval.required", "1 to 10"),
+        ("approval: {on-timeout: later}", "approval.on-timeout", "`fail`, `approve` or `skip`"),
+        ("approval: {inputs: {c: {type: choice}}}", "approval.inputs.c.options", "1 to 100 options"),
+        (
+            "approval: {inputs: {c: {type: choice, options: [a], default: b}}}",
+            "approval.inputs.c.default",
+            "one of its options",
+        ),
+        ("approval: {inputs: {b: {type: boolean, default: maybe}}}", "approval.inputs.b.default", "the input's type"),
+        ("approval: {inputs: {x: {type: date}}}", "approval.inputs.x.type", "`string`, `boolean` or `choice`"),
+        ("approval: {inputs: {'bad name': {type: string}}}", "approval.inputs", "invalid output name"),
+        ("approval: {timeout-minutes: 0}", "approval.timeout-minutes", "1 to 43200"),
+        ("approval: {who: me}", "approval.who", "unknown field"),
+    ] {
+        let err = error_of(&with_job_body(body));
+        assert_eq!(err.field.as_deref(), Some(field), "{body}: {err}");
+        assert!(err.message.contains(says), "{body}: {err}");
+    }
+}

@@ -1,0 +1,100 @@
+//! `POST /v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/approval`
+//! (behaviour.md §16): an operator approves or rejects an approval job.
+//!
+//! The decision is a compare-and-set on the attempt (`Store::update_attempt`)
+//! with its `workflows.job.approval_decided` fact, and, when it settles the
+//! job, the job's end, its outputs (the approval's inputs) and terminated
+//! facts in the same transaction. The orchestration is then woken to start
+//! what the job made ready (or skip what a rejection left without it).
+//!
+//! Refusals change nothing: 403 `self-approval` for the run's creator, 403
+//! `forbidden` for a token neither named nor grouped in `from`, 400 for bad
+//! inputs, 409 `not-waiting` for a job that is not an approval waiting. A
+//! repeat by an approver who decided already is answered with the job as
+//! it is and records nothing: each approver counts once.
+
+use baton_shared::api::runs::ApprovalRequest;
+use baton_shared::context::Context;
+use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
+use baton_shared::limits;
+use baton_shared::orchestration::wake_after_cancel;
+use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+use baton_shared::workflows::approval::{Approver, Refusal, MAX_COMMENT_BYTES};
+use baton_shared::workflows::attempt::ApprovalError;
+use lambda_http::{Body, Request, Response};
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(decide(context, &req).await)
+}
+
+async fn decide(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let workspace_id = path_workspace(req)?;
+    let token = authorize_operator(&context.store, req, &workspace_id).await?;
+    let run_id = path_id(req, "run_id")?;
+    let job_id = path_id(req, "job_id")?;
+    let request: ApprovalRequest = parse_json(req)?;
+    if let Some(comment) = &request.comment {
+        limits::bounded_text("comment", comment, MAX_COMMENT_BYTES)?;
+    }
+    let store = &context.store;
+    let run = store.get_run(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
+    let approver = Approver { name: token.identity(), groups: token.groups.clone() };
+    let decision = request.decision;
+    let mut recorded = false;
+    let updated = store
+        .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
+            recorded = false;
+            let now = chrono::Utc::now();
+            let change = next
+                .state
+                .decide_approval(definition, job_id, &approver, run.created_by.as_deref(), request.clone(), now)
+                .map_err(refusal)?;
+            Ok::<_, ApiError>(match change {
+                None => AttemptStep::Done,
+                Some(change) => {
+                    recorded = true;
+                    AttemptStep::Write(AttemptWrite {
+                        emitted: change.emitted,
+                        progressed: true,
+                        ..AttemptWrite::default()
+                    })
+                }
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    let job = updated.item.state.jobs.iter().find(|job| job.id == job_id).ok_or_else(ApiError::internal)?;
+    tracing::info!(%run_id, %job_id, job = %job.key, by = %approver.name, ?decision, recorded, status = %job.status, "approval decision");
+    if recorded && job.status.is_terminal() {
+        // The job ended: what it made ready starts now, not at the
+        // orchestration's next look.
+        if let Err(err) = wake_after_cancel(context, &updated.item).await {
+            tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
+        }
+    }
+    let view = store.run_records(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?.view();
+    let job = view
+        .attempts
+        .iter()
+        .find(|attempt| attempt.attempt == run.current_attempt)
+        .and_then(|attempt| attempt.jobs.iter().find(|job| job.id == job_id))
+        .ok_or_else(ApiError::internal)?;
+    Ok(json_response(http::StatusCode::OK, job))
+}
+
+fn refusal(err: ApprovalError) -> ApiError {
+    match err {
+        ApprovalError::NoSuchJob => ApiError::not_found("job"),
+        ApprovalError::NotWaiting => {
+            ApiError::new(ErrorCode::NotWaiting, "the job is not an approval waiting for decisions")
+        }
+        ApprovalError::Refused(Refusal::SelfApproval) => {
+            ApiError::new(ErrorCode::SelfApproval, "the run's creator cannot approve its approval jobs")
+        }
+        ApprovalError::Refused(Refusal::NotAnApprover) => {
+            ApiError::new(ErrorCode::Forbidden, "this token is not one of the approval's `from` (by name or group)")
+        }
+        ApprovalError::Refused(Refusal::InvalidInputs(message)) => ApiError::invalid_request(message),
+    }
+}

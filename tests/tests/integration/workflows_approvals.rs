@@ -1,0 +1,173 @@
+//! Approval jobs (behaviour.md §16) through the real functions: a job that
+//! waits for people, N of M named tokens or groups, the run's creator
+//! refused, typed inputs that become the job's outputs, a rejection that
+//! skips its dependants, each `on-timeout`, and the decision facts.
+
+use crate::workflows_support::*;
+use baton_shared::facts::JobOutcome;
+use baton_tests::TestStack;
+use serde_json::{json, Value};
+
+const RELEASE: &str = r#"
+name: release
+jobs:
+  build:
+    runs-on: linux
+    steps: [{run: make}]
+  sign-off:
+    needs: build
+    approval:
+      required: 2
+      from: [alice, release-managers]
+      inputs:
+        channel: {type: choice, options: [stable, beta], default: beta}
+        dry_run: {type: boolean, required: true}
+        notes: {type: string}
+  deploy:
+    needs: sign-off
+    runs-on: linux
+    env:
+      CHANNEL: ${{ needs.sign-off.outputs.channel }}
+      DRY_RUN: ${{ needs.sign-off.outputs.dry_run }}
+    steps: [{run: ./deploy}]
+"#;
+
+/// A named operator token of `ws` in `groups`.
+async fn token(stack: &TestStack, ws: &str, name: &str, groups: &[&str]) -> String {
+    let token = baton_shared::tokens::new_operator_token();
+    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    stack.store.put_operator_token_in_groups(&token, Some(ws), Some(name), &groups).await.unwrap();
+    token
+}
+
+async fn decide(stack: &TestStack, ws: &str, run: &str, job: &str, token: &str, body: Value) -> (u16, Value) {
+    post(stack, token, &format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job}/approval"), body).await
+}
+
+/// A run of `yaml` created by `creator`, its build run to success, its
+/// `sign-off` waiting: the run id and the job's id.
+async fn waiting_sign_off(stack: &TestStack, ws: &str, creator: &str, yaml: &str) -> (String, String) {
+    let (status, created) =
+        post(stack, creator, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    assert_eq!(status, 201, "{created:#}");
+    let run = created["id"].as_str().unwrap().to_string();
+    run_job(stack, ws, &run, 1, "build", JobOutcome::Succeeded).await;
+    let view = wait_view(stack, ws, &run, "sign-off waiting", |v| job(v, 1, "sign-off")["status"] == "waiting").await;
+    let sign_off = job(&view, 1, "sign-off");
+    assert_eq!(sign_off["approval"]["required"], 2);
+    assert!(sign_off["approval"]["deadline"].is_string(), "{sign_off:#}");
+    assert!(sign_off["executions"][0]["status"] == "waiting");
+    (run, sign_off["id"].as_str().unwrap().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_creator_is_refused() {
+    let stack = start().await;
+    let ws = workspace();
+    let alice = token(&stack, &ws, "alice", &[]).await;
+    let bob = token(&stack, &ws, "bob", &["release-managers"]).await;
+    let carol = token(&stack, &ws, "carol", &["release-managers"]).await;
+    let mallory = token(&stack, &ws, "mallory", &["ops"]).await;
+    // Carol creates the run: she may not approve it.
+    let (run, sign_off) = waiting_sign_off(&stack, &ws, &carol, RELEASE).await;
+    let approve = |inputs: Value| json!({"decision": "approve", "comment": "ship it", "inputs": inputs});
+
+    let (status, body) = decide(&stack, &ws, &run, &sign_off, &carol, approve(json!({"dry_run": false}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("self-approval")));
+    let (status, body) = decide(&stack, &ws, &run, &sign_off, &mallory, approve(json!({"dry_run": false}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("forbidden")));
+    for (inputs, named) in
+        [(json!({"channel": "nightly"}), "inputs.channel"), (json!({"dry_run": "no"}), "inputs.dry_run")]
+    {
+        let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, approve(inputs)).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(named), "{body}");
+    }
+    let view = run_view(&stack, &ws, &run).await;
+    assert_eq!(job(&view, 1, "sign-off")["approval"]["decisions"], json!([]), "a refusal records nothing");
+
+    let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, approve(json!({"notes": "rc1"}))).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("waiting")), "{body:#}");
+    // Alice again: counted once, nothing recorded.
+    let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, approve(json!({}))).await;
+    assert_eq!((status, body["approval"]["decisions"].as_array().unwrap().len()), (200, 1));
+    let (status, body) =
+        decide(&stack, &ws, &run, &sign_off, &bob, approve(json!({"channel": "stable", "dry_run": false}))).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("succeeded")), "{body:#}");
+    assert_eq!(body["outputs"], json!({"channel": "stable", "dry_run": false, "notes": "rc1"}));
+    let by: Vec<&str> =
+        body["approval"]["decisions"].as_array().unwrap().iter().map(|d| d["by"].as_str().unwrap()).collect();
+    assert_eq!(by, ["alice", "bob"]);
+    let (status, body) = decide(&stack, &ws, &run, &sign_off, &mallory, approve(json!({}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-waiting")));
+
+    // The inputs reach the job that needs the approval.
+    let deploy = queued(&stack, &run, 1, "deploy").await;
+    assert_eq!(deploy.spec.env.get("CHANNEL").map(String::as_str), Some("stable"));
+    assert_eq!(deploy.spec.env.get("DRY_RUN").map(String::as_str), Some("false"));
+    let facts: Vec<Value> = stack
+        .facts("baton.workflows.job.approval_decided")
+        .into_iter()
+        .filter(|d| d["run_id"] == run.as_str())
+        .collect();
+    let outcomes: Vec<(&str, &str)> =
+        facts.iter().map(|f| (f["by"].as_str().unwrap(), f["outcome"].as_str().unwrap())).collect();
+    assert_eq!(outcomes, [("alice", "waiting"), ("bob", "approved")], "one fact a recorded decision");
+    assert_eq!(run_view(&stack, &ws, &run).await["created_by"], "carol");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_fails_the_approval_with_reason_rejected_and_skips_its_dependants() {
+    let stack = start().await;
+    let ws = workspace();
+    let bob = token(&stack, &ws, "bob", &["release-managers"]).await;
+    let (run, sign_off) = waiting_sign_off(&stack, &ws, &stack.admin_token, RELEASE).await;
+    let (status, body) =
+        decide(&stack, &ws, &run, &sign_off, &bob, json!({"decision": "reject", "comment": "not today"})).await;
+    assert_eq!(
+        (status, body["status"].as_str(), body["status_reason"].as_str()),
+        (200, Some("failed"), Some("rejected"))
+    );
+    assert_eq!(body["approval"]["decisions"][0]["comment"], "not today");
+    let view = wait_run_status(&stack, &ws, &run, "failed").await;
+    assert_eq!(job(&view, 1, "deploy")["status"], "skipped");
+    assert!(!queued_keys(&stack, &run).contains(&"deploy".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_nobody_decides_fails_approves_with_its_defaults_or_is_skipped_as_on_timeout_says() {
+    // A timeout minute of one second: the approvals time out in 2 s.
+    let stack = start_with_minute(1).await;
+    let ws = workspace();
+    for (on_timeout, status, deploy) in
+        [("fail", "failed", "skipped"), ("approve", "succeeded", "queued"), ("skip", "skipped", "skipped")]
+    {
+        let yaml = format!(
+            "name: t-{on_timeout}\njobs:\n  build:\n    runs-on: linux\n    steps: [{{run: make}}]\n  sign-off:\n    needs: build\n    \
+             approval:\n      timeout-minutes: 2\n      on-timeout: {on_timeout}\n      inputs:\n        channel: {{type: choice, options: [stable, beta], default: beta}}\n  \
+             deploy:\n    needs: sign-off\n    runs-on: linux\n    env: {{CHANNEL: '${{{{ needs.sign-off.outputs.channel }}}}'}}\n    steps: [{{run: ./deploy}}]\n"
+        );
+        let created = create_run(&stack, &ws, &yaml).await;
+        let run = created["id"].as_str().unwrap().to_string();
+        run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
+        let view = wait_view(&stack, &ws, &run, &format!("{on_timeout}: sign-off ended"), |v| {
+            job(v, 1, "sign-off")["status"] != "waiting" && job(v, 1, "sign-off")["status"] != "pending"
+        })
+        .await;
+        let sign_off = job(&view, 1, "sign-off");
+        assert_eq!(sign_off["status"], status, "{on_timeout}: {sign_off:#}");
+        if on_timeout != "approve" {
+            assert_eq!(sign_off["status_reason"], "timed_out", "{on_timeout}");
+        }
+        let view = wait_view(&stack, &ws, &run, &format!("{on_timeout}: deploy {deploy}"), |v| {
+            job(v, 1, "deploy")["status"] == deploy
+        })
+        .await;
+        if on_timeout == "approve" {
+            assert_eq!(job(&view, 1, "sign-off")["outputs"], json!({"channel": "beta"}));
+            let deploy = queued(&stack, &run, 1, "deploy").await;
+            assert_eq!(deploy.spec.env.get("CHANNEL").map(String::as_str), Some("beta"), "the default reaches it");
+        }
+    }
+}
