@@ -1423,3 +1423,80 @@ async fn the_run_view_shows_steps_live_with_their_durations() {
     assert_eq!((&wait["status"], wait["finished_at"].is_string()), (&json!("succeeded"), true), "{wait:#}");
     runner.stop().await;
 }
+
+/// `baton` as the holder of `token`.
+async fn baton_as(stack: &TestStack, token: &str, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
+        .args(args)
+        .env("BATON_API", &stack.api)
+        .env("BATON_ADMIN_TOKEN", token)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("baton runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_deploy_a_runner_runs() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let mut approvers = Vec::new();
+    for (name, groups) in [("alice", vec![]), ("bob", vec!["release-managers".to_string()])] {
+        let secret = baton_shared::tokens::new_operator_token();
+        stack.store.put_operator_token_in_groups(&secret, Some(&ws), Some(name), &groups).await.unwrap();
+        approvers.push(secret);
+    }
+    let yaml = format!(
+        r#"name: release
+{env}jobs:
+  build:
+    runs-on: linux
+    steps: [{{run: "true"}}]
+  sign-off:
+    needs: build
+    approval:
+      required: 2
+      from: [alice, release-managers]
+      inputs:
+        channel: {{type: choice, options: [stable, beta]}}
+        dry_run: {{type: boolean, default: true}}
+  deploy:
+    needs: sign-off
+    runs-on: linux
+    env:
+      CHANNEL: ${{{{ needs.sign-off.outputs.channel }}}}
+      DRY_RUN: ${{{{ needs.sign-off.outputs.dry_run }}}}
+    steps:
+      - run: echo "$CHANNEL $DRY_RUN" > "$SHARED/deployed"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    wait_view(&stack, &ws, &run_id, "sign-off waiting", |v| job_in(v, 1, "sign-off")["status"] == "waiting").await;
+    let shown = baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await;
+    let shown = text(&shown.stdout);
+    assert!(shown.contains("job sign-off: waiting (approvals 0 of 2 from alice, release-managers; until "), "{shown}");
+
+    // The creator (the admin token) is refused; each approver counts once.
+    let refused = baton(&stack, &["run", "approve", "--workspace", &ws, &run_id, "sign-off"]).await;
+    assert!(!refused.status.success() && text(&refused.stderr).contains("self-approval"), "{}", text(&refused.stderr));
+    let args = ["run", "approve", "--workspace", &ws, &run_id, "sign-off", "--input", "channel=stable"];
+    let first =
+        baton_as(&stack, &approvers[0], &[&args[..], &["--input", "dry_run=false", "--comment", "rc ok"]].concat())
+            .await;
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(text(&first.stdout).contains("job sign-off: waiting (1 of 2 approvals)"), "{}", text(&first.stdout));
+    let second = baton_as(&stack, &approvers[1], &["run", "approve", "--workspace", &ws, &run_id, "sign-off"]).await;
+    assert!(text(&second.stdout).contains("job sign-off: succeeded (2 of 2 approvals)"), "{}", text(&second.stdout));
+
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    assert_eq!(job_in(&view, 1, "sign-off")["outputs"], json!({"channel": "stable", "dry_run": false}));
+    let deployed = std::fs::read_to_string(shared.join("deployed")).expect("the deploy ran");
+    assert_eq!(deployed.trim(), "stable false", "the approvers' inputs reached the deploy's env");
+    let shown = text(&baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await.stdout);
+    assert!(shown.contains("approved by alice: at ") && shown.contains(": rc ok"), "{shown}");
+    runner.stop().await;
+}
