@@ -4,7 +4,8 @@
 //! Step Functions answers lost, messages and stream batches delivered
 //! twice, out of order and late, invocations abandoned after their first
 //! write. Each scenario (fan-out with a failing job and `always()`, a chain,
-//! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job) must end
+//! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job, an elastic
+//! fleet, a concurrency group, an approval two people give twice) must end
 //! exactly as it ends without faults, and the histories must hold: each
 //! execution claimed once under one epoch, every outbox item published,
 //! every dead-letter queue empty, and the runners saw only documented
@@ -197,6 +198,28 @@ jobs:
       - run: echo done
 ";
 
+const APPROVED: &str = "name: chaos-approved
+jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: echo build
+  sign-off:
+    needs: build
+    approval:
+      required: 2
+      from: [chaos-approvers]
+      inputs:
+        channel: {type: choice, options: [stable, beta], default: beta}
+  deploy:
+    needs: sign-off
+    runs-on: linux
+    env:
+      CHANNEL: ${{ needs.sign-off.outputs.channel }}
+    steps:
+      - run: test \"$CHANNEL\" = stable
+";
+
 /// Three runs of this definition race into one concurrency group, which
 /// runs them one at a time.
 const GROUPED: &str = "name: chaos-grouped
@@ -254,9 +277,12 @@ enum Scenario {
     /// Runs created at once into one concurrency group: each succeeds, and
     /// no two ever run at once.
     Grouped,
+    /// An approval two people give (each twice: a retried click), whose
+    /// input the deploy after it checks.
+    Approved,
 }
 
-const SCENARIOS: [Scenario; 7] = [
+const SCENARIOS: [Scenario; 8] = [
     Scenario::FanOut,
     Scenario::Chain,
     Scenario::CancelMidRun,
@@ -264,6 +290,7 @@ const SCENARIOS: [Scenario; 7] = [
     Scenario::RunnerKilled,
     Scenario::Elastic,
     Scenario::Grouped,
+    Scenario::Approved,
 ];
 
 /// What a run ended as: its status, its attempts, and each job's status
@@ -305,9 +332,20 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> baton_tests::runners::Answer {
+    call_as(stack, &stack.admin_token, method, path, body).await
+}
+
+/// [`call`] with another operator token.
+async fn call_as(
+    stack: &TestStack,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> baton_tests::runners::Answer {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let answer = stack.send(method.clone(), path, &stack.admin_token, body.as_ref().map(Value::to_string)).await;
+        let answer = stack.send(method.clone(), path, token, body.as_ref().map(Value::to_string)).await;
         if ![502, 503, 504].contains(&answer.status) || Instant::now() >= deadline {
             return answer;
         }
@@ -374,6 +412,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::RerunFailed => RERUN.to_string(),
         Scenario::RunnerKilled => killed(&marker),
         Scenario::Elastic => ELASTIC.to_string(),
+        Scenario::Approved => APPROVED.to_string(),
         // Several runs, not one.
         Scenario::Grouped => return play_grouped(stack, ws).await,
     };
@@ -389,6 +428,43 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     let wait = Duration::from_secs(180);
     match scenario {
         Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped => {}
+        Scenario::Approved => {
+            wait_run(stack, &path, wait, "sign-off waiting", |v| job_status(v, "sign-off") == "waiting").await?;
+            let job_id = {
+                let view = call(stack, reqwest::Method::GET, &path, None).await;
+                view.body["attempts"][0]["jobs"]
+                    .as_array()
+                    .and_then(|jobs| jobs.iter().find(|j| j["key"] == "sign-off"))
+                    .and_then(|j| j["id"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            for name in ["approver-1", "approver-2"] {
+                let approver = baton_shared::tokens::new_operator_token();
+                let groups = ["chaos-approvers".to_string()];
+                stack
+                    .store
+                    .put_operator_token_in_groups(&approver, Some(ws), Some(name), &groups)
+                    .await
+                    .map_err(|e| format!("the approver's token: {e}"))?;
+                let body = json!({"decision": "approve", "inputs": {"channel": "stable"}});
+                // Twice each: the second is a retried click, which counts
+                // once (200), or finds the job approved already (409).
+                for _ in 0..2 {
+                    let answer = call_as(
+                        stack,
+                        &approver,
+                        reqwest::Method::POST,
+                        &format!("{path}/jobs/{job_id}/approval"),
+                        Some(body.clone()),
+                    )
+                    .await;
+                    if answer.status != 200 && answer.status != 409 {
+                        return Err(format!("the approval by {name} answered {}: {}", answer.status, answer.body));
+                    }
+                }
+            }
+        }
         Scenario::CancelMidRun => {
             wait_run(stack, &path, wait, "slow running", |v| job_status(v, "slow") == "running").await?;
             let cancel = call(stack, reqwest::Method::POST, &format!("{path}/cancel"), None).await;
@@ -750,6 +826,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     assert_eq!(calm[&Scenario::RunnerKilled].jobs["doomed"], ("failed".into(), "runner_lost".into()), "{calm:?}");
     assert_eq!(calm[&Scenario::Elastic].status, "succeeded", "an elastic fleet from zero runs every job: {calm:?}");
     assert_eq!(calm[&Scenario::Grouped].status, "succeeded", "a group's runs each run in turn: {calm:?}");
+    assert_eq!(calm[&Scenario::Approved].status, "succeeded", "the approvers' input reaches the deploy: {calm:?}");
     // Two seeds side by side: each on a stack of its own.
     let (first, second) = tokio::join!(stormy(1, plan(1), &calm), stormy(2, plan(2), &calm));
     for (seed, (violations, injected, retries)) in [(1, first), (2, second)] {
