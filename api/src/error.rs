@@ -26,6 +26,10 @@ pub enum ErrorCode {
     SelfApproval,
     /// The job is not an approval waiting for decisions.
     NotWaiting,
+    /// The job is not a listening job, or does not listen yet.
+    NotListening,
+    /// Too many events wait for a listening job, or it took its most.
+    TooManyEvents,
     Unavailable,
     Internal,
 }
@@ -49,6 +53,8 @@ impl ErrorCode {
             ErrorCode::TooManyLabelSets => "too-many-label-sets",
             ErrorCode::SelfApproval => "self-approval",
             ErrorCode::NotWaiting => "not-waiting",
+            ErrorCode::NotListening => "not-listening",
+            ErrorCode::TooManyEvents => "too-many-events",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
@@ -69,7 +75,9 @@ impl ErrorCode {
             | ErrorCode::RunNotTerminal
             | ErrorCode::NoFailedJobs
             | ErrorCode::TooManyLabelSets
-            | ErrorCode::NotWaiting => 409,
+            | ErrorCode::NotWaiting
+            | ErrorCode::NotListening
+            | ErrorCode::TooManyEvents => 409,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }

@@ -67,6 +67,7 @@ pub const PROVISIONER: &str = "provisioner";
         read_job_logs,
         cancel_run,
         decide_approval,
+        deliver_event,
         rerun_run,
         create_provisioner,
         list_provisioners,
@@ -473,6 +474,22 @@ fn cancel_run() {}
     ),
     security(("operator" = [])))]
 fn decide_approval() {}
+
+/// Delivers an event to a listening job (behaviour.md §16): `fire` runs
+/// its steps once with the event, `resolve` ends the listening. Idempotent
+/// by `ref`.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/events", tag = "operators",
+    params(WorkspaceParam, RunParam, JobParam),
+    request_body = EventDelivery,
+    responses(
+        (status = 202, description = "Delivered: it waits its turn", body = EventDelivered),
+        (status = 200, description = "Not delivered: its `ref` was delivered before, or the job ended", body = EventDelivered),
+        (status = 400, description = "`invalid-request`: an event the job does not listen for, a bad `ref`, a payload over 8 KiB or not an object", body = ErrorBody),
+        (status = 404, description = "`not-found`", body = ErrorBody),
+        (status = 409, description = "`not-listening` (not a listening job, or its needs are not met yet) or `too-many-events`", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn deliver_event() {}
 
 /// Starts a new attempt of a finished run: every job, or the failed ones
 /// and their dependants (the others carried over).

@@ -115,6 +115,9 @@ pub struct JobView {
     /// An approval job (`approval:`): what it waits for and who decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalView>,
+    /// A listening job (`listen:`): what it listens for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listening: Option<ListeningView>,
 }
 
 /// What an approval job waits for, and the decisions so far.
@@ -194,6 +197,61 @@ pub struct ApprovalDecision {
     pub at: DateTime<Utc>,
 }
 
+/// What a delivered event does to a listening job.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    /// Run the job's steps once for it.
+    Fire,
+    /// Stop listening (after the running execution).
+    Resolve,
+}
+
+/// `POST …/runs/{run_id}/jobs/{job_id}/events`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EventDelivery {
+    /// One of the names the job listens for.
+    pub name: String,
+    pub disposition: Disposition,
+    /// The event's own id: a repeat of a `ref` is delivered once.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// At most 8 KiB as JSON: `${{ event.payload.<path> }}` reads it.
+    #[serde(default)]
+    pub payload: serde_json::Value,
+}
+
+/// The events route's answer: whether this delivery changed the job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventDelivered {
+    pub delivered: bool,
+}
+
+/// A listening job: what it listens for, until when, what waits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ListeningView {
+    pub events: Vec<String>,
+    /// While it listens: when its timeout ends it.
+    pub until: Option<DateTime<Utc>>,
+    /// Events delivered and not handled yet (they wait for the running
+    /// execution), as `name`/`ref`.
+    pub pending: Vec<EventRef>,
+}
+
+/// Which event an execution of a listening job handles.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventRef {
+    pub name: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
 /// `POST …/runs/{run_id}/jobs/{job_id}/approval`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -220,6 +278,9 @@ pub struct ExecutionView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
     pub runner_session_id: Option<Uuid>,
+    /// A listening job's execution: the event it handles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventRef>,
     /// From `started_at` to `finished_at` (so far, while it runs).
     #[serde(default)]
     pub duration_ms: Option<u64>,

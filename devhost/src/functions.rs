@@ -110,6 +110,7 @@ impl Functions {
             "runs-read" => baton_runs_read::handle(context, req).await,
             "cancel" => baton_cancel::handle(context, req).await,
             "approval" => baton_approval::handle(context, req).await,
+            "job-events" => baton_job_events::handle(context, req).await,
             "rerun" => baton_rerun::handle(context, req).await,
             "registration-tokens" => baton_registration_tokens::handle(context, req).await,
             "register" => baton_register::handle(context, req).await,

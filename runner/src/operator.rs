@@ -8,7 +8,9 @@ use baton_api::logs::LogPage;
 use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
 use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
 use baton_api::runs::RerunMode;
-use baton_api::runs::{ApprovalRequest, CreateRunRequest, Decision, JobView, RerunRequest, RunList, RunView};
+use baton_api::runs::{
+    ApprovalRequest, CreateRunRequest, Decision, EventDelivered, EventDelivery, JobView, RerunRequest, RunList, RunView,
+};
 use baton_api::status::{JobStatus, RunStatus};
 use reqwest::Method;
 use uuid::Uuid;
@@ -123,17 +125,23 @@ impl Operator {
 
     /// A page of job `job`'s log lines from `cursor` (waiting up to `wait_s`
     /// for new lines of a running job).
+    // One argument per query parameter of the route.
+    #[allow(clippy::too_many_arguments)]
     pub async fn read_logs(
         &self,
         workspace: &str,
         run: Uuid,
         job: Uuid,
         attempt: u32,
+        execution: Option<Uuid>,
         cursor: &str,
         wait_s: u64,
     ) -> Result<LogPage, ClientError> {
         let mut query = form_urlencoded::Serializer::new(String::new());
         query.append_pair("attempt", &attempt.to_string());
+        if let Some(execution) = execution {
+            query.append_pair("execution", &execution.to_string());
+        }
         query.append_pair("cursor", cursor);
         query.append_pair("wait_s", &wait_s.to_string());
         let path = format!("/v1/workspaces/{}/runs/{run}/jobs/{job}/logs?{}", segment(workspace), query.finish());
@@ -157,6 +165,17 @@ impl Operator {
     ) -> Result<JobView, ClientError> {
         let path = format!("/v1/workspaces/{}/runs/{run}/jobs/{job}/approval", segment(workspace));
         self.client.send_for(Method::POST, &path, &self.token, Some(request)).await
+    }
+
+    pub async fn deliver_event(
+        &self,
+        workspace: &str,
+        run: Uuid,
+        job: Uuid,
+        delivery: &EventDelivery,
+    ) -> Result<EventDelivered, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}/jobs/{job}/events", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(delivery)).await
     }
 
     pub async fn rerun(&self, workspace: &str, run: Uuid, mode: RerunMode) -> Result<RunView, ClientError> {
@@ -260,8 +279,18 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
         if job.carried_over {
             status.push_str(" [carried over]");
         }
+        // `listening for review (2 waiting; until …)`: a listening job.
+        if let (false, Some(listening)) = (job.status.is_terminal(), &job.listening) {
+            let until =
+                listening.until.map(|d| format!("; until {}", d.format("%Y-%m-%d %H:%M UTC"))).unwrap_or_default();
+            status.push_str(&format!(
+                " (listening for {}; {} waiting{until})",
+                listening.events.join(", "),
+                listening.pending.len()
+            ));
+        }
         // `[try 2 of 3]`: which execution this is, under `retry:`.
-        if job.max_retries > 0 || job.executions.len() > 1 {
+        if job.listening.is_none() && (job.max_retries > 0 || job.executions.len() > 1) {
             status.push_str(&format!(" [try {} of {}]", job.executions.len().max(1), job.max_retries + 1));
         }
         // `waiting (approvals 1 of 2 from alice, release-managers; until …)`:

@@ -12,7 +12,9 @@ use crate::operator::{changes, painted_changes, Operator};
 use baton_api::provisioners::{CreateProvisioner, ProvisionerSummary};
 use baton_api::runners::CreateRegistrationToken;
 use baton_api::runs::RerunMode;
-use baton_api::runs::{ApprovalInputKind, ApprovalRequest, CreateRunRequest, Decision, RunView};
+use baton_api::runs::{
+    ApprovalInputKind, ApprovalRequest, CreateRunRequest, Decision, Disposition, EventDelivery, RunView,
+};
 use baton_api::status::RunStatus;
 use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
@@ -245,6 +247,26 @@ enum RunCommand {
         job: String,
         #[arg(long)]
         comment: Option<String>,
+    },
+    /// Deliver an event to a listening job (by its key, or its id): it runs
+    /// the job's steps once with the event, or ends the listening with
+    /// --resolve. Delivering a `ref` again changes nothing.
+    Event {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        job: String,
+        #[arg(long)]
+        name: String,
+        /// The event's own id (idempotency key).
+        #[arg(long = "ref")]
+        reference: String,
+        /// End the listening instead of running the steps.
+        #[arg(long)]
+        resolve: bool,
+        /// A JSON object the steps read as `${{ event.payload.<path> }}`.
+        #[arg(long)]
+        payload: Option<String>,
     },
     /// Start a new attempt of a finished run.
     Rerun {
@@ -585,6 +607,27 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
         RunCommand::Reject { workspace, run_id, job, comment } => {
             return decide(operator, &workspace, run_id, &job, Decision::Reject, Vec::new(), comment, json).await
         }
+        RunCommand::Event { workspace, run_id, job, name, reference, resolve, payload } => {
+            let payload = match payload {
+                Some(text) => {
+                    serde_json::from_str(&text).map_err(|e| CliError::Usage(format!("--payload: not JSON: {e}")))?
+                }
+                None => serde_json::Value::Null,
+            };
+            let disposition = if resolve { Disposition::Resolve } else { Disposition::Fire };
+            let view = operator.get_run(&workspace, run_id).await?;
+            let job = job_of(&view, &job)?;
+            let delivery = EventDelivery { name, disposition, reference, payload };
+            let answer = operator.deliver_event(&workspace, run_id, job, &delivery).await?;
+            if json {
+                print_json(&answer);
+            } else if answer.delivered {
+                println!("delivered");
+            } else {
+                println!("not delivered (its ref was delivered before, or the job ended)");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         RunCommand::Rerun { workspace, run_id, mode } => {
             let mode = match mode {
                 Mode::Failed => RerunMode::Failed,
@@ -605,6 +648,16 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
     Ok(ExitCode::SUCCESS)
 }
 
+/// The id of job `job` (its key, or its id) in the run's current attempt.
+fn job_of(view: &RunView, job: &str) -> Result<Uuid, CliError> {
+    view.attempts
+        .iter()
+        .find(|a| a.attempt == view.current_attempt)
+        .and_then(|a| a.jobs.iter().find(|j| j.key == job || j.id.to_string() == job))
+        .map(|j| j.id)
+        .ok_or_else(|| CliError::Usage(format!("run {} has no job {job} in its current attempt", view.id)))
+}
+
 /// Approves or rejects approval job `job` (a key of the current attempt, or
 /// an id): its inputs typed as the job declares them (a boolean input's
 /// `true`/`false` is sent as a boolean).
@@ -620,11 +673,12 @@ async fn decide(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     let view = operator.get_run(workspace, run).await?;
+    let id = job_of(&view, job)?;
     let found = view
         .attempts
         .iter()
-        .find(|a| a.attempt == view.current_attempt)
-        .and_then(|a| a.jobs.iter().find(|j| j.key == job || j.id.to_string() == job))
+        .flat_map(|a| a.jobs.iter())
+        .find(|j| j.id == id)
         .ok_or_else(|| CliError::Usage(format!("run {run} has no job {job} in its current attempt")))?;
     let declared = found.approval.as_ref().map(|a| a.inputs.clone()).unwrap_or_default();
     let inputs = inputs
@@ -731,22 +785,31 @@ async fn logs(
             .flat_map(|e| e.steps.iter().enumerate())
             .map(|(i, s)| (s.id, s.name.clone().unwrap_or_else(|| format!("step-{}", i + 1))))
             .collect();
-        let mut cursor = "0.0".to_string();
-        loop {
-            let page = operator
-                .read_logs(workspace, run, job.id, wanted, &cursor, if follow { FOLLOW_WAIT_S } else { 0 })
-                .await?;
-            for line in &page.lines {
-                if json {
-                    print_line_json(line);
-                } else {
-                    let step = names.get(&line.step_id).map_or("?", String::as_str);
-                    println!("[{}/{step}] {}", job.key, line.text);
+        // Every execution's log, oldest first: a retried job's tries, a
+        // listening job's events (the last one is followed).
+        let executions: Vec<Option<Uuid>> = match job.executions.len() {
+            0 | 1 => vec![None],
+            _ => job.executions.iter().map(|e| Some(e.id)).collect(),
+        };
+        let last = executions.len() - 1;
+        for (index, execution) in executions.into_iter().enumerate() {
+            let follow = follow && index == last;
+            let mut cursor = "0.0".to_string();
+            loop {
+                let wait_s = if follow { FOLLOW_WAIT_S } else { 0 };
+                let page = operator.read_logs(workspace, run, job.id, wanted, execution, &cursor, wait_s).await?;
+                for line in &page.lines {
+                    if json {
+                        print_line_json(line);
+                    } else {
+                        let step = names.get(&line.step_id).map_or("?", String::as_str);
+                        println!("[{}/{step}] {}", job.key, line.text);
+                    }
                 }
-            }
-            cursor = page.next_cursor.clone();
-            if page.complete || (!follow && page.lines.is_empty()) {
-                break;
+                cursor = page.next_cursor.clone();
+                if page.complete || (!follow && page.lines.is_empty()) {
+                    break;
+                }
             }
         }
     }

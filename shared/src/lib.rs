@@ -19,6 +19,7 @@ pub mod facts;
 pub mod health;
 pub mod http;
 pub mod ids;
+pub mod job_events;
 pub mod limits;
 pub mod logs;
 pub mod metrics;

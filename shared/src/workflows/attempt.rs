@@ -38,6 +38,7 @@ use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
 use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
 use super::expressions;
+use super::listening::{self, DeliveryError, JobEvent, ListenSpec, ListenState};
 use super::matrix;
 use super::references::{self, ExpressionData, JobScope, NeedState};
 use super::rerun::RerunMode;
@@ -45,6 +46,7 @@ use super::retry::{self, RetryPolicy};
 use super::status::derive_attempt_status;
 use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, StatusReason, StepStatus};
 use crate::api::runs::ApprovalRequest;
+use crate::api::runs::EventRef;
 use crate::facts::{
     ApprovalDecided, JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, OutputFrom, QueuedJob,
     RunCancelled, RunTerminated, StepResult, StepSpec,
@@ -134,6 +136,10 @@ pub struct JobState {
     /// `required` approvals and one rejection (`workflows::approval`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<super::approval::ApprovalDecision>,
+    /// A listening job, once it listens: its deadline, its waiting events,
+    /// the refs delivered (`workflows::listening`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<ListenState>,
 }
 
 impl JobState {
@@ -157,6 +163,7 @@ impl ExecutionRecord {
             runner_session_id: None,
             not_before: None,
             avoid_session: None,
+            event: None,
         }
     }
 }
@@ -180,6 +187,9 @@ pub struct ExecutionRecord {
     /// runners go before (`QueuedJob::avoid_session`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avoid_session: Option<Uuid>,
+    /// A listening job's execution: the event it handles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<crate::api::runs::EventRef>,
 }
 
 /// A fact a change must publish, in the transaction that writes the change.
@@ -528,6 +538,7 @@ impl AttemptState {
                     retry: None,
                     earlier_executions: Vec::new(),
                     decisions: Vec::new(),
+                    listen: None,
                 },
                 None => JobState {
                     id: crate::ids::new_id(),
@@ -542,6 +553,7 @@ impl AttemptState {
                     retry: None,
                     earlier_executions: Vec::new(),
                     decisions: Vec::new(),
+                    listen: None,
                 },
             })
             .collect();
@@ -611,7 +623,13 @@ impl AttemptState {
             .iter()
             .filter(|job| job.status == JobStatus::Pending)
             .filter_map(|job| job.execution.as_ref()?.not_before);
-        executions.chain(run).chain(retries).min()
+        // A listening job's timeout.
+        let listening = self
+            .jobs
+            .iter()
+            .filter(|job| !job.status.is_terminal())
+            .filter_map(|job| job.listen.as_ref().map(|listen| listen.until));
+        executions.chain(run).chain(retries).chain(listening).min()
     }
 
     /// The executions a timeout would end at `now`: every unfinished one once
@@ -648,15 +666,187 @@ impl AttemptState {
             ExecutionState { status: execution.status, reason: execution.reason, started_at: execution.started_at };
         match apply_execution_event(&state, event) {
             ExecutionUpdate::Apply(next) if next.status.is_terminal() => {
-                if may_retry {
-                    if let Some(emitted) = self.retry(index, &next, exit_code_of(event), now) {
-                        return Some(emitted);
-                    }
-                }
-                Some(self.end_job(index, job_status_of(next.status), next.status, next.reason, now))
+                Some(self.conclude(index, &next, exit_code_of(event), may_retry, now))
             }
             _ => None,
         }
+    }
+
+    /// What an execution's end (`next`) does to job `index`: a listening
+    /// job listens again; otherwise a retry, or the job's end.
+    fn conclude(
+        &mut self,
+        index: usize,
+        next: &ExecutionState,
+        exit_code: Option<i32>,
+        may_retry: bool,
+        now: DateTime<Utc>,
+    ) -> Vec<Emitted> {
+        if self.jobs[index].listen.is_some() && !self.jobs[index].status.is_terminal() {
+            return self.listen_again(index, next, now);
+        }
+        if may_retry {
+            if let Some(emitted) = self.retry(index, next, exit_code, now) {
+                return emitted;
+            }
+        }
+        self.end_job(index, job_status_of(next.status), next.status, next.reason, now)
+    }
+
+    /// Job `index`, listening, starts listening: no runner until an event
+    /// fires; its listening timeout counts from now.
+    fn start_listening(&mut self, index: usize, spec: &ListenSpec, now: DateTime<Utc>, minute: Duration) {
+        let job = &mut self.jobs[index];
+        let Some(execution) = job.execution.as_mut() else { return };
+        job.status = JobStatus::Waiting;
+        execution.status = ExecutionStatus::Waiting;
+        let until = now + scaled(spec.timeout_minutes, minute);
+        job.listen = Some(ListenState { until, pending: Vec::new(), refs: Vec::new() });
+    }
+
+    /// The execution of listening job `index` ended (`next`): it is kept
+    /// with the job's earlier ones, and a fresh one waits for the next
+    /// event. The job listens on, whatever the execution's outcome.
+    fn listen_again(&mut self, index: usize, next: &ExecutionState, now: DateTime<Utc>) -> Vec<Emitted> {
+        let (run_id, attempt) = (self.run_id, self.attempt);
+        let job = &mut self.jobs[index];
+        let Some(mut ended) = job.execution.take() else { return Vec::new() };
+        ended.status = next.status;
+        ended.reason = next.reason;
+        ended.started_at = next.started_at.or(ended.started_at);
+        ended.finished_at = Some(now);
+        let fact = JobExecutionTerminated {
+            run_id,
+            attempt,
+            job_id: job.id,
+            job_execution_id: ended.id,
+            status: ended.status.as_str().into(),
+            reason: ended.reason.map(|r| r.as_str().into()),
+        };
+        job.earlier_executions.push(ended);
+        job.execution = Some(ExecutionRecord { status: ExecutionStatus::Waiting, ..ExecutionRecord::pending() });
+        job.status = JobStatus::Waiting;
+        job.reason = None;
+        vec![Emitted::ExecutionTerminated(fact)]
+    }
+
+    /// Listening job `index` stops listening: its last execution's outcome
+    /// and outputs become the job's (`succeeded` if it never fired).
+    fn stop_listening(
+        &mut self,
+        index: usize,
+        reason: Option<StatusReason>,
+        now: DateTime<Utc>,
+    ) -> (Vec<Emitted>, Option<Uuid>) {
+        let job = &mut self.jobs[index];
+        if let Some(listen) = job.listen.as_mut() {
+            listen.pending.clear();
+        }
+        let idle = job.execution.as_ref().is_some_and(|e| e.status == ExecutionStatus::Waiting);
+        if idle {
+            if let Some(last) = job.earlier_executions.pop() {
+                job.execution = Some(last);
+            }
+        }
+        let current = job.execution.as_ref();
+        // A running execution the timeout stops: its runner is told.
+        let stopped = current.filter(|e| !e.status.is_terminal() && e.status != ExecutionStatus::Waiting).map(|e| e.id);
+        let emitted = match (reason, current.map(|e| (e.status, e.reason))) {
+            (Some(reason), _) => self.end_job(index, JobStatus::Failed, ExecutionStatus::Failed, Some(reason), now),
+            (None, Some((ExecutionStatus::Failed, failed))) => {
+                self.end_job(index, JobStatus::Failed, ExecutionStatus::Failed, failed, now)
+            }
+            (None, Some((ExecutionStatus::Cancelled, why))) => {
+                self.end_job(index, JobStatus::Failed, ExecutionStatus::Cancelled, why, now)
+            }
+            _ => self.end_job(index, JobStatus::Succeeded, ExecutionStatus::Succeeded, None, now),
+        };
+        (emitted, stopped)
+    }
+
+    /// Delivers `event` to listening job `job_id` (behaviour.md §16): it
+    /// waits its turn (the orchestration starts it), `Ok(true)`; `Ok(false)`
+    /// when it changes nothing (a repeated `ref`, a job that ended or
+    /// resolves already).
+    pub fn deliver_event(
+        &mut self,
+        definition: &WorkflowDefinition,
+        job_id: Uuid,
+        event: JobEvent,
+    ) -> Result<bool, EventError> {
+        let index = self.job_index(job_id).ok_or(EventError::NoSuchJob)?;
+        let job = &mut self.jobs[index];
+        let spec = definition.job(&job.key).and_then(|d| d.listen.as_ref()).ok_or(EventError::NotListening)?;
+        listening::check_event(spec, &event.name, &event.reference, &event.payload).map_err(EventError::Refused)?;
+        if job.status.is_terminal() {
+            return Ok(false);
+        }
+        let Some(listen) = job.listen.as_mut() else { return Err(EventError::NotListening) };
+        // It resolves already: what comes after changes nothing.
+        if listen.pending.iter().any(|e| e.disposition == listening::Disposition::Resolve) {
+            return Ok(false);
+        }
+        listening::take(listen, event).map_err(EventError::Refused)
+    }
+
+    /// Listening jobs, one bounded step: the listening timeout ends one; an
+    /// idle one takes its next event (a fire queues an execution with the
+    /// event in its expressions, a resolve ends the job).
+    fn advance_listening(
+        &mut self,
+        definition: &WorkflowDefinition,
+        now: DateTime<Utc>,
+        minute: Duration,
+        data: &ExpressionData,
+        change: &mut Change,
+        budget: usize,
+    ) -> usize {
+        let mut touched = 0;
+        for index in 0..self.jobs.len() {
+            if touched >= budget {
+                break;
+            }
+            let job = &self.jobs[index];
+            let Some(listen) = job.listen.as_ref() else { continue };
+            if job.status.is_terminal() {
+                continue;
+            }
+            if listen.until <= now {
+                let (emitted, stopped) = self.stop_listening(index, Some(StatusReason::TimedOut), now);
+                change.emitted.extend(emitted);
+                change.timed_out.extend(stopped);
+                change.changed = true;
+                touched += 1;
+                continue;
+            }
+            let idle = job.execution.as_ref().is_some_and(|e| e.status == ExecutionStatus::Waiting);
+            let Some(next) = listen.pending.first().cloned().filter(|_| idle) else { continue };
+            let Some(defined) = definition.job(&job.key) else { continue };
+            match next.disposition {
+                listening::Disposition::Resolve => {
+                    let (emitted, _) = self.stop_listening(index, None, now);
+                    change.emitted.extend(emitted);
+                }
+                listening::Disposition::Fire => {
+                    let Some(mut scope) = self.scope_for(definition, defined, data, &mut change.missing) else {
+                        continue;
+                    };
+                    scope.event = Some(&next);
+                    let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
+                    let job = &mut self.jobs[index];
+                    if let Some(listen) = job.listen.as_mut() {
+                        listen.pending.remove(0);
+                    }
+                    if let Some(execution) = job.execution.as_mut() {
+                        execution.event = Some(EventRef { name: next.name.clone(), reference: next.reference.clone() });
+                    }
+                    change.emitted.extend(self.start_job(index, defined, spec, now, minute));
+                }
+            }
+            change.changed = true;
+            touched += 1;
+        }
+        touched
     }
 
     /// Tries job `index` again if its `retry:` asks for how its execution
@@ -930,10 +1120,7 @@ impl AttemptState {
                 continue;
             }
             if let ExecutionUpdate::Apply(next) = apply_execution_event(&state, &ExecutionEvent::TimedOut) {
-                let emitted = match self.retry(index, &next, None, now) {
-                    Some(retried) => retried,
-                    None => self.end_job(index, job_status_of(next.status), next.status, next.reason, now),
-                };
+                let emitted = self.conclude(index, &next, None, true, now);
                 change.emitted.extend(emitted);
                 change.timed_out.push(id);
                 change.changed = true;
@@ -942,6 +1129,10 @@ impl AttemptState {
         }
 
         if outputs_written {
+            return change;
+        }
+        touched += self.advance_listening(definition, now, minute, data, &mut change, budget.saturating_sub(touched));
+        if touched >= budget {
             return change;
         }
 
@@ -1054,6 +1245,9 @@ impl AttemptState {
                     let emitted = if admitted && defined.approval.is_some() {
                         self.await_approval(index, defined, now, minute);
                         Vec::new()
+                    } else if let (true, Some(listen)) = (admitted, defined.listen.as_ref()) {
+                        self.start_listening(index, listen, now, minute);
+                        Vec::new()
                     } else if admitted {
                         let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
                         let Some(emitted) = self.start_job(index, defined, spec, now, minute) else { continue };
@@ -1165,6 +1359,7 @@ impl AttemptState {
             env,
             inputs: data.inputs.as_ref(),
             needs,
+            event: None,
         })
     }
 
@@ -1340,10 +1535,7 @@ impl AttemptState {
             execution.runner_session_id = session_id;
         }
         if next.status.is_terminal() && !was_terminal {
-            effect.emitted = match self.retry(index, &next, exit_code_of(event), at) {
-                Some(retried) => retried,
-                None => self.end_job(index, job_status_of(next.status), next.status, next.reason, at),
-            };
+            effect.emitted = self.conclude(index, &next, exit_code_of(event), true, at);
             effect.finished = true;
         } else if !was_terminal {
             let job = &mut self.jobs[index];
@@ -1420,6 +1612,18 @@ enum Decision {
     Start,
     Skip,
     Cancel,
+}
+
+/// Why an event was not delivered to a listening job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventError {
+    /// The attempt has no such job (404).
+    NoSuchJob,
+    /// The job is not a listening job, or does not listen yet (its needs
+    /// are not met): 409 `not-listening`.
+    NotListening,
+    /// A bad delivery (400) or one too many (409).
+    Refused(DeliveryError),
 }
 
 /// Why a decision on an approval job was not recorded.

@@ -133,6 +133,10 @@ pub struct JobDefinition {
     /// runner (it has no steps then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<super::approval::ApprovalSpec>,
+    /// `listen:`: the job runs its steps once for each event delivered to
+    /// it, until one resolves it or its listening times out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<super::listening::ListenSpec>,
 }
 
 /// One step of a job: a shell command the runner executes.

@@ -15,6 +15,7 @@ use super::definition::{
     MAX_TIMEOUT_MINUTES,
 };
 use super::expressions::{self, Reference};
+use super::listening::{self, ListenSpec};
 use super::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
 use super::retry::{RetryPolicy, RetryWhen, MAX_BACKOFF_S, MAX_RETRIES};
 use super::yaml::YamlNode;
@@ -38,12 +39,14 @@ const JOB_FIELDS: &[&str] = &[
     "outputs",
     "mask-env",
     "approval",
+    "listen",
 ];
+const LISTEN_FIELDS: &[&str] = &["events", "timeout-minutes"];
 const APPROVAL_FIELDS: &[&str] = &["required", "from", "inputs", "timeout-minutes", "on-timeout"];
 const APPROVAL_INPUT_FIELDS: &[&str] = &["type", "options", "required", "default", "description"];
 /// What an approval job cannot have: it runs on no runner.
 const NOT_FOR_APPROVALS: &[&str] =
-    &["runs-on", "steps", "strategy", "env", "outputs", "mask-env", "retry", "priority", "timeout-minutes"];
+    &["runs-on", "steps", "strategy", "env", "outputs", "mask-env", "retry", "priority", "timeout-minutes", "listen"];
 const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes", "backoff"];
 const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
 /// The most values a matrix dimension may list, and the most `include` or
@@ -374,6 +377,7 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
             env: BTreeMap::new(),
             steps: Vec::new(),
             approval: Some(approval),
+            listen: None,
         };
         return Ok((job, None));
     }
@@ -398,6 +402,19 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     let retry = read_retry(fields.get("retry"), &at.field("retry"))?;
     let priority = read_priority(fields.get("priority"), &at.field("priority"))?;
+    let listen = match fields.get("listen") {
+        None => None,
+        Some(node) => {
+            for field in ["strategy", "retry"] {
+                if fields.get(field).is_some() {
+                    return Err(at.field(field).error(
+                        "a listening job runs once an event, one at a time: it takes no `strategy` or `retry`",
+                    ));
+                }
+            }
+            Some(read_listen(node, &at.field("listen"))?)
+        }
+    };
     let job = JobDefinition {
         priority,
         matrix: None,
@@ -415,8 +432,36 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
         env,
         steps,
         approval: None,
+        listen,
     };
     Ok((job, matrix))
+}
+
+/// `listen:` (behaviour.md §16): the event names it takes (1 to 20) and
+/// how long it listens (`timeout-minutes`, default a day).
+fn read_listen(node: &YamlNode, at: &Location) -> Result<ListenSpec, DefinitionError> {
+    let fields = Fields::read(node, LISTEN_FIELDS, at, "a mapping with `events`")?;
+    let Some(events) = fields.get("events") else {
+        return Err(at.field("events").error("required: the names of the events it listens for"));
+    };
+    let mut events = read_text_list(events, &at.field("events"), "an event name or a list of them")?;
+    events.sort();
+    events.dedup();
+    let valid = |name: &String| {
+        !name.is_empty()
+            && name.len() <= listening::MAX_EVENT_NAME_LEN
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    };
+    if events.is_empty() || events.len() > listening::MAX_EVENT_NAMES || !events.iter().all(valid) {
+        return Err(at.field("events").error(format!(
+            "1 to {} names of 1 to {} letters, digits, '_', '-' and '.'",
+            listening::MAX_EVENT_NAMES,
+            listening::MAX_EVENT_NAME_LEN
+        )));
+    }
+    let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
+        .unwrap_or(listening::DEFAULT_LISTEN_TIMEOUT_MINUTES);
+    Ok(ListenSpec { events, timeout_minutes })
 }
 
 /// `approval:` (behaviour.md §16): `required` approvals (default 1) from

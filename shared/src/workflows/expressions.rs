@@ -41,6 +41,9 @@ pub enum Reference {
         step: String,
         name: String,
     },
+    /// `event.name`, `event.ref`, `event.payload.<path>`: the event a
+    /// listening job's execution handles (behaviour.md §16).
+    Event(Vec<String>),
 }
 
 /// The `baton` context: what a job knows of where it runs.
@@ -64,6 +67,7 @@ impl fmt::Display for Reference {
             Reference::Env(name) => write!(f, "env.{name}"),
             Reference::Baton(field) => write!(f, "baton.{}", field.name()),
             Reference::StepOutput { step, name } => write!(f, "steps.{step}.outputs.{name}"),
+            Reference::Event(path) => write!(f, "event.{}", path.join(".")),
         }
     }
 }
@@ -321,7 +325,8 @@ impl Parser {
         let unknown = || {
             format!(
                 "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, secrets.<NAME>, inputs.<name>, \
-                 env.<name>, baton.run_id|attempt|workspace_id|job or steps.<id>.outputs.<name>",
+                 env.<name>, baton.run_id|attempt|workspace_id|job, steps.<id>.outputs.<name> or (listening jobs) \
+                 event.name|ref|payload.<path>",
                 parts.join(".")
             )
         };
@@ -336,6 +341,10 @@ impl Parser {
             ["baton", field] => Reference::Baton(BatonField::parse(field).ok_or_else(unknown)?),
             ["steps", step, "outputs", name] => {
                 Reference::StepOutput { step: step.to_string(), name: name.to_string() }
+            }
+            ["event", "name"] | ["event", "ref"] => Reference::Event(vec![parts[1].to_string()]),
+            ["event", "payload", rest @ ..] => {
+                Reference::Event(std::iter::once("payload").chain(rest.iter().copied()).map(str::to_string).collect())
             }
             _ => return Err(unknown()),
         })

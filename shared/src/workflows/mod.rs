@@ -13,6 +13,7 @@ mod definition_reader;
 pub mod execution;
 pub mod expressions;
 pub mod graph;
+pub mod listening;
 pub mod matrix;
 pub mod references;
 pub mod rerun;

@@ -94,6 +94,15 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
         for (field, reference, visible) in checked {
             let refuse =
                 |why: String| Err(DefinitionError::in_job(&job.key, Some(&field), format!("{reference}: {why}")));
+            if let Reference::Event(_) = &reference {
+                if job.listen.is_none() {
+                    return refuse("only a listening job (`listen:`) handles events".into());
+                }
+                if field == "if" {
+                    return refuse("read in `env` and `run`: the job's `if:` decides once, before any event".into());
+                }
+                continue;
+            }
             match &reference {
                 Reference::NeedsOutput { job: need, .. }
                 | Reference::NeedsResult { job: need }
@@ -284,6 +293,8 @@ pub struct JobScope<'a> {
     pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
     /// By need: its status and outputs.
     pub needs: HashMap<String, NeedState<'a>>,
+    /// A listening job's execution: the event it handles.
+    pub event: Option<&'a super::listening::JobEvent>,
 }
 
 /// A need as its dependant's expressions see it: a job, or a matrix job
@@ -337,6 +348,7 @@ impl Scope for JobScope<'_> {
                 BatonField::Job => self.job.to_string(),
             }),
             Reference::StepOutput { .. } => None,
+            Reference::Event(path) => super::listening::value_of(self.event?, path),
         }
     }
 }

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use baton_api::runs::{
-    duration_ms, ApprovalView, AttemptView, ConcurrencyView, ExecutionView, JobView, RunSummary, RunView, StepView,
+    duration_ms, ApprovalView, AttemptView, ConcurrencyView, EventRef, ExecutionView, JobView, ListeningView,
+    RunSummary, RunView, StepView,
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -140,6 +141,7 @@ fn attempt_view(
                                 started_at: execution.started_at,
                                 finished_at: execution.finished_at,
                                 runner_session_id: execution.runner_session_id,
+                                event: execution.event.clone(),
                                 not_before: execution.not_before.filter(|_| execution.queued_at.is_none()),
                                 duration_ms: duration_ms(execution.started_at, execution.finished_at, now),
                                 steps: defined
@@ -187,6 +189,20 @@ fn attempt_view(
                             .filter(|e| e.status == crate::workflows::ExecutionStatus::Waiting)
                             .and_then(|e| e.deadline),
                         decisions: job.decisions.clone(),
+                    }),
+                    listening: defined.and_then(|d| d.listen.as_ref()).map(|spec| ListeningView {
+                        events: spec.events.clone(),
+                        until: job.listen.as_ref().filter(|_| !job.status.is_terminal()).map(|l| l.until),
+                        pending: job
+                            .listen
+                            .as_ref()
+                            .map(|l| {
+                                l.pending
+                                    .iter()
+                                    .map(|e| EventRef { name: e.name.clone(), reference: e.reference.clone() })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
                     }),
                 }
             })

@@ -17,6 +17,7 @@ mod runners_queue;
 mod secrets;
 mod workflows_approvals;
 mod workflows_end_to_end;
+mod workflows_listening;
 mod workflows_orchestration;
 mod workflows_rerun;
 mod workflows_runs;

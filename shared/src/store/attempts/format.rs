@@ -103,6 +103,9 @@ struct JobV1 {
     /// An approval job's decisions (added within format 1; absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     decisions: Vec<crate::workflows::approval::ApprovalDecision>,
+    /// A listening job's state (added within format 1; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    listen: Option<crate::workflows::listening::ListenState>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,6 +122,9 @@ struct ExecutionV1 {
     not_before: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     avoid_session: Option<Uuid>,
+    /// A listening job's execution: its event (added within format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    event: Option<crate::api::runs::EventRef>,
 }
 
 impl From<&AttemptState> for AttemptV1 {
@@ -151,6 +157,7 @@ impl From<&AttemptState> for AttemptV1 {
                     earlier_executions: j.earlier_executions.iter().map(ExecutionV1::from).collect(),
                     execution: j.execution.as_ref().map(ExecutionV1::from),
                     decisions: j.decisions.clone(),
+                    listen: j.listen.clone(),
                 })
                 .collect(),
             concurrency: s.concurrency.clone(),
@@ -188,6 +195,7 @@ impl From<AttemptV1> for AttemptState {
                     earlier_executions: j.earlier_executions.into_iter().map(ExecutionRecord::from).collect(),
                     execution: j.execution.map(ExecutionRecord::from),
                     decisions: j.decisions,
+                    listen: j.listen,
                 })
                 .collect(),
             concurrency: s.concurrency,
@@ -208,6 +216,7 @@ impl From<&ExecutionRecord> for ExecutionV1 {
             runner_session_id: e.runner_session_id,
             not_before: e.not_before,
             avoid_session: e.avoid_session,
+            event: e.event.clone(),
         }
     }
 }
@@ -225,6 +234,7 @@ impl From<ExecutionV1> for ExecutionRecord {
             runner_session_id: e.runner_session_id,
             not_before: e.not_before,
             avoid_session: e.avoid_session,
+            event: e.event,
         }
     }
 }

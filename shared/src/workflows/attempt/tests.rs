@@ -294,6 +294,7 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
         matrix: None,
         env: BTreeMap::new(),
         inputs: None,
+        event: None,
         needs: HashMap::from([(
             "a".to_string(),
             NeedState {
@@ -933,4 +934,132 @@ fn an_approval_nobody_decides_ends_as_its_on_timeout_says() {
         state.advance(&definition, deadline, MINUTE, 40, &RunnerEndings::new());
         assert_eq!(status_of(&state, "deploy"), deploy, "{on_timeout}");
     }
+}
+
+fn listening_definition() -> WorkflowDefinition {
+    parse_definition(
+        r#"
+name: reviews
+jobs:
+  build:
+    runs-on: linux
+    steps: [{run: make}]
+  on-review:
+    needs: build
+    runs-on: linux
+    listen: {events: [review], timeout-minutes: 60}
+    env:
+      STATE: ${{ event.payload.review.state }}
+    steps: [{run: "echo ${{ event.name }} ${{ event.ref }} $STATE"}]
+  after:
+    needs: on-review
+    runs-on: linux
+    steps: [{run: ./after}]
+"#,
+    )
+    .unwrap()
+}
+
+fn review(reference: &str, disposition: listening::Disposition, state: &str) -> JobEvent {
+    JobEvent {
+        name: "review".into(),
+        reference: reference.into(),
+        disposition,
+        payload: json!({"review": {"state": state}}),
+        delivered_at: Utc::now(),
+    }
+}
+
+fn queued_specs(change: &Change) -> Vec<JobSpec> {
+    change
+        .emitted
+        .iter()
+        .filter_map(|e| if let Emitted::Queued { spec, .. } = e { Some(spec.clone()) } else { None })
+        .collect()
+}
+
+#[test]
+fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
+    let definition = listening_definition();
+    let mut state = attempt(&definition);
+    let endings = RunnerEndings::new();
+    state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    let key = |s: &AttemptState| s.jobs.iter().find(|j| j.key == "on-review").unwrap().clone();
+    let job_id = key(&state).id;
+    // Not listening before its needs are met.
+    assert_eq!(
+        state.deliver_event(&definition, job_id, review("r0", listening::Disposition::Fire, "x")),
+        Err(EventError::NotListening)
+    );
+    finish(&mut state, "build", JobOutcome::Succeeded);
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    assert!(queued_specs(&change).is_empty(), "it listens: nothing runs yet");
+    assert_eq!(status_of(&state, "on-review"), JobStatus::Waiting);
+    assert!(state.next_deadline().unwrap() > Utc::now() + chrono::Duration::minutes(59));
+
+    assert_eq!(
+        state.deliver_event(&definition, job_id, review("r1", listening::Disposition::Fire, "approved")),
+        Ok(true)
+    );
+    assert_eq!(
+        state.deliver_event(&definition, job_id, review("r2", listening::Disposition::Fire, "changes")),
+        Ok(true)
+    );
+    assert_eq!(
+        state.deliver_event(&definition, job_id, review("r1", listening::Disposition::Fire, "again")),
+        Ok(false)
+    );
+    let bad = JobEvent { name: "push".into(), ..review("r9", listening::Disposition::Fire, "x") };
+    assert!(matches!(
+        state.deliver_event(&definition, job_id, bad),
+        Err(EventError::Refused(DeliveryError::Invalid(_)))
+    ));
+
+    // One at a time, in order, each with its event.
+    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    let specs = queued_specs(&change);
+    assert_eq!(specs.len(), 1, "one execution at a time");
+    assert_eq!(specs[0].steps[0].run, "echo review r1 $STATE");
+    assert_eq!(specs[0].env["STATE"], "approved");
+    assert!(queued_specs(&state.advance(&definition, Utc::now(), MINUTE, 40, &endings)).is_empty());
+    finish(&mut state, "on-review", JobOutcome::Failed);
+    assert_eq!(status_of(&state, "on-review"), JobStatus::Waiting, "a failed execution does not end the listening");
+    let specs = queued_specs(&state.advance(&definition, Utc::now(), MINUTE, 40, &endings));
+    assert_eq!(specs[0].env["STATE"], "changes");
+    assert_eq!(state.deliver_event(&definition, job_id, review("r3", listening::Disposition::Resolve, "")), Ok(true));
+    assert_eq!(state.deliver_event(&definition, job_id, review("r4", listening::Disposition::Fire, "late")), Ok(false));
+    finish(&mut state, "on-review", JobOutcome::Succeeded);
+    state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    let job = key(&state);
+    assert_eq!(job.status, JobStatus::Succeeded, "resolved after its last execution, which succeeded");
+    let events: Vec<_> = job.executions().map(|e| e.event.as_ref().map(|e| e.reference.clone())).collect();
+    assert_eq!(events, [Some("r1".to_string()), Some("r2".to_string())], "each execution kept with its event");
+    assert_eq!(status_of(&state, "after"), JobStatus::Queued, "its dependant runs");
+    assert_eq!(state.deliver_event(&definition, job_id, review("r5", listening::Disposition::Fire, "x")), Ok(false));
+}
+
+#[test]
+fn a_listening_job_times_out_and_a_resolve_before_any_event_succeeds() {
+    let definition = listening_definition();
+    let endings = RunnerEndings::new();
+    let listening = |definition: &WorkflowDefinition| {
+        let mut state = attempt(definition);
+        state.advance(definition, Utc::now(), MINUTE, 40, &endings);
+        finish(&mut state, "build", JobOutcome::Succeeded);
+        state.advance(definition, Utc::now(), MINUTE, 40, &endings);
+        let id = state.jobs.iter().find(|j| j.key == "on-review").unwrap().id;
+        (state, id)
+    };
+    let (mut state, _) = listening(&definition);
+    let until = state.next_deadline().unwrap();
+    state.advance(&definition, until, MINUTE, 40, &endings);
+    let job = state.jobs.iter().find(|j| j.key == "on-review").unwrap();
+    assert_eq!((job.status, job.reason), (JobStatus::Failed, Some(StatusReason::TimedOut)));
+    state.advance(&definition, until, MINUTE, 40, &endings);
+    assert_eq!(status_of(&state, "after"), JobStatus::Skipped);
+
+    let (mut state, id) = listening(&definition);
+    state.deliver_event(&definition, id, review("done", listening::Disposition::Resolve, "")).unwrap();
+    state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    assert_eq!(status_of(&state, "on-review"), JobStatus::Succeeded);
 }

@@ -562,3 +562,31 @@ fn an_approval_job_is_read_with_its_defaults_and_refused_with_runner_fields_or_b
         assert!(err.message.contains(says), "{body}: {err}");
     }
 }
+
+#[test]
+fn a_listening_job_is_read_and_event_references_belong_to_its_env_and_run() {
+    let definition = parse_definition(&with_job_body(
+        "runs-on: linux\nlisten: {events: [review, deploy.done]}\nenv: {S: '${{ event.payload.state }}'}\nsteps: [{run: 'echo ${{ event.ref }}'}]",
+    ))
+    .unwrap();
+    let listen = definition.jobs[0].listen.as_ref().unwrap();
+    assert_eq!(listen.events, ["deploy.done", "review"]);
+    assert_eq!(listen.timeout_minutes, super::super::listening::DEFAULT_LISTEN_TIMEOUT_MINUTES);
+    for (body, field, says) in [
+        ("runs-on: linux\nsteps: [{run: 'echo ${{ event.ref }}'}]", "steps[0].run", "only a listening job"),
+        (
+            "runs-on: linux\nlisten: {events: [r]}\nif: event.name == 'r'\nsteps: [{run: x}]",
+            "if",
+            "the job's `if:` decides once",
+        ),
+        ("runs-on: linux\nlisten: {events: [r]}\nretry: 2\nsteps: [{run: x}]", "retry", "no `strategy` or `retry`"),
+        ("runs-on: linux\nlisten: {events: []}\nsteps: [{run: x}]", "listen.events", "1 to 20 names"),
+        ("runs-on: linux\nlisten: {events: ['a b']}\nsteps: [{run: x}]", "listen.events", "1 to 20 names"),
+        ("runs-on: linux\nlisten: {}\nsteps: [{run: x}]", "listen.events", "required"),
+        ("runs-on: linux\nlisten: {events: [r], until: never}\nsteps: [{run: x}]", "listen.until", "unknown field"),
+    ] {
+        let err = error_of(&with_job_body(body));
+        assert_eq!(err.field.as_deref(), Some(field), "{body}: {err}");
+        assert!(err.message.contains(says), "{body}: {err}");
+    }
+}

@@ -1500,3 +1500,100 @@ async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_de
     assert!(shown.contains("approved by alice: at ") && shown.contains(": rc ok"), "{shown}");
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and_its_dependant_runs_after_resolve() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: reviews
+{env}jobs:
+  build:
+    runs-on: linux
+    steps: [{{run: "true"}}]
+  on-review:
+    needs: build
+    runs-on: linux
+    listen: {{events: [pull_request_review], timeout-minutes: 30}}
+    env:
+      STATE: ${{{{ event.payload.review.state }}}}
+    steps:
+      - run: |
+          echo "review ${{{{ event.ref }}}} is $STATE"
+          echo "${{{{ event.name }}}} ${{{{ event.ref }}}} $STATE" >> "$SHARED/handled"
+  after:
+    needs: on-review
+    runs-on: linux
+    steps:
+      - run: touch "$SHARED/after"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    wait_view(&stack, &ws, &run_id, "on-review listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
+    let shown = text(&baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await.stdout);
+    assert!(shown.contains("job on-review: waiting (listening for pull_request_review; 0 waiting; until "), "{shown}");
+
+    let event = |reference: &str, extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "run",
+            "event",
+            "--workspace",
+            &ws,
+            &run_id,
+            "on-review",
+            "--name",
+            "pull_request_review",
+            "--ref",
+            reference,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    for (reference, state) in [("r1", "approved"), ("r2", "changes_requested"), ("r3", "commented")] {
+        let payload = json!({"review": {"state": state}}).to_string();
+        let args = event(reference, &["--payload", &payload]);
+        let out = baton(&stack, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+        assert_eq!(text(&out.stdout).trim(), "delivered", "{}", text(&out.stderr));
+    }
+    let again = event("r1", &["--payload", r#"{"review": {"state": "replayed"}}"#]);
+    let out = baton(&stack, &again.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert!(text(&out.stdout).starts_with("not delivered"), "a repeated ref: {}", text(&out.stdout));
+    let resolve = event("r4", &["--resolve"]);
+    let out = baton(&stack, &resolve.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert_eq!(text(&out.stdout).trim(), "delivered");
+
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let handled = std::fs::read_to_string(shared.join("handled")).expect("the events were handled");
+    assert_eq!(
+        handled.lines().collect::<Vec<_>>(),
+        [
+            "pull_request_review r1 approved",
+            "pull_request_review r2 changes_requested",
+            "pull_request_review r3 commented"
+        ],
+        "once each, in delivery order, the replay ignored"
+    );
+    assert!(shared.join("after").exists(), "its dependant ran after the resolve");
+    let listening = job_in(&view, 1, "on-review");
+    let events: Vec<&str> =
+        listening["executions"].as_array().unwrap().iter().map(|e| e["event"]["ref"].as_str().unwrap_or("")).collect();
+    assert_eq!(events, ["r1", "r2", "r3"], "one execution an event, each in the view: {listening:#}");
+    let logs = text(&baton(&stack, &["run", "logs", "--workspace", &ws, &run_id, "--job", "on-review"]).await.stdout);
+    let at = |line: &str| logs.find(line).unwrap_or_else(|| panic!("{line:?} not in the logs:\n{logs}"));
+    assert!(at("review r1 is approved") < at("review r2 is changes_requested"));
+    assert!(at("review r2 is changes_requested") < at("review r3 is commented"));
+
+    // After the end: acknowledged, nothing changes.
+    let late = event("r5", &["--payload", r#"{"review": {"state": "late"}}"#]);
+    let out = baton(&stack, &late.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert!(text(&out.stdout).starts_with("not delivered"), "{}", text(&out.stdout));
+    assert_eq!(run_view(&stack, &ws, &run_id).await, view, "a delivery after the end changes nothing");
+    runner.stop().await;
+}

@@ -1,0 +1,70 @@
+//! Delivering an event to a listening job (behaviour.md §16), the one path
+//! both ways in take: the events route (`POST …/jobs/{job_id}/events`) and
+//! the bus (`baton.external.job_event`, the `job-events` subscriber).
+//!
+//! A delivery is one compare-and-set on the attempt (the event waits on the
+//! job, its `ref` remembered), then a wake of the orchestration, whose
+//! advance starts it (a fire) or ends the listening (a resolve). A repeated
+//! `ref`, a job that ended, or a run of another workspace change nothing.
+
+use chrono::Utc;
+
+use crate::api::runs::EventDelivery;
+use crate::context::Context;
+use crate::error::{ApiError, ErrorCode};
+use crate::orchestration::wake_after_cancel;
+use crate::store::attempts::{AttemptStep, AttemptWrite};
+use crate::workflows::attempt::EventError;
+use crate::workflows::listening::{DeliveryError, JobEvent};
+
+/// Delivers `delivery` to job `job_id` of run `run_id` in `workspace_id`:
+/// whether it changed the job (`false`: a repeated ref, or the job ended).
+/// A run that is not the workspace's is 404, as a run that does not exist.
+pub async fn deliver(
+    context: &Context,
+    workspace_id: &str,
+    run_id: uuid::Uuid,
+    job_id: uuid::Uuid,
+    delivery: EventDelivery,
+) -> Result<bool, ApiError> {
+    let store = &context.store;
+    let run = store.get_run(workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
+    let event = JobEvent {
+        name: delivery.name,
+        reference: delivery.reference,
+        disposition: delivery.disposition,
+        payload: delivery.payload,
+        delivered_at: Utc::now(),
+    };
+    let mut delivered = false;
+    let updated = store
+        .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
+            delivered = next.state.deliver_event(definition, job_id, event.clone()).map_err(refusal)?;
+            Ok::<_, ApiError>(if delivered {
+                AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
+            } else {
+                AttemptStep::Done
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    tracing::info!(workspace_id, %run_id, %job_id, event = %event.name, event_ref = %event.reference, disposition = ?event.disposition, delivered, "event delivered");
+    if delivered {
+        // The orchestration starts it now, not at its next look.
+        if let Err(err) = wake_after_cancel(context, &updated.item).await {
+            tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
+        }
+    }
+    Ok(delivered)
+}
+
+fn refusal(err: EventError) -> ApiError {
+    match err {
+        EventError::NoSuchJob => ApiError::not_found("job"),
+        EventError::NotListening => {
+            ApiError::new(ErrorCode::NotListening, "the job is not a listening job, or does not listen yet")
+        }
+        EventError::Refused(DeliveryError::Invalid(message)) => ApiError::invalid_request(message),
+        EventError::Refused(DeliveryError::TooMany(message)) => ApiError::new(ErrorCode::TooManyEvents, message),
+    }
+}

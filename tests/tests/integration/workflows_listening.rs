@@ -1,0 +1,84 @@
+//! Listening jobs (behaviour.md §16) through the real functions: deliveries
+//! refused before the job listens, for an event it does not take, from
+//! another workspace; a listening timeout; what the view shows. The happy
+//! path with real runner processes is in the runner tests.
+
+use crate::workflows_support::*;
+use baton_shared::facts::JobOutcome;
+use serde_json::json;
+
+const LISTENING: &str = r#"
+name: reviews
+jobs:
+  build:
+    runs-on: linux
+    steps: [{run: make}]
+  on-review:
+    needs: build
+    runs-on: linux
+    listen: {events: [review], timeout-minutes: 2}
+    steps: [{run: "echo ${{ event.payload.state }}"}]
+  after:
+    needs: on-review
+    runs-on: linux
+    steps: [{run: ./after}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_timeout_ends_the_job() {
+    // A minute of one second: the job listens 2 s.
+    let stack = start_with_minute(1).await;
+    let ws = workspace();
+    let created = create_run(&stack, &ws, LISTENING).await;
+    let run = created["id"].as_str().unwrap().to_string();
+    let job_id = job(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
+    let fire = |reference: &str| json!({"name": "review", "disposition": "fire", "ref": reference, "payload": {"state": "ok"}});
+
+    let (status, body) = post(&stack, &stack.admin_token, &path, fire("early")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-listening")), "its needs are not met yet");
+    let (status, body) = post(
+        &stack,
+        &stack.admin_token,
+        &format!("/v1/workspaces/{ws}/runs/{run}/jobs/{}/events", job(&created, 1, "build")["id"].as_str().unwrap()),
+        fire("x"),
+    )
+    .await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-listening")), "not a listening job");
+    // Another workspace's token does not reach the run.
+    let other = baton_shared::tokens::new_operator_token();
+    stack.store.put_operator_token(&other, Some("elsewhere"), None).await.unwrap();
+    let (status, _) = post(&stack, &other, &path, fire("x")).await;
+    assert_eq!(status, 404);
+
+    run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
+    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    for (body, says) in [
+        (json!({"name": "push", "disposition": "fire", "ref": "r1"}), "name"),
+        (json!({"name": "review", "disposition": "fire", "ref": ""}), "ref"),
+        (
+            json!({"name": "review", "disposition": "fire", "ref": "r1", "payload": {"big": "x".repeat(9000)}}),
+            "payload",
+        ),
+    ] {
+        let (status, answer) = post(&stack, &stack.admin_token, &path, body).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().starts_with(says), "{answer}");
+    }
+    let view = run_view(&stack, &ws, &run).await;
+    let listening = &job(&view, 1, "on-review")["listening"];
+    assert_eq!((listening["events"].clone(), listening["pending"].clone()), (json!(["review"]), json!([])));
+    assert!(listening["until"].is_string(), "{listening}");
+
+    // Nobody fires: the listening times out, its dependant is skipped.
+    let view = wait_run_status(&stack, &ws, &run, "failed").await;
+    let on_review = job(&view, 1, "on-review");
+    assert_eq!(
+        (on_review["status"].as_str(), on_review["status_reason"].as_str()),
+        (Some("failed"), Some("timed_out"))
+    );
+    assert_eq!(job(&view, 1, "after")["status"], "skipped");
+    let (status, body) = post(&stack, &stack.admin_token, &path, fire("late")).await;
+    assert_eq!((status, body), (200, json!({"delivered": false})), "a job that ended acknowledges and changes nothing");
+    assert_eq!(run_view(&stack, &ws, &run).await, view);
+}
