@@ -224,6 +224,29 @@ pub struct EventDelivery {
     pub payload: serde_json::Value,
 }
 
+/// The detail of a `baton.external.job_event` a producer puts on the
+/// stack's bus: an event for a listening job, delivered as the events
+/// route delivers it (behaviour.md §16).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalJobEvent {
+    /// The run's workspace: an event naming a run of another workspace is
+    /// dropped (and counted).
+    pub workspace_id: String,
+    pub run_id: Uuid,
+    /// The job: its key (e.g. `on-review`) or its id.
+    pub job: String,
+    pub name: String,
+    pub disposition: Disposition,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+}
+
+/// The detail type of [`ExternalJobEvent`].
+pub const EXTERNAL_JOB_EVENT: &str = "baton.external.job_event";
+
 /// The events route's answer: whether this delivery changed the job.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

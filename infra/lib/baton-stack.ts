@@ -76,6 +76,9 @@ export const KEEPALIVE_REPLY = '{"action":"pong"}';
 /** The custom metric of the oldest-pending-job alarm (EMF, emitted by the functions). */
 export const PENDING_JOB_METRIC = { namespace: 'Baton', metricName: 'OldestPendingJobAgeSeconds' } as const;
 
+/** The EMF metric of events for listening jobs the external-events function dropped (`functions/external-events`). */
+export const EXTERNAL_EVENTS_DROPPED_METRIC = { namespace: 'Baton', metricName: 'external_events_dropped' } as const;
+
 /**
  * IAM actions granted on `Resource: "*"`, and why. These are the only
  * wildcards on a function's role; each is granted only to functions whose
@@ -782,6 +785,21 @@ export class BatonStack extends Stack {
       }),
       threshold: cfg.pendingJobAgeAlarmS,
       evaluationPeriods: 3,
+    });
+    // Events producers put on the bus for listening jobs that the
+    // external-events function dropped (another workspace's run, malformed,
+    // a job that does not listen): acknowledged, so no dead-letter queue
+    // shows them; the function logs why.
+    this.alarm('AlarmExternalEventsDropped', {
+      alarmName: `${naming.prefix}external-events-dropped`,
+      alarmDescription: 'Events for listening jobs were dropped (another workspace\'s run, malformed, or not listening): see the external-events logs',
+      metric: new cloudwatch.Metric({
+        ...EXTERNAL_EVENTS_DROPPED_METRIC,
+        dimensionsMap: { function: 'external-events' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
     });
 
     // ---- outputs

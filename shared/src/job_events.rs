@@ -24,7 +24,7 @@ pub async fn deliver(
     context: &Context,
     workspace_id: &str,
     run_id: uuid::Uuid,
-    job_id: uuid::Uuid,
+    job: &JobRef,
     delivery: EventDelivery,
 ) -> Result<bool, ApiError> {
     let store = &context.store;
@@ -39,6 +39,17 @@ pub async fn deliver(
     let mut delivered = false;
     let updated = store
         .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
+            let job_id = match job {
+                JobRef::Id(id) => *id,
+                JobRef::Key(key) => next
+                    .state
+                    .jobs
+                    .iter()
+                    .find(|j| &j.key == key)
+                    .map(|j| j.id)
+                    .ok_or(EventError::NoSuchJob)
+                    .map_err(refusal)?,
+            };
             delivered = next.state.deliver_event(definition, job_id, event.clone()).map_err(refusal)?;
             Ok::<_, ApiError>(if delivered {
                 AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
@@ -48,7 +59,7 @@ pub async fn deliver(
         })
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
-    tracing::info!(workspace_id, %run_id, %job_id, event = %event.name, event_ref = %event.reference, disposition = ?event.disposition, delivered, "event delivered");
+    tracing::info!(workspace_id, %run_id, job = %job, event = %event.name, event_ref = %event.reference, disposition = ?event.disposition, delivered, "event delivered");
     if delivered {
         // The orchestration starts it now, not at its next look.
         if let Err(err) = wake_after_cancel(context, &updated.item).await {
@@ -56,6 +67,30 @@ pub async fn deliver(
         }
     }
     Ok(delivered)
+}
+
+/// Which job an event is for: its id (the route's path), or its key or id
+/// (a bus event's `job`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobRef {
+    Id(uuid::Uuid),
+    Key(String),
+}
+
+impl JobRef {
+    /// A bus event's `job`: an id if it reads as one, else a key.
+    pub fn parse(raw: &str) -> Self {
+        crate::ids::parse_id(raw).map_or_else(|| JobRef::Key(raw.to_string()), JobRef::Id)
+    }
+}
+
+impl std::fmt::Display for JobRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobRef::Id(id) => write!(f, "{id}"),
+            JobRef::Key(key) => f.write_str(key),
+        }
+    }
 }
 
 fn refusal(err: EventError) -> ApiError {

@@ -23,7 +23,8 @@ async fn deliver(context: &Context, req: &Request) -> Result<Response<Body>, Api
     let run_id = path_id(req, "run_id")?;
     let job_id = path_id(req, "job_id")?;
     let delivery: EventDelivery = parse_json(req)?;
-    let delivered = baton_shared::job_events::deliver(context, &workspace_id, run_id, job_id, delivery).await?;
+    let job = baton_shared::job_events::JobRef::Id(job_id);
+    let delivered = baton_shared::job_events::deliver(context, &workspace_id, run_id, &job, delivery).await?;
     let status = if delivered { http::StatusCode::ACCEPTED } else { http::StatusCode::OK };
     Ok(json_response(status, &EventDelivered { delivered }))
 }

@@ -82,3 +82,47 @@ async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_t
     assert_eq!((status, body), (200, json!({"delivered": false})), "a job that ended acknowledges and changes nothing");
     assert_eq!(run_view(&stack, &ws, &run).await, view);
 }
+
+/// Puts `detail` on the stack's bus as a producer would.
+async fn put_on_bus(stack: &baton_tests::TestStack, detail_type: &str, detail: serde_json::Value) {
+    let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+        .event_bus_name(&stack.provisioned.bus)
+        .source("acme.reviews")
+        .detail_type(detail_type)
+        .detail(detail.to_string())
+        .build();
+    let out = stack.clients.eventbridge.put_events().entries(entry).send().await.expect("PutEvents");
+    assert_eq!(out.failed_entry_count, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_are_dropped() {
+    let stack = start().await;
+    let ws = workspace();
+    let created = create_run(&stack, &ws, LISTENING).await;
+    let run = created["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
+    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    let event = |workspace: &str, reference: &str, disposition: &str| {
+        json!({"workspace_id": workspace, "run_id": run, "job": "on-review", "name": "review",
+               "disposition": disposition, "ref": reference, "payload": {"state": reference}})
+    };
+    // Another workspace's producer names this run: dropped. A malformed
+    // event: dropped. Neither is retried nor reaches the job.
+    put_on_bus(&stack, "baton.external.job_event", event("not-mine", "stolen", "fire")).await;
+    put_on_bus(&stack, "baton.external.job_event", json!({"workspace_id": ws, "run_id": run})).await;
+    put_on_bus(&stack, "baton.external.job_event", event(&ws, "r1", "fire")).await;
+    put_on_bus(&stack, "baton.external.job_event", event(&ws, "r1", "fire")).await;
+    let queued = queued(&stack, &run, 1, "on-review").await;
+    assert_eq!(queued.spec.steps[0].run, "echo r1", "the event's payload reaches its execution");
+    let runner = Runner::for_queued(&ws, &queued);
+    runner.claim(&stack).await;
+    runner.complete(&stack, JobOutcome::Succeeded).await;
+    put_on_bus(&stack, "baton.external.job_event", event(&ws, "done", "resolve")).await;
+    let view =
+        wait_view(&stack, &ws, &run, "on-review resolved", |v| job(v, 1, "on-review")["status"] == "succeeded").await;
+    let executions = job(&view, 1, "on-review")["executions"].as_array().unwrap().clone();
+    let refs: Vec<&str> = executions.iter().map(|e| e["event"]["ref"].as_str().unwrap_or("")).collect();
+    assert_eq!(refs, ["r1"], "one execution: the repeat and the other workspace's event changed nothing");
+    assert_eq!(count_facts(&stack, "baton.workflows.job_execution.queued", &run), 2, "build and r1 only");
+}
