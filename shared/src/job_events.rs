@@ -2,17 +2,21 @@
 //! both ways in take: the events route (`POST …/jobs/{job_id}/events`) and
 //! the bus (`baton.external.job_event`, the `job-events` subscriber).
 //!
-//! A delivery is one compare-and-set on the attempt (the event waits on the
-//! job, its `ref` remembered), then a wake of the orchestration, whose
-//! advance starts it (a fire) or ends the listening (a resolve). A repeated
-//! `ref`, a job that ended, or a run of another workspace change nothing.
+//! A delivery is one compare-and-set on the attempt: the event waits on the
+//! job, its `ref` remembered, and the attempt advances in the same write
+//! (`outcomes::advance_in_write`, as an outcome's adoption does): an idle
+//! job starts the event's execution (a fire) or ends (a resolve), and what
+//! that made ready is queued and its runners nudged. The parked
+//! orchestration is woken only for what is left. A repeated `ref`, a job
+//! that ended, or a run of another workspace change nothing.
 
 use chrono::Utc;
 
 use crate::api::runs::EventDelivery;
 use crate::context::Context;
 use crate::error::{ApiError, ErrorCode};
-use crate::orchestration::wake_after_cancel;
+use crate::orchestration::JOBS_PER_TRANSACTION;
+use crate::outcomes::{advance_in_write, after_progress};
 use crate::store::attempts::{AttemptStep, AttemptWrite};
 use crate::workflows::attempt::EventError;
 use crate::workflows::listening::{DeliveryError, JobEvent};
@@ -37,6 +41,7 @@ pub async fn deliver(
         delivered_at: Utc::now(),
     };
     let mut delivered = false;
+    let minute = context.config.orchestration.timeout_minute;
     let updated = store
         .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
             let job_id = match job {
@@ -51,18 +56,17 @@ pub async fn deliver(
                     .map_err(refusal)?,
             };
             delivered = next.state.deliver_event(definition, job_id, event.clone()).map_err(refusal)?;
-            Ok::<_, ApiError>(if delivered {
-                AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
-            } else {
-                AttemptStep::Done
-            })
+            if !delivered {
+                return Ok(AttemptStep::Done);
+            }
+            let (emitted, wake) = advance_in_write(next, definition, minute, JOBS_PER_TRANSACTION);
+            Ok::<_, ApiError>(AttemptStep::Write(AttemptWrite { emitted, progressed: wake, ..AttemptWrite::default() }))
         })
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
     tracing::info!(workspace_id, %run_id, job = %job, event = %event.name, event_ref = %event.reference, disposition = ?event.disposition, delivered, "event delivered");
     if delivered {
-        // The orchestration starts it now, not at its next look.
-        if let Err(err) = wake_after_cancel(context, &updated.item).await {
+        if let Err(err) = after_progress(context, &updated).await {
             tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
         }
     }

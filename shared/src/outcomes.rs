@@ -25,8 +25,8 @@ use crate::facts::subscriber::HandlerError;
 use crate::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
 use crate::orchestration::{leave_group_if_done, parked_past_deadline, wake, JOBS_PER_TRANSACTION};
-use crate::store::attempts::{AttemptStep, AttemptUpdated, AttemptWrite};
-use crate::workflows::attempt::step_statuses;
+use crate::store::attempts::{AttemptItem, AttemptStep, AttemptUpdated, AttemptWrite};
+use crate::workflows::attempt::{step_statuses, Emitted};
 use crate::workflows::execution::failing_exit_code;
 use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 
@@ -185,15 +185,9 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
                 // Each outcome past the first takes one job (five items) off
                 // what this transaction may queue: it brought three of its own.
                 let room = JOBS_PER_TRANSACTION.saturating_sub(finished - 1).max(1);
-                match next.state.advance_inline(definition, Utc::now(), minute, room) {
-                    Some(inline) => {
-                        emitted.extend(inline.change.emitted);
-                        wake = next.state.is_done()
-                            || !inline.complete
-                            || parked_past_deadline(next.state.next_deadline(), next.wait_until);
-                    }
-                    None => wake = true,
-                }
+                let (advanced, woken) = advance_in_write(next, definition, minute, room);
+                emitted.extend(advanced);
+                wake = woken;
             }
             Ok(AttemptStep::Write(AttemptWrite { emitted, items, progressed: wake, again: false }))
         })
@@ -247,12 +241,41 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
     results
 }
 
+/// Advances the attempt in the write that made progress (an outcome, an
+/// approval's decision, an event for a listening job), as far as it goes
+/// without reading anything: the jobs it made ready are queued and an
+/// attempt it ended ends, with no Step Functions round trip. The facts to
+/// add to the write, and whether the parked orchestration must be woken
+/// for what is left (expressions to read, more than `room` jobs, the
+/// attempt done, a deadline it would miss).
+pub fn advance_in_write(
+    next: &mut AttemptItem,
+    definition: &WorkflowDefinition,
+    minute: std::time::Duration,
+    room: usize,
+) -> (Vec<Emitted>, bool) {
+    match next.state.advance_inline(definition, Utc::now(), minute, room) {
+        Some(inline) => {
+            let wake = next.state.is_done()
+                || !inline.complete
+                || parked_past_deadline(next.state.next_deadline(), next.wait_until);
+            (inline.change.emitted, wake)
+        }
+        None => (Vec::new(), true),
+    }
+}
+
 /// What follows every adoption's write: the fitting runners of the jobs it
 /// queued are nudged (they are claimable already: a lost nudge costs a
 /// poll's wait, not a job), and an orchestration parked waiting for progress
 /// that has happened is woken (again, if a crash came between a commit and
 /// its wake-up: the redelivery heals it).
 async fn after_adoption(context: &Context, updated: &AttemptUpdated) -> Result<(), HandlerError> {
+    after_progress(context, updated).await.map_err(HandlerError::from)
+}
+
+/// [`after_adoption`], for any writer of progress (`advance_in_write`).
+pub async fn after_progress(context: &Context, updated: &AttemptUpdated) -> Result<(), crate::error::StoreError> {
     let item = &updated.item;
     context.push.nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
     // The wake tells a done attempt's orchestration to end: its group is

@@ -4,8 +4,10 @@
 //! The decision is a compare-and-set on the attempt (`Store::update_attempt`)
 //! with its `workflows.job.approval_decided` fact, and, when it settles the
 //! job, the job's end, its outputs (the approval's inputs) and terminated
-//! facts in the same transaction. The orchestration is then woken to start
-//! what the job made ready (or skip what a rejection left without it).
+//! facts in the same transaction, where the attempt also advances (what
+//! the job made ready is queued, what a rejection left without it skipped;
+//! `outcomes::advance_in_write`); the orchestration is woken only for what
+//! is left.
 //!
 //! Refusals change nothing: 403 `self-approval` for the run's creator, 403
 //! `forbidden` for a token neither named nor grouped in `from`, 400 for bad
@@ -18,7 +20,8 @@ use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
 use baton_shared::limits;
-use baton_shared::orchestration::wake_after_cancel;
+use baton_shared::orchestration::JOBS_PER_TRANSACTION;
+use baton_shared::outcomes::{advance_in_write, after_progress};
 use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
 use baton_shared::workflows::approval::{Approver, Refusal, MAX_COMMENT_BYTES};
 use baton_shared::workflows::attempt::ApprovalError;
@@ -42,6 +45,7 @@ async fn decide(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
     let approver = Approver { name: token.identity(), groups: token.groups.clone() };
     let decision = request.decision;
     let mut recorded = false;
+    let minute = context.config.orchestration.timeout_minute;
     let updated = store
         .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
             recorded = false;
@@ -54,11 +58,12 @@ async fn decide(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
                 None => AttemptStep::Done,
                 Some(change) => {
                     recorded = true;
-                    AttemptStep::Write(AttemptWrite {
-                        emitted: change.emitted,
-                        progressed: true,
-                        ..AttemptWrite::default()
-                    })
+                    // The job's end starts what it made ready in this very
+                    // write, as an outcome's adoption does.
+                    let mut emitted = change.emitted;
+                    let (advanced, wake) = advance_in_write(next, definition, minute, JOBS_PER_TRANSACTION);
+                    emitted.extend(advanced);
+                    AttemptStep::Write(AttemptWrite { emitted, progressed: wake, ..AttemptWrite::default() })
                 }
             })
         })
@@ -66,10 +71,8 @@ async fn decide(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
         .ok_or_else(|| ApiError::not_found("run"))?;
     let job = updated.item.state.jobs.iter().find(|job| job.id == job_id).ok_or_else(ApiError::internal)?;
     tracing::info!(%run_id, %job_id, job = %job.key, by = %approver.name, ?decision, recorded, status = %job.status, "approval decision");
-    if recorded && job.status.is_terminal() {
-        // The job ended: what it made ready starts now, not at the
-        // orchestration's next look.
-        if let Err(err) = wake_after_cancel(context, &updated.item).await {
+    if recorded {
+        if let Err(err) = after_progress(context, &updated).await {
             tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
         }
     }

@@ -5,7 +5,8 @@
 //! twice, out of order and late, invocations abandoned after their first
 //! write. Each scenario (fan-out with a failing job and `always()`, a chain,
 //! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job, an elastic
-//! fleet, a concurrency group, an approval two people give twice) must end
+//! fleet, a concurrency group, an approval two people give twice, a
+//! listening job fed duplicated events by the route and the bus) must end
 //! exactly as it ends without faults, and the histories must hold: each
 //! execution claimed once under one epoch, every outbox item published,
 //! every dead-letter queue empty, and the runners saw only documented
@@ -220,6 +221,27 @@ jobs:
       - run: test \"$CHANNEL\" = stable
 ";
 
+const LISTENING: &str = "name: chaos-listening
+jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: echo build
+  on-event:
+    needs: build
+    runs-on: linux
+    listen: {events: [review]}
+    env:
+      STATE: ${{ event.payload.state }}
+    steps:
+      - run: test \"$STATE\" = \"ok-${{ event.ref }}\"
+  after:
+    needs: on-event
+    runs-on: linux
+    steps:
+      - run: echo after
+";
+
 /// Three runs of this definition race into one concurrency group, which
 /// runs them one at a time.
 const GROUPED: &str = "name: chaos-grouped
@@ -280,9 +302,12 @@ enum Scenario {
     /// An approval two people give (each twice: a retried click), whose
     /// input the deploy after it checks.
     Approved,
+    /// A listening job fed three events (each delivered twice, one through
+    /// the bus), then resolved: one execution an event, then its dependant.
+    Listening,
 }
 
-const SCENARIOS: [Scenario; 8] = [
+const SCENARIOS: [Scenario; 9] = [
     Scenario::FanOut,
     Scenario::Chain,
     Scenario::CancelMidRun,
@@ -291,6 +316,7 @@ const SCENARIOS: [Scenario; 8] = [
     Scenario::Elastic,
     Scenario::Grouped,
     Scenario::Approved,
+    Scenario::Listening,
 ];
 
 /// What a run ended as: its status, its attempts, and each job's status
@@ -333,6 +359,24 @@ async fn call(
     body: Option<Value>,
 ) -> baton_tests::runners::Answer {
     call_as(stack, &stack.admin_token, method, path, body).await
+}
+
+/// Puts a `baton.external.job_event` on the stack's bus (retried while
+/// the bus refuses it).
+async fn put_external_event(stack: &TestStack, detail: Value) -> Result<(), String> {
+    let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+        .event_bus_name(&stack.provisioned.bus)
+        .source("chaos.producer")
+        .detail_type("baton.external.job_event")
+        .detail(detail.to_string())
+        .build();
+    for _ in 0..30 {
+        match stack.clients.eventbridge.put_events().entries(entry.clone()).send().await {
+            Ok(out) if out.failed_entry_count == 0 => return Ok(()),
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    Err("the bus refused the event for 30 s".into())
 }
 
 /// [`call`] with another operator token.
@@ -413,6 +457,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::RunnerKilled => killed(&marker),
         Scenario::Elastic => ELASTIC.to_string(),
         Scenario::Approved => APPROVED.to_string(),
+        Scenario::Listening => LISTENING.to_string(),
         // Several runs, not one.
         Scenario::Grouped => return play_grouped(stack, ws).await,
     };
@@ -428,6 +473,71 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     let wait = Duration::from_secs(180);
     match scenario {
         Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped => {}
+        Scenario::Listening => {
+            wait_run(stack, &path, wait, "on-event listening", |v| job_status(v, "on-event") == "waiting").await?;
+            let events = format!("{path}/jobs/on-event/events");
+            let job_id = {
+                let view = call(stack, reqwest::Method::GET, &path, None).await;
+                view.body["attempts"][0]["jobs"]
+                    .as_array()
+                    .and_then(|jobs| jobs.iter().find(|j| j["key"] == "on-event"))
+                    .and_then(|j| j["id"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let events = events.replace("/jobs/on-event/", &format!("/jobs/{job_id}/"));
+            let body = |reference: &str, disposition: &str| {
+                json!({"name": "review", "disposition": disposition, "ref": reference,
+                       "payload": {"state": format!("ok-{reference}")}})
+            };
+            // Each twice (a producer's retry), one through the bus; the
+            // resolve only once the three ran, so it cannot overtake them.
+            for reference in ["e1", "e2"] {
+                for _ in 0..2 {
+                    let answer = call(stack, reqwest::Method::POST, &events, Some(body(reference, "fire"))).await;
+                    if answer.status != 202 && answer.status != 200 {
+                        return Err(format!("delivering {reference} answered {}: {}", answer.status, answer.body));
+                    }
+                }
+            }
+            let run = run_id.clone();
+            for _ in 0..2 {
+                put_external_event(
+                    stack,
+                    json!({"workspace_id": ws, "run_id": run, "job": "on-event", "name": "review",
+                    "disposition": "fire", "ref": "e3", "payload": {"state": "ok-e3"}}),
+                )
+                .await?;
+            }
+            let three = |v: &Value| {
+                let jobs = v["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+                let job = jobs.iter().find(|j| j["key"] == "on-event").cloned().unwrap_or(Value::Null);
+                let executions = job["executions"].as_array().cloned().unwrap_or_default();
+                executions
+                    .iter()
+                    .filter(|e| ["succeeded", "failed"].contains(&e["status"].as_str().unwrap_or("")))
+                    .count()
+                    >= 3
+            };
+            wait_run(stack, &path, wait, "three executions ended", three).await?;
+            for _ in 0..2 {
+                let answer = call(stack, reqwest::Method::POST, &events, Some(body("done", "resolve"))).await;
+                if answer.status != 202 && answer.status != 200 {
+                    return Err(format!("resolving answered {}: {}", answer.status, answer.body));
+                }
+            }
+            let view = wait_run(stack, &path, wait, "the run finished", finished).await?;
+            let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+            let job = jobs.iter().find(|j| j["key"] == "on-event").cloned().unwrap_or(Value::Null);
+            let mut refs: Vec<String> = job["executions"]
+                .as_array()
+                .map(|e| e.iter().map(|e| e["event"]["ref"].as_str().unwrap_or("").to_string()).collect())
+                .unwrap_or_default();
+            refs.sort();
+            if refs != ["e1", "e2", "e3"] {
+                return Err(format!("the listening job ran {refs:?}, not each event once"));
+            }
+        }
         Scenario::Approved => {
             wait_run(stack, &path, wait, "sign-off waiting", |v| job_status(v, "sign-off") == "waiting").await?;
             let job_id = {
@@ -827,6 +937,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     assert_eq!(calm[&Scenario::Elastic].status, "succeeded", "an elastic fleet from zero runs every job: {calm:?}");
     assert_eq!(calm[&Scenario::Grouped].status, "succeeded", "a group's runs each run in turn: {calm:?}");
     assert_eq!(calm[&Scenario::Approved].status, "succeeded", "the approvers' input reaches the deploy: {calm:?}");
+    assert_eq!(calm[&Scenario::Listening].status, "succeeded", "each event ran once, then the dependant: {calm:?}");
     // Two seeds side by side: each on a stack of its own.
     let (first, second) = tokio::join!(stormy(1, plan(1), &calm), stormy(2, plan(2), &calm));
     for (seed, (violations, injected, retries)) in [(1, first), (2, second)] {
