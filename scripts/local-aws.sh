@@ -6,6 +6,13 @@
 # Sets BATON_AWS_ENDPOINT for the processes started afterwards.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The tests run every function in one process (the dev host), unoptimised:
+# a debug build's futures are many times their release size, and at a 30 %
+# fault rate the chaos soak's nested invocations (replayed requests,
+# retries) overflowed a tokio worker's default 2 MiB stack. Threads started
+# without an explicit size (tokio's workers too) take this one. A Lambda
+# runs one function, optimised: nothing to raise there.
+export RUST_MIN_STACK="${RUST_MIN_STACK:-16777216}"
 VENV="$ROOT/.venv"
 LOCAL_DIR="$ROOT/.local"
 MOTO_PID=""

@@ -99,7 +99,11 @@ impl Functions {
     }
 
     pub async fn http(&self, function: &str, req: Request) -> Response<Body> {
-        self.invocations.invoke(function, 0, self.route_http(function, req), |r| Some(r.status().as_u16())).await
+        // Boxed: the match over every handler is as big as the biggest
+        // handler's future, and an invocation nests in others (a replayed
+        // request, a nudge): on the heap, not on a worker's stack.
+        let route = Box::pin(self.route_http(function, req));
+        self.invocations.invoke(function, 0, route, |r| Some(r.status().as_u16())).await
     }
 
     async fn route_http(&self, function: &str, req: Request) -> Response<Body> {
@@ -132,7 +136,8 @@ impl Functions {
 
     pub async fn sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
         let records = event.records.len();
-        self.invocations.invoke(function, records, self.route_sqs(function, event), |_| None).await
+        let route = Box::pin(self.route_sqs(function, event));
+        self.invocations.invoke(function, records, route, |_| None).await
     }
 
     async fn route_sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
