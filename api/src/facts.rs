@@ -312,6 +312,34 @@ impl FactDetail for JobTerminated {
     const CONTEXT: Context = Context::Workflows;
 }
 
+/// A job started waiting for people or events (behaviour.md §16): an
+/// approval job whose needs were met, or a listening job that listens.
+/// What a notifier subscribes to ("sign-off needs you").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobWaiting {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_key: String,
+    pub waiting_for: WaitingFor,
+    /// When its timeout ends the wait.
+    pub until: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitingFor {
+    /// Approvals (`approval:`).
+    Approval,
+    /// Events (`listen:`).
+    Events,
+}
+
+impl FactDetail for JobWaiting {
+    const DETAIL_TYPE: &'static str = "baton.workflows.job.waiting";
+    const CONTEXT: Context = Context::Workflows;
+}
+
 /// An approver decided on an approval job (behaviour.md §16): who, what,
 /// when, with which comment and inputs, and where the approval stands.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -502,6 +530,7 @@ pub const ALL_DETAIL_TYPES: &[&str] = &[
     JobExecutionQueued::DETAIL_TYPE,
     JobExecutionTerminated::DETAIL_TYPE,
     JobTerminated::DETAIL_TYPE,
+    JobWaiting::DETAIL_TYPE,
     ApprovalDecided::DETAIL_TYPE,
     RunTerminated::DETAIL_TYPE,
     RunCancelled::DETAIL_TYPE,

@@ -309,6 +309,9 @@ impl Store {
                 Emitted::ApprovalDecided(d) => {
                     facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
                 }
+                Emitted::JobWaiting(d) => {
+                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
+                }
                 Emitted::Results { run_id, attempt, execution_id, outputs } => {
                     puts.push(self.result_put(*run_id, *attempt, *execution_id, &[], outputs)?)
                 }

@@ -48,8 +48,8 @@ use super::status::{AttemptStatus, ExecutionStatus, JobStatus, RunStatus, Status
 use crate::api::runs::ApprovalRequest;
 use crate::api::runs::EventRef;
 use crate::facts::{
-    ApprovalDecided, JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, OutputFrom, QueuedJob,
-    RunCancelled, RunTerminated, StepResult, StepSpec,
+    ApprovalDecided, JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, JobWaiting, OutputFrom,
+    QueuedJob, RunCancelled, RunTerminated, StepResult, StepSpec, WaitingFor,
 };
 
 /// The run, as its item holds it (the run mirrors its current attempt).
@@ -207,6 +207,8 @@ pub enum Emitted {
     JobTerminated(JobTerminated),
     RunTerminated(RunTerminated),
     RunCancelled(RunCancelled),
+    /// An approval or a listening job started waiting.
+    JobWaiting(JobWaiting),
     /// An approver's decision (`workflows::approval`).
     ApprovalDecided(ApprovalDecided),
     /// An execution that ran on no runner ended with these outputs (an
@@ -695,13 +697,28 @@ impl AttemptState {
 
     /// Job `index`, listening, starts listening: no runner until an event
     /// fires; its listening timeout counts from now.
-    fn start_listening(&mut self, index: usize, spec: &ListenSpec, now: DateTime<Utc>, minute: Duration) {
+    fn start_listening(
+        &mut self,
+        index: usize,
+        spec: &ListenSpec,
+        now: DateTime<Utc>,
+        minute: Duration,
+    ) -> Option<Emitted> {
+        let (run_id, attempt) = (self.run_id, self.attempt);
         let job = &mut self.jobs[index];
-        let Some(execution) = job.execution.as_mut() else { return };
+        let execution = job.execution.as_mut()?;
         job.status = JobStatus::Waiting;
         execution.status = ExecutionStatus::Waiting;
         let until = now + scaled(spec.timeout_minutes, minute);
         job.listen = Some(ListenState { until, pending: Vec::new(), refs: Vec::new() });
+        Some(Emitted::JobWaiting(JobWaiting {
+            run_id,
+            attempt,
+            job_id: job.id,
+            job_key: job.key.clone(),
+            waiting_for: WaitingFor::Events,
+            until,
+        }))
     }
 
     /// The execution of listening job `index` ended (`next`): it is kept
@@ -1243,11 +1260,9 @@ impl AttemptState {
                         .as_deref()
                         .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
                     let emitted = if admitted && defined.approval.is_some() {
-                        self.await_approval(index, defined, now, minute);
-                        Vec::new()
+                        self.await_approval(index, defined, now, minute).into_iter().collect()
                     } else if let (true, Some(listen)) = (admitted, defined.listen.as_ref()) {
-                        self.start_listening(index, listen, now, minute);
-                        Vec::new()
+                        self.start_listening(index, listen, now, minute).into_iter().collect()
                     } else if admitted {
                         let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
                         let Some(emitted) = self.start_job(index, defined, spec, now, minute) else { continue };
@@ -1395,15 +1410,32 @@ impl AttemptState {
 
     /// Job `index`, an approval, starts waiting for its approvers: no
     /// runner, no queue; its timeout counts from now.
-    fn await_approval(&mut self, index: usize, defined: &JobDefinition, now: DateTime<Utc>, minute: Duration) {
+    fn await_approval(
+        &mut self,
+        index: usize,
+        defined: &JobDefinition,
+        now: DateTime<Utc>,
+        minute: Duration,
+    ) -> Option<Emitted> {
+        let (run_id, attempt) = (self.run_id, self.attempt);
         let job = &mut self.jobs[index];
-        let Some(execution) = job.execution.as_mut() else { return };
+        let execution = job.execution.as_mut()?;
         job.status = JobStatus::Waiting;
         job.continue_on_error = defined.continue_on_error.as_deref() == Some("true");
         execution.status = ExecutionStatus::Waiting;
         let since = *execution.queued_at.get_or_insert(now);
         execution.started_at.get_or_insert(now);
-        execution.deadline = Some(since + scaled(defined.timeout_minutes, minute));
+        let until = since + scaled(defined.timeout_minutes, minute);
+        execution.deadline = Some(until);
+        // What a notifier subscribes to: someone must decide.
+        Some(Emitted::JobWaiting(JobWaiting {
+            run_id,
+            attempt,
+            job_id: job.id,
+            job_key: job.key.clone(),
+            waiting_for: WaitingFor::Approval,
+            until,
+        }))
     }
 
     /// Ends the waiting approval `index` as its `on-timeout` says.

@@ -28,9 +28,9 @@ use baton_shared::facts::relay::outbox_records;
 use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
 use baton_shared::facts::{
     source_of, ApprovalDecided, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted,
-    JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, LeaseRef, QueuedJob,
-    ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, SettledBy, StepResult,
-    StepStatus, ALL_DETAIL_TYPES, SCHEMA_VERSION,
+    JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, JobWaiting, LeaseRef,
+    QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, SettledBy,
+    StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
 };
 use baton_shared::store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -212,6 +212,7 @@ fn parse_as(detail_type: &str, detail: &Value) -> Result<Value, String> {
         JobExecutionTerminated::DETAIL_TYPE => typed::<JobExecutionTerminated>(&delivered),
         JobTerminated::DETAIL_TYPE => typed::<JobTerminated>(&delivered),
         ApprovalDecided::DETAIL_TYPE => typed::<ApprovalDecided>(&delivered),
+        JobWaiting::DETAIL_TYPE => typed::<JobWaiting>(&delivered),
         RunTerminated::DETAIL_TYPE => typed::<RunTerminated>(&delivered),
         RunCancelled::DETAIL_TYPE => typed::<RunCancelled>(&delivered),
         JobClaimed::DETAIL_TYPE => typed::<JobClaimed>(&delivered),
@@ -342,6 +343,17 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
             outcome: outcome.into(),
             approvals,
             required: 2,
+        });
+    }
+
+    for waiting_for in [WaitingFor::Approval, WaitingFor::Events] {
+        check(JobWaiting {
+            run_id: id(),
+            attempt: 1,
+            job_id: id(),
+            job_key: "sign-off".into(),
+            waiting_for,
+            until: Utc::now(),
         });
     }
 

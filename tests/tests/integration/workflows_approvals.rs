@@ -114,6 +114,10 @@ async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_
         facts.iter().map(|f| (f["by"].as_str().unwrap(), f["outcome"].as_str().unwrap())).collect();
     assert_eq!(outcomes, [("alice", "waiting"), ("bob", "approved")], "one fact a recorded decision");
     assert_eq!(run_view(&stack, &ws, &run).await["created_by"], "carol");
+    let waiting = stack
+        .wait_fact("baton.workflows.job.waiting", WAIT, |d| d["run_id"] == run.as_str() && d["job_key"] == "sign-off")
+        .await;
+    assert_eq!(waiting["waiting_for"], "approval", "a notifier learns someone must decide");
     stack.assert_all_facts_valid();
 }
 

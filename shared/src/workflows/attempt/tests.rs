@@ -822,6 +822,11 @@ fn waiting_for_sign_off(definition: &WorkflowDefinition) -> (AttemptState, Uuid)
     finish(&mut state, "build", JobOutcome::Succeeded);
     let change = state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
     assert!(change.emitted.iter().all(|e| !matches!(e, Emitted::Queued { .. })), "an approval is queued to no runner");
+    assert!(
+        change.emitted.iter().any(|e| matches!(e, Emitted::JobWaiting(w) if w.job_key == "sign-off"
+            && w.waiting_for == crate::facts::WaitingFor::Approval)),
+        "its wait is a fact a notifier can take"
+    );
     assert_eq!(status_of(&state, "sign-off"), JobStatus::Waiting);
     // The next advance leaves its dependant waiting too (a waiting job is
     // live: nothing is stuck).
@@ -994,6 +999,10 @@ fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
     finish(&mut state, "build", JobOutcome::Succeeded);
     let change = state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
     assert!(queued_specs(&change).is_empty(), "it listens: nothing runs yet");
+    assert!(change
+        .emitted
+        .iter()
+        .any(|e| matches!(e, Emitted::JobWaiting(w) if w.waiting_for == crate::facts::WaitingFor::Events)));
     assert_eq!(status_of(&state, "on-review"), JobStatus::Waiting);
     assert!(state.next_deadline().unwrap() > Utc::now() + chrono::Duration::minutes(59));
 
