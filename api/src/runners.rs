@@ -226,6 +226,12 @@ pub struct StepReport {
     /// `MAX_OUTPUTS_BYTES` as JSON text; ignored on any other report.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, serde_json::Value>,
+    /// The runner's word that this is the job's last step: only such a
+    /// report may settle the job, so every other report is one conditional
+    /// write with no read. The server checks it against the job (a report
+    /// that says so wrongly is recorded like any other).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last: bool,
 }
 
 /// The step route's answer.

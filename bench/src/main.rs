@@ -462,7 +462,7 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
         let job = stack.claim(&session).await.expect("the queued job is claimed");
         let (id, token, step) = (job.job_execution_id, job.lease.token.clone(), job.job.steps[0].id);
         let path = format!("/v1/runners/leases/{id}/steps/{step}");
-        let report = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.0.0"}});
+        let report = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.0.0"}, "last": true});
         let (f, settled) =
             measure(recorder, "last step report (settles the job, no complete)", stack.post(&path, &token, report))
                 .await;

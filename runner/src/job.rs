@@ -365,7 +365,7 @@ async fn settle(
     outputs: &BTreeMap<String, serde_json::Value>,
     stop_tx: &watch::Sender<Stop>,
 ) -> Option<JobEnd> {
-    let body = StepReport { outputs: outputs.clone(), ..step_report(last) };
+    let body = StepReport { outputs: outputs.clone(), last: true, ..step_report(last) };
     let answer = with_retries("last step report", STEP_REPORT_BUDGET, || {
         settings.client.report_step(token, execution, last.id, &body)
     })
@@ -392,6 +392,7 @@ fn step_report(result: &StepResult) -> StepReport {
         started_at: result.started_at,
         finished_at: result.finished_at,
         outputs: BTreeMap::new(),
+        last: false,
     }
 }
 

@@ -186,6 +186,25 @@ impl TestStack {
         }
     }
 
+    /// A new operator token scoped to workspace `ws` (what `baton-ops`
+    /// mints), unnamed and in no group.
+    pub async fn workspace_token(&self, ws: &str) -> String {
+        self.named_token(ws, None, &[]).await
+    }
+
+    /// A new operator token of workspace `ws` with a name and groups: an
+    /// approver (behaviour.md §16).
+    pub async fn approver_token(&self, ws: &str, name: &str, groups: &[&str]) -> String {
+        self.named_token(ws, Some(name), groups).await
+    }
+
+    async fn named_token(&self, ws: &str, name: Option<&str>, groups: &[&str]) -> String {
+        let token = baton_shared::tokens::new_operator_token();
+        let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        self.store.put_operator_token_in_groups(&token, Some(ws), name, &groups).await.expect("an operator token");
+        token
+    }
+
     /// Kills the dev host as a crash would (every invocation in flight is
     /// dropped where it stands), then provisions the stage again over the
     /// same emulator and starts a new dev host on it: what a developer does

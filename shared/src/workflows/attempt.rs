@@ -704,19 +704,27 @@ impl AttemptState {
         now: DateTime<Utc>,
         minute: Duration,
     ) -> Option<Emitted> {
+        let until = now + scaled(spec.timeout_minutes, minute);
+        let emitted = self.start_waiting(index, WaitingFor::Events, until)?;
+        self.jobs[index].listen = Some(ListenState { until, pending: Vec::new(), refs: Vec::new() });
+        Some(emitted)
+    }
+
+    /// Job `index` and its execution wait (for events or for people) until
+    /// `until`, with no runner and no queue: the `job.waiting` fact is what
+    /// a notifier subscribes to. `None` when the job has no execution.
+    fn start_waiting(&mut self, index: usize, waiting_for: WaitingFor, until: DateTime<Utc>) -> Option<Emitted> {
         let (run_id, attempt) = (self.run_id, self.attempt);
         let job = &mut self.jobs[index];
         let execution = job.execution.as_mut()?;
         job.status = JobStatus::Waiting;
         execution.status = ExecutionStatus::Waiting;
-        let until = now + scaled(spec.timeout_minutes, minute);
-        job.listen = Some(ListenState { until, pending: Vec::new(), refs: Vec::new() });
         Some(Emitted::JobWaiting(JobWaiting {
             run_id,
             attempt,
             job_id: job.id,
             job_key: job.key.clone(),
-            waiting_for: WaitingFor::Events,
+            waiting_for,
             until,
         }))
     }
@@ -1417,25 +1425,14 @@ impl AttemptState {
         now: DateTime<Utc>,
         minute: Duration,
     ) -> Option<Emitted> {
-        let (run_id, attempt) = (self.run_id, self.attempt);
         let job = &mut self.jobs[index];
         let execution = job.execution.as_mut()?;
-        job.status = JobStatus::Waiting;
         job.continue_on_error = defined.continue_on_error.as_deref() == Some("true");
-        execution.status = ExecutionStatus::Waiting;
         let since = *execution.queued_at.get_or_insert(now);
         execution.started_at.get_or_insert(now);
         let until = since + scaled(defined.timeout_minutes, minute);
         execution.deadline = Some(until);
-        // What a notifier subscribes to: someone must decide.
-        Some(Emitted::JobWaiting(JobWaiting {
-            run_id,
-            attempt,
-            job_id: job.id,
-            job_key: job.key.clone(),
-            waiting_for: WaitingFor::Approval,
-            until,
-        }))
+        self.start_waiting(index, WaitingFor::Approval, until)
     }
 
     /// Ends the waiting approval `index` as its `on-timeout` says.

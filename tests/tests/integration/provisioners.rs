@@ -131,8 +131,7 @@ async fn bad_settings_are_400_naming_the_field_and_a_token_reaches_only_its_own_
     assert_eq!(stack.count_items("reservation").await, 1);
 
     // The operator routes of another workspace do not reveal it.
-    let scoped = baton_shared::tokens::new_operator_token();
-    stack.store.put_operator_token(&scoped, Some("ws2"), None).await.unwrap();
+    let scoped = stack.workspace_token("ws2").await;
     let answer = stack.send(Method::DELETE, &format!("{path}/{id}"), &scoped, None).await;
     assert_eq!(answer.status, 404);
     let answer = stack.send(Method::DELETE, &format!("/v1/workspaces/ws2/provisioners/{id}"), &scoped, None).await;

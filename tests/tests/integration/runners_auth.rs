@@ -18,8 +18,7 @@ async fn registration_token_routes_need_an_operator_token_of_the_workspace() {
     let answer = stack.send(reqwest::Method::GET, path, &wrong_kind, None).await;
     assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
 
-    let scoped = baton_shared::tokens::new_operator_token();
-    stack.store.put_operator_token(&scoped, Some("ws2"), None).await.unwrap();
+    let scoped = stack.workspace_token("ws2").await;
     let answer = stack.post(path, &scoped, json!({})).await;
     assert_eq!((answer.status, answer.code()), (404, "not-found"), "another workspace is not revealed");
     let own = stack.post("/v1/workspaces/ws2/registration-tokens", &scoped, json!({"name": "ci"})).await;

@@ -274,16 +274,23 @@ async fn the_last_steps_report_settles_the_job_and_a_complete_after_answers_the_
     let job = leased_steps(&stack, "ws1", 2).await;
     let id = job.job_execution_id;
     assert_eq!(report(&stack, &job, 0, json!({"status": "running"})).await.body, json!({"cancel": false}));
-    let first = report(&stack, &job, 0, json!({"status": "succeeded", "exit_code": 0})).await;
+    // An earlier step's end settles nothing, even one that says wrongly
+    // that it is the last (the server checks the job's step count).
+    let first = report(&stack, &job, 0, json!({"status": "succeeded", "exit_code": 0, "last": true})).await;
     assert_eq!(first.body, json!({"cancel": false}), "an earlier step's end settles nothing");
     assert!(stack.store.lease(id).await.unwrap().is_some());
+    // The last step's report that is not marked as such is recorded only:
+    // the runner's complete, or its marked report, ends the job.
+    let unmarked = report(&stack, &job, 1, json!({"status": "succeeded", "exit_code": 0})).await;
+    assert_eq!(unmarked.body, json!({"cancel": false}));
+    assert!(stack.store.lease(id).await.unwrap().is_some());
 
-    let last = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.2.3"}});
+    let last = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.2.3"}, "last": true});
     let settled = report(&stack, &job, 1, last.clone()).await;
     assert_eq!((settled.status, &settled.body), (200, &json!({"cancel": false, "settled": "succeeded"})));
     assert!(stack.store.lease(id).await.unwrap().is_none(), "the lease ended with the report");
     let record = stack.store.runner_record(id).await.unwrap().unwrap();
-    assert_eq!((record.status, record.step_reports), (RunnerStatus::Completed, 3));
+    assert_eq!((record.status, record.step_reports), (RunnerStatus::Completed, 4));
 
     // The runner's repeat of that report (its answer lost), a complete
     // after it, and a late report all answer the recorded outcome.
@@ -309,21 +316,21 @@ async fn a_failed_step_settles_the_job_failed_and_a_lost_report_leaves_it_to_the
     // A failed step, the next one skipped: settled failed.
     let job = leased_steps(&stack, "ws1", 2).await;
     report(&stack, &job, 0, json!({"status": "failed", "exit_code": 3})).await;
-    let settled = report(&stack, &job, 1, json!({"status": "skipped"})).await;
+    let settled = report(&stack, &job, 1, json!({"status": "skipped", "last": true})).await;
     assert_eq!(settled.body["settled"], "failed");
     assert!(stack.store.lease(job.job_execution_id).await.unwrap().is_none());
 
     // A forgiven failure (`continue-on-error`) does not fail it.
     let forgiven = leased_steps(&stack, "ws1", 2).await;
     report(&stack, &forgiven, 0, json!({"status": "failed", "soft_failed": true, "exit_code": 1})).await;
-    let settled = report(&stack, &forgiven, 1, json!({"status": "succeeded", "exit_code": 0})).await;
+    let settled = report(&stack, &forgiven, 1, json!({"status": "succeeded", "exit_code": 0, "last": true})).await;
     assert_eq!(settled.body["settled"], "succeeded");
 
     // The first step's end never reached the server: the last report does
     // not settle (the outcome is not certain), the lease lives on, and the
     // runner's complete decides as before.
     let lost = leased_steps(&stack, "ws1", 2).await;
-    let unsettled = report(&stack, &lost, 1, json!({"status": "succeeded", "exit_code": 0})).await;
+    let unsettled = report(&stack, &lost, 1, json!({"status": "succeeded", "exit_code": 0, "last": true})).await;
     assert_eq!((unsettled.status, &unsettled.body), (200, &json!({"cancel": false})));
     assert!(stack.store.lease(lost.job_execution_id).await.unwrap().is_some());
     let steps = json!([{"id": lost.job.steps[0].id, "status": "failed", "exit_code": 2},
@@ -335,7 +342,7 @@ async fn a_failed_step_settles_the_job_failed_and_a_lost_report_leaves_it_to_the
     // Another lease's token settles nothing and learns nothing.
     let other = leased_steps(&stack, "ws1", 1).await;
     let path = format!("/v1/runners/leases/{}/steps/{}", other.job_execution_id, other.job.steps[0].id);
-    let foreign = stack.post(&path, &job.lease.token, json!({"status": "succeeded"})).await;
+    let foreign = stack.post(&path, &job.lease.token, json!({"status": "succeeded", "last": true})).await;
     assert_eq!(foreign.status, 404, "{}", foreign.body);
     assert!(stack.store.lease(other.job_execution_id).await.unwrap().is_some());
     stack.assert_all_facts_valid();

@@ -32,14 +32,6 @@ jobs:
     steps: [{run: ./deploy}]
 "#;
 
-/// A named operator token of `ws` in `groups`.
-async fn token(stack: &TestStack, ws: &str, name: &str, groups: &[&str]) -> String {
-    let token = baton_shared::tokens::new_operator_token();
-    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
-    stack.store.put_operator_token_in_groups(&token, Some(ws), Some(name), &groups).await.unwrap();
-    token
-}
-
 async fn decide(stack: &TestStack, ws: &str, run: &str, job: &str, token: &str, body: Value) -> (u16, Value) {
     post(stack, token, &format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job}/approval"), body).await
 }
@@ -64,10 +56,10 @@ async fn waiting_sign_off(stack: &TestStack, ws: &str, creator: &str, yaml: &str
 async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_creator_is_refused() {
     let stack = start().await;
     let ws = workspace();
-    let alice = token(&stack, &ws, "alice", &[]).await;
-    let bob = token(&stack, &ws, "bob", &["release-managers"]).await;
-    let carol = token(&stack, &ws, "carol", &["release-managers"]).await;
-    let mallory = token(&stack, &ws, "mallory", &["ops"]).await;
+    let alice = stack.approver_token(&ws, "alice", &[]).await;
+    let bob = stack.approver_token(&ws, "bob", &["release-managers"]).await;
+    let carol = stack.approver_token(&ws, "carol", &["release-managers"]).await;
+    let mallory = stack.approver_token(&ws, "mallory", &["ops"]).await;
     // Carol creates the run: she may not approve it.
     let (run, sign_off) = waiting_sign_off(&stack, &ws, &carol, RELEASE).await;
     let approve = |inputs: Value| json!({"decision": "approve", "comment": "ship it", "inputs": inputs});
@@ -125,7 +117,7 @@ async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_
 async fn a_rejection_fails_the_approval_with_reason_rejected_and_skips_its_dependants() {
     let stack = start().await;
     let ws = workspace();
-    let bob = token(&stack, &ws, "bob", &["release-managers"]).await;
+    let bob = stack.approver_token(&ws, "bob", &["release-managers"]).await;
     let (run, sign_off) = waiting_sign_off(&stack, &ws, &stack.admin_token, RELEASE).await;
     let (status, body) =
         decide(&stack, &ws, &run, &sign_off, &bob, json!({"decision": "reject", "comment": "not today"})).await;

@@ -46,8 +46,7 @@ async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_t
     .await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-listening")), "not a listening job");
     // Another workspace's token does not reach the run.
-    let other = baton_shared::tokens::new_operator_token();
-    stack.store.put_operator_token(&other, Some("elsewhere"), None).await.unwrap();
+    let other = stack.workspace_token("elsewhere").await;
     let (status, _) = post(&stack, &other, &path, fire("x")).await;
     assert_eq!(status, 404);
 

@@ -197,8 +197,7 @@ async fn a_run_is_not_found_when_unknown_or_read_from_another_workspace() {
     let (ws_a, ws_b) = (workspace(), workspace());
     let run = create_run(&stack, &ws_a, SPEC_EXAMPLE).await;
     let run_id = run["id"].as_str().unwrap();
-    let token_b = baton_shared::tokens::new_operator_token();
-    stack.store.put_operator_token(&token_b, Some(&ws_b), None).await.unwrap();
+    let token_b = stack.workspace_token(&ws_b).await;
 
     let (status, body) =
         get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws_a}/runs/{}", uuid::Uuid::now_v7())).await;

@@ -1443,10 +1443,8 @@ async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_de
     let token = stack.registration_token(&ws, json!({})).await;
     let shared = scratch();
     let mut approvers = Vec::new();
-    for (name, groups) in [("alice", vec![]), ("bob", vec!["release-managers".to_string()])] {
-        let secret = baton_shared::tokens::new_operator_token();
-        stack.store.put_operator_token_in_groups(&secret, Some(&ws), Some(name), &groups).await.unwrap();
-        approvers.push(secret);
+    for (name, groups) in [("alice", &[][..]), ("bob", &["release-managers"][..])] {
+        approvers.push(stack.approver_token(&ws, name, groups).await);
     }
     let yaml = format!(
         r#"name: release
