@@ -30,6 +30,11 @@ pub enum ErrorCode {
     NotListening,
     /// Too many events wait for a listening job, or it took its most.
     TooManyEvents,
+    /// An artifact would pass the job's or the run's cap.
+    ArtifactCap,
+    /// Another job of the run stored an artifact of that name, or this
+    /// execution stored a different one under it.
+    ArtifactExists,
     Unavailable,
     Internal,
 }
@@ -55,6 +60,8 @@ impl ErrorCode {
             ErrorCode::NotWaiting => "not-waiting",
             ErrorCode::NotListening => "not-listening",
             ErrorCode::TooManyEvents => "too-many-events",
+            ErrorCode::ArtifactCap => "artifact-cap",
+            ErrorCode::ArtifactExists => "artifact-exists",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
@@ -77,7 +84,9 @@ impl ErrorCode {
             | ErrorCode::TooManyLabelSets
             | ErrorCode::NotWaiting
             | ErrorCode::NotListening
-            | ErrorCode::TooManyEvents => 409,
+            | ErrorCode::TooManyEvents
+            | ErrorCode::ArtifactExists => 409,
+            ErrorCode::ArtifactCap => 413,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }

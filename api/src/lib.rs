@@ -6,6 +6,7 @@
 //! serde, uuid and chrono only, so a client built on it compiles no AWS SDK;
 //! the `openapi` feature adds the OpenAPI document generated from the types.
 
+pub mod artifacts;
 pub mod error;
 pub mod facts;
 pub mod health;

@@ -61,10 +61,15 @@ pub const PROVISIONER: &str = "provisioner";
         report_step,
         complete_job,
         log_upload_urls,
+        begin_artifact_upload,
+        complete_artifact_upload,
+        runner_artifact_download,
         create_run,
         list_runs,
         get_run,
         read_job_logs,
+        list_run_artifacts,
+        operator_artifact_download,
         cancel_run,
         decide_approval,
         deliver_event,
@@ -386,6 +391,71 @@ fn complete_job() {}
     ),
     security(("lease" = [])))]
 fn log_upload_urls() {}
+
+/// Begins (or resumes) the upload of an artifact: the archive's bytes are
+/// charged to the job's and the run's caps, and the answer holds one
+/// presigned `PUT` per part (16 MiB each but the last), each bound to its
+/// exact size and valid no longer than the lease. Asking again with the
+/// same name, size and digest gives fresh URLs and charges nothing twice.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/artifacts", tag = "runners",
+    params(ExecutionParam),
+    request_body = crate::artifacts::ArtifactUploadRequest,
+    responses(
+        (status = 200, description = "The parts' URLs (or `stored: true`)", body = crate::artifacts::ArtifactUploadResponse),
+        (status = 400, description = "`invalid-request`: a bad name, an empty archive, a digest that is not SHA-256 hex", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
+        (status = 409, description = "`lease-lost`; `artifact-exists`: another job of the run stored that name, or this job is storing another archive under it", body = ErrorBody),
+        (status = 413, description = "`artifact-cap`: the job's (bytes or 20 artifacts) or the run's cap would be passed; nothing is charged", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn begin_artifact_upload() {}
+
+/// Every part is sent: S3 assembles the archive and the artifact is stored,
+/// only while the lease is held (parts sent after it ended never become an
+/// artifact). A repeat answers the stored artifact.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/artifacts/{name}/complete", tag = "runners",
+    params(ExecutionParam, ("name" = String, Path, description = "The artifact's name")),
+    request_body = crate::artifacts::ArtifactCompleteRequest,
+    responses(
+        (status = 200, description = "Stored", body = crate::artifacts::Artifact),
+        (status = 400, description = "`invalid-request`: a part missing, twice or out of order, or S3 refused the parts", body = ErrorBody),
+        (status = 404, description = "`not-found`: no upload of that name by this job, or no such lease", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn complete_artifact_upload() {}
+
+/// A presigned `GET` (15 minutes) of one of the run's stored artifacts, a
+/// gzipped tar, for a later job (`download:`).
+#[utoipa::path(get, path = "/v1/runners/leases/{execution_id}/artifacts/{name}", tag = "runners",
+    params(ExecutionParam, ("name" = String, Path, description = "The artifact's name")),
+    responses(
+        (status = 200, description = "The artifact and its URL", body = crate::artifacts::ArtifactDownload),
+        (status = 404, description = "`not-found`: no stored artifact of that name in the run, or no such lease", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn runner_artifact_download() {}
+
+/// A run's artifacts, by name (also in the run view), `uploading` ones too.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/runs/{run_id}/artifacts", tag = "operators",
+    params(WorkspaceParam, RunParam),
+    responses(
+        (status = 200, description = "The artifacts", body = crate::artifacts::ArtifactList),
+        (status = 404, description = "`not-found`: no such run in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_run_artifacts() {}
+
+/// A presigned `GET` (15 minutes) of a stored artifact of the run.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/runs/{run_id}/artifacts/{name}", tag = "operators",
+    params(WorkspaceParam, RunParam, ("name" = String, Path, description = "The artifact's name")),
+    responses(
+        (status = 200, description = "The artifact and its URL", body = crate::artifacts::ArtifactDownload),
+        (status = 404, description = "`not-found`: no stored artifact of that name in the run", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn operator_artifact_download() {}
 
 /// A job's log lines from `cursor` on, in order; `wait_s` waits for new
 /// lines of a job still running (follow). A read answers at most 1000

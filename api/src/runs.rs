@@ -59,6 +59,10 @@ pub struct RunView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     pub attempts: Vec<AttemptView>,
+    /// The run's artifacts (behaviour.md §17), by name: what its jobs
+    /// uploaded, in every attempt (a rerun's jobs see the ones carried over).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<crate::artifacts::Artifact>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -124,6 +124,7 @@ impl Functions {
             "logs" => baton_logs::handle(context, req).await,
             "provisioners" => baton_provisioners::handle(context, req).await,
             "secrets" => baton_secrets::handle(context, req).await,
+            "artifacts" => baton_artifacts::handle(context, req).await,
             "provisioner-demand" => baton_provisioner_demand::handle(context, req).await,
             "provisioner-reservations" => baton_provisioner_reservations::handle(context, req).await,
             "provisioner-instances" => baton_provisioner_instances::handle(context, req).await,

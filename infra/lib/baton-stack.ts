@@ -43,6 +43,8 @@ import {
   AwsProvisionerSpec,
   FunctionSpec,
   PROVISIONER_PERMISSIONS,
+  ARTIFACTS_BUCKET,
+  ARTIFACTS_KEY_PATTERN,
   LOGS_BUCKET,
   LOGS_KEY_PATTERN,
   Naming,
@@ -188,8 +190,19 @@ export interface BatonStackProps extends StackProps {
   readonly functionTimeoutS?: number;
   /** Retention of every log group of the stack. @default 30 */
   readonly logRetentionDays?: number;
-  /** Days after which the objects of every bucket (job logs) expire, 1-3650. @default each bucket's `retention_days` */
+  /**
+   * Days after which the objects of every bucket (job logs, job artifacts)
+   * expire, 1-3650; `artifactRetentionDays` overrides it for the artifacts
+   * bucket. @default each bucket's `retention_days`
+   */
   readonly bucketRetentionDays?: number;
+  /**
+   * Days after which job artifacts (the objects of the `artifacts` bucket)
+   * expire, 1-3650. Overrides `bucketRetentionDays` for that bucket only;
+   * needs a bucket named `artifacts` in resources.json.
+   * @default `bucketRetentionDays` when given, else the artifacts bucket's `retention_days`
+   */
+  readonly artifactRetentionDays?: number;
   /** Steady-state requests per second of the API's default stage and of the push socket's stage. @default 100 */
   readonly apiThrottleRateLimit?: number;
   /** Burst of the API's default stage and of the push socket's stage. @default 200 */
@@ -265,7 +278,10 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
     functionTimeoutS: props.functionTimeoutS ?? 30,
     logRetentionDays: props.logRetentionDays ?? 30,
     bucketRetentionDays: Object.fromEntries(
-      allBuckets(resources).map((b) => [b.name, props.bucketRetentionDays ?? b.retention_days]),
+      allBuckets(resources).map((b) => [
+        b.name,
+        (b.name === ARTIFACTS_BUCKET ? props.artifactRetentionDays : undefined) ?? props.bucketRetentionDays ?? b.retention_days,
+      ]),
     ),
     apiThrottleRateLimit: props.apiThrottleRateLimit ?? 100,
     apiThrottleBurstLimit: props.apiThrottleBurstLimit ?? 200,
@@ -298,6 +314,12 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
   wholeInRange('archiveRetentionDays', r.archiveRetentionDays, 1, 36_500);
   if (props.bucketRetentionDays !== undefined) {
     wholeInRange('bucketRetentionDays', props.bucketRetentionDays, 1, 3_650);
+  }
+  if (props.artifactRetentionDays !== undefined) {
+    wholeInRange('artifactRetentionDays', props.artifactRetentionDays, 1, 3_650);
+    if (!allBuckets(resources).some((b) => b.name === ARTIFACTS_BUCKET)) {
+      throw new Error(`artifactRetentionDays is given but resources.json has no bucket named ${ARTIFACTS_BUCKET}`);
+    }
   }
   wholeInRange('functionMemoryMb', r.functionMemoryMb, 128, 10_240);
   wholeInRange('functionTimeoutS', r.functionTimeoutS, 1, 900);
@@ -424,7 +446,7 @@ export class BatonStack extends Stack {
       retention: Duration.days(cfg.archiveRetentionDays),
     });
 
-    // ---- buckets (job logs)
+    // ---- buckets (job logs, job artifacts)
     for (const b of allBuckets(this.resources)) {
       const days = cfg.bucketRetentionDays[b.name];
       this.buckets.set(
@@ -535,6 +557,11 @@ export class BatonStack extends Stack {
         throw new Error(`bucket ${b.name}: env ${b.env} is already one of the functions' configuration variables`);
       }
       env[b.env] = this.bucket(b.name).bucketName;
+    }
+    // An artifact's item expires with its archive (the bucket's lifecycle).
+    const artifactDays = cfg.bucketRetentionDays[ARTIFACTS_BUCKET];
+    if (artifactDays !== undefined) {
+      env.BATON_ARTIFACT_RETENTION_DAYS = String(artifactDays);
     }
     this.functionEnvironment = env;
     for (const fn of this.resources.functions) {
@@ -1189,8 +1216,9 @@ export class BatonStack extends Stack {
       case 'queue:list':
         iam.Grant.addToPrincipal({ grantee, actions: ['sqs:ListQueues'], resourceArns: ['*'] });
         return;
-      // Not grantPut / grantRead: they add wildcard actions (s3:Abort*,
-      // s3:GetObject*, s3:GetBucket*, s3:List*) that least privilege refuses.
+      // Not grantPut / grantRead (logs:*, artifacts:*): they add wildcard
+      // actions (s3:Abort*, s3:GetObject*, s3:GetBucket*, s3:List*) that
+      // least privilege refuses.
       case 'logs:write':
         // Presigned URLs are signed with the function's role: the runner's
         // PUT is authorized as the function's s3:PutObject.
@@ -1201,6 +1229,23 @@ export class BatonStack extends Stack {
         // ListObjectsV2 is authorized on the bucket, not on keys; every key
         // of the bucket is under logs/ anyway.
         iam.Grant.addToPrincipal({ grantee, actions: ['s3:ListBucket'], resourceArns: [this.bucket(LOGS_BUCKET).bucketArn] });
+        return;
+      case 'artifacts:write':
+        // Multipart uploads through presigned URLs signed with the function's
+        // role: CreateMultipartUpload, UploadPart and CompleteMultipartUpload
+        // are all authorized as s3:PutObject; abandoning an upload is
+        // s3:AbortMultipartUpload, an action of its own.
+        this.bucket(ARTIFACTS_BUCKET).grants.actionsOnObjectKeys(
+          grantee,
+          ARTIFACTS_KEY_PATTERN,
+          's3:PutObject',
+          's3:AbortMultipartUpload',
+        );
+        return;
+      case 'artifacts:read':
+        // Presigned GETs only, no s3:ListBucket: the table, not the bucket,
+        // says which artifacts a run has.
+        this.bucket(ARTIFACTS_BUCKET).grants.actionsOnObjectKeys(grantee, ARTIFACTS_KEY_PATTERN, 's3:GetObject');
         return;
       // Not grantManageConnections (every stage) nor grantManagementApiAccess:
       // both allow every method, GET and DELETE of a connection too; the

@@ -17,6 +17,7 @@ const NUMBERS = [
   'functionTimeoutS',
   'logRetentionDays',
   'bucketRetentionDays',
+  'artifactRetentionDays',
   'apiThrottleRateLimit',
   'apiThrottleBurstLimit',
   'pendingJobAgeAlarmS',

@@ -70,6 +70,15 @@ export const LOGS_BUCKET = 'logs';
  */
 export const LOGS_KEY_PATTERN = 'logs/*';
 
+/** The bucket the `artifacts:write` / `artifacts:read` permissions are about. */
+export const ARTIFACTS_BUCKET = 'artifacts';
+
+/**
+ * The key pattern `artifacts:write` / `artifacts:read` are scoped to: every
+ * key of a job artifact (a tar.gz archive) starts with `artifacts/`.
+ */
+export const ARTIFACTS_KEY_PATTERN = 'artifacts/*';
+
 /**
  * The runners' push socket: an API Gateway WebSocket API whose `$connect` and
  * `$disconnect` routes invoke `function` (trigger `websocket`), and whose
@@ -181,6 +190,8 @@ export const PROVISIONER_PERMISSIONS = ['ec2:runner-instances', 'ssm:runner-toke
  * | `queue:list`            | `sqs:ListQueues`                                                         |
  * | `logs:write`            | `s3:PutObject` on `logs/*` of the `logs` bucket (presigned uploads)      |
  * | `logs:read`             | `s3:GetObject` on `logs/*` of the `logs` bucket, `s3:ListBucket` on it   |
+ * | `artifacts:write`       | `s3:PutObject` and `s3:AbortMultipartUpload` on `artifacts/*` of the `artifacts` bucket (presigned multipart uploads) |
+ * | `artifacts:read`        | `s3:GetObject` on `artifacts/*` of the `artifacts` bucket (presigned downloads) |
  * | `push:post`             | `execute-api:ManageConnections` on `POST @connections/*` of the push API |
  * | `ec2:runner-instances`  | AWS provisioner only: run from its launch template, tag on create, terminate `baton:stage`-tagged instances, describe |
  * | `ssm:runner-tokens`     | AWS provisioner only: put/delete/list parameters under `/baton/<stage>/runner-tokens` |
@@ -204,6 +215,8 @@ export type Permission =
   | { readonly kind: 'queue:list' }
   | { readonly kind: 'logs:write' }
   | { readonly kind: 'logs:read' }
+  | { readonly kind: 'artifacts:write' }
+  | { readonly kind: 'artifacts:read' }
   | { readonly kind: 'push:post' }
   | { readonly kind: 'ec2:runner-instances' }
   | { readonly kind: 'ssm:runner-tokens' }
@@ -224,6 +237,8 @@ const SIMPLE = new Set([
   'states:read',
   'logs:write',
   'logs:read',
+  'artifacts:write',
+  'artifacts:read',
   'push:post',
   'ssm:secrets',
   'ssm:secrets-read',
@@ -253,7 +268,8 @@ export function parsePermission(raw: string): Permission {
   throw new Error(
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
-      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, push:post, ssm:secrets, ssm:secrets-read, ' +
+      'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, artifacts:write, artifacts:read, push:post, ' +
+      'ssm:secrets, ssm:secrets-read, ' +
       PROVISIONER_PERMISSIONS.join(', '),
   );
 }
@@ -518,6 +534,9 @@ function checkPermission(raw: string, what: string, machines: Set<string>, queue
   }
   if ((p.kind === 'logs:write' || p.kind === 'logs:read') && !buckets.has(LOGS_BUCKET)) {
     fail(`${what}: permission ${raw} needs a bucket named ${LOGS_BUCKET} in buckets`);
+  }
+  if ((p.kind === 'artifacts:write' || p.kind === 'artifacts:read') && !buckets.has(ARTIFACTS_BUCKET)) {
+    fail(`${what}: permission ${raw} needs a bucket named ${ARTIFACTS_BUCKET} in buckets`);
   }
 }
 

@@ -77,6 +77,8 @@ const SECRETS_ARN = 'arn:aws:ssm:us-east-1:123456789012:parameter/baton/test/sec
 /** The ARN of a bucket's objects under `logs/` (every key the functions write). */
 const logsObjects = (bucketId: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/logs/*']] });
 const bucketArn = (bucketId: string) => ({ 'Fn::GetAtt': [bucketId, 'Arn'] });
+/** The ARN of a bucket's objects under `artifacts/` (every key of a job artifact). */
+const artifactsObjects = (bucketId: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/artifacts/*']] });
 /** POST on every connection of the push API's stage "test" (PostToConnection), in the test env's region and account. */
 const pushConnections = (apiId: string) => ({
   'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':execute-api:us-east-1:123456789012:', { Ref: apiId }, '/test/POST/@connections/*']],
@@ -172,6 +174,25 @@ function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
         // ListBucket is a bucket-level action: its resource is the bucket itself.
         { why: raw, actions: ['s3:ListBucket'], on: [logs], exactly: [bucketArn(logs)], required: ['s3:ListBucket'] },
       ];
+    }
+    case 'artifacts:write': {
+      // Multipart uploads (Create/UploadPart/Complete are s3:PutObject) and
+      // their abort, only under artifacts/: no ACLs, tagging, listing.
+      const artifacts = ids.bucket('artifacts');
+      return [
+        {
+          why: raw,
+          actions: ['s3:PutObject', 's3:AbortMultipartUpload'],
+          on: [artifacts],
+          exactly: [artifactsObjects(artifacts)],
+          required: ['s3:PutObject', 's3:AbortMultipartUpload'],
+        },
+      ];
+    }
+    case 'artifacts:read': {
+      // GetObject only (presigned downloads), no ListBucket.
+      const artifacts = ids.bucket('artifacts');
+      return [{ why: raw, actions: ['s3:GetObject'], on: [artifacts], exactly: [artifactsObjects(artifacts)], required: ['s3:GetObject'] }];
     }
     case 'ssm:secrets': {
       const actions = ['ssm:PutParameter', 'ssm:DeleteParameter', 'ssm:GetParametersByPath'];
@@ -379,6 +400,34 @@ describe('least privilege audit', () => {
     put.statement.Action = asArray<string>(put.statement.Action).filter((a) => a !== 's3:PutObject');
     const missing = audit(t, roleId, all, declared, (a) => a in WILDCARD_EXCEPTIONS);
     assert.ok(missing.includes('logs:write is declared but s3:PutObject is not granted'), JSON.stringify(missing));
+  });
+
+  it('catches an artifacts grant beyond the artifacts/ prefix, on the logs bucket, and one that is missing', () => {
+    const v = VARIANTS[0];
+    const fn = v.resources.functions.find((f) => f.name === 'artifacts')!;
+    const json = JSON.parse(JSON.stringify(synthVariant(v).json));
+    const t = new TemplateView(json);
+    const roleId = t.target(t.get(t.functionNamed(naming.physical(fn.name))).Properties?.Role, 'Arn');
+    const { declared, all } = functionAllowances(fn, t, v.resources);
+    const check = () => audit(t, roleId, all, declared, (a) => a in WILDCARD_EXCEPTIONS);
+    assert.deepEqual(check(), []);
+    const put = t.roleStatements(roleId).find(({ statement }) => asArray<string>(statement.Action).includes('s3:PutObject'))!;
+    const original = JSON.stringify(put.statement.Resource);
+    // Every key of the bucket.
+    put.statement.Resource = JSON.parse(original.replace('/artifacts/*', '/*'));
+    const widened = check();
+    assert.ok(widened.some((p) => p.includes('s3:PutObject') && p.includes('"/*"')), JSON.stringify(widened));
+    // The same keys of the logs bucket.
+    const logsId = new Ids(t, v.resources).bucket('logs');
+    const artifactsId = new Ids(t, v.resources).bucket('artifacts');
+    put.statement.Resource = JSON.parse(original.split(artifactsId).join(logsId));
+    const elsewhere = check();
+    assert.ok(elsewhere.some((p) => p.includes('s3:PutObject') && p.includes(logsId)), JSON.stringify(elsewhere));
+    // Dropped: the declared artifacts:write is then not granted.
+    put.statement.Resource = JSON.parse(original);
+    put.statement.Action = asArray<string>(put.statement.Action).filter((a) => a !== 's3:AbortMultipartUpload');
+    const missing = check();
+    assert.ok(missing.includes('artifacts:write is declared but s3:AbortMultipartUpload is not granted'), JSON.stringify(missing));
   });
 
   it('catches ManageConnections without push:post, widened beyond POST on the stage, and missing', () => {

@@ -62,6 +62,27 @@ describe('stack props', () => {
     assert.doesNotThrow(build({ bucketRetentionDays: 3650 }));
   });
 
+  it('applies artifactRetentionDays to the artifacts bucket only, over bucketRetentionDays, within 1-3650 days', () => {
+    assert.equal(resolveProps({}, REAL.resources).bucketRetentionDays.artifacts, 30);
+    assert.deepEqual(resolveProps({ artifactRetentionDays: 14 }, FIXTURE.resources).bucketRetentionDays, { logs: 7, artifacts: 14 });
+    assert.deepEqual(
+      resolveProps({ bucketRetentionDays: 5, artifactRetentionDays: 365 }, FIXTURE.resources).bucketRetentionDays,
+      { logs: 5, artifacts: 365 },
+    );
+    for (const days of [0, 3651, 1.5, -1]) {
+      assert.throws(build({ artifactRetentionDays: days }), /artifactRetentionDays must be a whole number between 1 and 3650/);
+    }
+    assert.doesNotThrow(build({ artifactRetentionDays: 1 }));
+    assert.doesNotThrow(build({ artifactRetentionDays: 3650 }));
+    // Given for a bucket that does not exist, it would silently do nothing.
+    const resources = { ...FIXTURE.resources, buckets: FIXTURE.resources.buckets!.filter((b) => b.name !== 'artifacts') };
+    assert.throws(
+      build({ resources, stateMachineDir: FIXTURE.stateMachineDir, artifactRetentionDays: 7 }),
+      /artifactRetentionDays is given but resources.json has no bucket named artifacts/,
+    );
+    assert.doesNotThrow(build({ resources, stateMachineDir: FIXTURE.stateMachineDir }));
+  });
+
   it('refuses a bucket variable that is already one of the functions’ configuration variables', () => {
     const resources = { ...FIXTURE.resources, buckets: [{ name: 'logs', retention_days: 7, env: 'BATON_TABLE' }] };
     assert.throws(
@@ -123,6 +144,7 @@ describe('context', () => {
       allowMissingCrates: 'true',
       logLevel: 'baton=debug,info',
       bucketRetentionDays: '7',
+      artifactRetentionDays: '90',
     };
     const props = contextProps((k) => ctx[k]);
     assert.deepEqual(props, {
@@ -134,6 +156,7 @@ describe('context', () => {
       missingCrates: 'placeholder',
       logLevel: 'baton=debug,info',
       bucketRetentionDays: 7,
+      artifactRetentionDays: 90,
     });
   });
 

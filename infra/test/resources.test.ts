@@ -145,11 +145,39 @@ describe('resources.json', () => {
     }
   });
 
+  it('refuses artifacts:write and artifacts:read without a bucket named artifacts', () => {
+    const without = (mutate: (r: any) => void, permission: string, message: RegExp) => {
+      const r = clone(FIXTURE.resources);
+      mutate(r);
+      assert.throws(() => validateResources(r), message, permission);
+    };
+    for (const permission of ['artifacts:write', 'artifacts:read']) {
+      const message = new RegExp(`function health: permission ${permission} needs a bucket named artifacts`);
+      without((r) => {
+        delete r.buckets;
+        r.functions[0].permissions = [permission];
+      }, permission, message);
+      without((r) => {
+        r.buckets = r.buckets.filter((b: any) => b.name !== 'artifacts');
+        r.functions[0].permissions = [permission];
+      }, permission, message);
+      without((r) => {
+        r.buckets = r.buckets.filter((b: any) => b.name !== 'artifacts');
+        r.functions = r.functions.map((f: any) => ({ ...f, permissions: [] }));
+        r.state_machines[0].permissions = [permission];
+      }, permission, new RegExp(`state machine run-attempt: permission ${permission} needs a bucket named artifacts`));
+      // With the artifacts bucket, it is accepted.
+      const r = clone(FIXTURE.resources);
+      r.functions[0].permissions = [permission];
+      assert.deepEqual(validateResources(r), [], permission);
+    }
+  });
+
   it('accepts a file without buckets (the key is optional, as on the Rust side)', () => {
     const r = clone(FIXTURE.resources);
     delete r.buckets;
     for (const f of r.functions) {
-      f.permissions = (f.permissions ?? []).filter((p: string) => !p.startsWith('logs:'));
+      f.permissions = (f.permissions ?? []).filter((p: string) => !p.startsWith('logs:') && !p.startsWith('artifacts:'));
     }
     assert.deepEqual(validateResources(r), []);
   });
@@ -168,7 +196,11 @@ describe('resources.json', () => {
     assert.deepEqual(parsePermission('queue:send:enqueue'), { kind: 'queue:send', queue: 'enqueue' });
     assert.deepEqual(parsePermission('logs:write'), { kind: 'logs:write' });
     assert.deepEqual(parsePermission('logs:read'), { kind: 'logs:read' });
+    assert.deepEqual(parsePermission('artifacts:write'), { kind: 'artifacts:write' });
+    assert.deepEqual(parsePermission('artifacts:read'), { kind: 'artifacts:read' });
     assert.deepEqual(parsePermission('push:post'), { kind: 'push:post' });
+    assert.throws(() => parsePermission('artifacts:delete'), /unknown permission "artifacts:delete"; expected one of .*artifacts:write, artifacts:read/);
+    assert.throws(() => parsePermission('artifacts:write:artifacts'), /unknown permission/);
     assert.throws(() => parsePermission('push:*'), /unknown permission/);
     assert.throws(() => parsePermission('push:manage'), /unknown permission/);
     assert.throws(() => parsePermission('logs:delete'), /unknown permission/);

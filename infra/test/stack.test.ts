@@ -531,6 +531,95 @@ describe('stack from infra/resources.json: what push relies on', () => {
   });
 });
 
+describe('stack from infra/resources.json: artifacts', () => {
+  const r = REAL.resources;
+  const spec = allBuckets(r).find((b) => b.name === 'artifacts')!;
+  /** `[action, resource]` of every statement on the role of a function. */
+  const grants = (t: TemplateView, fnName: string): [string, unknown][] => {
+    const roleId = t.target(t.get(t.functionNamed(naming.physical(fnName))).Properties?.Role, 'Arn');
+    return t.roleStatements(roleId).flatMap(({ statement }) =>
+      asArray<string>(statement.Action).flatMap((a) => asArray<unknown>(statement.Resource).map((res): [string, unknown] => [a, res])),
+    );
+  };
+  const expiration = (t: TemplateView, env: string) => t.get(t.bucketByEnv(env)).Properties?.LifecycleConfiguration.Rules;
+  const rule = (days: number) => [
+    { Id: 'expire', Status: 'Enabled', ExpirationInDays: days, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 } },
+  ];
+
+  it('has an artifacts bucket, given to the functions as BATON_ARTIFACTS_BUCKET, whose objects expire after 30 days', () => {
+    assert.deepEqual(spec, { name: 'artifacts', retention_days: 30, env: 'BATON_ARTIFACTS_BUCKET' });
+    const t = new TemplateView(synthVariant(REAL).json);
+    const id = t.bucketByEnv('BATON_ARTIFACTS_BUCKET');
+    assert.notEqual(id, t.bucketByEnv('BATON_LOGS_BUCKET'), 'a bucket of its own');
+    assert.deepEqual(expiration(t, 'BATON_ARTIFACTS_BUCKET'), rule(30));
+  });
+
+  it('expires artifacts after artifactRetentionDays, which overrides bucketRetentionDays for that bucket only', () => {
+    const alone = new TemplateView(synthVariant(REAL, { artifactRetentionDays: 7 }).json);
+    assert.deepEqual(expiration(alone, 'BATON_ARTIFACTS_BUCKET'), rule(7));
+    const logsDays = allBuckets(r).find((b) => b.name === 'logs')!.retention_days;
+    assert.deepEqual(expiration(alone, 'BATON_LOGS_BUCKET'), rule(logsDays), 'the logs bucket keeps its retention');
+    const both = new TemplateView(synthVariant(REAL, { bucketRetentionDays: 5, artifactRetentionDays: 400 }).json);
+    assert.deepEqual(expiration(both, 'BATON_ARTIFACTS_BUCKET'), rule(400));
+    assert.deepEqual(expiration(both, 'BATON_LOGS_BUCKET'), rule(5));
+    // Without it, bucketRetentionDays applies to every bucket, artifacts included.
+    const every = new TemplateView(synthVariant(REAL, { bucketRetentionDays: 5 }).json);
+    assert.deepEqual(expiration(every, 'BATON_ARTIFACTS_BUCKET'), rule(5));
+    // The artifact items expire with their archives: the function is told.
+    const fnEnv = (view: TemplateView) =>
+      view.get(view.functionNamed(naming.physical('artifacts'))).Properties?.Environment.Variables;
+    assert.equal(fnEnv(alone).BATON_ARTIFACT_RETENTION_DAYS, '7');
+    assert.equal(fnEnv(every).BATON_ARTIFACT_RETENTION_DAYS, '5');
+  });
+
+  it('lets the artifacts function put, abort uploads of and get keys under artifacts/ of that bucket, and nothing on the logs bucket', () => {
+    const t = new TemplateView(synthVariant(REAL).json);
+    const artifacts = t.bucketByEnv('BATON_ARTIFACTS_BUCKET');
+    const logs = t.bucketByEnv('BATON_LOGS_BUCKET');
+    const keys = JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [artifacts, 'Arn'] }, '/artifacts/*']] });
+    const s3 = grants(t, 'artifacts').filter(([a]) => a.startsWith('s3:'));
+    assert.deepEqual(
+      s3.map(([a, res]) => [a, JSON.stringify(res)]).sort(),
+      [
+        ['s3:AbortMultipartUpload', keys],
+        ['s3:GetObject', keys],
+        ['s3:PutObject', keys],
+      ],
+    );
+    for (const [action, res] of grants(t, 'artifacts')) {
+      assert.ok(!t.refs(res).has(logs), `${action} on the logs bucket`);
+    }
+    // Nor does any function without artifacts permissions reach the artifacts bucket.
+    for (const fn of r.functions.filter((f) => !(f.permissions ?? []).some((p) => p.startsWith('artifacts:')))) {
+      for (const [action, res] of grants(t, fn.name)) {
+        assert.ok(!t.refs(res).has(artifacts), `${fn.name}: ${action} on the artifacts bucket`);
+      }
+    }
+  });
+
+  it('routes the runners’ and the workspaces’ artifact routes to the artifacts function', () => {
+    const t = new TemplateView(synthVariant(REAL).json);
+    const fnId = t.functionNamed(naming.physical('artifacts'));
+    const keys = [
+      'POST /v1/runners/leases/{execution_id}/artifacts',
+      'POST /v1/runners/leases/{execution_id}/artifacts/{name}/complete',
+      'GET /v1/runners/leases/{execution_id}/artifacts/{name}',
+      'GET /v1/workspaces/{ws}/runs/{run_id}/artifacts',
+      'GET /v1/workspaces/{ws}/runs/{run_id}/artifacts/{name}',
+    ];
+    for (const key of keys) {
+      const [, route] = t.byProp('AWS::ApiGatewayV2::Route', 'RouteKey', key);
+      const [, integration] = routeIntegration(t, route);
+      assert.equal(t.target(integration.Properties?.IntegrationUri, 'Arn'), fnId, key);
+    }
+    assert.deepEqual(
+      r.routes.filter((x) => x.function === 'artifacts').map((x) => `${x.method} ${x.path}`).sort(),
+      [...keys].sort(),
+      'no other route reaches it',
+    );
+  });
+});
+
 describe('the run-attempt state machine: what its orchestration relies on', () => {
   const definition = JSON.parse(readDefinition(REAL, 'run-attempt.asl.json'));
   /** Every Task state that calls a service (an `arn:aws:states:::<service>:…` resource). */
@@ -603,7 +692,7 @@ describe('a resources.json without buckets', () => {
     const raw: any = JSON.parse(JSON.stringify(FIXTURE.resources));
     delete raw.buckets;
     for (const f of raw.functions) {
-      f.permissions = f.permissions?.filter((p: string) => !p.startsWith('logs:'));
+      f.permissions = f.permissions?.filter((p: string) => !p.startsWith('logs:') && !p.startsWith('artifacts:'));
     }
     const resources = raw as Resources;
     const { json } = synth({ ...FIXTURE.props, resources });

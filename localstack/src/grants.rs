@@ -34,6 +34,12 @@ pub enum Permission {
     QueueList,
     LogsWrite,
     LogsRead,
+    /// `artifacts:write`: multipart uploads of archives (the function
+    /// starts, completes and aborts them; runners send the parts with URLs
+    /// it signs).
+    ArtifactsWrite,
+    /// `artifacts:read`: presigned `GET`s of archives.
+    ArtifactsRead,
     PushPost,
     /// `ec2:runner-instances` (the AWS provisioner): describe, launch (with
     /// tags) and terminate runner instances. The CDK scopes it with IAM
@@ -69,6 +75,8 @@ impl Permission {
             "queue:list" => Permission::QueueList,
             "logs:write" => Permission::LogsWrite,
             "logs:read" => Permission::LogsRead,
+            "artifacts:write" => Permission::ArtifactsWrite,
+            "artifacts:read" => Permission::ArtifactsRead,
             "push:post" => Permission::PushPost,
             "ec2:runner-instances" => Permission::Ec2RunnerInstances,
             "ssm:runner-tokens" => Permission::SsmRunnerTokens,
@@ -200,6 +208,11 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
         // requests reach this check.
         (Permission::LogsWrite, "s3") => matches!(op, "PutObject" | "CreateMultipartUpload" | "UploadPart"),
         (Permission::LogsRead, "s3") => matches!(op, "GetObject" | "ListObjectsV2" | "HeadObject"),
+        (Permission::ArtifactsWrite, "s3") => matches!(
+            op,
+            "PutObject" | "CreateMultipartUpload" | "UploadPart" | "CompleteMultipartUpload" | "AbortMultipartUpload"
+        ),
+        (Permission::ArtifactsRead, "s3") => matches!(op, "GetObject" | "HeadObject"),
         (Permission::PushPost, "apigatewaymanagement") => op == "PostToConnection",
         (Permission::Ec2RunnerInstances, "ec2") => {
             matches!(op, "DescribeInstances" | "RunInstances" | "CreateTags" | "TerminateInstances")

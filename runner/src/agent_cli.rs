@@ -77,6 +77,10 @@ struct Args {
 
 /// The `baton-runner` command: parses its arguments from the process and runs.
 pub fn main() -> ExitCode {
+    // `baton-runner artifact …` is what a step runs, not the agent.
+    if std::env::args().nth(1).as_deref() == Some("artifact") {
+        return crate::artifact_cli::main();
+    }
     let args = Args::parse();
     init_logs(args.json_logs);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

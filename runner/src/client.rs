@@ -108,6 +108,11 @@ impl Client {
         Ok(Self { http, base: api.trim_end_matches('/').to_string() })
     }
 
+    /// The API's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// Sends one request; `Ok(None)` on 204.
     pub async fn send<B: Serialize, R: DeserializeOwned>(
         &self,
@@ -227,13 +232,45 @@ impl Client {
         if is_stored(status, headers) {
             return Ok(());
         }
-        let text = response.text().await.unwrap_or_default();
-        let message = text.chars().take(300).collect::<String>();
-        if status >= 500 || status == 429 {
-            Err(ClientError::Transient(format!("log store answered {status}: {message}")))
-        } else {
-            Err(ClientError::Permanent { status, code: "log-store".into(), message })
+        Err(store_refusal("log store", status, response.text().await.unwrap_or_default()))
+    }
+}
+
+impl Client {
+    /// `PUT`s one part of an artifact to its presigned URL; S3's `ETag` of
+    /// it, which completing the upload names.
+    pub async fn put_part(&self, url: &str, body: Vec<u8>) -> Result<String, ClientError> {
+        let response =
+            self.http.put(url).timeout(TRANSFER_TIMEOUT).body(body).send().await.map_err(|e| classify_transport(&e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            let etag = response.headers().get("etag").and_then(|v| v.to_str().ok()).map(str::to_string);
+            return etag.ok_or_else(|| ClientError::Transient("the artifact store answered no ETag".into()));
         }
+        Err(store_refusal("artifact store", status, response.text().await.unwrap_or_default()))
+    }
+
+    /// `GET`s a presigned URL's object (an artifact archive).
+    pub async fn get_bytes(&self, url: &str) -> Result<Vec<u8>, ClientError> {
+        let response = self.http.get(url).timeout(TRANSFER_TIMEOUT).send().await.map_err(|e| classify_transport(&e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return response.bytes().await.map(|b| b.to_vec()).map_err(|e| classify_transport(&e));
+        }
+        Err(store_refusal("artifact store", status, response.text().await.unwrap_or_default()))
+    }
+}
+
+/// How long moving one part or one archive may take.
+pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// An object store's refusal: 5xx and 429 are worth retrying.
+fn store_refusal(store: &str, status: u16, text: String) -> ClientError {
+    let message = text.chars().take(300).collect::<String>();
+    if status >= 500 || status == 429 {
+        ClientError::Transient(format!("{store} answered {status}: {message}"))
+    } else {
+        ClientError::Permanent { status, code: store.replace(' ', "-"), message }
     }
 }
 

@@ -117,7 +117,11 @@ pub async fn run_job(
     tracing::info!(job = %key, %execution, run = %claim.run_id, attempt = claim.attempt, steps = claim.job.steps.len(), "job started");
     let dir = settings.work_root.join(execution.to_string());
     let lease = logs::Lease { client: settings.client.clone(), token: claim.lease.token.clone(), execution };
-    let (sink, shipper) = logs::start(lease, settings.logs.clone(), claim.job.masks());
+    // The lease token is in every step's environment (for `baton-runner
+    // artifact`): masked like a secret.
+    let mut masks = claim.job.masks();
+    masks.push(claim.lease.token.clone());
+    let (sink, shipper) = logs::start(lease, settings.logs.clone(), masks);
     let (ran, message, outputs) = match prepare_dir(&dir).and_then(|()| prepare_dir(&output_dir(&dir))) {
         Ok(()) => run_steps(&settings, &claim, &dir, &sink, &stop_tx, &mut stop_rx).await,
         Err(err) => {
@@ -463,7 +467,7 @@ async fn run_step(
         .current_dir(dir)
         .envs(&claim.job.env)
         .envs(&step.env)
-        .envs(baton_vars(claim, step, name, dir))
+        .envs(baton_vars(settings.client.base(), claim, step, name, dir))
         .env("BATON_OUTPUT", output_file)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -502,7 +506,13 @@ async fn run_step(
 }
 
 /// The variables every step sees.
-fn baton_vars(claim: &ClaimResponse, step: &StepSpec, name: &str, dir: &Path) -> Vec<(String, String)> {
+fn baton_vars(
+    settings_api: &str,
+    claim: &ClaimResponse,
+    step: &StepSpec,
+    name: &str,
+    dir: &Path,
+) -> Vec<(String, String)> {
     vec![
         ("CI".into(), "true".into()),
         ("BATON".into(), "true".into()),
@@ -515,7 +525,18 @@ fn baton_vars(claim: &ClaimResponse, step: &StepSpec, name: &str, dir: &Path) ->
         ("BATON_STEP_ID".into(), step.id.to_string()),
         ("BATON_STEP_NAME".into(), name.to_string()),
         ("BATON_WORK_DIR".into(), dir.display().to_string()),
+        // What `baton-runner artifact …` acts under: the job's own lease
+        // (the token is masked in the log like a secret).
+        ("BATON_API".into(), settings_api.to_string()),
+        ("BATON_LEASE_TOKEN".into(), claim.lease.token.clone()),
+        ("BATON_RUNNER".into(), runner_path()),
     ]
+}
+
+/// This runner's own executable: what the `upload:` and `download:` steps
+/// call (`$BATON_RUNNER artifact …`).
+fn runner_path() -> String {
+    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "baton-runner".into())
 }
 
 fn step_name(step: &StepSpec, index: usize) -> String {

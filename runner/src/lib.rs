@@ -7,6 +7,8 @@
 //! - [`job`]: execute one claimed job, step by step, and report it.
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
 //! - [`complete`]: deliver a finished job's result while its lease lives.
+//! - [`artifacts`]: pack, send, fetch and unpack artifacts
+//!   (`baton-runner artifact …`, [`artifact_cli`]).
 //! - [`process`]: process groups and signals.
 //! - [`streams`]: read a step's stdout and stderr, masks in force across both.
 //! - [`operator`]: the operator side (`baton token …`, `baton run …`,
@@ -22,6 +24,8 @@
 
 pub mod agent;
 pub mod agent_cli;
+pub mod artifact_cli;
+pub mod artifacts;
 pub mod backoff;
 pub mod client;
 pub mod complete;

@@ -87,6 +87,25 @@ impl Operator {
         Ok(())
     }
 
+    pub async fn list_artifacts(
+        &self,
+        workspace: &str,
+        run: Uuid,
+    ) -> Result<baton_api::artifacts::ArtifactList, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}/artifacts", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    pub async fn artifact_download(
+        &self,
+        workspace: &str,
+        run: Uuid,
+        name: &str,
+    ) -> Result<baton_api::artifacts::ArtifactDownload, ClientError> {
+        let path = format!("/v1/workspaces/{}/runs/{run}/artifacts/{}", segment(workspace), segment(name));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
     pub async fn submit_run(&self, workspace: &str, body: &CreateRunRequest) -> Result<RunView, ClientError> {
         let path = format!("/v1/workspaces/{}/runs", segment(workspace));
         self.client.send_for(Method::POST, &path, &self.token, Some(body)).await

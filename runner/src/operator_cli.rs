@@ -52,6 +52,11 @@ enum Command {
         #[command(subcommand)]
         command: ProvisionerCommand,
     },
+    /// A run's artifacts: what its jobs uploaded for later jobs.
+    Artifact {
+        #[command(subcommand)]
+        command: ArtifactCommand,
+    },
     /// Workspace secrets, read by jobs as `${{ secrets.NAME }}`.
     Secret {
         #[command(subcommand)]
@@ -66,6 +71,20 @@ enum Command {
         /// Keep redrawing: at once when demand changes, else every few seconds.
         #[arg(long)]
         watch: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ArtifactCommand {
+    /// Download a stored artifact, check its SHA-256, unpack it into DIR
+    /// (default: the current directory).
+    Download {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
+        name: String,
+        #[arg(long = "output", short = 'o', default_value = ".")]
+        output: PathBuf,
     },
 }
 
@@ -179,6 +198,12 @@ enum RunCommand {
         /// The `next` cursor a previous page printed.
         #[arg(long)]
         cursor: Option<String>,
+    },
+    /// List the run's artifacts: name, size, the job that made it, status.
+    Artifacts {
+        #[arg(long, env = "BATON_WORKSPACE")]
+        workspace: String,
+        run_id: Uuid,
     },
     /// Print the jobs' logs (each line `[job/step] text`), job after job.
     Logs {
@@ -396,6 +421,7 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Run { command } => return run_command(&operator()?, command, cli.json).await,
         Command::Provisioner { command } => return provisioner_command(&operator()?, command, cli.json).await,
         Command::Secret { command } => return secret_command(&operator()?, command, cli.json).await,
+        Command::Artifact { command } => return artifact_command(&operator()?, command, cli.json).await,
         // The one command that acts as the provisioner, not the operator.
         Command::Fleet { provisioner_token, watch } => {
             let token = fleet_token(&cli.token, provisioner_token.as_deref())?;
@@ -502,6 +528,25 @@ async fn secret_command(operator: &Operator, command: SecretCommand, json: bool)
     Ok(ExitCode::SUCCESS)
 }
 
+async fn artifact_command(operator: &Operator, command: ArtifactCommand, json: bool) -> Result<ExitCode, CliError> {
+    let ArtifactCommand::Download { workspace, run_id, name, output } = command;
+    let download = operator.artifact_download(&workspace, run_id, &name).await?;
+    let bytes = crate::artifacts::fetch(&operator.client, &download).await.map_err(CliError::Usage)?;
+    crate::artifacts::unpack(&bytes, &output).map_err(CliError::Usage)?;
+    if json {
+        print_json(&download.artifact);
+    } else {
+        println!(
+            "artifact {name}: {} bytes (sha256 {}) from job {} unpacked into {}",
+            bytes.len(),
+            download.artifact.sha256,
+            download.artifact.job_key,
+            output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// One line about a provisioner.
 fn describe(p: &ProvisionerSummary) -> String {
     let sets: Vec<String> = p.label_sets.iter().map(|set| set.join(",")).collect();
@@ -559,6 +604,29 @@ async fn run_command(operator: &Operator, command: RunCommand, json: bool) -> Re
                 }
                 if let Some(next) = &list.next_cursor {
                     eprintln!("more: --cursor {next}");
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        RunCommand::Artifacts { workspace, run_id } => {
+            let list = operator.list_artifacts(&workspace, run_id).await?;
+            if json {
+                print_json(&list);
+            } else {
+                for a in &list.artifacts {
+                    let status = match a.status {
+                        baton_api::artifacts::ArtifactStatus::Stored => "stored",
+                        baton_api::artifacts::ArtifactStatus::Uploading => "uploading",
+                    };
+                    println!(
+                        "{}  {} bytes  job {} (attempt {})  {status}  sha256 {}  expires {}",
+                        a.name,
+                        a.bytes,
+                        a.job_key,
+                        a.attempt,
+                        a.sha256,
+                        a.expires_at.to_rfc3339()
+                    );
                 }
             }
             return Ok(ExitCode::SUCCESS);

@@ -42,12 +42,34 @@ pub struct Config {
     /// `BATON_LOG_CAP_BYTES`: the most a job's log may weigh (default
     /// 32 MiB, 1 KiB to 1 GiB); past it the runner stores a note and no more.
     pub log_cap_bytes: u64,
+    /// Artifacts (see [`ArtifactConfig`]).
+    pub artifacts: ArtifactConfig,
     /// Nudging connected runners (see [`PushConfig`]).
     pub push: PushConfig,
     /// `BATON_SECRETS_KMS_KEY_ID`: the KMS key workspace secrets are
     /// encrypted with (the stack's; SSM's default key when unset, as on the
     /// local stack).
     pub secrets_kms_key_id: Option<String>,
+}
+
+/// Artifacts (behaviour.md §17): where they go, how much a job and a run
+/// may store, how long they are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactConfig {
+    /// `BATON_ARTIFACTS_BUCKET`: the bucket of artifact archives (only the
+    /// artifacts function needs it).
+    pub bucket: Option<String>,
+    /// `BATON_ARTIFACT_JOB_CAP_BYTES`: the most one job's artifacts may
+    /// weigh together (default 2 GiB, 1 KiB to 50 GiB).
+    pub job_cap_bytes: u64,
+    /// `BATON_ARTIFACT_RUN_CAP_BYTES`: the most a run's artifacts may weigh
+    /// together, every attempt's uploads counted (default 10 GiB, 1 KiB to
+    /// 1 TiB).
+    pub run_cap_bytes: u64,
+    /// `BATON_ARTIFACT_RETENTION_DAYS`: how long an artifact is kept: the
+    /// bucket's lifecycle rule (the CDK prop `artifactRetentionDays`) and
+    /// the item's TTL (default 30, 1 to 3650).
+    pub retention_days: u32,
 }
 
 /// Push to waiting runners (`crate::push`). Without an endpoint nothing is
@@ -181,6 +203,12 @@ impl Config {
             logs_bucket: lookup("BATON_LOGS_BUCKET").filter(|s| !s.is_empty()),
             secrets_kms_key_id: lookup("BATON_SECRETS_KMS_KEY_ID").filter(|s| !s.is_empty()),
             log_cap_bytes: bytes("BATON_LOG_CAP_BYTES", DEFAULT_LOG_CAP_BYTES, 1024, 1024 * 1024 * 1024)?,
+            artifacts: ArtifactConfig {
+                bucket: lookup("BATON_ARTIFACTS_BUCKET").filter(|s| !s.is_empty()),
+                job_cap_bytes: bytes("BATON_ARTIFACT_JOB_CAP_BYTES", 2 << 30, 1024, 50 << 30)?,
+                run_cap_bytes: bytes("BATON_ARTIFACT_RUN_CAP_BYTES", 10 << 30, 1024, 1 << 40)?,
+                retention_days: whole("BATON_ARTIFACT_RETENTION_DAYS", "days", 30, 1, 3_650)? as u32,
+            },
             push: PushConfig {
                 url: lookup("BATON_PUSH_URL").filter(|s| !s.trim().is_empty()),
                 endpoint: lookup("BATON_PUSH_ENDPOINT").filter(|s| !s.trim().is_empty()),

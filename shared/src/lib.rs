@@ -11,6 +11,7 @@
 //! table-scanning tool (republishing the outbox, for `baton-ops`) out of the
 //! functions.
 
+pub mod artifacts;
 pub mod aws;
 pub mod config;
 pub mod context;

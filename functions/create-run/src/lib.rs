@@ -121,6 +121,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
                 attempts: vec![attempt],
                 definitions: BTreeMap::from([(1, definition)]),
                 results: Default::default(),
+                artifacts: Vec::new(),
             };
             Ok(json_response(http::StatusCode::CREATED, &records.view()))
         }

@@ -7,6 +7,8 @@
 //! | attempt | `RUN#<run>` | `ATTEMPT#<n:010>` | |
 //! | definition snapshot | `RUN#<run>` | `SNAPSHOT#<n:010>` | |
 //! | execution result (steps, outputs) | `RUN#<run>` | `STEPS#<n:010>#<execution>` | |
+//! | artifact (its job, size, digest, upload) | `RUN#<run>` | `ARTIFACT#<name>` | |
+//! | the run's artifact bytes (its cap) | `RUN#<run>` | `ARTIFACTS` | |
 //! | run counter | `RUNNUM#<ws>#<workflow>` | `COUNTER` | |
 //! | idempotency key | `RUNIDEM#<ws>#<key>` | `IDEM` | |
 //! | runners' record of an execution (tombstone; the step reports) | `EXEC#<execution>` | `RUNNER` | |
@@ -67,6 +69,13 @@ pub fn timestamp(at: DateTime<Utc>) -> String {
 /// The partition of a run and everything it holds.
 pub fn run_pk(run_id: Uuid) -> String {
     format!("RUN#{run_id}")
+}
+
+pub const ARTIFACT_PREFIX: &str = "ARTIFACT#";
+pub const ARTIFACT_USAGE_SK: &str = "ARTIFACTS";
+
+pub fn artifact_sk(name: &str) -> String {
+    format!("{ARTIFACT_PREFIX}{name}")
 }
 
 pub fn attempt_sk(attempt: u32) -> String {

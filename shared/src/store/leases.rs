@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 use super::keys::{execution_pk, timestamp, LEASES_BY_EXPIRY, LEASE_SK, RUNNER_SK};
 use super::records::{RunnerRecord, RunnerStatus};
-use super::{from_item, n, s, Item, Store, TxOutcome};
+use super::{build, from_item, n, s, Item, Store, TxOutcome};
 use crate::error::StoreError;
 use crate::facts::{Fact, JobCompleted, JobLeaseExpired, JobOutcome, StepResult};
 use crate::workflows::definition::MAX_STEPS_PER_JOB;
@@ -188,10 +188,6 @@ pub enum Completion {
     Recorded(JobOutcome),
     /// A repeat of an earlier complete of the same lease.
     AlreadyRecorded(JobOutcome),
-}
-
-fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
-    built.map_err(|e| StoreError::Other(e.to_string()))
 }
 
 fn lease_from(item: Option<Item>) -> Result<Option<LeaseItem>, StoreError> {

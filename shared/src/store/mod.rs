@@ -253,11 +253,18 @@ pub fn to_item<T: serde::Serialize>(value: &T) -> Result<Item, StoreError> {
     Ok(serde_dynamo::to_item(value)?)
 }
 
+/// A built request part (an `Update`, a `Put`…): the SDK's builders fail
+/// only on a missing required field, a bug here, not a state of the table.
+pub fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
+    built.map_err(|e| StoreError::Other(e.to_string()))
+}
+
 /// Deserialises an item.
 pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreError> {
     Ok(serde_dynamo::from_item(item)?)
 }
 
+pub mod artifacts;
 pub mod attempts;
 pub mod claims;
 pub mod concurrency;

@@ -39,7 +39,7 @@ use super::outbox::OutboxItem;
 use super::queue::LabelSet;
 use super::records::{RunnerRecord, RunnerStatus};
 use super::sessions::{RegistrationToken, Session};
-use super::{contention, from_item, n, s, to_item, Store};
+use super::{build, contention, from_item, n, s, to_item, Store};
 use crate::error::StoreError;
 use crate::facts::{Fact, InstanceTerminateRequested, ReservationCreated, ReservationReleased};
 use crate::runners::labels::is_subset;
@@ -307,10 +307,6 @@ pub struct ReportOutcome {
     pub accepted: u32,
     pub reservations_released: u32,
     pub honored: Vec<(String, TerminateReason)>,
-}
-
-fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
-    built.map_err(|e| StoreError::Other(e.to_string()))
 }
 
 impl Store {

@@ -27,7 +27,7 @@ use super::keys::{self, execution_pk, RUNNER_SK};
 use super::leases::LeaseItem;
 use super::records::{RunnerRecord, RunnerStatus};
 use super::sessions::Session;
-use super::{from_item, n, s, to_item, Store, TxOutcome};
+use super::{build, from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use crate::facts::{dispatch_at, Fact, JobClaimed, JobExecutionQueued, LeaseRef, QueuedJob};
 
@@ -125,10 +125,6 @@ pub enum ClaimAttempt {
     /// The session's reservation no longer holds demand (taken by another
     /// claim, or released): claim without taking it.
     ReservationSpent,
-}
-
-fn build<T, E: std::fmt::Display>(built: Result<T, E>) -> Result<T, StoreError> {
-    built.map_err(|e| StoreError::Other(e.to_string()))
 }
 
 impl Store {

@@ -239,6 +239,7 @@ impl Store {
         let mut attempts = Vec::new();
         let mut definitions = BTreeMap::new();
         let mut results = HashMap::new();
+        let mut artifacts = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             let out = self
@@ -277,6 +278,7 @@ impl Store {
                             ExecutionResult { steps: result.steps, outputs: result.outputs },
                         );
                     }
+                    "artifact" => artifacts.push(from_item::<super::artifacts::ArtifactItem>(item)?.view()),
                     _ => {}
                 }
             }
@@ -288,7 +290,7 @@ impl Store {
         let Some(run) = run.filter(|run: &RunState| run.workspace_id == workspace_id) else {
             return Ok(None);
         };
-        Ok(Some(RunRecords { run, attempts, definitions, results }))
+        Ok(Some(RunRecords { run, attempts, definitions, results, artifacts }))
     }
 
     /// [`Store::run_records`] with what the runners' side knows of every

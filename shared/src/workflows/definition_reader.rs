@@ -52,7 +52,10 @@ const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
 /// The most values a matrix dimension may list, and the most `include` or
 /// `exclude` entries (the legs are bounded by the job limit anyway).
 const MAX_MATRIX_ENTRIES: usize = 256;
-const STEP_FIELDS: &[&str] = &["id", "name", "run", "env", "timeout-minutes", "continue-on-error"];
+const STEP_FIELDS: &[&str] =
+    &["id", "name", "run", "upload", "download", "env", "timeout-minutes", "continue-on-error"];
+const UPLOAD_FIELDS: &[&str] = &["name", "path"];
+const DOWNLOAD_FIELDS: &[&str] = &["name", "path"];
 
 /// Where in the definition a value sits, to build precise errors.
 #[derive(Debug, Clone, Default)]
@@ -686,17 +689,83 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
                 .error("a step id starts with a letter or '_' and holds letters, digits, '_' and '-'"));
         }
     }
-    let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
-    let run = match fields.get("run") {
-        None => return Err(at.field("run").error("required: the shell command to run")),
-        Some(YamlNode::String(run)) if run.trim().is_empty() => return Err(at.field("run").error("must not be empty")),
-        Some(YamlNode::String(run)) => run.clone(),
-        Some(other) => return Err(at.field("run").expected("a string", other)),
+    let mut name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
+    let run = match (fields.get("run"), fields.get("upload"), fields.get("download")) {
+        (Some(YamlNode::String(run)), None, None) if run.trim().is_empty() => {
+            return Err(at.field("run").error("must not be empty"))
+        }
+        (Some(YamlNode::String(run)), None, None) => run.clone(),
+        (Some(other), None, None) => return Err(at.field("run").expected("a string", other)),
+        (None, Some(upload), None) => {
+            let (run, label) = read_upload(upload, &at.field("upload"))?;
+            name.get_or_insert(label);
+            run
+        }
+        (None, None, Some(download)) => {
+            let (run, label) = read_download(download, &at.field("download"))?;
+            name.get_or_insert(label);
+            run
+        }
+        (None, None, None) => {
+            return Err(at.field("run").error("required: the shell command to run (or `upload:` / `download:`)"))
+        }
+        _ => return Err(at.error("a step has one of `run`, `upload` and `download`")),
     };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
     Ok(StepDefinition { id, name, run, env, timeout_minutes, continue_on_error })
+}
+
+/// `upload: {name, path}` (behaviour.md §17): the step that archives
+/// `path` (a path or glob, or a list of them, relative to the job's
+/// directory) as artifact `name` of the run; it runs the runner's own
+/// `baton-runner artifact upload`, so it is a `run` like any other.
+fn read_upload(node: &YamlNode, at: &Location) -> Result<(String, String), DefinitionError> {
+    let fields = Fields::read(node, UPLOAD_FIELDS, at, "a mapping with `name` and `path`")?;
+    let name = read_artifact_name(fields.get("name"), &at.field("name"))?;
+    let Some(path) = fields.get("path") else { return Err(at.field("path").error("required: what to upload")) };
+    let paths = read_text_list(path, &at.field("path"), "paths")?;
+    if paths.is_empty() || paths.iter().any(|p| p.trim().is_empty()) {
+        return Err(at.field("path").error("name at least one path, none empty"));
+    }
+    let quoted: Vec<String> = paths.iter().map(|p| shell_quote(p)).collect();
+    let run = format!("\"$BATON_RUNNER\" artifact upload --name {} -- {}", shell_quote(&name), quoted.join(" "));
+    Ok((run, format!("upload {name}")))
+}
+
+/// `download: {name, path}`: the step that unpacks the run's artifact
+/// `name` into `path` (default: the job's directory).
+fn read_download(node: &YamlNode, at: &Location) -> Result<(String, String), DefinitionError> {
+    let fields = Fields::read(node, DOWNLOAD_FIELDS, at, "a mapping with `name`")?;
+    let name = read_artifact_name(fields.get("name"), &at.field("name"))?;
+    let into = fields.get("path").map(|p| read_text(p, &at.field("path"))).transpose()?.flatten();
+    let mut run = format!("\"$BATON_RUNNER\" artifact download --name {}", shell_quote(&name));
+    if let Some(into) = into.filter(|p| !p.trim().is_empty()) {
+        run.push_str(&format!(" --into {}", shell_quote(&into)));
+    }
+    Ok((run, format!("download {name}")))
+}
+
+/// An artifact's name: checked now unless an expression makes it.
+fn read_artifact_name(node: Option<&YamlNode>, at: &Location) -> Result<String, DefinitionError> {
+    let name = node.map(|n| read_text(n, at)).transpose()?.flatten();
+    let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
+        return Err(at.error("required: the artifact's name"));
+    };
+    if !name.contains("${{") && !crate::api::artifacts::valid_artifact_name(&name) {
+        return Err(at.error(format!(
+            "1 to {} of letters, digits, '.', '_' and '-', not starting with '.'",
+            crate::api::artifacts::MAX_ARTIFACT_NAME_LEN
+        )));
+    }
+    Ok(name)
+}
+
+/// `text` as one single-quoted shell word (an expression inside is still
+/// substituted when the job is queued, before the shell sees it).
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// `priority`: a whole number from -100 to 100 (0, the default, is the

@@ -49,13 +49,16 @@ pub struct RunRecords {
     /// what its runner reported in the end, for a running one its lease's
     /// step reports so far.
     pub results: HashMap<Uuid, ExecutionResult>,
+    /// The run's artifacts (the same `Query` reads them).
+    pub artifacts: Vec<crate::api::artifacts::Artifact>,
 }
 
 impl RunRecords {
     /// The run view (api.md "Run view"), durations of what still runs
     /// counted to now.
     pub fn view(&self) -> RunView {
-        build_run_view(&self.run, &self.attempts, &self.definitions, &self.results, Utc::now())
+        let view = build_run_view(&self.run, &self.attempts, &self.definitions, &self.results, Utc::now());
+        RunView { artifacts: self.artifacts.clone(), ..view }
     }
 }
 
@@ -83,6 +86,7 @@ pub fn build_run_view(
         finished_at: run.finished_at,
         inputs: run.inputs.as_deref().and_then(|raw| serde_json::from_str(raw).ok()),
         created_by: run.created_by.clone(),
+        artifacts: Vec::new(),
         attempts: attempts
             .into_iter()
             .map(|attempt| attempt_view(attempt, definitions.get(&attempt.snapshot_attempt), results, now))

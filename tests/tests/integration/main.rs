@@ -3,6 +3,7 @@
 //! fifteen of them took CI's disk. nextest still runs every test in its own
 //! process, so a test sees no other test's state.
 
+mod artifacts;
 mod fact_schemas;
 mod facts_pipeline;
 mod faults;

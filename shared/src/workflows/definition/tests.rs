@@ -182,7 +182,10 @@ fn a_job_without_steps_is_refused() {
 #[test]
 fn a_step_without_run_is_refused_with_its_position() {
     let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x}, {name: second}]"));
-    assert_eq!(err.to_string(), "job `a`, field `steps[1].run`: required: the shell command to run");
+    assert_eq!(
+        err.to_string(),
+        "job `a`, field `steps[1].run`: required: the shell command to run (or `upload:` / `download:`)"
+    );
     let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: '  '}]"));
     assert_eq!(err.field.as_deref(), Some("steps[0].run"));
 }
@@ -589,4 +592,34 @@ fn a_listening_job_is_read_and_event_references_belong_to_its_env_and_run() {
         assert_eq!(err.field.as_deref(), Some(field), "{body}: {err}");
         assert!(err.message.contains(says), "{body}: {err}");
     }
+}
+
+#[test]
+fn upload_and_download_steps_run_the_runners_artifact_command_with_quoted_words() {
+    let yaml = with_job_body(
+        "runs-on: linux\nsteps:\n  - upload: {name: dist, path: [\"target/*.bin\", \"it's here\"]}\n  - download: {name: dist, path: out}\n  - name: mine\n    download: {name: dist}",
+    );
+    let definition = parse_definition(&yaml).unwrap();
+    let steps = &definition.jobs[0].steps;
+    assert_eq!(steps[0].run, r#""$BATON_RUNNER" artifact upload --name 'dist' -- 'target/*.bin' 'it'\''s here'"#);
+    assert_eq!(steps[0].name.as_deref(), Some("upload dist"));
+    assert_eq!(steps[1].run, r#""$BATON_RUNNER" artifact download --name 'dist' --into 'out'"#);
+    assert_eq!(steps[2].name.as_deref(), Some("mine"), "a step's own name stays");
+    assert!(!steps[2].run.contains("--into"));
+}
+
+#[test]
+fn an_artifact_step_is_refused_with_a_bad_name_no_path_or_a_run_beside_it() {
+    let refused = |steps: &str| error_of(&with_job_body(&format!("runs-on: linux\nsteps:\n{steps}"))).to_string();
+    assert!(
+        refused("  - upload: {name: ../x, path: a}").contains("letters, digits"),
+        "{}",
+        refused("  - upload: {name: ../x, path: a}")
+    );
+    assert!(refused("  - upload: {name: dist}").contains("required: what to upload"));
+    assert!(refused("  - run: make\n    upload: {name: d, path: a}").contains("one of `run`, `upload` and `download`"));
+    assert!(refused("  - download: {path: a}").contains("artifact's name"));
+    // A name an expression makes is checked when the step runs.
+    let yaml = with_job_body("runs-on: linux\nsteps:\n  - upload: {name: \"dist-${{ inputs.os }}\", path: a}");
+    assert!(parse_definition(&yaml).is_ok());
 }

@@ -1,0 +1,283 @@
+//! Artifacts (behaviour.md §17). Under a job's lease (`blt_`):
+//!
+//! - `POST /v1/runners/leases/{execution_id}/artifacts`: begin (or resume)
+//!   an upload: the bytes are charged to the job's and the run's caps and
+//!   the answer holds one presigned `PUT` per part (`store::artifacts`).
+//! - `POST …/artifacts/{name}/complete`: every part sent; S3 assembles the
+//!   archive and the artifact is stored, only while the lease is held.
+//! - `GET …/artifacts/{name}`: a presigned `GET` of one of the run's stored
+//!   artifacts (a later job's `download`).
+//!
+//! For operators (`bat_`): `GET /v1/workspaces/{ws}/runs/{run_id}/artifacts`
+//! lists a run's artifacts, `GET …/artifacts/{name}` gives a presigned `GET`.
+//! The archive's bytes never pass through this function.
+
+use baton_shared::api::artifacts::{
+    valid_artifact_name, ArtifactCompleteRequest, ArtifactDownload, ArtifactList, ArtifactStatus,
+    ArtifactUploadRequest, ArtifactUploadResponse, MAX_ARTIFACT_NAME_LEN,
+};
+use baton_shared::artifacts::{self as archives, object_key, parts_complete, valid_sha256};
+use baton_shared::context::Context;
+use baton_shared::error::{ApiError, ErrorCode};
+use baton_shared::http::{
+    authorize_operator, json_response, lease_credentials, lease_lost, parse_json, path_id, path_param, path_workspace,
+    respond, LeaseCredentials,
+};
+use baton_shared::logs::upload_url_ttl;
+use baton_shared::store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
+use baton_shared::store::keys::{artifact_sk, run_pk};
+use baton_shared::store::leases::LeaseItem;
+use chrono::Utc;
+use http::{Method, StatusCode};
+use lambda_http::{Body, Request, RequestExt, Response};
+
+pub async fn handle(context: &Context, req: Request) -> Response<Body> {
+    respond(route(context, req).await)
+}
+
+async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
+    let params = req.path_parameters();
+    let (by_lease, named) = (params.first("execution_id").is_some(), params.first("name").is_some());
+    match (req.method().clone(), by_lease, named) {
+        (Method::POST, true, false) => begin_upload(context, &req).await,
+        (Method::POST, true, true) => complete_upload(context, &req).await,
+        (Method::GET, true, true) => runner_download(context, &req).await,
+        (Method::GET, false, false) => list(context, &req).await,
+        (Method::GET, false, true) => operator_download(context, &req).await,
+        _ => Err(baton_shared::http::method_not_allowed()),
+    }
+}
+
+fn bucket(context: &Context) -> Result<&str, ApiError> {
+    context.config.artifacts.bucket.as_deref().ok_or_else(|| {
+        tracing::error!("BATON_ARTIFACTS_BUCKET is not set");
+        ApiError::internal()
+    })
+}
+
+fn s3_failed(what: &str, err: String) -> ApiError {
+    tracing::error!(error = %err, "artifact {what} failed");
+    ApiError::new(ErrorCode::Unavailable, format!("the artifact store did not answer ({what}); try again"))
+}
+
+fn artifact_name(req: &Request) -> Result<String, ApiError> {
+    let name = path_param(req, "name")?;
+    check_name(&name)?;
+    Ok(name)
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    if valid_artifact_name(name) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_request(format!(
+            "name: 1 to {MAX_ARTIFACT_NAME_LEN} of letters, digits, '.', '_' and '-', not starting with '.'"
+        )))
+    }
+}
+
+/// The live lease the credentials hold: 409 `lease-lost` once it ended or
+/// moved on, 404 for another lease's token.
+async fn held_lease(context: &Context, credentials: &LeaseCredentials) -> Result<LeaseItem, ApiError> {
+    match context.store.lease(credentials.execution_id).await? {
+        Some(lease) if lease.epoch == credentials.epoch && lease.token_hash == credentials.token_hash => Ok(lease),
+        Some(lease) if lease.epoch == credentials.epoch => Err(ApiError::not_found("lease")),
+        _ => Err(lease_lost()),
+    }
+}
+
+async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let credentials = lease_credentials(req)?;
+    let body: ArtifactUploadRequest = parse_json(req)?;
+    check_name(&body.name)?;
+    if !valid_sha256(&body.sha256) {
+        return Err(ApiError::invalid_request("sha256: the archive's SHA-256 in lowercase hex (64 characters)"));
+    }
+    let caps = ArtifactCaps {
+        job_bytes: context.config.artifacts.job_cap_bytes,
+        run_bytes: context.config.artifacts.run_cap_bytes,
+    };
+    if body.bytes == 0 {
+        return Err(ApiError::invalid_request("bytes: an archive has at least 1 byte"));
+    }
+    if body.bytes > caps.job_bytes {
+        let message = format!("{} bytes: a job's artifacts may weigh at most {} bytes", body.bytes, caps.job_bytes);
+        return Err(ApiError::new(ErrorCode::ArtifactCap, message));
+    }
+    let bucket = bucket(context)?;
+    let lease = held_lease(context, &credentials).await?;
+    let now = Utc::now();
+    // The URLs die with the lease: a runner that lost it cannot send on.
+    let valid_for = upload_url_ttl(now, lease.expires_at).ok_or_else(lease_lost)?;
+    let existing = context.store.artifact(lease.run_id, &body.name).await?;
+    let item = match existing {
+        // This execution's own upload, asked again (a lost answer, URLs
+        // that expired): the same upload, charged once.
+        Some(mine) if mine.execution_id == lease.execution_id => {
+            if mine.bytes != body.bytes || mine.sha256 != body.sha256 {
+                let message = format!("this job is storing another archive named {:?}", body.name);
+                return Err(ApiError::new(ErrorCode::ArtifactExists, message));
+            }
+            if mine.status == ArtifactStatus::Stored {
+                let answer = ArtifactUploadResponse { stored: true, parts: Vec::new(), expires_at: None };
+                return Ok(json_response(StatusCode::OK, &answer));
+            }
+            mine
+        }
+        Some(theirs) if theirs.job_id != lease.job_id => {
+            let message = format!("job {} of this run stored an artifact named {:?}", theirs.job_key, body.name);
+            return Err(ApiError::new(ErrorCode::ArtifactExists, message));
+        }
+        // None yet, or one an earlier execution of this job made (a retry,
+        // a rerun): begin, replacing it.
+        _ => begin(context, bucket, &lease, &body, caps, now).await?,
+    };
+    let parts = archives::presign_parts(
+        &context.clients.s3,
+        bucket,
+        &item.object_key,
+        &item.upload_id,
+        item.bytes,
+        now,
+        valid_for,
+    )
+    .await
+    .map_err(|e| s3_failed("presigning", e))?;
+    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, bytes = item.bytes, parts = parts.len(), "artifact upload URLs issued");
+    let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|_| ApiError::internal())?;
+    let answer = ArtifactUploadResponse { stored: false, parts, expires_at: Some(expires_at) };
+    Ok(json_response(StatusCode::OK, &answer))
+}
+
+/// Starts the S3 upload and charges it (one transaction, see
+/// `Store::begin_artifact`); an upload refused is given up.
+async fn begin(
+    context: &Context,
+    bucket: &str,
+    lease: &LeaseItem,
+    body: &ArtifactUploadRequest,
+    caps: ArtifactCaps,
+    now: chrono::DateTime<Utc>,
+) -> Result<ArtifactItem, ApiError> {
+    let spec = context.store.job_spec(lease.execution_id).await?;
+    let key = object_key(&lease.workspace_id, lease.run_id, lease.execution_id, &body.name);
+    let upload_id =
+        archives::create_upload(&context.clients.s3, bucket, &key).await.map_err(|e| s3_failed("upload start", e))?;
+    let retention = chrono::Duration::days(i64::from(context.config.artifacts.retention_days));
+    let item = ArtifactItem {
+        pk: run_pk(lease.run_id),
+        sk: artifact_sk(&body.name),
+        kind: "artifact".into(),
+        workspace_id: lease.workspace_id.clone(),
+        run_id: lease.run_id,
+        name: body.name.clone(),
+        job_id: lease.job_id,
+        job_key: spec.map(|s| s.key).unwrap_or_default(),
+        execution_id: lease.execution_id,
+        attempt: lease.attempt,
+        bytes: body.bytes,
+        sha256: body.sha256.clone(),
+        object_key: key,
+        upload_id,
+        status: ArtifactStatus::Uploading,
+        created_at: now,
+        stored_at: None,
+        expires_at: now + retention,
+        ttl: (now + retention).timestamp(),
+    };
+    let refused = match context.store.begin_artifact(lease, &item, caps).await? {
+        Ok(()) => return Ok(item),
+        Err(refused) => refused,
+    };
+    archives::abort_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id).await;
+    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, ?refused, "artifact upload refused");
+    Err(match refused {
+        UploadRefused::LeaseLost => lease_lost(),
+        UploadRefused::NotFound => ApiError::not_found("lease"),
+        UploadRefused::JobCap(message) | UploadRefused::RunCap(message) => {
+            ApiError::new(ErrorCode::ArtifactCap, message)
+        }
+        UploadRefused::Exists(message) => ApiError::new(ErrorCode::ArtifactExists, message),
+    })
+}
+
+async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let credentials = lease_credentials(req)?;
+    let name = artifact_name(req)?;
+    let body: ArtifactCompleteRequest = parse_json(req)?;
+    let bucket = bucket(context)?;
+    let lease = held_lease(context, &credentials).await?;
+    let item = context
+        .store
+        .artifact(lease.run_id, &name)
+        .await?
+        .filter(|a| a.execution_id == lease.execution_id)
+        .ok_or_else(|| ApiError::not_found(format!("an upload of artifact {name:?} by this job")))?;
+    if item.status == ArtifactStatus::Stored {
+        return Ok(json_response(StatusCode::OK, &item.view()));
+    }
+    if !parts_complete(item.bytes, &body.parts) {
+        let wanted = baton_shared::api::artifacts::artifact_parts(item.bytes);
+        return Err(ApiError::invalid_request(format!(
+            "parts: every part from 1 to {wanted}, in order, each with the ETag S3 answered"
+        )));
+    }
+    archives::complete_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
+        .await
+        .map_err(|err| {
+            tracing::warn!(job_execution_id = %lease.execution_id, artifact = %name, error = %err, "completing an artifact upload failed");
+            ApiError::invalid_request(format!("S3 refused to assemble the parts of {name:?}: send them again"))
+        })?;
+    let stored = context.store.artifact_stored(&lease, &name, Utc::now()).await?.ok_or_else(lease_lost)?;
+    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %name, bytes = stored.bytes, "artifact stored");
+    Ok(json_response(StatusCode::OK, &stored.view()))
+}
+
+async fn runner_download(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let credentials = lease_credentials(req)?;
+    let name = artifact_name(req)?;
+    let bucket = bucket(context)?;
+    let lease = held_lease(context, &credentials).await?;
+    let item = context.store.artifact(lease.run_id, &name).await?;
+    download(context, bucket, item, &name).await
+}
+
+async fn list(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let workspace_id = path_workspace(req)?;
+    authorize_operator(&context.store, req, &workspace_id).await?;
+    let run_id = path_id(req, "run_id")?;
+    let artifacts = context
+        .store
+        .run_artifacts(&workspace_id, run_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run {run_id}")))?;
+    let artifacts = artifacts.iter().map(ArtifactItem::view).collect();
+    Ok(json_response(StatusCode::OK, &ArtifactList { artifacts }))
+}
+
+async fn operator_download(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let workspace_id = path_workspace(req)?;
+    authorize_operator(&context.store, req, &workspace_id).await?;
+    let run_id = path_id(req, "run_id")?;
+    let name = artifact_name(req)?;
+    let bucket = bucket(context)?;
+    // Another workspace's run answers as if it did not exist.
+    let item = context.store.artifact(run_id, &name).await?.filter(|a| a.workspace_id == workspace_id);
+    download(context, bucket, item, &name).await
+}
+
+/// A presigned `GET` of a stored artifact; 404 for one that is not (yet).
+async fn download(
+    context: &Context,
+    bucket: &str,
+    item: Option<ArtifactItem>,
+    name: &str,
+) -> Result<Response<Body>, ApiError> {
+    let item = item
+        .filter(|a| a.status == ArtifactStatus::Stored)
+        .ok_or_else(|| ApiError::not_found(format!("artifact {name:?} in this run")))?;
+    let (url, expires_at) = archives::presign_get(&context.clients.s3, bucket, &item.object_key, Utc::now())
+        .await
+        .map_err(|e| s3_failed("presigning", e))?;
+    Ok(json_response(StatusCode::OK, &ArtifactDownload { artifact: item.view(), url, expires_at }))
+}

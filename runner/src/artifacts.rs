@@ -1,0 +1,206 @@
+//! Artifacts on the runner's side (behaviour.md §17): a step archives files
+//! (`baton-runner artifact upload NAME PATH…`, what the `upload:` step
+//! runs) into a gzipped tar and sends it straight to S3, part by part, with
+//! the URLs the API issues under the job's lease; a later step downloads
+//! one (`baton-runner artifact download NAME`), checks its SHA-256 and
+//! unpacks it. The operator CLI downloads with the same unpacking.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use baton_api::artifacts::{
+    Artifact, ArtifactCompleteRequest, ArtifactDownload, ArtifactPartDone, ArtifactUploadRequest,
+    ArtifactUploadResponse,
+};
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::client::{with_retries, Client, ClientError};
+
+/// How long one request of an upload or a download is retried.
+const RETRY_BUDGET: Duration = Duration::from_secs(120);
+
+/// An archive ready to send.
+#[derive(Debug)]
+pub struct Archive {
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+    /// How many files it holds.
+    pub files: usize,
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// Archives what `patterns` (paths or globs, relative to `dir`) match: a
+/// directory with everything under it, each entry at its path relative to
+/// `dir`. A pattern that matches nothing is an error (a typo must not
+/// upload an empty artifact), and so is a path outside `dir`.
+pub fn pack(dir: &Path, patterns: &[String]) -> Result<Archive, String> {
+    if patterns.is_empty() {
+        return Err("name at least one path to upload".into());
+    }
+    let dir = dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for pattern in patterns {
+        let full = dir.join(pattern);
+        let matched = glob::glob(&full.to_string_lossy()).map_err(|e| format!("{pattern}: {e}"))?;
+        let before = paths.len();
+        for entry in matched {
+            let path = entry.map_err(|e| format!("{pattern}: {e}"))?;
+            let path = path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))?;
+            if !path.starts_with(&dir) {
+                return Err(format!("{pattern}: {} is outside the job's directory", path.display()));
+            }
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+        if paths.len() == before {
+            return Err(format!("{pattern}: no file matches"));
+        }
+    }
+    let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    builder.follow_symlinks(false);
+    let mut files = 0;
+    for path in &paths {
+        let relative = path.strip_prefix(&dir).map_err(|e| e.to_string())?;
+        if path.is_dir() {
+            files += count_files(path);
+            builder.append_dir_all(relative, path).map_err(|e| format!("{}: {e}", relative.display()))?;
+        } else {
+            files += 1;
+            builder.append_path_with_name(path, relative).map_err(|e| format!("{}: {e}", relative.display()))?;
+        }
+    }
+    let bytes = builder.into_inner().and_then(|gz| gz.finish()).map_err(|e| e.to_string())?;
+    Ok(Archive { sha256: sha256_hex(&bytes), bytes, files })
+}
+
+fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).map(|p| if p.is_dir() { count_files(&p) } else { 1 }).sum())
+        .unwrap_or(0)
+}
+
+/// Unpacks an archive into `into` (created if need be). Entries that would
+/// land outside it (`..`, absolute paths) are skipped by `tar`.
+pub fn unpack(bytes: &[u8], into: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(into).map_err(|e| format!("{}: {e}", into.display()))?;
+    tar::Archive::new(GzDecoder::new(bytes)).unpack(into).map_err(|e| format!("unpacking into {}: {e}", into.display()))
+}
+
+/// Sends `archive` as artifact `name` of the job whose lease `token` holds.
+pub async fn upload(
+    client: &Client,
+    token: &str,
+    execution: Uuid,
+    name: &str,
+    archive: &Archive,
+) -> Result<Option<Artifact>, ClientError> {
+    let body = ArtifactUploadRequest {
+        name: name.to_string(),
+        bytes: archive.bytes.len() as u64,
+        sha256: archive.sha256.clone(),
+    };
+    let path = format!("/v1/runners/leases/{execution}/artifacts");
+    let begun: ArtifactUploadResponse = with_retries("artifact upload", RETRY_BUDGET, || {
+        client.send_for(reqwest::Method::POST, &path, token, Some(&body))
+    })
+    .await?;
+    if begun.stored {
+        return Ok(None);
+    }
+    let mut done = Vec::with_capacity(begun.parts.len());
+    let mut offset = 0usize;
+    for part in &begun.parts {
+        let end = offset + part.bytes as usize;
+        let slice = archive.bytes.get(offset..end).ok_or_else(|| ClientError::Permanent {
+            status: 0,
+            code: "artifact-parts".into(),
+            message: "the server's parts do not cover the archive".into(),
+        })?;
+        let etag = with_retries("artifact part", RETRY_BUDGET, || client.put_part(&part.url, slice.to_vec())).await?;
+        done.push(ArtifactPartDone { part_number: part.part_number, etag });
+        offset = end;
+    }
+    let complete = ArtifactCompleteRequest { parts: done };
+    let path = format!("/v1/runners/leases/{execution}/artifacts/{}/complete", segment(name));
+    let stored: Artifact = with_retries("artifact complete", RETRY_BUDGET, || {
+        client.send_for(reqwest::Method::POST, &path, token, Some(&complete))
+    })
+    .await?;
+    Ok(Some(stored))
+}
+
+/// Fetches a download's archive and checks it is the one stored (size and
+/// SHA-256) before anything is unpacked.
+pub async fn fetch(client: &Client, download: &ArtifactDownload) -> Result<Vec<u8>, String> {
+    let bytes = with_retries("artifact download", RETRY_BUDGET, || client.get_bytes(&download.url))
+        .await
+        .map_err(|e| e.to_string())?;
+    let digest = sha256_hex(&bytes);
+    if bytes.len() as u64 != download.artifact.bytes || digest != download.artifact.sha256 {
+        return Err(format!(
+            "artifact {:?} arrived as {} bytes with SHA-256 {digest}, stored as {} bytes with {}",
+            download.artifact.name,
+            bytes.len(),
+            download.artifact.bytes,
+            download.artifact.sha256
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A runner's download URL of the run's artifact `name`.
+pub async fn runner_download(
+    client: &Client,
+    token: &str,
+    execution: Uuid,
+    name: &str,
+) -> Result<ArtifactDownload, ClientError> {
+    let path = format!("/v1/runners/leases/{execution}/artifacts/{}", segment(name));
+    with_retries("artifact lookup", RETRY_BUDGET, || client.send_for::<(), _>(reqwest::Method::GET, &path, token, None))
+        .await
+}
+
+fn segment(name: &str) -> String {
+    form_urlencoded::byte_serialize(name.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_tree_unpacks_byte_identical_at_its_relative_paths() {
+        let root = std::env::temp_dir().join(format!("baton-pack-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(root.join("dist/bin")).unwrap();
+        std::fs::write(root.join("dist/bin/app"), b"binary").unwrap();
+        std::fs::write(root.join("report.txt"), b"ok").unwrap();
+        std::fs::write(root.join("other.log"), b"no").unwrap();
+        let archive = pack(&root, &["dist".into(), "*.txt".into()]).unwrap();
+        assert_eq!(archive.files, 2);
+        assert_eq!(archive.sha256, sha256_hex(&archive.bytes));
+        let out = root.join("out");
+        unpack(&archive.bytes, &out).unwrap();
+        assert_eq!(std::fs::read(out.join("dist/bin/app")).unwrap(), b"binary");
+        assert_eq!(std::fs::read(out.join("report.txt")).unwrap(), b"ok");
+        assert!(!out.join("other.log").exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_pattern_that_matches_nothing_or_leaves_the_directory_is_refused() {
+        let root = std::env::temp_dir().join(format!("baton-pack-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&root).unwrap();
+        assert!(pack(&root, &["missing/*".into()]).unwrap_err().contains("no file matches"));
+        assert!(pack(&root, &["..".into()]).unwrap_err().contains("outside"));
+        assert!(pack(&root, &[]).is_err());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,193 @@
+//! Artifact archives in S3 (behaviour.md §17): where one is kept and the
+//! presigned requests that move its bytes, so that no byte passes through
+//! Lambda. Every archive is a multipart upload, of parts of
+//! `ARTIFACT_PART_BYTES` (one part for a small one), each URL bound to its
+//! part's exact size: the object can only be the size that was charged.
+
+use std::time::Duration;
+
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::api::artifacts::{artifact_parts, ArtifactPartDone, ArtifactPartUpload, ARTIFACT_PART_BYTES};
+
+/// How long an operator's or a runner's download URL stays valid.
+pub const DOWNLOAD_URL_TTL: Duration = Duration::from_secs(15 * 60);
+/// The archives' content type: a gzipped tar.
+pub const ARCHIVE_CONTENT_TYPE: &str = "application/gzip";
+
+/// The archive of artifact `name`, uploaded by `execution_id`: under the
+/// `artifacts/` prefix the functions' grants are scoped to, one object an
+/// execution, so a retry's upload never overwrites what another execution
+/// made while it is being replaced.
+pub fn object_key(workspace_id: &str, run_id: Uuid, execution_id: Uuid, name: &str) -> String {
+    format!("artifacts/{workspace_id}/{run_id}/{execution_id}/{name}.tar.gz")
+}
+
+/// Whether `digest` is a SHA-256 in lowercase hex.
+pub fn valid_sha256(digest: &str) -> bool {
+    digest.len() == 64 && digest.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
+/// The sizes of an archive's parts, in order: all `ARTIFACT_PART_BYTES`
+/// but the last.
+pub fn part_sizes(bytes: u64) -> Vec<u64> {
+    let parts = artifact_parts(bytes);
+    (0..parts).map(|i| if i + 1 < parts { ARTIFACT_PART_BYTES } else { bytes - i * ARTIFACT_PART_BYTES }).collect()
+}
+
+/// Whether `parts` names every part of an archive of `bytes`, once, in
+/// order: what completing the upload requires.
+pub fn parts_complete(bytes: u64, parts: &[ArtifactPartDone]) -> bool {
+    parts.len() as u64 == artifact_parts(bytes)
+        && parts.iter().enumerate().all(|(i, p)| p.part_number as usize == i + 1 && !p.etag.trim().is_empty())
+}
+
+/// An S3 error as text (no secrets in it: the SDK's context).
+fn sdk_text<E: std::error::Error + 'static, R: std::fmt::Debug>(err: &aws_sdk_s3::error::SdkError<E, R>) -> String {
+    crate::store::display_sdk_error(err)
+}
+
+/// Starts the multipart upload of an archive; its upload id.
+pub async fn create_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
+    let created = s3
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .content_type(ARCHIVE_CONTENT_TYPE)
+        .send()
+        .await
+        .map_err(|e| sdk_text(&e))?;
+    created.upload_id().map(str::to_string).ok_or_else(|| "S3 answered no upload id".to_string())
+}
+
+/// Gives up an upload that will not be completed (its charge is kept: the
+/// bytes were promised). The bucket's lifecycle rule aborts any left over.
+pub async fn abort_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, upload_id: &str) {
+    if let Err(err) = s3.abort_multipart_upload().bucket(bucket).key(key).upload_id(upload_id).send().await {
+        tracing::warn!(key, error = %sdk_text(&err), "aborting an artifact upload failed; the lifecycle rule will");
+    }
+}
+
+/// A presigned `PUT` of every part of an upload, signed at `now`.
+pub async fn presign_parts(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    bytes: u64,
+    now: DateTime<Utc>,
+    valid_for: Duration,
+) -> Result<Vec<ArtifactPartUpload>, String> {
+    let config =
+        PresigningConfig::builder().start_time(now.into()).expires_in(valid_for).build().map_err(|e| e.to_string())?;
+    let mut parts = Vec::new();
+    for (index, size) in part_sizes(bytes).into_iter().enumerate() {
+        let part_number = i32::try_from(index + 1).map_err(|e| e.to_string())?;
+        let presigned = s3
+            .upload_part()
+            .bucket(bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .part_number(part_number)
+            .content_length(i64::try_from(size).map_err(|e| e.to_string())?)
+            .presigned(config.clone())
+            .await
+            .map_err(|e| sdk_text(&e))?;
+        parts.push(ArtifactPartUpload {
+            part_number: part_number as u32,
+            bytes: size,
+            url: presigned.uri().to_string(),
+        });
+    }
+    Ok(parts)
+}
+
+/// Completes an upload from its parts' ETags. An upload that is gone
+/// (completed by an earlier try whose answer was lost) counts as complete
+/// when its object is there with the expected size.
+pub async fn complete_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    bytes: u64,
+    parts: &[ArtifactPartDone],
+) -> Result<(), String> {
+    let completed = CompletedMultipartUpload::builder()
+        .set_parts(Some(
+            parts
+                .iter()
+                .map(|p| CompletedPart::builder().part_number(p.part_number as i32).e_tag(&p.etag).build())
+                .collect(),
+        ))
+        .build();
+    let done = s3
+        .complete_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .multipart_upload(completed)
+        .send()
+        .await;
+    match done {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            let message = sdk_text(&err);
+            let stored = s3.head_object().bucket(bucket).key(key).send().await;
+            match stored {
+                Ok(head) if head.content_length() == Some(bytes as i64) => Ok(()),
+                _ => Err(message),
+            }
+        }
+    }
+}
+
+/// A presigned `GET` of an archive, signed at `now`.
+pub async fn presign_get(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Result<(String, DateTime<Utc>), String> {
+    let config = PresigningConfig::builder()
+        .start_time(now.into())
+        .expires_in(DOWNLOAD_URL_TTL)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let presigned = s3.get_object().bucket(bucket).key(key).presigned(config).await.map_err(|e| sdk_text(&e))?;
+    let expires_at = now + chrono::Duration::from_std(DOWNLOAD_URL_TTL).map_err(|e| e.to_string())?;
+    Ok((presigned.uri().to_string(), expires_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_the_archive_and_only_the_last_is_short() {
+        assert_eq!(part_sizes(10), vec![10]);
+        assert_eq!(part_sizes(ARTIFACT_PART_BYTES), vec![ARTIFACT_PART_BYTES]);
+        assert_eq!(part_sizes(2 * ARTIFACT_PART_BYTES + 5), vec![ARTIFACT_PART_BYTES, ARTIFACT_PART_BYTES, 5]);
+        assert_eq!(part_sizes(100_000_000).iter().sum::<u64>(), 100_000_000);
+    }
+
+    #[test]
+    fn a_complete_names_every_part_once_in_order() {
+        let done = |n: u32| ArtifactPartDone { part_number: n, etag: format!("\"e{n}\"") };
+        let bytes = ARTIFACT_PART_BYTES + 1;
+        assert!(parts_complete(bytes, &[done(1), done(2)]));
+        assert!(!parts_complete(bytes, &[done(1)]), "a part missing");
+        assert!(!parts_complete(bytes, &[done(2), done(1)]), "out of order");
+        assert!(!parts_complete(bytes, &[done(1), done(1)]), "one twice");
+    }
+
+    #[test]
+    fn digests_are_lowercase_hex_sha256() {
+        assert!(valid_sha256(&"a1".repeat(32)));
+        assert!(!valid_sha256(&"A1".repeat(32)));
+        assert!(!valid_sha256("abc"));
+    }
+}

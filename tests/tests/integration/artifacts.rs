@@ -1,0 +1,224 @@
+//! Artifacts through the real function and S3 (behaviour.md §17): an
+//! archive goes to the bucket in parts with URLs issued under the lease,
+//! a repeat charges nothing twice, a later job and an operator get it back
+//! byte-identical; caps, names, other jobs, other workspaces and a lease
+//! that ended are refused with clear errors and change nothing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use baton_shared::api::artifacts::ARTIFACT_PART_BYTES;
+use baton_shared::api::runners::ClaimResponse;
+use baton_tests::runners::Answer;
+use baton_tests::{wait_for, TestStack};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+const PIPELINE: &str = "name: artifacts\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n  test:\n    needs: build\n    runs-on: linux\n    steps: [{run: make test}]\n";
+
+fn workspace() -> String {
+    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// A run of `PIPELINE` in a new workspace, its `build` job claimed.
+struct Run {
+    ws: String,
+    id: String,
+    session: String,
+    build: ClaimResponse,
+}
+
+async fn run_with_build_leased(stack: &TestStack) -> Run {
+    let ws = workspace();
+    let created =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": PIPELINE })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap_or_default().to_string();
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let build = wait_for("build is claimed", Duration::from_secs(60), || stack.claim(&runner.session_token)).await;
+    Run { ws, id, session: runner.session_token, build }
+}
+
+/// Ends `job`'s lease as a runner's complete does.
+async fn finish(stack: &TestStack, job: &ClaimResponse) {
+    let done =
+        stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+}
+
+async fn begin(stack: &TestStack, job: &ClaimResponse, name: &str, bytes: u64, digest: &str) -> Answer {
+    let path = format!("/v1/runners/leases/{}/artifacts", job.job_execution_id);
+    stack.post(&path, &job.lease.token, json!({"name": name, "bytes": bytes, "sha256": digest})).await
+}
+
+/// Sends each part of `archive` to its URL as a runner does; their ETags.
+async fn put_parts(stack: &TestStack, answer: &Value, archive: &[u8]) -> Vec<Value> {
+    let mut offset = 0usize;
+    let mut done = Vec::new();
+    for part in answer["parts"].as_array().expect("parts") {
+        let size = part["bytes"].as_u64().expect("a size") as usize;
+        let response = stack
+            .http
+            .put(part["url"].as_str().expect("a URL"))
+            .body(archive[offset..offset + size].to_vec())
+            .send()
+            .await
+            .expect("S3 answers");
+        assert_eq!(response.status().as_u16(), 200, "part {}", part["part_number"]);
+        let etag = response.headers()["etag"].to_str().expect("an ETag").to_string();
+        done.push(json!({"part_number": part["part_number"], "etag": etag}));
+        offset += size;
+    }
+    assert_eq!(offset, archive.len(), "the parts cover the archive");
+    done
+}
+
+async fn complete_upload(stack: &TestStack, job: &ClaimResponse, name: &str, parts: &[Value]) -> Answer {
+    let path = format!("/v1/runners/leases/{}/artifacts/{name}/complete", job.job_execution_id);
+    stack.post(&path, &job.lease.token, json!({ "parts": parts })).await
+}
+
+/// The run's artifact bytes charged so far, and what `job`'s lease was charged.
+async fn charged(stack: &TestStack, run: &str, job: &ClaimResponse) -> (u64, u64) {
+    let number = |item: Option<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>, field: &str| {
+        item.and_then(|i| i.get(field).and_then(|v| v.as_n().ok()).map(|n| n.parse().expect("a number"))).unwrap_or(0)
+    };
+    let usage = stack.store.get(&format!("RUN#{run}"), "ARTIFACTS").await.expect("a read");
+    let lease = stack.store.get(&format!("EXEC#{}", job.job_execution_id), "LEASE").await.expect("a read");
+    (number(usage, "bytes"), number(lease, "artifact_bytes"))
+}
+
+async fn get(stack: &TestStack, path: &str, token: &str) -> Answer {
+    stack.send(reqwest::Method::GET, path, token, None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_operator_get_it_byte_identical() {
+    let stack = TestStack::start().await;
+    let run = run_with_build_leased(&stack).await;
+    // Two parts: a full one and a short last one.
+    let archive: Vec<u8> = (0..ARTIFACT_PART_BYTES + 1_000).map(|i| (i * 7 % 251) as u8).collect();
+    let (size, digest) = (archive.len() as u64, sha256(&archive));
+
+    let begun = begin(&stack, &run.build, "dist", size, &digest).await;
+    assert_eq!(begun.status, 200, "{}", begun.body);
+    assert_eq!(begun.body["stored"], false);
+    let sizes: Vec<u64> =
+        begun.body["parts"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, vec![ARTIFACT_PART_BYTES, 1_000]);
+    // The runner asks again (its answer lost): the same upload, charged once.
+    let again = begin(&stack, &run.build, "dist", size, &digest).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(charged(&stack, &run.id, &run.build).await, (size, size));
+    // Another archive under the same name, by the same job, is refused.
+    let other = begin(&stack, &run.build, "dist", size, &sha256(b"other")).await;
+    assert_eq!((other.status, other.code()), (409, "artifact-exists"));
+
+    let parts = put_parts(&stack, &again.body, &archive).await;
+    let stored = complete_upload(&stack, &run.build, "dist", &parts).await;
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    assert_eq!((stored.body["status"].as_str(), stored.body["bytes"].as_u64()), (Some("stored"), Some(size)));
+    assert_eq!(stored.body["job_key"], "build");
+    // A repeat of the complete, and of the begin, find it stored.
+    assert_eq!(complete_upload(&stack, &run.build, "dist", &parts).await.body["status"], "stored");
+    assert_eq!(begin(&stack, &run.build, "dist", size, &digest).await.body["stored"], true);
+
+    // Listed for operators, and in the run view.
+    let list = get(&stack, &format!("/v1/workspaces/{}/runs/{}/artifacts", run.ws, run.id), &stack.admin_token).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(list.body["artifacts"][0]["name"], "dist");
+    assert_eq!(list.body["artifacts"][0]["sha256"], digest.as_str());
+    let view = get(&stack, &format!("/v1/workspaces/{}/runs/{}", run.ws, run.id), &stack.admin_token).await;
+    assert_eq!(view.body["artifacts"][0]["name"], "dist", "{}", view.body);
+
+    // The next job downloads it under its own lease.
+    finish(&stack, &run.build).await;
+    let test = wait_for("test is claimed", Duration::from_secs(60), || stack.claim(&run.session)).await;
+    let path = format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id);
+    let download = get(&stack, &path, &test.lease.token).await;
+    assert_eq!(download.status, 200, "{}", download.body);
+    let fetched = stack.http.get(download.body["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(sha256(&fetched), digest, "byte-identical");
+    // It may not take the name another job of the run stored.
+    let taken = begin(&stack, &test, "dist", 10, &sha256(b"x")).await;
+    assert_eq!((taken.status, taken.code()), (409, "artifact-exists"), "{}", taken.body);
+    let missing =
+        get(&stack, &format!("/v1/runners/leases/{}/artifacts/nope", test.job_execution_id), &test.lease.token).await;
+    assert_eq!((missing.status, missing.code()), (404, "not-found"));
+
+    // An operator downloads it too.
+    let path = format!("/v1/workspaces/{}/runs/{}/artifacts/dist", run.ws, run.id);
+    let download = get(&stack, &path, &stack.admin_token).await;
+    assert_eq!(download.status, 200, "{}", download.body);
+    let fetched = stack.http.get(download.body["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(fetched.len() as u64, size);
+    assert_eq!(sha256(&fetched), digest);
+
+    // After its lease, the test job gets nothing more.
+    finish(&stack, &test).await;
+    let late =
+        get(&stack, &format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id), &test.lease.token).await;
+    assert_eq!((late.status, late.code()), (409, "lease-lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_nothing() {
+    let overrides = HashMap::from([
+        ("BATON_ARTIFACT_JOB_CAP_BYTES".to_string(), "4096".to_string()),
+        ("BATON_ARTIFACT_RUN_CAP_BYTES".to_string(), "5000".to_string()),
+    ]);
+    let stack = TestStack::start_with(|_| {}, overrides).await;
+    let run = run_with_build_leased(&stack).await;
+    let digest = sha256(b"archive");
+
+    for (body, why) in [
+        (json!({"name": "../up", "bytes": 10, "sha256": digest}), "a name with a path"),
+        (json!({"name": "dist", "bytes": 0, "sha256": digest}), "an empty archive"),
+        (json!({"name": "dist", "bytes": 10, "sha256": "XYZ"}), "not a SHA-256"),
+    ] {
+        let path = format!("/v1/runners/leases/{}/artifacts", run.build.job_execution_id);
+        let refused = stack.post(&path, &run.build.lease.token, body).await;
+        assert_eq!((refused.status, refused.code()), (400, "invalid-request"), "{why}: {}", refused.body);
+    }
+    let too_big = begin(&stack, &run.build, "big", 5_000, &digest).await;
+    assert_eq!((too_big.status, too_big.code()), (413, "artifact-cap"), "{}", too_big.body);
+    assert!(too_big.body["error"]["message"].as_str().unwrap().contains("4096"));
+
+    assert_eq!(begin(&stack, &run.build, "one", 3_000, &digest).await.status, 200);
+    let over_job = begin(&stack, &run.build, "two", 1_500, &digest).await;
+    assert_eq!((over_job.status, over_job.code()), (413, "artifact-cap"), "the job's 4096 bytes: {}", over_job.body);
+    assert_eq!(charged(&stack, &run.id, &run.build).await, (3_000, 3_000), "a refusal charges nothing");
+
+    // An upload the lease's end overtakes never becomes an artifact.
+    let late = begin(&stack, &run.build, "late", 100, &sha256(&[1u8; 100])).await;
+    assert_eq!(late.status, 200, "{}", late.body);
+    let parts = put_parts(&stack, &late.body, &[1u8; 100]).await;
+    finish(&stack, &run.build).await;
+    let refused = complete_upload(&stack, &run.build, "late", &parts).await;
+    assert_eq!((refused.status, refused.code()), (409, "lease-lost"), "{}", refused.body);
+    let again = begin(&stack, &run.build, "later", 100, &digest).await;
+    assert_eq!((again.status, again.code()), (409, "lease-lost"));
+    let path = format!("/v1/workspaces/{}/runs/{}/artifacts/late", run.ws, run.id);
+    assert_eq!(get(&stack, &path, &stack.admin_token).await.status, 404, "never stored, never downloadable");
+
+    // The run's cap holds across its jobs.
+    let test = wait_for("test is claimed", Duration::from_secs(60), || stack.claim(&run.session)).await;
+    let over_run = begin(&stack, &test, "reports", 2_000, &digest).await;
+    assert_eq!((over_run.status, over_run.code()), (413, "artifact-cap"), "the run's 5000 bytes: {}", over_run.body);
+    assert_eq!(charged(&stack, &run.id, &test).await, (3_100, 0));
+
+    // Another workspace's operator learns nothing of the run.
+    let stranger = stack.workspace_token(&workspace()).await;
+    let list = format!("/v1/workspaces/{}/runs/{}/artifacts", run.ws, run.id);
+    assert_eq!(get(&stack, &list, &stranger).await.status, 404);
+    let theirs = stack.workspace_token("elsewhere").await;
+    let path = format!("/v1/workspaces/elsewhere/runs/{}/artifacts", run.id);
+    assert_eq!(get(&stack, &path, &theirs).await.status, 404);
+    let path = format!("/v1/workspaces/elsewhere/runs/{}/artifacts/one", run.id);
+    assert_eq!(get(&stack, &path, &theirs).await.status, 404);
+}
