@@ -4,6 +4,7 @@
 //! every test in its own process, so a test sees no other test's state.
 
 mod agent;
+mod artifacts;
 mod aws_provisioner;
 mod chaos;
 mod logs;

@@ -7,16 +7,6 @@ use std::process::Output;
 use crate::support::*;
 use baton_tests::TestStack;
 
-async fn baton(stack: &TestStack, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
-        .args(args)
-        .env("BATON_API", &stack.api)
-        .env("BATON_ADMIN_TOKEN", &stack.admin_token)
-        .output()
-        .await
-        .expect("baton runs")
-}
-
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

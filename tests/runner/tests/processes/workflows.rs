@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -66,26 +65,6 @@ fn assert_job_succeeded(view: &Value, attempt: u32, key: &str, steps: usize) {
     assert_eq!(execution["status"], "succeeded", "{execution:#}");
     assert!(execution["runner_session_id"].is_string(), "{execution:#}");
     assert_eq!(step_outcomes(execution), vec![("succeeded".to_string(), json!(0)); steps], "{execution:#}");
-}
-
-async fn baton(stack: &TestStack, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
-        .args(args)
-        .env("BATON_API", &stack.api)
-        .env("BATON_ADMIN_TOKEN", &stack.admin_token)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("baton runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// `env:` of a workflow that gives every job the absolute `dir` as `SHARED`.
-fn shared_env(dir: &Path) -> String {
-    format!("env:\n  SHARED: {}\n", dir.display())
 }
 
 // ---- the tests ----
@@ -1422,18 +1401,6 @@ async fn the_run_view_shows_steps_live_with_their_durations() {
     let wait = &execution_of(&view, 1, "slow")["steps"][1];
     assert_eq!((&wait["status"], wait["finished_at"].is_string()), (&json!("succeeded"), true), "{wait:#}");
     runner.stop().await;
-}
-
-/// `baton` as the holder of `token`.
-async fn baton_as(stack: &TestStack, token: &str, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
-        .args(args)
-        .env("BATON_API", &stack.api)
-        .env("BATON_ADMIN_TOKEN", token)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("baton runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -307,3 +307,30 @@ impl Drop for LocalProvisioner {
         let _ = self.0.wait();
     }
 }
+
+/// The `baton` CLI as the admin.
+pub async fn baton(stack: &TestStack, args: &[&str]) -> std::process::Output {
+    baton_as(stack, &stack.admin_token, args).await
+}
+
+/// The `baton` CLI as the holder of `token`.
+pub async fn baton_as(stack: &TestStack, token: &str, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
+        .args(args)
+        .env("BATON_API", &stack.api)
+        .env("BATON_ADMIN_TOKEN", token)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("baton runs")
+}
+
+/// A process's output as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `env:` of a workflow that gives every job the absolute `dir` as `SHARED`.
+pub fn shared_env(dir: &Path) -> String {
+    format!("env:\n  SHARED: {}\n", dir.display())
+}

@@ -1,0 +1,101 @@
+//! Artifacts end to end with real processes (behaviour.md §17): a build
+//! job's `upload:` step sends 20 MB straight to S3 through the runner, the
+//! test job's `download:` step gets the same bytes back, and an operator
+//! lists and downloads them with the `baton` CLI.
+
+use std::path::Path;
+
+use crate::support::*;
+use baton_tests::TestStack;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+fn sha256_of(path: &Path) -> String {
+    format!("{:x}", Sha256::digest(std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_uploads_20_mb_that_the_test_job_and_an_operator_download_byte_identical() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: build-once
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: |
+          mkdir -p dist/docs
+          head -c 20000000 /dev/urandom > dist/app.bin
+          echo v1 > dist/docs/VERSION
+          sha256sum dist/app.bin | cut -d' ' -f1 > "$SHARED/built.sha"
+      - upload: {{name: dist, path: [dist/app.bin, "dist/*/VERSION"]}}
+  test:
+    needs: build
+    runs-on: linux
+    steps:
+      - download: {{name: dist, path: from-build}}
+      - run: |
+          sha256sum from-build/dist/app.bin | cut -d' ' -f1 > "$SHARED/tested.sha"
+          test "$(cat from-build/dist/docs/VERSION)" = v1
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    let view = wait_view(&stack, &ws, &run_id, "the run to end", |v| {
+        matches!(v["status"].as_str(), Some("succeeded" | "failed"))
+    })
+    .await;
+    assert_eq!(view["status"], "succeeded", "{view:#}");
+    let built = std::fs::read_to_string(shared.join("built.sha")).expect("build ran");
+    let tested = std::fs::read_to_string(shared.join("tested.sha")).expect("test ran");
+    assert_eq!(built, tested, "the test job got the build's bytes");
+    let artifact = &view["artifacts"][0];
+    assert_eq!((artifact["name"].as_str(), artifact["job_key"].as_str()), (Some("dist"), Some("build")));
+    assert_eq!(artifact["status"], "stored");
+    assert!(artifact["bytes"].as_u64().unwrap() > 20_000_000, "random bytes do not compress: {artifact}");
+
+    // The operator's side: the list, then the archive unpacked here.
+    let listed = baton(&stack, &["run", "artifacts", "--workspace", &ws, &run_id]).await;
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listed = text(&listed.stdout);
+    assert!(listed.starts_with("dist  ") && listed.contains("job build (attempt 1)  stored"), "{listed}");
+    let into = shared.join("downloaded");
+    let into_arg = into.display().to_string();
+    let fetched = baton(&stack, &["artifact", "download", "--workspace", &ws, &run_id, "dist", "-o", &into_arg]).await;
+    assert!(fetched.status.success(), "{}", text(&fetched.stderr));
+    assert_eq!(sha256_of(&into.join("dist/app.bin")), built.trim());
+    assert_eq!(std::fs::read_to_string(into.join("dist/docs/VERSION")).unwrap(), "v1\n");
+    let missing = baton(&stack, &["artifact", "download", "--workspace", &ws, &run_id, "nope"]).await;
+    assert!(!missing.status.success() && text(&missing.stderr).contains("not-found"), "{}", text(&missing.stderr));
+    runner.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_of_nothing_or_a_download_of_no_artifact_fails_its_step_saying_why() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let yaml = r#"name: mistakes
+jobs:
+  typo:
+    runs-on: linux
+    steps:
+      - upload: {name: dist, path: "target/*.bin"}
+  missing:
+    runs-on: linux
+    steps:
+      - download: {name: never-made}
+"#;
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, yaml).await;
+    wait_view(&stack, &ws, &run_id, "the run to fail", |v| v["status"] == "failed").await;
+    let logs = baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await;
+    let logs = text(&logs.stdout);
+    assert!(logs.contains("target/*.bin: no file matches"), "{logs}");
+    assert!(logs.contains("never-made") && logs.contains("not-found"), "{logs}");
+    runner.stop().await;
+}
