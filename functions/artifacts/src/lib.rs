@@ -109,6 +109,12 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
     let now = Utc::now();
     // The URLs die with the lease: a runner that lost it cannot send on.
     let valid_for = upload_url_ttl(now, lease.expires_at).ok_or_else(lease_lost)?;
+    let job_key = context
+        .store
+        .job_spec(lease.execution_id)
+        .await?
+        .map(|spec| spec.key)
+        .ok_or_else(|| ApiError::not_found("the lease's job"))?;
     let existing = context.store.artifact(lease.run_id, &body.name).await?;
     let item = match existing {
         // This execution's own upload, asked again (a lost answer, URLs
@@ -124,13 +130,13 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
             }
             mine
         }
-        Some(theirs) if theirs.job_id != lease.job_id => {
+        Some(theirs) if theirs.job_key != job_key => {
             let message = format!("job {} of this run stored an artifact named {:?}", theirs.job_key, body.name);
             return Err(ApiError::new(ErrorCode::ArtifactExists, message));
         }
         // None yet, or one an earlier execution of this job made (a retry,
         // a rerun): begin, replacing it.
-        _ => begin(context, bucket, &lease, &body, caps, now).await?,
+        _ => begin(context, bucket, &lease, job_key, &body, caps, now).await?,
     };
     let parts = archives::presign_parts(
         &context.clients.s3,
@@ -155,11 +161,11 @@ async fn begin(
     context: &Context,
     bucket: &str,
     lease: &LeaseItem,
+    job_key: String,
     body: &ArtifactUploadRequest,
     caps: ArtifactCaps,
     now: chrono::DateTime<Utc>,
 ) -> Result<ArtifactItem, ApiError> {
-    let spec = context.store.job_spec(lease.execution_id).await?;
     let key = object_key(&lease.workspace_id, lease.run_id, lease.execution_id, &body.name);
     let upload_id =
         archives::create_upload(&context.clients.s3, bucket, &key).await.map_err(|e| s3_failed("upload start", e))?;
@@ -172,7 +178,7 @@ async fn begin(
         run_id: lease.run_id,
         name: body.name.clone(),
         job_id: lease.job_id,
-        job_key: spec.map(|s| s.key).unwrap_or_default(),
+        job_key,
         execution_id: lease.execution_id,
         attempt: lease.attempt,
         bytes: body.bytes,

@@ -99,8 +99,9 @@ impl Store {
     }
 
     /// Begins the upload of `item` under `lease` (see the module's doc).
-    /// A job's earlier execution's artifact of the same name (a retry, a
-    /// rerun) is replaced; another job's is not.
+    /// An artifact of the same name that an earlier execution of the same
+    /// job (by key: a retry, a rerun's attempt) uploaded is replaced;
+    /// another job's is not.
     pub async fn begin_artifact(
         &self,
         lease: &LeaseItem,
@@ -145,8 +146,10 @@ impl Store {
             Put::builder()
                 .table_name(&self.table)
                 .set_item(Some(to_item(item)?))
-                .condition_expression("attribute_not_exists(pk) OR (job_id = :job AND execution_id <> :x)")
-                .expression_attribute_values(":job", s(item.job_id.to_string()))
+                // By key: a rerun's job has a new id, and may replace what
+                // its earlier attempt uploaded.
+                .condition_expression("attribute_not_exists(pk) OR (job_key = :job AND execution_id <> :x)")
+                .expression_attribute_values(":job", s(&item.job_key))
                 .expression_attribute_values(":x", s(item.execution_id.to_string()))
                 .build(),
         )?;

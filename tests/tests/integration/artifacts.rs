@@ -159,11 +159,27 @@ async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_
     assert_eq!(fetched.len() as u64, size);
     assert_eq!(sha256(&fetched), digest);
 
-    // After its lease, the test job gets nothing more.
-    finish(&stack, &test).await;
+    // The test job fails; after its lease it gets nothing more.
+    let failed =
+        stack.complete(&test.lease.token, test.job_execution_id, json!({"status": "failed", "steps": []})).await;
+    assert_eq!(failed.status, 200, "{}", failed.body);
     let late =
         get(&stack, &format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id), &test.lease.token).await;
     assert_eq!((late.status, late.code()), (409, "lease-lost"));
+
+    // A `failed` rerun runs test again; the carried-over build's artifact is there for it.
+    let view_path = format!("/v1/workspaces/{}/runs/{}", run.ws, run.id);
+    wait_for("the run to fail", Duration::from_secs(60), || async {
+        (get(&stack, &view_path, &stack.admin_token).await.body["status"] == "failed").then_some(())
+    })
+    .await;
+    let rerun = stack.post(&format!("{view_path}/rerun"), &stack.admin_token, json!({"mode": "failed"})).await;
+    assert_eq!(rerun.status, 201, "{}", rerun.body);
+    let again = wait_for("test runs again", Duration::from_secs(60), || stack.claim(&run.session)).await;
+    assert_eq!(again.attempt, 2);
+    let path = format!("/v1/runners/leases/{}/artifacts/dist", again.job_execution_id);
+    let download = get(&stack, &path, &again.lease.token).await;
+    assert_eq!((download.status, download.body["artifact"]["sha256"].as_str()), (200, Some(digest.as_str())));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
