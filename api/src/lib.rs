@@ -7,6 +7,7 @@
 //! the `openapi` feature adds the OpenAPI document generated from the types.
 
 pub mod artifacts;
+pub mod caches;
 pub mod error;
 pub mod facts;
 pub mod health;

@@ -64,6 +64,9 @@ pub const PROVISIONER: &str = "provisioner";
         begin_artifact_upload,
         complete_artifact_upload,
         runner_artifact_download,
+        restore_cache,
+        save_cache,
+        complete_cache,
         create_run,
         list_runs,
         get_run,
@@ -436,6 +439,51 @@ fn complete_artifact_upload() {}
     ),
     security(("lease" = [])))]
 fn runner_artifact_download() {}
+
+/// Restores a cache entry of the lease's workspace: the exact key, else the
+/// newest entry under each restore prefix in turn, in `scope` then the
+/// workspace-wide scope; a presigned `GET` (15 minutes) of its archive.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/caches/restore", tag = "runners",
+    params(ExecutionParam),
+    request_body = crate::caches::CacheRestoreRequest,
+    responses(
+        (status = 200, description = "`exact`, `prefix` (with the entry and its URL) or `miss`", body = crate::caches::CacheRestoreResponse),
+        (status = 400, description = "`invalid-request`: a key, prefix or scope that is not 1 to 256 printable characters without spaces or commas; more than 10 prefixes", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn restore_cache() {}
+
+/// Saves a cache entry: parts' URLs as for an artifact, or `stored: true`
+/// when the key is saved already (an entry is never replaced before it is
+/// evicted, 7 days after it was saved).
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/caches", tag = "runners",
+    params(ExecutionParam),
+    request_body = crate::caches::CacheSaveRequest,
+    responses(
+        (status = 200, description = "The parts' URLs (or `stored: true`)", body = crate::artifacts::ArtifactUploadResponse),
+        (status = 400, description = "`invalid-request`: a bad key or scope, a digest that is not SHA-256 hex", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such lease for this token", body = ErrorBody),
+        (status = 409, description = "`lease-lost`; `artifact-exists`: another job is saving that key now", body = ErrorBody),
+        (status = 413, description = "`artifact-cap`: an entry over 2 GiB (`BATON_CACHE_ENTRY_CAP_BYTES`), or empty", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn save_cache() {}
+
+/// Every part of a save is sent: the entry is stored, only while the lease
+/// is held. A repeat answers the stored entry.
+#[utoipa::path(post, path = "/v1/runners/leases/{execution_id}/caches/complete", tag = "runners",
+    params(ExecutionParam),
+    request_body = crate::caches::CacheCompleteRequest,
+    responses(
+        (status = 200, description = "Stored", body = crate::caches::CacheEntry),
+        (status = 400, description = "`invalid-request`: a part missing, twice or out of order, or S3 refused the parts", body = ErrorBody),
+        (status = 404, description = "`not-found`: no save of that key by this job, or no such lease", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn complete_cache() {}
 
 /// A run's artifacts, by name (also in the run view), `uploading` ones too.
 #[utoipa::path(get, path = "/v1/workspaces/{ws}/runs/{run_id}/artifacts", tag = "operators",

@@ -125,6 +125,7 @@ impl Functions {
             "provisioners" => baton_provisioners::handle(context, req).await,
             "secrets" => baton_secrets::handle(context, req).await,
             "artifacts" => baton_artifacts::handle(context, req).await,
+            "caches" => baton_caches::handle(context, req).await,
             "provisioner-demand" => baton_provisioner_demand::handle(context, req).await,
             "provisioner-reservations" => baton_provisioner_reservations::handle(context, req).await,
             "provisioner-instances" => baton_provisioner_instances::handle(context, req).await,

@@ -77,9 +77,9 @@ struct Args {
 
 /// The `baton-runner` command: parses its arguments from the process and runs.
 pub fn main() -> ExitCode {
-    // `baton-runner artifact …` is what a step runs, not the agent.
-    if std::env::args().nth(1).as_deref() == Some("artifact") {
-        return crate::artifact_cli::main();
+    // `baton-runner artifact …` and `… cache …` are what a step runs.
+    if crate::step_cli::is_step_command() {
+        return crate::step_cli::main();
     }
     let args = Args::parse();
     init_logs(args.json_logs);

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::client::{with_retries, Client, ClientError};
 
 /// How long one request of an upload or a download is retried.
-const RETRY_BUDGET: Duration = Duration::from_secs(120);
+pub const RETRY_BUDGET: Duration = Duration::from_secs(120);
 
 /// An archive ready to send.
 #[derive(Debug)]
@@ -115,6 +115,22 @@ pub async fn upload(
     if begun.stored {
         return Ok(None);
     }
+    let complete = ArtifactCompleteRequest { parts: send_parts(client, &begun, archive).await? };
+    let path = format!("/v1/runners/leases/{execution}/artifacts/{}/complete", segment(name));
+    let stored: Artifact = with_retries("artifact complete", RETRY_BUDGET, || {
+        client.send_for(reqwest::Method::POST, &path, token, Some(&complete))
+    })
+    .await?;
+    Ok(Some(stored))
+}
+
+/// Sends each part of `archive` to the URL the server issued for it; the
+/// parts' ETags, in order (what completing the upload names).
+pub async fn send_parts(
+    client: &Client,
+    begun: &ArtifactUploadResponse,
+    archive: &Archive,
+) -> Result<Vec<ArtifactPartDone>, ClientError> {
     let mut done = Vec::with_capacity(begun.parts.len());
     let mut offset = 0usize;
     for part in &begun.parts {
@@ -124,17 +140,11 @@ pub async fn upload(
             code: "artifact-parts".into(),
             message: "the server's parts do not cover the archive".into(),
         })?;
-        let etag = with_retries("artifact part", RETRY_BUDGET, || client.put_part(&part.url, slice.to_vec())).await?;
+        let etag = with_retries("archive part", RETRY_BUDGET, || client.put_part(&part.url, slice.to_vec())).await?;
         done.push(ArtifactPartDone { part_number: part.part_number, etag });
         offset = end;
     }
-    let complete = ArtifactCompleteRequest { parts: done };
-    let path = format!("/v1/runners/leases/{execution}/artifacts/{}/complete", segment(name));
-    let stored: Artifact = with_retries("artifact complete", RETRY_BUDGET, || {
-        client.send_for(reqwest::Method::POST, &path, token, Some(&complete))
-    })
-    .await?;
-    Ok(Some(stored))
+    Ok(done)
 }
 
 /// Fetches a download's archive and checks it is the one stored (size and

@@ -30,9 +30,9 @@ use tokio::time::Instant as TokioInstant;
 use crate::client::{with_retries, Client};
 use crate::complete;
 use crate::logs::{self, LogSettings, LogSink};
-use crate::outputs;
 use crate::process::{exit_code, signal_group, terminate_group};
 use crate::streams::{read_step_output, Shown};
+use crate::{caches, outputs};
 use crate::{escalate, heartbeat, Shutdown, Stop};
 
 /// Environment variables of the runner that a job must never see.
@@ -339,6 +339,17 @@ async fn run_steps(
         failed |= status != StepStatus::Succeeded && !soft_failed;
         results.push(result);
     }
+    // The `cache:` steps' saves, once every step succeeded, before the last
+    // step's report ends the lease (a save is made under it).
+    if !failed && message.is_none() && *stop_rx.borrow() == Stop::None {
+        if let Some(last_step) = claim.job.steps.last() {
+            for save in caches::pending_saves(&outputs_dir.join(CACHE_SAVES)) {
+                let line = caches::save(&settings.client, &claim.lease.token, claim.job_execution_id, dir, &save).await;
+                tracing::info!(job = %claim.job.key, "{line}");
+                sink.line(last_step.id, baton_api::logs::LogStream::System, line);
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&outputs_dir);
     let outputs = match outputs::select(&claim.job.outputs, &written) {
         Ok(outputs) => outputs,
@@ -440,6 +451,10 @@ async fn report(
     }
 }
 
+/// Beside the steps' output files: the saves the job's `cache:` steps ask
+/// for (`$BATON_CACHE_SAVES`, `crate::caches`).
+const CACHE_SAVES: &str = "cache-saves";
+
 /// Where a step runs (the job's work directory) and the file it writes its
 /// outputs to (`$BATON_OUTPUT`).
 struct StepFiles<'a> {
@@ -469,6 +484,7 @@ async fn run_step(
         .envs(&step.env)
         .envs(baton_vars(settings.client.base(), claim, step, name, dir))
         .env("BATON_OUTPUT", output_file)
+        .env("BATON_CACHE_SAVES", output_file.with_file_name(CACHE_SAVES))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -7,8 +7,8 @@
 //! - [`job`]: execute one claimed job, step by step, and report it.
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
 //! - [`complete`]: deliver a finished job's result while its lease lives.
-//! - [`artifacts`]: pack, send, fetch and unpack artifacts
-//!   (`baton-runner artifact …`, [`artifact_cli`]).
+//! - [`artifacts`], [`caches`]: pack, send, fetch and unpack artifacts and
+//!   cache entries (`baton-runner artifact …` / `cache …`, [`step_cli`]).
 //! - [`process`]: process groups and signals.
 //! - [`streams`]: read a step's stdout and stderr, masks in force across both.
 //! - [`operator`]: the operator side (`baton token …`, `baton run …`,
@@ -24,9 +24,9 @@
 
 pub mod agent;
 pub mod agent_cli;
-pub mod artifact_cli;
 pub mod artifacts;
 pub mod backoff;
+pub mod caches;
 pub mod client;
 pub mod complete;
 pub mod graph;
@@ -40,6 +40,7 @@ pub mod process;
 pub mod provisioner;
 pub mod provisioner_cli;
 pub mod push;
+pub mod step_cli;
 pub mod streams;
 
 /// Why a running job must stop early. Ordered by precedence: a later,

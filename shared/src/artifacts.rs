@@ -12,18 +12,57 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::api::artifacts::{artifact_parts, ArtifactPartDone, ArtifactPartUpload, ARTIFACT_PART_BYTES};
+use crate::error::{ApiError, ErrorCode};
+use crate::http::LeaseCredentials;
+use crate::store::leases::LeaseItem;
+use crate::store::Store;
 
 /// How long an operator's or a runner's download URL stays valid.
 pub const DOWNLOAD_URL_TTL: Duration = Duration::from_secs(15 * 60);
 /// The archives' content type: a gzipped tar.
 pub const ARCHIVE_CONTENT_TYPE: &str = "application/gzip";
 
+/// The artifacts bucket (caches' too): 500 if the function was not given it.
+pub fn bucket(config: &crate::config::Config) -> Result<&str, ApiError> {
+    config.artifacts.bucket.as_deref().ok_or_else(|| {
+        tracing::error!("BATON_ARTIFACTS_BUCKET is not set");
+        ApiError::internal()
+    })
+}
+
+/// 503 `unavailable` for an S3 call that failed (logged with its cause).
+pub fn s3_failed(what: &str, err: String) -> ApiError {
+    tracing::error!(error = %err, "artifact store: {what} failed");
+    ApiError::new(ErrorCode::Unavailable, format!("the artifact store did not answer ({what}); try again"))
+}
+
+/// The live lease the credentials hold: 409 `lease-lost` once it ended or
+/// moved on, 404 for another lease's token. Uploads and downloads act only
+/// under it.
+pub async fn held_lease(store: &Store, credentials: &LeaseCredentials) -> Result<LeaseItem, ApiError> {
+    match store.lease(credentials.execution_id).await? {
+        Some(lease) if lease.epoch == credentials.epoch && lease.token_hash == credentials.token_hash => Ok(lease),
+        Some(lease) if lease.epoch == credentials.epoch => Err(ApiError::not_found("lease")),
+        _ => Err(crate::http::lease_lost()),
+    }
+}
+
 /// The archive of artifact `name`, uploaded by `execution_id`: under the
-/// `artifacts/` prefix the functions' grants are scoped to, one object an
+/// `artifacts/` prefix the functions' grants are scoped to (caches have
+/// `artifacts/caches/`, so the two never meet), one object an
 /// execution, so a retry's upload never overwrites what another execution
 /// made while it is being replaced.
 pub fn object_key(workspace_id: &str, run_id: Uuid, execution_id: Uuid, name: &str) -> String {
-    format!("artifacts/{workspace_id}/{run_id}/{execution_id}/{name}.tar.gz")
+    format!("artifacts/runs/{workspace_id}/{run_id}/{execution_id}/{name}.tar.gz")
+}
+
+/// The archive of a workspace's cache entry, saved by `execution_id`: its
+/// scope and key hashed (a key may hold any printable character), under
+/// the same grant as artifacts.
+pub fn cache_object_key(workspace_id: &str, scope: &str, key: &str, execution_id: Uuid) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{scope}\n{key}").as_bytes());
+    format!("artifacts/caches/{workspace_id}/{digest:x}/{execution_id}.tar.gz")
 }
 
 /// Whether `digest` is a SHA-256 in lowercase hex.

@@ -70,6 +70,13 @@ pub struct ArtifactConfig {
     /// bucket's lifecycle rule (the CDK prop `artifactRetentionDays`) and
     /// the item's TTL (default 30, 1 to 3650).
     pub retention_days: u32,
+    /// `BATON_CACHE_ENTRY_CAP_BYTES`: the most one cache entry may weigh
+    /// (default 2 GiB, 1 KiB to 50 GiB).
+    pub cache_entry_cap_bytes: u64,
+    /// `BATON_CACHE_RETENTION_DAYS`: a cache entry is evicted this many
+    /// days after it was saved (default 7, 1 to 365; never past the
+    /// bucket's own retention, which removes its archive).
+    pub cache_retention_days: u32,
 }
 
 /// Push to waiting runners (`crate::push`). Without an endpoint nothing is
@@ -208,6 +215,8 @@ impl Config {
                 job_cap_bytes: bytes("BATON_ARTIFACT_JOB_CAP_BYTES", 2 << 30, 1024, 50 << 30)?,
                 run_cap_bytes: bytes("BATON_ARTIFACT_RUN_CAP_BYTES", 10 << 30, 1024, 1 << 40)?,
                 retention_days: whole("BATON_ARTIFACT_RETENTION_DAYS", "days", 30, 1, 3_650)? as u32,
+                cache_entry_cap_bytes: bytes("BATON_CACHE_ENTRY_CAP_BYTES", 2 << 30, 1024, 50 << 30)?,
+                cache_retention_days: whole("BATON_CACHE_RETENTION_DAYS", "days", 7, 1, 365)? as u32,
             },
             push: PushConfig {
                 url: lookup("BATON_PUSH_URL").filter(|s| !s.trim().is_empty()),

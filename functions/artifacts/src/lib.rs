@@ -16,12 +16,14 @@ use baton_shared::api::artifacts::{
     valid_artifact_name, ArtifactCompleteRequest, ArtifactDownload, ArtifactList, ArtifactStatus,
     ArtifactUploadRequest, ArtifactUploadResponse, MAX_ARTIFACT_NAME_LEN,
 };
-use baton_shared::artifacts::{self as archives, object_key, parts_complete, valid_sha256};
+use baton_shared::artifacts::{
+    self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256,
+};
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{
     authorize_operator, json_response, lease_credentials, lease_lost, parse_json, path_id, path_param, path_workspace,
-    respond, LeaseCredentials,
+    respond,
 };
 use baton_shared::logs::upload_url_ttl;
 use baton_shared::store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
@@ -48,18 +50,6 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-fn bucket(context: &Context) -> Result<&str, ApiError> {
-    context.config.artifacts.bucket.as_deref().ok_or_else(|| {
-        tracing::error!("BATON_ARTIFACTS_BUCKET is not set");
-        ApiError::internal()
-    })
-}
-
-fn s3_failed(what: &str, err: String) -> ApiError {
-    tracing::error!(error = %err, "artifact {what} failed");
-    ApiError::new(ErrorCode::Unavailable, format!("the artifact store did not answer ({what}); try again"))
-}
-
 fn artifact_name(req: &Request) -> Result<String, ApiError> {
     let name = path_param(req, "name")?;
     check_name(&name)?;
@@ -73,16 +63,6 @@ fn check_name(name: &str) -> Result<(), ApiError> {
         Err(ApiError::invalid_request(format!(
             "name: 1 to {MAX_ARTIFACT_NAME_LEN} of letters, digits, '.', '_' and '-', not starting with '.'"
         )))
-    }
-}
-
-/// The live lease the credentials hold: 409 `lease-lost` once it ended or
-/// moved on, 404 for another lease's token.
-async fn held_lease(context: &Context, credentials: &LeaseCredentials) -> Result<LeaseItem, ApiError> {
-    match context.store.lease(credentials.execution_id).await? {
-        Some(lease) if lease.epoch == credentials.epoch && lease.token_hash == credentials.token_hash => Ok(lease),
-        Some(lease) if lease.epoch == credentials.epoch => Err(ApiError::not_found("lease")),
-        _ => Err(lease_lost()),
     }
 }
 
@@ -104,8 +84,8 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
         let message = format!("{} bytes: a job's artifacts may weigh at most {} bytes", body.bytes, caps.job_bytes);
         return Err(ApiError::new(ErrorCode::ArtifactCap, message));
     }
-    let bucket = bucket(context)?;
-    let lease = held_lease(context, &credentials).await?;
+    let bucket = bucket(&context.config)?;
+    let lease = held_lease(&context.store, &credentials).await?;
     let now = Utc::now();
     // The URLs die with the lease: a runner that lost it cannot send on.
     let valid_for = upload_url_ttl(now, lease.expires_at).ok_or_else(lease_lost)?;
@@ -211,8 +191,8 @@ async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Bo
     let credentials = lease_credentials(req)?;
     let name = artifact_name(req)?;
     let body: ArtifactCompleteRequest = parse_json(req)?;
-    let bucket = bucket(context)?;
-    let lease = held_lease(context, &credentials).await?;
+    let bucket = bucket(&context.config)?;
+    let lease = held_lease(&context.store, &credentials).await?;
     let item = context
         .store
         .artifact(lease.run_id, &name)
@@ -242,8 +222,8 @@ async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Bo
 async fn runner_download(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let credentials = lease_credentials(req)?;
     let name = artifact_name(req)?;
-    let bucket = bucket(context)?;
-    let lease = held_lease(context, &credentials).await?;
+    let bucket = bucket(&context.config)?;
+    let lease = held_lease(&context.store, &credentials).await?;
     let item = context.store.artifact(lease.run_id, &name).await?;
     download(context, bucket, item, &name).await
 }
@@ -266,7 +246,7 @@ async fn operator_download(context: &Context, req: &Request) -> Result<Response<
     authorize_operator(&context.store, req, &workspace_id).await?;
     let run_id = path_id(req, "run_id")?;
     let name = artifact_name(req)?;
-    let bucket = bucket(context)?;
+    let bucket = bucket(&context.config)?;
     // Another workspace's run answers as if it did not exist.
     let item = context.store.artifact(run_id, &name).await?.filter(|a| a.workspace_id == workspace_id);
     download(context, bucket, item, &name).await

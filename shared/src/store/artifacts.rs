@@ -278,6 +278,7 @@ impl Store {
     }
 }
 
-fn status(status: ArtifactStatus) -> Result<AttributeValue, StoreError> {
+/// An upload status as stored (artifacts' and caches').
+pub(super) fn status(status: ArtifactStatus) -> Result<AttributeValue, StoreError> {
     Ok(serde_dynamo::to_attribute_value(status)?)
 }

@@ -25,6 +25,7 @@
 //! | operator API token | `APITOKEN#<sha256>` | `APITOKEN` | |
 //! | outbox (a fact to relay) | `OUTBOX#<event id>` | `OUTBOX` | |
 //! | concurrency group (its holder and waiting attempts) | `CGROUP#<ws>#<group>` | `CGROUP` | |
+//! | cache entry of a workspace | `CACHE#<ws>` | `<scope>,<key>` (`,` is in no scope or key) | |
 //! | processed marker of a consumer | `PROCESSED#<consumer>#<event id>` | `PROCESSED` | |
 //!
 //! `#` separates the parts of a key; a run's items share its partition so
@@ -73,6 +74,16 @@ pub fn run_pk(run_id: Uuid) -> String {
 
 pub const ARTIFACT_PREFIX: &str = "ARTIFACT#";
 pub const ARTIFACT_USAGE_SK: &str = "ARTIFACTS";
+
+pub fn cache_pk(workspace_id: &str) -> String {
+    format!("CACHE#{workspace_id}")
+}
+
+/// A cache entry's sort key; with a prefix for `key`, what `begins_with`
+/// finds the entries under a restore prefix by.
+pub fn cache_sk(scope: &str, key: &str) -> String {
+    format!("{scope},{key}")
+}
 
 pub fn artifact_sk(name: &str) -> String {
     format!("{ARTIFACT_PREFIX}{name}")

@@ -266,6 +266,7 @@ pub fn from_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreE
 
 pub mod artifacts;
 pub mod attempts;
+pub mod caches;
 pub mod claims;
 pub mod concurrency;
 pub mod connections;

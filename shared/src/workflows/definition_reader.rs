@@ -53,7 +53,8 @@ const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
 /// `exclude` entries (the legs are bounded by the job limit anyway).
 const MAX_MATRIX_ENTRIES: usize = 256;
 const STEP_FIELDS: &[&str] =
-    &["id", "name", "run", "upload", "download", "env", "timeout-minutes", "continue-on-error"];
+    &["id", "name", "run", "upload", "download", "cache", "env", "timeout-minutes", "continue-on-error"];
+const CACHE_FIELDS: &[&str] = &["key", "path", "restore-keys", "key-files", "scope"];
 const UPLOAD_FIELDS: &[&str] = &["name", "path"];
 const DOWNLOAD_FIELDS: &[&str] = &["name", "path"];
 
@@ -690,6 +691,10 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
         }
     }
     let mut name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
+    let kinds = ["run", "upload", "download", "cache"].iter().filter(|k| fields.get(k).is_some()).count();
+    if kinds > 1 {
+        return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`"));
+    }
     let run = match (fields.get("run"), fields.get("upload"), fields.get("download")) {
         (Some(YamlNode::String(run)), None, None) if run.trim().is_empty() => {
             return Err(at.field("run").error("must not be empty"))
@@ -706,10 +711,17 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
             name.get_or_insert(label);
             run
         }
-        (None, None, None) => {
-            return Err(at.field("run").error("required: the shell command to run (or `upload:` / `download:`)"))
-        }
-        _ => return Err(at.error("a step has one of `run`, `upload` and `download`")),
+        (None, None, None) => match fields.get("cache") {
+            Some(cache) => {
+                let (run, label) = read_cache(cache, &at.field("cache"))?;
+                name.get_or_insert(label);
+                run
+            }
+            None => {
+                return Err(at.field("run").error("required: the shell command to run (or `upload:` / `download:`)"))
+            }
+        },
+        _ => return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`")),
     };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
@@ -745,6 +757,61 @@ fn read_download(node: &YamlNode, at: &Location) -> Result<(String, String), Def
         run.push_str(&format!(" --into {}", shell_quote(&into)));
     }
     Ok((run, format!("download {name}")))
+}
+
+/// `cache: {key, path, restore-keys, key-files, scope}` (behaviour.md §17):
+/// the step that restores the exact key, else the newest entry under each
+/// restore prefix, and has the runner save `path` under the key after the
+/// job succeeded when the key itself was not found.
+fn read_cache(node: &YamlNode, at: &Location) -> Result<(String, String), DefinitionError> {
+    use crate::api::caches::{valid_cache_key, MAX_CACHE_KEY_LEN, MAX_RESTORE_KEYS};
+    let fields = Fields::read(node, CACHE_FIELDS, at, "a mapping with `key` and `path`")?;
+    let checked = |text: &str, at: &Location| {
+        if text.contains("${{") || valid_cache_key(text, MAX_CACHE_KEY_LEN) {
+            Ok(())
+        } else {
+            Err(at.error(format!("1 to {MAX_CACHE_KEY_LEN} printable ASCII characters, no spaces or commas")))
+        }
+    };
+    let key = fields.get("key").map(|n| read_text(n, &at.field("key"))).transpose()?.flatten();
+    let Some(key) = key.filter(|k| !k.trim().is_empty()) else {
+        return Err(at.field("key").error("required: the cache's key"));
+    };
+    checked(&key, &at.field("key"))?;
+    let Some(path) = fields.get("path") else { return Err(at.field("path").error("required: what to cache")) };
+    let paths = read_text_list(path, &at.field("path"), "paths")?;
+    if paths.is_empty() || paths.iter().any(|p| p.trim().is_empty()) {
+        return Err(at.field("path").error("name at least one path, none empty"));
+    }
+    let restore_keys = match fields.get("restore-keys") {
+        Some(node) => read_text_list(node, &at.field("restore-keys"), "prefixes")?,
+        None => Vec::new(),
+    };
+    if restore_keys.len() > MAX_RESTORE_KEYS {
+        return Err(at.field("restore-keys").error(format!("at most {MAX_RESTORE_KEYS} prefixes")));
+    }
+    for prefix in &restore_keys {
+        checked(prefix, &at.field("restore-keys"))?;
+    }
+    let key_files = match fields.get("key-files") {
+        Some(node) => read_text_list(node, &at.field("key-files"), "files")?,
+        None => Vec::new(),
+    };
+    let scope = fields.get("scope").map(|n| read_text(n, &at.field("scope"))).transpose()?.flatten();
+    let mut run = format!("\"$BATON_RUNNER\" cache restore --key {}", shell_quote(&key));
+    for file in &key_files {
+        run.push_str(&format!(" --key-file {}", shell_quote(file)));
+    }
+    for prefix in &restore_keys {
+        run.push_str(&format!(" --restore-key {}", shell_quote(prefix)));
+    }
+    if let Some(scope) = scope.filter(|s| !s.trim().is_empty()) {
+        checked(&scope, &at.field("scope"))?;
+        run.push_str(&format!(" --scope {}", shell_quote(&scope)));
+    }
+    let quoted: Vec<String> = paths.iter().map(|p| shell_quote(p)).collect();
+    run.push_str(&format!(" -- {}", quoted.join(" ")));
+    Ok((run, format!("cache {key}")))
 }
 
 /// An artifact's name: checked now unless an expression makes it.

@@ -617,9 +617,28 @@ fn an_artifact_step_is_refused_with_a_bad_name_no_path_or_a_run_beside_it() {
         refused("  - upload: {name: ../x, path: a}")
     );
     assert!(refused("  - upload: {name: dist}").contains("required: what to upload"));
-    assert!(refused("  - run: make\n    upload: {name: d, path: a}").contains("one of `run`, `upload` and `download`"));
+    assert!(refused("  - run: make\n    upload: {name: d, path: a}")
+        .contains("one of `run`, `upload`, `download` and `cache`"));
     assert!(refused("  - download: {path: a}").contains("artifact's name"));
     // A name an expression makes is checked when the step runs.
     let yaml = with_job_body("runs-on: linux\nsteps:\n  - upload: {name: \"dist-${{ inputs.os }}\", path: a}");
     assert!(parse_definition(&yaml).is_ok());
+}
+
+#[test]
+fn a_cache_step_restores_with_its_prefixes_and_names_what_to_save() {
+    let yaml = with_job_body(
+        "runs-on: linux\nsteps:\n  - cache: {key: cargo-linux, key-files: [Cargo.lock], restore-keys: [cargo-linux-, cargo-], path: [target, .cargo], scope: main}\n  - run: cargo build",
+    );
+    let definition = parse_definition(&yaml).unwrap();
+    let step = &definition.jobs[0].steps[0];
+    assert_eq!(
+        step.run,
+        r#""$BATON_RUNNER" cache restore --key 'cargo-linux' --key-file 'Cargo.lock' --restore-key 'cargo-linux-' --restore-key 'cargo-' --scope 'main' -- 'target' '.cargo'"#
+    );
+    assert_eq!(step.name.as_deref(), Some("cache cargo-linux"));
+    let refused = |steps: &str| error_of(&with_job_body(&format!("runs-on: linux\nsteps:\n{steps}"))).to_string();
+    assert!(refused("  - cache: {key: \"a b\", path: t}").contains("no spaces or commas"));
+    assert!(refused("  - cache: {key: k}").contains("required: what to cache"));
+    assert!(refused("  - run: make\n    cache: {key: k, path: t}").contains("one of `run`"));
 }

@@ -99,3 +99,67 @@ jobs:
     assert!(logs.contains("never-made") && logs.contains("not-found"), "{logs}");
     runner.stop().await;
 }
+
+/// A one-job run that restores cache `key` (falling back on `deps-`),
+/// builds `deps/` only when it was not restored, and records what it found.
+fn cached_build(shared: &Path, key: &str) -> String {
+    format!(
+        r#"name: cached
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - cache: {{key: {key}, restore-keys: [deps-], path: deps}}
+      - run: |
+          if [ -f deps/marker ]; then echo "{key} restored $(cat deps/marker)" >> "$SHARED/seen"
+          else mkdir -p deps && echo "made-for-{key}" > deps/marker && echo "{key} built" >> "$SHARED/seen"; fi
+"#,
+        env = shared_env(shared)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_missed_is_saved_then_hit_by_the_next_run_and_a_new_key_falls_back_on_its_prefix() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let mut runs = Vec::new();
+    for key in ["deps-v1", "deps-v1", "deps-v2"] {
+        let run_id = create_run(&stack, &ws, &cached_build(&shared, key)).await;
+        let view = wait_view(&stack, &ws, &run_id, "the run to end", |v| {
+            matches!(v["status"].as_str(), Some("succeeded" | "failed"))
+        })
+        .await;
+        assert_eq!(view["status"], "succeeded", "{view:#}");
+        runs.push(run_id);
+    }
+    let seen = std::fs::read_to_string(shared.join("seen")).expect("the runs recorded what they found");
+    assert_eq!(
+        seen.lines().collect::<Vec<_>>(),
+        vec!["deps-v1 built", "deps-v1 restored made-for-deps-v1", "deps-v2 restored made-for-deps-v1"],
+        "a miss, an exact hit, a prefix hit"
+    );
+    let mut logs = Vec::new();
+    for run in &runs {
+        logs.push(text(&baton(&stack, &["run", "logs", "--workspace", &ws, run]).await.stdout));
+    }
+    let first = &logs[0];
+    assert!(first.contains("cache deps-v1: miss") && first.contains("cache deps-v1: saved ("), "{first}");
+    let second = &logs[1];
+    assert!(second.contains("restored deps-v1") && !second.contains("will be saved"), "{second}");
+    let third = &logs[2];
+    assert!(third.contains("cache deps-v2: restored deps-v1") && third.contains("cache deps-v2: saved ("), "{third}");
+
+    // Another workspace does not see this one's caches.
+    let other = workspace();
+    let other_token = stack.registration_token(&other, json!({})).await;
+    let mut other_runner = Runner::start(&stack, &other_token, "linux", &[]);
+    let elsewhere = scratch();
+    let run_id = create_run(&stack, &other, &cached_build(&elsewhere, "deps-v1")).await;
+    wait_view(&stack, &other, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    assert_eq!(std::fs::read_to_string(elsewhere.join("seen")).unwrap(), "deps-v1 built\n");
+    other_runner.stop().await;
+    runner.stop().await;
+}

@@ -1,8 +1,10 @@
-//! `baton-runner artifact upload|download`: what a step runs to hand files
-//! to later jobs of its run (the `upload:` and `download:` steps run it).
-//! It acts under the job's lease, from the variables the runner gives every
-//! step: `BATON_API`, `BATON_LEASE_TOKEN` (masked in the job's log like a
-//! secret), `BATON_JOB_EXECUTION_ID` and `BATON_WORK_DIR`.
+//! The commands a step runs: `baton-runner artifact upload|download` hands
+//! files to later jobs of its run (the `upload:` and `download:` steps),
+//! `baton-runner cache restore` restores a cache and has the runner save it
+//! after the job (the `cache:` step). They act under the job's lease, from
+//! the variables the runner gives every step: `BATON_API`,
+//! `BATON_LEASE_TOKEN` (masked in the job's log like a secret),
+//! `BATON_JOB_EXECUTION_ID`, `BATON_WORK_DIR` and `BATON_CACHE_SAVES`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,12 +15,12 @@ use uuid::Uuid;
 use crate::artifacts;
 use crate::client::Client;
 
-/// Hands files between the jobs of a run.
+/// What a step of a Baton job may run.
 #[derive(Debug, Parser)]
-#[command(name = "baton-runner artifact", version)]
+#[command(name = "baton-runner", version)]
 struct Args {
     #[command(subcommand)]
-    command: Command,
+    command: StepCommand,
     #[arg(long, env = "BATON_API", hide = true)]
     api: String,
     #[arg(long, env = "BATON_LEASE_TOKEN", hide_env_values = true, hide = true)]
@@ -28,6 +30,42 @@ struct Args {
     /// Paths are relative to this directory (default: the job's).
     #[arg(long, env = "BATON_WORK_DIR")]
     work_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum StepCommand {
+    /// Hand files to later jobs of the run.
+    Artifact {
+        #[command(subcommand)]
+        command: Command,
+    },
+    /// Restore a cache now; the runner saves it when the job succeeded.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CacheCommand {
+    /// Restores KEY (else the newest entry under each --restore-key) into
+    /// the job's directory; unless KEY itself was found, PATHs are saved
+    /// under KEY after the job succeeded.
+    Restore {
+        #[arg(long)]
+        key: String,
+        /// Files whose contents make part of the key (`KEY-<hash>`): a
+        /// lock file, say.
+        #[arg(long = "key-file")]
+        key_files: Vec<String>,
+        #[arg(long = "restore-key")]
+        restore_keys: Vec<String>,
+        /// Look here first, then workspace-wide; save here.
+        #[arg(long, default_value = "")]
+        scope: String,
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -48,20 +86,26 @@ enum Command {
     },
 }
 
-/// The `baton-runner artifact …` command (argv[1] is `artifact`).
+/// Whether the command line is a step's command (`artifact …`, `cache …`)
+/// rather than the agent's.
+pub fn is_step_command() -> bool {
+    matches!(std::env::args().nth(1).as_deref(), Some("artifact" | "cache"))
+}
+
+/// `baton-runner artifact …` / `baton-runner cache …`.
 pub fn main() -> ExitCode {
-    let args = Args::parse_from(std::env::args().skip(1));
+    let args = Args::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("baton-runner artifact: {err}");
+            eprintln!("baton-runner: {err}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("baton-runner artifact: {err}");
+            eprintln!("baton-runner: {err}");
             ExitCode::FAILURE
         }
     }
@@ -73,7 +117,15 @@ async fn run(args: Args) -> Result<(), String> {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|e| e.to_string())?,
     };
-    match args.command {
+    let command = match args.command {
+        StepCommand::Artifact { command } => command,
+        StepCommand::Cache { command: CacheCommand::Restore { key, key_files, restore_keys, scope, paths } } => {
+            let key = crate::caches::effective_key(&dir, &key, &key_files)?;
+            let restore = crate::caches::Restore { key, restore_keys, scope, paths };
+            return crate::caches::restore(&client, &args.lease_token, args.execution, &dir, restore).await;
+        }
+    };
+    match command {
         Command::Upload { name, paths } => {
             let archive = artifacts::pack(&dir, &paths)?;
             let size = archive.bytes.len();

@@ -1,0 +1,218 @@
+//! Caches on the runner's side (behaviour.md §17): the `cache:` step runs
+//! `baton-runner cache restore`, which restores the entry the server finds
+//! (the exact key, else the newest under a restore prefix) into the job's
+//! directory and, unless the key itself was found, writes what to save to
+//! `$BATON_CACHE_SAVES`; the runner saves those after the job's steps all
+//! succeeded, before it reports the last one (the save needs the lease).
+
+use std::path::Path;
+
+use baton_api::artifacts::ArtifactUploadResponse;
+use baton_api::caches::{
+    CacheCompleteRequest, CacheEntry, CacheHit, CacheRestoreRequest, CacheRestoreResponse, CacheSaveRequest,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::artifacts::{self, RETRY_BUDGET};
+use crate::client::{with_retries, Client, ClientError};
+
+/// A restore the `cache:` step asks for.
+#[derive(Debug, Clone)]
+pub struct Restore {
+    pub key: String,
+    pub restore_keys: Vec<String>,
+    pub scope: String,
+    pub paths: Vec<String>,
+}
+
+/// A save the runner makes after the job (one JSON line of
+/// `$BATON_CACHE_SAVES`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PendingSave {
+    pub key: String,
+    pub scope: String,
+    pub paths: Vec<String>,
+}
+
+/// `key`, or with `key_files` `key-<16 hex of their SHA-256>` (each file's
+/// path and contents, in the order given): a key that changes when a lock
+/// file does.
+pub fn effective_key(dir: &Path, key: &str, key_files: &[String]) -> Result<String, String> {
+    if key_files.is_empty() {
+        return Ok(key.to_string());
+    }
+    let mut hasher = Sha256::new();
+    for file in key_files {
+        let contents = std::fs::read(dir.join(file)).map_err(|e| format!("key file {file}: {e}"))?;
+        hasher.update(file.as_bytes());
+        hasher.update([0]);
+        hasher.update(&contents);
+    }
+    let digest = format!("{:x}", hasher.finalize());
+    Ok(format!("{key}-{}", &digest[..16]))
+}
+
+/// The `cache restore` command: restores, and notes the save for later.
+pub async fn restore(
+    client: &Client,
+    token: &str,
+    execution: Uuid,
+    dir: &Path,
+    restore: Restore,
+) -> Result<(), String> {
+    let body = CacheRestoreRequest {
+        key: restore.key.clone(),
+        restore_keys: restore.restore_keys.clone(),
+        scope: restore.scope.clone(),
+    };
+    let path = format!("/v1/runners/leases/{execution}/caches/restore");
+    let answer: CacheRestoreResponse = with_retries("cache restore", RETRY_BUDGET, || {
+        client.send_for(reqwest::Method::POST, &path, token, Some(&body))
+    })
+    .await
+    .map_err(|e| format!("cache {}: {e}", restore.key))?;
+    let mut hit = answer.hit;
+    match (&answer.entry, &answer.url) {
+        (Some(entry), Some(url)) => match fetch_into(client, entry, url, dir).await {
+            Ok(()) => println!("cache {}: restored {} ({} bytes, {:?} hit)", restore.key, entry.key, entry.bytes, hit),
+            // A cache is an optimisation: a failed restore is a miss.
+            Err(err) => {
+                println!("cache {}: not restored ({err}); going on without it", restore.key);
+                hit = CacheHit::Miss;
+            }
+        },
+        _ => println!("cache {}: miss", restore.key),
+    }
+    if hit != CacheHit::Exact {
+        let save = PendingSave { key: restore.key.clone(), scope: restore.scope, paths: restore.paths };
+        note_save(&save)?;
+        println!("cache {}: will be saved if the job succeeds", restore.key);
+    }
+    Ok(())
+}
+
+async fn fetch_into(client: &Client, entry: &CacheEntry, url: &str, dir: &Path) -> Result<(), String> {
+    let download = baton_api::artifacts::ArtifactDownload {
+        artifact: baton_api::artifacts::Artifact {
+            name: entry.key.clone(),
+            bytes: entry.bytes,
+            sha256: entry.sha256.clone(),
+            job_key: String::new(),
+            job_id: Uuid::nil(),
+            job_execution_id: Uuid::nil(),
+            attempt: 0,
+            status: baton_api::artifacts::ArtifactStatus::Stored,
+            created_at: entry.stored_at,
+            stored_at: Some(entry.stored_at),
+            expires_at: entry.expires_at,
+        },
+        url: url.to_string(),
+        expires_at: entry.expires_at,
+    };
+    let bytes = artifacts::fetch(client, &download).await?;
+    artifacts::unpack(&bytes, dir)
+}
+
+fn note_save(save: &PendingSave) -> Result<(), String> {
+    let Some(file) = std::env::var_os("BATON_CACHE_SAVES") else {
+        return Err("BATON_CACHE_SAVES is not set: run this in a Baton job".into());
+    };
+    let mut line = serde_json::to_string(save).map_err(|e| e.to_string())?;
+    line.push('\n');
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(|e| format!("{}: {e}", Path::new(&file).display()))
+}
+
+/// The saves the job's `cache:` steps asked for, in order, each key once.
+pub fn pending_saves(file: &Path) -> Vec<PendingSave> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut saves: Vec<PendingSave> = Vec::new();
+    for save in text.lines().filter_map(|line| serde_json::from_str::<PendingSave>(line).ok()) {
+        if !saves.iter().any(|s| s.key == save.key && s.scope == save.scope) {
+            saves.push(save);
+        }
+    }
+    saves
+}
+
+/// Saves one entry after the job: what to say in the job's log.
+pub async fn save(client: &Client, token: &str, execution: Uuid, dir: &Path, save: &PendingSave) -> String {
+    let archive = match artifacts::pack(dir, &save.paths) {
+        Ok(archive) => archive,
+        Err(err) => return format!("cache {}: not saved: {err}", save.key),
+    };
+    match send(client, token, execution, save, &archive).await {
+        Ok(true) => format!("cache {}: saved ({} bytes)", save.key, archive.bytes.len()),
+        Ok(false) => format!("cache {}: saved already by another job; not saved again", save.key),
+        Err(err) => format!("cache {}: not saved: {err}", save.key),
+    }
+}
+
+async fn send(
+    client: &Client,
+    token: &str,
+    execution: Uuid,
+    save: &PendingSave,
+    archive: &artifacts::Archive,
+) -> Result<bool, ClientError> {
+    let body = CacheSaveRequest {
+        key: save.key.clone(),
+        scope: save.scope.clone(),
+        bytes: archive.bytes.len() as u64,
+        sha256: archive.sha256.clone(),
+    };
+    let path = format!("/v1/runners/leases/{execution}/caches");
+    let begun: ArtifactUploadResponse =
+        with_retries("cache save", RETRY_BUDGET, || client.send_for(reqwest::Method::POST, &path, token, Some(&body)))
+            .await?;
+    if begun.stored {
+        return Ok(false);
+    }
+    let parts = artifacts::send_parts(client, &begun, archive).await?;
+    let complete = CacheCompleteRequest { key: save.key.clone(), scope: save.scope.clone(), parts };
+    let path = format!("/v1/runners/leases/{execution}/caches/complete");
+    let _: CacheEntry = with_retries("cache complete", RETRY_BUDGET, || {
+        client.send_for(reqwest::Method::POST, &path, token, Some(&complete))
+    })
+    .await?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_makes_the_key_change_with_its_contents() {
+        let dir = std::env::temp_dir().join(format!("baton-key-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("Cargo.lock"), "a").unwrap();
+        let first = effective_key(&dir, "cargo", &["Cargo.lock".into()]).unwrap();
+        assert!(first.starts_with("cargo-") && first.len() == "cargo-".len() + 16, "{first}");
+        std::fs::write(dir.join("Cargo.lock"), "b").unwrap();
+        assert_ne!(effective_key(&dir, "cargo", &["Cargo.lock".into()]).unwrap(), first);
+        assert_eq!(effective_key(&dir, "plain", &[]).unwrap(), "plain");
+        assert!(effective_key(&dir, "cargo", &["missing.lock".into()]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn saves_are_read_in_order_once_a_key() {
+        let file = std::env::temp_dir().join(format!("baton-saves-{}", Uuid::new_v4()));
+        let line = |key: &str| {
+            serde_json::to_string(&PendingSave { key: key.into(), scope: String::new(), paths: vec!["t".into()] })
+                .unwrap()
+        };
+        std::fs::write(&file, format!("{}\n{}\n{}\nnot json\n", line("a"), line("b"), line("a"))).unwrap();
+        let keys: Vec<String> = pending_saves(&file).into_iter().map(|s| s.key).collect();
+        assert_eq!(keys, vec!["a", "b"]);
+        std::fs::remove_file(&file).unwrap();
+    }
+}
