@@ -4,6 +4,7 @@
 //! process, so a test sees no other test's state.
 
 mod artifacts;
+mod caches;
 mod fact_schemas;
 mod facts_pipeline;
 mod faults;
