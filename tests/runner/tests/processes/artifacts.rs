@@ -163,3 +163,41 @@ async fn a_cache_missed_is_saved_then_hit_by_the_next_run_and_a_new_key_falls_ba
     other_runner.stop().await;
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_secret_set_through_the_cli() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let secret = "tok-release-4711";
+    let mut set = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
+        .args(["secret", "set", "DEPLOY_TOKEN", "--workspace", &ws])
+        .env("BATON_API", &stack.api)
+        .env("BATON_ADMIN_TOKEN", &stack.admin_token)
+        .stdin(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("baton runs");
+    use tokio::io::AsyncWriteExt;
+    set.stdin.take().expect("stdin").write_all(secret.as_bytes()).await.expect("the secret is written");
+    assert!(set.wait().await.expect("baton ends").success());
+
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/release.yml");
+    let example = example.display().to_string();
+    let submitted = baton(&stack, &["run", "submit", "--workspace", &ws, &example]).await;
+    assert!(submitted.status.success(), "{}", text(&submitted.stderr));
+    let run_id = text(&submitted.stdout).trim().to_string();
+    let view = wait_view(&stack, &ws, &run_id, "the release to end", |v| {
+        matches!(v["status"].as_str(), Some("succeeded" | "failed"))
+    })
+    .await;
+    assert_eq!(view["status"], "succeeded", "{view:#}");
+    assert_eq!(view["artifacts"][0]["name"], "app");
+    let logs = text(&baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await.stdout);
+    assert!(logs.contains("toolchain built") && logs.contains("cache toolchain-v1: saved ("), "{logs}");
+    assert!(logs.contains("with token ***"), "the deploy had the secret, masked: {logs}");
+    assert!(!logs.contains(secret), "{logs}");
+    assert!(!view.to_string().contains(secret));
+    runner.stop().await;
+}
