@@ -19,6 +19,7 @@
 //! (scripts/bench.sh starts moto and sets it).
 
 mod recorder;
+mod transfers;
 mod workflows;
 
 use std::collections::{BTreeMap, HashMap};
@@ -46,10 +47,10 @@ use recorder::{Recorder, Request};
 use serde::Serialize;
 use serde_json::json;
 
-const LABELS: &[&str] = &["linux", "x64"];
+pub(crate) const LABELS: &[&str] = &["linux", "x64"];
 
 /// What to run: `--sections` picks among these (default: all).
-const SECTIONS: &[&str] = &["claim-path", "contention", "workflows", "idle", "cold-start"];
+const SECTIONS: &[&str] = &["claim-path", "artifacts", "contention", "workflows", "idle", "cold-start"];
 
 /// The repository root (the bench's default paths are under its `target/`).
 fn root() -> PathBuf {
@@ -65,7 +66,7 @@ fn root() -> PathBuf {
     after_help = "Every flag also reads BATON_BENCH_<FLAG> (e.g. BATON_BENCH_JOBS=200)."
 )]
 struct Options {
-    /// Sections to run: claim-path, contention, workflows, idle, cold-start
+    /// Sections to run: claim-path, artifacts, contention, workflows, idle, cold-start
     #[arg(
         long,
         env = "BATON_BENCH_SECTIONS",
@@ -73,7 +74,7 @@ struct Options {
         value_delimiter = ',',
         action = ArgAction::Set,
         value_parser = section,
-        default_value = "claim-path,contention,workflows,idle,cold-start"
+        default_value = "claim-path,artifacts,contention,workflows,idle,cold-start"
     )]
     sections: Vec<String>,
     /// Jobs per drain
@@ -275,7 +276,7 @@ fn is_write(operation: &str) -> bool {
 }
 
 /// Waits until no DynamoDB request was recorded for a while.
-async fn settle(recorder: &Recorder) {
+pub(crate) async fn settle(recorder: &Recorder) {
     settle_except(recorder, "").await
 }
 
@@ -316,7 +317,7 @@ struct OperationFigures {
     meets_target: Option<bool>,
 }
 
-fn figures(name: &str, window: &[Request]) -> OperationFigures {
+pub(crate) fn figures(name: &str, window: &[Request]) -> OperationFigures {
     let ddb = dynamodb(window);
     let mut by_operation = BTreeMap::new();
     for r in &ddb {
@@ -384,7 +385,7 @@ fn sqs_event_for(fact: &Fact<JobExecutionQueued>) -> aws_lambda_events::sqs::Sqs
 
 /// Queues a job as the orchestrator and the enqueue function together do
 /// (its spec, then its pending item), without the pipeline in between.
-async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>, priority: i32) {
+pub(crate) async fn enqueue_direct(store: &Store, workspace: &str, at: chrono::DateTime<Utc>, priority: i32) {
     let mut queued = queued_fact(workspace, LABELS, at);
     queued.spec.priority = priority;
     queued.fact.detail.job.priority = priority;
@@ -1060,6 +1061,14 @@ async fn main() {
         heading(&mut text, "Claim path, per operation, uncontended (1 runner)");
         text.push_str(&render_operations(&ops));
         json.insert("operations".into(), json!(ops));
+    }
+
+    if opts.wants("artifacts") {
+        eprintln!("bench: a 100 MB artifact and cache entry, up and down …");
+        let moved = transfers::measure(&stack, &recorder).await;
+        heading(&mut text, "Artifacts and caches: a 100 MB archive per job, counted (bytes straight to S3)");
+        text.push_str(&transfers::render(&moved));
+        json.insert("transfers".into(), json!(moved));
     }
 
     if opts.wants("workflows") {

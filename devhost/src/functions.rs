@@ -102,8 +102,10 @@ impl Functions {
         // Boxed: the match over every handler is as big as the biggest
         // handler's future, and an invocation nests in others (a replayed
         // request, a nudge): on the heap, not on a worker's stack.
+        let request_bytes = req.body().len();
         let route = Box::pin(self.route_http(function, req));
-        self.invocations.invoke(function, 0, route, |r| Some(r.status().as_u16())).await
+        let answer = |r: &Response<Body>| (Some(r.status().as_u16()), r.body().len());
+        self.invocations.invoke_counted(function, 0, request_bytes, route, answer).await
     }
 
     async fn route_http(&self, function: &str, req: Request) -> Response<Body> {

@@ -39,6 +39,10 @@ pub struct Record {
     pub handler_ms: f64,
     /// The HTTP answer's status, for API functions.
     pub status: Option<u16>,
+    /// Bytes of the HTTP request's and answer's bodies, for API functions:
+    /// what passed through the function (artifacts' bytes must not).
+    #[serde(default)]
+    pub body_bytes: usize,
     #[serde(skip)]
     pub finished: Instant,
 }
@@ -60,15 +64,30 @@ impl Invocations {
         handler: impl Future<Output = T>,
         status: impl FnOnce(&T) -> Option<u16>,
     ) -> T {
+        self.invoke_counted(function, records, 0, handler, |out| (status(out), 0)).await
+    }
+
+    /// [`Invocations::invoke`] for an HTTP function: `request_bytes` of
+    /// body in, `answer` reads the status and the body's bytes out.
+    pub async fn invoke_counted<T>(
+        &self,
+        function: &str,
+        records: usize,
+        request_bytes: usize,
+        handler: impl Future<Output = T>,
+        answer: impl FnOnce(&T) -> (Option<u16>, usize),
+    ) -> T {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let started = Instant::now();
         let out = CURRENT.scope(Invocation { id, function: function.to_string() }, handler).await;
+        let (status, response_bytes) = answer(&out);
         self.push(Record {
             id,
             function: function.to_string(),
             records,
             handler_ms: started.elapsed().as_secs_f64() * 1000.0,
-            status: status(&out),
+            status,
+            body_bytes: request_bytes + response_bytes,
             finished: Instant::now(),
         });
         out
