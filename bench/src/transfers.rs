@@ -56,10 +56,11 @@ fn close(
     let requests = recorder.since(from.requests);
     let invocations = stack.host.invocations.since(from.invocations);
     let ddb = figures(name, &requests);
-    let function_s3_requests = requests.iter().filter(|r| r.service.eq_ignore_ascii_case("s3")).fold(BTreeMap::new(), |mut m, r| {
-        *m.entry(r.operation.clone()).or_insert(0) += 1;
-        m
-    });
+    let function_s3_requests =
+        requests.iter().filter(|r| r.service.eq_ignore_ascii_case("s3")).fold(BTreeMap::new(), |mut m, r| {
+            *m.entry(r.operation.clone()).or_insert(0) += 1;
+            m
+        });
     TransferFigures {
         name: name.into(),
         archive_bytes: ARCHIVE_BYTES,

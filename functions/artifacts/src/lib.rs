@@ -176,6 +176,16 @@ async fn begin(
         Err(refused) => refused,
     };
     archives::abort_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id).await;
+    // Another try of this very request (a retry after a 504 runs beside
+    // the original) began it first: its upload is this one's.
+    if let Some(mine) = context
+        .store
+        .artifact(lease.run_id, &body.name)
+        .await?
+        .filter(|a| a.execution_id == lease.execution_id && a.bytes == body.bytes && a.sha256 == body.sha256)
+    {
+        return Ok(mine);
+    }
     tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, ?refused, "artifact upload refused");
     Err(match refused {
         UploadRefused::LeaseLost => lease_lost(),

@@ -157,14 +157,23 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
             if !context.store.begin_cache_save(&item, now).await? {
                 archives::abort_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id).await;
                 let current = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
-                if stored(current).is_some() {
+                if stored(current.clone()).is_some() {
                     let answer = ArtifactUploadResponse { stored: true, parts: vec![], expires_at: None };
                     return Ok(json_response(StatusCode::OK, &answer));
                 }
-                let message = format!("another job is saving cache {:?} now", body.key);
-                return Err(ApiError::new(ErrorCode::ArtifactExists, message));
+                // Another try of this very request began it first: the same upload.
+                match current.filter(|c| {
+                    c.execution_id == lease.execution_id && c.bytes == body.bytes && c.sha256 == body.sha256
+                }) {
+                    Some(mine) => mine,
+                    None => {
+                        let message = format!("another job is saving cache {:?} now", body.key);
+                        return Err(ApiError::new(ErrorCode::ArtifactExists, message));
+                    }
+                }
+            } else {
+                item
             }
-            item
         }
     };
     let parts = archives::presign_parts(

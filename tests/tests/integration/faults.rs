@@ -710,3 +710,104 @@ async fn a_claims_late_first_try_takes_nothing_after_its_retry_answered_empty() 
     let next = stack.claim(&session).await.expect("the job waits for the runner's next claim");
     assert_eq!(next.job_execution_id, queued);
 }
+
+/// `body` posted to `path` until an answer that is not a 5xx (a lost or
+/// replayed answer, a fault the function could not survive), at most 20
+/// times, as the runner's retries do; the last answer.
+async fn post_until_answered(
+    stack: &TestStack,
+    path: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> baton_tests::runners::Answer {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let answer = stack.post(path, token, body.clone()).await;
+        if answer.status < 500 || tries == 20 {
+            return answer;
+        }
+    }
+}
+
+/// Sends each part an upload's answer lists, as the runner does; the
+/// complete's parts.
+async fn put_parts(stack: &TestStack, answer: &serde_json::Value, archive: &[u8]) -> Vec<serde_json::Value> {
+    let mut offset = 0;
+    let mut done = Vec::new();
+    for part in answer["parts"].as_array().expect("parts") {
+        let size = part["bytes"].as_u64().expect("a size") as usize;
+        let put = stack.http.put(part["url"].as_str().expect("a URL")).body(archive[offset..offset + size].to_vec());
+        let response = put.send().await.expect("S3 answers");
+        assert!(response.status().is_success());
+        done.push(json!({"part_number": part["part_number"], "etag": response.headers()["etag"].to_str().unwrap()}));
+        offset += size;
+    }
+    done
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifact_and_cache_uploads_whose_answers_are_lost_or_replayed_are_charged_once_and_stored_once() {
+    let faults = "seed=21;trigger.http.artifacts:replay=0.3;trigger.http.caches:replay=0.3;\
+                  dynamodb.TransactWriteItems:lost=0.3;s3:lost=0.3";
+    let (stack, plan) = stack_with_faults(faults).await;
+    let ws = "ws-artifacts";
+    let yaml = "name: a\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n";
+    let created =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": yaml})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let run_id = created.body["id"].as_str().unwrap().to_string();
+    let session = stack.runner(ws, &["linux"]).await.session_token;
+    let job = wait_for("the job is claimed", Duration::from_secs(60), || stack.claim(&session)).await;
+    let base = format!("/v1/runners/leases/{}", job.job_execution_id);
+    let token = job.lease.token.clone();
+
+    for round in 0..4 {
+        let archive: Vec<u8> = (0..5_000u32).map(|i| (i * 31 + round) as u8).collect();
+        let digest = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&archive));
+        let name = format!("dist-{round}");
+        let body = json!({"name": name, "bytes": archive.len(), "sha256": digest});
+        let begun = post_until_answered(&stack, &format!("{base}/artifacts"), &token, &body).await;
+        assert_eq!(begun.status, 200, "round {round}: {}", begun.body);
+        let parts = put_parts(&stack, &begun.body, &archive).await;
+        let done =
+            post_until_answered(&stack, &format!("{base}/artifacts/{name}/complete"), &token, &json!({"parts": parts}))
+                .await;
+        assert_eq!((done.status, done.body["status"].as_str()), (200, Some("stored")), "round {round}: {}", done.body);
+
+        let key = format!("deps-{round}");
+        let body = json!({"key": key, "bytes": archive.len(), "sha256": digest});
+        let begun = post_until_answered(&stack, &format!("{base}/caches"), &token, &body).await;
+        assert_eq!(begun.status, 200, "round {round}: {}", begun.body);
+        if begun.body["stored"] != true {
+            let parts = put_parts(&stack, &begun.body, &archive).await;
+            let complete = json!({"key": key, "parts": parts});
+            let done = post_until_answered(&stack, &format!("{base}/caches/complete"), &token, &complete).await;
+            assert_eq!(done.status, 200, "round {round}: {}", done.body);
+        }
+        let restored =
+            post_until_answered(&stack, &format!("{base}/caches/restore"), &token, &json!({"key": key})).await;
+        assert_eq!(restored.body["hit"], "exact", "round {round}: {}", restored.body);
+    }
+    // Charged once each: the run's and the lease's counts are the four archives.
+    let usage = stack.store.get(&format!("RUN#{run_id}"), "ARTIFACTS").await.unwrap().unwrap();
+    assert_eq!(usage["bytes"].as_n().unwrap(), "20000", "{:?}", plan.injected_by_kind());
+    let lease = stack.store.get(&format!("EXEC#{}", job.job_execution_id), "LEASE").await.unwrap().unwrap();
+    assert_eq!(
+        (lease["artifact_bytes"].as_n().unwrap().as_str(), lease["artifact_count"].as_n().unwrap().as_str()),
+        ("20000", "4")
+    );
+    let list_path = format!("/v1/workspaces/{ws}/runs/{run_id}/artifacts");
+    let mut list = stack.send(reqwest::Method::GET, &list_path, &stack.admin_token, None).await;
+    while list.status >= 500 {
+        // A replayed read: the operator asks again.
+        list = stack.send(reqwest::Method::GET, &list_path, &stack.admin_token, None).await;
+    }
+    let stored = list.body["artifacts"].as_array().unwrap().iter().filter(|a| a["status"] == "stored").count();
+    assert_eq!(stored, 4, "{}", list.body);
+    let injected = plan.injected_by_kind();
+    assert!(
+        injected.get("replay").copied().unwrap_or(0) > 0 && injected.get("lost").copied().unwrap_or(0) > 0,
+        "{injected:?}"
+    );
+}
