@@ -302,6 +302,40 @@ impl TestStack {
         self.items_of(kind).await.len()
     }
 
+    /// Whether `needle` appears in any item of the table (any attribute, as
+    /// its debug text) or any object of any of the stack's buckets. Tests
+    /// only: it scans the table and reads every object.
+    pub async fn stored_anywhere(&self, needle: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let out =
+                self.clients.dynamodb.scan().table_name(&self.store.table).set_exclusive_start_key(start).send().await;
+            let out = out.expect("a scan of the table");
+            for item in out.items() {
+                if format!("{item:?}").contains(needle) {
+                    found.push(format!("table item {:?}/{:?}", item.get("pk"), item.get("sk")));
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        for bucket in self.provisioned.buckets.values() {
+            let listed = self.clients.s3.list_objects_v2().bucket(bucket).send().await.expect("a listing");
+            for object in listed.contents() {
+                let key = object.key().unwrap_or_default();
+                let body = self.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("an object");
+                let bytes = body.body.collect().await.expect("its bytes").into_bytes();
+                if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                    found.push(format!("object {bucket}/{key}"));
+                }
+            }
+        }
+        found
+    }
+
     /// Every item of `kind` (the item `type`) in the table. Tests only: it
     /// scans, which no hot path may.
     pub async fn items_of(&self, kind: &str) -> Vec<baton_shared::store::Item> {

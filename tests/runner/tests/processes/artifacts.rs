@@ -199,5 +199,14 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
     assert!(logs.contains("with token ***"), "the deploy had the secret, masked: {logs}");
     assert!(!logs.contains(secret), "{logs}");
     assert!(!view.to_string().contains(secret));
+    // Nowhere at all but the secret store: no fact, outbox or other table
+    // item, no log chunk, artifact or cache archive.
+    assert!(!serde_json::to_string(&stack.all_facts()).unwrap().contains(secret));
+    assert_eq!(stack.stored_anywhere(secret).await, Vec::<String>::new(), "the secret was stored outside SSM");
+    let app_text = "stamped by baton";
+    assert!(!stack.stored_anywhere(app_text).await.is_empty(), "the scan does read what the jobs stored (a log line)");
+    let artifacts_stored = stack.provisioned.buckets["BATON_ARTIFACTS_BUCKET"].clone();
+    let listed = stack.clients.s3.list_objects_v2().bucket(&artifacts_stored).send().await.unwrap();
+    assert!(listed.contents().len() >= 2, "the scan read the artifact and the cache entry too");
     runner.stop().await;
 }
