@@ -859,6 +859,42 @@ async fn diagnose(stack: &TestStack, view: &Value) -> String {
             }
         }
     }
+    // The orchestration's side: the attempt's parked wait and its
+    // executions' statuses (a run that stands still stands on one of them).
+    let run_id = view["id"].as_str().and_then(|id| uuid::Uuid::parse_str(id).ok());
+    for attempt in view["attempts"].as_array().into_iter().flatten() {
+        let (Some(run_id), Some(number)) = (run_id, attempt["attempt"].as_u64()) else { continue };
+        let number = number as u32;
+        if let Ok(Some(item)) = stack.store.get_attempt(run_id, number).await {
+            notes.push(format!(
+                "attempt {number}: version {} progress {} wait_progress {:?} wait_token {} wait_until {:?}",
+                item.version,
+                item.progress,
+                item.wait_progress,
+                if item.wait_token.is_some() { "parked" } else { "none" },
+                item.wait_until
+            ));
+        }
+        let Some(machine) = stack.host.config.run_state_machine_arn.as_deref() else { continue };
+        let reference =
+            baton_shared::orchestration::AttemptRef { workspace_id: String::new(), run_id, attempt: number };
+        for generation in 0..3 {
+            let arn = baton_shared::orchestration::execution_arn(machine, &reference.generation_name(generation));
+            let Ok(described) = stack.clients.sfn.describe_execution().execution_arn(&arn).send().await else { break };
+            let history = stack
+                .clients
+                .sfn
+                .get_execution_history()
+                .execution_arn(&arn)
+                .reverse_order(true)
+                .max_results(6)
+                .send()
+                .await;
+            let last: Vec<String> =
+                history.map(|h| h.events().iter().map(|e| format!("{:?}", e.r#type())).collect()).unwrap_or_default();
+            notes.push(format!("execution g{generation}: {:?}, last events {last:?}", described.status()));
+        }
+    }
     notes.join("; ")
 }
 
