@@ -381,7 +381,7 @@ pub async fn complete_task(sfn: &aws_sdk_sfn::Client, token: &str, output: &impl
         Err(SdkError::ServiceError(err))
             if err.err().is_invalid_token() || err.err().is_task_timed_out() || err.err().is_task_does_not_exist() =>
         {
-            tracing::debug!(error = %err.err(), "task token had nothing to resume");
+            tracing::info!(error = %err.err(), "task token had nothing to resume");
             Ok(())
         }
         Err(err) => Err(StoreError::Other(format!("SendTaskSuccess: {}", display_sdk_error(&err)))),
@@ -395,6 +395,7 @@ pub async fn fail_task(sfn: &aws_sdk_sfn::Client, token: &str, error: &str, caus
         Err(SdkError::ServiceError(err))
             if err.err().is_invalid_token() || err.err().is_task_timed_out() || err.err().is_task_does_not_exist() =>
         {
+            tracing::info!(error = %err.err(), "task token had nothing to resume");
             Ok(())
         }
         Err(err) => Err(StoreError::Other(format!("SendTaskFailure: {}", display_sdk_error(&err)))),
@@ -424,6 +425,7 @@ pub async fn wake(
     max_wait: std::time::Duration,
 ) -> Result<(), StoreError> {
     let Some(token) = item.token_to_wake() else { return Ok(()) };
+    tracing::info!(run_id = %item.state.run_id, attempt = item.state.attempt, progress = item.progress, waited = ?item.wait_progress, "waking the parked orchestration");
     let progress = AdvanceOutput::of(item, chrono::Utc::now(), max_wait);
     if item.wait_until.is_some() {
         report(sfn, token, &progress).await
@@ -485,34 +487,33 @@ pub async fn leave_group_if_done(context: &Context, item: &AttemptItem) -> Resul
     let Some(hold) = item.state.concurrency.as_ref().filter(|_| item.state.is_done()) else { return Ok(()) };
     let store = &context.store;
     let workspace_id = &item.state.workspace_id;
-    let mut leaving = item.state.member();
-    // Bounded: each pass takes one attempt off the group.
-    loop {
-        let Some(next) = store.leave_concurrency_group(workspace_id, &hold.group, leaving).await? else {
-            return Ok(());
-        };
-        tracing::info!(run_id = %leaving.run_id, next_run_id = %next.run_id, next_attempt = next.attempt, group = %hold.group, "concurrency group handed on");
-        let updated = store
-            .update_attempt(next.run_id, next.attempt, context.config.outbox_ttl_days, |waiting, _| {
-                Ok::<_, StoreError>(if waiting.state.hold_group() {
-                    AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
-                } else {
-                    AttemptStep::Done
+    let mut leaving = vec![item.state.member()];
+    // Bounded: each leave takes one attempt off the group.
+    while let Some(me) = leaving.pop() {
+        for next in store.leave_concurrency_group(workspace_id, &hold.group, me).await? {
+            tracing::info!(run_id = %me.run_id, next_run_id = %next.run_id, next_attempt = next.attempt, group = %hold.group, "concurrency group handed on");
+            let updated = store
+                .update_attempt(next.run_id, next.attempt, context.config.outbox_ttl_days, |waiting, _| {
+                    Ok::<_, StoreError>(if waiting.state.hold_group() {
+                        AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
+                    } else {
+                        AttemptStep::Done
+                    })
                 })
-            })
-            .await?;
-        match updated {
-            Some(updated) if !updated.item.state.is_done() => {
-                if let Err(err) = wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await
-                {
-                    tracing::warn!(run_id = %next.run_id, error = %err, "could not wake the attempt next in its group");
+                .await?;
+            match updated {
+                Some(updated) if !updated.item.state.is_done() => {
+                    let max_wait = context.config.orchestration.max_wait;
+                    if let Err(err) = wake(&context.clients.sfn, &updated.item, max_wait).await {
+                        tracing::warn!(run_id = %next.run_id, error = %err, "could not wake the attempt next in its group");
+                    }
                 }
-                return Ok(());
+                // It ended while it waited (or is gone): nobody would leave for it.
+                _ => leaving.push(next),
             }
-            // It ended while it waited (or is gone): nobody would leave for it.
-            _ => leaving = next,
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

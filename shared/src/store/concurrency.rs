@@ -1,5 +1,5 @@
 //! Concurrency group items (`workflows::concurrency`): one item a group,
-//! `pk = CGROUP#<ws>#<group>`, holding the attempt that runs and those that
+//! `pk = CGROUP#<ws>#<group>`, holding the attempts that run and those that
 //! wait, written only by compare-and-set on its `version` (a new group:
 //! on its absence). Every change is decided by the pure
 //! [`GroupState::join`] / [`GroupState::leave`] on the state read, and
@@ -24,17 +24,28 @@ struct GroupItem {
     workspace_id: String,
     group: String,
     version: u64,
-    #[serde(default)]
+    /// The holder, as items written before `limit` kept it (read only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     holder: Option<Member>,
+    #[serde(default)]
+    holders: Vec<Member>,
+    #[serde(default = "one")]
+    limit: u32,
     #[serde(default)]
     queue: Vec<Member>,
     #[serde(default)]
     last_left: Option<Member>,
 }
 
+fn one() -> u32 {
+    1
+}
+
 impl GroupItem {
     fn state(&self) -> GroupState {
-        GroupState { holder: self.holder, queue: self.queue.clone(), last_left: self.last_left }
+        let mut holders = self.holders.clone();
+        holders.extend(self.holder.filter(|h| !self.holders.contains(h)));
+        GroupState { holders, limit: self.limit, queue: self.queue.clone(), last_left: self.last_left }
     }
 }
 
@@ -53,21 +64,22 @@ impl Store {
         me: Member,
     ) -> Result<Joined, StoreError> {
         self.change_group(workspace_id, &hold.group, |state| {
-            let joined = state.join(me, hold.cancel_in_progress, hold.queue);
+            let joined = state.join(me, hold.cancel_in_progress, hold.queue, hold.limit);
             let changed = joined.changed;
             (joined, changed)
         })
         .await
     }
 
-    /// `me`, done, leaves the group: the attempt that holds it now, if
-    /// `me` held it and one was waiting (idempotent: `None` once left).
+    /// `me`, done, leaves the group: the attempts that hold it now in its
+    /// place, if `me` held it and some were waiting (idempotent: a repeat
+    /// is told the holders again, to wake).
     pub async fn leave_concurrency_group(
         &self,
         workspace_id: &str,
         group: &str,
         me: Member,
-    ) -> Result<Option<Member>, StoreError> {
+    ) -> Result<Vec<Member>, StoreError> {
         self.change_group(workspace_id, group, |state| state.leave(me)).await
     }
 
@@ -93,6 +105,8 @@ impl Store {
                 group: group.to_string(),
                 version: 0,
                 holder: None,
+                holders: Vec::new(),
+                limit: 1,
                 queue: Vec::new(),
                 last_left: None,
             });
@@ -101,7 +115,9 @@ impl Store {
             if !changed {
                 return Ok(answer);
             }
-            item.holder = state.holder;
+            item.holder = None;
+            item.holders = state.holders;
+            item.limit = state.limit;
             item.queue = state.queue;
             item.last_left = state.last_left;
             item.version = version.map_or(1, |v| v + 1);

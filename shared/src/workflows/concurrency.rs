@@ -1,9 +1,9 @@
 //! Concurrency groups (behaviour.md §17): `concurrency:` on a workflow puts
-//! each run's attempt in a named group of its workspace, and at most one
-//! attempt of a group runs at a time.
+//! each run's attempt in a named group of its workspace, and at most
+//! `limit` attempts of a group (one by default) run at a time.
 //!
-//! The group is one item (`store::concurrency`) holding the attempt that
-//! runs (`holder`) and the attempts that wait (`queue`, oldest first),
+//! The group is one item (`store::concurrency`) holding the attempts that
+//! run (`holders`) and the attempts that wait (`queue`, oldest first),
 //! changed only by compare-and-set on its version. An attempt starts no job
 //! before it has seen itself as the holder, and it stops holding only when
 //! it is done (every job terminal, `always()` jobs after a cancel too), so
@@ -24,6 +24,12 @@ use super::expressions::{self, BatonField, Reference, Scope};
 
 /// The most attempts a group keeps waiting (`queue: max`).
 pub const MAX_QUEUE: u32 = 100;
+/// The most attempts of a group that may run at once (`limit`).
+pub const MAX_LIMIT: u32 = 100;
+
+fn one() -> u32 {
+    1
+}
 /// The longest group name, once expanded.
 pub const MAX_GROUP_LEN: usize = 200;
 
@@ -38,6 +44,10 @@ pub struct ConcurrencySpec {
     pub cancel_in_progress: Option<String>,
     /// How many attempts may wait (1 to [`MAX_QUEUE`]).
     pub queue: u32,
+    /// How many attempts may run at once (1 to [`MAX_LIMIT`]; Buildkite's
+    /// `concurrency: N`).
+    #[serde(default = "one")]
+    pub limit: u32,
 }
 
 /// An attempt's place in its group, as the attempt item keeps it.
@@ -47,6 +57,8 @@ pub struct GroupHold {
     pub group: String,
     pub cancel_in_progress: bool,
     pub queue: u32,
+    #[serde(default = "one")]
+    pub limit: u32,
     pub status: HoldStatus,
 }
 
@@ -66,11 +78,16 @@ pub struct Member {
     pub attempt: u32,
 }
 
-/// A group's holder and waiting attempts, oldest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A group's holders and waiting attempts, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupState {
+    /// The attempts that run, at most `limit`.
     #[serde(default)]
-    pub holder: Option<Member>,
+    pub holders: Vec<Member>,
+    /// How many may run at once: the last joiner's `limit` (runs of one
+    /// group share a definition, so they agree).
+    #[serde(default = "one")]
+    pub limit: u32,
     #[serde(default)]
     pub queue: Vec<Member>,
     /// The holder that left last: a leave tried again after its write was
@@ -78,6 +95,12 @@ pub struct GroupState {
     /// attempt it promoted would never be woken).
     #[serde(default)]
     pub last_left: Option<Member>,
+}
+
+impl Default for GroupState {
+    fn default() -> Self {
+        Self { holders: Vec::new(), limit: 1, queue: Vec::new(), last_left: None }
+    }
 }
 
 /// What joining a group decided.
@@ -98,16 +121,23 @@ impl GroupState {
     /// `me` joins (idempotent: a member that joins again changes nothing
     /// and is told the same, but its cancels are asked again, which are
     /// no-ops on attempts already cancelled).
-    pub fn join(&mut self, me: Member, cancel_in_progress: bool, queue: u32) -> Joined {
+    pub fn join(&mut self, me: Member, cancel_in_progress: bool, queue: u32, limit: u32) -> Joined {
         let mut changed = false;
-        if self.holder.is_none() {
-            // Nobody holds it: the oldest waiting attempt goes first (a
-            // leave that promoted nobody, or a queue left by a crash).
-            self.holder = if self.queue.is_empty() { Some(me) } else { Some(self.queue.remove(0)) };
+        if self.limit != limit.max(1) {
+            self.limit = limit.max(1);
             changed = true;
         }
-        if self.holder == Some(me) {
-            self.queue.retain(|m| *m != me);
+        if self.holders.contains(&me) {
+            return Joined { holding: true, to_cancel: Vec::new(), changed };
+        }
+        // Room to run: the oldest waiting attempts go first (a leave that
+        // promoted nobody, or a queue left by a crash), then this one.
+        changed |= !self.promote().is_empty();
+        if self.holders.len() < self.limit as usize && !self.queue.contains(&me) {
+            self.holders.push(me);
+            return Joined { holding: true, to_cancel: Vec::new(), changed: true };
+        }
+        if self.holders.contains(&me) {
             return Joined { holding: true, to_cancel: Vec::new(), changed };
         }
         if !self.queue.contains(&me) {
@@ -116,7 +146,7 @@ impl GroupState {
         }
         let mine = self.queue.iter().position(|m| *m == me).unwrap_or(self.queue.len());
         let to_cancel = if cancel_in_progress {
-            self.holder.into_iter().chain(self.queue[..mine].iter().copied()).collect()
+            self.holders.iter().chain(self.queue[..mine].iter()).copied().collect()
         } else {
             // Keep the newest `queue` waiting, this one among them.
             let over = (mine + 1).saturating_sub(queue.max(1) as usize);
@@ -126,20 +156,31 @@ impl GroupState {
     }
 
     /// `me` leaves, done: if it held the group, the oldest waiting attempt
-    /// holds it now and is returned (to be woken). `None` when `me` held
-    /// nothing (a waiting attempt leaves the queue) or had left already.
-    pub fn leave(&mut self, me: Member) -> (Option<Member>, bool) {
-        if self.holder == Some(me) {
-            self.holder = if self.queue.is_empty() { None } else { Some(self.queue.remove(0)) };
+    /// holds it now and is returned (to be woken). Empty when `me` held
+    /// nothing (a waiting attempt leaves the queue); a leave tried again is
+    /// told the holders again (to be woken again: waking a running attempt
+    /// changes nothing).
+    pub fn leave(&mut self, me: Member) -> (Vec<Member>, bool) {
+        if let Some(at) = self.holders.iter().position(|m| *m == me) {
+            self.holders.remove(at);
             self.last_left = Some(me);
-            return (self.holder, true);
+            return (self.promote(), true);
         }
         if self.last_left == Some(me) {
-            return (self.holder, false);
+            return (self.holders.clone(), false);
         }
         let before = self.queue.len();
         self.queue.retain(|m| *m != me);
-        (None, self.queue.len() != before)
+        (Vec::new(), self.queue.len() != before)
+    }
+
+    /// Fills the room under `limit` with the oldest waiting attempts; those
+    /// that now hold the group.
+    fn promote(&mut self) -> Vec<Member> {
+        let room = (self.limit.max(1) as usize).saturating_sub(self.holders.len()).min(self.queue.len());
+        let promoted: Vec<Member> = self.queue.drain(..room).collect();
+        self.holders.extend(promoted.iter().copied());
+        promoted
     }
 }
 
@@ -197,7 +238,7 @@ pub fn hold_of(spec: &ConcurrencySpec, scope: &CreateScope<'_>) -> Result<GroupH
             }
         }
     };
-    Ok(GroupHold { group, cancel_in_progress, queue: spec.queue, status: HoldStatus::Waiting })
+    Ok(GroupHold { group, cancel_in_progress, queue: spec.queue, limit: spec.limit, status: HoldStatus::Waiting })
 }
 
 #[cfg(test)]
@@ -211,23 +252,23 @@ mod tests {
     #[test]
     fn the_first_to_join_holds_and_the_next_waits() {
         let mut group = GroupState::default();
-        let first = group.join(member(1), false, 1);
+        let first = group.join(member(1), false, 1, 1);
         assert!(first.holding && first.changed && first.to_cancel.is_empty());
-        let second = group.join(member(2), false, 1);
+        let second = group.join(member(2), false, 1, 1);
         assert!(!second.holding && second.changed && second.to_cancel.is_empty());
-        assert_eq!(group.holder, Some(member(1)));
+        assert_eq!(group.holders, [member(1)]);
         assert_eq!(group.queue, [member(2)]);
     }
 
     #[test]
     fn joining_again_changes_nothing() {
         let mut group = GroupState::default();
-        group.join(member(1), false, 1);
-        group.join(member(2), false, 1);
+        group.join(member(1), false, 1, 1);
+        group.join(member(2), false, 1, 1);
         let before = group.clone();
-        let again = group.join(member(1), false, 1);
+        let again = group.join(member(1), false, 1, 1);
         assert!(again.holding && !again.changed);
-        let again = group.join(member(2), false, 1);
+        let again = group.join(member(2), false, 1, 1);
         assert!(!again.holding && !again.changed && again.to_cancel.is_empty());
         assert_eq!(group, before);
     }
@@ -235,66 +276,66 @@ mod tests {
     #[test]
     fn by_default_a_newer_waiting_attempt_replaces_the_older() {
         let mut group = GroupState::default();
-        group.join(member(1), false, 1);
-        group.join(member(2), false, 1);
-        let third = group.join(member(3), false, 1);
+        group.join(member(1), false, 1, 1);
+        group.join(member(2), false, 1, 1);
+        let third = group.join(member(3), false, 1, 1);
         assert!(!third.holding);
         assert_eq!(third.to_cancel, [member(2)], "the older waiting one is replaced, the running one kept");
         // Until it is done, the replaced one stays listed; a replay of the
         // join asks for the same cancel.
-        assert_eq!(group.join(member(3), false, 1).to_cancel, [member(2)]);
+        assert_eq!(group.join(member(3), false, 1, 1).to_cancel, [member(2)]);
         // It leaves when done; then nothing more is cancelled.
-        assert_eq!(group.leave(member(2)), (None, true));
-        assert!(group.join(member(3), false, 1).to_cancel.is_empty());
+        assert_eq!(group.leave(member(2)), (vec![], true));
+        assert!(group.join(member(3), false, 1, 1).to_cancel.is_empty());
     }
 
     #[test]
     fn a_queue_keeps_that_many_waiting_in_order() {
         let mut group = GroupState::default();
-        group.join(member(1), false, 3);
+        group.join(member(1), false, 3, 1);
         for n in 2..=4 {
-            assert!(group.join(member(n), false, 3).to_cancel.is_empty(), "{n} fits");
+            assert!(group.join(member(n), false, 3, 1).to_cancel.is_empty(), "{n} fits");
         }
-        assert_eq!(group.join(member(5), false, 3).to_cancel, [member(2)], "the oldest waiting one makes room");
+        assert_eq!(group.join(member(5), false, 3, 1).to_cancel, [member(2)], "the oldest waiting one makes room");
         group.leave(member(2));
-        assert_eq!(group.leave(member(1)), (Some(member(3)), true), "the oldest waiting one runs next");
-        assert_eq!(group.leave(member(3)), (Some(member(4)), true));
-        assert_eq!(group.leave(member(4)), (Some(member(5)), true));
-        assert_eq!(group.leave(member(5)), (None, true));
-        assert_eq!((group.holder, group.queue.len()), (None, 0));
+        assert_eq!(group.leave(member(1)), (vec![member(3)], true), "the oldest waiting one runs next");
+        assert_eq!(group.leave(member(3)), (vec![member(4)], true));
+        assert_eq!(group.leave(member(4)), (vec![member(5)], true));
+        assert_eq!(group.leave(member(5)), (vec![], true));
+        assert_eq!((group.holders.len(), group.queue.len()), (0, 0));
     }
 
     #[test]
     fn cancel_in_progress_cancels_the_holder_and_every_older_waiting_one() {
         let mut group = GroupState::default();
-        group.join(member(1), false, 5);
-        group.join(member(2), false, 5);
-        let third = group.join(member(3), true, 5);
+        group.join(member(1), false, 5, 1);
+        group.join(member(2), false, 5, 1);
+        let third = group.join(member(3), true, 5, 1);
         assert!(!third.holding, "it waits for the cancelled holder to be done");
         assert_eq!(third.to_cancel, [member(1), member(2)]);
         group.leave(member(2));
-        assert_eq!(group.leave(member(1)), (Some(member(3)), true));
+        assert_eq!(group.leave(member(1)), (vec![member(3)], true));
     }
 
     #[test]
     fn leaving_twice_or_without_joining_changes_nothing_and_tells_the_same_holder() {
         let mut group = GroupState::default();
-        group.join(member(1), false, 1);
-        group.join(member(2), false, 1);
-        assert_eq!(group.leave(member(1)), (Some(member(2)), true));
+        group.join(member(1), false, 1, 1);
+        group.join(member(2), false, 1, 1);
+        assert_eq!(group.leave(member(1)), (vec![member(2)], true));
         // A leave tried again (its answer lost): the same attempt to wake.
-        assert_eq!(group.leave(member(1)), (Some(member(2)), false));
-        assert_eq!(group.leave(member(9)), (None, false));
-        assert_eq!(group.leave(member(2)), (None, true));
-        assert_eq!(group.leave(member(2)), (None, false));
+        assert_eq!(group.leave(member(1)), (vec![member(2)], false));
+        assert_eq!(group.leave(member(9)), (vec![], false));
+        assert_eq!(group.leave(member(2)), (vec![], true));
+        assert_eq!(group.leave(member(2)), (vec![], false));
     }
 
     #[test]
     fn an_unheld_group_with_waiting_attempts_goes_to_the_oldest_first() {
-        let mut group = GroupState { holder: None, queue: vec![member(1)], last_left: None };
-        let joined = group.join(member(2), false, 1);
+        let mut group = GroupState { queue: vec![member(1)], ..GroupState::default() };
+        let joined = group.join(member(2), false, 1, 1);
         assert!(!joined.holding);
-        assert_eq!(group.holder, Some(member(1)));
+        assert_eq!(group.holders, [member(1)]);
     }
 
     #[test]
@@ -303,18 +344,17 @@ mod tests {
         // (in any order; a holder leaves only when done): never two holders,
         // and each waiting one that is not replaced runs eventually.
         fn explore(group: &GroupState, joined: &[bool; 3], left: &[bool; 3], held_by: &mut Vec<Member>) {
-            let holders = group.holder.into_iter().count();
-            assert!(holders <= 1);
+            assert!(group.holders.len() <= 1);
             for i in 0..3 {
                 let me = member(i as u128 + 1);
                 if !joined[i] {
                     let mut next = group.clone();
-                    let j = next.join(me, false, 2);
-                    assert_eq!(j.holding, next.holder == Some(me));
+                    let j = next.join(me, false, 2, 1);
+                    assert_eq!(j.holding, next.holders.contains(&me));
                     let mut joined = *joined;
                     joined[i] = true;
                     explore(&next, &joined, left, held_by);
-                } else if !left[i] && group.holder == Some(me) {
+                } else if !left[i] && group.holders.contains(&me) {
                     let mut next = group.clone();
                     held_by.push(me);
                     next.leave(me);
@@ -332,6 +372,52 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_of_two_runs_two_at_once_and_a_leave_promotes_the_oldest_waiting() {
+        let mut group = GroupState::default();
+        assert!(group.join(member(1), false, 5, 2).holding);
+        assert!(group.join(member(2), false, 5, 2).holding, "room for a second");
+        assert!(!group.join(member(3), false, 5, 2).holding);
+        assert!(!group.join(member(4), false, 5, 2).holding);
+        assert_eq!(group.leave(member(2)), (vec![member(3)], true), "the oldest waiting one runs next");
+        assert_eq!(group.holders, [member(1), member(3)]);
+        assert_eq!(group.leave(member(2)), (vec![member(1), member(3)], false), "a retried leave wakes again");
+        assert_eq!(group.leave(member(1)), (vec![member(4)], true));
+        // With cancel-in-progress, a new one cancels every holder.
+        assert_eq!(group.join(member(5), true, 5, 2).to_cancel, [member(3), member(4)]);
+    }
+
+    #[test]
+    fn at_most_limit_hold_whatever_the_order_of_joins_and_leaves() {
+        // Every interleaving of 4 attempts joining and leaving a group of 2.
+        fn explore(group: &GroupState, joined: &[bool; 4], left: &[bool; 4], ran: &mut Vec<Member>) {
+            assert!(group.holders.len() <= 2, "{group:?}");
+            for i in 0..4 {
+                let me = member(i as u128 + 1);
+                if !joined[i] {
+                    let mut next = group.clone();
+                    let j = next.join(me, false, 4, 2);
+                    assert_eq!(j.holding, next.holders.contains(&me));
+                    let mut joined = *joined;
+                    joined[i] = true;
+                    explore(&next, &joined, left, ran);
+                } else if !left[i] && group.holders.contains(&me) {
+                    let mut next = group.clone();
+                    ran.push(me);
+                    next.leave(me);
+                    let mut left = *left;
+                    left[i] = true;
+                    explore(&next, joined, &left, ran);
+                }
+            }
+        }
+        let mut ran = Vec::new();
+        explore(&GroupState::default(), &[false; 4], &[false; 4], &mut ran);
+        for i in 1..=4 {
+            assert!(ran.contains(&member(i)), "{i} ran in some order");
+        }
+    }
+
+    #[test]
     fn a_group_name_is_expanded_from_inputs_and_baton_when_the_run_is_created() {
         let inputs = serde_json::json!({"env": "prod"});
         let scope = CreateScope { inputs: inputs.as_object(), workspace_id: "ws", run_id: Uuid::nil() };
@@ -339,12 +425,14 @@ mod tests {
             group: "deploy-${{ inputs.env }}".into(),
             cancel_in_progress: Some("${{ inputs.env == 'prod' }}".into()),
             queue: 1,
+            limit: 1,
         };
         let hold = hold_of(&spec, &scope).unwrap();
         assert_eq!(hold.group, "deploy-prod");
         assert!(hold.cancel_in_progress);
         assert_eq!(hold.status, HoldStatus::Waiting);
-        let empty = ConcurrencySpec { group: "${{ inputs.missing }}".into(), cancel_in_progress: None, queue: 1 };
+        let empty =
+            ConcurrencySpec { group: "${{ inputs.missing }}".into(), cancel_in_progress: None, queue: 1, limit: 1 };
         assert_eq!(hold_of(&empty, &scope).unwrap_err().0, "concurrency.group");
         let odd = ConcurrencySpec { cancel_in_progress: Some("${{ inputs.env }}".into()), ..spec };
         assert_eq!(hold_of(&odd, &scope).unwrap_err().0, "concurrency.cancel-in-progress");

@@ -23,7 +23,7 @@ use crate::facts::PRIORITY_RANGE;
 use crate::runners::labels;
 
 const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on"];
-const CONCURRENCY_FIELDS: &[&str] = &["group", "cancel-in-progress", "queue"];
+const CONCURRENCY_FIELDS: &[&str] = &["group", "cancel-in-progress", "queue", "limit"];
 const JOB_FIELDS: &[&str] = &[
     "name",
     "runs-on",
@@ -964,15 +964,15 @@ fn read_continue_on_error(node: Option<&YamlNode>, at: &Location) -> Result<Opti
 /// is created.
 fn read_concurrency(node: Option<&YamlNode>, at: &Location) -> Result<Option<ConcurrencySpec>, DefinitionError> {
     let Some(node) = node else { return Ok(None) };
-    let (group_node, cancel, queue) = match node {
+    let (group_node, cancel, queue, limit) = match node {
         YamlNode::Mapping(_) => {
             let fields = Fields::read(node, CONCURRENCY_FIELDS, at, "a group name or a mapping with `group`")?;
             let Some(group) = fields.get("group") else {
                 return Err(at.field("group").error("required: the group's name"));
             };
-            (group, fields.get("cancel-in-progress"), fields.get("queue"))
+            (group, fields.get("cancel-in-progress"), fields.get("queue"), fields.get("limit"))
         }
-        other => (other, None, None),
+        other => (other, None, None, None),
     };
     let group_at = at.field("group");
     let group = match group_node {
@@ -1004,7 +1004,14 @@ fn read_concurrency(node: Option<&YamlNode>, at: &Location) -> Result<Option<Con
             return Err(at.field("queue").error(format!("must be a whole number from 1 to {MAX_QUEUE}, or `max`")))
         }
     };
-    Ok(Some(ConcurrencySpec { group, cancel_in_progress, queue }))
+    let limit = match limit {
+        None => 1,
+        Some(YamlNode::Integer(n)) if (1..=i128::from(concurrency::MAX_LIMIT)).contains(n) => *n as u32,
+        Some(_) => {
+            return Err(at.field("limit").error(format!("must be a whole number from 1 to {}", concurrency::MAX_LIMIT)))
+        }
+    };
+    Ok(Some(ConcurrencySpec { group, cancel_in_progress, queue, limit }))
 }
 
 /// `env`: a mapping of names to scalars (numbers and booleans are turned

@@ -783,12 +783,57 @@ async fn runs_racing_into_one_concurrency_group_under_faults_run_one_at_a_time_a
     // message's, if that leave met a fault).
     baton_tests::wait_for("the last run to leave the group empty", WAIT, || async {
         let group = stack.store.concurrency_group(&ws, "deploy-prod").await.unwrap();
-        (group.holder.is_none() && group.queue.is_empty()).then_some(())
+        (group.holders.is_empty() && group.queue.is_empty()).then_some(())
     })
     .await;
     let injected = plan.injected_by_kind();
     assert!(injected.get("lost").copied().unwrap_or(0) > 0, "{injected:?}");
     stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_with_a_limit_of_two_runs_two_at_once_and_starts_the_oldest_waiting_one_when_one_ends() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: e2e\nconcurrency: {group: e2e, limit: 2, queue: 5}\njobs:\n  suite:\n    runs-on: linux\n    steps: [{run: ./e2e}]\n";
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(create_run(&stack, &ws, yaml).await["id"].as_str().expect("id").to_string());
+    }
+    let started = |runs: &[String]| -> Vec<String> {
+        runs.iter().filter(|run| !queued_keys(&stack, run).is_empty()).cloned().collect()
+    };
+    baton_tests::wait_for("two runs of the group to start", WAIT, || async {
+        let now = started(&runs);
+        assert!(now.len() <= 2, "three runs of a group of two started: {now:?}");
+        (now.len() == 2).then_some(())
+    })
+    .await;
+    // (The orchestrations join in the order they get to it, not the creates'.)
+    let running = started(&runs);
+    let waiting = runs.iter().find(|run| !running.contains(run)).expect("one waits").clone();
+    let view = run_view(&stack, &ws, &waiting).await;
+    assert_eq!(view["attempts"][0]["concurrency"], json!({"group": "e2e", "waiting": true}), "{view:#}");
+
+    // One ends: the waiting one starts while the other still runs.
+    run_job(&stack, &ws, &running[1], 1, "suite", JobOutcome::Succeeded).await;
+    wait_run_status(&stack, &ws, &running[1], "succeeded").await;
+    baton_tests::wait_for("the waiting run to start", WAIT, || async {
+        (!queued_keys(&stack, &waiting).is_empty()).then_some(())
+    })
+    .await;
+    let group = stack.store.concurrency_group(&ws, "e2e").await.unwrap();
+    assert_eq!(group.holders.len(), 2, "{group:?}");
+    assert!(group.queue.is_empty());
+    for run in [&running[0], &waiting] {
+        run_job(&stack, &ws, run, 1, "suite", JobOutcome::Succeeded).await;
+        wait_run_status(&stack, &ws, run, "succeeded").await;
+    }
+    baton_tests::wait_for("the group to be left empty", WAIT, || async {
+        let group = stack.store.concurrency_group(&ws, "e2e").await.unwrap();
+        (group.holders.is_empty() && group.queue.is_empty()).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

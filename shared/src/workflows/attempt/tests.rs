@@ -179,6 +179,7 @@ fn waiting_for(state: &mut AttemptState, group: &str) {
         group: group.into(),
         cancel_in_progress: false,
         queue: 1,
+        limit: 1,
         status: crate::workflows::concurrency::HoldStatus::Waiting,
     });
 }

@@ -503,6 +503,7 @@ fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows()
         group: group.into(),
         cancel_in_progress: cancel.map(String::from),
         queue,
+        limit: 1,
     };
     assert_eq!(with("deploy-prod").unwrap().concurrency, Some(spec("deploy-prod", None, 1)));
     assert_eq!(
@@ -514,6 +515,8 @@ fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows()
         Some(spec("g", Some("${{ inputs.urgent }}"), 5))
     );
     assert_eq!(with("{group: g, cancel-in-progress: false}").unwrap().concurrency, Some(spec("g", None, 1)));
+    let two = with("{group: g, limit: 2}").unwrap().concurrency;
+    assert_eq!(two, Some(ConcurrencySpec { limit: 2, ..spec("g", None, 1) }));
     for (bad, field) in [
         ("{cancel-in-progress: true}", "concurrency.group"),
         ("''", "concurrency.group"),
@@ -522,7 +525,8 @@ fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows()
         ("{group: g, queue: 0}", "concurrency.queue"),
         ("{group: g, queue: 101}", "concurrency.queue"),
         ("{group: g, cancel-in-progress: sometimes}", "concurrency.cancel-in-progress"),
-        ("{group: g, limit: 2}", "concurrency.limit"),
+        ("{group: g, limit: 0}", "concurrency.limit"),
+        ("{group: g, limit: 101}", "concurrency.limit"),
     ] {
         let error = with(bad).unwrap_err();
         assert_eq!(error.field.as_deref(), Some(field), "{bad}: {error}");
