@@ -312,10 +312,18 @@ fn reserve_instances() {}
     security(("provisioner" = [])))]
 fn report_instances() {}
 
-/// The provisioner's instances with Baton's terminate intents.
+/// The provisioner's instances with Baton's terminate intents, by
+/// `provider_runner_id`, a page at a time.
 #[utoipa::path(get, path = "/v1/provisioners/instances", tag = "provisioners",
-    params(("intent" = Option<String>, Query, description = "`terminate`: only live instances Baton asks to go")),
-    responses((status = 200, description = "The instances", body = InstanceList)),
+    params(
+        ("intent" = Option<String>, Query, description = "`terminate`: only live instances Baton asks to go"),
+        ("limit" = Option<u32>, Query, description = "Instances a page: 1 to 1,000 (the default)"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of the instances; `next_cursor` unless it is the last", body = InstanceList),
+        (status = 400, description = "`invalid-request`: a limit out of range, a cursor this route did not give", body = ErrorBody),
+    ),
     security(("provisioner" = [])))]
 fn list_instances() {}
 

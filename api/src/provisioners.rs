@@ -257,8 +257,17 @@ pub struct InstanceView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InstanceList {
+    /// By `provider_runner_id`, at most `MAX_INSTANCES_PER_PAGE` a page.
     pub items: Vec<InstanceView>,
+    /// Pass it as `cursor` for the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
+
+/// The most instances one page of `GET /v1/provisioners/instances` holds
+/// (`limit`, default and most): 10,000 instances are 10 pages, each far
+/// under Lambda's 6 MB answer.
+pub const MAX_INSTANCES_PER_PAGE: usize = 1_000;
 
 /// The most instances one reservation request may ask for (api.md).
 pub const MAX_RESERVE_COUNT: u32 = 1_000;

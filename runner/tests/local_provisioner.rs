@@ -98,7 +98,7 @@ async fn instances(State(fake): State<Shared>) -> Json<InstanceList> {
             terminate: Some(TerminateIntent { reason: *reason, at: Utc::now() }),
         })
         .collect();
-    Json(InstanceList { items })
+    Json(InstanceList { items, next_cursor: None })
 }
 
 async fn serve(fake: Shared) -> String {

@@ -60,7 +60,20 @@ impl ProvisionerApi {
     /// intent: the same intents `?intent=terminate` lists, and the states
     /// Baton already holds, so that only news is reported.
     pub async fn instances(&self) -> Result<InstanceList, ApiError> {
-        self.send::<(), _>(reqwest::Method::GET, "/v1/provisioners/instances", None).await
+        let mut all = InstanceList { items: Vec::new(), next_cursor: None };
+        let mut path = "/v1/provisioners/instances".to_string();
+        loop {
+            let page: InstanceList = self.send::<(), _>(reqwest::Method::GET, &path, None).await?;
+            all.items.extend(page.items);
+            match page.next_cursor {
+                // Ids are printable; the cursor is sent as a query value.
+                Some(next) => {
+                    let query: String = form_urlencoded::byte_serialize(next.as_bytes()).collect();
+                    path = format!("/v1/provisioners/instances?cursor={query}");
+                }
+                None => return Ok(all),
+            }
+        }
     }
 
     async fn send<B: Serialize, T: DeserializeOwned>(

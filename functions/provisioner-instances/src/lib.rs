@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use baton_shared::api::provisioners::{
     HonoredIntent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceView, TerminateIntent,
-    MAX_INSTANCE_EVENTS,
+    MAX_INSTANCES_PER_PAGE, MAX_INSTANCE_EVENTS,
 };
 use baton_shared::context::Context;
 use baton_shared::error::ApiError;
@@ -31,7 +31,7 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
     let provisioner = authorize_provisioner(&context.store, &req).await?;
     match *req.method() {
         Method::POST => report(context, &provisioner, parse_json(&req)?).await,
-        Method::GET => list(context, &provisioner, query_param(&req, "intent")).await,
+        Method::GET => list(context, &provisioner, &req).await,
         _ => Err(method_not_allowed()),
     }
 }
@@ -101,11 +101,24 @@ async fn report(
     ))
 }
 
-async fn list(
-    context: &Context,
-    provisioner: &Provisioner,
-    intent: Option<String>,
-) -> Result<Response<Body>, ApiError> {
+/// One page of the provisioner's instances, by `provider_runner_id`:
+/// `limit` (1 to 1,000) from after `cursor` (the previous page's last id).
+/// The fleet pass reads them all (its decisions need every one); only the
+/// answer is paged, so it stays far under Lambda's 6 MB.
+async fn list(context: &Context, provisioner: &Provisioner, req: &Request) -> Result<Response<Body>, ApiError> {
+    let limit = match query_param(req, "limit") {
+        None => MAX_INSTANCES_PER_PAGE,
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|l| (1..=MAX_INSTANCES_PER_PAGE).contains(l))
+            .ok_or_else(|| ApiError::invalid_request(format!("limit must be from 1 to {MAX_INSTANCES_PER_PAGE}")))?,
+    };
+    let cursor = query_param(req, "cursor");
+    if cursor.as_ref().is_some_and(|c| c.is_empty() || c.len() > MAX_PROVIDER_RUNNER_ID_LEN) {
+        return Err(ApiError::invalid_request("cursor is not one this route gave"));
+    }
+    let intent = query_param(req, "intent");
     let only_terminate = match intent.as_deref() {
         None => false,
         Some("terminate") => true,
@@ -117,6 +130,7 @@ async fn list(
         .instances
         .iter()
         .filter(|i| !only_terminate || (i.terminate_reason.is_some() && !i.state.is_terminal()))
+        .filter(|i| cursor.as_deref().is_none_or(|after| i.provider_runner_id.as_str() > after))
         .map(|i| InstanceView {
             provider_runner_id: i.provider_runner_id.clone(),
             state: i.state,
@@ -126,6 +140,10 @@ async fn list(
                 .or_else(|| fleet.reservations.iter().find(|r| Some(r.id) == i.reservation_id)?.session_id),
             terminate: i.terminate_reason.zip(i.terminate_at).map(|(reason, at)| TerminateIntent { reason, at }),
         })
-        .collect();
-    Ok(json_response(StatusCode::OK, &InstanceList { items }))
+        .collect::<Vec<_>>();
+    let mut items = items;
+    items.sort_by(|a, b| a.provider_runner_id.cmp(&b.provider_runner_id));
+    let next_cursor = (items.len() > limit).then(|| items[limit - 1].provider_runner_id.clone());
+    items.truncate(limit);
+    Ok(json_response(StatusCode::OK, &InstanceList { items, next_cursor }))
 }

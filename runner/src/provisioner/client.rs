@@ -59,11 +59,33 @@ impl ProvisionerClient {
 
     /// `GET /v1/provisioners/instances`: every instance Baton knows of this
     /// provisioner, or with `only_terminate` those it wants gone.
+    /// Every page, followed to the last.
     pub async fn instances(&self, only_terminate: bool) -> Result<InstanceList, ClientError> {
-        let path =
-            if only_terminate { "/v1/provisioners/instances?intent=terminate" } else { "/v1/provisioners/instances" };
-        self.client.send_for::<(), _>(Method::GET, path, &self.token, None).await
+        let mut all = InstanceList { items: Vec::new(), next_cursor: None };
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = instances_path(only_terminate, cursor.as_deref());
+            let page: InstanceList = self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await?;
+            all.items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
+}
+
+/// The path of one page of the instance list (the serializer is not
+/// `Send`, as for [`demand_query`]).
+fn instances_path(only_terminate: bool, cursor: Option<&str>) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    if only_terminate {
+        query.append_pair("intent", "terminate");
+    }
+    if let Some(cursor) = cursor {
+        query.append_pair("cursor", cursor);
+    }
+    format!("/v1/provisioners/instances?{}", query.finish())
 }
 
 /// The query of a demand read (the serializer is not `Send`, so it lives

@@ -110,6 +110,7 @@ mod tests {
                     terminate: None,
                 },
             ],
+            next_cursor: None,
         };
         let lines = fleet_lines(&demand, &instances, now);
         assert_eq!(

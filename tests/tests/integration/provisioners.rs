@@ -394,3 +394,36 @@ async fn an_instance_that_never_registers_is_terminated_as_an_orphan_after_its_b
     assert_eq!(answer["reservations_released"], 1);
     assert_eq!(figures(&demand(&stack, &token).await, &["linux"]), (1, 0, 0, 0), "its demand is back");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instance_list_comes_in_pages_by_id_that_together_hold_every_instance_once() {
+    let stack = TestStack::start().await;
+    let (_, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 10)).await;
+    let ids = ["i-e", "i-a", "i-d", "i-b", "i-c"];
+    let events: Vec<Value> = ids.iter().map(|id| json!({"provider_runner_id": id, "state": "running"})).collect();
+    report(&stack, &token, json!(events)).await;
+    let mut seen = Vec::new();
+    let mut path = "/v1/provisioners/instances?limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let page = stack.send(Method::GET, &path, &token, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        pages += 1;
+        let items = page.body["items"].as_array().unwrap();
+        assert!(items.len() <= 2, "{}", page.body);
+        seen.extend(items.iter().map(|i| i["provider_runner_id"].as_str().unwrap().to_string()));
+        match page.body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/provisioners/instances?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, ["i-a", "i-b", "i-c", "i-d", "i-e"], "each once, by id");
+    // Without a limit, one page holds them all (up to 1,000).
+    let all = instances(&stack, &token).await;
+    assert_eq!(all.len(), 5);
+    for bad in ["limit=0", "limit=1001", "limit=x", "cursor="] {
+        let answer = stack.send(Method::GET, &format!("/v1/provisioners/instances?{bad}"), &token, None).await;
+        assert_eq!((answer.status, answer.code()), (400, "invalid-request"), "{bad}: {}", answer.body);
+    }
+}
