@@ -857,6 +857,32 @@ impl AttemptState {
                         continue;
                     };
                     scope.event = Some(&next);
+                    let admitted = defined
+                        .listen
+                        .as_ref()
+                        .and_then(|l| l.when.as_deref())
+                        .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
+                    if !admitted {
+                        // `listen.if` rejects it: recorded, nothing runs, the
+                        // job listens on for the next.
+                        let job = &mut self.jobs[index];
+                        if let Some(listen) = job.listen.as_mut() {
+                            listen.pending.remove(0);
+                        }
+                        if let Some(execution) = job.execution.as_mut() {
+                            execution.event =
+                                Some(EventRef { name: next.name.clone(), reference: next.reference.clone() });
+                        }
+                        let rejected = ExecutionState {
+                            status: ExecutionStatus::Cancelled,
+                            reason: Some(StatusReason::ConditionRejected),
+                            started_at: None,
+                        };
+                        change.emitted.extend(self.listen_again(index, &rejected, now));
+                        change.changed = true;
+                        touched += 1;
+                        continue;
+                    }
                     let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
                     let job = &mut self.jobs[index];
                     if let Some(listen) = job.listen.as_mut() {

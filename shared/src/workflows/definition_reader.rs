@@ -41,7 +41,7 @@ const JOB_FIELDS: &[&str] = &[
     "approval",
     "listen",
 ];
-const LISTEN_FIELDS: &[&str] = &["events", "timeout-minutes"];
+const LISTEN_FIELDS: &[&str] = &["events", "timeout-minutes", "if"];
 const APPROVAL_FIELDS: &[&str] = &["required", "from", "inputs", "timeout-minutes", "on-timeout"];
 const APPROVAL_INPUT_FIELDS: &[&str] = &["type", "options", "required", "default", "description"];
 /// What an approval job cannot have: it runs on no runner.
@@ -465,7 +465,21 @@ fn read_listen(node: &YamlNode, at: &Location) -> Result<ListenSpec, DefinitionE
     }
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
         .unwrap_or(listening::DEFAULT_LISTEN_TIMEOUT_MINUTES);
-    Ok(ListenSpec { events, timeout_minutes })
+    let when = match fields.get("if") {
+        None => None,
+        Some(node) => {
+            let text = read_text(node, &at.field("if"))?.unwrap_or_default();
+            let text = text.trim();
+            // As a job's `if:`: with or without `${{ }}` around it.
+            let text = text.strip_prefix("${{").and_then(|t| t.strip_suffix("}}")).unwrap_or(text).trim();
+            if text.is_empty() {
+                return Err(at.field("if").error("must not be empty"));
+            }
+            expressions::parse(text).map_err(|e| at.field("if").error(e))?;
+            Some(text.to_string())
+        }
+    };
+    Ok(ListenSpec { events, timeout_minutes, when })
 }
 
 /// `approval:` (behaviour.md §16): `required` approvals (default 1) from

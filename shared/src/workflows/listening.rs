@@ -42,6 +42,11 @@ pub struct ListenSpec {
     pub events: Vec<String>,
     /// How long it listens, from when its needs were met.
     pub timeout_minutes: u32,
+    /// `listen.if`: decided for each event it fires, which it reads
+    /// (`${{ event.* }}`): an event it rejects runs nothing, its execution
+    /// recorded `cancelled` (`condition_rejected`), and the job listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
 }
 
 /// One delivered event.
@@ -153,7 +158,7 @@ mod tests {
     use serde_json::json;
 
     fn spec() -> ListenSpec {
-        ListenSpec { events: vec!["review".into()], timeout_minutes: 60 }
+        ListenSpec { events: vec!["review".into()], timeout_minutes: 60, when: None }
     }
 
     fn event(reference: &str, disposition: Disposition) -> JobEvent {

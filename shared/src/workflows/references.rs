@@ -85,6 +85,12 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 expressions::text_references(text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
             checked.extend(found.into_iter().map(|r| (field.clone(), r, visible.clone())));
         }
+        if let Some(when) = job.listen.as_ref().and_then(|l| l.when.as_ref()) {
+            let mut found = Vec::new();
+            let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("listen.if"), e))?;
+            expressions::references(&expr, &mut found);
+            checked.extend(found.into_iter().map(|r| ("listen.if".to_string(), r, Vec::new())));
+        }
         if let Some(when) = &job.when {
             let mut found = Vec::new();
             let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("if"), e))?;
@@ -99,7 +105,9 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                     return refuse("only a listening job (`listen:`) handles events".into());
                 }
                 if field == "if" {
-                    return refuse("read in `env` and `run`: the job's `if:` decides once, before any event".into());
+                    return refuse(
+                        "the job's `if:` decides once, before any event: `listen.if` decides each event".into(),
+                    );
                 }
                 continue;
             }

@@ -131,3 +131,51 @@ async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_
         .count();
     assert_eq!(queued_listening, 1, "r1 only");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_if_runs_only_the_events_it_admits_and_records_the_others_rejected() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = r#"
+name: reviews
+jobs:
+  on-review:
+    runs-on: linux
+    listen: {events: [review], if: "${{ event.payload.state == 'approved' }}"}
+    steps: [{run: "echo ${{ event.ref }}"}]
+"#;
+    let created = create_run(&stack, &ws, yaml).await;
+    let run = created["id"].as_str().unwrap().to_string();
+    let job_id = job(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
+    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
+    let fire = |reference: &str, state: &str| json!({"name": "review", "disposition": "fire", "ref": reference, "payload": {"state": state}});
+    let (status, _) = post(&stack, &stack.admin_token, &path, fire("c1", "commented")).await;
+    assert_eq!(status, 202);
+    let view = wait_view(&stack, &ws, &run, "the comment rejected", |v| {
+        job(v, 1, "on-review")["executions"].as_array().is_some_and(|e| e.len() == 2)
+    })
+    .await;
+    let rejected = &job(&view, 1, "on-review")["executions"][0];
+    assert_eq!(
+        (rejected["status"].as_str(), rejected["status_reason"].as_str(), rejected["event"]["ref"].as_str()),
+        (Some("cancelled"), Some("condition_rejected"), Some("c1")),
+        "{view:#}"
+    );
+    assert!(queued_keys(&stack, &run).is_empty(), "a rejected event runs nothing");
+    assert_eq!(job(&view, 1, "on-review")["status"], "waiting", "it listens on");
+
+    let (status, _) = post(&stack, &stack.admin_token, &path, fire("a1", "approved")).await;
+    assert_eq!(status, 202);
+    baton_tests::wait_for("the approved review to run", WAIT, || async {
+        (!queued_keys(&stack, &run).is_empty()).then_some(())
+    })
+    .await;
+    // The job's `if:` itself may not read events: it decides once, before any.
+    let refused = yaml.replace("    listen:", "    if: \"${{ event.ref == 'x' }}\"\n    listen:");
+    let (status, body) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": refused})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("`listen.if` decides each event"), "{body}");
+    stack.assert_all_facts_valid();
+}
