@@ -150,6 +150,7 @@ impl Functions {
             "enqueue" => Ok(baton_enqueue::handle(context, event).await),
             "reconcile" => Ok(baton_reconcile::handle(context, event).await),
             "external-events" => Ok(baton_external_events::handle(context, event).await),
+            "abandoned-uploads" => Ok(baton_abandoned_uploads::handle(context, event).await),
             "orchestrator" => Ok(baton_orchestrator::handle(context, event).await),
             "start-attempt" => Ok(baton_start_attempt::handle(context, event).await),
             "job-outcomes" => Ok(baton_job_outcomes::handle(context, event).await),

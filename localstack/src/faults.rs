@@ -365,6 +365,7 @@ fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)>
             "PUT" => "PutObject",
             "POST" if has("uploads") => "CreateMultipartUpload",
             "POST" => "CompleteMultipartUpload",
+            "DELETE" if has("uploadId") => "AbortMultipartUpload",
             "DELETE" => "DeleteObject",
             _ => return None,
         };

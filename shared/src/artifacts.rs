@@ -110,6 +110,22 @@ pub async fn abort_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, uplo
     }
 }
 
+/// Aborts an upload that must not be completed any more: its part URLs are
+/// refused from then on. One S3 no longer has (aborted or completed
+/// before) is a success: a replay's abort changes nothing.
+pub async fn abort_open_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+) -> Result<(), String> {
+    match s3.abort_multipart_upload().bucket(bucket).key(key).upload_id(upload_id).send().await {
+        Ok(_) => Ok(()),
+        Err(err) if err.as_service_error().is_some_and(|e| e.is_no_such_upload()) => Ok(()),
+        Err(err) => Err(sdk_text(&err)),
+    }
+}
+
 /// A presigned `PUT` of every part of an upload, signed at `now`.
 pub async fn presign_parts(
     s3: &aws_sdk_s3::Client,

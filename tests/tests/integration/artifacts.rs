@@ -217,6 +217,17 @@ async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_n
     finish(&stack, &run.build).await;
     let refused = complete_upload(&stack, &run.build, "late", &parts).await;
     assert_eq!((refused.status, refused.code()), (409, "lease-lost"), "{}", refused.body);
+    // And the part URLs themselves: the lease's end (its fact) aborts the
+    // upload, so S3 refuses a part sent after it, well before the URL expires.
+    let part_url = late.body["parts"][0]["url"].as_str().unwrap().to_string();
+    // (S3 answers 404 `NoSuchUpload`; moto, whose `UploadPart` does not
+    // look the upload up first, fails with a 500: refused either way.)
+    let refused_by_s3 = wait_for("the ended lease's upload URL to be refused", Duration::from_secs(30), || async {
+        let status = stack.http.put(&part_url).body(vec![1u8; 100]).send().await.unwrap().status().as_u16();
+        (status >= 400).then_some(status)
+    })
+    .await;
+    assert!(matches!(refused_by_s3, 404 | 500), "{refused_by_s3}");
     let again = begin(&stack, &run.build, "later", 100, &digest).await;
     assert_eq!((again.status, again.code()), (409, "lease-lost"));
     let path = format!("/v1/workspaces/{}/runs/{}/artifacts/late", run.ws, run.id);
