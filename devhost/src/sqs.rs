@@ -138,7 +138,8 @@ impl QueuePoller {
                 kept.push(message.clone());
                 continue;
             };
-            tracing::info!(function = %self.function, "task message throttled on its way (injected): its task fails");
+            let token_tail = &token[token.len().saturating_sub(12)..];
+            tracing::info!(function = %self.function, token_tail, "task message throttled on its way (injected): its task fails");
             let sfn = self.sfn().await;
             let cause = "Rate exceeded (injected by BATON_FAULTS: integration-throttled)";
             fail_task(&sfn, &token, INTEGRATION_ERROR, cause)

@@ -65,10 +65,12 @@ pub async fn deliver(
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
     tracing::info!(workspace_id, %run_id, job = %job, event = %event.name, event_ref = %event.reference, disposition = ?event.disposition, delivered, "event delivered");
-    if delivered {
-        if let Err(err) = after_progress(context, &updated).await {
-            tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
-        }
+    // Also when this try changed nothing: an earlier try of the same
+    // delivery (same ref) may have written its progress and lost its answer
+    // before its wake; this one owes that wake. `after_progress` wakes only
+    // a step parked for progress that happened, so this costs nothing else.
+    if let Err(err) = after_progress(context, &updated).await {
+        tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
     }
     Ok(delivered)
 }

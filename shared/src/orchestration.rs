@@ -425,7 +425,8 @@ pub async fn wake(
     max_wait: std::time::Duration,
 ) -> Result<(), StoreError> {
     let Some(token) = item.token_to_wake() else { return Ok(()) };
-    tracing::info!(run_id = %item.state.run_id, attempt = item.state.attempt, progress = item.progress, waited = ?item.wait_progress, "waking the parked orchestration");
+    let token_tail = &token[token.len().saturating_sub(12)..];
+    tracing::info!(run_id = %item.state.run_id, attempt = item.state.attempt, progress = item.progress, waited = ?item.wait_progress, token_tail, "waking the parked orchestration");
     let progress = AdvanceOutput::of(item, chrono::Utc::now(), max_wait);
     if item.wait_until.is_some() {
         report(sfn, token, &progress).await

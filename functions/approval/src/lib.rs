@@ -45,15 +45,29 @@ async fn decide(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
     let approver = Approver { name: token.identity(), groups: token.groups.clone() };
     let decision = request.decision;
     let mut recorded = false;
+    let mut ended = false;
     let minute = context.config.orchestration.timeout_minute;
     let updated = store
         .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
             recorded = false;
+            ended = false;
             let now = chrono::Utc::now();
-            let change = next
-                .state
-                .decide_approval(definition, job_id, &approver, run.created_by.as_deref(), request.clone(), now)
-                .map_err(refusal)?;
+            let decided = next.state.decide_approval(
+                definition,
+                job_id,
+                &approver,
+                run.created_by.as_deref(),
+                request.clone(),
+                now,
+            );
+            let change = match decided {
+                // Refused below, once the orchestration got its due (see there).
+                Err(ApprovalError::NotWaiting) => {
+                    ended = true;
+                    return Ok(AttemptStep::Done);
+                }
+                other => other.map_err(refusal)?,
+            };
             Ok::<_, ApiError>(match change {
                 None => AttemptStep::Done,
                 Some(change) => {
@@ -71,10 +85,16 @@ async fn decide(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
         .ok_or_else(|| ApiError::not_found("run"))?;
     let job = updated.item.state.jobs.iter().find(|job| job.id == job_id).ok_or_else(ApiError::internal)?;
     tracing::info!(%run_id, %job_id, job = %job.key, by = %approver.name, ?decision, recorded, status = %job.status, "approval decision");
-    if recorded {
-        if let Err(err) = after_progress(context, &updated).await {
-            tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
-        }
+    // Also when this try recorded nothing: an earlier try of the same click
+    // (a retry after a lost answer) may have ended the job, written its
+    // progress and lost its answer before its wake, and this try, finding the
+    // job ended, owes that wake. `after_progress` wakes only a step parked
+    // for progress that happened, so this costs nothing else.
+    if let Err(err) = after_progress(context, &updated).await {
+        tracing::warn!(%run_id, error = %err, "could not wake the orchestration; its parked step looks again");
+    }
+    if ended {
+        return Err(refusal(ApprovalError::NotWaiting));
     }
     let view = store.run_records(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?.view();
     let job = view

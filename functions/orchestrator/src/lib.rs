@@ -334,7 +334,8 @@ async fn step(
             ("attempt_conflicts", f64::from(updated.lost_races), Unit::Count),
         ],
     );
-    tracing::debug!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, "step ended");
+    let token_tail = &token[token.len().saturating_sub(12)..];
+    tracing::info!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, token_tail, "step ended");
     match (outcome, park) {
         (Ended::Report, Some(_)) => report(&context.clients.sfn, token, &output).await,
         // The previous definition's `Advance` reads the report with a Choice.

@@ -167,3 +167,78 @@ async fn an_approval_nobody_decides_fails_approves_with_its_defaults_or_is_skipp
         }
     }
 }
+
+/// The approval's own write, as the route makes it, without what follows
+/// it: what a try whose answer was lost (after its write, before its wake
+/// of the orchestration) leaves behind.
+async fn decide_without_waking(stack: &TestStack, run: &str, job_id: &str, approver: &str, body: Value) {
+    use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+    let run_id = uuid::Uuid::parse_str(run).unwrap();
+    let job_id = uuid::Uuid::parse_str(job_id).unwrap();
+    let approver = baton_shared::workflows::approval::Approver { name: approver.into(), groups: Vec::new() };
+    let request: baton_shared::api::runs::ApprovalRequest = serde_json::from_value(body).unwrap();
+    let minute = stack.host.config.orchestration.timeout_minute;
+    stack
+        .store
+        .update_attempt(run_id, 1, 7, |next, definition| {
+            let change = next
+                .state
+                .decide_approval(definition, job_id, &approver, Some("creator"), request.clone(), chrono::Utc::now())
+                .unwrap()
+                .expect("the decision changes the job");
+            let mut emitted = change.emitted;
+            let (advanced, wake) = baton_shared::outcomes::advance_in_write(
+                next,
+                definition,
+                minute,
+                baton_shared::orchestration::JOBS_PER_TRANSACTION,
+            );
+            emitted.extend(advanced);
+            Ok::<_, baton_shared::error::StoreError>(AttemptStep::Write(AttemptWrite {
+                emitted,
+                progressed: wake,
+                ..AttemptWrite::default()
+            }))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_retried_after_its_answer_was_lost_wakes_the_orchestration_the_lost_try_owed() {
+    let stack = start().await;
+    let ws = workspace();
+    let alice = stack.approver_token(&ws, "alice", &[]).await;
+    let yaml = RELEASE.replace("required: 2", "required: 1");
+    let (status, created) =
+        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    assert_eq!(status, 201, "{created:#}");
+    let run = created["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
+    let view = wait_view(&stack, &ws, &run, "sign-off waiting", |v| job(v, 1, "sign-off")["status"] == "waiting").await;
+    let sign_off = job(&view, 1, "sign-off")["id"].as_str().unwrap().to_string();
+    // The orchestration parks, waiting for progress.
+    let run_id = uuid::Uuid::parse_str(&run).unwrap();
+    baton_tests::wait_for("the orchestration to park", WAIT, || async {
+        let item = stack.store.get_attempt(run_id, 1).await.unwrap()?;
+        (item.wait_token.is_some() && item.wait_progress == Some(item.progress)).then_some(())
+    })
+    .await;
+
+    // Alice's click is recorded (the job ends, the deploy is due) and its
+    // answer lost before anything woke the orchestration.
+    let click = json!({"decision": "approve", "inputs": {"channel": "stable", "dry_run": false}});
+    decide_without_waking(&stack, &run, &sign_off, "alice", click.clone()).await;
+    assert!(queued_keys(&stack, &run).iter().all(|k| k != "deploy"), "the deploy waits for the orchestration");
+
+    // Her browser retries: the job has ended (409), and that try wakes
+    // the orchestration, which starts the deploy at once, not at its
+    // parked step's deadline an hour later.
+    let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, click).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-waiting")), "{body}");
+    baton_tests::wait_for("the deploy to be queued", WAIT, || async {
+        queued_keys(&stack, &run).iter().any(|k| k == "deploy").then_some(())
+    })
+    .await;
+}
