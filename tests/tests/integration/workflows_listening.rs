@@ -179,3 +179,73 @@ jobs:
     assert!(body["error"]["message"].as_str().unwrap().contains("`listen.if` decides each event"), "{body}");
     stack.assert_all_facts_valid();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_the_lost_try_owed() {
+    use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+    let stack = start().await;
+    let ws = workspace();
+    // Its env reads the run's inputs: starting an execution takes a read,
+    // which the delivery's own write does not make (the orchestration does).
+    let yaml = LISTENING.replace("    listen:", "    env: {WHO: \"${{ inputs.who }}\"}\n    listen:");
+    let (status, created) = post(
+        &stack,
+        &stack.admin_token,
+        &format!("/v1/workspaces/{ws}/runs"),
+        json!({"definition": yaml, "inputs": {"who": "octocat"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let run = created["id"].as_str().unwrap().to_string();
+    let job_id = job(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
+    run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
+    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    let run_id = uuid::Uuid::parse_str(&run).unwrap();
+    baton_tests::wait_for("the orchestration to park", WAIT, || async {
+        let item = stack.store.get_attempt(run_id, 1).await.unwrap()?;
+        (item.wait_token.is_some() && item.wait_progress == Some(item.progress)).then_some(())
+    })
+    .await;
+
+    // The delivery's own write, as the route makes it, its answer lost
+    // before anything woke the orchestration (its step reads the payload).
+    let event = baton_shared::workflows::listening::JobEvent {
+        name: "review".into(),
+        reference: "r1".into(),
+        disposition: baton_shared::workflows::listening::Disposition::Fire,
+        payload: json!({"state": "ok"}),
+        delivered_at: chrono::Utc::now(),
+    };
+    let minute = stack.host.config.orchestration.timeout_minute;
+    let id = uuid::Uuid::parse_str(&job_id).unwrap();
+    stack
+        .store
+        .update_attempt(run_id, 1, 7, |next, definition| {
+            assert!(next.state.deliver_event(definition, id, event.clone()).unwrap());
+            let (emitted, wake) = baton_shared::outcomes::advance_in_write(
+                next,
+                definition,
+                minute,
+                baton_shared::orchestration::JOBS_PER_TRANSACTION,
+            );
+            Ok::<_, baton_shared::error::StoreError>(AttemptStep::Write(AttemptWrite {
+                emitted,
+                progressed: wake,
+                ..AttemptWrite::default()
+            }))
+        })
+        .await
+        .unwrap();
+    assert!(queued_keys(&stack, &run).iter().all(|k| k != "on-review"), "the execution waits for the orchestration");
+
+    // The producer retries: the ref was delivered (200, false), and that try
+    // wakes the orchestration, which runs the execution now.
+    let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
+    let body = json!({"name": "review", "disposition": "fire", "ref": "r1", "payload": {"state": "ok"}});
+    let (status, answer) = post(&stack, &stack.admin_token, &path, body).await;
+    assert_eq!((status, answer), (200, json!({"delivered": false})));
+    baton_tests::wait_for("the event's execution to be queued", WAIT, || async {
+        queued_keys(&stack, &run).iter().any(|k| k == "on-review").then_some(())
+    })
+    .await;
+}
