@@ -1562,3 +1562,72 @@ async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and
     assert_eq!(run_view(&stack, &ws, &run_id).await, view, "a delivery after the end changes nothing");
     runner.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_each_and_resolve_it() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: reviews-from-the-bus
+{env}jobs:
+  on-review:
+    runs-on: linux
+    listen: {{events: [pull_request_review], timeout-minutes: 30}}
+    steps:
+      - run: echo "${{{{ event.ref }}}} ${{{{ event.payload.review.state }}}}" >> "$SHARED/handled"
+  after:
+    needs: on-review
+    runs-on: linux
+    steps:
+      - run: touch "$SHARED/after"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = create_run(&stack, &ws, &yaml).await;
+    wait_view(&stack, &ws, &run_id, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
+    // What a webhook bridge puts on the stack's bus.
+    let put = |reference: &str, disposition: &str, state: &str| {
+        let detail = json!({"workspace_id": ws, "run_id": run_id, "job": "on-review", "name": "pull_request_review",
+                            "disposition": disposition, "ref": reference, "payload": {"review": {"state": state}}});
+        let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+            .event_bus_name(&stack.provisioned.bus)
+            .source("acme.github-bridge")
+            .detail_type("baton.external.job_event")
+            .detail(detail.to_string())
+            .build();
+        let client = stack.clients.eventbridge.clone();
+        async move {
+            let out = client.put_events().entries(entry).send().await.expect("PutEvents");
+            assert_eq!(out.failed_entry_count, 0);
+        }
+    };
+    let handled = |n: usize| {
+        let file = shared.join("handled");
+        async move {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            (text.lines().count() >= n).then_some(text)
+        }
+    };
+    for (n, (reference, state)) in [("r1", "approved"), ("r2", "commented")].into_iter().enumerate() {
+        put(reference, "fire", state).await;
+        wait_for("the bus event to run on the runner", Duration::from_secs(60), || handled(n + 1)).await;
+    }
+    // The producer's retry of r1 (at least once, as buses are) is ignored.
+    put("r1", "fire", "replayed").await;
+    put("done", "resolve", "").await;
+    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let text = std::fs::read_to_string(shared.join("handled")).expect("the events ran");
+    assert_eq!(text.lines().collect::<Vec<_>>(), ["r1 approved", "r2 commented"], "once each, in order");
+    assert!(shared.join("after").exists(), "its dependant ran after the resolve");
+    let refs: Vec<&str> = job_in(&view, 1, "on-review")["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["ref"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(refs, ["r1", "r2"]);
+    runner.stop().await;
+}
