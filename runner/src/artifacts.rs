@@ -150,20 +150,30 @@ pub async fn send_parts(
 /// Fetches a download's archive and checks it is the one stored (size and
 /// SHA-256) before anything is unpacked.
 pub async fn fetch(client: &Client, download: &ArtifactDownload) -> Result<Vec<u8>, String> {
-    let bytes = with_retries("artifact download", RETRY_BUDGET, || client.get_bytes(&download.url))
-        .await
-        .map_err(|e| e.to_string())?;
-    let digest = sha256_hex(&bytes);
-    if bytes.len() as u64 != download.artifact.bytes || digest != download.artifact.sha256 {
+    let artifact = &download.artifact;
+    let what = format!("artifact {:?}", artifact.name);
+    fetch_checked(client, &download.url, &what, artifact.bytes, &artifact.sha256).await
+}
+
+/// The archive at `url` (a presigned `GET`), if it is `bytes` long with
+/// SHA-256 `sha256` (`what` names it in the error).
+pub async fn fetch_checked(
+    client: &Client,
+    url: &str,
+    what: &str,
+    bytes: u64,
+    sha256: &str,
+) -> Result<Vec<u8>, String> {
+    let fetched =
+        with_retries("archive download", RETRY_BUDGET, || client.get_bytes(url)).await.map_err(|e| e.to_string())?;
+    let digest = sha256_hex(&fetched);
+    if fetched.len() as u64 != bytes || digest != sha256 {
         return Err(format!(
-            "artifact {:?} arrived as {} bytes with SHA-256 {digest}, stored as {} bytes with {}",
-            download.artifact.name,
-            bytes.len(),
-            download.artifact.bytes,
-            download.artifact.sha256
+            "{what} arrived as {} bytes with SHA-256 {digest}, stored as {bytes} bytes with {sha256}",
+            fetched.len()
         ));
     }
-    Ok(bytes)
+    Ok(fetched)
 }
 
 /// A runner's download URL of the run's artifact `name`.

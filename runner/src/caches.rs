@@ -94,24 +94,8 @@ pub async fn restore(
 }
 
 async fn fetch_into(client: &Client, entry: &CacheEntry, url: &str, dir: &Path) -> Result<(), String> {
-    let download = baton_api::artifacts::ArtifactDownload {
-        artifact: baton_api::artifacts::Artifact {
-            name: entry.key.clone(),
-            bytes: entry.bytes,
-            sha256: entry.sha256.clone(),
-            job_key: String::new(),
-            job_id: Uuid::nil(),
-            job_execution_id: Uuid::nil(),
-            attempt: 0,
-            status: baton_api::artifacts::ArtifactStatus::Stored,
-            created_at: entry.stored_at,
-            stored_at: Some(entry.stored_at),
-            expires_at: entry.expires_at,
-        },
-        url: url.to_string(),
-        expires_at: entry.expires_at,
-    };
-    let bytes = artifacts::fetch(client, &download).await?;
+    let what = format!("cache entry {:?}", entry.key);
+    let bytes = artifacts::fetch_checked(client, url, &what, entry.bytes, &entry.sha256).await?;
     artifacts::unpack(&bytes, dir)
 }
 

@@ -11,7 +11,9 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::api::artifacts::{artifact_parts, ArtifactPartDone, ArtifactPartUpload, ARTIFACT_PART_BYTES};
+use crate::api::artifacts::{
+    artifact_parts, ArtifactPartDone, ArtifactPartUpload, ArtifactUploadResponse, ARTIFACT_PART_BYTES,
+};
 use crate::error::{ApiError, ErrorCode};
 use crate::http::LeaseCredentials;
 use crate::store::leases::LeaseItem;
@@ -105,8 +107,8 @@ pub async fn create_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> 
 /// Gives up an upload that will not be completed (its charge is kept: the
 /// bytes were promised). The bucket's lifecycle rule aborts any left over.
 pub async fn abort_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, upload_id: &str) {
-    if let Err(err) = s3.abort_multipart_upload().bucket(bucket).key(key).upload_id(upload_id).send().await {
-        tracing::warn!(key, error = %sdk_text(&err), "aborting an artifact upload failed; the lifecycle rule will");
+    if let Err(error) = abort_open_upload(s3, bucket, key, upload_id).await {
+        tracing::warn!(key, %error, "aborting an artifact upload failed; the lifecycle rule will");
     }
 }
 
@@ -158,6 +160,29 @@ pub async fn presign_parts(
         });
     }
     Ok(parts)
+}
+
+/// The answer to an upload's start or resume (artifacts' and caches'):
+/// one presigned `PUT` a part, valid for `valid_for` from `now`.
+pub async fn upload_answer(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    bytes: u64,
+    now: DateTime<Utc>,
+    valid_for: Duration,
+) -> Result<ArtifactUploadResponse, ApiError> {
+    let parts = presign_parts(s3, bucket, key, upload_id, bytes, now, valid_for)
+        .await
+        .map_err(|e| s3_failed("presigning", e))?;
+    let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|_| ApiError::internal())?;
+    Ok(ArtifactUploadResponse { stored: false, parts, expires_at: Some(expires_at) })
+}
+
+/// The answer when the upload is stored already: nothing is left to send.
+pub fn already_stored() -> ArtifactUploadResponse {
+    ArtifactUploadResponse { stored: true, parts: Vec::new(), expires_at: None }
 }
 
 /// Completes an upload from its parts' ETags. An upload that is gone

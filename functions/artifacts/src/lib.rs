@@ -14,7 +14,7 @@
 
 use baton_shared::api::artifacts::{
     valid_artifact_name, ArtifactCompleteRequest, ArtifactDownload, ArtifactList, ArtifactStatus,
-    ArtifactUploadRequest, ArtifactUploadResponse, MAX_ARTIFACT_NAME_LEN,
+    ArtifactUploadRequest, MAX_ARTIFACT_NAME_LEN,
 };
 use baton_shared::artifacts::{
     self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256,
@@ -89,13 +89,18 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
     let now = Utc::now();
     // The URLs die with the lease: a runner that lost it cannot send on.
     let valid_for = upload_url_ttl(now, lease.expires_at).ok_or_else(lease_lost)?;
-    let job_key = context
-        .store
-        .job_spec(lease.execution_id)
-        .await?
-        .map(|spec| spec.key)
-        .ok_or_else(|| ApiError::not_found("the lease's job"))?;
     let existing = context.store.artifact(lease.run_id, &body.name).await?;
+    // The job's key, unless this is its own upload asked again: a name is
+    // held by a job key (a rerun's job has a new id).
+    let job_key = match &existing {
+        Some(mine) if mine.execution_id == lease.execution_id => mine.job_key.clone(),
+        _ => context
+            .store
+            .job_spec(lease.execution_id)
+            .await?
+            .map(|spec| spec.key)
+            .ok_or_else(|| ApiError::not_found("the lease's job"))?,
+    };
     let item = match existing {
         // This execution's own upload, asked again (a lost answer, URLs
         // that expired): the same upload, charged once.
@@ -105,8 +110,7 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
                 return Err(ApiError::new(ErrorCode::ArtifactExists, message));
             }
             if mine.status == ArtifactStatus::Stored {
-                let answer = ArtifactUploadResponse { stored: true, parts: Vec::new(), expires_at: None };
-                return Ok(json_response(StatusCode::OK, &answer));
+                return Ok(json_response(StatusCode::OK, &archives::already_stored()));
             }
             mine
         }
@@ -118,20 +122,10 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
         // a rerun): begin, replacing it.
         _ => begin(context, bucket, &lease, job_key, &body, caps, now).await?,
     };
-    let parts = archives::presign_parts(
-        &context.clients.s3,
-        bucket,
-        &item.object_key,
-        &item.upload_id,
-        item.bytes,
-        now,
-        valid_for,
-    )
-    .await
-    .map_err(|e| s3_failed("presigning", e))?;
-    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, bytes = item.bytes, parts = parts.len(), "artifact upload URLs issued");
-    let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|_| ApiError::internal())?;
-    let answer = ArtifactUploadResponse { stored: false, parts, expires_at: Some(expires_at) };
+    let s3 = &context.clients.s3;
+    let answer =
+        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, now, valid_for).await?;
+    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, bytes = item.bytes, parts = answer.parts.len(), "artifact upload URLs issued");
     Ok(json_response(StatusCode::OK, &answer))
 }
 

@@ -9,7 +9,7 @@
 //! - `POST …/caches/complete`: every part sent; stored only while the
 //!   lease is held.
 
-use baton_shared::api::artifacts::{artifact_parts, ArtifactStatus, ArtifactUploadResponse};
+use baton_shared::api::artifacts::{artifact_parts, ArtifactStatus};
 use baton_shared::api::caches::{
     valid_cache_key, CacheCompleteRequest, CacheHit, CacheRestoreRequest, CacheRestoreResponse, CacheSaveRequest,
     MAX_CACHE_KEY_LEN, MAX_CACHE_SCOPE_LEN, MAX_RESTORE_KEYS,
@@ -133,10 +133,7 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     let stored = |item: Option<CacheItem>| item.filter(|c| c.restorable(now));
     let existing = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
     if stored(existing.clone()).is_some() {
-        return Ok(json_response(
-            StatusCode::OK,
-            &ArtifactUploadResponse { stored: true, parts: vec![], expires_at: None },
-        ));
+        return Ok(json_response(StatusCode::OK, &archives::already_stored()));
     }
     let item = match existing {
         // This execution's own save, asked again: the same upload.
@@ -158,8 +155,7 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
                 archives::abort_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id).await;
                 let current = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
                 if stored(current.clone()).is_some() {
-                    let answer = ArtifactUploadResponse { stored: true, parts: vec![], expires_at: None };
-                    return Ok(json_response(StatusCode::OK, &answer));
+                    return Ok(json_response(StatusCode::OK, &archives::already_stored()));
                 }
                 // Another try of this very request began it first: the same upload.
                 match current.filter(|c| {
@@ -176,20 +172,11 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
             }
         }
     };
-    let parts = archives::presign_parts(
-        &context.clients.s3,
-        bucket,
-        &item.object_key,
-        &item.upload_id,
-        item.bytes,
-        now,
-        valid_for,
-    )
-    .await
-    .map_err(|e| s3_failed("presigning", e))?;
-    tracing::info!(job_execution_id = %lease.execution_id, workspace_id = %ws, key = %item.key, bytes = item.bytes, parts = parts.len(), "cache save URLs issued");
-    let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|_| ApiError::internal())?;
-    Ok(json_response(StatusCode::OK, &ArtifactUploadResponse { stored: false, parts, expires_at: Some(expires_at) }))
+    let s3 = &context.clients.s3;
+    let answer =
+        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, now, valid_for).await?;
+    tracing::info!(job_execution_id = %lease.execution_id, workspace_id = %ws, key = %item.key, bytes = item.bytes, parts = answer.parts.len(), "cache save URLs issued");
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 fn new_item(

@@ -335,7 +335,7 @@ async fn step(
         ],
     );
     let token_tail = &token[token.len().saturating_sub(12)..];
-    tracing::info!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, token_tail, "step ended");
+    tracing::debug!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, token_tail, "step ended");
     match (outcome, park) {
         (Ended::Report, Some(_)) => report(&context.clients.sfn, token, &output).await,
         // The previous definition's `Advance` reads the report with a Choice.

@@ -194,6 +194,27 @@ impl Store {
         name: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<ArtifactItem>, StoreError> {
+        let outcome = self.stored_under_lease(lease, &run_pk(lease.run_id), &artifact_sk(name), at).await?;
+        let now = self.artifact(lease.run_id, name).await?;
+        Ok(match outcome {
+            TxOutcome::Committed => now,
+            // Stored already by this very execution: the write is done.
+            TxOutcome::ConditionFailed { .. } => {
+                now.filter(|a| a.execution_id == lease.execution_id && a.status == ArtifactStatus::Stored)
+            }
+        })
+    }
+
+    /// Marks the upload item at (`pk`, `sk`) stored, in one transaction with
+    /// a check that `lease`, which uploaded it, is still held (artifacts'
+    /// and caches' completes).
+    pub(super) async fn stored_under_lease(
+        &self,
+        lease: &LeaseItem,
+        pk: &str,
+        sk: &str,
+        at: DateTime<Utc>,
+    ) -> Result<TxOutcome, StoreError> {
         let held = build(
             ConditionCheck::builder()
                 .table_name(&self.table)
@@ -207,8 +228,8 @@ impl Store {
         let store = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(run_pk(lease.run_id)))
-                .key("sk", s(artifact_sk(name)))
+                .key("pk", s(pk))
+                .key("sk", s(sk))
                 .update_expression("SET #status = :stored, stored_at = :at")
                 .condition_expression("execution_id = :x AND #status = :uploading")
                 .expression_attribute_names("#status", "status")
@@ -218,19 +239,11 @@ impl Store {
                 .expression_attribute_values(":at", s(timestamp(at)))
                 .build(),
         )?;
-        let items = vec![
+        self.transact(vec![
             TransactWriteItem::builder().condition_check(held).build(),
             TransactWriteItem::builder().update(store).build(),
-        ];
-        let outcome = self.transact(items).await?;
-        let now = self.artifact(lease.run_id, name).await?;
-        Ok(match outcome {
-            TxOutcome::Committed => now,
-            // Stored already by this very execution: the write is done.
-            TxOutcome::ConditionFailed { .. } => {
-                now.filter(|a| a.execution_id == lease.execution_id && a.status == ArtifactStatus::Stored)
-            }
-        })
+        ])
+        .await
     }
 
     /// The artifacts of a run of `workspace_id`, by name; `None` when the
@@ -269,12 +282,6 @@ impl Store {
             }
         }
         Ok(Some(artifacts))
-    }
-
-    /// The run's artifact bytes so far (every upload charged).
-    pub async fn run_artifact_bytes(&self, run_id: Uuid) -> Result<u64, StoreError> {
-        let item = self.get(&run_pk(run_id), ARTIFACT_USAGE_SK).await?;
-        Ok(item.and_then(|i| i.get("bytes").and_then(|b| b.as_n().ok()).and_then(|b| b.parse().ok())).unwrap_or(0))
     }
 }
 

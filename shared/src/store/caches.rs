@@ -5,15 +5,15 @@
 //! which reads honour before DynamoDB's TTL deletes the item), and stored
 //! only while the lease that uploaded it is held, as an artifact is.
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::artifacts::status;
-use super::keys::{cache_pk, cache_sk, execution_pk, timestamp, LEASE_SK};
+use super::keys::{cache_pk, cache_sk, timestamp};
 use super::leases::LeaseItem;
-use super::{build, from_item, n, s, to_item, Store, TxOutcome};
+use super::{build, from_item, s, to_item, Store, TxOutcome};
 use crate::api::artifacts::ArtifactStatus;
 use crate::api::caches::CacheEntry;
 use crate::error::StoreError;
@@ -133,35 +133,8 @@ impl Store {
         key: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<CacheItem>, StoreError> {
-        let held = build(
-            ConditionCheck::builder()
-                .table_name(&self.table)
-                .key("pk", s(execution_pk(lease.execution_id)))
-                .key("sk", s(LEASE_SK))
-                .condition_expression("epoch = :e AND token_hash = :h")
-                .expression_attribute_values(":e", n(lease.epoch))
-                .expression_attribute_values(":h", s(&lease.token_hash))
-                .build(),
-        )?;
-        let store = build(
-            Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(cache_pk(&lease.workspace_id)))
-                .key("sk", s(cache_sk(scope, key)))
-                .update_expression("SET #status = :stored, stored_at = :at")
-                .condition_expression("execution_id = :x AND #status = :uploading")
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":stored", status(ArtifactStatus::Stored)?)
-                .expression_attribute_values(":uploading", status(ArtifactStatus::Uploading)?)
-                .expression_attribute_values(":x", s(lease.execution_id.to_string()))
-                .expression_attribute_values(":at", s(timestamp(at)))
-                .build(),
-        )?;
-        let items = vec![
-            TransactWriteItem::builder().condition_check(held).build(),
-            TransactWriteItem::builder().update(store).build(),
-        ];
-        let outcome = self.transact(items).await?;
+        let pk = cache_pk(&lease.workspace_id);
+        let outcome = self.stored_under_lease(lease, &pk, &cache_sk(scope, key), at).await?;
         let now = self.cache_entry(&lease.workspace_id, scope, key).await?;
         Ok(match outcome {
             TxOutcome::Committed => now,

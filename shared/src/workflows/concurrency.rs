@@ -338,34 +338,42 @@ mod tests {
         assert_eq!(group.holders, [member(1)]);
     }
 
-    #[test]
-    fn at_most_one_holds_whatever_the_order_of_joins_and_leaves() {
-        // Every interleaving of 3 attempts joining and, once joined, leaving
-        // (in any order; a holder leaves only when done): never two holders,
-        // and each waiting one that is not replaced runs eventually.
-        fn explore(group: &GroupState, joined: &[bool; 3], left: &[bool; 3], held_by: &mut Vec<Member>) {
-            assert!(group.holders.len() <= 1);
-            for i in 0..3 {
+    /// Every interleaving of `attempts` attempts joining (with `queue`
+    /// and `limit`) and, once holding, leaving (a holder leaves only when
+    /// done): never more than `limit` holders, and each attempt holds the
+    /// group in some order. Which held, in the orders explored.
+    fn explore_every_order(attempts: usize, queue: u32, limit: u32) -> Vec<Member> {
+        fn explore(group: &GroupState, joined: &[bool], left: &[bool], queue: u32, limit: u32, ran: &mut Vec<Member>) {
+            assert!(group.holders.len() <= limit as usize, "{group:?}");
+            for i in 0..joined.len() {
                 let me = member(i as u128 + 1);
                 if !joined[i] {
                     let mut next = group.clone();
-                    let j = next.join(me, false, 2, 1);
+                    let j = next.join(me, false, queue, limit);
                     assert_eq!(j.holding, next.holders.contains(&me));
-                    let mut joined = *joined;
+                    let mut joined = joined.to_vec();
                     joined[i] = true;
-                    explore(&next, &joined, left, held_by);
+                    explore(&next, &joined, left, queue, limit, ran);
                 } else if !left[i] && group.holders.contains(&me) {
                     let mut next = group.clone();
-                    held_by.push(me);
+                    ran.push(me);
                     next.leave(me);
-                    let mut left = *left;
+                    let mut left = left.to_vec();
                     left[i] = true;
-                    explore(&next, joined, &left, held_by);
+                    explore(&next, joined, &left, queue, limit, ran);
                 }
             }
         }
-        let mut held_by = Vec::new();
-        explore(&GroupState::default(), &[false; 3], &[false; 3], &mut held_by);
+        let mut ran = Vec::new();
+        explore(&GroupState::default(), &vec![false; attempts], &vec![false; attempts], queue, limit, &mut ran);
+        ran
+    }
+
+    #[test]
+    fn at_most_one_holds_whatever_the_order_of_joins_and_leaves() {
+        // 3 attempts: never two holders, and each waiting one that is not
+        // replaced runs eventually.
+        let held_by = explore_every_order(3, 2, 1);
         for i in 1..=3 {
             assert!(held_by.contains(&member(i)), "{i} held the group in some order");
         }
@@ -388,30 +396,8 @@ mod tests {
 
     #[test]
     fn at_most_limit_hold_whatever_the_order_of_joins_and_leaves() {
-        // Every interleaving of 4 attempts joining and leaving a group of 2.
-        fn explore(group: &GroupState, joined: &[bool; 4], left: &[bool; 4], ran: &mut Vec<Member>) {
-            assert!(group.holders.len() <= 2, "{group:?}");
-            for i in 0..4 {
-                let me = member(i as u128 + 1);
-                if !joined[i] {
-                    let mut next = group.clone();
-                    let j = next.join(me, false, 4, 2);
-                    assert_eq!(j.holding, next.holders.contains(&me));
-                    let mut joined = *joined;
-                    joined[i] = true;
-                    explore(&next, &joined, left, ran);
-                } else if !left[i] && group.holders.contains(&me) {
-                    let mut next = group.clone();
-                    ran.push(me);
-                    next.leave(me);
-                    let mut left = *left;
-                    left[i] = true;
-                    explore(&next, joined, &left, ran);
-                }
-            }
-        }
-        let mut ran = Vec::new();
-        explore(&GroupState::default(), &[false; 4], &[false; 4], &mut ran);
+        // 4 attempts joining and leaving a group of 2.
+        let ran = explore_every_order(4, 4, 2);
         for i in 1..=4 {
             assert!(ran.contains(&member(i)), "{i} ran in some order");
         }

@@ -501,11 +501,24 @@ async fn send_until_answered(
     token: &str,
     body: &serde_json::Value,
 ) -> baton_tests::runners::Answer {
-    let mut tries = 0;
+    post_while(stack, path, token, body, 10, |status| status == 504).await
+}
+
+/// `body` posted to `path` while `retry` says so of the answer's status, at
+/// most `tries` times; the last answer.
+async fn post_while(
+    stack: &TestStack,
+    path: &str,
+    token: &str,
+    body: &serde_json::Value,
+    tries: u32,
+    retry: impl Fn(u16) -> bool,
+) -> baton_tests::runners::Answer {
+    let mut tried = 0;
     loop {
-        tries += 1;
+        tried += 1;
         let answer = stack.post(path, token, body.clone()).await;
-        if answer.status != 504 || tries == 10 {
+        if !retry(answer.status) || tried == tries {
             return answer;
         }
     }
@@ -720,14 +733,7 @@ async fn post_until_answered(
     token: &str,
     body: &serde_json::Value,
 ) -> baton_tests::runners::Answer {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let answer = stack.post(path, token, body.clone()).await;
-        if answer.status < 500 || tries == 20 {
-            return answer;
-        }
-    }
+    post_while(stack, path, token, body, 20, |status| status >= 500).await
 }
 
 /// Sends each part an upload's answer lists, as the runner does; the
