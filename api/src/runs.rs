@@ -81,14 +81,15 @@ pub struct AttemptView {
     pub jobs: Vec<JobView>,
 }
 
-/// An attempt's place in its workflow's concurrency group.
+/// An attempt's place in its workflow's concurrency group, or a job's in
+/// its own.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConcurrencyView {
     /// The group's name, as expanded when the run was created.
     pub group: String,
-    /// It waits for the group's running attempt to end: none of its jobs
-    /// has started.
+    /// It waits for the group's running attempt (or job) to end: none of
+    /// its jobs (or the job) has started.
     pub waiting: bool,
 }
 
@@ -122,6 +123,10 @@ pub struct JobView {
     /// A listening job (`listen:`): what it listens for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listening: Option<ListeningView>,
+    /// A job with `concurrency:`, once it was due to start: its group and
+    /// whether it waits for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyView>,
 }
 
 /// What an approval job waits for, and the decisions so far.

@@ -17,7 +17,11 @@ fn node(key: &str) -> String {
 fn label(job: &JobView) -> String {
     let carried = if job.carried_over { ", carried over" } else { "" };
     let soft = if job.soft_failed { ", soft-failed" } else { "" };
-    format!("{} ({}{soft}{carried})", job.key, job.status)
+    let group = match job.concurrency.as_ref().filter(|group| group.waiting) {
+        Some(group) => format!(", waiting for {}", group.group),
+        None => String::new(),
+    };
+    format!("{} ({}{soft}{carried}{group})", job.key, job.status)
 }
 
 /// Mermaid `flowchart LR`, one class per status so renderers colour them.

@@ -298,6 +298,11 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
         if job.carried_over {
             status.push_str(" [carried over]");
         }
+        // `pending (waiting for concurrency group deploy-prod)`: a job
+        // whose group another run's job holds.
+        if let Some(group) = job.concurrency.as_ref().filter(|group| group.waiting) {
+            status.push_str(&format!(" (waiting for concurrency group {})", group.group));
+        }
         // `listening for review (2 waiting; until …)`: a listening job.
         if let (false, Some(listening)) = (job.status.is_terminal(), &job.listening) {
             let until =
@@ -396,6 +401,19 @@ mod tests {
         replaced.attempts[0].concurrency =
             Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: false });
         assert_eq!(changes(Some(&waiting), &replaced)[0], "run ci #7 (attempt 1): cancelled (concurrency_replaced)");
+    }
+
+    #[test]
+    fn a_job_waiting_for_its_group_says_which() {
+        let mut waiting = view("pending", "pending", None);
+        waiting.attempts[0].jobs[0].concurrency =
+            Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: true });
+        let lines = changes(None, &waiting);
+        assert!(lines.iter().any(|l| l.ends_with("pending (waiting for concurrency group deploy-prod)")), "{lines:?}");
+        let mut holding = waiting.clone();
+        holding.attempts[0].jobs[0].concurrency =
+            Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: false });
+        assert!(!changes(None, &holding).iter().any(|l| l.contains("waiting for concurrency group")));
     }
 
     #[test]

@@ -55,7 +55,6 @@ use crate::context::Context;
 use crate::error::StoreError;
 use crate::store::attempts::{AttemptItem, AttemptStep, AttemptWrite};
 use crate::store::{display_sdk_error, Store};
-use crate::workflows::attempt::AlreadyFinished;
 use crate::workflows::concurrency::Member;
 use crate::workflows::StatusReason;
 
@@ -439,25 +438,31 @@ pub async fn wake(
 /// has ended): the attempt ends `cancelled` with reason
 /// `concurrency_replaced`, its runners are told as on any cancel, and its
 /// orchestration is woken to end what one transaction could not hold (or,
-/// when the cancel ended it, it leaves the group first).
+/// when the cancel ended it, it leaves the group first). A replaced job
+/// (`other.job`) ends `cancelled` alone, and its orchestration, woken,
+/// leaves the group for it and goes on.
 pub async fn replace_in_group(context: &Context, other: Member, group: &str) -> Result<(), StoreError> {
     let updated = context
         .store
         .update_attempt(other.run_id, other.attempt, context.config.outbox_ttl_days, |next, definition| {
             let now = chrono::Utc::now();
             let reason = StatusReason::ConcurrencyReplaced;
-            Ok::<_, StoreError>(match next.state.cancel_because(definition, now, JOBS_PER_TRANSACTION, reason) {
-                Ok(change) => AttemptStep::Write(AttemptWrite {
-                    emitted: change.emitted,
-                    progressed: true,
-                    ..AttemptWrite::default()
-                }),
-                Err(AlreadyFinished) => AttemptStep::Done,
+            let emitted = match other.job {
+                Some(job) => next.state.replace_job(job, now),
+                None => {
+                    next.state.cancel_because(definition, now, JOBS_PER_TRANSACTION, reason).ok().map(|c| c.emitted)
+                }
+            };
+            Ok::<_, StoreError>(match emitted {
+                Some(emitted) => {
+                    AttemptStep::Write(AttemptWrite { emitted, progressed: true, ..AttemptWrite::default() })
+                }
+                None => AttemptStep::Done,
             })
         })
         .await?;
     let Some(updated) = updated.filter(|u| u.writes > 0) else { return Ok(()) };
-    tracing::info!(run_id = %other.run_id, attempt = other.attempt, group, "replaced in its concurrency group");
+    tracing::info!(run_id = %other.run_id, attempt = other.attempt, job = ?other.job, group, "replaced in its concurrency group");
     wake_after_cancel(context, &updated.item).await
 }
 
@@ -485,17 +490,41 @@ pub async fn wake_after_cancel(context: &Context, item: &AttemptItem) -> Result<
 /// if this fails, the writer does not wake, and the done attempt's next
 /// step leaves instead.
 pub async fn leave_group_if_done(context: &Context, item: &AttemptItem) -> Result<(), StoreError> {
-    let Some(hold) = item.state.concurrency.as_ref().filter(|_| item.state.is_done()) else { return Ok(()) };
-    let store = &context.store;
+    if !item.state.is_done() {
+        return Ok(());
+    }
     let workspace_id = &item.state.workspace_id;
-    let mut leaving = vec![item.state.member()];
-    // Bounded: each leave takes one attempt off the group.
+    if let Some(hold) = item.state.concurrency.as_ref() {
+        leave_group(context, workspace_id, &hold.group, item.state.member()).await?;
+    }
+    // Jobs whose leave the orchestrator did not get to (a cancel ended the
+    // attempt, and the woken orchestration ends without another step).
+    for (group, member) in item.state.job_groups() {
+        leave_group(context, workspace_id, &group, member).await?;
+    }
+    Ok(())
+}
+
+/// `me` leaves `group`, and each attempt or job that holds it in its place
+/// is woken: an attempt marked holding first, a job by its attempt's
+/// progress (its orchestration joins again and is told it holds). One that
+/// ended while it waited passes the group on at once. Idempotent.
+pub async fn leave_group(context: &Context, workspace_id: &str, group: &str, me: Member) -> Result<(), StoreError> {
+    let store = &context.store;
+    let mut leaving = vec![me];
+    // Bounded: each leave takes one member off the group.
     while let Some(me) = leaving.pop() {
-        for next in store.leave_concurrency_group(workspace_id, &hold.group, me).await? {
-            tracing::info!(run_id = %me.run_id, next_run_id = %next.run_id, next_attempt = next.attempt, group = %hold.group, "concurrency group handed on");
+        for next in store.leave_concurrency_group(workspace_id, group, me).await? {
+            tracing::info!(run_id = %me.run_id, job = ?me.job, next_run_id = %next.run_id, next_attempt = next.attempt, next_job = ?next.job, group, "concurrency group handed on");
             let updated = store
                 .update_attempt(next.run_id, next.attempt, context.config.outbox_ttl_days, |waiting, _| {
-                    Ok::<_, StoreError>(if waiting.state.hold_group() {
+                    let turn = match next.job {
+                        None => waiting.state.hold_group(),
+                        // A job that has not ended (an `always()` job of a
+                        // cancelled attempt too) is still going to start.
+                        Some(job) => waiting.state.jobs.iter().any(|j| j.id == job && !j.status.is_terminal()),
+                    };
+                    Ok::<_, StoreError>(if turn {
                         AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
                     } else {
                         AttemptStep::Done
@@ -503,7 +532,7 @@ pub async fn leave_group_if_done(context: &Context, item: &AttemptItem) -> Resul
                 })
                 .await?;
             match updated {
-                Some(updated) if !updated.item.state.is_done() => {
+                Some(updated) if updated.writes > 0 || (next.job.is_none() && !updated.item.state.is_done()) => {
                     let max_wait = context.config.orchestration.max_wait;
                     if let Err(err) = wake(&context.clients.sfn, &updated.item, max_wait).await {
                         tracing::warn!(run_id = %next.run_id, error = %err, "could not wake the attempt next in its group");

@@ -89,10 +89,24 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
         now,
     });
     if let Some(spec) = &definition.concurrency {
-        let scope = CreateScope { inputs: body.inputs.as_ref(), workspace_id: &workspace_id, run_id };
+        let scope = CreateScope { inputs: body.inputs.as_ref(), workspace_id: &workspace_id, run_id, job: None };
         let hold = concurrency::hold_of(spec, &scope)
             .map_err(|(field, why)| ApiError::new(ErrorCode::InvalidDefinition, format!("{field}: {why}")))?;
         attempt.concurrency = Some(hold);
+    }
+    // A job's group is expanded when the job is due, from what is known
+    // now: a name that comes out bad is refused here, not then.
+    for job in definition.jobs.iter().filter(|job| job.concurrency.is_some()) {
+        let Some(spec) = &job.concurrency else { continue };
+        let scope = CreateScope {
+            inputs: body.inputs.as_ref(),
+            workspace_id: &workspace_id,
+            run_id,
+            job: Some((&job.key, job.matrix.as_ref())),
+        };
+        concurrency::hold_of(spec, &scope).map_err(|(field, why)| {
+            ApiError::new(ErrorCode::InvalidDefinition, format!("jobs.{}.{field}: {why}", job.key))
+        })?;
     }
     let created = context
         .store

@@ -35,14 +35,14 @@ use baton_shared::context::Context;
 use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{
-    complete_task, fail_task, leave_group_if_done, parked_past_deadline, replace_in_group, report, AdvanceOutput,
-    TaskMessage, JOBS_PER_TRANSACTION,
+    complete_task, fail_task, leave_group, leave_group_if_done, parked_past_deadline, replace_in_group, report,
+    AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
 };
 use baton_shared::sqs::partial_batch;
 use baton_shared::store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
 use baton_shared::store::contention;
 use baton_shared::store::records::RunnerRecord;
-use baton_shared::workflows::attempt::{AttemptState, Emitted, MissingData, RunnerEndings};
+use baton_shared::workflows::attempt::{AttemptState, Emitted, GroupRequest, MissingData, RunnerEndings};
 use baton_shared::workflows::concurrency::{GroupHold, Member};
 use baton_shared::workflows::references::ExpressionData;
 use baton_shared::workflows::WorkflowDefinition;
@@ -309,6 +309,24 @@ async fn step(
                     // outputs. Jobs due together may want the same need's.
                     for id in missing.outputs {
                         data.outputs.insert(id, found.get(&id).cloned().unwrap_or_default());
+                    }
+                }
+                for request in missing.groups {
+                    match request {
+                        GroupRequest::Join { hold, member } => {
+                            let Some(job) = member.job else { continue };
+                            let joined = store.join_concurrency_group(&workspace_id, &hold, member).await?;
+                            tracing::info!(%run_id, attempt, %job, group = %hold.group, holding = joined.holding, replaced = joined.to_cancel.len(), "a job joined its concurrency group");
+                            for other in joined.to_cancel {
+                                replace_in_group(context, other, &hold.group).await?;
+                            }
+                            data.joined.insert(job, joined.holding);
+                        }
+                        GroupRequest::Leave { group, member } => {
+                            let Some(job) = member.job else { continue };
+                            leave_group(context, &workspace_id, &group, member).await?;
+                            data.left.insert(job);
+                        }
                     }
                 }
             }

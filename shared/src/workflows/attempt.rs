@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::approval::{self, ApprovalSpec, Approver, TimedOut, Verdict};
-use super::concurrency::{GroupHold, HoldStatus, Member};
+use super::concurrency::{self, GroupHold, HoldStatus, Member};
 use super::dag::{plan_advance, JobSnapshot};
 use super::definition::{JobDefinition, WorkflowDefinition};
 use super::execution::{apply_execution_event, ExecutionEvent, ExecutionState, ExecutionUpdate};
@@ -140,6 +140,10 @@ pub struct JobState {
     /// the refs delivered (`workflows::listening`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<ListenState>,
+    /// Its place in its `concurrency:` group, once it was due to start: it
+    /// is queued only holding it, and leaves it when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<GroupHold>,
 }
 
 impl JobState {
@@ -463,19 +467,35 @@ pub struct InlineAdvance {
     pub complete: bool,
 }
 
-/// Data the expressions of jobs due to start read, not given to `advance`.
+/// Data the expressions of jobs due to start read, not given to `advance`,
+/// and the concurrency groups jobs must join or leave first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MissingData {
     /// The run's inputs.
     pub inputs: bool,
     /// The outputs of these (finished) executions.
     pub outputs: Vec<Uuid>,
+    /// Groups to join (jobs due to start) or leave (jobs that ended); the
+    /// answers go in [`ExpressionData::joined`] and [`ExpressionData::left`].
+    pub groups: Vec<GroupRequest>,
 }
 
 impl MissingData {
     pub fn is_empty(&self) -> bool {
-        !self.inputs && self.outputs.is_empty()
+        !self.inputs && self.outputs.is_empty() && self.groups.is_empty()
     }
+}
+
+/// A job's business with its concurrency group, for the orchestrator (the
+/// group item is its own write: `store::concurrency`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupRequest {
+    /// The job is due to start: it joins (idempotent: joining again tells
+    /// whether it holds the group now).
+    Join { hold: GroupHold, member: Member },
+    /// The job ended: it leaves, and whoever holds the group in its place
+    /// is woken.
+    Leave { group: String, member: Member },
 }
 
 /// How executions past a deadline ended on the runners' side, as their
@@ -541,6 +561,7 @@ impl AttemptState {
                     earlier_executions: Vec::new(),
                     decisions: Vec::new(),
                     listen: None,
+                    concurrency: None,
                 },
                 None => JobState {
                     id: crate::ids::new_id(),
@@ -556,6 +577,7 @@ impl AttemptState {
                     earlier_executions: Vec::new(),
                     decisions: Vec::new(),
                     listen: None,
+                    concurrency: None,
                 },
             })
             .collect();
@@ -578,7 +600,92 @@ impl AttemptState {
 
     /// This attempt as its concurrency group lists it.
     pub fn member(&self) -> Member {
-        Member { run_id: self.run_id, attempt: self.attempt }
+        Member { run_id: self.run_id, attempt: self.attempt, job: None }
+    }
+
+    /// Job `index` as its concurrency group lists it.
+    fn job_member(&self, index: usize) -> Member {
+        Member { run_id: self.run_id, attempt: self.attempt, job: Some(self.jobs[index].id) }
+    }
+
+    /// Where job `index`, due to start, stands with its concurrency group:
+    /// free to start (no group, or holding it), holding it now (the group
+    /// said so), waiting (the group said so), or not asked yet.
+    fn job_group_turn(
+        &self,
+        index: usize,
+        defined: &JobDefinition,
+        scope: &JobScope<'_>,
+        data: &ExpressionData,
+    ) -> GroupTurn {
+        let Some(spec) = &defined.concurrency else { return GroupTurn::Free };
+        let job = &self.jobs[index];
+        if job.concurrency.as_ref().is_some_and(|hold| hold.status == HoldStatus::Holding) {
+            return GroupTurn::Free;
+        }
+        // The name was checked when the run was created, from the same
+        // inputs, matrix values and ids: it cannot come out bad here. Were
+        // it to, the job's key stands in (the job still takes turns).
+        let hold = concurrency::hold_of(spec, scope).unwrap_or_else(|_| GroupHold {
+            group: defined.key.clone(),
+            cancel_in_progress: false,
+            queue: spec.queue,
+            limit: spec.limit,
+            status: HoldStatus::Waiting,
+        });
+        match data.joined.get(&job.id) {
+            Some(true) => GroupTurn::Holds(GroupHold { status: HoldStatus::Holding, ..hold }),
+            Some(false) => GroupTurn::Waits(hold),
+            None => GroupTurn::Ask(GroupRequest::Join { hold, member: self.job_member(index) }),
+        }
+    }
+
+    /// Jobs that ended in a group they have not left yet leave it (asked of
+    /// the orchestrator; once it says they have, their holds are marked
+    /// left). How many holds it marked.
+    fn leave_job_groups(&mut self, data: &ExpressionData, change: &mut Change) -> usize {
+        let mut marked = 0;
+        for index in 0..self.jobs.len() {
+            let job = &self.jobs[index];
+            let Some(hold) = job.concurrency.as_ref().filter(|h| h.status != HoldStatus::Left) else { continue };
+            if !job.status.is_terminal() {
+                continue;
+            }
+            if data.left.contains(&job.id) {
+                if let Some(hold) = self.jobs[index].concurrency.as_mut() {
+                    hold.status = HoldStatus::Left;
+                }
+                change.changed = true;
+                marked += 1;
+            } else {
+                let group = hold.group.clone();
+                change.missing.groups.push(GroupRequest::Leave { group, member: self.job_member(index) });
+            }
+        }
+        marked
+    }
+
+    /// The concurrency groups held (or waited for) by jobs that have not
+    /// left them: what a done attempt leaves on its way out.
+    pub fn job_groups(&self) -> Vec<(String, Member)> {
+        (0..self.jobs.len())
+            .filter_map(|index| {
+                let hold = self.jobs[index].concurrency.as_ref().filter(|h| h.status != HoldStatus::Left)?;
+                Some((hold.group.clone(), self.job_member(index)))
+            })
+            .collect()
+    }
+
+    /// Job `job_id` is replaced in its concurrency group by a newer job:
+    /// it ends `cancelled` (reason `concurrency_replaced`; its runner is
+    /// told as on any cancel) unless it has ended already (`None`).
+    pub fn replace_job(&mut self, job_id: Uuid, now: DateTime<Utc>) -> Option<Vec<Emitted>> {
+        let index = self.jobs.iter().position(|job| job.id == job_id)?;
+        if self.jobs[index].status.is_terminal() {
+            return None;
+        }
+        let reason = Some(StatusReason::ConcurrencyReplaced);
+        Some(self.end_job(index, JobStatus::Cancelled, ExecutionStatus::Cancelled, reason, now))
     }
 
     /// Whether it waits for its concurrency group (no job may start).
@@ -1099,7 +1206,7 @@ impl AttemptState {
             self.deadline = Some(now + scaled(definition.timeout_minutes, minute));
             change.changed = true;
         }
-        let mut touched = 0;
+        let mut touched = self.leave_job_groups(data, &mut change);
 
         // The run timeout: everything still going ends as timed out.
         let run_timed_out = !self.status.is_terminal() && self.deadline.is_some_and(|d| d <= now);
@@ -1293,6 +1400,27 @@ impl AttemptState {
                         .when
                         .as_deref()
                         .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
+                    // A job in a concurrency group starts only holding it.
+                    let turn =
+                        if admitted { self.job_group_turn(index, defined, &scope, data) } else { GroupTurn::Free };
+                    let holds = match turn {
+                        GroupTurn::Free => None,
+                        GroupTurn::Holds(hold) => Some(hold),
+                        GroupTurn::Waits(hold) => {
+                            complete = false;
+                            if self.jobs[index].concurrency.is_none() {
+                                self.jobs[index].concurrency = Some(hold);
+                                change.changed = true;
+                                touched += 1;
+                            }
+                            continue;
+                        }
+                        GroupTurn::Ask(request) => {
+                            complete = false;
+                            change.missing.groups.push(request);
+                            continue;
+                        }
+                    };
                     let emitted = if admitted && defined.approval.is_some() {
                         self.await_approval(index, defined, now, minute).into_iter().collect()
                     } else if let (true, Some(listen)) = (admitted, defined.listen.as_ref()) {
@@ -1310,6 +1438,9 @@ impl AttemptState {
                             now,
                         )
                     };
+                    if let Some(hold) = holds {
+                        self.jobs[index].concurrency = Some(hold);
+                    }
                     change.emitted.extend(emitted);
                 }
             }
@@ -1660,6 +1791,18 @@ impl AttemptState {
         }
         Ok(change)
     }
+}
+
+/// Where a job due to start stands with its concurrency group.
+enum GroupTurn {
+    /// It has no group, or holds it already: it starts.
+    Free,
+    /// The group just said it holds it: it starts, holding.
+    Holds(GroupHold),
+    /// The group said it waits: it waits, its hold recorded.
+    Waits(GroupHold),
+    /// The group must be asked first.
+    Ask(GroupRequest),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

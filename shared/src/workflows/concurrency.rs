@@ -16,6 +16,13 @@
 //! keeps up to N waiting in order; `cancel-in-progress` cancels the
 //! running attempt and every waiting one when a new one joins (the new one
 //! still waits for the cancelled one's `always()` jobs to end).
+//!
+//! `concurrency:` on a job puts that job (each matrix leg on its own) in a
+//! group the same way: the job is not queued before it holds the group, it
+//! leaves when it ends, and a replaced job ends `cancelled` (reason
+//! `concurrency_replaced`) while the rest of its run goes on as after any
+//! cancelled job. Jobs and runs share the workspace's group names, as on
+//! GitHub, so a run-level `deploy` and a job-level `deploy` take turns.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -69,13 +76,19 @@ pub enum HoldStatus {
     Waiting,
     /// The group's holder: the attempt runs.
     Holding,
+    /// A job's hold only: the job ended and has left the group (the
+    /// attempt's own hold needs no such mark: a done attempt leaves).
+    Left,
 }
 
-/// One attempt, as a group lists it.
+/// One attempt, or one job of an attempt, as a group lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
     pub run_id: Uuid,
     pub attempt: u32,
+    /// The job's id when a job-level `concurrency:` joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<Uuid>,
 }
 
 /// A group's holders and waiting attempts, oldest first.
@@ -184,11 +197,14 @@ impl GroupState {
     }
 }
 
-/// What a group's expressions may read when the run is created.
+/// What a group's expressions may read when the run is created: a job's
+/// group also its job key and matrix values.
 pub struct CreateScope<'a> {
     pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
     pub workspace_id: &'a str,
     pub run_id: Uuid,
+    /// For a job's group: its key and, for a matrix leg, its values.
+    pub job: Option<(&'a str, Option<&'a super::matrix::MatrixLeg>)>,
 }
 
 impl Scope for CreateScope<'_> {
@@ -200,21 +216,31 @@ impl Scope for CreateScope<'_> {
             }),
             Reference::Baton(BatonField::WorkspaceId) => Some(self.workspace_id.to_string()),
             Reference::Baton(BatonField::RunId) => Some(self.run_id.to_string()),
+            Reference::Baton(BatonField::Job) => self.job.map(|(key, _)| key.to_string()),
+            // As a job's scope reads it (`references::JobScope`).
+            Reference::Matrix(name) => Some(self.job?.1?.value(name).unwrap_or_default().to_string()),
             _ => None,
         }
     }
 }
 
-/// Whether `reference` may be read by `concurrency:` (the rest is not known
-/// when the run is created).
+/// Whether `reference` may be read by a workflow's `concurrency:` (the rest
+/// is not known when the run is created).
 pub fn readable(reference: &Reference) -> bool {
     matches!(reference, Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId))
 }
 
-/// The first attempt's hold of a run created with `spec`: the group name
-/// and `cancel-in-progress` expanded, waiting. Errs with the field and why
+/// Whether `reference` may be read by a job's `concurrency:`: what a
+/// workflow's may, and the job's key and matrix values, all known when the
+/// run is created (so a bad name is refused then, not when the job is due).
+pub fn readable_by_job(reference: &Reference) -> bool {
+    readable(reference) || matches!(reference, Reference::Baton(BatonField::Job) | Reference::Matrix(_))
+}
+
+/// The hold of `spec` as `scope` expands it: the group name and
+/// `cancel-in-progress` expanded, waiting. Errs with the field and why
 /// when the name comes out empty or too long.
-pub fn hold_of(spec: &ConcurrencySpec, scope: &CreateScope<'_>) -> Result<GroupHold, (&'static str, String)> {
+pub fn hold_of(spec: &ConcurrencySpec, scope: &impl Scope) -> Result<GroupHold, (&'static str, String)> {
     let group = expressions::interpolate(&spec.group, scope).trim().to_string();
     if group.is_empty() {
         return Err(("concurrency.group", "the group's name comes out empty for this run's inputs".into()));
@@ -246,7 +272,7 @@ mod tests {
     use super::*;
 
     fn member(n: u128) -> Member {
-        Member { run_id: Uuid::from_u128(n), attempt: 1 }
+        Member { run_id: Uuid::from_u128(n), attempt: 1, job: None }
     }
 
     #[test]
@@ -406,7 +432,7 @@ mod tests {
     #[test]
     fn a_group_name_is_expanded_from_inputs_and_baton_when_the_run_is_created() {
         let inputs = serde_json::json!({"env": "prod"});
-        let scope = CreateScope { inputs: inputs.as_object(), workspace_id: "ws", run_id: Uuid::nil() };
+        let scope = CreateScope { inputs: inputs.as_object(), workspace_id: "ws", run_id: Uuid::nil(), job: None };
         let spec = ConcurrencySpec {
             group: "deploy-${{ inputs.env }}".into(),
             cancel_in_progress: Some("${{ inputs.env == 'prod' }}".into()),

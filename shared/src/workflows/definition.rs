@@ -137,6 +137,10 @@ pub struct JobDefinition {
     /// it, until one resolves it or its listening times out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<super::listening::ListenSpec>,
+    /// `concurrency:` on the job: the group the job (each leg on its own)
+    /// takes turns in across the workspace's runs (`workflows::concurrency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<super::concurrency::ConcurrencySpec>,
 }
 
 /// One step of a job: a shell command the runner executes.

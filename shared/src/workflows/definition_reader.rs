@@ -40,6 +40,7 @@ const JOB_FIELDS: &[&str] = &[
     "mask-env",
     "approval",
     "listen",
+    "concurrency",
 ];
 const LISTEN_FIELDS: &[&str] = &["events", "timeout-minutes", "if"];
 const APPROVAL_FIELDS: &[&str] = &["required", "from", "inputs", "timeout-minutes", "on-timeout"];
@@ -135,7 +136,7 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
         .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
     let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
     let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
-    let concurrency = read_concurrency(fields.get("concurrency"), &top.field("concurrency"))?;
+    let concurrency = read_concurrency(fields.get("concurrency"), &top.field("concurrency"), Level::Workflow)?;
     Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, concurrency, jobs, matrices })
 }
 
@@ -382,6 +383,7 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
             steps: Vec::new(),
             approval: Some(approval),
             listen: None,
+            concurrency: read_concurrency(fields.get("concurrency"), &at.field("concurrency"), Level::Job)?,
         };
         return Ok((job, None));
     }
@@ -437,6 +439,7 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
         steps,
         approval: None,
         listen,
+        concurrency: read_concurrency(fields.get("concurrency"), &at.field("concurrency"), Level::Job)?,
     };
     Ok((job, matrix))
 }
@@ -970,13 +973,41 @@ fn read_continue_on_error(node: Option<&YamlNode>, at: &Location) -> Result<Opti
     }
 }
 
+/// Where a `concurrency:` stands: what its expressions may read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Workflow,
+    Job,
+}
+
+impl Level {
+    fn readable(self, reference: &Reference) -> bool {
+        match self {
+            Level::Workflow => concurrency::readable(reference),
+            Level::Job => concurrency::readable_by_job(reference),
+        }
+    }
+
+    fn known(self) -> &'static str {
+        match self {
+            Level::Workflow => "inputs, baton.workspace_id and baton.run_id are",
+            Level::Job => "inputs, matrix, baton.job, baton.workspace_id and baton.run_id are",
+        }
+    }
+}
+
 /// `concurrency:`: a group name (`concurrency: deploy-${{ inputs.env }}`),
-/// or `{group, cancel-in-progress, queue}`; `queue` is how many runs may
-/// wait, 1 (the default: a newer waiting run replaces the older) to 100,
-/// or `max` (100). The group and `cancel-in-progress` may read `inputs`,
-/// `baton.workspace_id` and `baton.run_id`: they are expanded when the run
+/// or `{group, cancel-in-progress, queue, limit}`; `queue` is how many
+/// may wait, 1 (the default: a newer waiting one replaces the older) to
+/// 100, or `max` (100). The group and `cancel-in-progress` may read
+/// `inputs`, `baton.workspace_id` and `baton.run_id` (a job's also
+/// `matrix` and `baton.job`): they are expanded, and checked, when the run
 /// is created.
-fn read_concurrency(node: Option<&YamlNode>, at: &Location) -> Result<Option<ConcurrencySpec>, DefinitionError> {
+fn read_concurrency(
+    node: Option<&YamlNode>,
+    at: &Location,
+    level: Level,
+) -> Result<Option<ConcurrencySpec>, DefinitionError> {
     let Some(node) = node else { return Ok(None) };
     let (group_node, cancel, queue, limit) = match node {
         YamlNode::Mapping(_) => {
@@ -995,17 +1026,15 @@ fn read_concurrency(node: Option<&YamlNode>, at: &Location) -> Result<Option<Con
         other => return Err(group_at.expected("a group name", other)),
     };
     for reference in expressions::text_references(&group).map_err(|e| group_at.error(e))? {
-        if !concurrency::readable(&reference) {
-            return Err(group_at.error(format!(
-                "{reference} is not known when the run is created: inputs, baton.workspace_id and baton.run_id are"
-            )));
+        if !level.readable(&reference) {
+            return Err(group_at.error(format!("{reference} is not known when the run is created: {}", level.known())));
         }
     }
     let cancel_at = at.field("cancel-in-progress");
     let cancel_in_progress = read_continue_on_error(cancel, &cancel_at)?;
     if let Some(text) = &cancel_in_progress {
         for reference in expressions::text_references(text).map_err(|e| cancel_at.error(e))? {
-            if !concurrency::readable(&reference) {
+            if !level.readable(&reference) {
                 return Err(cancel_at.error(format!("{reference} is not known when the run is created")));
             }
         }

@@ -26,6 +26,12 @@ fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
     if let Some(text) = &job.priority {
         fields.push(("priority".into(), text.as_str(), job_env.clone()));
     }
+    if let Some(spec) = &job.concurrency {
+        fields.push(("concurrency.group".into(), spec.group.as_str(), Vec::new()));
+        if let Some(text) = &spec.cancel_in_progress {
+            fields.push(("concurrency.cancel-in-progress".into(), text.as_str(), Vec::new()));
+        }
+    }
     for (index, step) in job.steps.iter().enumerate() {
         let mut visible = job_env.clone();
         visible.extend(step.env.keys().map(String::as_str));
@@ -278,14 +284,19 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     (inputs, needs)
 }
 
-/// What the orchestrator read for the expressions of the jobs it queues:
-/// the run's inputs and finished executions' outputs (values as text).
+/// What the orchestrator read for the expressions of the jobs it queues
+/// (the run's inputs and finished executions' outputs, values as text), and
+/// what their concurrency groups answered.
 #[derive(Debug, Clone, Default)]
 pub struct ExpressionData {
     /// `None` until read.
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
     /// By execution id; an execution that reported none maps to nothing.
     pub outputs: HashMap<Uuid, BTreeMap<String, String>>,
+    /// By job id: whether the job holds the group it joined.
+    pub joined: HashMap<Uuid, bool>,
+    /// Jobs that have left their groups, by id.
+    pub left: std::collections::HashSet<Uuid>,
 }
 
 /// The values a job's expressions see when it is queued.

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::attempt::{step_id, AttemptState, RunState};
+use super::concurrency::HoldStatus;
 use super::definition::WorkflowDefinition;
 use super::status::StepStatus;
 use crate::facts::StepResult;
@@ -126,6 +127,10 @@ fn attempt_view(
                     labels: defined.map(|d| d.labels.clone()).unwrap_or_default(),
                     needs: defined.map(|d| d.needs.clone()).unwrap_or_default(),
                     carried_over: job.carried_over,
+                    concurrency: job.concurrency.as_ref().map(|hold| ConcurrencyView {
+                        group: hold.group.clone(),
+                        waiting: hold.status == HoldStatus::Waiting && !job.status.is_terminal(),
+                    }),
                     outputs: job
                         .carried_from
                         .or(job.execution.as_ref().map(|e| e.id))

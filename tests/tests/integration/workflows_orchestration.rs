@@ -836,6 +836,134 @@ async fn a_group_with_a_limit_of_two_runs_two_at_once_and_starts_the_oldest_wait
     .await;
 }
 
+/// Whether `run`'s job `key` has been queued (its fact published).
+fn was_queued(stack: &baton_tests::TestStack, run: &str, key: &str) -> bool {
+    queued_keys(stack, run).iter().any(|queued| queued == key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_concurrency_group_runs_one_deploy_at_a_time_across_runs_under_faults_while_the_rest_goes_on() {
+    // As the run-level test: the group item's writes lose answers or are
+    // throttled, the attempts' transactions meet conflicts.
+    let faults =
+        "seed=29;dynamodb.PutItem:lost=0.3;dynamodb.PutItem:throttle=0.2;dynamodb.TransactWriteItems:conflict=0.2";
+    let plan = std::sync::Arc::new(baton_localstack::faults::FaultPlan::parse(faults).unwrap().unwrap());
+    let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
+    let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    let ws = workspace();
+    let yaml = "name: ship
+jobs:
+  build:
+    runs-on: linux
+    steps: [{run: make}]
+  deploy:
+    needs: build
+    runs-on: linux
+    concurrency: {group: 'deploy-${{ inputs.env }}', queue: max}
+    steps: [{run: ./deploy}]
+  notify:
+    needs: deploy
+    runs-on: linux
+    steps: [{run: ./notify}]
+";
+    let create = || {
+        let (stack, ws) = (&stack, ws.clone());
+        async move {
+            let body = json!({"definition": yaml, "inputs": {"env": "prod"}});
+            let (status, body) = post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
+            assert_eq!(status, 201, "{body:#}");
+            body["id"].as_str().expect("id").to_string()
+        }
+    };
+    let mut runs = futures::future::join_all((0..3).map(|_| create())).await;
+    // Every run's build runs at once: only the deploys take turns.
+    for run in &runs {
+        run_job(&stack, &ws, run, 1, "build", JobOutcome::Succeeded).await;
+    }
+    let mut order = Vec::new();
+    while !runs.is_empty() {
+        let next = baton_tests::wait_for("a deploy of the group to be queued", WAIT, || async {
+            let started: Vec<&String> = runs.iter().filter(|run| was_queued(&stack, run, "deploy")).collect();
+            assert!(started.len() <= 1, "two deploys of one group queued: {started:?}");
+            started.first().map(|run| (*run).clone())
+        })
+        .await;
+        for other in runs.iter().filter(|run| **run != next) {
+            // Once its orchestration has joined, the view says what it waits for.
+            wait_view(&stack, &ws, other, "a deploy waiting for its group", |view| {
+                job(view, 1, "deploy")["concurrency"] == json!({"group": "deploy-prod", "waiting": true})
+            })
+            .await;
+        }
+        run_job(&stack, &ws, &next, 1, "deploy", JobOutcome::Succeeded).await;
+        run_job(&stack, &ws, &next, 1, "notify", JobOutcome::Succeeded).await;
+        let view = wait_run_status(&stack, &ws, &next, "succeeded").await;
+        assert_eq!(job(&view, 1, "deploy")["concurrency"], json!({"group": "deploy-prod", "waiting": false}));
+        order.push(ran_between(&view, "deploy"));
+        runs.retain(|run| *run != next);
+    }
+    for pair in order.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "overlapping deploys of one group: {order:?}");
+    }
+    baton_tests::wait_for("the last deploy to leave the group empty", WAIT, || async {
+        let group = stack.store.concurrency_group(&ws, "deploy-prod").await.unwrap();
+        (group.holders.is_empty() && group.queue.is_empty()).then_some(())
+    })
+    .await;
+    let injected = plan.injected_by_kind();
+    assert!(injected.get("lost").copied().unwrap_or(0) > 0, "{injected:?}");
+    stack.assert_all_facts_valid();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_deploy_cancels_the_one_in_progress_and_its_run_goes_on_without_it() {
+    let stack = start().await;
+    let ws = workspace();
+    let yaml = "name: ship
+jobs:
+  deploy:
+    runs-on: linux
+    concurrency: {group: prod, cancel-in-progress: true}
+    steps: [{run: ./deploy}]
+  notify:
+    needs: deploy
+    runs-on: linux
+    steps: [{run: ./notify}]
+  report:
+    needs: deploy
+    if: always()
+    runs-on: linux
+    steps: [{run: ./report}]
+";
+    let first = create_run(&stack, &ws, yaml).await["id"].as_str().expect("id").to_string();
+    let deploying = queued(&stack, &first, 1, "deploy").await;
+    let runner = stack.runner(&ws, &["linux"]).await;
+    let claimed = stack.claim(&runner.session_token).await.expect("the first deploy is claimed");
+    assert_eq!(claimed.job_execution_id, deploying.fact.detail.job_execution_id);
+
+    let second = create_run(&stack, &ws, yaml).await["id"].as_str().expect("id").to_string();
+    // The newer deploy replaces the running one: cancelled, its runner told
+    // at a heartbeat, and its run goes on as after any cancelled job.
+    let view = wait_view(&stack, &ws, &first, "the first deploy replaced", |view| {
+        job(view, 1, "deploy")["status"] == "cancelled"
+    })
+    .await;
+    assert_eq!(job(&view, 1, "deploy")["status_reason"], "concurrency_replaced", "{view:#}");
+    baton_tests::wait_for("the replaced deploy's runner told", WAIT, || async {
+        let answer = stack.heartbeat(&claimed.lease.token, claimed.job_execution_id).await;
+        (answer.body["cancel"] == true).then_some(())
+    })
+    .await;
+    run_job(&stack, &ws, &first, 1, "report", JobOutcome::Succeeded).await;
+    let view = wait_run_status(&stack, &ws, &first, "succeeded").await;
+    assert_eq!(job(&view, 1, "notify")["status"], "skipped", "{view:#}");
+    // The newer one runs once the replaced one has left.
+    run_job(&stack, &ws, &second, 1, "deploy", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &second, 1, "notify", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &second, 1, "report", JobOutcome::Succeeded).await;
+    wait_run_status(&stack, &ws, &second, "succeeded").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_retried_after_its_runner_was_lost_goes_to_another_runner_first() {
     let stack = start().await;

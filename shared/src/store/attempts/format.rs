@@ -106,6 +106,10 @@ struct JobV1 {
     /// A listening job's state (added within format 1; absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     listen: Option<crate::workflows::listening::ListenState>,
+    /// A job's place in its `concurrency:` group (added within format 1;
+    /// absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<GroupHold>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -158,6 +162,7 @@ impl From<&AttemptState> for AttemptV1 {
                     execution: j.execution.as_ref().map(ExecutionV1::from),
                     decisions: j.decisions.clone(),
                     listen: j.listen.clone(),
+                    concurrency: j.concurrency.clone(),
                 })
                 .collect(),
             concurrency: s.concurrency.clone(),
@@ -196,6 +201,7 @@ impl From<AttemptV1> for AttemptState {
                     execution: j.execution.map(ExecutionRecord::from),
                     decisions: j.decisions,
                     listen: j.listen,
+                    concurrency: j.concurrency,
                 })
                 .collect(),
             concurrency: s.concurrency,

@@ -1073,3 +1073,102 @@ fn a_listening_job_times_out_and_a_resolve_before_any_event_succeeds() {
     state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
     assert_eq!(status_of(&state, "on-review"), JobStatus::Succeeded);
 }
+
+fn deploy_definition() -> WorkflowDefinition {
+    parse_definition(
+        r#"
+jobs:
+  build:
+    runs-on: linux
+    steps: [{run: make}]
+  deploy:
+    needs: build
+    runs-on: linux
+    concurrency: {group: "deploy-${{ inputs.env }}", queue: 2}
+    steps: [{run: ./deploy}]
+  notify:
+    needs: deploy
+    runs-on: linux
+    steps: [{run: ./notify}]
+"#,
+    )
+    .unwrap()
+}
+
+fn with_inputs(inputs: serde_json::Value) -> ExpressionData {
+    ExpressionData { inputs: inputs.as_object().cloned(), ..ExpressionData::default() }
+}
+
+fn advance_with(state: &mut AttemptState, definition: &WorkflowDefinition, data: &ExpressionData) -> Change {
+    state.advance_with(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new(), data)
+}
+
+#[test]
+fn a_job_in_a_group_is_queued_only_once_the_group_says_it_holds_it_and_leaves_when_it_ends() {
+    let definition = deploy_definition();
+    let mut state = attempt(&definition);
+    let mut data = with_inputs(json!({"env": "prod"}));
+    advance_with(&mut state, &definition, &data);
+    finish(&mut state, "build", JobOutcome::Succeeded);
+
+    // Due: the join is asked of the orchestrator, nothing is queued.
+    let change = advance_with(&mut state, &definition, &data);
+    let deploy_id = job(&state, "deploy").id;
+    let [GroupRequest::Join { hold, member }] = change.missing.groups.as_slice() else {
+        panic!("one join asked: {:?}", change.missing)
+    };
+    assert_eq!((hold.group.as_str(), hold.queue, hold.status), ("deploy-prod", 2, HoldStatus::Waiting));
+    assert_eq!(*member, Member { run_id: state.run_id, attempt: 1, job: Some(deploy_id) });
+    assert_eq!(status_of(&state, "deploy"), JobStatus::Pending);
+
+    // The group says wait: the hold is recorded, the job stays pending.
+    data.joined.insert(deploy_id, false);
+    let change = advance_with(&mut state, &definition, &data);
+    assert!(change.changed && change.missing.is_empty() && queued_of(&change, "deploy").is_empty());
+    assert_eq!(job(&state, "deploy").concurrency.as_ref().map(|h| h.status), Some(HoldStatus::Waiting));
+    assert!(!advance_with(&mut state, &definition, &data).changed, "waiting again changes nothing");
+
+    // It holds the group now: queued, holding.
+    data.joined.insert(deploy_id, true);
+    let change = advance_with(&mut state, &definition, &data);
+    assert_eq!(queued_of(&change, "deploy").len(), 1);
+    assert_eq!(job(&state, "deploy").concurrency.as_ref().map(|h| h.status), Some(HoldStatus::Holding));
+
+    // Ended: it must leave before anything else is decided over it, and
+    // the leave is marked once the orchestrator says it has left.
+    finish(&mut state, "deploy", JobOutcome::Succeeded);
+    // (The orchestrator drops a change that asks for more: a copy shows it.)
+    let change = advance_with(&mut state.clone(), &definition, &data);
+    assert!(change.missing.groups.iter().any(|r| matches!(r,
+        GroupRequest::Leave { group, member } if group == "deploy-prod" && member.job == Some(deploy_id))));
+    assert_eq!(state.job_groups().len(), 1, "a done attempt would still leave it");
+    data.left.insert(deploy_id);
+    let change = advance_with(&mut state, &definition, &data);
+    assert!(change.missing.groups.is_empty());
+    assert_eq!(job(&state, "deploy").concurrency.as_ref().map(|h| h.status), Some(HoldStatus::Left));
+    assert_eq!(queued_of(&change, "notify").len(), 1, "its dependant goes on");
+    assert!(state.job_groups().is_empty());
+}
+
+#[test]
+fn a_job_replaced_in_its_group_is_cancelled_and_its_run_goes_on_as_after_any_cancelled_job() {
+    let definition = deploy_definition();
+    let mut state = attempt(&definition);
+    let mut data = with_inputs(json!({"env": "prod"}));
+    advance_with(&mut state, &definition, &data);
+    finish(&mut state, "build", JobOutcome::Succeeded);
+    let deploy_id = job(&state, "deploy").id;
+    data.joined.insert(deploy_id, false);
+    advance_with(&mut state, &definition, &data);
+
+    let emitted = state.replace_job(deploy_id, Utc::now()).expect("a waiting job is replaced");
+    assert!(emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t)
+        if t.job_key == "deploy" && t.reason.as_deref() == Some("concurrency_replaced"))));
+    assert!(state.replace_job(deploy_id, Utc::now()).is_none(), "replacing it again is a no-op");
+    data.left.insert(deploy_id);
+    advance_with(&mut state, &definition, &data);
+    // As after any cancelled job (§9): what needs it is skipped, and a
+    // cancel is not a failure.
+    assert_eq!(status_of(&state, "notify"), JobStatus::Skipped);
+    assert_eq!(state.status, AttemptStatus::Succeeded);
+}

@@ -536,6 +536,35 @@ fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows()
 }
 
 #[test]
+fn a_jobs_concurrency_reads_its_matrix_values_and_key_but_nothing_only_known_later() {
+    let with = |concurrency: &str, strategy: &str| {
+        parse_definition(&format!(
+            "jobs:\n  deploy:\n    runs-on: l\n{strategy}    concurrency: {concurrency}\n    steps: [{{run: x}}]\n"
+        ))
+    };
+    let matrix = "    strategy: {matrix: {env: [staging, prod]}}\n";
+    let definition = with("{group: 'deploy-${{ matrix.env }}', queue: max}", matrix).unwrap();
+    assert_eq!(definition.jobs.len(), 2, "one group spec a leg");
+    assert!(definition.jobs.iter().all(|leg| leg
+        .concurrency
+        .as_ref()
+        .is_some_and(|spec| spec.group == "deploy-${{ matrix.env }}" && spec.queue == 100)));
+    let by_input = with("'deploy-${{ inputs.env }}-${{ baton.job }}'", "").unwrap();
+    assert!(crate::workflows::references::inputs_used(&by_input).contains("env"), "a run must give `env`");
+    for (bad, strategy, field) in [
+        ("'${{ matrix.env }}'", "", "concurrency.group"),
+        ("'${{ needs.a.result }}'", "", "concurrency.group"),
+        ("'${{ secrets.TOKEN }}'", "", "concurrency.group"),
+        ("'${{ matrix.region }}'", matrix, "concurrency.group"),
+        ("{group: g, cancel-in-progress: '${{ env.X }}'}", "", "concurrency.cancel-in-progress"),
+        ("{group: g, queue: 0}", "", "concurrency.queue"),
+    ] {
+        let error = with(bad, strategy).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some(field), "{bad}: {error}");
+    }
+}
+
+#[test]
 fn an_approval_job_is_read_with_its_defaults_and_refused_with_runner_fields_or_bad_settings() {
     let definition = parse_definition(&with_job_body(
         "approval:\n  from: ops\n  inputs:\n    notes: {type: string}\n    go: {type: boolean, default: true, required: true}",

@@ -5,8 +5,9 @@
 //! twice, out of order and late, invocations abandoned after their first
 //! write. Each scenario (fan-out with a failing job and `always()`, a chain,
 //! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job, an elastic
-//! fleet, a concurrency group, an approval two people give twice, a
-//! listening job fed duplicated events by the route and the bus) must end
+//! fleet, concurrency groups (a run's and a job's), an approval two people
+//! give twice, a listening job fed duplicated events by the route and the
+//! bus) must end
 //! exactly as it ends without faults, and the histories must hold: each
 //! execution claimed once under one epoch, every outbox item published,
 //! every dead-letter queue empty, and the runners saw only documented
@@ -242,13 +243,20 @@ jobs:
       - run: echo after
 ";
 
-/// Three runs of this definition race into one concurrency group, which
-/// runs them one at a time.
+/// Three runs of this definition race into one concurrency group that
+/// runs two at a time, and their deploys into a job's group that runs one
+/// at a time.
 const GROUPED: &str = "name: chaos-grouped
-concurrency: {group: chaos-deploy, queue: max}
+concurrency: {group: chaos-deploy, limit: 2, queue: max}
 jobs:
-  deploy:
+  build:
     runs-on: linux
+    steps:
+      - run: sleep 1
+  deploy:
+    needs: build
+    runs-on: linux
+    concurrency: {group: chaos-deploy-job, queue: max}
     steps:
       - run: sleep 1
 ";
@@ -632,27 +640,47 @@ async fn play_grouped(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
     }))
     .await;
     let mut outcomes = Vec::new();
-    let mut ran = Vec::new();
+    // Each run's span (its first queueing to its last finish), and each
+    // deploy execution's.
+    let mut runs = Vec::new();
+    let mut deploys = Vec::new();
     for answer in created {
         if answer.status != 201 && answer.status != 200 {
             return Err(format!("create answered {}: {}", answer.status, answer.body));
         }
         let path = format!("/v1/workspaces/{ws}/runs/{}", answer.body["id"].as_str().unwrap_or_default());
         let view = wait_run(stack, &path, Duration::from_secs(180), "a grouped run finished", finished).await?;
-        let executions = view["attempts"][0]["jobs"][0]["executions"].as_array().cloned().unwrap_or_default();
-        for execution in executions {
-            let at =
-                |field: &str| execution[field].as_str().and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok());
-            if let (Some(queued), Some(finished)) = (at("queued_at"), at("finished_at")) {
-                ran.push((queued, finished, path.clone()));
+        let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+        let mut span: Option<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = None;
+        for job in &jobs {
+            for execution in job["executions"].as_array().cloned().unwrap_or_default() {
+                let at = |field: &str| {
+                    execution[field].as_str().and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+                };
+                if let (Some(queued), Some(finished)) = (at("queued_at"), at("finished_at")) {
+                    span = Some(span.map_or((queued, finished), |(a, b)| (a.min(queued), b.max(finished))));
+                    if job["key"] == "deploy" {
+                        deploys.push((queued, finished, path.clone()));
+                    }
+                }
             }
         }
+        runs.extend(span.map(|(from, to)| (from, to, path.clone())));
         outcomes.push(outcome(&view));
     }
-    ran.sort();
-    for pair in ran.windows(2) {
+    deploys.sort();
+    for pair in deploys.windows(2) {
         if pair[1].0 < pair[0].1 {
-            return Err(format!("two runs of one concurrency group ran at once: {pair:?}"));
+            return Err(format!("two deploys of one job's concurrency group ran at once: {pair:?}"));
+        }
+    }
+    // A group of two: no instant has three of its runs going.
+    runs.sort();
+    for three in runs.windows(3) {
+        let latest_start = three.iter().map(|r| r.0).max();
+        let earliest_end = three.iter().map(|r| r.1).min();
+        if latest_start < earliest_end {
+            return Err(format!("three runs of a group of two ran at once: {three:?}"));
         }
     }
     if outcomes.windows(2).any(|pair| pair[0] != pair[1]) {
