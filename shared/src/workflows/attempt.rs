@@ -248,7 +248,15 @@ pub fn withdrawn_executions(before: &AttemptState, after: &AttemptState) -> Vec<
         .flat_map(JobState::executions)
         .filter(|e| e.status.is_terminal())
         .filter(|e| {
-            matches!(e.reason, Some(StatusReason::TimedOut | StatusReason::RunCancelled | StatusReason::FailFast))
+            matches!(
+                e.reason,
+                Some(
+                    StatusReason::TimedOut
+                        | StatusReason::RunCancelled
+                        | StatusReason::FailFast
+                        | StatusReason::ConcurrencyReplaced
+                )
+            )
         })
         .filter(|e| was_queued(e.id))
         .map(|e| e.id)

@@ -1161,6 +1161,16 @@ fn a_job_replaced_in_its_group_is_cancelled_and_its_run_goes_on_as_after_any_can
     data.joined.insert(deploy_id, false);
     advance_with(&mut state, &definition, &data);
 
+    // A queued one, replaced, is withdrawn from the queue (no runner may
+    // claim it any more).
+    let mut holding = state.clone();
+    data.joined.insert(deploy_id, true);
+    advance_with(&mut holding, &definition, &data);
+    let queued_id = job(&holding, "deploy").execution.as_ref().unwrap().id;
+    let before = holding.clone();
+    holding.replace_job(deploy_id, Utc::now()).expect("a queued job is replaced");
+    assert_eq!(withdrawn_executions(&before, &holding), vec![queued_id]);
+
     let emitted = state.replace_job(deploy_id, Utc::now()).expect("a waiting job is replaced");
     assert!(emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t)
         if t.job_key == "deploy" && t.reason.as_deref() == Some("concurrency_replaced"))));
