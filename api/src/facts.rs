@@ -475,6 +475,26 @@ impl FactDetail for JobLeaseExpired {
     const CONTEXT: Context = Context::Runners;
 }
 
+/// No registered runner session and no provisioner of the workspace offers
+/// the labels a queued execution requires: it would wait for ever. Flagged
+/// when it is queued; unless a runner claims it first, it fails
+/// `unschedulable` at `fails_at`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobUnschedulable {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub job_id: Uuid,
+    pub job_execution_id: Uuid,
+    /// The labels nobody offers (canonical).
+    pub labels: Vec<String>,
+    pub fails_at: DateTime<Utc>,
+}
+
+impl FactDetail for JobUnschedulable {
+    const DETAIL_TYPE: &'static str = "baton.runners.job.unschedulable";
+    const CONTEXT: Context = Context::Runners;
+}
+
 /// A provisioner reserved an instance's capacity (behaviour.md §15). The
 /// registration token it got is never in a fact.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -537,6 +557,7 @@ pub const ALL_DETAIL_TYPES: &[&str] = &[
     JobClaimed::DETAIL_TYPE,
     JobCompleted::DETAIL_TYPE,
     JobLeaseExpired::DETAIL_TYPE,
+    JobUnschedulable::DETAIL_TYPE,
     ReservationCreated::DETAIL_TYPE,
     ReservationReleased::DETAIL_TYPE,
     InstanceTerminateRequested::DETAIL_TYPE,

@@ -313,10 +313,24 @@ pub struct ExecutionView {
     /// A listening job's execution: the event it handles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<EventRef>,
+    /// Queued with labels no registered runner and no provisioner offers:
+    /// what it waits for, and when it fails unless a runner claims it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<Unschedulable>,
     /// From `started_at` to `finished_at` (so far, while it runs).
     #[serde(default)]
     pub duration_ms: Option<u64>,
     pub steps: Vec<StepView>,
+}
+
+/// Why a queued execution waits for nothing that exists.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Unschedulable {
+    /// The labels it requires that nobody offers.
+    pub labels: Vec<String>,
+    /// It fails `unschedulable` then, unless a runner claims it first.
+    pub fails_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

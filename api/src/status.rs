@@ -99,6 +99,9 @@ pub enum StatusReason {
     ConcurrencyReplaced,
     /// An approver rejected the approval job.
     Rejected,
+    /// No registered runner and no provisioner offered the job's labels
+    /// before its unschedulable time ran out.
+    Unschedulable,
 }
 
 /// The decision of a compare-and-set status write.
@@ -248,6 +251,7 @@ impl StatusReason {
             StatusReason::FailFast => "fail_fast",
             StatusReason::ConcurrencyReplaced => "concurrency_replaced",
             StatusReason::Rejected => "rejected",
+            StatusReason::Unschedulable => "unschedulable",
         }
     }
 }

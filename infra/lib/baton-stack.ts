@@ -178,6 +178,12 @@ export interface BatonStackProps extends StackProps {
   readonly sessionTtlS?: number;
   /** `BATON_POLL_INTERVAL_S`. @default 5 */
   readonly pollIntervalS?: number;
+  /**
+   * `BATON_UNSCHEDULABLE_FAIL_S`: how long a job whose labels no registered
+   * runner and no provisioner offers waits (from queueing) before it fails
+   * `unschedulable`, 10 s to 7 days. @default 900
+   */
+  readonly unschedulableFailS?: number;
   /** `RUST_LOG` of every function. @default "info" */
   readonly logLevel?: string;
   /** DynamoDB deletion protection; also keeps (RETAIN) the table when the stack is deleted. @default true */
@@ -236,6 +242,7 @@ export interface ResolvedBatonProps {
   readonly reaperPeriodS: number;
   readonly sessionTtlS: number;
   readonly pollIntervalS: number;
+  readonly unschedulableFailS: number;
   readonly logLevel: string;
   readonly deletionProtection: boolean;
   readonly archiveRetentionDays: number;
@@ -271,6 +278,7 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
     reaperPeriodS: props.reaperPeriodS ?? 60,
     sessionTtlS: props.sessionTtlS ?? 3600,
     pollIntervalS: props.pollIntervalS ?? 5,
+    unschedulableFailS: props.unschedulableFailS ?? 900,
     logLevel: props.logLevel ?? 'info',
     deletionProtection: props.deletionProtection ?? true,
     archiveRetentionDays: props.archiveRetentionDays ?? resources.bus.archive_retention_days,
@@ -308,6 +316,7 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
   }
   wholeInRange('sessionTtlS', r.sessionTtlS, 60, 7 * 86_400);
   wholeInRange('pollIntervalS', r.pollIntervalS, 1, 300);
+  wholeInRange('unschedulableFailS', r.unschedulableFailS, 10, 7 * 86_400);
   if (!/^[A-Za-z0-9_=,:.-]+$/.test(r.logLevel)) {
     throw new Error(`logLevel ${JSON.stringify(r.logLevel)} is not a RUST_LOG filter`);
   }
@@ -544,6 +553,7 @@ export class BatonStack extends Stack {
       BATON_REAPER_PERIOD_S: String(cfg.reaperPeriodS),
       BATON_SESSION_TTL_S: String(cfg.sessionTtlS),
       BATON_POLL_INTERVAL_S: String(cfg.pollIntervalS),
+      BATON_UNSCHEDULABLE_FAIL_S: String(cfg.unschedulableFailS),
       RUST_LOG: cfg.logLevel,
       // Read by register (it hands the URL to runners); harmless elsewhere.
       [PUSH_URL_ENV]: this.pushStage.url,

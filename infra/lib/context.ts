@@ -12,6 +12,7 @@ const NUMBERS = [
   'reaperPeriodS',
   'sessionTtlS',
   'pollIntervalS',
+  'unschedulableFailS',
   'archiveRetentionDays',
   'functionMemoryMb',
   'functionTimeoutS',

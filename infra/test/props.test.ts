@@ -31,6 +31,7 @@ describe('stack props', () => {
         reaperPeriodS: r.reaperPeriodS,
         sessionTtlS: r.sessionTtlS,
         pollIntervalS: r.pollIntervalS,
+        unschedulableFailS: r.unschedulableFailS,
         logLevel: r.logLevel,
         deletionProtection: r.deletionProtection,
         archiveRetentionDays: r.archiveRetentionDays,
@@ -44,6 +45,7 @@ describe('stack props', () => {
         reaperPeriodS: 60,
         sessionTtlS: 3600,
         pollIntervalS: 5,
+        unschedulableFailS: 900,
         logLevel: 'info',
         deletionProtection: true,
         archiveRetentionDays: REAL.resources.bus.archive_retention_days,
@@ -110,6 +112,7 @@ describe('stack props', () => {
     assert.throws(build({ reaperPeriodS: 90 }), /whole minutes/);
     assert.throws(build({ reaperPeriodS: 30 }), /reaperPeriodS must be a whole number between 60/);
     assert.throws(build({ sessionTtlS: 10 }), /sessionTtlS/);
+    assert.throws(build({ unschedulableFailS: 5 }), /unschedulableFailS/);
     assert.throws(build({ pollIntervalS: 0 }), /pollIntervalS/);
     assert.throws(build({ leaseDurationS: 1.5 }), /leaseDurationS must be a whole number/);
     assert.throws(build({ logLevel: 'info; rm -rf' }), /RUST_LOG/);

@@ -21,7 +21,11 @@ fn label(job: &JobView) -> String {
         Some(group) => format!(", waiting for {}", group.group),
         None => String::new(),
     };
-    format!("{} ({}{soft}{carried}{group})", job.key, job.status)
+    let unschedulable = match job.executions.last().and_then(|e| e.unschedulable.as_ref()) {
+        Some(_) => ", unschedulable",
+        None => "",
+    };
+    format!("{} ({}{soft}{carried}{group}{unschedulable})", job.key, job.status)
 }
 
 /// Mermaid `flowchart LR`, one class per status so renderers colour them.

@@ -313,6 +313,14 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
                 listening.pending.len()
             ));
         }
+        // `queued (unschedulable: nobody offers gpu, linux; fails at …)`.
+        if let Some(flag) = job.executions.last().and_then(|e| e.unschedulable.as_ref()) {
+            status.push_str(&format!(
+                " (unschedulable: no runner or provisioner offers {}; fails at {})",
+                flag.labels.join(", "),
+                flag.fails_at.format("%Y-%m-%d %H:%M:%S UTC")
+            ));
+        }
         // `[try 2 of 3]`: which execution this is, under `retry:`.
         if job.listening.is_none() && (job.max_retries > 0 || job.executions.len() > 1) {
             status.push_str(&format!(" [try {} of {}]", job.executions.len().max(1), job.max_retries + 1));
@@ -401,6 +409,25 @@ mod tests {
         replaced.attempts[0].concurrency =
             Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: false });
         assert_eq!(changes(Some(&waiting), &replaced)[0], "run ci #7 (attempt 1): cancelled (concurrency_replaced)");
+    }
+
+    #[test]
+    fn an_unschedulable_job_says_what_nobody_offers_and_when_it_fails() {
+        let mut flagged = view("queued", "pending", None);
+        let execution = serde_json::json!({
+            "id": "0192a000-0000-7000-8000-0000000000e1", "status": "queued", "status_reason": null,
+            "queued_at": "2026-01-01T00:00:00Z", "started_at": null, "finished_at": null,
+            "runner_session_id": null, "steps": [],
+            "unschedulable": {"labels": ["gpu", "linux"], "fails_at": "2026-01-01T00:15:00Z"}
+        });
+        flagged.attempts[0].jobs[0].executions = vec![serde_json::from_value(execution).expect("an execution")];
+        let lines = changes(None, &flagged);
+        assert!(
+            lines.iter().any(|l| l.ends_with(
+                "queued (unschedulable: no runner or provisioner offers gpu, linux; fails at 2026-01-01 00:15:00 UTC)"
+            )),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub struct Config {
     pub session_ttl: Duration,
     /// `BATON_POLL_INTERVAL_S` (default 5): how often an idle runner should poll.
     pub poll_interval: Duration,
+    /// `BATON_UNSCHEDULABLE_FAIL_S` (default 900, 10 s to 7 days): how long
+    /// a job queued with labels no registered runner and no provisioner
+    /// offers waits for one (counted from queueing) before it fails
+    /// `unschedulable`.
+    pub unschedulable_fail_after: Duration,
     /// `BATON_OUTBOX_TTL_DAYS` (default 7): clean-up horizon of relayed outbox
     /// items. Only a clean-up aid: correctness never depends on TTL.
     pub outbox_ttl_days: u32,
@@ -200,6 +205,7 @@ impl Config {
             reaper_period: seconds("BATON_REAPER_PERIOD_S", 60, 1, 3_600)?,
             session_ttl: seconds("BATON_SESSION_TTL_S", 3_600, 60, 7 * 86_400)?,
             poll_interval: seconds("BATON_POLL_INTERVAL_S", 5, 1, 300)?,
+            unschedulable_fail_after: seconds("BATON_UNSCHEDULABLE_FAIL_S", 900, 10, 7 * 86_400)?,
             outbox_ttl_days,
             orchestration: OrchestrationConfig {
                 timeout_minute: seconds("BATON_TIMEOUT_MINUTE_S", 60, 1, 60)?,
@@ -265,6 +271,7 @@ mod tests {
         assert_eq!(config.lease, LeaseConfig::default());
         assert_eq!(config.reaper_period, Duration::from_secs(60));
         assert_eq!(config.session_ttl, Duration::from_secs(3600));
+        assert_eq!(config.unschedulable_fail_after, Duration::from_secs(900));
         assert_eq!(config.orchestration, OrchestrationConfig::default());
     }
 

@@ -27,3 +27,16 @@ pub fn step_id(execution_id: Uuid, index: usize) -> Uuid {
     bytes.copy_from_slice(&digest[..16]);
     uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
+
+/// An id derived from `what` and `id` (SHA-256, as [`step_id`]): the same
+/// for every try of one decision, so a fact written again by a retried
+/// message finds its outbox item already there (one fact, not two).
+pub fn derived_id(what: &str, id: Uuid) -> Uuid {
+    let mut hasher = Sha256::new();
+    hasher.update(what.as_bytes());
+    hasher.update(id.as_bytes());
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}

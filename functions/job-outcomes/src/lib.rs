@@ -6,6 +6,10 @@
 //! are decided by `apply_execution_event` (finished > lease expired >
 //! claimed > timeout; terminal states absorb).
 //!
+//! `runners.job.unschedulable` flags a queued execution (the view shows
+//! it; the orchestration, woken, fails it at its `fails_at` unless a
+//! runner claimed it meanwhile): one compare-and-set, a no-op on a replay.
+//!
 //! `runners.job.claimed` is not subscribed: a claim does not rewrite the
 //! attempt (the run view reads `running` from the runner record). One
 //! still delivered (queued before the subscription changed) is
@@ -30,11 +34,15 @@
 use std::collections::BTreeMap;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use baton_shared::api::runs::Unschedulable;
 use baton_shared::context::Context;
+use baton_shared::error::StoreError;
 use baton_shared::facts::subscriber::{delivered, Delivered, HandlerError};
-use baton_shared::facts::{FactDetail, JobClaimed, JobCompleted, JobLeaseExpired};
+use baton_shared::facts::{Fact, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobUnschedulable};
+use baton_shared::orchestration::wake;
 use baton_shared::outcomes::{adopt_together, RunnerFact, FACTS_PER_WRITE};
 use baton_shared::sqs::report_failures;
+use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
 use uuid::Uuid;
 
 /// A message of the batch (its id) and what it carries.
@@ -45,8 +53,16 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     // fails on its own.
     let mut by_attempt: BTreeMap<(Uuid, u32), Vec<Message<RunnerFact>>> = BTreeMap::new();
     let mut unreadable = Vec::new();
+    let mut flags = Vec::new();
     for message in &event.records {
-        match delivered(message).and_then(|delivered| read_fact(&delivered)) {
+        let read = delivered(message);
+        if let Ok(flag) = read.as_ref().map(|d| d.detail_type == JobUnschedulable::DETAIL_TYPE) {
+            if flag {
+                flags.push((message.message_id.clone(), read.and_then(|d| d.parse::<JobUnschedulable>())));
+                continue;
+            }
+        }
+        match read.and_then(|delivered| read_fact(&delivered)) {
             Ok(None) => {}
             Ok(Some(fact)) => {
                 let attempt = (fact.lease.run_id, fact.lease.attempt);
@@ -67,7 +83,42 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
         results
     }))
     .await;
-    report_failures(adopted.into_iter().flatten().chain(unreadable))
+    let flagged = futures::future::join_all(flags.into_iter().map(|(id, fact)| async move {
+        (
+            id,
+            match fact {
+                Ok(fact) => flag_unschedulable(context, &fact).await,
+                Err(err) => Err(err),
+            },
+        )
+    }))
+    .await;
+    report_failures(adopted.into_iter().flatten().chain(unreadable).chain(flagged))
+}
+
+/// Marks the execution unschedulable on its attempt (a no-op once marked,
+/// claimed into another state or ended), and wakes the orchestration so it
+/// parks again with the failure's deadline.
+async fn flag_unschedulable(context: &Context, fact: &Fact<JobUnschedulable>) -> Result<(), HandlerError> {
+    let detail = &fact.detail;
+    let mark = Unschedulable { labels: detail.labels.clone(), fails_at: detail.fails_at };
+    let updated = context
+        .store
+        .update_attempt(detail.run_id, detail.attempt, context.config.outbox_ttl_days, |next, _| {
+            Ok::<_, StoreError>(
+                if next.state.mark_unschedulable(detail.job_id, detail.job_execution_id, mark.clone()) {
+                    AttemptStep::Write(AttemptWrite { progressed: true, ..AttemptWrite::default() })
+                } else {
+                    AttemptStep::Done
+                },
+            )
+        })
+        .await?;
+    let Some(updated) = updated else { return Ok(()) };
+    tracing::info!(run_id = %detail.run_id, job_execution_id = %detail.job_execution_id, marked = updated.writes > 0, event_id = %fact.header.event_id, "flagged unschedulable");
+    // A replay wakes again only if the orchestration still waits for it.
+    wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await?;
+    Ok(())
 }
 
 /// The outcome a message carries; `None` for a claim (nothing to adopt).

@@ -83,8 +83,9 @@ async fn handle_message(context: &Context, message: SqsMessage) -> Result<(), St
     }
 }
 
-/// How the overdue executions of `state` ended on the runners' side, from
-/// their records (a record of another attempt's execution never matches).
+/// How the overdue executions of `state` ended on the runners' side (or
+/// that they were claimed), from their records (a record of another
+/// attempt's execution never matches).
 fn runner_endings(
     state: &AttemptState,
     definition: &WorkflowDefinition,
@@ -96,7 +97,7 @@ fn runner_endings(
         .filter_map(|job| {
             let execution = job.execution.as_ref()?;
             let record = records.get(&execution.id)?.as_ref()?;
-            Some((execution.id, record.ending(definition, &job.key)?))
+            Some((execution.id, record.ending_or_claim(definition, &job.key)?))
         })
         .collect()
 }
@@ -247,6 +248,10 @@ async fn step(
                     .iter()
                     .map(|id| store.not_ended_by_runner_check(*id, now))
                     .collect::<Result<Vec<_>, _>>()?;
+                // Unschedulable beats nothing: written only while unclaimed.
+                for id in &change.unschedulable {
+                    items.push(store.unclaimed_check(*id, now)?);
+                }
                 // An outcome adopted from its record (its fact still on the
                 // way) brings its outputs and steps where dependants and the
                 // view read them, in the same write (the late fact's own

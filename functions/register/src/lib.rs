@@ -22,6 +22,10 @@ async fn register(context: &Context, req: Request) -> Result<Response<Body>, Api
     let ttl = chrono::Duration::from_std(context.config.session_ttl).map_err(|_| ApiError::internal())?;
     match context.store.register_session(token, body, ttl, chrono::Utc::now()).await? {
         Ok((session, session_token)) => {
+            // Before the answer: a retry (same request id, the same session)
+            // records it again if this failed, so no session goes unoffered
+            // and no job is flagged unschedulable for want of it.
+            context.store.record_offer(&session.workspace_id, &session.labels, session.expires_at).await?;
             tracing::info!(session_id = %session.id, workspace_id = %session.workspace_id, "runner registered");
             Ok(json_response(
                 StatusCode::CREATED,

@@ -4,4 +4,5 @@ pub mod claim;
 pub mod labels;
 pub mod lease;
 pub mod provisioners;
+pub mod schedulable;
 pub mod settle;

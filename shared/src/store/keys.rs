@@ -18,6 +18,7 @@
 //! | label-set registry | `QREG#<ws>` | `<labelset>` | |
 //! | registration token | `REGTOKEN#<id>` | `REGTOKEN` | `runs-by-workspace`: `rw_pk = REGTOKENS#<ws>`, `rw_sk = <created_at>#<id>` |
 //! | runner session | `SESSION#<id>` | `SESSION` | |
+//! | a label set registered sessions offer, until the last one's expiry | `OFFERS#<ws>` | `<labelset>` | |
 //! | a claim's answer, for its retries | `SESSION#<id>` | `CLAIM#<request id>` | |
 //! | provisioner | `PROV#<id>` | `PROV` | `runs-by-workspace`: `rw_pk = PROVS#<ws>`, `rw_sk = <created_at>#<id>` |
 //! | reservation | `PROV#<provisioner>` | `RESV#<id>` | |
@@ -194,6 +195,12 @@ pub fn instance_sk(provider_runner_id: &str) -> String {
 /// `rw_pk` of a workspace's provisioners.
 pub fn workspace_provisioners_pk(workspace_id: &str) -> String {
     format!("PROVS#{workspace_id}")
+}
+
+/// The label sets a workspace's registered sessions offer
+/// (`runners::schedulable`).
+pub fn offers_pk(workspace_id: &str) -> String {
+    format!("OFFERS#{workspace_id}")
 }
 
 pub fn session_pk(id: Uuid) -> String {

@@ -160,6 +160,16 @@ impl RunnerRecord {
             .then(|| (self.steps.values().cloned().collect(), &self.outputs))
     }
 
+    /// What the runners' side did with the execution, as the event the
+    /// workflows side applies: its ending ([`Self::ending`]), else its
+    /// claim while it runs. `None` while nobody has claimed it.
+    pub fn ending_or_claim(&self, definition: &WorkflowDefinition, job_key: &str) -> Option<ExecutionEvent> {
+        self.ending(definition, job_key).or_else(|| {
+            (self.status == RunnerStatus::Leased)
+                .then(|| ExecutionEvent::Claimed { at: self.claimed_at.unwrap_or(DateTime::<Utc>::UNIX_EPOCH) })
+        })
+    }
+
     /// How the execution ended on the runners' side, as the event the
     /// workflows side applies: finished (the recorded outcome) or lease
     /// expired (with the steps the lease held). `None` while it may still
@@ -238,6 +248,29 @@ impl Store {
     /// also withdraws the execution from claims (`withdrawn_at`, as
     /// `AttemptsStore::withdrawn_update` does for a cancel): one transaction
     /// may not touch an item twice, so the flag rides on the check.
+    /// A transaction's check that nobody has claimed the execution (no
+    /// record yet, or one still pending), which also withdraws it from
+    /// claims: the unschedulable path writes only with it, so a claim that
+    /// landed first wins and one that comes after finds it withdrawn.
+    pub fn unclaimed_check(
+        &self,
+        execution_id: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let check = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(execution_pk(execution_id)))
+            .key("sk", s(RUNNER_SK))
+            .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
+            .condition_expression("attribute_not_exists(pk) OR #status = :pending")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":pending", s(RunnerStatus::Pending.as_str()))
+            .expression_attribute_values(":at", s(super::keys::timestamp(now)))
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        Ok(TransactWriteItem::builder().update(check).build())
+    }
+
     pub fn not_ended_by_runner_check(
         &self,
         execution_id: Uuid,

@@ -333,4 +333,63 @@ impl Store {
         // A concurrent poll of the same session touched it first: fine.
         super::condition_may_fail(|| touch.clone().send()).await.map(|_| ())
     }
+
+    /// Records that a session offering `labels` is registered until
+    /// `until`: the workspace's offer of that label set lasts till then (a
+    /// later expiry only ever moves it on; a condition that fails is a
+    /// session that expires sooner, and changes nothing). Items go with
+    /// TTL a day after.
+    pub async fn record_offer(
+        &self,
+        workspace_id: &str,
+        labels: &[String],
+        until: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let expire = until + Duration::days(1);
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::offers_pk(workspace_id)))
+            .key("sk", s(crate::runners::labels::labelset_id(labels)))
+            .update_expression("SET #type = :type, labels = :labels, #until = :until, #ttl = :ttl")
+            .condition_expression("attribute_not_exists(pk) OR #until < :until")
+            .expression_attribute_names("#type", "type")
+            .expression_attribute_names("#until", "until")
+            .expression_attribute_names("#ttl", "ttl")
+            .expression_attribute_values(":type", s("offer"))
+            .expression_attribute_values(
+                ":labels",
+                aws_sdk_dynamodb::types::AttributeValue::L(labels.iter().map(|l| s(l.as_str())).collect()),
+            )
+            .expression_attribute_values(":until", s(timestamp(until)))
+            .expression_attribute_values(":ttl", super::n(expire.timestamp()));
+        super::condition_may_fail(|| update.clone().send()).await.map(|_| ())
+    }
+
+    /// The label sets a workspace's registered sessions offer, each until
+    /// when (expired ones included: the caller compares with its now).
+    pub async fn offers(&self, workspace_id: &str) -> Result<Vec<crate::runners::schedulable::Offer>, StoreError> {
+        #[derive(Deserialize)]
+        struct OfferItem {
+            labels: Vec<String>,
+            #[serde(with = "crate::time::stored")]
+            until: DateTime<Utc>,
+        }
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::offers_pk(workspace_id)))
+            .into_paginator()
+            .items()
+            .send();
+        let mut offers = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item: OfferItem = from_item(item?)?;
+            offers.push(crate::runners::schedulable::Offer { labels: item.labels, until: item.until });
+        }
+        Ok(offers)
+    }
 }

@@ -168,6 +168,7 @@ impl ExecutionRecord {
             not_before: None,
             avoid_session: None,
             event: None,
+            unschedulable: None,
         }
     }
 }
@@ -194,6 +195,10 @@ pub struct ExecutionRecord {
     /// A listening job's execution: the event it handles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<crate::api::runs::EventRef>,
+    /// Queued with labels nobody offers (`runners.job.unschedulable`): it
+    /// fails `unschedulable` at its `fails_at` unless a runner claims it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<crate::api::runs::Unschedulable>,
 }
 
 /// A fact a change must publish, in the transaction that writes the change.
@@ -255,6 +260,7 @@ pub fn withdrawn_executions(before: &AttemptState, after: &AttemptState) -> Vec<
                         | StatusReason::RunCancelled
                         | StatusReason::FailFast
                         | StatusReason::ConcurrencyReplaced
+                        | StatusReason::Unschedulable
                 )
             )
         })
@@ -461,6 +467,10 @@ pub struct Change {
     /// if their runners' records still hold no finish: a complete that
     /// landed on the runners' side first wins (finished beats timeout).
     pub timed_out: Vec<Uuid>,
+    /// Executions this change failed as unschedulable. The caller writes
+    /// the change only if their runners' records still show no claim (a
+    /// claim that landed first wins).
+    pub unschedulable: Vec<Uuid>,
     /// What jobs due to start need for their expressions and the caller
     /// has not read yet; those jobs wait (the change is not complete).
     pub missing: MissingData,
@@ -511,7 +521,9 @@ pub enum GroupRequest {
 /// execution id. The facts saying so may still be crossing the pipeline;
 /// the timeout path applies these instead of a timeout, so behaviour.md
 /// §9's "finished > lease expired > timeout" holds whatever the pipeline's
-/// latency.
+/// latency. An execution its runner claimed and still runs maps to its
+/// `Claimed` event: not an ending (a timeout still ends it), but it keeps
+/// an unschedulable execution from failing.
 pub type RunnerEndings = std::collections::HashMap<Uuid, ExecutionEvent>;
 
 /// What a runner's fact did to an execution.
@@ -746,7 +758,37 @@ impl AttemptState {
             .iter()
             .filter(|job| !job.status.is_terminal())
             .filter_map(|job| job.listen.as_ref().map(|listen| listen.until));
-        executions.chain(run).chain(retries).chain(listening).min()
+        // An unschedulable execution's failure.
+        let unschedulable = self.unschedulable_deadlines();
+        executions.chain(run).chain(retries).chain(listening).chain(unschedulable).min()
+    }
+
+    /// When each queued execution flagged unschedulable fails.
+    fn unschedulable_deadlines(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+        self.jobs
+            .iter()
+            .filter_map(|job| job.execution.as_ref())
+            .filter(|e| e.status == ExecutionStatus::Queued)
+            .filter_map(|e| e.unschedulable.as_ref().map(|u| u.fails_at))
+    }
+
+    /// Flags job `job_id`'s execution `execution_id` unschedulable (from
+    /// the runners' fact): `false` when it is no longer that job's queued
+    /// execution or is flagged already (a replayed fact changes nothing).
+    pub fn mark_unschedulable(
+        &mut self,
+        job_id: Uuid,
+        execution_id: Uuid,
+        mark: crate::api::runs::Unschedulable,
+    ) -> bool {
+        let Some(index) = self.job_index(job_id) else { return false };
+        match self.jobs[index].execution.as_mut() {
+            Some(e) if e.id == execution_id && e.status == ExecutionStatus::Queued && e.unschedulable.is_none() => {
+                e.unschedulable = Some(mark);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The executions a timeout would end at `now`: every unfinished one once
@@ -758,7 +800,12 @@ impl AttemptState {
             .iter()
             .filter_map(|job| job.execution.as_ref())
             .filter(|e| !e.status.is_terminal() && e.status != ExecutionStatus::Pending)
-            .filter(|e| run_timed_out || e.deadline.is_some_and(|d| d <= now))
+            .filter(|e| {
+                run_timed_out
+                    || e.deadline.is_some_and(|d| d <= now)
+                    || (e.status == ExecutionStatus::Queued
+                        && e.unschedulable.as_ref().is_some_and(|u| u.fails_at <= now))
+            })
             .map(|e| e.id)
             .collect()
     }
@@ -1165,7 +1212,7 @@ impl AttemptState {
         }
         let mut next = self.clone();
         let change = next.advance(definition, now, minute, budget, &no_endings);
-        if !change.missing.is_empty() || !change.timed_out.is_empty() {
+        if !change.missing.is_empty() || !change.timed_out.is_empty() || !change.unschedulable.is_empty() {
             return None;
         }
         let probe = next.clone().advance(definition, now, minute, budget, &no_endings);
@@ -1261,6 +1308,19 @@ impl AttemptState {
                 return change;
             }
             let Some(execution) = self.jobs[index].execution.as_ref() else { continue };
+            // Flagged unschedulable and still nobody's: it fails now, unless
+            // its record shows a claim (then it runs, whatever the flag).
+            let unschedulable_due = execution.status == ExecutionStatus::Queued
+                && execution.unschedulable.as_ref().is_some_and(|u| u.fails_at <= now);
+            if unschedulable_due && !ended.contains_key(&execution.id) {
+                let id = execution.id;
+                let reason = Some(StatusReason::Unschedulable);
+                change.emitted.extend(self.end_job(index, JobStatus::Failed, ExecutionStatus::Failed, reason, now));
+                change.unschedulable.push(id);
+                change.changed = true;
+                touched += 1;
+                continue;
+            }
             if execution.status.is_terminal() || execution.deadline.is_none_or(|d| d > now) {
                 continue;
             }

@@ -81,7 +81,9 @@ impl RetryWhen {
             | StatusReason::ConditionRejected
             | StatusReason::FailFast
             | StatusReason::ConcurrencyReplaced
-            | StatusReason::Rejected => None,
+            | StatusReason::Rejected
+            // Nothing would serve a retry either.
+            | StatusReason::Unschedulable => None,
         }
     }
 }

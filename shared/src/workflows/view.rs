@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::attempt::{step_id, AttemptState, RunState};
 use super::concurrency::HoldStatus;
 use super::definition::WorkflowDefinition;
-use super::status::StepStatus;
+use super::status::{ExecutionStatus, StepStatus};
 use crate::facts::StepResult;
 
 /// The summary of a run in a listing.
@@ -151,6 +151,12 @@ fn attempt_view(
                                 finished_at: execution.finished_at,
                                 runner_session_id: execution.runner_session_id,
                                 event: execution.event.clone(),
+                                // A claim (applied from its runner's record)
+                                // makes it running: the flag is history then.
+                                unschedulable: execution
+                                    .unschedulable
+                                    .clone()
+                                    .filter(|_| execution.status == ExecutionStatus::Queued),
                                 not_before: execution.not_before.filter(|_| execution.queued_at.is_none()),
                                 duration_ms: duration_ms(execution.started_at, execution.finished_at, now),
                                 steps: defined

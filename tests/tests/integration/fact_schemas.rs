@@ -28,9 +28,9 @@ use baton_shared::facts::relay::outbox_records;
 use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
 use baton_shared::facts::{
     source_of, ApprovalDecided, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted,
-    JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, JobWaiting, LeaseRef,
-    QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled, RunTerminated, SettledBy,
-    StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
+    JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, JobUnschedulable,
+    JobWaiting, LeaseRef, QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled,
+    RunTerminated, SettledBy, StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
 };
 use baton_shared::store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -218,6 +218,7 @@ fn parse_as(detail_type: &str, detail: &Value) -> Result<Value, String> {
         JobClaimed::DETAIL_TYPE => typed::<JobClaimed>(&delivered),
         JobCompleted::DETAIL_TYPE => typed::<JobCompleted>(&delivered),
         JobLeaseExpired::DETAIL_TYPE => typed::<JobLeaseExpired>(&delivered),
+        JobUnschedulable::DETAIL_TYPE => typed::<JobUnschedulable>(&delivered),
         ReservationCreated::DETAIL_TYPE => typed::<ReservationCreated>(&delivered),
         ReservationReleased::DETAIL_TYPE => typed::<ReservationReleased>(&delivered),
         InstanceTerminateRequested::DETAIL_TYPE => typed::<InstanceTerminateRequested>(&delivered),
@@ -395,6 +396,14 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
         expired_at: at(23, 59, 59),
         steps: step_results(),
         claimed_at: Some(at(23, 50, 0)),
+    });
+    check(JobUnschedulable {
+        run_id: id(),
+        attempt: 1,
+        job_id: id(),
+        job_execution_id: id(),
+        labels: vec!["gpu".into(), "linux".into()],
+        fails_at: at(23, 59, 59),
     });
     check(ReservationCreated {
         provisioner_id: id(),

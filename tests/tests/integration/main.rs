@@ -17,6 +17,7 @@ mod runners_auth;
 mod runners_leases;
 mod runners_queue;
 mod secrets;
+mod unschedulable;
 mod workflows_approvals;
 mod workflows_end_to_end;
 mod workflows_listening;

@@ -661,18 +661,29 @@ async fn a_run_whose_step_integration_is_throttled_still_times_out_runs_its_alwa
     // The first execution died of it; a later generation carried the attempt to its end.
     assert_eq!(wait_for_execution_end(&stack, &execution_arn(&stack, &run_id, 1)).await, "FAILED");
     let machine = &stack.provisioned.state_machines["run-attempt"];
-    let succeeded = stack
-        .clients
-        .sfn
-        .list_executions()
-        .state_machine_arn(machine)
-        .status_filter("SUCCEEDED".into())
-        .send()
-        .await
-        .unwrap();
-    let ends: Vec<_> = succeeded.executions().iter().filter(|e| e.name().starts_with(&run_id)).collect();
-    assert_eq!(ends.len(), 1, "one generation ended the attempt");
-    assert!(ends[0].name().starts_with(&format!("{run_id}-1-g")), "{}", ends[0].name());
+    // The run's status is written before the generation that wrote it
+    // reports the end to its state machine: wait for that report.
+    let ends = baton_tests::wait_for("a generation to end the attempt", WAIT, || async {
+        let succeeded = stack
+            .clients
+            .sfn
+            .list_executions()
+            .state_machine_arn(machine)
+            .status_filter("SUCCEEDED".into())
+            .send()
+            .await
+            .unwrap();
+        let ends: Vec<String> = succeeded
+            .executions()
+            .iter()
+            .filter(|e| e.name().starts_with(&run_id))
+            .map(|e| e.name().to_string())
+            .collect();
+        (!ends.is_empty()).then_some(ends)
+    })
+    .await;
+    assert_eq!(ends.len(), 1, "one generation ended the attempt: {ends:?}");
+    assert!(ends[0].starts_with(&format!("{run_id}-1-g")), "{}", ends[0]);
     stack.assert_all_facts_valid();
 }
 

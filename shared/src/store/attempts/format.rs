@@ -129,6 +129,9 @@ struct ExecutionV1 {
     /// A listening job's execution: its event (added within format 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     event: Option<crate::api::runs::EventRef>,
+    /// Flagged unschedulable when queued (added within format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unschedulable: Option<crate::api::runs::Unschedulable>,
 }
 
 impl From<&AttemptState> for AttemptV1 {
@@ -223,6 +226,7 @@ impl From<&ExecutionRecord> for ExecutionV1 {
             not_before: e.not_before,
             avoid_session: e.avoid_session,
             event: e.event.clone(),
+            unschedulable: e.unschedulable.clone(),
         }
     }
 }
@@ -241,6 +245,7 @@ impl From<ExecutionV1> for ExecutionRecord {
             not_before: e.not_before,
             avoid_session: e.avoid_session,
             event: e.event,
+            unschedulable: e.unschedulable,
         }
     }
 }

@@ -1182,3 +1182,38 @@ fn a_job_replaced_in_its_group_is_cancelled_and_its_run_goes_on_as_after_any_can
     assert_eq!(status_of(&state, "notify"), JobStatus::Skipped);
     assert_eq!(state.status, AttemptStatus::Succeeded);
 }
+
+#[test]
+fn a_flagged_job_fails_unschedulable_at_its_time_unless_its_record_shows_a_claim() {
+    let definition = definition();
+    let mut state = attempt(&definition);
+    let now = Utc::now();
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let build = job(&state, "build").clone();
+    let execution = build.execution.as_ref().unwrap().id;
+    let fails_at = now + chrono::Duration::minutes(2);
+    let mark = crate::api::runs::Unschedulable { labels: vec!["linux".into()], fails_at };
+    assert!(state.mark_unschedulable(build.id, execution, mark.clone()));
+    assert!(!state.mark_unschedulable(build.id, execution, mark), "a replayed flag changes nothing");
+    assert_eq!(state.next_deadline(), Some(fails_at), "the orchestration comes back then");
+    assert!(state.overdue_executions(fails_at - chrono::Duration::seconds(1)).is_empty());
+    assert_eq!(state.overdue_executions(fails_at), vec![execution], "its record is read then");
+
+    // Claimed meanwhile (the record says so): it runs, whatever the flag.
+    let claimed = RunnerEndings::from([(execution, ExecutionEvent::Claimed { at: now })]);
+    let mut running = state.clone();
+    let change = running.advance(&definition, fails_at, MINUTE, 40, &claimed);
+    assert!(change.unschedulable.is_empty());
+    assert_eq!(status_of(&running, "build"), JobStatus::Queued);
+
+    // Nobody's: it fails, is withdrawn from the queue, and is not retried.
+    let before = state.clone();
+    let change = state.advance(&definition, fails_at, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(change.unschedulable, vec![execution]);
+    let build = job(&state, "build");
+    assert_eq!((build.status, build.reason), (JobStatus::Failed, Some(StatusReason::Unschedulable)));
+    assert_eq!(withdrawn_executions(&before, &state), vec![execution]);
+    state.advance(&definition, fails_at, MINUTE, 40, &RunnerEndings::new());
+    assert_eq!(status_of(&state, "test"), JobStatus::Skipped, "as after any failure");
+    assert_eq!(status_of(&state, "report"), JobStatus::Queued);
+}
