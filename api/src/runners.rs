@@ -54,6 +54,12 @@ pub struct RegistrationTokenList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegisterRequest {
     pub labels: Vec<String>,
+    /// The tools this runner has, `name` or `name@version` (`docker`,
+    /// `node@20.11.1`; at most 32): each becomes labels in the `tool:`
+    /// namespace (`tool:node`, `tool:node@20`, …), answered among `labels`,
+    /// which jobs' `tools:` match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     #[serde(default)]
     pub name: Option<String>,
     /// Chosen by the runner for one registration and sent again with each

@@ -206,6 +206,7 @@ impl Fleet {
                 api: stack.api.clone(),
                 registration_token: token.token,
                 labels: vec![RUNS_ON.to_string()],
+                tools: Vec::new(),
                 name: Some(format!("bench-{i}")),
                 work_dir: work_root.join(format!("runner-{i}")),
                 max_jobs: None,

@@ -28,6 +28,8 @@ pub struct AgentConfig {
     pub api: String,
     pub registration_token: String,
     pub labels: Vec<String>,
+    /// The tools it advertises (`name@version`, `runners::tools`).
+    pub tools: Vec<String>,
     pub name: Option<String>,
     pub work_dir: PathBuf,
     /// Stop claiming after this many jobs (`--once` is 1).
@@ -329,6 +331,7 @@ async fn register(
     // lost made the session, and the retry must get it back.
     let body = RegisterRequest {
         labels: config.labels.clone(),
+        tools: config.tools.clone(),
         name: config.name.clone(),
         request_id: Some(uuid::Uuid::now_v7()),
     };

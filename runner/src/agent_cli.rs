@@ -25,6 +25,12 @@ struct Args {
     /// This runner's labels, comma-separated (e.g. linux,x64).
     #[arg(long, env = "BATON_LABELS", value_delimiter = ',', required = true)]
     labels: Vec<String>,
+    /// The tools this runner advertises, comma-separated (`docker`,
+    /// `node@20`): `auto` (the default) detects the common ones on the PATH
+    /// with their versions, `none` advertises none; `auto,terraform@1.7`
+    /// adds to what is detected. Jobs' `tools:` match them.
+    #[arg(long, env = "BATON_TOOLS", value_delimiter = ',', default_value = "auto")]
+    tools: Vec<String>,
     /// A name shown to operators (default: the host name).
     #[arg(long, env = "BATON_RUNNER_NAME")]
     name: Option<String>,
@@ -104,6 +110,7 @@ async fn run(args: Args) -> ExitCode {
         api: args.api,
         registration_token: args.token,
         labels: args.labels.iter().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect(),
+        tools: crate::tools::resolve(&args.tools).await,
         name: args.name.or_else(host_name),
         work_dir: args.work_dir.unwrap_or_else(|| std::env::temp_dir().join("baton-runner")),
         max_jobs,

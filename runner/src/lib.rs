@@ -11,6 +11,7 @@
 //!   cache entries (`baton-runner artifact …` / `cache …`, [`step_cli`]).
 //! - [`process`]: process groups and signals.
 //! - [`streams`]: read a step's stdout and stderr, masks in force across both.
+//! - [`tools`]: the tools this machine has, advertised at registration.
 //! - [`operator`]: the operator side (`baton token …`, `baton run …`,
 //!   `baton provisioner …`).
 //! - [`provisioner`]: elastic fleets: the `bpt_` client, `baton fleet`'s
@@ -42,6 +43,7 @@ pub mod provisioner_cli;
 pub mod push;
 pub mod step_cli;
 pub mod streams;
+pub mod tools;
 
 /// Why a running job must stop early. Ordered by precedence: a later,
 /// stronger reason replaces a weaker one, never the other way round.

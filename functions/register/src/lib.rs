@@ -6,6 +6,7 @@ use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::require_token;
 use baton_shared::http::{json_response, parse_json, respond};
 use baton_shared::runners::labels::canonicalize;
+use baton_shared::runners::tools::offered_labels;
 use baton_shared::store::sessions::RegisterRefusal;
 use baton_shared::tokens::TokenKind;
 use http::StatusCode;
@@ -18,7 +19,10 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 async fn register(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     let token = require_token(&req, TokenKind::Registration)?;
     let mut body: RegisterRequest = parse_json(&req)?;
-    body.labels = canonicalize(&body.labels)?;
+    // A runner's tools are labels of their own namespace (`runners::tools`).
+    let mut labels = std::mem::take(&mut body.labels);
+    labels.extend(offered_labels(&std::mem::take(&mut body.tools))?);
+    body.labels = canonicalize(&labels)?;
     let ttl = chrono::Duration::from_std(context.config.session_ttl).map_err(|_| ApiError::internal())?;
     match context.store.register_session(token, body, ttl, chrono::Utc::now()).await? {
         Ok((session, session_token)) => {

@@ -71,6 +71,10 @@ pub fn start(spec: ChildSpec, events: mpsc::UnboundedSender<ChildEvent>) -> std:
         .arg(&spec.provider_runner_id)
         .arg("--work-dir")
         .arg(&spec.work_dir)
+        // Its session's labels are its reservation's (the provisioner's
+        // label set, tools included): detecting this machine's is wasted.
+        .arg("--tools")
+        .arg("none")
         // JSON lines, so this process can read the session it registered
         // and re-log its lines with the instance's fields.
         .arg("--json-logs")

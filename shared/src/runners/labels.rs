@@ -11,8 +11,10 @@ use crate::error::{ApiError, ErrorCode};
 
 /// The longest label accepted, in characters (after trimming).
 pub const MAX_LABEL_LEN: usize = 128;
-/// The most labels a set may hold after deduplication.
+/// The most labels a set may hold after deduplication, tool labels apart.
 pub const MAX_LABELS: usize = 20;
+/// The most tool labels (`tool:…`) a set may hold besides.
+pub const MAX_TOOL_LABELS: usize = 160;
 
 /// Why a set of labels was refused. Every variant names the offending label
 /// (or count) so the 400 `invalid-labels` answer tells the user what to fix.
@@ -57,9 +59,13 @@ pub fn canonicalize(raw: &[String]) -> Result<Vec<String>, LabelError> {
     }
     labels.sort();
     labels.dedup();
-    match labels.len() {
-        0 => Err(LabelError::Empty),
+    // Tool labels (`runners::tools`) come in their own, larger allowance: a
+    // runner's few tools offer several each.
+    let tools = labels.iter().filter(|label| super::tools::is_tool_label(label)).count();
+    match labels.len() - tools {
+        0 if tools == 0 => Err(LabelError::Empty),
         count if count > MAX_LABELS => Err(LabelError::TooMany { count }),
+        _ if tools > MAX_TOOL_LABELS => Err(LabelError::TooMany { count: tools }),
         _ => Ok(labels),
     }
 }
@@ -78,8 +84,12 @@ pub fn labelset_id(canonical: &[String]) -> String {
     digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// `^[a-z0-9][a-z0-9._-]*$`, checked by hand to avoid a regex dependency.
+/// `^[a-z0-9][a-z0-9._-]*$`, checked by hand to avoid a regex dependency,
+/// or a tool label (`tool:node@20`, `runners::tools`).
 fn is_valid_label(label: &str) -> bool {
+    if label.starts_with(super::tools::TOOL_PREFIX) {
+        return super::tools::is_tool_label(label);
+    }
     let mut chars = label.chars();
     let Some(first) = chars.next() else { return false };
     (first.is_ascii_lowercase() || first.is_ascii_digit())

@@ -6,3 +6,4 @@ pub mod lease;
 pub mod provisioners;
 pub mod schedulable;
 pub mod settle;
+pub mod tools;

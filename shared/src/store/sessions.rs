@@ -203,7 +203,9 @@ impl Store {
         session_ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<Result<(Session, String), RegisterRefusal>, StoreError> {
-        let RegisterRequest { labels, name, request_id } = request;
+        // Its tools are among its labels by now (the register function
+        // turns them into `tool:` labels).
+        let RegisterRequest { labels, name, request_id, .. } = request;
         let Some(id) = tokens::registration_token_id(token) else {
             return Ok(Err(RegisterRefusal::Unauthenticated));
         };

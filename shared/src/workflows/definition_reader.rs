@@ -27,6 +27,7 @@ const CONCURRENCY_FIELDS: &[&str] = &["group", "cancel-in-progress", "queue", "l
 const JOB_FIELDS: &[&str] = &[
     "name",
     "runs-on",
+    "tools",
     "needs",
     "if",
     "timeout-minutes",
@@ -46,8 +47,19 @@ const LISTEN_FIELDS: &[&str] = &["events", "timeout-minutes", "if"];
 const APPROVAL_FIELDS: &[&str] = &["required", "from", "inputs", "timeout-minutes", "on-timeout"];
 const APPROVAL_INPUT_FIELDS: &[&str] = &["type", "options", "required", "default", "description"];
 /// What an approval job cannot have: it runs on no runner.
-const NOT_FOR_APPROVALS: &[&str] =
-    &["runs-on", "steps", "strategy", "env", "outputs", "mask-env", "retry", "priority", "timeout-minutes", "listen"];
+const NOT_FOR_APPROVALS: &[&str] = &[
+    "runs-on",
+    "tools",
+    "steps",
+    "strategy",
+    "env",
+    "outputs",
+    "mask-env",
+    "retry",
+    "priority",
+    "timeout-minutes",
+    "listen",
+];
 const RETRY_FIELDS: &[&str] = &["max", "when", "exit-codes", "backoff"];
 const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
 /// The most values a matrix dimension may list, and the most `include` or
@@ -388,13 +400,18 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
         return Ok((job, None));
     }
     let strategy = fields.get("strategy").map(|node| read_strategy(node, &at.field("strategy"))).transpose()?;
+    // `tools:` are labels of their own namespace (`runners::tools`), added
+    // to `runs-on`'s: claims, demand and the unschedulable check match both.
+    let tools = read_tools(fields.get("tools"), &at.field("tools"))?;
     let (labels, matrix) = match strategy {
-        None => (read_runs_on(fields.get("runs-on"), &at.field("runs-on"))?, None),
+        None => (read_runs_on(fields.get("runs-on"), &at.field("runs-on"), &tools)?, None),
         Some(strategy) => {
             let Some(node) = fields.get("runs-on") else {
                 return Err(at.field("runs-on").error("required: the labels a runner must offer to run this job"));
             };
-            (Vec::new(), Some((strategy, read_text_list(node, &at.field("runs-on"), "a label or a list of labels")?)))
+            let mut runs_on = read_text_list(node, &at.field("runs-on"), "a label or a list of labels")?;
+            runs_on.extend(tools);
+            (Vec::new(), Some((strategy, runs_on)))
         }
     };
     let needs = read_needs(fields.get("needs"), &at.field("needs"))?;
@@ -583,10 +600,19 @@ fn read_approval_input(node: &YamlNode, at: &Location) -> Result<ApprovalInput, 
     Ok(ApprovalInput { kind, options, required, default, description })
 }
 
-fn read_runs_on(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
+fn read_runs_on(node: Option<&YamlNode>, at: &Location, tools: &[String]) -> Result<Vec<String>, DefinitionError> {
     let Some(node) = node else { return Err(at.error("required: the labels a runner must offer to run this job")) };
-    let raw = read_text_list(node, at, "a label or a list of labels")?;
+    let mut raw = read_text_list(node, at, "a label or a list of labels")?;
+    raw.extend(tools.iter().cloned());
     labels::canonicalize(&raw).map_err(|err| at.error(err.to_string()))
+}
+
+/// `tools:`: the tools a runner must have, `name` or `name@version`
+/// (`[docker, node@20]`), as the labels they require.
+fn read_tools(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {
+    let Some(node) = node else { return Ok(Vec::new()) };
+    let tools = read_text_list(node, at, "a tool or a list of tools (`docker`, `node@20`)")?;
+    crate::runners::tools::required_labels(&tools).map_err(|err| at.error(err.to_string()))
 }
 
 fn read_needs(node: Option<&YamlNode>, at: &Location) -> Result<Vec<String>, DefinitionError> {

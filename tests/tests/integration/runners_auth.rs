@@ -85,6 +85,9 @@ async fn register_refuses_revoked_expired_wrong_kind_and_invalid_labels_without_
     assert!(answer.body["error"]["message"].as_str().unwrap().contains("`Bad Label!`"), "{}", answer.body);
     let answer = stack.post("/v1/runners/register", &valid, json!({"labels": []})).await;
     assert_eq!((answer.status, answer.code()), (400, "invalid-labels"));
+    let answer = stack.post("/v1/runners/register", &valid, json!({"labels": ["linux"], "tools": ["node@>=18"]})).await;
+    assert_eq!((answer.status, answer.code()), (400, "invalid-labels"));
+    assert!(answer.body["error"]["message"].as_str().unwrap().contains("tool `node@>=18`"), "{}", answer.body);
     let answer = stack.post("/v1/runners/register", &valid, json!({"labels": "linux"})).await;
     assert_eq!((answer.status, answer.code()), (400, "invalid-request"));
     let answer = stack.post("/v1/runners/register", &stack.admin_token, json!({"labels": ["linux"]})).await;
@@ -96,6 +99,19 @@ async fn register_refuses_revoked_expired_wrong_kind_and_invalid_labels_without_
     let answer = stack.post("/v1/runners/register", &format!("{valid}x"), json!({"labels": ["linux"]})).await;
     assert_eq!((answer.status, answer.code()), (401, "unauthenticated"), "a wrong secret");
     assert_eq!(stack.count_items("session").await, sessions_before, "no refused registration made a session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runners_tools_are_answered_among_its_labels_with_each_version_prefix() {
+    let stack = TestStack::start().await;
+    let token = stack.registration_token("ws1", json!({})).await;
+    let body = json!({"labels": ["Linux"], "tools": ["docker", "node@20.11.1"]});
+    let answer = stack.post("/v1/runners/register", &token, body).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert_eq!(
+        answer.body["labels"],
+        json!(["linux", "tool:docker", "tool:node", "tool:node@20", "tool:node@20.11", "tool:node@20.11.1"])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

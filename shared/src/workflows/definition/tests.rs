@@ -536,6 +536,26 @@ fn concurrency_is_a_group_name_or_a_mapping_and_reads_only_what_a_create_knows()
 }
 
 #[test]
+fn a_jobs_tools_are_labels_it_requires_beside_its_runs_on_in_every_leg() {
+    let definition = parse_definition(
+        "jobs:\n  web:\n    runs-on: linux\n    tools: [docker, Node@20]\n    steps: [{run: x}]\n  e2e:\n    runs-on: ['${{ matrix.os }}']\n    strategy: {matrix: {os: [linux, macos]}}\n    tools: node@20.11\n    steps: [{run: x}]\n",
+    )
+    .unwrap();
+    assert_eq!(definition.job("web").unwrap().labels, ["linux", "tool:docker", "tool:node@20"]);
+    for (leg, os) in [("e2e (linux)", "linux"), ("e2e (macos)", "macos")] {
+        assert_eq!(definition.job(leg).unwrap().labels, [os, "tool:node@20.11"], "{leg}");
+    }
+    for (body, field) in [
+        ("runs-on: linux\ntools: ['node@>=18']\nsteps: [{run: x}]", "tools"),
+        ("runs-on: linux\ntools: {docker: 1}\nsteps: [{run: x}]", "tools"),
+        ("approval: {}\ntools: [docker]", "tools"),
+    ] {
+        let error = parse_definition(&with_job_body(body)).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some(field), "{body}: {error}");
+    }
+}
+
+#[test]
 fn a_jobs_concurrency_reads_its_matrix_values_and_key_but_nothing_only_known_later() {
     let with = |concurrency: &str, strategy: &str| {
         parse_definition(&format!(

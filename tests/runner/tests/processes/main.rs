@@ -12,4 +12,5 @@ mod operator_cli;
 mod provisioners;
 mod push;
 mod support;
+mod tools;
 mod workflows;

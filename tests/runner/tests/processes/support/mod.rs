@@ -100,16 +100,29 @@ impl Runner {
     /// Starts the real binary against `stack` with the registration token in
     /// the environment (as an operator would), plus `args`.
     pub fn start(stack: &TestStack, token: &str, labels: &str, args: &[&str]) -> Self {
-        Self::launch(stack, token, labels, args, None)
+        Self::launch(stack, token, labels, args, None, &[])
+    }
+
+    /// As [`Runner::start`], the process's environment changed by `env`
+    /// (a `PATH` with a test's own tools first, say).
+    pub fn start_with_env(stack: &TestStack, token: &str, labels: &str, args: &[&str], env: &[(&str, String)]) -> Self {
+        Self::launch(stack, token, labels, args, None, env)
     }
 
     /// As [`Runner::start`], with JSON logs written to `log` (for checks on
     /// what the runner saw).
     pub fn start_logged(stack: &TestStack, token: &str, labels: &str, args: &[&str], log: &Path) -> Self {
-        Self::launch(stack, token, labels, args, Some(log))
+        Self::launch(stack, token, labels, args, Some(log), &[])
     }
 
-    fn launch(stack: &TestStack, token: &str, labels: &str, args: &[&str], log: Option<&Path>) -> Self {
+    fn launch(
+        stack: &TestStack,
+        token: &str,
+        labels: &str,
+        args: &[&str],
+        log: Option<&Path>,
+        env: &[(&str, String)],
+    ) -> Self {
         let work_dir = scratch().join("work");
         let mut command = Command::new(env!("CARGO_BIN_EXE_runner-under-test"));
         command
@@ -122,7 +135,12 @@ impl Runner {
             .arg("--kill-grace-s")
             .arg("2")
             .args(args)
-            .env("BATON_REGISTRATION_TOKEN", token);
+            .env("BATON_REGISTRATION_TOKEN", token)
+            .envs(env.iter().map(|(name, value)| (*name, value.as_str())));
+        // What a test's jobs may need is its business, not this machine's.
+        if !args.contains(&"--tools") {
+            command.arg("--tools").arg("none");
+        }
         if let Some(log) = log {
             command.arg("--json-logs").stdout(std::fs::File::create(log).expect("a log file"));
         }
