@@ -1032,7 +1032,7 @@ export class BatonStack extends Stack {
 
   /**
    * The AWS provisioner: its function (a provisioner calling the API with its
-   * token, no table access), its schedule, its scoped grants, the runner
+   * token, no table access), its schedule and its wake-up on demand, its scoped grants, the runner
    * instances' role and profile, and alarms on failed launches and orphans.
    */
   private buildAwsProvisioner(spec: AwsProvisionerSpec, p: AwsProvisionerProps, missingCrates: MissingCrates): void {
@@ -1139,6 +1139,36 @@ export class BatonStack extends Stack {
       schedule: events.Schedule.rate(Duration.seconds(periodS)),
       targets: [new targets.LambdaFunction(f)],
     });
+
+    // Woken between ticks when demand changes (a job queued), so a run
+    // on an empty fleet waits seconds for its machine, not up to a period.
+    // A queue gathers a burst into one batch, one tick; two ticks at most at
+    // once (reserving is a conditional write: racing ticks never reserve
+    // one job twice). A wake carries nothing: the tick reads demand itself,
+    // so a failed one needs no dead-letter queue (the message is tried
+    // again, and dropped after its short retention; the schedule goes on).
+    const wakeOn = spec.wake_on ?? [];
+    if (wakeOn.length > 0) {
+      const batching = spec.wake_batching_s ?? 0;
+      wholeInRange('aws_provisioner.wake_batching_s', batching, 0, 300);
+      const wake = new sqs.Queue(this, `Wake${pascal(spec.function.name)}`, {
+        queueName: naming.physical(`${spec.function.name}-wake`),
+        visibilityTimeout: Duration.seconds(Math.max(this.config.functionTimeoutS * 2, 60)),
+        retentionPeriod: Duration.minutes(10),
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        enforceSSL: true,
+      });
+      new events.Rule(this, `Wake${pascal(spec.function.name)}Rule`, {
+        ruleName: naming.physical(`${spec.function.name}-wake`),
+        description: `Wakes ${spec.function.name} when demand changes`,
+        eventBus: this.bus,
+        eventPattern: { detailType: [...wakeOn] },
+        targets: [new targets.SqsQueue(wake)],
+      });
+      f.addEventSource(
+        new SqsEventSource(wake, { batchSize: 100, maxBatchingWindow: Duration.seconds(batching), maxConcurrency: 2 }),
+      );
+    }
 
     const metric = (metricName: string) =>
       new cloudwatch.Metric({ namespace: 'Baton', metricName, dimensionsMap: { stage }, statistic: 'Sum', period: Duration.minutes(5) });

@@ -164,6 +164,10 @@ export interface AwsProvisionerSpec {
   readonly function: FunctionSpec;
   /** Default period of its schedule, whole minutes (prop `provisioner.periodS` overrides it). */
   readonly period_s: number;
+  /** Facts (detail types) that wake it between ticks, through a queue of its own. */
+  readonly wake_on?: readonly string[];
+  /** How long that queue gathers facts into one batch, one tick (0-300 s). */
+  readonly wake_batching_s?: number;
 }
 
 /** The permissions only the AWS provisioner may hold (they need its props to be scoped). */

@@ -70,6 +70,22 @@ describe('AWS provisioner (optional)', () => {
     template.hasResourceProperties('AWS::Events::Rule', { Name: 'baton-test-aws-provisioner', ScheduleExpression: 'rate(1 minute)' });
   });
 
+  it('is woken between ticks by a queued job, a burst batched into one tick, two at most at once', () => {
+    const { template, json } = synthVariant(REAL, PROPS);
+    template.hasResourceProperties('AWS::Events::Rule', {
+      Name: 'baton-test-aws-provisioner-wake',
+      EventPattern: { 'detail-type': ['baton.workflows.job_execution.queued'] },
+    });
+    template.hasResourceProperties('AWS::SQS::Queue', { QueueName: 'baton-test-aws-provisioner-wake', MessageRetentionPeriod: 600 });
+    const mappings = Object.values<any>(json.Resources).filter((r) => r.Type === 'AWS::Lambda::EventSourceMapping');
+    const wake = mappings.filter((m) => JSON.stringify(m.Properties.EventSourceArn).includes('WakeAwsProvisioner'));
+    assert.equal(wake.length, 1, JSON.stringify(mappings.map((m) => m.Properties.EventSourceArn)));
+    assert.equal(JSON.stringify(wake[0].Properties.FunctionName).includes('AwsProvisioner'), true);
+    assert.equal(wake[0].Properties.BatchSize, 100);
+    assert.equal(wake[0].Properties.MaximumBatchingWindowInSeconds, 2);
+    assert.deepEqual(wake[0].Properties.ScalingConfig, { MaximumConcurrency: 2 });
+  });
+
   it('may run instances only from the launch template, tag only on create, terminate only the stage', () => {
     const { json } = synthVariant(REAL, PROPS);
     const statements = statementsOf(json, 'baton-test-aws-provisioner');

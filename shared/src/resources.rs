@@ -41,6 +41,13 @@ pub struct AwsProvisioner {
     /// Its schedule's default period (the CDK prop `provisioner.periodS`
     /// overrides it); whole minutes.
     pub period_s: u32,
+    /// Facts that wake it between its scheduled ticks (a job queued: demand
+    /// changed), through a queue of its own: one tick a batch.
+    #[serde(default)]
+    pub wake_on: Vec<String>,
+    /// How long its wake queue gathers facts into one batch (one tick).
+    #[serde(default)]
+    pub wake_batching_s: u32,
 }
 
 /// An S3 bucket (job logs): private, objects expire after `retention_days`;

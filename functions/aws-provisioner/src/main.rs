@@ -1,6 +1,8 @@
 //! The AWS provisioner's Lambda start-up: JSON logs, settings and clients
 //! once per cold start (the provisioner token too), then one tick per
-//! invocation, whatever woke it (the schedule's event is not read).
+//! invocation, whatever woke it: its schedule, or a batch of wake-ups from
+//! its queue when jobs were queued (neither event is read; a failed tick
+//! fails the batch, which is tried again).
 
 use baton_aws_provisioner::settings::Settings;
 use baton_aws_provisioner::AwsProvisioner;
