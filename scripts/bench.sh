@@ -28,6 +28,11 @@ if [[ ",$sections," == *",cold-start,"* ]]; then
   echo "bench: building the functions' release binaries (for the cold-start section) …" >&2
   cargo build -q --release "${packages[@]}"
 fi
+if [[ ",$sections," == *",fleet,"* ]]; then
+  # The fleet section starts real runner processes (the local provisioner's
+  # machines and a fixed fleet).
+  cargo build -q -p baton-runner --bin baton-runner
+fi
 start_moto "${BATON_MOTO_PORT:-$(free_port)}"
 status=0
 cargo run -q "${profile[@]}" -p baton-bench -- "$@" || status=$?

@@ -18,6 +18,7 @@
 //! `bench --help`, with the defaults). Needs `BATON_AWS_ENDPOINT`
 //! (scripts/bench.sh starts moto and sets it).
 
+mod fleet;
 mod recorder;
 mod transfers;
 mod workflows;
@@ -50,7 +51,8 @@ use serde_json::json;
 pub(crate) const LABELS: &[&str] = &["linux", "x64"];
 
 /// What to run: `--sections` picks among these (default: all).
-const SECTIONS: &[&str] = &["claim-path", "artifacts", "contention", "workflows", "idle", "cold-start"];
+/// (`fleet` runs for minutes of wall-clock time: only when asked for.)
+const SECTIONS: &[&str] = &["claim-path", "artifacts", "contention", "workflows", "idle", "cold-start", "fleet"];
 
 /// The repository root (the bench's default paths are under its `target/`).
 fn root() -> PathBuf {
@@ -66,7 +68,7 @@ fn root() -> PathBuf {
     after_help = "Every flag also reads BATON_BENCH_<FLAG> (e.g. BATON_BENCH_JOBS=200)."
 )]
 struct Options {
-    /// Sections to run: claim-path, artifacts, contention, workflows, idle, cold-start
+    /// Sections to run: claim-path, artifacts, contention, workflows, idle, cold-start, fleet (not by default)
     #[arg(
         long,
         env = "BATON_BENCH_SECTIONS",
@@ -173,6 +175,36 @@ struct Options {
         help_heading = "Cold start"
     )]
     cold_runs: usize,
+    /// The `baton-runner` the fleet's machines run (scripts/bench.sh builds it)
+    #[arg(long, env = "BATON_BENCH_RUNNER_BIN", value_name = "PATH", default_value_os_t = fleet::default_runner_bin(&root()), help_heading = "Fleet")]
+    runner_bin: PathBuf,
+    /// Most machines of the elastic fleet, and the size of the fixed one
+    #[arg(long, env = "BATON_BENCH_FLEET_SIZE", value_name = "N", default_value_t = 5, help_heading = "Fleet")]
+    fleet_size: u32,
+    /// Bursts of the bursty workload
+    #[arg(long, env = "BATON_BENCH_FLEET_BURSTS", value_name = "N", value_parser = number, default_value = "3", help_heading = "Fleet")]
+    fleet_bursts: usize,
+    /// Jobs a burst (one run of that many parallel jobs)
+    #[arg(long, env = "BATON_BENCH_FLEET_BURST_JOBS", value_name = "N", value_parser = number, default_value = "20", help_heading = "Fleet")]
+    fleet_burst_jobs: usize,
+    /// Seconds between bursts
+    #[arg(long, env = "BATON_BENCH_FLEET_GAP_S", value_name = "S", default_value_t = 300, help_heading = "Fleet")]
+    fleet_gap_s: u64,
+    /// Seconds each job sleeps
+    #[arg(long, env = "BATON_BENCH_FLEET_JOB_S", value_name = "S", default_value_t = 5, help_heading = "Fleet")]
+    fleet_job_s: u64,
+    /// The elastic fleet's idle timeout, seconds (10 at least)
+    #[arg(
+        long,
+        env = "BATON_BENCH_FLEET_IDLE_TIMEOUT_S",
+        value_name = "S",
+        default_value_t = 30,
+        help_heading = "Fleet"
+    )]
+    fleet_idle_timeout_s: u32,
+    /// Cold starts measured on each fleet
+    #[arg(long, env = "BATON_BENCH_FLEET_COLD_RUNS", value_name = "N", value_parser = number, default_value = "3", help_heading = "Fleet")]
+    fleet_cold_runs: usize,
     /// The JSON report (the functions' stdout goes next to it)
     #[arg(
         long,
@@ -1069,6 +1101,29 @@ async fn main() {
         heading(&mut text, "Artifacts and caches: a 100 MB archive per job, counted (bytes straight to S3)");
         text.push_str(&transfers::render(&moved));
         json.insert("transfers".into(), json!(moved));
+    }
+
+    if opts.wants("fleet") {
+        eprintln!("bench: elastic fleet (local provisioner) against a fixed one …");
+        let fleet_stack = TestStack::start().await;
+        let shape = fleet::FleetShape {
+            max_instances: opts.fleet_size.max(1),
+            bursts: opts.fleet_bursts.max(1),
+            burst_jobs: opts.fleet_burst_jobs.max(1),
+            gap: Duration::from_secs(opts.fleet_gap_s),
+            job_seconds: opts.fleet_job_s,
+            idle_timeout_s: opts.fleet_idle_timeout_s.max(10),
+            cold_runs: opts.fleet_cold_runs.max(1),
+        };
+        let work = opts.out.with_file_name("fleet-work");
+        let measured = fleet::measure(&fleet_stack, &opts.runner_bin, &work, shape).await;
+        heading(
+            &mut text,
+            "Elastic fleet (local provisioner, real runner processes) against a fixed fleet of the same size",
+        );
+        text.push_str(&fleet::render(&measured, shape));
+        json.insert("fleet".into(), json!(measured));
+        fleet_stack.host.stop().await;
     }
 
     if opts.wants("workflows") {
