@@ -248,46 +248,48 @@ impl Store {
     /// also withdraws the execution from claims (`withdrawn_at`, as
     /// `AttemptsStore::withdrawn_update` does for a cancel): one transaction
     /// may not touch an item twice, so the flag rides on the check.
-    /// A transaction's check that nobody has claimed the execution (no
-    /// record yet, or one still pending), which also withdraws it from
-    /// claims: the unschedulable path writes only with it, so a claim that
-    /// landed first wins and one that comes after finds it withdrawn.
-    pub fn unclaimed_check(
-        &self,
-        execution_id: Uuid,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let check = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(execution_pk(execution_id)))
-            .key("sk", s(RUNNER_SK))
-            .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
-            .condition_expression("attribute_not_exists(pk) OR #status = :pending")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":pending", s(RunnerStatus::Pending.as_str()))
-            .expression_attribute_values(":at", s(super::keys::timestamp(now)))
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        Ok(TransactWriteItem::builder().update(check).build())
-    }
-
     pub fn not_ended_by_runner_check(
         &self,
         execution_id: Uuid,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<TransactWriteItem, StoreError> {
-        let check = Update::builder()
+        self.withdrawn_if(execution_id, now, &[RunnerStatus::Pending, RunnerStatus::Leased, RunnerStatus::Terminated])
+    }
+
+    /// A transaction's check that nobody has claimed the execution (no
+    /// record yet, or one still pending), which withdraws it from claims
+    /// as [`Self::not_ended_by_runner_check`] does: the unschedulable path
+    /// writes only with it, so a claim that landed first wins and one that
+    /// comes after finds it withdrawn.
+    pub fn unclaimed_check(
+        &self,
+        execution_id: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        self.withdrawn_if(execution_id, now, &[RunnerStatus::Pending])
+    }
+
+    /// Withdraws the execution from claims on the condition that its
+    /// runners' record is absent or in one of `statuses`.
+    fn withdrawn_if(
+        &self,
+        execution_id: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+        statuses: &[RunnerStatus],
+    ) -> Result<TransactWriteItem, StoreError> {
+        let names: Vec<String> = (0..statuses.len()).map(|i| format!(":s{i}")).collect();
+        let mut check = Update::builder()
             .table_name(&self.table)
             .key("pk", s(execution_pk(execution_id)))
             .key("sk", s(RUNNER_SK))
             .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
-            .condition_expression("attribute_not_exists(pk) OR NOT (#status IN (:completed, :expired))")
+            .condition_expression(format!("attribute_not_exists(pk) OR #status IN ({})", names.join(", ")))
             .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":completed", s(RunnerStatus::Completed.as_str()))
-            .expression_attribute_values(":expired", s(RunnerStatus::Expired.as_str()))
-            .expression_attribute_values(":at", s(super::keys::timestamp(now)))
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
+            .expression_attribute_values(":at", s(super::keys::timestamp(now)));
+        for (name, status) in names.iter().zip(statuses) {
+            check = check.expression_attribute_values(name, s(status.as_str()));
+        }
+        let check = check.build().map_err(|e| StoreError::Other(e.to_string()))?;
         Ok(TransactWriteItem::builder().update(check).build())
     }
 }

@@ -735,28 +735,53 @@ fn ran_between(view: &serde_json::Value, key: &str) -> (chrono::DateTime<chrono:
     (at("queued_at"), at("finished_at"))
 }
 
+/// A stack whose concurrency group writes meet faults: the group item's
+/// single PutItems lose their answers (applied, then retried against the
+/// state they made) or are throttled; the attempts' transactions conflict.
+async fn stack_with_group_faults(
+    seed: u64,
+) -> (baton_tests::TestStack, std::sync::Arc<baton_localstack::faults::FaultPlan>) {
+    let faults = format!(
+        "seed={seed};dynamodb.PutItem:lost=0.3;dynamodb.PutItem:throttle=0.2;dynamodb.TransactWriteItems:conflict=0.2"
+    );
+    let plan = std::sync::Arc::new(baton_localstack::faults::FaultPlan::parse(&faults).unwrap().unwrap());
+    let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
+    (baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await, plan)
+}
+
+/// Creates a run of `yaml` with the input `env`; its id.
+async fn create_for_env(stack: &baton_tests::TestStack, ws: &str, yaml: &str, env: &str) -> String {
+    let body = json!({"definition": yaml, "inputs": {"env": env}});
+    let (status, body) = post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
+    assert_eq!(status, 201, "{body:#}");
+    body["id"].as_str().expect("id").to_string()
+}
+
+/// Members of one group ran one at a time: each started after the one
+/// before it finished; then the group is left empty (by the write that
+/// ended the last, or a retried message's if that leave met a fault).
+async fn assert_took_turns(
+    stack: &baton_tests::TestStack,
+    ws: &str,
+    group: &str,
+    order: &[(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)],
+) {
+    for pair in order.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "overlapping members of group {group}: {order:?}");
+    }
+    baton_tests::wait_for("the group to be left empty", WAIT, || async {
+        let state = stack.store.concurrency_group(ws, group).await.unwrap();
+        (state.holders.is_empty() && state.queue.is_empty()).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_racing_into_one_concurrency_group_under_faults_run_one_at_a_time_and_leave_it_empty() {
-    // The group item's writes are single PutItems: their answers are lost
-    // (applied, then retried against the state they made) or throttled;
-    // the attempts' transactions meet conflicts.
-    let faults =
-        "seed=17;dynamodb.PutItem:lost=0.3;dynamodb.PutItem:throttle=0.2;dynamodb.TransactWriteItems:conflict=0.2";
-    let plan = std::sync::Arc::new(baton_localstack::faults::FaultPlan::parse(faults).unwrap().unwrap());
-    let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
-    let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    let (stack, plan) = stack_with_group_faults(17).await;
     let ws = workspace();
     let yaml = "name: deploy\nconcurrency: {group: 'deploy-${{ inputs.env }}', queue: max}\njobs:\n  deploy:\n    runs-on: linux\n    steps: [{run: ./deploy}]\n";
-    let create = |env: &'static str| {
-        let stack = &stack;
-        let ws = ws.clone();
-        async move {
-            let body = json!({"definition": yaml, "inputs": {"env": env}});
-            let (status, body) = post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
-            assert_eq!(status, 201, "{body:#}");
-            body["id"].as_str().expect("id").to_string()
-        }
-    };
+    let create = |env: &'static str| create_for_env(&stack, &ws, yaml, env);
     // Four creates at once into `deploy-prod`, one into another group.
     let mut runs = futures::future::join_all((0..4).map(|_| create("prod"))).await;
     let staging = create("staging").await;
@@ -786,17 +811,7 @@ async fn runs_racing_into_one_concurrency_group_under_faults_run_one_at_a_time_a
         order.push(ran_between(&view, "deploy"));
         runs.retain(|run| *run != next);
     }
-    // Never two at once: each started after the one before it finished.
-    for pair in order.windows(2) {
-        assert!(pair[1].0 >= pair[0].1, "overlapping runs of one group: {order:?}");
-    }
-    // The last run leaves right after the write that ended it (a retried
-    // message's, if that leave met a fault).
-    baton_tests::wait_for("the last run to leave the group empty", WAIT, || async {
-        let group = stack.store.concurrency_group(&ws, "deploy-prod").await.unwrap();
-        (group.holders.is_empty() && group.queue.is_empty()).then_some(())
-    })
-    .await;
+    assert_took_turns(&stack, &ws, "deploy-prod", &order).await;
     let injected = plan.injected_by_kind();
     assert!(injected.get("lost").copied().unwrap_or(0) > 0, "{injected:?}");
     stack.assert_all_facts_valid();
@@ -854,38 +869,10 @@ fn was_queued(stack: &baton_tests::TestStack, run: &str, key: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobs_concurrency_group_runs_one_deploy_at_a_time_across_runs_under_faults_while_the_rest_goes_on() {
-    // As the run-level test: the group item's writes lose answers or are
-    // throttled, the attempts' transactions meet conflicts.
-    let faults =
-        "seed=29;dynamodb.PutItem:lost=0.3;dynamodb.PutItem:throttle=0.2;dynamodb.TransactWriteItems:conflict=0.2";
-    let plan = std::sync::Arc::new(baton_localstack::faults::FaultPlan::parse(faults).unwrap().unwrap());
-    let options = baton_devhost::HostOptions { faults: Some(plan.clone()), ..baton_devhost::HostOptions::default() };
-    let stack = baton_tests::TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    let (stack, plan) = stack_with_group_faults(29).await;
     let ws = workspace();
-    let yaml = "name: ship
-jobs:
-  build:
-    runs-on: linux
-    steps: [{run: make}]
-  deploy:
-    needs: build
-    runs-on: linux
-    concurrency: {group: 'deploy-${{ inputs.env }}', queue: max}
-    steps: [{run: ./deploy}]
-  notify:
-    needs: deploy
-    runs-on: linux
-    steps: [{run: ./notify}]
-";
-    let create = || {
-        let (stack, ws) = (&stack, ws.clone());
-        async move {
-            let body = json!({"definition": yaml, "inputs": {"env": "prod"}});
-            let (status, body) = post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
-            assert_eq!(status, 201, "{body:#}");
-            body["id"].as_str().expect("id").to_string()
-        }
-    };
+    let yaml = "name: ship\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n  deploy:\n    needs: build\n    runs-on: linux\n    concurrency: {group: 'deploy-${{ inputs.env }}', queue: max}\n    steps: [{run: ./deploy}]\n  notify:\n    needs: deploy\n    runs-on: linux\n    steps: [{run: ./notify}]\n";
+    let create = || create_for_env(&stack, &ws, yaml, "prod");
     let mut runs = futures::future::join_all((0..3).map(|_| create())).await;
     // Every run's build runs at once: only the deploys take turns.
     for run in &runs {
@@ -913,14 +900,7 @@ jobs:
         order.push(ran_between(&view, "deploy"));
         runs.retain(|run| *run != next);
     }
-    for pair in order.windows(2) {
-        assert!(pair[1].0 >= pair[0].1, "overlapping deploys of one group: {order:?}");
-    }
-    baton_tests::wait_for("the last deploy to leave the group empty", WAIT, || async {
-        let group = stack.store.concurrency_group(&ws, "deploy-prod").await.unwrap();
-        (group.holders.is_empty() && group.queue.is_empty()).then_some(())
-    })
-    .await;
+    assert_took_turns(&stack, &ws, "deploy-prod", &order).await;
     let injected = plan.injected_by_kind();
     assert!(injected.get("lost").copied().unwrap_or(0) > 0, "{injected:?}");
     stack.assert_all_facts_valid();
@@ -930,22 +910,7 @@ jobs:
 async fn a_newer_deploy_cancels_the_one_in_progress_and_its_run_goes_on_without_it() {
     let stack = start().await;
     let ws = workspace();
-    let yaml = "name: ship
-jobs:
-  deploy:
-    runs-on: linux
-    concurrency: {group: prod, cancel-in-progress: true}
-    steps: [{run: ./deploy}]
-  notify:
-    needs: deploy
-    runs-on: linux
-    steps: [{run: ./notify}]
-  report:
-    needs: deploy
-    if: always()
-    runs-on: linux
-    steps: [{run: ./report}]
-";
+    let yaml = "name: ship\njobs:\n  deploy:\n    runs-on: linux\n    concurrency: {group: prod, cancel-in-progress: true}\n    steps: [{run: ./deploy}]\n  notify:\n    needs: deploy\n    runs-on: linux\n    steps: [{run: ./notify}]\n  report:\n    needs: deploy\n    if: always()\n    runs-on: linux\n    steps: [{run: ./report}]\n";
     let first = create_run(&stack, &ws, yaml).await["id"].as_str().expect("id").to_string();
     let deploying = queued(&stack, &first, 1, "deploy").await;
     let runner = stack.runner(&ws, &["linux"]).await;
