@@ -628,6 +628,42 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     .await;
     assert_eq!(reserved.status, 201, "{}", reserved.body);
     all.push(f);
+    // The fleet pass at scale: every report and read of instances runs one
+    // (intents, releases); here with 50 instances booting (a set holds
+    // about 66 of the 2,000 jobs).
+    let reserve = json!({"labels": subsets[1], "count": 50});
+    let (f, reserved) = measure(
+        recorder,
+        "provisioner reservation (50 instances at once; same queue)",
+        stack.post("/v1/provisioners/reservations", &provisioner_tokens[0], reserve),
+    )
+    .await;
+    assert_eq!(reserved.status, 201, "{}", reserved.body);
+    all.push(f);
+    let events: Vec<serde_json::Value> = reserved.body["reservations"]
+        .as_array()
+        .expect("reservations")
+        .iter()
+        .enumerate()
+        .map(|(i, r)| json!({"provider_runner_id": format!("i-{i:04}"), "state": "booting", "reservation_id": r["id"]}))
+        .collect();
+    assert_eq!(events.len(), 50, "50 reservations granted");
+    let (f, report) = measure(
+        recorder,
+        "instance report (50 booting; with its fleet pass)",
+        stack.post("/v1/provisioners/instances", &provisioner_tokens[0], json!({ "events": events })),
+    )
+    .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    all.push(f);
+    let (f, listed) = measure(
+        recorder,
+        "instances read (50 instances; with its fleet pass)",
+        stack.send(reqwest::Method::GET, "/v1/provisioners/instances", &provisioner_tokens[0], None),
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    all.push(f);
 
     for f in &mut all {
         match f.name.as_str() {
