@@ -205,6 +205,7 @@ impl DevHost {
                 retry_delay: options.sqs_retry_delay,
                 sqs: clients.sqs.clone(),
                 faults: options.faults.clone(),
+                sent: std::sync::Mutex::default(),
             });
             tasks.push(tokio::spawn(poller.run(shutdown.clone())));
         }

@@ -37,6 +37,12 @@ pub struct QueuePoller {
     pub sqs: aws_sdk_sqs::Client,
     /// Deliveries as SQS makes them on a bad day (`trigger.sqs` faults).
     pub faults: Option<Arc<FaultPlan>>,
+    /// Task messages an `integration-throttled` draw let through, by id: a
+    /// throttle happens once, when the state machine sends, so a message
+    /// received again (a lost answer, a redelivery) is not drawn for again
+    /// (else a task delivered three times would fail three times as often
+    /// as it was sent, and every generation of a busy attempt would die).
+    pub sent: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl QueuePoller {
@@ -132,8 +138,12 @@ impl QueuePoller {
                 .body()
                 .and_then(|body| serde_json::from_str::<serde_json::Value>(body).ok())
                 .and_then(|body| body.get("token").and_then(|t| t.as_str()).map(str::to_string));
-            let throttled =
-                token.filter(|_| plan.decide(INTEGRATION.0, INTEGRATION.1) == Some(Fault::IntegrationThrottled));
+            let drawn_before = message
+                .message_id()
+                .is_some_and(|id| !self.sent.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string()));
+            let throttled = token.filter(|_| {
+                !drawn_before && plan.decide(INTEGRATION.0, INTEGRATION.1) == Some(Fault::IntegrationThrottled)
+            });
             let Some(token) = throttled else {
                 kept.push(message.clone());
                 continue;

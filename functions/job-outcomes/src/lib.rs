@@ -56,11 +56,10 @@ pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     let mut flags = Vec::new();
     for message in &event.records {
         let read = delivered(message);
-        if let Ok(flag) = read.as_ref().map(|d| d.detail_type == JobUnschedulable::DETAIL_TYPE) {
-            if flag {
-                flags.push((message.message_id.clone(), read.and_then(|d| d.parse::<JobUnschedulable>())));
-                continue;
-            }
+        // A flag is no outcome: it is marked on its own, beside the batch.
+        if read.as_ref().is_ok_and(|d| d.detail_type == JobUnschedulable::DETAIL_TYPE) {
+            flags.push((message.message_id.clone(), read.and_then(|d| d.parse::<JobUnschedulable>())));
+            continue;
         }
         match read.and_then(|delivered| read_fact(&delivered)) {
             Ok(None) => {}

@@ -478,7 +478,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     }
     let run_id = created.body["id"].as_str().unwrap_or_default().to_string();
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
-    let wait = Duration::from_secs(180);
+    let wait = wait_for_rate(180);
     match scenario {
         Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped => {}
         Scenario::Listening => {
@@ -605,7 +605,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
             let mut doomed = Runner::start(stack, token, "doomed", &[]);
             // Not started in time is a violation of this seed (with its
             // evidence kept), not a panic that loses every seed's.
-            let deadline = Instant::now() + Duration::from_secs(120);
+            let deadline = Instant::now() + wait_for_rate(120);
             let pgid = loop {
                 if let Some(pgid) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
                     break pgid;
@@ -614,7 +614,8 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
                     doomed.signal(libc::SIGKILL);
                     let view = call(stack, reqwest::Method::GET, &path, None).await;
                     return Err(format!(
-                        "the doomed step never started within 120 s ({}); last view {}",
+                        "the doomed step never started within {} s ({}); last view {}",
+                        wait_for_rate(120).as_secs(),
                         diagnose(stack, &view.body).await,
                         view.body
                     ));
@@ -649,7 +650,7 @@ async fn play_grouped(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
             return Err(format!("create answered {}: {}", answer.status, answer.body));
         }
         let path = format!("/v1/workspaces/{ws}/runs/{}", answer.body["id"].as_str().unwrap_or_default());
-        let view = wait_run(stack, &path, Duration::from_secs(180), "a grouped run finished", finished).await?;
+        let view = wait_run(stack, &path, wait_for_rate(180), "a grouped run finished", finished).await?;
         let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
         let mut span: Option<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = None;
         for job in &jobs {
@@ -774,7 +775,7 @@ async fn elastic_fleet(stack: &TestStack, ws: &str) -> (String, String) {
 /// at all: every machine was ephemeral) and every reservation released
 /// (none leaked), its slots all back.
 async fn fleet_at_rest(stack: &TestStack, provisioner: &str, token: &str) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + wait_for_rate(90);
     loop {
         let mut found = Vec::new();
         let listed = stack.send(reqwest::Method::GET, "/v1/provisioners/instances", token, None).await;
@@ -926,11 +927,32 @@ async fn diagnose(stack: &TestStack, view: &Value) -> String {
     notes.join("; ")
 }
 
+/// How much more the suite allows at the soak's fault rate than at 10 %
+/// (1 up to it, 3 at 30 %): each request fails that much more often, so
+/// everything takes longer, and a message takes more receives to get
+/// through. Its waits and the queues' receive counts scale by it; nothing
+/// the runs must end as does.
+fn patience() -> u32 {
+    let rate: f64 = std::env::var("BATON_CHAOS_RATE").ok().and_then(|r| r.parse().ok()).unwrap_or(0.1);
+    ((rate / 0.1).ceil() as u32).max(1)
+}
+
+/// A scenario's wait for something to happen, at this rate.
+fn wait_for_rate(seconds: u64) -> Duration {
+    Duration::from_secs(seconds * u64::from(patience()))
+}
+
 /// A stack with the chaos suite's timings, whose functions meet `faults`.
 async fn stack(faults: Option<String>) -> (TestStack, Option<Arc<FaultPlan>>) {
     let plan = faults.map(|f| Arc::new(FaultPlan::parse(&f).expect("a valid plan").expect("rules")));
     let options = HostOptions { faults: plan.clone(), ..HostOptions::default() };
-    (TestStack::start_custom(|_| {}, timings(), options).await, plan)
+    let scale = patience();
+    let receives = move |plan: &mut baton_localstack::provision::Plan| {
+        for queue in &mut plan.queues {
+            queue.max_receive_count *= scale;
+        }
+    };
+    (TestStack::start_custom(receives, timings(), options).await, plan)
 }
 
 /// The calm run's outcomes: every scenario played without faults.
