@@ -1311,6 +1311,14 @@ mod tests {
                 "priority-spread",
                 "bin-dir",
                 "cold-runs",
+                "runner-bin",
+                "fleet-size",
+                "fleet-bursts",
+                "fleet-burst-jobs",
+                "fleet-gap-s",
+                "fleet-job-s",
+                "fleet-idle-timeout-s",
+                "fleet-cold-runs",
                 "out"
             ]
         );
@@ -1322,7 +1330,14 @@ mod tests {
     #[test]
     fn defaults() {
         let o = parse(&[]).unwrap();
-        assert_eq!(o.sections, SECTIONS);
+        // Every section but the fleet's, which runs for minutes.
+        assert_eq!(o.sections, SECTIONS[..SECTIONS.len() - 1]);
+        assert_eq!(SECTIONS.last(), Some(&"fleet"));
+        assert_eq!(
+            (o.fleet_size, o.fleet_bursts, o.fleet_burst_jobs, o.fleet_gap_s, o.fleet_job_s, o.fleet_cold_runs),
+            (5, 3, 20, 300, 5, 3),
+            "the issue's bursty shape: 3 bursts of 20 jobs, 5 minutes apart, against a fleet of 5"
+        );
         assert_eq!((o.jobs, o.runners.as_slice(), o.workspaces.as_slice()), (1000, &[1, 8, 32, 64][..], &[1, 10][..]));
         assert_eq!(o.shapes, [workflows::Shape::Single, workflows::Shape::FanOut10, workflows::Shape::Chain50]);
         assert_eq!((o.runs, o.workflow_runners, o.cold_runs), (3, 4, 5));
