@@ -209,6 +209,9 @@ async fn decide_without_waking(stack: &TestStack, run: &str, job_id: &str, appro
 async fn a_click_retried_after_its_answer_was_lost_wakes_the_orchestration_the_lost_try_owed() {
     let stack = start().await;
     let ws = workspace();
+    // A registered runner, so no job is flagged unschedulable: a flag's
+    // wake-up would hide whether the retry wakes the orchestration.
+    stack.runner(&ws, &["linux"]).await;
     let alice = stack.approver_token(&ws, "alice", &[]).await;
     let yaml = RELEASE.replace("required: 2", "required: 1");
     let (status, created) =

@@ -185,6 +185,9 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
     use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
     let stack = start().await;
     let ws = workspace();
+    // A registered runner, so no job is flagged unschedulable: a flag's
+    // wake-up would hide whether the retry wakes the orchestration.
+    stack.runner(&ws, &["linux"]).await;
     // Its env reads the run's inputs: starting an execution takes a read,
     // which the delivery's own write does not make (the orchestration does).
     let yaml = LISTENING.replace("    listen:", "    env: {WHO: \"${{ inputs.who }}\"}\n    listen:");

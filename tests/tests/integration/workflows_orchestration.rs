@@ -147,6 +147,9 @@ async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_
     let stack = start().await;
     let ws = workspace();
     let yaml = "name: wide\njobs:\n  a: {runs-on: linux, steps: [{run: a}]}\n  b: {runs-on: linux, steps: [{run: b}]}\n  c: {runs-on: linux, steps: [{run: c}]}\n";
+    // A linux runner is registered, so no job is flagged unschedulable: a
+    // flag would be one more writer of the attempt.
+    stack.runner(&ws, &["linux"]).await;
     let run = create_run(&stack, &ws, yaml).await;
     let run_id = run["id"].as_str().unwrap().to_string();
     let mut runners = Vec::new();
