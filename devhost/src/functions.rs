@@ -200,6 +200,13 @@ impl Functions {
                 }
                 Ok(())
             }
+            "demand-metrics" => {
+                let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };
+                if let Err(err) = baton_demand_metrics::handle(context, invocation).await {
+                    tracing::error!(error = %err, "demand metrics failed; the next tick publishes again");
+                }
+                Ok(())
+            }
             other => Err(UnknownFunction { trigger: "schedule", function: other.to_string() }),
         }
     }

@@ -225,11 +225,12 @@ impl DevHost {
         }
 
         for schedule in &provisioned.plan.schedules {
-            let period = env
-                .get(&schedule.period_config)
-                .and_then(|v| v.parse::<u64>().ok())
-                .map(Duration::from_secs)
-                .unwrap_or(config.reaper_period);
+            let period = config.schedule_period(&schedule.period_config).ok_or_else(|| {
+                HostError::Start(format!(
+                    "schedule {}: {} is not a period of the configuration",
+                    schedule.name, schedule.period_config
+                ))
+            })?;
             let ticker = schedule::Ticker { function: schedule.function.clone(), period, functions: functions.clone() };
             tasks.push(tokio::spawn(ticker.run(shutdown.clone())));
         }

@@ -174,6 +174,12 @@ export interface BatonStackProps extends StackProps {
   readonly firstHeartbeatGraceS?: number;
   /** `BATON_REAPER_PERIOD_S`, also the rate of every schedule using it; whole minutes (EventBridge). @default 60 */
   readonly reaperPeriodS?: number;
+  /**
+   * `BATON_DEMAND_METRICS_PERIOD_S`: how often the `demand-metrics` schedule
+   * publishes each provisioner-served label set's demand (the metrics an
+   * auto scaling group can scale on); whole minutes (EventBridge). @default 60
+   */
+  readonly demandMetricsPeriodS?: number;
   /** `BATON_SESSION_TTL_S`. @default 3600 */
   readonly sessionTtlS?: number;
   /** `BATON_POLL_INTERVAL_S`. @default 5 */
@@ -240,6 +246,7 @@ export interface ResolvedBatonProps {
   readonly heartbeatIntervalS: number;
   readonly firstHeartbeatGraceS: number;
   readonly reaperPeriodS: number;
+  readonly demandMetricsPeriodS: number;
   readonly sessionTtlS: number;
   readonly pollIntervalS: number;
   readonly unschedulableFailS: number;
@@ -276,6 +283,7 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
     heartbeatIntervalS: props.heartbeatIntervalS ?? 15,
     firstHeartbeatGraceS: props.firstHeartbeatGraceS ?? 60,
     reaperPeriodS: props.reaperPeriodS ?? 60,
+    demandMetricsPeriodS: props.demandMetricsPeriodS ?? 60,
     sessionTtlS: props.sessionTtlS ?? 3600,
     pollIntervalS: props.pollIntervalS ?? 5,
     unschedulableFailS: props.unschedulableFailS ?? 900,
@@ -310,9 +318,14 @@ export function resolveProps(props: BatonStackProps, resources: Resources): Reso
       `firstHeartbeatGraceS (${r.firstHeartbeatGraceS}) must be at least heartbeatIntervalS (${r.heartbeatIntervalS})`,
     );
   }
-  wholeInRange('reaperPeriodS', r.reaperPeriodS, 60, 3_600);
-  if (r.reaperPeriodS % 60 !== 0) {
-    throw new Error(`reaperPeriodS (${r.reaperPeriodS}) must be whole minutes: EventBridge schedules run at most once a minute`);
+  for (const [name, period] of [
+    ['reaperPeriodS', r.reaperPeriodS],
+    ['demandMetricsPeriodS', r.demandMetricsPeriodS],
+  ] as const) {
+    wholeInRange(name, period, 60, 3_600);
+    if (period % 60 !== 0) {
+      throw new Error(`${name} (${period}) must be whole minutes: EventBridge schedules run at most once a minute`);
+    }
   }
   wholeInRange('sessionTtlS', r.sessionTtlS, 60, 7 * 86_400);
   wholeInRange('pollIntervalS', r.pollIntervalS, 1, 300);
@@ -551,6 +564,7 @@ export class BatonStack extends Stack {
       BATON_HEARTBEAT_INTERVAL_S: String(cfg.heartbeatIntervalS),
       BATON_FIRST_HEARTBEAT_GRACE_S: String(cfg.firstHeartbeatGraceS),
       BATON_REAPER_PERIOD_S: String(cfg.reaperPeriodS),
+      BATON_DEMAND_METRICS_PERIOD_S: String(cfg.demandMetricsPeriodS),
       BATON_SESSION_TTL_S: String(cfg.sessionTtlS),
       BATON_POLL_INTERVAL_S: String(cfg.pollIntervalS),
       BATON_UNSCHEDULABLE_FAIL_S: String(cfg.unschedulableFailS),

@@ -29,6 +29,7 @@ describe('stack props', () => {
         heartbeatIntervalS: r.heartbeatIntervalS,
         firstHeartbeatGraceS: r.firstHeartbeatGraceS,
         reaperPeriodS: r.reaperPeriodS,
+        demandMetricsPeriodS: r.demandMetricsPeriodS,
         sessionTtlS: r.sessionTtlS,
         pollIntervalS: r.pollIntervalS,
         unschedulableFailS: r.unschedulableFailS,
@@ -43,6 +44,7 @@ describe('stack props', () => {
         heartbeatIntervalS: 15,
         firstHeartbeatGraceS: 60,
         reaperPeriodS: 60,
+        demandMetricsPeriodS: 60,
         sessionTtlS: 3600,
         pollIntervalS: 5,
         unschedulableFailS: 900,
@@ -111,6 +113,7 @@ describe('stack props', () => {
     assert.throws(build({ firstHeartbeatGraceS: 10 }), /firstHeartbeatGraceS \(10\) must be at least heartbeatIntervalS/);
     assert.throws(build({ reaperPeriodS: 90 }), /whole minutes/);
     assert.throws(build({ reaperPeriodS: 30 }), /reaperPeriodS must be a whole number between 60/);
+    assert.throws(build({ demandMetricsPeriodS: 150 }), /demandMetricsPeriodS \(150\) must be whole minutes/);
     assert.throws(build({ sessionTtlS: 10 }), /sessionTtlS/);
     assert.throws(build({ unschedulableFailS: 5 }), /unschedulableFailS/);
     assert.throws(build({ pollIntervalS: 0 }), /pollIntervalS/);

@@ -20,6 +20,11 @@ pub struct Config {
     pub lease: LeaseConfig,
     /// `BATON_REAPER_PERIOD_S` (default 60): how often the lease reaper runs.
     pub reaper_period: Duration,
+    /// `BATON_DEMAND_METRICS_PERIOD_S` (default 60, 1 s to an hour): how
+    /// often each provisioner-served label set's demand is published as a
+    /// metric (the `demand-metrics` schedule), whether or not anything polls
+    /// the demand.
+    pub demand_metrics_period: Duration,
     /// `BATON_SESSION_TTL_S` (default 3600): lifetime of a runner session token.
     pub session_ttl: Duration,
     /// `BATON_POLL_INTERVAL_S` (default 5): how often an idle runner should poll.
@@ -203,6 +208,7 @@ impl Config {
             stage: lookup("BATON_STAGE").filter(|s| !s.is_empty()).unwrap_or_else(|| "dev".into()),
             lease,
             reaper_period: seconds("BATON_REAPER_PERIOD_S", 60, 1, 3_600)?,
+            demand_metrics_period: seconds("BATON_DEMAND_METRICS_PERIOD_S", 60, 1, 3_600)?,
             session_ttl: seconds("BATON_SESSION_TTL_S", 3_600, 60, 7 * 86_400)?,
             poll_interval: seconds("BATON_POLL_INTERVAL_S", 5, 1, 300)?,
             unschedulable_fail_after: seconds("BATON_UNSCHEDULABLE_FAIL_S", 900, 10, 7 * 86_400)?,
@@ -232,6 +238,18 @@ impl Config {
                 connecting_grace: seconds("BATON_PUSH_CONNECTING_GRACE_S", 30, 0, 300)?,
             },
         })
+    }
+}
+
+impl Config {
+    /// The period a schedule of `resources.json` names by its configuration
+    /// variable (`period_config`); `None` for a variable that is no period.
+    pub fn schedule_period(&self, period_config: &str) -> Option<Duration> {
+        match period_config {
+            "BATON_REAPER_PERIOD_S" => Some(self.reaper_period),
+            "BATON_DEMAND_METRICS_PERIOD_S" => Some(self.demand_metrics_period),
+            _ => None,
+        }
     }
 }
 
@@ -265,11 +283,26 @@ mod tests {
         HashMap::from([("BATON_TABLE".to_string(), "t".to_string()), ("BATON_BUS".to_string(), "b".to_string())])
     }
 
+    /// Every schedule of `resources.json` names a period the configuration
+    /// holds, so the dev host and the stack fire it at what was configured.
+    #[test]
+    fn every_schedule_runs_at_a_configured_period() {
+        let mut map = base();
+        map.insert("BATON_DEMAND_METRICS_PERIOD_S".into(), "120".into());
+        let config = Config::from_map(&map).unwrap();
+        for schedule in crate::resources::Resources::load().schedules {
+            assert!(config.schedule_period(&schedule.period_config).is_some(), "{}", schedule.period_config);
+        }
+        assert_eq!(config.schedule_period("BATON_DEMAND_METRICS_PERIOD_S"), Some(Duration::from_secs(120)));
+        assert_eq!(config.schedule_period("BATON_POLL_INTERVAL_S"), None);
+    }
+
     #[test]
     fn defaults_match_the_spec() {
         let config = Config::from_map(&base()).unwrap();
         assert_eq!(config.lease, LeaseConfig::default());
         assert_eq!(config.reaper_period, Duration::from_secs(60));
+        assert_eq!(config.demand_metrics_period, Duration::from_secs(60));
         assert_eq!(config.session_ttl, Duration::from_secs(3600));
         assert_eq!(config.unschedulable_fail_after, Duration::from_secs(900));
         assert_eq!(config.orchestration, OrchestrationConfig::default());

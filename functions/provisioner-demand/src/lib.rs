@@ -5,8 +5,9 @@
 //! function reads the workspace's label-set counts again every second (one
 //! small `Query`, whatever the number of queued jobs) and answers as soon
 //! as it changes, or at `wait_s`. The answer itself reads the fleet once
-//! (its idle runners, and the releases and intents due now) and publishes
-//! each set's demand as an EMF metric.
+//! (its idle runners, and the releases and intents due now). The demand
+//! metrics are not published here but by the `demand-metrics` schedule,
+//! one datapoint a served set a period, however often anything polls.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -99,16 +100,6 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
                 oldest = Some(oldest.map_or(queued_at, |o: chrono::DateTime<chrono::Utc>| o.min(queued_at)));
             }
         }
-        println!(
-            "{}",
-            baton_shared::metrics::demand_emf_line(
-                &provisioner.workspace_id,
-                &labels,
-                served_now.queued,
-                served_now.running,
-                now.timestamp_millis()
-            )
-        );
         label_sets.push(LabelSetDemand {
             labels,
             queued: served_now.queued,

@@ -21,6 +21,7 @@
 //! | a label set registered sessions offer, until the last one's expiry | `OFFERS#<ws>` | `<labelset>` | |
 //! | a claim's answer, for its retries | `SESSION#<id>` | `CLAIM#<request id>` | |
 //! | provisioner | `PROV#<id>` | `PROV` | `runs-by-workspace`: `rw_pk = PROVS#<ws>`, `rw_sk = <created_at>#<id>` |
+//! | provisioner registry entry (its workspace, served sets), for the demand metrics | `PROVREG` | `<ws>#<id>` | |
 //! | reservation | `PROV#<provisioner>` | `RESV#<id>` | |
 //! | runner instance | `PROV#<provisioner>` | `INST#<provider runner id>` | |
 //! | operator API token | `APITOKEN#<sha256>` | `APITOKEN` | |
@@ -190,6 +191,16 @@ pub fn reservation_sk(id: Uuid) -> String {
 
 pub fn instance_sk(provider_runner_id: &str) -> String {
     format!("{INSTANCE_PREFIX}{provider_runner_id}")
+}
+
+/// The one partition listing every live provisioner of the stage (what the
+/// scheduled demand metrics read instead of a Scan). Written only when a
+/// provisioner is created or removed, read once a period: one partition is
+/// far from its limits.
+pub const PROVISIONER_REGISTRY_PK: &str = "PROVREG";
+
+pub fn provisioner_registry_sk(workspace_id: &str, id: Uuid) -> String {
+    format!("{workspace_id}#{id}")
 }
 
 /// `rw_pk` of a workspace's provisioners.

@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, ReturnValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, ReturnValue, TransactWriteItem, Update};
 use baton_api::provisioners::{InstanceEvent, InstanceState, TerminateReason};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -87,6 +87,21 @@ pub struct Provisioner {
     pub created_at: DateTime<Utc>,
     pub rw_pk: String,
     pub rw_sk: String,
+}
+
+/// A provisioner's entry in the stage's registry (`PROVREG`): what the
+/// scheduled demand metrics need of it, without reading its partition.
+/// A provisioner's served sets never change after create, so the copy
+/// never goes stale; the entry is removed with the provisioner.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegisteredProvisioner {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub workspace_id: String,
+    pub provisioner_id: Uuid,
+    pub label_sets: Vec<Vec<String>>,
 }
 
 impl Provisioner {
@@ -332,16 +347,54 @@ impl Store {
             rw_pk: keys::workspace_provisioners_pk(workspace_id),
             rw_sk: keys::registration_token_listing_sk(now, id),
         };
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&provisioner)?))
-            .condition_expression("attribute_not_exists(pk)");
-        // A new id: an existing item is this very put, applied before its
-        // answer was lost and sent again by the SDK.
-        super::condition_may_fail(|| put.clone().send()).await?;
+        let entry = RegisteredProvisioner {
+            pk: keys::PROVISIONER_REGISTRY_PK.into(),
+            sk: keys::provisioner_registry_sk(workspace_id, id),
+            kind: "provisioner-registration".into(),
+            workspace_id: workspace_id.to_string(),
+            provisioner_id: id,
+            label_sets: provisioner.settings.label_sets.clone(),
+        };
+        // Both or neither: a provisioner missing from the registry would
+        // never have its demand published on the schedule. A new id: a
+        // failed condition is this very transaction, applied before its
+        // answer was lost (the SDK's retry carries the same request token,
+        // so it is answered done; a conflict's resend is not).
+        let items = vec![
+            TransactWriteItem::builder()
+                .put(build(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(to_item(&provisioner)?))
+                        .condition_expression("attribute_not_exists(pk)")
+                        .build(),
+                )?)
+                .build(),
+            TransactWriteItem::builder()
+                .put(build(Put::builder().table_name(&self.table).set_item(Some(to_item(&entry)?)).build())?)
+                .build(),
+        ];
+        self.transact(items).await?;
         Ok((provisioner, token))
+    }
+
+    /// Every live provisioner of the stage, by workspace: the registry the
+    /// scheduled demand metrics read (one partition, paged; never a Scan).
+    pub async fn registered_provisioners(&self) -> Result<Vec<RegisteredProvisioner>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::PROVISIONER_REGISTRY_PK))
+            .into_paginator()
+            .items()
+            .send();
+        let mut entries = Vec::new();
+        while let Some(item) = pages.next().await {
+            entries.push(from_item(item?)?);
+        }
+        Ok(entries)
     }
 
     /// The workspace's provisioners that were not removed, oldest first.
@@ -389,15 +442,32 @@ impl Store {
     ) -> Result<bool, StoreError> {
         match self.provisioner(id).await? {
             Some(p) if p.workspace_id == workspace_id && p.removed_at.is_none() => {
-                let remove = self
-                    .client
-                    .update_item()
-                    .table_name(&self.table)
-                    .key("pk", s(keys::provisioner_pk(id)))
-                    .key("sk", s(keys::PROVISIONER_SK))
-                    .update_expression("SET removed_at = if_not_exists(removed_at, :now)")
-                    .expression_attribute_values(":now", s(timestamp(now)));
-                contention::retry_conflicts(|| async { Ok(remove.clone().send().await?) }).await?;
+                // The registry entry goes with the removal, so the demand
+                // metrics stop at once; both writes are idempotent, so a
+                // resend after a lost answer changes nothing.
+                let remove = vec![
+                    TransactWriteItem::builder()
+                        .update(build(
+                            Update::builder()
+                                .table_name(&self.table)
+                                .key("pk", s(keys::provisioner_pk(id)))
+                                .key("sk", s(keys::PROVISIONER_SK))
+                                .update_expression("SET removed_at = if_not_exists(removed_at, :now)")
+                                .expression_attribute_values(":now", s(timestamp(now)))
+                                .build(),
+                        )?)
+                        .build(),
+                    TransactWriteItem::builder()
+                        .delete(build(
+                            Delete::builder()
+                                .table_name(&self.table)
+                                .key("pk", s(keys::PROVISIONER_REGISTRY_PK))
+                                .key("sk", s(keys::provisioner_registry_sk(workspace_id, id)))
+                                .build(),
+                        )?)
+                        .build(),
+                ];
+                self.transact(remove).await?;
                 // The intents and releases follow from `removed_at`; the
                 // fleet pass writes them (and any later pass finishes them).
                 self.fleet_pass(id, now).await?;

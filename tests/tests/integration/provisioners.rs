@@ -5,8 +5,11 @@
 //! forward-only instance reports, terminate intents and the seed's release
 //! rule, with the facts each writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use baton_devhost::HostOptions;
+use baton_localstack::faults::FaultPlan;
 use baton_tests::runners::cancelled_fact;
 use baton_tests::{wait_for, TestStack};
 use chrono::Utc;
@@ -426,4 +429,70 @@ async fn the_instance_list_comes_in_pages_by_id_that_together_hold_every_instanc
         let answer = stack.send(Method::GET, &format!("/v1/provisioners/instances?{bad}"), &token, None).await;
         assert_eq!((answer.status, answer.code()), (400, "invalid-request"), "{bad}: {}", answer.body);
     }
+}
+
+/// The demand metrics an auto scaling group scales on are published on the
+/// schedule for every provisioner-served label set, whether or not anything
+/// polls the demand: read from the registry that creating and removing a
+/// provisioner keep (with their writes' answers lost and throttled), one
+/// datapoint a distinct set a workspace, zeros included; a removed
+/// provisioner's set is gone at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demand_metrics_publish_every_served_set_of_every_workspace_without_anyone_polling() {
+    let plan = Arc::new(
+        FaultPlan::parse("seed=19;dynamodb.TransactWriteItems:lost=0.4;dynamodb.TransactWriteItems:throttle=0.3")
+            .expect("a valid plan")
+            .expect("rules"),
+    );
+    let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
+    let stack = TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    for (ws, labels) in [("ws1", &["linux"][..]), ("ws1", &["linux"]), ("ws1", &["linux", "x64"]), ("ws2", &["gpu"])] {
+        stack.queue_job(ws, labels, Utc::now()).await;
+    }
+    // Two provisioners on one set (listed in another order), one on a set
+    // with nothing queued, one in another workspace, one removed.
+    provisioner(&stack, "ws1", settings(json!([["linux", "x64"]]), 5)).await;
+    provisioner(&stack, "ws1", settings(json!([["x64", "linux"], ["arm"]]), 5)).await;
+    provisioner(&stack, "ws2", settings(json!([["gpu", "linux"]]), 5)).await;
+    let (removed, _) = provisioner(&stack, "ws3", settings(json!([["mac"]]), 5)).await;
+    let answer = stack
+        .send(Method::DELETE, &format!("/v1/workspaces/ws3/provisioners/{removed}"), &stack.admin_token, None)
+        .await;
+    assert_eq!(answer.status, 204, "{}", answer.body);
+    let injected = plan.injected_by_kind();
+    assert!(
+        injected.get("lost").copied().unwrap_or(0) + injected.get("throttle").copied().unwrap_or(0) > 0,
+        "{injected:?}"
+    );
+
+    let far = std::time::Instant::now() + Duration::from_secs(60);
+    let published = baton_demand_metrics::collect(&stack.context(), far).await.expect("collected");
+    assert!(published.failed.is_empty() && published.unreached == 0);
+    let mut points: Vec<(String, String, u64, u64)> = published
+        .datapoints
+        .iter()
+        .map(|p| (p.workspace_id.clone(), p.labels.join(","), p.queued, p.running))
+        .collect();
+    points.sort();
+    assert_eq!(
+        points,
+        vec![
+            ("ws1".to_string(), "arm".to_string(), 0, 0),
+            ("ws1".into(), "linux,x64".into(), 3, 0),
+            ("ws2".into(), "gpu,linux".into(), 1, 0),
+        ],
+        "one datapoint a served set (not a provisioner); the removed provisioner's set is not published"
+    );
+    assert_eq!(
+        stack.count_items("provisioner-registration").await,
+        3,
+        "created once each, removed with its provisioner"
+    );
+
+    // A claim moves the demand from queued to running.
+    let session = stack.runner("ws1", &["linux", "x64"]).await;
+    assert!(stack.claim(&session.session_token).await.is_some(), "a job to claim");
+    let after = baton_demand_metrics::collect(&stack.context(), far).await.expect("collected");
+    let linux = after.datapoints.iter().find(|p| p.workspace_id == "ws1" && p.labels == ["linux", "x64"]).unwrap();
+    assert_eq!((linux.queued, linux.running), (2, 1));
 }

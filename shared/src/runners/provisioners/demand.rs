@@ -79,6 +79,51 @@ pub fn spread_reservations(served: &[String], sets: &[SetCounts], count: u32) ->
     plan
 }
 
+/// One datapoint of the published demand metrics: a served label set of a
+/// workspace, what is queued (and no reservation covers) and running there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemandDatapoint {
+    pub workspace_id: String,
+    pub labels: Vec<String>,
+    pub queued: u64,
+    pub running: u64,
+}
+
+/// The datapoints of one workspace: one per distinct label set its
+/// provisioners serve, zeros included (an auto scaling group scales in on
+/// them). Two provisioners serving the same set publish it once: the metric
+/// is the set's demand, and two datapoints a period would be summed by a
+/// `Sum` statistic.
+pub fn workspace_datapoints<'a>(
+    workspace_id: &str,
+    served: impl IntoIterator<Item = &'a Vec<String>>,
+    sets: &[SetCounts],
+) -> Vec<DemandDatapoint> {
+    let mut distinct: Vec<Vec<String>> = served
+        .into_iter()
+        .map(|labels| {
+            let mut labels = labels.clone();
+            labels.sort();
+            labels.dedup();
+            labels
+        })
+        .collect();
+    distinct.sort();
+    distinct.dedup();
+    distinct
+        .into_iter()
+        .map(|labels| {
+            let demand = served_demand(&labels, sets);
+            DemandDatapoint {
+                workspace_id: workspace_id.to_string(),
+                labels,
+                queued: demand.queued,
+                running: demand.running,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +164,21 @@ mod tests {
         let plan = spread_reservations(&labels(&["linux", "x64"]), &sets, 5);
         assert_eq!(plan.iter().map(|(_, k)| k).sum::<u32>(), 5);
         assert!(spread_reservations(&labels(&["arm"]), &sets, 5).is_empty());
+    }
+
+    #[test]
+    fn a_workspace_publishes_each_served_set_once_zeros_included() {
+        let sets = [set("a", &["linux"], 5, 2, 1), set("b", &["gpu", "linux"], 2, 0, 0)];
+        let served =
+            [labels(&["x64", "linux"]), labels(&["linux", "x64"]), labels(&["arm"]), labels(&["gpu", "linux"])];
+        let points = workspace_datapoints("ws", &served, &sets);
+        let figures: Vec<(String, u64, u64)> =
+            points.iter().map(|p| (p.labels.join(","), p.queued, p.running)).collect();
+        assert_eq!(
+            figures,
+            vec![("arm".to_string(), 0, 0), ("gpu,linux".into(), 5, 1), ("linux,x64".into(), 3, 1)],
+            "two provisioners on linux,x64 (in any order) make one datapoint; arm has nothing queued and still publishes"
+        );
+        assert!(points.iter().all(|p| p.workspace_id == "ws"));
     }
 }
