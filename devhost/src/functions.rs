@@ -71,24 +71,29 @@ impl Functions {
         grants: bool,
     ) -> Result<Self, FunctionsError> {
         let resources = Resources::load();
-        let fallback =
-            Context::new(Config::from_map(env)?, baton_localstack::function_clients(clients, plan.clone(), None));
+        // Each function's clients draw on a retry quota of their own, as a
+        // Lambda instance's do (`function_clients`); two stacks in one test
+        // process differ by stage.
+        let stage = env.get("BATON_STAGE").map_or("dev", String::as_str);
+        let fallback = Context::new(
+            Config::from_map(env)?,
+            baton_localstack::function_clients(clients, plan.clone(), None, &format!("{stage}-unrouted")),
+        );
         let mut contexts = HashMap::new();
         for function in &resources.functions {
-            let context = if grants {
+            let process = format!("{stage}-{}", function.name);
+            let (env, granted) = if grants {
                 let granted = Grants::of(function).map_err(FunctionsError::Grants)?;
                 let mut env = env.clone();
                 if !granted.has(&Permission::PushPost) {
                     env.remove(PUSH_ENDPOINT_ENV);
                 }
-                Context::new(
-                    Config::from_map(&env)?,
-                    baton_localstack::function_clients(clients, plan.clone(), Some(Arc::new(granted))),
-                )
+                (env, Some(Arc::new(granted)))
             } else {
-                fallback.clone()
+                (env.clone(), None)
             };
-            contexts.insert(function.name.clone(), context);
+            let clients = baton_localstack::function_clients(clients, plan.clone(), granted, &process);
+            contexts.insert(function.name.clone(), Context::new(Config::from_map(&env)?, clients));
         }
         Ok(Self { contexts, fallback, invocations: Invocations::default() })
     }

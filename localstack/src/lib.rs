@@ -24,35 +24,72 @@ pub mod schema;
 /// `clients` with AWS's failures injected by `plan` below the SDK (its
 /// retries see them as they would see real ones).
 pub fn with_faults(clients: &AwsClients, plan: Arc<faults::FaultPlan>) -> AwsClients {
-    function_clients(clients, plan, None)
+    function_clients(clients, plan, None, "with-faults")
 }
 
 /// The clients of one function on the local stack: AWS's failures injected
 /// by `plan`, and only what `grants` allow (`None`: anything).
+///
+/// `process` names the retry quota the clients draw on
+/// (`baton_shared::aws::retry_partition`), one a function: the SDK stops
+/// retrying once failures have spent a quota. On Lambda every function
+/// instance is a process with quotas of its own, so one function's failures
+/// never spend another's retries; the dev host runs every function (and
+/// every stack of a test) in one process, so each function's clients get
+/// quotas of their own, or one function's storm would leave all the others
+/// without retries, which AWS never does.
 pub fn function_clients(
     clients: &AwsClients,
     plan: Arc<faults::FaultPlan>,
     grants: Option<Arc<grants::Grants>>,
+    process: &str,
 ) -> AwsClients {
+    let partition = |service: &str| baton_shared::aws::retry_partition(format!("{service}-{process}"));
     let http =
         faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan).with_grants(grants);
     AwsClients {
         dynamodb: aws_sdk_dynamodb::Client::from_conf(
-            clients.dynamodb.config().to_builder().http_client(http.clone()).build(),
+            clients
+                .dynamodb
+                .config()
+                .to_builder()
+                .http_client(http.clone())
+                .retry_partition(partition("dynamodb"))
+                .build(),
         ),
         dynamodb_streams: aws_sdk_dynamodbstreams::Client::from_conf(
-            clients.dynamodb_streams.config().to_builder().http_client(http.clone()).build(),
+            clients
+                .dynamodb_streams
+                .config()
+                .to_builder()
+                .http_client(http.clone())
+                .retry_partition(partition("dynamodbstreams"))
+                .build(),
         ),
-        sqs: aws_sdk_sqs::Client::from_conf(clients.sqs.config().to_builder().http_client(http.clone()).build()),
+        sqs: aws_sdk_sqs::Client::from_conf(
+            clients.sqs.config().to_builder().http_client(http.clone()).retry_partition(partition("sqs")).build(),
+        ),
         eventbridge: aws_sdk_eventbridge::Client::from_conf(
-            clients.eventbridge.config().to_builder().http_client(http.clone()).build(),
+            clients
+                .eventbridge
+                .config()
+                .to_builder()
+                .http_client(http.clone())
+                .retry_partition(partition("eventbridge"))
+                .build(),
         ),
-        sfn: aws_sdk_sfn::Client::from_conf(clients.sfn.config().to_builder().http_client(http.clone()).build()),
-        s3: aws_sdk_s3::Client::from_conf(clients.s3.config().to_builder().http_client(http.clone()).build()),
+        sfn: aws_sdk_sfn::Client::from_conf(
+            clients.sfn.config().to_builder().http_client(http.clone()).retry_partition(partition("sfn")).build(),
+        ),
+        s3: aws_sdk_s3::Client::from_conf(
+            clients.s3.config().to_builder().http_client(http.clone()).retry_partition(partition("s3")).build(),
+        ),
         push: aws_sdk_apigatewaymanagement::Client::from_conf(
-            clients.push.config().to_builder().http_client(http.clone()).build(),
+            clients.push.config().to_builder().http_client(http.clone()).retry_partition(partition("push")).build(),
         ),
-        ssm: aws_sdk_ssm::Client::from_conf(clients.ssm.config().to_builder().http_client(http).build()),
+        ssm: aws_sdk_ssm::Client::from_conf(
+            clients.ssm.config().to_builder().http_client(http).retry_partition(partition("ssm")).build(),
+        ),
     }
 }
 

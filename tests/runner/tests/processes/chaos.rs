@@ -48,12 +48,17 @@ fn uniform_plan(seed: u64, rate: f64) -> String {
 }
 
 /// Leases short enough that a SIGKILLed runner's job is lost in seconds,
-/// long enough that heartbeats delayed by faults never lose a live one.
+/// long enough that heartbeats delayed by faults never lose a live one. Past
+/// 10 % a heartbeat fails that much more often, so the lease (and the first
+/// heartbeat's grace) grow with the rate as the waits do (`patience`), as an
+/// operator on a bad network sizes them: at 30 % a heartbeat every 2 s has
+/// 60 s to get one through.
 fn timings() -> HashMap<String, String> {
+    let scale = patience();
     HashMap::from([
         ("BATON_HEARTBEAT_INTERVAL_S".into(), "2".into()),
-        ("BATON_LEASE_DURATION_S".into(), "20".into()),
-        ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), "10".into()),
+        ("BATON_LEASE_DURATION_S".into(), (20 * scale).to_string()),
+        ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), (10 * scale).to_string()),
         ("BATON_REAPER_PERIOD_S".into(), "2".into()),
     ])
 }
