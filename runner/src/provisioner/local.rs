@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::backoff::Backoff;
 use crate::client::ClientError;
 use crate::provisioner::child::{self, ChildEvent, ChildSpec, Running};
-use crate::provisioner::client::{report_batches, ProvisionerClient};
+use crate::provisioner::client::{next_report_size, report_batches, ProvisionerClient};
 use crate::provisioner::decide::{exit_state, headroom, instances_to_reserve};
 use crate::provisioner::ledger::{Ledger, StopCause};
 
@@ -117,6 +117,7 @@ pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Re
         events_tx,
         summary: Summary::default(),
         intents_read: false,
+        report_size: baton_api::provisioners::MAX_INSTANCE_EVENTS,
     };
     let mut intents = tokio::time::interval(fleet.config.intent_poll.max(Duration::from_millis(100)));
     intents.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -213,6 +214,8 @@ struct Fleet {
     summary: Summary,
     /// The instances Baton wants gone were read once (strangers closed).
     intents_read: bool,
+    /// Events the next instance report carries at most (`next_report_size`).
+    report_size: usize,
 }
 
 impl Fleet {
@@ -369,17 +372,22 @@ impl Fleet {
         }
     }
 
-    /// Sends what happened to the API, in reports of at most 100 events.
-    /// What fails transiently waits for the next pass; what is refused is
-    /// logged and dropped (it would be refused again).
+    /// Sends what happened to the API, in reports of at most 100 events,
+    /// fewer after a failure (`next_report_size`). What fails transiently
+    /// waits for the next pass; what is refused is logged and dropped (it
+    /// would be refused again).
     async fn flush(&mut self) -> Result<(), LocalError> {
         if !self.ledger.has_events() {
             return Ok(());
         }
         let events = self.ledger.take_events();
         let mut sent = 0;
-        for batch in report_batches(&events) {
-            match self.client.report(batch).await {
+        while sent < events.len() {
+            let Some(batch) = report_batches(&events[sent..], self.report_size).next() else { break };
+            let outcome = self.client.report(batch).await;
+            let delivered = !matches!(&outcome, Err(err) if err.is_transient());
+            self.report_size = next_report_size(self.report_size, delivered);
+            match outcome {
                 Ok(answer) => {
                     sent += batch.len();
                     for honored in &answer.terminate_intents_honored {
