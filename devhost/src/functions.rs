@@ -71,17 +71,13 @@ impl Functions {
         grants: bool,
     ) -> Result<Self, FunctionsError> {
         let resources = Resources::load();
-        // Each function's clients draw on a retry quota of their own, as a
-        // Lambda instance's do (`function_clients`); two stacks in one test
-        // process differ by stage.
-        let stage = env.get("BATON_STAGE").map_or("dev", String::as_str);
-        let fallback = Context::new(
-            Config::from_map(env)?,
-            baton_localstack::function_clients(clients, plan.clone(), None, &format!("{stage}-unrouted")),
-        );
+        let fallback =
+            Context::new(Config::from_map(env)?, baton_localstack::function_clients(clients, plan.clone(), None));
         let mut contexts = HashMap::new();
+        // Each function gets clients of its own even without grants: their
+        // retry quotas are its own, as a Lambda instance's are
+        // (`function_clients`).
         for function in &resources.functions {
-            let process = format!("{stage}-{}", function.name);
             let (env, granted) = if grants {
                 let granted = Grants::of(function).map_err(FunctionsError::Grants)?;
                 let mut env = env.clone();
@@ -92,7 +88,7 @@ impl Functions {
             } else {
                 (env.clone(), None)
             };
-            let clients = baton_localstack::function_clients(clients, plan.clone(), granted, &process);
+            let clients = baton_localstack::function_clients(clients, plan.clone(), granted);
             contexts.insert(function.name.clone(), Context::new(Config::from_map(&env)?, clients));
         }
         Ok(Self { contexts, fallback, invocations: Invocations::default() })

@@ -24,27 +24,26 @@ pub mod schema;
 /// `clients` with AWS's failures injected by `plan` below the SDK (its
 /// retries see them as they would see real ones).
 pub fn with_faults(clients: &AwsClients, plan: Arc<faults::FaultPlan>) -> AwsClients {
-    function_clients(clients, plan, None, "with-faults")
+    function_clients(clients, plan, None)
 }
 
 /// The clients of one function on the local stack: AWS's failures injected
 /// by `plan`, and only what `grants` allow (`None`: anything).
 ///
-/// `process` names the retry quota the clients draw on
-/// (`baton_shared::aws::retry_partition`), one a function: the SDK stops
-/// retrying once failures have spent a quota. On Lambda every function
-/// instance is a process with quotas of its own, so one function's failures
-/// never spend another's retries; the dev host runs every function (and
-/// every stack of a test) in one process, so each function's clients get
-/// quotas of their own, or one function's storm would leave all the others
-/// without retries, which AWS never does.
+/// Each call gives the clients retry quotas of their own
+/// (`baton_shared::aws::retry_partition`: a custom partition owns its token
+/// bucket, whatever its name), and the SDK stops retrying once failures
+/// have spent a quota. On Lambda every function instance is a process with
+/// quotas of its own, so one function's failures never spend another's
+/// retries; the dev host runs every function (and every stack of a test) in
+/// one process, so it calls this once a function, or one function's storm
+/// would leave all the others without retries, which AWS never does.
 pub fn function_clients(
     clients: &AwsClients,
     plan: Arc<faults::FaultPlan>,
     grants: Option<Arc<grants::Grants>>,
-    process: &str,
 ) -> AwsClients {
-    let partition = |service: &str| baton_shared::aws::retry_partition(format!("{service}-{process}"));
+    let partition = baton_shared::aws::retry_partition;
     let http =
         faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan).with_grants(grants);
     AwsClients {
