@@ -96,7 +96,12 @@ impl TestStack {
         let clients = AwsClients::local(&endpoint()).await;
         let mut plan = Plan::new(&Resources::load(), &Naming::for_stage(&unique_stage()), &default_infra_dir())
             .expect("the plan builds from resources.json");
-        add_subscriber(&mut plan, CAPTURE, ALL_DETAIL_TYPES.iter().map(|d| d.to_string()).collect(), 5);
+        // The harness's observer must never be the weakest subscriber: under
+        // the chaos suite's `trigger.sqs` faults its deliveries are abandoned
+        // and duplicated like any other, and with 5 receives a fact could
+        // reach its dead letters (seen once in `make test`), failing a run
+        // for nothing Baton did.
+        add_subscriber(&mut plan, CAPTURE, ALL_DETAIL_TYPES.iter().map(|d| d.to_string()).collect(), 20);
         customize(&mut plan);
         Self::assemble(clients, &plan, overrides, options, captured).await
     }
