@@ -202,6 +202,9 @@ pub struct FaultPlan {
     injected: Mutex<BTreeMap<(Fault, String), u64>>,
     /// `ClientRequestToken`s of transactions that were applied.
     applied_transactions: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// A test holds the faults back while it sets a scene up, and lets them
+    /// loose for the moment it means to test (`pause`, `resume`).
+    paused: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for FaultPlan {
@@ -251,6 +254,7 @@ impl FaultPlan {
             seen: Mutex::default(),
             injected: Mutex::default(),
             applied_transactions: Arc::default(),
+            paused: Default::default(),
         }))
     }
 
@@ -264,6 +268,7 @@ impl FaultPlan {
             seen: Mutex::default(),
             injected: Mutex::default(),
             applied_transactions: Arc::default(),
+            paused: Default::default(),
         }
     }
 
@@ -275,8 +280,22 @@ impl FaultPlan {
         }
     }
 
+    /// Injects nothing until [`FaultPlan::resume`]: requests meanwhile are
+    /// not counted either, so a plan's sequence starts where it left off.
+    pub fn pause(&self) {
+        self.paused.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Injects again after [`FaultPlan::pause`].
+    pub fn resume(&self) {
+        self.paused.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// The fault the next request of `service`'s `operation` meets, if any.
     pub fn decide(&self, service: &str, operation: &str) -> Option<Fault> {
+        if self.paused.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
         let name = format!("{service}.{operation}");
         let k = {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -557,8 +576,16 @@ impl FaultyConnector {
             (service == "dynamodb" && operation == "TransactWriteItems").then(|| request_token(&request)).flatten();
         if let Some(token) = &token {
             if self.plan.applied_transactions.lock().unwrap_or_else(|e| e.into_inner()).contains(token) {
-                // AWS: a repeat of an applied transaction succeeds, changing nothing.
-                return ready(success_response());
+                // AWS: a repeat of an applied transaction succeeds, changing
+                // nothing; but the repeat is a request like any other, and
+                // can be throttled or lose its answer too. (Always answering
+                // it hid that a claim's transaction can fail every resend
+                // after it applied: the outcome the caller cannot know.)
+                return ready(match self.plan.decide(service, &operation) {
+                    Some(Fault::Throttle) => error_response(400, "ProvisionedThroughputExceededException", None),
+                    Some(Fault::ServerError | Fault::Lost) => error_response(500, "InternalServerError", None),
+                    _ => success_response(),
+                });
             }
         }
         let Some(fault) = self.plan.decide(service, &operation) else {
