@@ -54,6 +54,10 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         // An empty first look checks a cached list of label sets against
         // the registry; re-checks trust it (store::claims).
         let mut first_look = true;
+        // Set once a look failed in a way that may have applied (a claim
+        // transaction whose answer was lost): from then on the claim's
+        // answer item is the truth, as it is for a retry.
+        let mut unsure = false;
         loop {
             let outcome = match answered.take() {
                 Some(outcome) => outcome,
@@ -64,7 +68,33 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                         request: key,
                         first_look: std::mem::replace(&mut first_look, false),
                     };
-                    context.store.claim_next(&session, look, lease, ttl, now, &mut stats).await?
+                    match context.store.claim_next(&session, look, lease, ttl, now, &mut stats).await {
+                        Ok(outcome) => outcome,
+                        // A long poll looks every second for up to 20 s;
+                        // failing it on any one failed look failed most
+                        // long polls exactly when AWS throttled. A claim
+                        // with a request id can look again safely: a look
+                        // that applied put the claim's answer item, which
+                        // the next look (or the final empty answer) finds.
+                        Err(err)
+                            if err.is_retriable()
+                                && key.is_some()
+                                && tokio::time::Instant::now() + LONG_POLL_RECHECK <= deadline =>
+                        {
+                            tracing::warn!(error = %err, "claim look failed; the poll goes on");
+                            unsure = true;
+                            tokio::time::sleep(LONG_POLL_RECHECK).await;
+                            if let Some(key) = &key {
+                                // A look that applied answers now, not at
+                                // the poll's end: its grace is running.
+                                let now = chrono::Utc::now();
+                                let found = context.store.claim_answered(&session, key, lease, now).await;
+                                answered = found.ok().flatten().filter(|a| matches!(a, ClaimOutcome::Claimed(_)));
+                            }
+                            continue;
+                        }
+                        Err(err) => return Err(err.into()),
+                    }
                 }
             };
             match outcome {
@@ -93,7 +123,7 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                     if tokio::time::Instant::now() + LONG_POLL_RECHECK > deadline {
                         // A retry's empty answer is made final first: the
                         // try it repeats may still be running.
-                        if let Some(key) = key.as_ref().filter(|_| body.retry) {
+                        if let Some(key) = key.as_ref().filter(|_| body.retry || unsure) {
                             let now = chrono::Utc::now();
                             let lease = &context.config.lease;
                             answered = Some(context.store.answer_claim_empty(&session, key, lease, now).await?);

@@ -4,7 +4,8 @@
 //! A long poll: while the demand's `version` is the caller's `since`, the
 //! function reads the workspace's label-set counts again every second (one
 //! small `Query`, whatever the number of queued jobs) and answers as soon
-//! as it changes, or at `wait_s`. The answer itself reads the fleet once
+//! as it changes, or at `wait_s`; a re-read that fails transiently is
+//! skipped, not answered. The answer itself reads the fleet once
 //! (its idle runners, and the releases and intents due now). The demand
 //! metrics are not published here but by the `demand-metrics` schedule,
 //! one datapoint a served set a period, however often anything polls.
@@ -67,8 +68,21 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
     let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(wait_s));
     if let Some(since) = since {
         loop {
-            let sets = context.store.label_sets(&provisioner.workspace_id).await?;
-            if version(served, &sets) != since || tokio::time::Instant::now() + POLL_EVERY > deadline {
+            // A read that fails while the poll waits is not the answer: the
+            // next second's may get through, and the answer reads afresh
+            // anyway. A 20 s poll makes twenty reads, and failing it on any
+            // one failed most long polls exactly when AWS throttled, so a
+            // provisioner backing off from them saw no demand for minutes.
+            match context.store.label_sets(&provisioner.workspace_id).await {
+                Ok(sets) if version(served, &sets) != since => break,
+                Ok(_) => {}
+                Err(err) if err.is_retriable() => {
+                    tracing::warn!(provisioner_id = %provisioner.id, workspace_id = %provisioner.workspace_id,
+                        error = %err, "demand re-read failed; the poll goes on");
+                }
+                Err(err) => return Err(err.into()),
+            }
+            if tokio::time::Instant::now() + POLL_EVERY > deadline {
                 break;
             }
             tokio::time::sleep(POLL_EVERY).await;

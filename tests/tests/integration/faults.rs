@@ -174,7 +174,10 @@ async fn a_single_use_registration_whose_answer_is_lost_still_gets_its_session()
     let (stack, plan) = stack_with_faults("seed=2;dynamodb.TransactWriteItems:lost=0.7").await;
     for round in 0..6 {
         let token = stack.registration_token("ws1", json!({ "single_use": true })).await;
-        let answer = stack.post("/v1/runners/register", &token, json!({ "labels": ["linux"] })).await;
+        // As a runner does: every resend of the transaction can lose its
+        // answer too, and then the runner asks again with the same id.
+        let body = json!({ "labels": ["linux"], "request_id": uuid::Uuid::now_v7() });
+        let answer = post_while(&stack, "/v1/runners/register", &token, &body, 10, |s| s == 503).await;
         assert_eq!(answer.status, 201, "round {round}: the token made its session: {}", answer.body);
         let again = stack.post("/v1/runners/register", &token, json!({ "labels": ["linux"] })).await;
         assert_eq!(again.code(), "registration-token-consumed", "round {round}: and only one");
@@ -816,4 +819,101 @@ async fn artifact_and_cache_uploads_whose_answers_are_lost_or_replayed_are_charg
         injected.get("replay").copied().unwrap_or(0) > 0 && injected.get("lost").copied().unwrap_or(0) > 0,
         "{injected:?}"
     );
+}
+
+/// Sends a long poll in the background: its status and body.
+fn poll_in_background(
+    stack: &TestStack,
+    path: &str,
+    token: &str,
+    claim: Option<serde_json::Value>,
+) -> tokio::task::JoinHandle<(u16, serde_json::Value)> {
+    let (http, url, token) = (stack.http.clone(), stack.url(path), token.to_string());
+    tokio::spawn(async move {
+        let request = match claim {
+            Some(body) => http.post(url).json(&body),
+            None => http.get(url),
+        };
+        let answer = request.bearer_auth(token).send().await.expect("an answer");
+        let status = answer.status().as_u16();
+        (status, answer.json().await.unwrap_or(serde_json::Value::Null))
+    })
+}
+
+/// A long poll reads again every second while it waits (a provisioner's
+/// demand, a runner's claim, up to 20 s each). A read that fails meanwhile,
+/// as reads do while DynamoDB throttles, is read again next time, not the
+/// poll's answer: failing the poll on it failed most long polls exactly when
+/// AWS throttled (in the 30 % soak a provisioner, backing off from its
+/// failed polls, saw no demand for minutes while jobs waited).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_polls_ride_out_reads_that_fail_while_they_wait() {
+    let (stack, plan) = stack_with_faults("seed=3;dynamodb.Query:throttle=1").await;
+    plan.pause();
+    let settings = json!({"name": "fleet", "label_sets": [["linux"]], "max_instances": 5});
+    let created = stack.post("/v1/workspaces/ws1/provisioners", &stack.admin_token, settings).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let token = created.body["token"].as_str().expect("a provisioner token").to_string();
+    let seen = stack.send(reqwest::Method::GET, "/v1/provisioners/demand", &token, None).await;
+    assert_eq!(seen.status, 200, "{}", seen.body);
+    let version = seen.body["version"].as_str().expect("a version").to_string();
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+
+    let demand =
+        poll_in_background(&stack, &format!("/v1/provisioners/demand?wait_s=10&since={version}"), &token, None);
+    let claim = json!({"wait_s": 10, "request_id": uuid::Uuid::now_v7()});
+    let claim = poll_in_background(&stack, "/v1/runners/claim", &session, Some(claim));
+    // Both wait; then every read of the counts and of the queue throttles,
+    // the SDK's retries too, for a couple of seconds of looks.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    plan.resume();
+    let started = Instant::now();
+    let throttled = || {
+        plan.injected().get(&(baton_localstack::faults::Fault::Throttle, "dynamodb.Query".into())).copied().unwrap_or(0)
+    };
+    wait_for("reads throttled", Duration::from_secs(30), || async {
+        (throttled() >= 3 && started.elapsed() >= Duration::from_secs(3)).then_some(())
+    })
+    .await;
+    plan.pause();
+    assert!(!demand.is_finished() && !claim.is_finished(), "a failed read is not the polls' answer");
+
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let (status, claimed) = claim.await.expect("the claim");
+    assert_eq!(status, 200, "the claim waited on, then took the job: {claimed}");
+    assert_eq!(claimed["job_execution_id"], queued.to_string());
+    let (status, demand) = demand.await.expect("the demand");
+    assert_eq!(status, 200, "the demand waited on, then answered the change: {demand}");
+    assert_ne!(demand["version"], version.as_str(), "{demand}");
+}
+
+/// A claim's look whose transaction applied while its answer was lost (every
+/// resend's too) may have taken a job. The poll goes on, and the claim's
+/// answer item says what it took: the same request answers that job under
+/// the token its lease holds, rather than a 503 the runner has to retry
+/// while the job's first-heartbeat grace runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_claim_whose_transaction_answer_was_lost_answers_the_job_it_took() {
+    let (stack, plan) = stack_with_faults("seed=3;dynamodb.TransactWriteItems:lost=1").await;
+    plan.pause();
+    let session = stack.runner("ws1", &["linux"]).await.session_token;
+    let claim = json!({"wait_s": 10, "request_id": uuid::Uuid::now_v7()});
+    let claim = poll_in_background(&stack, "/v1/runners/claim", &session, Some(claim));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    plan.resume();
+    let queued = stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id;
+    let (status, claimed) = claim.await.expect("the claim");
+    plan.pause();
+    let lost = plan.injected_by_kind().get("lost").copied().unwrap_or(0);
+    assert!(lost >= 1, "the claim's transaction answer was lost: {:?}", plan.injected_by_kind());
+    assert_eq!(status, 200, "{claimed}");
+    assert_eq!(claimed["job_execution_id"], queued.to_string());
+    let token = claimed["lease"]["token"].as_str().expect("a lease token");
+    assert_eq!(stack.heartbeat(token, queued).await.status, 200, "the answered token holds the lease");
+    let _ = stack
+        .wait_fact("baton.runners.job.claimed", Duration::from_secs(30), |d| {
+            d["job_execution_id"] == queued.to_string()
+        })
+        .await;
+    assert_eq!(stack.facts("baton.runners.job.claimed").len(), 1, "one claim");
 }
