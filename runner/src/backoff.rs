@@ -19,9 +19,15 @@ impl Backoff {
         Self { base, max: max.max(base), attempt: 0 }
     }
 
-    /// For API errors (5xx, 429, timeouts): 1 s doubling up to 60 s.
+    /// For API errors (5xx, 429, timeouts) of registration and demand
+    /// reads: 1 s doubling up to 20 s, the AWS SDKs' own longest backoff.
+    /// A runner or provisioner that backs off is what notices an outage
+    /// ended, so its ceiling is dispatch latency: at 60 s a runner that met
+    /// a few errors in a row (a bad minute fails most requests) sat idle up
+    /// to a minute with jobs queued. At 20 s, a thousand runners in an
+    /// outage still ask about 70 times a second in all.
     pub fn for_errors() -> Self {
-        Self::new(Duration::from_secs(1), Duration::from_secs(60))
+        Self::new(Duration::from_secs(1), Duration::from_secs(20))
     }
 
     /// The ceiling of the `attempt`-th delay (0-based): `base · 2^attempt`, at most `max`.
@@ -90,6 +96,14 @@ mod tests {
     fn jitter_spreads_runners_that_failed_together() {
         let delays: std::collections::HashSet<Duration> = (0..50).map(|_| jitter(Duration::from_secs(10))).collect();
         assert!(delays.len() > 1, "fifty runners do not all pick the same delay");
+    }
+
+    #[test]
+    fn api_errors_back_off_from_one_second_to_twenty() {
+        let b = Backoff::for_errors();
+        assert_eq!(b.ceiling(0), Duration::from_secs(1));
+        assert_eq!(b.ceiling(4), Duration::from_secs(16));
+        assert_eq!(b.ceiling(10), Duration::from_secs(20), "a long outage is retried every 10-20 s");
     }
 
     #[test]
