@@ -52,13 +52,16 @@ fn uniform_plan(seed: u64, rate: f64) -> String {
 /// 10 % a heartbeat fails that much more often, so the lease (and the first
 /// heartbeat's grace) grow with the rate as the waits do (`patience`), as an
 /// operator on a bad network sizes them: at 30 % a heartbeat every 2 s has
-/// 60 s to get one through.
+/// 60 s to get one through, and a claim 90 s to hand its lease out.
 fn timings() -> HashMap<String, String> {
     let scale = patience();
     HashMap::from([
         ("BATON_HEARTBEAT_INTERVAL_S".into(), "2".into()),
         ("BATON_LEASE_DURATION_S".into(), (20 * scale).to_string()),
-        ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), (10 * scale).to_string()),
+        // A claim whose answer was lost hands its lease out only once a
+        // retry gets through, and the grace runs meanwhile: at 30 % (two
+        // tries in three fail) 12 retries in a row failing, 35 s, was seen.
+        ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), (10 * scale * scale).to_string()),
         ("BATON_REAPER_PERIOD_S".into(), "2".into()),
     ])
 }
@@ -410,7 +413,11 @@ async fn call_as(
     }
 }
 
-/// Waits until the run's view satisfies `done`; `Err` after `timeout`.
+/// Waits until the run's view satisfies `done`; `Err` once `timeout` passed
+/// without the run moving (a job or execution changing status), or
+/// `patience` times `timeout` in all. Above 10 % a run is slow rather than
+/// stuck as long as it moves: it ends later, as the soak allows; at 10 %
+/// and below the two bounds are one, the wait it always was.
 async fn wait_run(
     stack: &TestStack,
     path: &str,
@@ -418,21 +425,45 @@ async fn wait_run(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Result<Value, String> {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let cap = started + timeout * patience();
+    let (mut moved, mut seen) = (started, String::new());
     loop {
         let view = call(stack, reqwest::Method::GET, path, None).await;
         if view.status == 200 && done(&view.body) {
             return Ok(view.body);
         }
-        if Instant::now() >= deadline {
+        if view.status == 200 {
+            let now = progress(&view.body);
+            if now != seen {
+                (moved, seen) = (Instant::now(), now);
+            }
+        }
+        let at = Instant::now();
+        if at >= cap || at >= moved + timeout {
             return Err(format!(
-                "{what} not within {timeout:?} ({}); last view {}",
+                "{what} not within {:?} (the last {:?} without a move; {}); last view {}",
+                at - started,
+                at - moved,
                 diagnose(stack, &view.body).await,
                 view.body
             ));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Where a run is: its status and each job's and execution's, every attempt.
+fn progress(view: &Value) -> String {
+    let mut at = vec![view["status"].to_string()];
+    for attempt in view["attempts"].as_array().into_iter().flatten() {
+        for job in attempt["jobs"].as_array().into_iter().flatten() {
+            let executions: Vec<String> =
+                job["executions"].as_array().into_iter().flatten().map(|e| e["status"].to_string()).collect();
+            at.push(format!("{}:{}:{}:{}", attempt["attempt"], job["key"], job["status"], executions.join(",")));
+        }
+    }
+    at.join(";")
 }
 
 /// The run ended and so did every job of its current attempt (a cancelled
