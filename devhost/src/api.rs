@@ -58,10 +58,15 @@ pub struct Gateway {
     /// How long API Gateway waits for a function (an HTTP API's integration
     /// timeout: 30 s at most, the CDK stack's setting).
     pub integration_timeout: std::time::Duration,
+    /// While set, every request is answered 503 (`HostOptions::outage`).
+    pub outage: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Gateway {
     pub async fn serve(self: Arc<Self>, req: axum::extract::Request) -> axum::response::Response {
+        if self.outage.load(std::sync::atomic::Ordering::SeqCst) {
+            return gateway_error(503, "Service Unavailable");
+        }
         let (parts, body) = req.into_parts();
         // The body is read before the route is matched, as API Gateway
         // does: a 404 answered while the body is still on its way closes

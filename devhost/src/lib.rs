@@ -56,6 +56,10 @@ pub struct HostOptions {
     /// How long the gateway waits for a function before answering 504 while
     /// the invocation goes on (default 30 s, API Gateway's).
     pub integration_timeout: Duration,
+    /// While set, the API is down: every request is answered API Gateway's
+    /// 503 without reaching a function, as in a regional outage (a test
+    /// holds the switch; nothing sets it otherwise).
+    pub outage: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Default for HostOptions {
@@ -69,6 +73,7 @@ impl Default for HostOptions {
             push: true,
             grants: true,
             integration_timeout: api::INTEGRATION_TIMEOUT,
+            outage: Arc::default(),
         }
     }
 }
@@ -155,6 +160,7 @@ impl DevHost {
                     .map_err(|e| HostError::Start(format!("the OpenAPI document: {e}")))?,
             ),
             integration_timeout: options.integration_timeout,
+            outage: options.outage.clone(),
         });
         let push_gateway = options.push.then(|| {
             Arc::new(push::PushGateway::new(

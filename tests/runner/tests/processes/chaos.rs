@@ -272,6 +272,69 @@ jobs:
 /// How many runs the grouped scenario creates at once.
 const GROUPED_RUNS: usize = 3;
 
+/// How many sibling jobs the siblings scenario runs at once.
+const SIBLINGS: usize = 40;
+
+/// 40 legs of one job that a runner runs all at once and that finish
+/// together: each waits at a barrier (a file a leg, up to a minute) so
+/// that their 40 completions reach the attempt within about a second, and
+/// contend on its one item as their outcomes are adopted. Then a fan-in.
+fn siblings(dir: &Path) -> String {
+    let legs: Vec<String> = (1..=SIBLINGS).map(|n| n.to_string()).collect();
+    let barrier = dir.join("siblings");
+    format!(
+        "name: chaos-siblings
+jobs:
+  leg:
+    runs-on: wide
+    strategy:
+      matrix: {{n: [{legs}]}}
+    steps:
+      - run: |
+          mkdir -p {barrier} && touch {barrier}/${{{{ matrix.n }}}}
+          for i in $(seq 1 120); do [ $(ls {barrier} | wc -l) -ge {SIBLINGS} ] && break; sleep 0.5; done
+  gather:
+    needs: leg
+    runs-on: wide
+    steps:
+      - run: echo gathered
+",
+        legs = legs.join(", "),
+        barrier = barrier.display(),
+    )
+}
+
+/// Cancelled as soon as its jobs are queued, while the runners race to
+/// claim them: whether a job was claimed first or not, it ends cancelled
+/// (a claimed one is stopped at its next heartbeat), nothing after it
+/// runs, and the `always()` job does.
+const CANCEL_RACE: &str = "name: chaos-cancel-race
+jobs:
+  a:
+    runs-on: linux
+    steps:
+      - run: sleep 60
+  b:
+    runs-on: linux
+    steps:
+      - run: sleep 60
+  c:
+    runs-on: linux
+    steps:
+      - run: sleep 60
+  after:
+    needs: [a, b, c]
+    runs-on: linux
+    steps:
+      - run: echo never
+  cleanup:
+    needs: [a, b, c]
+    if: always()
+    runs-on: linux
+    steps:
+      - run: echo cleanup
+";
+
 /// `doomed` runs on a runner of its own, which the scenario SIGKILLs.
 fn killed(marker: &Path) -> String {
     format!(
@@ -321,9 +384,13 @@ enum Scenario {
     /// A listening job fed three events (each delivered twice, one through
     /// the bus), then resolved: one execution an event, then its dependant.
     Listening,
+    /// 40 sibling jobs completing at once, then their fan-in.
+    Siblings,
+    /// A cancel racing the claims of the jobs it cancels.
+    CancelRacingClaims,
 }
 
-const SCENARIOS: [Scenario; 9] = [
+const SCENARIOS: [Scenario; 11] = [
     Scenario::FanOut,
     Scenario::Chain,
     Scenario::CancelMidRun,
@@ -333,6 +400,8 @@ const SCENARIOS: [Scenario; 9] = [
     Scenario::Grouped,
     Scenario::Approved,
     Scenario::Listening,
+    Scenario::Siblings,
+    Scenario::CancelRacingClaims,
 ];
 
 /// What a run ended as: its status, its attempts, and each job's status
@@ -502,6 +571,8 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::Elastic => ELASTIC.to_string(),
         Scenario::Approved => APPROVED.to_string(),
         Scenario::Listening => LISTENING.to_string(),
+        Scenario::Siblings => siblings(dir),
+        Scenario::CancelRacingClaims => CANCEL_RACE.to_string(),
         // Several runs, not one.
         Scenario::Grouped => return play_grouped(stack, ws).await,
     };
@@ -516,7 +587,19 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
     let wait = wait_for_rate(180);
     match scenario {
-        Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped => {}
+        Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped | Scenario::Siblings => {}
+        Scenario::CancelRacingClaims => {
+            // As soon as one job is queued, the runners are claiming.
+            let queued = |v: &Value| {
+                ["a", "b", "c"].iter().any(|k| ["queued", "running"].map(Value::from).contains(job_status(v, k)))
+            };
+            wait_run(stack, &path, wait, "a job queued", queued).await?;
+            let cancel = call(stack, reqwest::Method::POST, &format!("{path}/cancel"), None).await;
+            // 409 run-already-finished: a retry after an applied cancel whose answer was lost.
+            if cancel.status != 202 && cancel.status != 409 {
+                return Err(format!("cancel answered {}: {}", cancel.status, cancel.body));
+            }
+        }
         Scenario::Listening => {
             wait_run(stack, &path, wait, "on-event listening", |v| job_status(v, "on-event") == "waiting").await?;
             let events = format!("{path}/jobs/on-event/events");
@@ -753,6 +836,11 @@ async fn play_all(stack: &TestStack) -> Played {
     let logs: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("runner-{i}.log"))).collect();
     let mut runners: Vec<Runner> =
         logs.iter().map(|log| Runner::start_logged(stack, &token, "linux", &["--concurrency", "3"], log)).collect();
+    // The siblings' runner: all 40 at once.
+    let wide_log = dir.join("runner-wide.log");
+    let concurrency = SIBLINGS.to_string();
+    runners.push(Runner::start_logged(stack, &token, "wide", &["--concurrency", &concurrency], &wide_log));
+    let logs: Vec<PathBuf> = logs.into_iter().chain([wide_log]).collect();
     let (provisioner, fleet_token) = elastic_fleet(stack, &ws).await;
     let fleet = LocalProvisioner::start(stack, &fleet_token, &[], Some(&dir.join("provisioner.log")));
     let outcomes = futures::future::join_all(SCENARIOS.iter().map(|&scenario| {
@@ -814,8 +902,9 @@ async fn fleet_at_rest(stack: &TestStack, provisioner: &str, token: &str) -> Vec
     let deadline = Instant::now() + wait_for_rate(90);
     loop {
         let mut found = Vec::new();
-        let listed = stack.send(reqwest::Method::GET, "/v1/provisioners/instances", token, None).await;
-        // The list itself may be answered 504 under faults: ask again.
+        // The list itself may be answered 5xx under faults: a client asks
+        // again (for up to a minute), and so does the wait.
+        let listed = call_as(stack, token, reqwest::Method::GET, "/v1/provisioners/instances", None).await;
         if listed.status != 200 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
@@ -837,9 +926,31 @@ async fn fleet_at_rest(stack: &TestStack, provisioner: &str, token: &str) -> Vec
             .iter()
             .filter(|r| r.get("provisioner_id").and_then(|v| v.as_s().ok()).is_some_and(|p| p == provisioner))
             .collect();
-        let leaked = mine.iter().filter(|r| !r.contains_key("released_at")).count();
-        if leaked > 0 {
-            found.push(format!("{leaked} of {} reservations never released", mine.len()));
+        let leaked: Vec<_> = mine.iter().filter(|r| !r.contains_key("released_at")).collect();
+        if !leaked.is_empty() {
+            // What the store holds of each, and of its instance: the release
+            // waits on the instance's end and on its session's leases.
+            let instances = stack.items_of("instance").await;
+            let field = |item: &baton_shared::store::Item, name: &str| {
+                item.get(name).map(|v| format!("{v:?}")).unwrap_or_else(|| "-".into())
+            };
+            let explained: Vec<String> = leaked
+                .iter()
+                .map(|r| {
+                    let instance =
+                        instances.iter().find(|i| i.get("provider_runner_id") == r.get("provider_runner_id"));
+                    format!(
+                        "reservation {} (instance {}, session {}, expires {}): instance state {}, terminate {}",
+                        field(r, "sk"),
+                        field(r, "provider_runner_id"),
+                        field(r, "session_id"),
+                        field(r, "expires_at"),
+                        instance.map_or("-".into(), |i| field(i, "state")),
+                        instance.map_or("-".into(), |i| field(i, "terminate_reason")),
+                    )
+                })
+                .collect();
+            found.push(format!("{} of {} reservations never released: {explained:?}", leaked.len(), mine.len()));
         }
         if found.is_empty() || Instant::now() >= deadline {
             return found.into_iter().map(|f| format!("elastic fleet: {f}")).collect();
@@ -884,10 +995,12 @@ fn runner_answers(logs: &[PathBuf]) -> (usize, Vec<String>) {
             if message.ends_with("retrying") || message.ends_with("failed") {
                 retries += 1;
             }
-            // Baton's 503, or API Gateway's own 502 and 504 (injected).
-            let documented_5xx = ["HTTP 503 unavailable", "Internal server error", "Endpoint request timed out"]
-                .iter()
-                .any(|answer| error.contains(answer));
+            // Baton's 503, or API Gateway's own 502 and 504 (injected), or
+            // its 503 in an outage.
+            let documented_5xx =
+                ["HTTP 503 unavailable", "Internal server error", "Endpoint request timed out", "Service Unavailable"]
+                    .iter()
+                    .any(|answer| error.contains(answer));
             let undocumented_5xx = error.contains("HTTP 5") && !documented_5xx;
             let wrong = entry["level"] == "ERROR"
                 || undocumented_5xx
@@ -1060,6 +1173,12 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     assert_eq!(calm[&Scenario::Grouped].status, "succeeded", "a group's runs each run in turn: {calm:?}");
     assert_eq!(calm[&Scenario::Approved].status, "succeeded", "the approvers' input reaches the deploy: {calm:?}");
     assert_eq!(calm[&Scenario::Listening].status, "succeeded", "each event ran once, then the dependant: {calm:?}");
+    let siblings = &calm[&Scenario::Siblings];
+    assert_eq!((siblings.status.as_str(), siblings.jobs.len()), ("succeeded", SIBLINGS + 1), "{calm:?}");
+    let raced = &calm[&Scenario::CancelRacingClaims];
+    assert_eq!(raced.status, "cancelled", "{calm:?}");
+    assert_eq!(raced.jobs["a"], ("cancelled".into(), "run_cancelled".into()), "{calm:?}");
+    assert_eq!(raced.jobs["cleanup"].0, "succeeded", "always() runs after a cancel that raced claims");
     // Two seeds side by side: each on a stack of its own.
     let (first, second) = tokio::join!(stormy(1, plan(1), &calm), stormy(2, plan(2), &calm));
     for (seed, (violations, injected, retries)) in [(1, first), (2, second)] {
@@ -1108,4 +1227,84 @@ async fn soak(first: u64, last: u64, rate: f64) {
         violations.len()
     );
     assert!(violations.is_empty(), "{violations:#?}");
+}
+
+/// How long the outage test keeps the API down.
+const OUTAGE: Duration = Duration::from_secs(180);
+
+/// Three jobs finish while the whole API is down for 3 minutes (API
+/// Gateway answers 503 to everything, on top of the suite's faults): their
+/// runner can deliver neither a step report, a log, a heartbeat nor a
+/// complete. Leases outlast the outage (the deployed default is 180 s of
+/// lease after each heartbeat; here 240 s), so the runner keeps retrying
+/// each complete for as long as the lease lives, and once the API is back
+/// every job ends as it finished, `succeeded`, and the job after them
+/// runs. Before, a complete gave up after 120 s and stopped heartbeating,
+/// so these jobs ended `runner_lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_finish_during_a_three_minute_api_outage_report_after_it_and_end_as_they_finished() {
+    let plan = Arc::new(FaultPlan::parse(&plan(3)).expect("a valid plan").expect("rules"));
+    let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
+    let outage = options.outage.clone();
+    let timings = HashMap::from([
+        ("BATON_HEARTBEAT_INTERVAL_S".into(), "2".into()),
+        ("BATON_LEASE_DURATION_S".into(), "240".into()),
+        ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), "240".into()),
+        ("BATON_REAPER_PERIOD_S".into(), "2".into()),
+    ]);
+    let stack = TestStack::start_custom(|_| {}, timings, options).await;
+    let ws = workspace();
+    let created =
+        call(&stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/registration-tokens"), Some(json!({}))).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let token = created.body["token"].as_str().expect("a token").to_string();
+    let dir = scratch();
+    let log = dir.join("runner.log");
+    let mut runner = Runner::start_logged(&stack, &token, "linux", &["--concurrency", "3"], &log);
+    let go = dir.join("go");
+    let job = |name: &str| {
+        format!(
+            "  {name}:\n    runs-on: linux\n    steps:\n      - run: touch {started}; while [ ! -e {go} ]; do sleep 0.2; done; echo {name}\n",
+            started = dir.join(format!("started-{name}")).display(),
+            go = go.display()
+        )
+    };
+    let definition = format!(
+        "name: chaos-outage\njobs:\n{}{}{}  after:\n    needs: [a, b, c]\n    runs-on: linux\n    steps:\n      - run: echo after\n",
+        job("a"),
+        job("b"),
+        job("c")
+    );
+    let body = json!({ "definition": definition, "idempotency_key": "chaos-outage" });
+    let created = call(&stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/runs"), Some(body)).await;
+    assert!(created.status == 201 || created.status == 200, "{}", created.body);
+    let path = format!("/v1/workspaces/{ws}/runs/{}", created.body["id"].as_str().expect("a run id"));
+    let all_started = || ["a", "b", "c"].iter().all(|j| dir.join(format!("started-{j}")).exists());
+    let deadline = Instant::now() + WAIT;
+    while !all_started() {
+        assert!(Instant::now() < deadline, "the three jobs never all started");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Down, then the jobs finish; up again after 3 minutes.
+    outage.store(true, std::sync::atomic::Ordering::SeqCst);
+    std::fs::write(&go, b"").expect("the go file");
+    tokio::time::sleep(OUTAGE).await;
+    outage.store(false, std::sync::atomic::Ordering::SeqCst);
+
+    let view = wait_run(&stack, &path, Duration::from_secs(180), "the run finished after the outage", finished)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    runner.stop().await;
+    let ended = outcome(&view);
+    for job in ["a", "b", "c", "after"] {
+        assert_eq!(ended.jobs[job], ("succeeded".into(), String::new()), "{job} ended as it finished: {view:#}");
+    }
+    assert_eq!(ended.status, "succeeded", "{view:#}");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let refused_in_outage =
+        text.lines().filter(|l| l.contains("complete failed") && l.contains("Service Unavailable")).count();
+    assert!(refused_in_outage >= 3, "each complete met the outage and was retried through it ({refused_in_outage})");
+    let (_, undocumented) = runner_answers(&[log]);
+    assert!(undocumented.is_empty(), "{undocumented:#?}");
 }
