@@ -280,10 +280,13 @@ impl Fleet {
             if reservation.released_at.is_some() {
                 continue;
             }
-            let instance = reservation
-                .provider_runner_id
-                .as_ref()
-                .and_then(|p| self.instances.iter().find(|i| &i.provider_runner_id == p));
+            // Its instance by the link, or by the instance's own record of
+            // its reservation (written with its state, so it holds even
+            // when the link's write was lost).
+            let instance = self.instances.iter().find(|i| {
+                reservation.provider_runner_id.as_ref() == Some(&i.provider_runner_id)
+                    || i.reservation_id == Some(reservation.id)
+            });
             let leases = reservation.session_id.and_then(|id| self.sessions.get(&id)).map(|s| self.leases_of(s));
             if self.provisioner.removed_at.is_some()
                 && leases.as_deref().is_none_or(|l| !l.iter().any(LeaseView::blocks_release))
@@ -1030,9 +1033,29 @@ impl Store {
                 }
             })
             .await?;
-            let Some(attributes) = written else { continue };
-            let instance: InstanceItem = from_item(attributes)?;
-            outcome.accepted += 1;
+            let instance: InstanceItem = match written {
+                Some(attributes) => {
+                    outcome.accepted += 1;
+                    from_item(attributes)?
+                }
+                // No move: this state (or a later one) is stored already.
+                // Perhaps by this very report's earlier try, whose answer
+                // was lost after the update but before the link, the honour
+                // or the release it leads to; they are each idempotent, so
+                // they are done again from what is stored (skipping them
+                // left a reservation unlinked, never released: the 30 %
+                // soak's leak).
+                None => {
+                    let key = (keys::provisioner_pk(provisioner.id), keys::instance_sk(&event.provider_runner_id));
+                    match self.get(&key.0, &key.1).await? {
+                        Some(stored) => from_item(stored)?,
+                        None => continue,
+                    }
+                }
+            };
+            if instance.state.rank() < event.state.rank() {
+                continue;
+            }
             if let Some(reservation_id) = instance.reservation_id {
                 self.link_instance(provisioner.id, reservation_id, &instance.provider_runner_id).await?;
             }

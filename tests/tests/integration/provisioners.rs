@@ -498,3 +498,54 @@ async fn demand_metrics_publish_every_served_set_of_every_workspace_without_anyo
     let linux = after.datapoints.iter().find(|p| p.workspace_id == "ws1" && p.labels == ["linux", "x64"]).unwrap();
     assert_eq!((linux.queued, linux.running), (2, 1));
 }
+
+/// An instance report whose update applied while its answer was lost (every
+/// resend's too: the report is answered 503) is sent again by the
+/// provisioner; the update then finds its state stored and is no move. What
+/// the lost try would have done next (tie the reservation to the instance,
+/// release it once the instance ended) must still happen: skipping it left
+/// the reservation of a registered, ended instance held for ever, its slot
+/// gone (the 30 % chaos soak's leak). And a report never sent again still
+/// left the instance's state, and the reservation it names, stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_sent_again_after_its_answer_was_lost_still_releases_the_ended_instances_reservation() {
+    let plan = Arc::new(FaultPlan::parse("seed=5;dynamodb.UpdateItem:lost=1").expect("a valid plan").expect("rules"));
+    plan.pause();
+    let options = HostOptions { faults: Some(plan.clone()), ..HostOptions::default() };
+    let stack = TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let (_, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 5)).await;
+    let reserved = reserve(&stack, &token, &["linux"], 2).await;
+    for reservation in &reserved {
+        // Registered: the reservation is in use, so it never expires unused.
+        stack.register(reservation["registration_token"].as_str().unwrap(), &["linux"]).await;
+    }
+    let reservation_id = reserved[0]["id"].as_str().unwrap().to_string();
+
+    let ended =
+        json!({"events": [{"provider_runner_id": "i-1", "state": "terminated", "reservation_id": reservation_id}]});
+    plan.resume();
+    let lost = stack.post("/v1/provisioners/instances", &token, ended.clone()).await;
+    plan.pause();
+    assert_eq!(lost.status, 503, "every resend's answer was lost: {}", lost.body);
+    let again = stack.post("/v1/provisioners/instances", &token, ended).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["accepted"], 0, "the state was stored by the first try");
+    assert_eq!(again.body["reservations_released"], 1, "{}", again.body);
+
+    // The second instance's report is lost the same way and never sent
+    // again (its provisioner went away): the next fleet pass (any read of
+    // the instances) finds the ended instance by the reservation it names.
+    let other = reserved[1]["id"].as_str().unwrap();
+    let ended = json!({"events": [{"provider_runner_id": "i-2", "state": "terminated", "reservation_id": other}]});
+    plan.resume();
+    let lost = stack.post("/v1/provisioners/instances", &token, ended).await;
+    plan.pause();
+    assert_eq!(lost.status, 503, "{}", lost.body);
+    instances(&stack, &token).await;
+
+    let reservations = stack.items_of("reservation").await;
+    let held: Vec<_> = reservations.iter().filter(|r| !r.contains_key("released_at")).collect();
+    assert!(held.is_empty(), "no reservation held by an ended instance: {held:?}");
+}
