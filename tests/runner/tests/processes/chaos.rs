@@ -275,6 +275,9 @@ const GROUPED_RUNS: usize = 3;
 /// How many sibling jobs the siblings scenario runs at once.
 const SIBLINGS: usize = 40;
 
+/// On how many runners (of `SIBLINGS / WIDE_RUNNERS` jobs each).
+const WIDE_RUNNERS: usize = 4;
+
 /// 40 legs of one job that a runner runs all at once and that finish
 /// together: each waits at a barrier (a file a leg, up to a minute) so
 /// that their 40 completions reach the attempt within about a second, and
@@ -836,11 +839,14 @@ async fn play_all(stack: &TestStack) -> Played {
     let logs: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("runner-{i}.log"))).collect();
     let mut runners: Vec<Runner> =
         logs.iter().map(|log| Runner::start_logged(stack, &token, "linux", &["--concurrency", "3"], log)).collect();
-    // The siblings' runner: all 40 at once.
-    let wide_log = dir.join("runner-wide.log");
-    let concurrency = SIBLINGS.to_string();
-    runners.push(Runner::start_logged(stack, &token, "wide", &["--concurrency", &concurrency], &wide_log));
-    let logs: Vec<PathBuf> = logs.into_iter().chain([wide_log]).collect();
+    // The siblings' runners: all 40 at once, on four runners (each claims
+    // one job at a time, so four fill the slots four times as fast).
+    let wide_logs: Vec<PathBuf> = (0..WIDE_RUNNERS).map(|i| dir.join(format!("runner-wide-{i}.log"))).collect();
+    let concurrency = (SIBLINGS / WIDE_RUNNERS).to_string();
+    for log in &wide_logs {
+        runners.push(Runner::start_logged(stack, &token, "wide", &["--concurrency", &concurrency], log));
+    }
+    let logs: Vec<PathBuf> = logs.into_iter().chain(wide_logs).collect();
     let (provisioner, fleet_token) = elastic_fleet(stack, &ws).await;
     let fleet = LocalProvisioner::start(stack, &fleet_token, &[], Some(&dir.join("provisioner.log")));
     let outcomes = futures::future::join_all(SCENARIOS.iter().map(|&scenario| {
