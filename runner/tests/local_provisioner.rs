@@ -85,17 +85,26 @@ async fn report(State(fake): State<Shared>, Json(body): Json<InstanceReport>) ->
     Json(InstanceReportAnswer { accepted, reservations_released: 0, terminate_intents_honored: vec![] })
 }
 
+/// The instances with an intent, as Baton lists them (`intent=terminate`):
+/// live ones only, in their last reported state. (Listing an ended one as
+/// running made the provisioner take it for an earlier run's instance and
+/// report it terminated a second time, when a read fell between its end
+/// and the shutdown.)
 async fn instances(State(fake): State<Shared>) -> Json<InstanceList> {
     let fake = lock(&fake);
+    let states = states_by_instance(&fake.events);
     let items = fake
         .intents
         .iter()
-        .map(|(id, reason)| InstanceView {
-            provider_runner_id: id.clone(),
-            state: InstanceState::Running,
-            reservation_id: None,
-            runner_session_id: None,
-            terminate: Some(TerminateIntent { reason: *reason, at: Utc::now() }),
+        .filter_map(|(id, reason)| {
+            let state = states.get(id).and_then(|s| s.last().copied()).unwrap_or(InstanceState::Running);
+            (!state.is_terminal()).then(|| InstanceView {
+                provider_runner_id: id.clone(),
+                state,
+                reservation_id: None,
+                runner_session_id: None,
+                terminate: Some(TerminateIntent { reason: *reason, at: Utc::now() }),
+            })
         })
         .collect();
     Json(InstanceList { items, next_cursor: None })
