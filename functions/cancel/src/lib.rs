@@ -10,7 +10,8 @@
 //!
 //! Idempotency: a compare-and-set on the attempt's version
 //! (`Store::update_attempt`); a terminal attempt (a cancel already happened)
-//! answers 409 `run-already-finished`.
+//! answers 409 `run-already-finished`, after waking the orchestration if
+//! the cancel's progress went unheard (its own earlier try's wake lost).
 
 use baton_shared::context::Context;
 use baton_shared::error::{ApiError, ErrorCode};
@@ -30,11 +31,15 @@ async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
     let store = &context.store;
     let run = store.get_run(&workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?;
     let mut facts = 0;
+    let mut finished = false;
     let updated = store
         .update_attempt(run_id, run.current_attempt, context.config.outbox_ttl_days, |next, definition| {
-            let change = next.state.cancel(definition, chrono::Utc::now(), JOBS_PER_TRANSACTION).map_err(|_| {
-                ApiError::new(ErrorCode::RunAlreadyFinished, format!("run {run_id} has already finished"))
-            })?;
+            finished = false;
+            let Ok(change) = next.state.cancel(definition, chrono::Utc::now(), JOBS_PER_TRANSACTION) else {
+                // Refused below, once the orchestration got its due.
+                finished = true;
+                return Ok(AttemptStep::Done);
+            };
             facts = change.emitted.len();
             Ok::<_, ApiError>(AttemptStep::Write(AttemptWrite {
                 emitted: change.emitted,
@@ -44,10 +49,21 @@ async fn cancel(context: &Context, req: &Request) -> Result<Response<Body>, ApiE
         })
         .await?
         .ok_or_else(ApiError::internal)?;
-    tracing::info!(%run_id, attempt = run.current_attempt, facts, "run cancelled");
+    if !finished {
+        tracing::info!(%run_id, attempt = run.current_attempt, facts, "run cancelled");
+    }
+    // Also when the attempt had finished already: an earlier try of this
+    // cancel (a client's retry after a lost answer) may have written the
+    // cancel and lost its answer before its wake, and this try, finding the
+    // attempt cancelled, owes that wake, or the `always()` jobs wait for the
+    // parked step's deadline (up to `max_wait`). The wake goes only to a
+    // step parked for progress it has not seen, so it costs nothing else.
     if let Err(err) = wake_after_cancel(context, &updated.item).await {
         // Not woken, its orchestration's next step leaves the group instead.
         tracing::warn!(%run_id, error = %err, "could not leave the concurrency group");
+    }
+    if finished {
+        return Err(ApiError::new(ErrorCode::RunAlreadyFinished, format!("run {run_id} has already finished")));
     }
     let view = store.run_records(&workspace_id, run_id).await?.ok_or_else(ApiError::internal)?.view();
     Ok(json_response(http::StatusCode::ACCEPTED, &view))

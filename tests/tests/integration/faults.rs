@@ -923,3 +923,47 @@ async fn a_long_poll_claim_whose_transaction_answer_was_lost_answers_the_job_it_
         .await;
     assert_eq!(stack.facts("baton.runners.job.claimed").len(), 1, "one claim");
 }
+
+/// A cancel whose write applied while its answer was lost (every resend's
+/// too) has woken nothing: the client's retry finds the run finished (409),
+/// and that try owes the parked orchestration its wake, or the `always()`
+/// job waits for the parked step's deadline (an hour by default). Found by
+/// the chaos soak (seed 15 at 10 %: a cancel racing claims, its cleanup job
+/// still pending three minutes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_retried_after_its_answer_was_lost_wakes_the_orchestration_for_its_always_jobs() {
+    use crate::workflows_support::{create_run, post, queued_keys, WAIT};
+    let (stack, plan) = stack_with_faults("seed=3;dynamodb.TransactWriteItems:lost=1").await;
+    plan.pause();
+    // A registered runner, so no job is flagged unschedulable: a flag's
+    // wake-up would hide whether the retry wakes the orchestration.
+    stack.runner("ws1", &["linux"]).await;
+    let yaml = "name: cancelled\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n  report:\n    needs: build\n    if: always()\n    runs-on: linux\n    steps: [{run: ./report}]\n";
+    let run = create_run(&stack, "ws1", yaml).await;
+    let run = run["id"].as_str().expect("a run id").to_string();
+    let run_id = uuid::Uuid::parse_str(&run).expect("a uuid");
+    wait_for("the orchestration to park with build queued", WAIT, || async {
+        let item = stack.store.get_attempt(run_id, 1).await.ok()??;
+        let parked = item.wait_token.is_some() && item.wait_progress == Some(item.progress);
+        (parked && queued_keys(&stack, &run).contains(&"build".to_string())).then_some(())
+    })
+    .await;
+
+    let path = format!("/v1/workspaces/ws1/runs/{run}/cancel");
+    plan.resume();
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({})).await;
+    plan.pause();
+    assert!(status >= 500, "every answer of the cancel's write was lost: {status} {body}");
+    let item = stack.store.get_attempt(run_id, 1).await.expect("read").expect("the attempt");
+    assert!(item.state.status.is_terminal(), "the cancel applied: {status} {body}");
+    assert!(item.token_to_wake().is_some(), "its progress went unheard");
+
+    // The client retries: the run has finished, and this try wakes the
+    // orchestration, which starts the always() job at once.
+    let (status, body) = post(&stack, &stack.admin_token, &path, json!({})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("run-already-finished")), "{body}");
+    wait_for("the always() job to be queued", WAIT, || async {
+        queued_keys(&stack, &run).contains(&"report".to_string()).then_some(())
+    })
+    .await;
+}
