@@ -227,9 +227,15 @@ impl Fleet {
                 Some(r) if r.session_id == Some(session.id) && r.status == RunnerStatus::Leased => {
                     LeaseView { live: true, cancel_requested: r.cancel_requested_at.is_some() }
                 }
-                // Ended, or a record not readable yet (a claim a moment old,
-                // read eventually consistently): counted as live, so that a
-                // release never runs ahead of a lease.
+                // The session lists an execution only from the claim that
+                // leased it (one transaction), and a record never goes back
+                // to `pending`: a pending one is the record as it was before
+                // that claim, read eventually consistently on AWS a moment
+                // after it. Counted as live, as a record not readable yet
+                // is, so that neither a release nor an `exhausted` or `idle`
+                // intent runs ahead of a lease (the machine would be stopped
+                // under its job, which would end `runner_lost`).
+                Some(r) if r.status == RunnerStatus::Pending => LeaseView { live: true, cancel_requested: false },
                 Some(_) => LeaseView { live: false, cancel_requested: false },
                 None => LeaseView { live: true, cancel_requested: false },
             })
@@ -576,9 +582,22 @@ impl Store {
         provisioner_id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<Option<(Fleet, u32)>, StoreError> {
-        let Some(mut fleet) = self.fleet(provisioner_id).await? else { return Ok(None) };
+        let Some(fleet) = self.fleet(provisioner_id).await? else { return Ok(None) };
+        self.write_fleet_decisions(fleet, now).await.map(Some)
+    }
+
+    /// Writes what `fleet`, as read, decides at `now`: the intents not yet
+    /// written and the releases due. Every write is conditioned on what was
+    /// read, so a fleet read before a claim (or another pass) writes nothing
+    /// that claim made wrong.
+    pub async fn write_fleet_decisions(
+        &self,
+        mut fleet: Fleet,
+        now: DateTime<Utc>,
+    ) -> Result<(Fleet, u32), StoreError> {
         for (i, reason) in fleet.decide_intents(now) {
-            if self.request_termination(&fleet.provisioner, &fleet.instances[i], reason, now).await? {
+            let session = fleet.session_of(&fleet.instances[i]).map(|s| (s.id, s.claims));
+            if self.request_termination(&fleet.provisioner, &fleet.instances[i], session, reason, now).await? {
                 fleet.instances[i].terminate_reason = Some(reason);
                 fleet.instances[i].terminate_at = Some(now);
             }
@@ -591,14 +610,24 @@ impl Store {
                 released += 1;
             }
         }
-        Ok(Some((fleet, released)))
+        Ok((fleet, released))
     }
 
-    /// Writes an instance's terminate intent with its fact, once.
+    /// Writes an instance's terminate intent with its fact, once. A machine
+    /// told to go must take no more work, so the same transaction caps its
+    /// runner session (`session`: its id and its claims as read) at the
+    /// claims it has, on condition that it has no more than were read. Both
+    /// this and a claim write the session item, so they are ordered: a claim
+    /// that came first fails this condition (nothing is written; the next
+    /// pass decides on the fleet with its lease), and a claim that comes
+    /// after finds the session capped and is refused `session-exhausted`.
+    /// Without it, an `idle` intent decided on a read a claim overtook
+    /// stopped the machine under the job it had just claimed.
     async fn request_termination(
         &self,
         provisioner: &Provisioner,
         instance: &InstanceItem,
+        session: Option<(Uuid, u64)>,
         reason: TerminateReason,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -613,7 +642,7 @@ impl Store {
                 .expression_attribute_values(":now", s(timestamp(now)))
                 .build(),
         )?;
-        let session = instance.session_id;
+        let runner_session_id = instance.session_id;
         let fact = Fact::new(
             provisioner.workspace_id.clone(),
             now,
@@ -621,12 +650,25 @@ impl Store {
                 provisioner_id: provisioner.id,
                 provider_runner_id: instance.provider_runner_id.clone(),
                 reservation_id: instance.reservation_id,
-                runner_session_id: session,
+                runner_session_id,
                 reason,
                 requested_at: now,
             },
         );
-        let items = vec![TransactWriteItem::builder().update(update).build(), self.outbox_put(&fact, 7)?];
+        let mut items = vec![TransactWriteItem::builder().update(update).build(), self.outbox_put(&fact, 7)?];
+        if let Some((session_id, claims)) = session {
+            let cap = build(
+                Update::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(keys::session_pk(session_id)))
+                    .key("sk", s(keys::SESSION_SK))
+                    .update_expression("SET max_claims = claims")
+                    .condition_expression("attribute_exists(pk) AND claims = :read")
+                    .expression_attribute_values(":read", n(claims))
+                    .build(),
+            )?;
+            items.push(TransactWriteItem::builder().update(cap).build());
+        }
         let decided = !contention::lost_race(self.transact(items).await)?;
         if decided {
             tracing::info!(provisioner_id = %provisioner.id, provider_runner_id = %instance.provider_runner_id, reason = reason.as_str(), "terminate intent");
@@ -1128,4 +1170,100 @@ pub fn demand_of(fleet: &Fleet) -> Vec<(Vec<String>, crate::runners::provisioner
         .iter()
         .map(|served| (served.clone(), served_demand(served, &sets), fleet.idle_sessions(served)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_api::provisioners::CreateProvisioner;
+
+    use super::*;
+    use crate::runners::provisioners::settings::validate;
+
+    /// An ephemeral machine (one job) whose runner claimed `execution`, as
+    /// a fleet pass reads it, the runners' record of that execution being
+    /// `record` (absent: not readable yet).
+    fn fleet(record: Option<RunnerRecord>, execution: Uuid, now: DateTime<Utc>) -> Fleet {
+        let request = CreateProvisioner {
+            name: "f".into(),
+            label_sets: vec![vec!["linux".into()]],
+            max_instances: 3,
+            jobs_per_instance: Some(1),
+            idle_timeout_s: None,
+            boot_timeout_s: None,
+            warm: None,
+        };
+        let provisioner_id = Uuid::now_v7();
+        let session_id = Uuid::now_v7();
+        let provisioner = Provisioner {
+            pk: keys::provisioner_pk(provisioner_id),
+            sk: keys::PROVISIONER_SK.into(),
+            kind: "provisioner".into(),
+            id: provisioner_id,
+            workspace_id: "ws1".into(),
+            settings: validate(&request).unwrap(),
+            secret_hash: String::new(),
+            reserved_instances: 1,
+            removed_at: None,
+            created_at: now,
+            rw_pk: String::new(),
+            rw_sk: String::new(),
+        };
+        let instance = InstanceItem {
+            pk: keys::provisioner_pk(provisioner_id),
+            sk: "INSTANCE#i-1".into(),
+            kind: "instance".into(),
+            provider_runner_id: "i-1".into(),
+            provisioner_id,
+            state: InstanceState::Running,
+            rank: 0,
+            reservation_id: None,
+            session_id: Some(session_id),
+            first_seen_at: now,
+            state_at: now,
+            terminate_reason: None,
+            terminate_at: None,
+            honored_at: None,
+        };
+        let session = Session {
+            pk: keys::session_pk(session_id),
+            sk: keys::SESSION_SK.into(),
+            kind: "session".into(),
+            id: session_id,
+            workspace_id: "ws1".into(),
+            name: None,
+            labels: vec!["linux".into()],
+            max_claims: Some(1),
+            claims: 1,
+            token_hash: String::new(),
+            expires_at: now + Duration::hours(1),
+            last_seen_at: now,
+            created_at: now,
+            reservation: None,
+            executions: vec![execution],
+            last_claim_at: Some(now),
+        };
+        Fleet {
+            provisioner,
+            reservations: Vec::new(),
+            instances: vec![instance],
+            sessions: HashMap::from([(session_id, session)]),
+            records: record.map(|r| HashMap::from([(execution, r)])).unwrap_or_default(),
+            sets: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_claimed_execution_whose_record_still_reads_pending_holds_its_machine() {
+        let now = Utc::now();
+        let execution = Uuid::now_v7();
+        let record = |status| RunnerRecord::unclaimed(execution, "ws1", (Uuid::now_v7(), 1, Uuid::now_v7()), status);
+        // The record read eventually consistently a moment after the claim
+        // that listed the execution in the session: still `pending`. The
+        // machine is busy, not exhausted.
+        assert_eq!(fleet(Some(record(RunnerStatus::Pending)), execution, now).decide_intents(now), vec![]);
+        assert_eq!(fleet(None, execution, now).decide_intents(now), vec![], "a record not readable yet holds it too");
+        // Its job ended: the one-job machine is exhausted.
+        let ended = fleet(Some(record(RunnerStatus::Completed)), execution, now);
+        assert_eq!(ended.decide_intents(now), vec![(0, TerminateReason::Exhausted)]);
+    }
 }

@@ -401,14 +401,18 @@ impl Store {
             TransactWriteItem::builder().put(put_lease).build(),
             self.outbox_put(fact, outbox_ttl_days)?,
         ];
-        if let Some(max) = session.max_claims {
+        if session.max_claims.is_some() {
             let mut count = Update::builder()
                 .table_name(&self.table)
                 .key("pk", s(keys::session_pk(session.id)))
                 .key("sk", s(keys::SESSION_SK))
-                .condition_expression("claims < :max")
-                .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(":max", n(max));
+                // The stored cap, not the one this claim read: a terminate
+                // intent lowers it to the claims made (provisioners.rs,
+                // `request_termination`), and a claim ordered after that
+                // intent must fail here rather than lease a job on a machine
+                // about to be stopped.
+                .condition_expression("claims < max_claims")
+                .expression_attribute_values(":one", n(1));
             count = if session.reservation.is_some() {
                 // A reserved instance's session keeps what its terminate
                 // intents and its reservation's release are decided on: the

@@ -287,6 +287,53 @@ async fn an_ephemeral_instance_registers_once_runs_one_job_is_exhausted_and_rele
     stack.assert_all_facts_valid();
 }
 
+/// A fleet pass decides on what it read; a claim can land between its read
+/// and its write. An `idle` intent decided on a read that a claim overtook
+/// must not be written (the machine would be stopped under the job it just
+/// claimed, which would end `runner_lost`), and once an intent is written
+/// the machine's runner claims nothing more: the job waits for another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_told_to_go_takes_no_job_and_an_intent_a_claim_overtook_is_not_written() {
+    let stack = TestStack::start().await;
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let body = json!({"name": "f", "label_sets": [["linux"]], "max_instances": 5,
+                      "jobs_per_instance": 3, "idle_timeout_s": 10});
+    let (id, token) = provisioner(&stack, "ws1", body).await;
+    let provisioner_id: uuid::Uuid = id.parse().unwrap();
+    let reserved = reserve(&stack, &token, &["linux"], 1).await;
+    let r = &reserved[0];
+    report(&stack, &token, json!([{"provider_runner_id": "i-1", "state": "running", "reservation_id": r["id"]}])).await;
+    let session = stack.register(r["registration_token"].as_str().unwrap(), &["linux"]).await;
+    // Its demand went to another machine: nothing queued it could take.
+    let other = stack.register(&stack.registration_token("ws1", json!({})).await, &["linux"]).await;
+    let first = stack.claim(&other.session_token).await.expect("the queued job");
+    stack.complete(&first.lease.token, first.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
+
+    // A pass reads the fleet: i-1 registered, no lease, nothing it could
+    // take. Then a job is queued and i-1 claims it, before the pass writes
+    // what it decided for a moment past the idle timeout.
+    let later = Utc::now() + chrono::Duration::seconds(11);
+    let read = stack.store.fleet(provisioner_id).await.unwrap().expect("the fleet");
+    assert_eq!(read.decide_intents(later).len(), 1, "as read, i-1 is idle past its timeout");
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let job = stack.claim(&session.session_token).await.expect("i-1 takes the new job");
+    stack.store.write_fleet_decisions(read, later).await.unwrap();
+    assert_eq!(intent_of(&instances(&stack, &token).await, "i-1"), None, "the claim overtook the idle read");
+    let beat = stack.heartbeat(&job.lease.token, job.job_execution_id).await;
+    assert_eq!(beat.status, 200, "i-1 keeps its lease: {}", beat.body);
+    stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
+
+    // Idle again, and past its timeout this time: the intent is written. A
+    // job queued after it goes to another machine, not to the one told to go.
+    let read = stack.store.fleet(provisioner_id).await.unwrap().expect("the fleet");
+    stack.store.write_fleet_decisions(read, Utc::now() + chrono::Duration::seconds(11)).await.unwrap();
+    assert_eq!(intent_of(&instances(&stack, &token).await, "i-1").as_deref(), Some("idle"));
+    stack.queue_job("ws1", &["linux"], Utc::now()).await;
+    let refused = stack.post("/v1/runners/claim", &session.session_token, json!({})).await;
+    assert_eq!((refused.status, refused.code()), (409, "session-exhausted"), "{}", refused.body);
+    assert!(stack.claim(&other.session_token).await.is_some(), "the job waited for another machine");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
     let stack = TestStack::start().await;

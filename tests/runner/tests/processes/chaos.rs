@@ -411,6 +411,18 @@ const SCENARIOS: [Scenario; 11] = [
     Scenario::CancelRacingClaims,
 ];
 
+/// The scenarios this process plays: all of them, or those named in
+/// `BATON_CHAOS_SCENARIOS` (comma-separated, e.g. `Elastic,Siblings`), to
+/// replay one scenario's seeds quickly after a soak found a violation in it.
+fn scenarios() -> Vec<Scenario> {
+    let Ok(names) = std::env::var("BATON_CHAOS_SCENARIOS") else { return SCENARIOS.to_vec() };
+    let wanted: Vec<&str> = names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    let chosen: Vec<Scenario> =
+        SCENARIOS.iter().copied().filter(|s| wanted.contains(&format!("{s:?}").as_str())).collect();
+    assert_eq!(chosen.len(), wanted.len(), "BATON_CHAOS_SCENARIOS names scenarios of {SCENARIOS:?}: {names}");
+    chosen
+}
+
 /// What a run ended as: its status, its attempts, and each job's status
 /// and reason in the current attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -854,7 +866,7 @@ async fn play_all(stack: &TestStack) -> Played {
     let logs: Vec<PathBuf> = logs.into_iter().chain(wide_logs).collect();
     let (provisioner, fleet_token) = elastic_fleet(stack, &ws).await;
     let fleet = LocalProvisioner::start(stack, &fleet_token, &[], Some(&dir.join("provisioner.log")));
-    let outcomes = futures::future::join_all(SCENARIOS.iter().map(|&scenario| {
+    let outcomes = futures::future::join_all(scenarios().into_iter().map(|scenario| {
         let (ws, token, dir) = (&ws, &token, &dir);
         async move { (scenario, play(stack, ws, token, scenario, dir).await) }
     }))
@@ -1217,7 +1229,7 @@ async fn soak(first: u64, last: u64, rate: f64) {
         }))
         .await;
         for (found, by_kind, retried) in results {
-            runs += SCENARIOS.len();
+            runs += scenarios().len();
             retries += retried;
             for (kind, n) in by_kind {
                 *injected.entry(kind).or_default() += n;
@@ -1231,7 +1243,7 @@ async fn soak(first: u64, last: u64, rate: f64) {
         "chaos soak: seeds {first}-{last} at rate {rate}: {runs} runs ({} scenarios x {} seeds) in {:?}; \
          faults injected {total} by kind {injected:?}; redeliveries {}; runner retries {retries}; \
          invariant violations {}",
-        SCENARIOS.len(),
+        scenarios().len(),
         seeds.len(),
         started.elapsed(),
         injected.get("duplicate").copied().unwrap_or(0) + injected.get("abandon").copied().unwrap_or(0),
