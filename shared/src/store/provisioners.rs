@@ -642,7 +642,6 @@ impl Store {
                 .expression_attribute_values(":now", s(timestamp(now)))
                 .build(),
         )?;
-        let runner_session_id = instance.session_id;
         let fact = Fact::new(
             provisioner.workspace_id.clone(),
             now,
@@ -650,7 +649,7 @@ impl Store {
                 provisioner_id: provisioner.id,
                 provider_runner_id: instance.provider_runner_id.clone(),
                 reservation_id: instance.reservation_id,
-                runner_session_id,
+                runner_session_id: instance.session_id,
                 reason,
                 requested_at: now,
             },
