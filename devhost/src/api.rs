@@ -60,6 +60,8 @@ pub struct Gateway {
     pub integration_timeout: std::time::Duration,
     /// While set, every request is answered 503 (`HostOptions::outage`).
     pub outage: Arc<std::sync::atomic::AtomicBool>,
+    /// Routes whose answers are lost while listed (`HostOptions::answers_lost`).
+    pub answers_lost: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Gateway {
@@ -86,7 +88,12 @@ impl Gateway {
         let body = if bytes.is_empty() { Body::Empty } else { Body::Binary(bytes.to_vec()) };
         let request =
             http::Request::from_parts(parts, body).with_path_parameters(params).with_query_string_parameters(query);
-        let fault = self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &format!("http.{}", route.function)));
+        let lost_here = self.answers_lost.lock().is_ok_and(|routes| routes.contains(&route.path));
+        let fault = if lost_here {
+            Some(Fault::Lost)
+        } else {
+            self.faults.as_ref().and_then(|plan| plan.decide(TRIGGER, &format!("http.{}", route.function)))
+        };
         if fault == Some(Fault::Replay) {
             // The client gives up on this try at once (its own timeout, or
             // the gateway's 504) while the invocation runs on: the client's

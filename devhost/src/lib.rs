@@ -60,6 +60,11 @@ pub struct HostOptions {
     /// 503 without reaching a function, as in a regional outage (a test
     /// holds the switch; nothing sets it otherwise).
     pub outage: Arc<std::sync::atomic::AtomicBool>,
+    /// Routes (their paths as in resources.json) whose every answer is lost
+    /// while listed: the function runs to its end, the client gets API
+    /// Gateway's 504 (`lost` on one route rather than a whole function's;
+    /// a test holds the list, nothing sets it otherwise).
+    pub answers_lost: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Default for HostOptions {
@@ -74,6 +79,7 @@ impl Default for HostOptions {
             grants: true,
             integration_timeout: api::INTEGRATION_TIMEOUT,
             outage: Arc::default(),
+            answers_lost: Arc::default(),
         }
     }
 }
@@ -161,6 +167,7 @@ impl DevHost {
             ),
             integration_timeout: options.integration_timeout,
             outage: options.outage.clone(),
+            answers_lost: options.answers_lost.clone(),
         });
         let push_gateway = options.push.then(|| {
             Arc::new(push::PushGateway::new(

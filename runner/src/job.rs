@@ -170,7 +170,11 @@ pub async fn run_job(
             };
             match settled {
                 Some(end) => end,
-                None if *stop_rx.borrow() >= Stop::LeaseLost => JobEnd::LeaseLost,
+                // Also when the settling report's answers were all lost and
+                // the heartbeat then found the lease ended: that report may
+                // be what ended it, and only the complete's answer can tell
+                // (a repeat finds the recorded outcome; a lease the reaper
+                // took answers lease-lost). `deliver` sends it once then.
                 None => {
                     let succeeded = message.is_none()
                         && stop == Stop::None

@@ -2,6 +2,7 @@
 //! reported, failures skip what follows, cancellation and lost leases stop
 //! the processes, labels route jobs, signals stop the runner cleanly.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -314,4 +315,44 @@ async fn with_concurrency_two_two_jobs_run_at_the_same_time() {
         assert_eq!(completed(&stack, fact.detail.job_execution_id).await["status"], "succeeded");
     }
     assert!(runner.exited(WAIT).await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_its_last_step_report_settled_counts_as_reported_though_every_answer_of_that_report_was_lost() {
+    // Every answer of the step-report route is lost (the reports are
+    // applied): the last step's report settles the job, its answer never
+    // comes, and the heartbeat then finds the lease ended. The runner must
+    // not take that for a lost lease: the complete it then sends once gets
+    // the recorded outcome back.
+    let options = baton_devhost::HostOptions::default();
+    options.answers_lost.lock().expect("the list").push("/v1/runners/leases/{execution_id}/steps/{step_id}".into());
+    let overrides = HashMap::from([("BATON_HEARTBEAT_INTERVAL_S".into(), "1".into())]);
+    let stack = TestStack::start_custom(|_| {}, overrides, options).await;
+    let ws = workspace();
+    let token = stack.registration_token(&ws, json!({})).await;
+    let fact = job(&ws, &["linux"], &[("only", "true")], &[]);
+    queue(&stack, &fact).await;
+    let log = scratch().join("runner.log");
+    let mut runner = Runner::start_logged(&stack, &token, "linux", &["--once"], &log);
+
+    let done = completed(&stack, fact.detail.job_execution_id).await;
+    assert_eq!((&done["status"], &done["settled_by"]), (&json!("succeeded"), &json!("steps")), "{done:#}");
+    assert!(runner.exited(WAIT).await.success(), "--once exits 0 after its job");
+    let entries: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .expect("the runner's log")
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let fields = |message: &str| {
+        entries.iter().find(|e| e["fields"]["message"] == message).map(|e| e["fields"].clone()).unwrap_or_default()
+    };
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["fields"]["message"] == "the last step's report was not delivered; completing instead"),
+        "the settling report's answers were lost: {entries:#?}"
+    );
+    assert_eq!(fields("job finished")["status"], "succeeded", "{entries:#?}");
+    let stopped = fields("runner stopped");
+    assert_eq!((&stopped["succeeded"], &stopped["lost"]), (&json!(1), &json!(0)), "{stopped:#}");
 }
