@@ -33,6 +33,12 @@ struct Fake {
     events: Vec<InstanceEvent>,
     /// Instances Baton wants gone, by provider id.
     intents: HashMap<String, TerminateReason>,
+    /// How many reserves to come are applied but answered API Gateway's
+    /// 504 (their answers lost).
+    answers_lost: u32,
+    /// What each named reserve made: a repeat of it gets the same back, as
+    /// from Baton.
+    made: HashMap<Uuid, Vec<Reservation>>,
 }
 
 type Shared = Arc<Mutex<Fake>>;
@@ -61,20 +67,37 @@ async fn demand(State(fake): State<Shared>, Query(query): Query<HashMap<String, 
     })
 }
 
-async fn reserve(State(fake): State<Shared>, Json(body): Json<ReserveRequest>) -> (StatusCode, Json<Reserved>) {
+async fn reserve(State(fake): State<Shared>, Json(body): Json<ReserveRequest>) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let mut fake = lock(&fake);
-    let granted = u64::from(body.count).min(fake.queued);
-    fake.queued -= granted;
-    fake.version += 1;
-    fake.asked.push(body);
-    let reservations = (0..granted)
-        .map(|_| Reservation {
-            id: Uuid::now_v7(),
-            registration_token: format!("brt_{}", Uuid::now_v7().simple()),
-            expires_at: Utc::now(),
-        })
-        .collect();
-    (StatusCode::CREATED, Json(Reserved { reservations }))
+    let earlier = body.request_id.and_then(|id| fake.made.get(&id).cloned());
+    let request_id = body.request_id;
+    fake.asked.push(body.clone());
+    let reservations = match earlier {
+        Some(made) => made,
+        None => {
+            let granted = u64::from(body.count).min(fake.queued);
+            fake.queued -= granted;
+            fake.version += 1;
+            let made: Vec<Reservation> = (0..granted)
+                .map(|_| Reservation {
+                    id: Uuid::now_v7(),
+                    registration_token: format!("brt_{}", Uuid::now_v7().simple()),
+                    expires_at: Utc::now(),
+                })
+                .collect();
+            if let Some(id) = request_id {
+                fake.made.insert(id, made.clone());
+            }
+            made
+        }
+    };
+    if fake.answers_lost > 0 {
+        fake.answers_lost -= 1;
+        return (StatusCode::GATEWAY_TIMEOUT, Json(serde_json::json!({"message": "Endpoint request timed out"})))
+            .into_response();
+    }
+    (StatusCode::CREATED, Json(Reserved { reservations })).into_response()
 }
 
 async fn report(State(fake): State<Shared>, Json(body): Json<InstanceReport>) -> Json<InstanceReportAnswer> {
@@ -230,5 +253,48 @@ async fn the_local_provisioner_starts_what_demand_needs_and_stops_what_baton_or_
             "{id}: {states:?}"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_reserve_whose_answers_stay_lost_past_its_tries_is_sent_again_with_its_id_and_its_reservations_start() {
+    let dir = std::env::temp_dir().join(format!("baton-local-provisioner-{}", Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let runner_bin = runner_script(&dir);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Two queued jobs; the first reserve takes them, and its answer is lost
+    // more times than one round of tries sends it.
+    let fake: Shared = Arc::new(Mutex::new(Fake { queued: 2, version: 1, answers_lost: 6, ..Fake::default() }));
+    let api = serve(fake.clone()).await;
+    let config = LocalConfig {
+        intent_poll: Duration::from_millis(100),
+        kill_grace: Duration::from_secs(5),
+        ..LocalConfig::new(&api, "bpt_test", runner_bin, dir.join("work"))
+    };
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let provisioner = tokio::spawn(run(config, shutdown));
+
+    // Demand reads none queued once the lost reserve took both: only the
+    // same reserve sent again can start the machines its reservations wait for.
+    eventually("both reservations' instances running", &fake, |f| {
+        states_by_instance(&f.events).values().filter(|s| s.contains(&InstanceState::Running)).count() == 2
+    })
+    .await;
+    {
+        let f = lock(&fake);
+        let ids: std::collections::HashSet<_> = f.asked.iter().map(|r| r.request_id).collect();
+        assert_eq!(ids.len(), 1, "one reserve, sent again under its id: {:?}", f.asked);
+        assert!(f.asked.len() > 6, "sent until answered: {:?}", f.asked);
+        let reserved: std::collections::HashSet<_> = f.made.values().flatten().map(|r| r.id).collect();
+        let started: std::collections::HashSet<_> = f.events.iter().filter_map(|e| e.reservation_id).collect();
+        assert_eq!(started, reserved, "the machines are those of the reservations the lost answers held");
+    }
+    stop.send_replace(true);
+    let summary = tokio::time::timeout(Duration::from_secs(20), provisioner)
+        .await
+        .expect("the provisioner stops in time")
+        .expect("no panic")
+        .expect("no error");
+    assert_eq!((summary.reserved, summary.started, summary.failed), (2, 2, 0));
     let _ = std::fs::remove_dir_all(&dir);
 }

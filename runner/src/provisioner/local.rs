@@ -95,8 +95,9 @@ pub enum LocalError {
 /// have been sent SIGKILL by then).
 const EXIT_SLACK: Duration = Duration::from_secs(5);
 
-/// How many times one reserve is sent (with its `request_id`) before the
-/// next demand answer asks afresh.
+/// How many times one reserve is sent (with its `request_id`) in a row;
+/// the next demand answer sends it again, with the same id, until it is
+/// answered.
 const RESERVE_TRIES: u32 = 4;
 
 /// How long the last report (the instances' ends) may retry at shutdown.
@@ -117,6 +118,7 @@ pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Re
         events_tx,
         summary: Summary::default(),
         intents_read: false,
+        unanswered: HashMap::new(),
         report_size: baton_api::provisioners::MAX_INSTANCE_EVENTS,
     };
     let mut intents = tokio::time::interval(fleet.config.intent_poll.max(Duration::from_millis(100)));
@@ -214,6 +216,13 @@ struct Fleet {
     summary: Summary,
     /// The instances Baton wants gone were read once (strangers closed).
     intents_read: bool,
+    /// Reserves no try of which was answered, by label set. Any try may
+    /// have reserved (its answer lost): those reservations already took
+    /// their jobs off the demand, so a reserve under a new id would find
+    /// none to take and leave them unstarted until they expire, again and
+    /// again while answers keep being lost. The same request goes again
+    /// instead, and gets them back.
+    unanswered: HashMap<Vec<String>, ReserveRequest>,
     /// Events the next instance report carries at most (`next_report_size`).
     report_size: usize,
 }
@@ -222,26 +231,31 @@ impl Fleet {
     /// Reserves and starts what each label set's demand needs.
     async fn meet(&mut self, demand: &Demand) -> Result<(), LocalError> {
         for set in &demand.label_sets {
+            if let Some(body) = self.unanswered.remove(&set.labels) {
+                self.reserve(set, body).await?;
+                continue;
+            }
             let room = headroom(self.config.max_instances, self.ledger.live().count());
             let count = instances_to_reserve(set.queued, set.idle_sessions, room);
             if count == 0 {
                 continue;
             }
-            self.reserve(set, count).await?;
+            // One id for every try of this reserve: a try whose answer was
+            // lost reserved, and its retry gets those reservations back.
+            let body = ReserveRequest {
+                labels: set.labels.clone(),
+                count,
+                expires_in_s: self.config.reservation_expiry_s,
+                request_id: Some(Uuid::now_v7()),
+            };
+            self.reserve(set, body).await?;
         }
         Ok(())
     }
 
-    async fn reserve(&mut self, set: &LabelSetDemand, count: u32) -> Result<(), LocalError> {
+    async fn reserve(&mut self, set: &LabelSetDemand, body: ReserveRequest) -> Result<(), LocalError> {
         let labels = set.labels.join(",");
-        // One id for every try of this reserve: a try whose answer was lost
-        // reserved, and its retry gets those reservations back.
-        let body = ReserveRequest {
-            labels: set.labels.clone(),
-            count,
-            expires_in_s: self.config.reservation_expiry_s,
-            request_id: Some(Uuid::now_v7()),
-        };
+        let count = body.count;
         let mut tries = 0;
         let reserved = loop {
             tries += 1;
@@ -254,8 +268,14 @@ impl Fleet {
                     tracing::warn!(%labels, count, error = %err, tries, "reservation failed; trying it again");
                     tokio::time::sleep(Duration::from_millis(500 * u64::from(tries))).await;
                 }
+                Err(err) if err.is_transient() => {
+                    // The next demand answer (20 s at most) sends it again.
+                    tracing::warn!(%labels, count, error = %err, "reservation not answered; sending it again later");
+                    self.unanswered.insert(set.labels.clone(), body);
+                    return Ok(());
+                }
                 Err(err) => {
-                    // The next demand answer (20 s at most) asks again.
+                    // Refused: nothing was reserved; the next demand answer asks afresh.
                     tracing::warn!(%labels, count, error = %err, "reservation failed");
                     return Ok(());
                 }
