@@ -20,7 +20,7 @@ use baton_api::provisioners::{
     Demand, InstanceEvent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceState, InstanceView,
     LabelSetDemand, Reservation, ReserveRequest, Reserved, TerminateIntent, TerminateReason,
 };
-use baton_runner::provisioner::local::{run, LocalConfig};
+use baton_runner::provisioner::local::{run, LocalConfig, LocalError, Summary};
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -170,6 +170,44 @@ fn states_by_instance(events: &[InstanceEvent]) -> HashMap<String, Vec<InstanceS
     by
 }
 
+/// The local provisioner's loop, running against `fake` in a scratch
+/// directory of its own, with `runner_script` as its runner.
+struct Provisioner {
+    dir: PathBuf,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<Summary, LocalError>>,
+}
+
+impl Provisioner {
+    async fn start(fake: &Shared) -> Self {
+        let dir = std::env::temp_dir().join(format!("baton-local-provisioner-{}", Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let runner_bin = runner_script(&dir);
+        // Past any other test's fork that might still hold the script open for writing.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let api = serve(fake.clone()).await;
+        let config = LocalConfig {
+            intent_poll: Duration::from_millis(100),
+            kill_grace: Duration::from_secs(5),
+            ..LocalConfig::new(&api, "bpt_test", runner_bin, dir.join("work"))
+        };
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        Self { dir, stop, task: tokio::spawn(run(config, shutdown)) }
+    }
+
+    /// Asks it to stop, as a signal would; what it did, once it stopped.
+    async fn shut_down(self) -> Summary {
+        self.stop.send_replace(true);
+        let summary = tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the provisioner stops in time")
+            .expect("no panic")
+            .expect("no error");
+        let _ = std::fs::remove_dir_all(&self.dir);
+        summary
+    }
+}
+
 async fn eventually(what: &str, fake: &Shared, holds: impl Fn(&Fake) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !holds(&lock(fake)) {
@@ -180,20 +218,8 @@ async fn eventually(what: &str, fake: &Shared, holds: impl Fn(&Fake) -> bool) {
 
 #[tokio::test]
 async fn the_local_provisioner_starts_what_demand_needs_and_stops_what_baton_or_its_shutdown_asks() {
-    let dir = std::env::temp_dir().join(format!("baton-local-provisioner-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let runner_bin = runner_script(&dir);
-    // Past any other test's fork that might still hold the script open for writing.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let fake: Shared = Arc::new(Mutex::new(Fake { queued: 3, version: 1, ..Fake::default() }));
-    let api = serve(fake.clone()).await;
-    let config = LocalConfig {
-        intent_poll: Duration::from_millis(100),
-        kill_grace: Duration::from_secs(5),
-        ..LocalConfig::new(&api, "bpt_test", runner_bin, dir.join("work"))
-    };
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let provisioner = tokio::spawn(run(config, shutdown));
+    let provisioner = Provisioner::start(&fake).await;
 
     // Three queued jobs: three reservations, three runners; one ends on its own.
     eventually("three running instances, one ended", &fake, |f| {
@@ -234,12 +260,7 @@ async fn the_local_provisioner_starts_what_demand_needs_and_stops_what_baton_or_
     .await;
 
     // Shutdown stops the last one.
-    stop.send_replace(true);
-    let summary = tokio::time::timeout(Duration::from_secs(20), provisioner)
-        .await
-        .expect("the provisioner stops in time")
-        .expect("no panic")
-        .expect("no error");
+    let summary = provisioner.shut_down().await;
     assert_eq!((summary.reserved, summary.started, summary.terminated, summary.failed), (3, 3, 3, 0));
     assert_eq!(summary.stopped_on_intent, 1);
     let by = states_by_instance(&lock(&fake).events);
@@ -253,26 +274,14 @@ async fn the_local_provisioner_starts_what_demand_needs_and_stops_what_baton_or_
             "{id}: {states:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_reserve_whose_answers_stay_lost_past_its_tries_is_sent_again_with_its_id_and_its_reservations_start() {
-    let dir = std::env::temp_dir().join(format!("baton-local-provisioner-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let runner_bin = runner_script(&dir);
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // Two queued jobs; the first reserve takes them, and its answer is lost
     // more times than one round of tries sends it.
     let fake: Shared = Arc::new(Mutex::new(Fake { queued: 2, version: 1, answers_lost: 6, ..Fake::default() }));
-    let api = serve(fake.clone()).await;
-    let config = LocalConfig {
-        intent_poll: Duration::from_millis(100),
-        kill_grace: Duration::from_secs(5),
-        ..LocalConfig::new(&api, "bpt_test", runner_bin, dir.join("work"))
-    };
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let provisioner = tokio::spawn(run(config, shutdown));
+    let provisioner = Provisioner::start(&fake).await;
 
     // Demand reads none queued once the lost reserve took both: only the
     // same reserve sent again can start the machines its reservations wait for.
@@ -289,12 +298,6 @@ async fn a_reserve_whose_answers_stay_lost_past_its_tries_is_sent_again_with_its
         let started: std::collections::HashSet<_> = f.events.iter().filter_map(|e| e.reservation_id).collect();
         assert_eq!(started, reserved, "the machines are those of the reservations the lost answers held");
     }
-    stop.send_replace(true);
-    let summary = tokio::time::timeout(Duration::from_secs(20), provisioner)
-        .await
-        .expect("the provisioner stops in time")
-        .expect("no panic")
-        .expect("no error");
+    let summary = provisioner.shut_down().await;
     assert_eq!((summary.reserved, summary.started, summary.failed), (2, 2, 0));
-    let _ = std::fs::remove_dir_all(&dir);
 }
