@@ -9,7 +9,7 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use baton_shared::aws::AwsClients;
 use baton_shared::config::Config;
-use baton_shared::context::{Context, Scheduled};
+use baton_shared::context::Scheduled;
 use baton_shared::error::ApiError;
 use lambda_http::{Body, Request, Response};
 
@@ -20,6 +20,7 @@ use baton_localstack::faults::FaultPlan;
 use baton_localstack::grants::{Grants, Permission};
 use baton_shared::resources::Resources;
 
+use crate::instances::{Instance, Instances};
 use crate::invocations::Invocations;
 
 /// The variable the CDK stack sets only on functions with `push:post`.
@@ -48,12 +49,13 @@ pub struct UnknownFunction {
 const SCHEDULED_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Functions {
-    /// Each function's context, as its cold start on Lambda builds it: the
-    /// configuration the CDK stack gives it and clients limited to its grants.
-    contexts: HashMap<String, Context>,
+    /// Each function's instances, as Lambda starts them: the configuration
+    /// the CDK stack gives it and clients limited to its grants, an instance
+    /// (clients, retry quotas) for each invocation in flight at once.
+    instances: HashMap<String, Instances>,
     /// For a name resources.json does not declare (none is routed here; the
     /// start-up check reports such a trigger).
-    fallback: Context,
+    fallback: Instances,
     /// Every invocation, counted as Lambda would.
     pub invocations: Invocations,
 }
@@ -71,10 +73,9 @@ impl Functions {
         grants: bool,
     ) -> Result<Self, FunctionsError> {
         let resources = Resources::load();
-        let fallback =
-            Context::new(Config::from_map(env)?, baton_localstack::function_clients(clients, plan.clone(), None));
-        let mut contexts = HashMap::new();
-        // Each function gets clients of its own even without grants: their
+        let fallback = Instances::new(Config::from_map(env)?, clients.clone(), plan.clone(), None);
+        let mut instances = HashMap::new();
+        // Each instance gets clients of its own even without grants: their
         // retry quotas are its own, as a Lambda instance's are
         // (`function_clients`).
         for function in &resources.functions {
@@ -88,15 +89,15 @@ impl Functions {
             } else {
                 (env.clone(), None)
             };
-            let clients = baton_localstack::function_clients(clients, plan.clone(), granted);
-            contexts.insert(function.name.clone(), Context::new(Config::from_map(&env)?, clients));
+            let function_instances = Instances::new(Config::from_map(&env)?, clients.clone(), plan.clone(), granted);
+            instances.insert(function.name.clone(), function_instances);
         }
-        Ok(Self { contexts, fallback, invocations: Invocations::default() })
+        Ok(Self { instances, fallback, invocations: Invocations::default() })
     }
 
-    /// The context `function` runs with.
-    pub fn context(&self, function: &str) -> &Context {
-        self.contexts.get(function).unwrap_or(&self.fallback)
+    /// An instance of `function` for one invocation.
+    pub fn instance(&self, function: &str) -> Instance<'_> {
+        self.instances.get(function).unwrap_or(&self.fallback).take()
     }
 
     pub async fn http(&self, function: &str, req: Request) -> Response<Body> {
@@ -110,7 +111,8 @@ impl Functions {
     }
 
     async fn route_http(&self, function: &str, req: Request) -> Response<Body> {
-        let context = self.context(function);
+        let instance = self.instance(function);
+        let context = &*instance;
         match function {
             "health" => baton_health::handle(context, req).await,
             "create-run" => baton_create_run::handle(context, req).await,
@@ -146,7 +148,8 @@ impl Functions {
     }
 
     async fn route_sqs(&self, function: &str, event: SqsEvent) -> Result<SqsBatchResponse, UnknownFunction> {
-        let context = self.context(function);
+        let instance = self.instance(function);
+        let context = &*instance;
         match function {
             "enqueue" => Ok(baton_enqueue::handle(context, event).await),
             "reconcile" => Ok(baton_reconcile::handle(context, event).await),
@@ -165,8 +168,9 @@ impl Functions {
         function: &str,
         event: aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest,
     ) -> Result<aws_lambda_events::apigw::ApiGatewayProxyResponse, UnknownFunction> {
-        let context = self.context(function);
+        let instance = self.instance(function);
         let handler = async move {
+            let context = &*instance;
             match function {
                 "push-connect" => Ok(baton_push_connect::handle(context, event).await),
                 other => Err(UnknownFunction { trigger: "websocket", function: other.to_string() }),
@@ -177,8 +181,9 @@ impl Functions {
 
     pub async fn stream(&self, function: &str, event: StreamEvent) -> Result<DynamoDbEventResponse, UnknownFunction> {
         let records = event.records.len();
-        let context = self.context(function);
+        let instance = self.instance(function);
         let handler = async move {
+            let context = &*instance;
             match function {
                 "relay" => Ok(baton_relay::handle(context, event).await),
                 other => Err(UnknownFunction { trigger: "stream", function: other.to_string() }),
@@ -192,7 +197,8 @@ impl Functions {
     }
 
     async fn route_scheduled(&self, function: &str) -> Result<(), UnknownFunction> {
-        let context = self.context(function);
+        let instance = self.instance(function);
+        let context = &*instance;
         match function {
             "lease-reaper" => {
                 let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod contract;
 pub mod functions;
+pub mod instances;
 pub mod invocations;
 pub mod push;
 pub mod schedule;

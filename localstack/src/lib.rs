@@ -36,8 +36,9 @@ pub fn with_faults(clients: &AwsClients, plan: Arc<faults::FaultPlan>) -> AwsCli
 /// have spent a quota. On Lambda every function instance is a process with
 /// quotas of its own, so one function's failures never spend another's
 /// retries; the dev host runs every function (and every stack of a test) in
-/// one process, so it calls this once a function, or one function's storm
-/// would leave all the others without retries, which AWS never does.
+/// one process, so it calls this once a function instance (a cold start),
+/// or one invocation's storm would leave all the others without retries,
+/// which AWS never does.
 pub fn function_clients(
     clients: &AwsClients,
     plan: Arc<faults::FaultPlan>,
