@@ -5,6 +5,7 @@
 use aws_sdk_ec2::types::{Filter, LaunchTemplateSpecification, ResourceType, ShutdownBehavior, Tag, TagSpecification};
 use aws_sdk_ssm::types::ParameterType;
 use aws_smithy_types::error::display::DisplayErrorContext;
+use baton_api::provisioners::ReserveRequest;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -167,9 +168,26 @@ impl Ssm {
         Ok(())
     }
 
-    /// Deletes a token parameter; one already gone (the instance read it)
-    /// is what was wanted.
-    pub async fn delete_token(&self, name: &str) -> Result<(), CloudError> {
+    /// Keeps a reserve until it is answered (`plan::kept_reserve_parameter`).
+    pub async fn keep_reserve(&self, name: &str, reserve: &ReserveRequest) -> Result<(), CloudError> {
+        let value = serde_json::to_string(reserve)
+            .map_err(|e| CloudError { call: "ssm:PutParameter", message: format!("{name}: {e}") })?;
+        self.client
+            .put_parameter()
+            .name(name)
+            .value(value)
+            .r#type(ParameterType::String)
+            .description("A Baton reserve not answered yet; the next tick sends it again under its request_id")
+            .overwrite(true)
+            .send()
+            .await
+            .map_err(failed("ssm:PutParameter"))?;
+        Ok(())
+    }
+
+    /// Deletes a token parameter (or a kept reserve); one already gone (the
+    /// instance read it) is what was wanted.
+    pub async fn delete_parameter(&self, name: &str) -> Result<(), CloudError> {
         match self.client.delete_parameter().name(name).send().await {
             Ok(_) => Ok(()),
             Err(err) if err.as_service_error().is_some_and(|e| e.is_parameter_not_found()) => Ok(()),
@@ -177,7 +195,8 @@ impl Ssm {
         }
     }
 
-    /// The token parameters under `path`, names and write times only.
+    /// The parameters under `path`: names, write times, and the values of
+    /// the String ones (kept reserves); a token's value is not decrypted.
     pub async fn tokens(&self, path: &str) -> Result<Vec<TokenParameter>, CloudError> {
         let mut pages = self
             .client
@@ -194,7 +213,10 @@ impl Ssm {
                 let Some(name) = parameter.name() else { continue };
                 let written_at =
                     parameter.last_modified_date().and_then(|d| DateTime::<Utc>::from_timestamp(d.secs(), 0));
-                found.push(TokenParameter { name: name.to_string(), written_at });
+                let value = (parameter.r#type() == Some(&ParameterType::String))
+                    .then(|| parameter.value().map(str::to_string))
+                    .flatten();
+                found.push(TokenParameter { name: name.to_string(), written_at, value });
             }
         }
         Ok(found)

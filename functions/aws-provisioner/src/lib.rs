@@ -6,19 +6,25 @@
 //! 1. lists this provisioner's instances (EC2, by tags) and what Baton holds
 //!    of them (the instances list, with terminate intents);
 //! 2. terminates the instances Baton wants gone, and stopped ones;
-//! 3. reads demand and reserves what queued jobs need
-//!    (`instances_to_reserve`, the local provisioner's decision too); for
-//!    each reservation it writes the ephemeral token to a SecureString
-//!    parameter, then launches one instance whose boot script reads and
-//!    deletes it (`infra/boot/runner-boot.sh`);
+//! 3. sends again the reserves earlier ticks had no answer to, then reads
+//!    demand and reserves what queued jobs need (`instances_to_reserve`, the
+//!    local provisioner's decision too); for each reservation it writes the
+//!    ephemeral token to a SecureString parameter, then launches one
+//!    instance whose boot script reads and deletes it
+//!    (`infra/boot/runner-boot.sh`);
 //! 4. reports every state Baton does not hold yet (and `failed` for a
 //!    launch that failed, which releases its reservation);
 //! 5. deletes the token parameters of instances that ended unread;
 //! 6. emits its counts as EMF metrics (failed launches and orphans have
 //!    alarms).
 //!
-//! It keeps no state between ticks: EC2's tags and Baton's list are the
-//! books, so a tick that dies half-way is finished by the next one.
+//! EC2's tags and Baton's list are the books, so a tick that dies half-way
+//! is finished by the next one. The one thing kept between ticks is a
+//! reserve not answered yet (`plan::kept_reserve_parameter`, written before
+//! it is sent): a reserve whose answer was lost has reserved all the same,
+//! and only sending it again under its `request_id` gets those reservations
+//! (and their tokens) back; asked anew, Baton would grant nothing while they
+//! hold the demand, unstarted until they expire.
 //! Idempotent: reports only move Baton's states forward; a launch's client
 //! token is its reservation id; deleting a parameter already gone is a
 //! success.
@@ -31,7 +37,7 @@ pub mod settings;
 use std::time::{Duration, SystemTime};
 
 use baton_api::provisioners::{
-    headroom, instances_to_reserve, InstanceEvent, ReserveRequest, TerminateReason, MAX_INSTANCE_EVENTS,
+    headroom, instances_to_reserve, InstanceEvent, ReserveRequest, Reserved, TerminateReason, MAX_INSTANCE_EVENTS,
 };
 use baton_shared::metrics::{emit_for_stage, Unit};
 use chrono::Utc;
@@ -52,6 +58,12 @@ pub const METRIC_LAUNCHED: &str = "ProvisionerInstancesLaunched";
 /// A tick stops reserving this long before the invocation's deadline: a
 /// reservation it could not launch would hold demand until it expires.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(10);
+
+/// Tries of one reserve within a tick, and the pause after the first (doubled
+/// after each): a lost answer or a moment's 5xx is met within the tick, and
+/// one that outlasts them is kept for the next tick.
+const RESERVE_TRIES: u32 = 3;
+const RESERVE_FIRST_PAUSE: Duration = Duration::from_millis(500);
 
 /// What one cold start holds: settings, clients, and the provisioner token
 /// (read once).
@@ -91,6 +103,8 @@ pub struct Tick {
     pub reported: u32,
     pub reservations_released: u32,
     pub tokens_deleted: u32,
+    /// Reserves sent without an answer, kept for the next tick.
+    pub reserves_unanswered: u32,
 }
 
 impl AwsProvisioner {
@@ -131,6 +145,7 @@ impl AwsProvisioner {
                         reported = tick.reported,
                         reservations_released = tick.reservations_released,
                         tokens_deleted = tick.tokens_deleted,
+                        reserves_unanswered = tick.reserves_unanswered,
                         "tick done"
                     );
                 }
@@ -187,6 +202,8 @@ impl AwsProvisioner {
 
     /// Reserves what each label set's demand needs and launches one
     /// instance per reservation, appending the launches' failures to `events`.
+    /// Reserves an earlier tick sent without an answer go first: their
+    /// reservations already took demand off what is read after them.
     async fn meet_demand(
         &self,
         deadline: SystemTime,
@@ -194,77 +211,173 @@ impl AwsProvisioner {
         events: &mut Vec<InstanceEvent>,
         tick: &mut Tick,
     ) -> Result<(), TickError> {
-        let demand = self.api.demand().await?;
+        let stage = self.settings.stage.as_str();
         let launcher = Launcher {
-            stage: &self.settings.stage,
+            stage,
             provisioner_id: self.provisioner_id,
             api_url: &self.settings.api_url,
             runner_args: &self.settings.runner_args,
         };
+        let mut turn = Turn { deadline, launcher: &launcher, machines, events, tick };
+        self.send_kept_reserves(&mut turn).await?;
+
+        let demand = self.api.demand().await?;
         for set in &demand.label_sets {
-            let live = machines.iter().filter(|m| !m.state.is_ending()).count();
+            let live = turn.machines.iter().filter(|m| !m.state.is_ending()).count();
             let count =
                 instances_to_reserve(set.queued, set.idle_sessions, headroom(self.settings.max_instances, live));
             if count == 0 {
                 continue;
             }
             let labels = set.labels.join(",");
-            if deadline.duration_since(SystemTime::now()).unwrap_or_default() < DEADLINE_MARGIN {
+            if turn.too_late() {
                 tracing::warn!(%labels, count, "too close to the deadline to reserve; the next tick will");
                 break;
             }
-            // Named, so that a retry of it (the SDK's, or a client's after a
-            // lost answer) gets the same reservations back.
+            tracing::info!(%labels, count, queued = set.queued, idle_sessions = set.idle_sessions, "reserving");
+            // Named, so that a retry of it (this tick's, or the next tick's
+            // after a lost answer) gets the same reservations back.
+            let request_id = uuid::Uuid::now_v7();
             let body = ReserveRequest {
                 labels: set.labels.clone(),
                 count,
                 expires_in_s: self.settings.reservation_expiry_s,
-                request_id: Some(uuid::Uuid::now_v7()),
+                request_id: Some(request_id),
             };
-            let reserved = match self.api.reserve(&body).await {
-                Ok(reserved) => reserved,
-                Err(ApiError::Unauthenticated(message)) => return Err(ApiError::Unauthenticated(message).into()),
-                Err(err) => {
-                    tracing::warn!(%labels, count, error = %err, "reservation failed; the next tick asks again");
-                    continue;
+            // Kept before it is sent: a reserve whose answer is lost has
+            // reserved all the same, and only its id gets those back.
+            let kept = plan::kept_reserve_parameter(stage, self.provisioner_id, request_id);
+            if let Err(err) = self.ssm.keep_reserve(&kept, &body).await {
+                tracing::warn!(%labels, count, error = %err, "the reserve cannot be kept until answered; the next tick reserves");
+                continue;
+            }
+            self.reserve_and_launch(&kept, &body, &mut turn).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends again, under their ids, the reserves earlier ticks kept
+    /// unanswered, and launches what they reserved.
+    async fn send_kept_reserves(&self, turn: &mut Turn<'_>) -> Result<(), TickError> {
+        let stage = self.settings.stage.as_str();
+        let parameters = match self.ssm.tokens(&plan::token_path(stage)).await {
+            Ok(parameters) => parameters,
+            Err(err) => {
+                tracing::warn!(error = %err, "kept reserves cannot be listed; the next tick sends them");
+                return Ok(());
+            }
+        };
+        for kept in plan::kept_reserves(stage, self.provisioner_id, &parameters) {
+            if turn.too_late() {
+                tracing::warn!(kept_reserve = %kept.parameter, "too close to the deadline to send a kept reserve; the next tick will");
+                break;
+            }
+            let Some(body) = kept.reserve else {
+                tracing::warn!(kept_reserve = %kept.parameter, "not a reserve this function wrote; deleted");
+                self.forget_reserve(&kept.parameter).await;
+                continue;
+            };
+            let kept = kept.parameter;
+            tracing::info!(kept_reserve = %kept, labels = %body.labels.join(","), count = body.count,
+                "sending again a reserve an earlier tick had no answer to");
+            self.reserve_and_launch(&kept, &body, turn).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends `body` (kept as `kept`) and launches one instance per
+    /// reservation of its answer; then the kept reserve goes. Unanswered,
+    /// it stays for the next tick.
+    async fn reserve_and_launch(
+        &self,
+        kept: &str,
+        body: &ReserveRequest,
+        turn: &mut Turn<'_>,
+    ) -> Result<(), TickError> {
+        let labels = body.labels.join(",");
+        let request_id = body.request_id.map_or_else(|| "-".to_string(), |id| id.to_string());
+        let reserved = match self.reserve(body, turn.deadline).await {
+            Ok(reserved) => reserved,
+            Err(ApiError::Unauthenticated(message)) => return Err(ApiError::Unauthenticated(message).into()),
+            Err(ApiError::Transient(err)) => {
+                turn.tick.reserves_unanswered += 1;
+                tracing::warn!(%labels, count = body.count, %request_id, error = %err,
+                    "reserve not answered; the next tick sends it again under its request_id");
+                return Ok(());
+            }
+            Err(err) => {
+                tracing::warn!(%labels, count = body.count, %request_id, error = %err, "reserve refused");
+                self.forget_reserve(kept).await;
+                return Ok(());
+            }
+        };
+        tracing::info!(%labels, asked = body.count, granted = reserved.reservations.len(), %request_id, "reserved");
+        for reservation in reserved.reservations {
+            turn.tick.reserved += 1;
+            let launch = plan::launch(turn.launcher, reservation.id, &body.labels);
+            // The token first: an instance must find it when it boots.
+            let launched = match self
+                .ssm
+                .put_token(&launch.token_parameter, &reservation.registration_token, reservation.id)
+                .await
+            {
+                // A launch's client token is its reservation id: a reserve
+                // sent again after a tick died here launches nothing twice.
+                Ok(()) => self.ec2.launch(&launch).await,
+                Err(err) => Err(err),
+            };
+            match launched {
+                Ok(machine) => {
+                    turn.tick.launched += 1;
+                    tracing::info!(instance_id = %machine.instance_id, reservation = %reservation.id, %labels,
+                        token_parameter = %launch.token_parameter, expires_at = %reservation.expires_at,
+                        "instance launched");
+                    turn.machines.push(machine);
                 }
-            };
-            tracing::info!(%labels, asked = count, granted = reserved.reservations.len(), queued = set.queued,
-                idle_sessions = set.idle_sessions, "reserved");
-            for reservation in reserved.reservations {
-                tick.reserved += 1;
-                let launch = plan::launch(&launcher, reservation.id, &set.labels);
-                // The token first: an instance must find it when it boots.
-                let launched = match self
-                    .ssm
-                    .put_token(&launch.token_parameter, &reservation.registration_token, reservation.id)
-                    .await
-                {
-                    Ok(()) => self.ec2.launch(&launch).await,
-                    Err(err) => Err(err),
-                };
-                match launched {
-                    Ok(machine) => {
-                        tick.launched += 1;
-                        tracing::info!(instance_id = %machine.instance_id, reservation = %reservation.id, %labels,
-                            token_parameter = %launch.token_parameter, expires_at = %reservation.expires_at,
-                            "instance launched");
-                        machines.push(machine);
+                Err(err) => {
+                    turn.tick.launch_failures += 1;
+                    tracing::error!(reservation = %reservation.id, %labels, error = %err,
+                        launch_template = %self.settings.launch_template, "launch failed");
+                    // No instance will read it; the sweep deletes it if this fails.
+                    if let Err(err) = self.ssm.delete_parameter(&launch.token_parameter).await {
+                        tracing::warn!(reservation = %reservation.id, error = %err, "token parameter left for the sweep");
                     }
-                    Err(err) => {
-                        tick.launch_failures += 1;
-                        tracing::error!(reservation = %reservation.id, %labels, error = %err,
-                            launch_template = %self.settings.launch_template, "launch failed");
-                        // No instance will read it; the sweep deletes it if this fails.
-                        if let Err(err) = self.ssm.delete_token(&launch.token_parameter).await {
-                            tracing::warn!(reservation = %reservation.id, error = %err, "token parameter left for the sweep");
-                        }
-                        events.push(plan::launch_failed(reservation.id));
-                    }
+                    turn.events.push(plan::launch_failed(reservation.id));
                 }
             }
         }
+        self.forget_reserve(kept).await;
         Ok(())
+    }
+
+    /// `body`, tried up to `RESERVE_TRIES` times while the deadline allows:
+    /// every try under the same `request_id`, so one whose answer was lost
+    /// is answered by the next with what it reserved.
+    async fn reserve(&self, body: &ReserveRequest, deadline: SystemTime) -> Result<Reserved, ApiError> {
+        let mut pause = RESERVE_FIRST_PAUSE;
+        let mut tries = 1;
+        loop {
+            match self.api.reserve(body).await {
+                Err(ApiError::Transient(err))
+                    if tries < RESERVE_TRIES && time_left(deadline) > DEADLINE_MARGIN + pause =>
+                {
+                    tracing::warn!(labels = %body.labels.join(","), tries, error = %err, "reserve not answered; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    tries += 1;
+                }
+                answered => return answered,
+            }
+        }
+    }
+
+    /// Deletes a kept reserve that was answered (or refused). If the delete
+    /// fails, the next tick sends it again and gets the same reservations,
+    /// whose launches are already made (same client token): nothing doubles.
+    async fn forget_reserve(&self, kept: &str) {
+        if let Err(err) = self.ssm.delete_parameter(kept).await {
+            tracing::warn!(kept_reserve = %kept, error = %err, "answered reserve left kept; the next tick sends it again");
+        }
     }
 
     /// Sends `events` in reports of at most 100. A failed report is logged:
@@ -308,7 +421,7 @@ impl AwsProvisioner {
         for name in plan::tokens_to_delete(stage, &parameters, machines, Utc::now()) {
             let reservation =
                 plan::reservation_of_parameter(stage, &name).map_or_else(|| "-".into(), |r| r.to_string());
-            match self.ssm.delete_token(&name).await {
+            match self.ssm.delete_parameter(&name).await {
                 Ok(()) => {
                     tick.tokens_deleted += 1;
                     tracing::info!(token_parameter = %name, %reservation, "unread token deleted");
@@ -336,4 +449,26 @@ fn reservation_of(machines: &[plan::Machine], id: &str) -> String {
         .find(|m| m.instance_id == id)
         .and_then(|m| m.reservation_id)
         .map_or_else(|| "-".to_string(), |r| r.to_string())
+}
+
+/// What the reserves of one tick share: its deadline and launcher, and what
+/// they add to the tick's books.
+struct Turn<'a> {
+    deadline: SystemTime,
+    launcher: &'a Launcher<'a>,
+    machines: &'a mut Vec<plan::Machine>,
+    events: &'a mut Vec<InstanceEvent>,
+    tick: &'a mut Tick,
+}
+
+impl Turn<'_> {
+    /// Too close to the deadline to reserve: a reservation it could not
+    /// launch would hold demand until it expires.
+    fn too_late(&self) -> bool {
+        time_left(self.deadline) < DEADLINE_MARGIN
+    }
+}
+
+fn time_left(deadline: SystemTime) -> Duration {
+    deadline.duration_since(SystemTime::now()).unwrap_or_default()
 }

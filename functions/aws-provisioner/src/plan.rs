@@ -8,7 +8,9 @@
 
 use std::collections::HashMap;
 
-use baton_api::provisioners::{InstanceEvent, InstanceState, InstanceView, TerminateReason, MAX_RESERVATION_EXPIRY_S};
+use baton_api::provisioners::{
+    InstanceEvent, InstanceState, InstanceView, ReserveRequest, TerminateReason, MAX_RESERVATION_EXPIRY_S,
+};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -47,6 +49,51 @@ pub fn token_parameter(stage: &str, reservation: Uuid) -> String {
 pub fn reservation_of_parameter(stage: &str, name: &str) -> Option<Uuid> {
     let rest = name.strip_prefix(&token_path(stage))?.strip_prefix('/')?;
     Uuid::parse_str(rest).ok()
+}
+
+/// The parameter that keeps a reserve until it is answered: written before
+/// the reserve is sent, deleted once its reservations are launched. A tick
+/// whose reserve went unanswered (its answer lost, the API unreachable)
+/// leaves it, and the next tick sends that reserve again under its
+/// `request_id`, so Baton answers with the reservations a lost answer made
+/// instead of those holding demand unstarted until they expire. Under the
+/// token path (what the function's `ssm:runner-tokens` grant reaches),
+/// named for this provisioner; a String, since it holds no secret.
+pub fn kept_reserve_parameter(stage: &str, provisioner: Uuid, request_id: Uuid) -> String {
+    format!("{}/{}{request_id}", token_path(stage), kept_reserve_prefix(provisioner))
+}
+
+fn kept_reserve_prefix(provisioner: Uuid) -> String {
+    format!("reserve-{provisioner}-")
+}
+
+/// A reserve kept by an earlier tick: its parameter, and the reserve to
+/// send again (`None`: a value this function never wrote, to delete).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptReserve {
+    pub parameter: String,
+    pub reserve: Option<ReserveRequest>,
+}
+
+/// This provisioner's kept reserves among `parameters`, oldest first (the
+/// order they were asked in). Another provisioner's are not its to send.
+pub fn kept_reserves(stage: &str, provisioner: Uuid, parameters: &[TokenParameter]) -> Vec<KeptReserve> {
+    let prefix = format!("{}/{}", token_path(stage), kept_reserve_prefix(provisioner));
+    let mut kept: Vec<&TokenParameter> = parameters
+        .iter()
+        .filter(|p| p.name.strip_prefix(&prefix).is_some_and(|id| Uuid::parse_str(id).is_ok()))
+        .collect();
+    kept.sort_by_key(|p| p.written_at);
+    kept.into_iter()
+        .map(|p| KeptReserve {
+            parameter: p.name.clone(),
+            reserve: p
+                .value
+                .as_deref()
+                .and_then(|v| serde_json::from_str::<ReserveRequest>(v).ok())
+                .filter(|r| r.request_id.is_some()),
+        })
+        .collect()
 }
 
 /// An EC2 instance state (`InstanceStateName`).
@@ -175,6 +222,9 @@ pub fn terminations(machines: &[Machine], known: &[InstanceView]) -> Vec<(String
 pub struct TokenParameter {
     pub name: String,
     pub written_at: Option<DateTime<Utc>>,
+    /// A String parameter's value (a kept reserve's JSON); `None` for a
+    /// SecureString, whose token is never decrypted by a listing.
+    pub value: Option<String>,
 }
 
 /// The token parameters that must go, so that a token never lingers: the
@@ -184,6 +234,8 @@ pub struct TokenParameter {
 /// instance at all goes once its token has surely expired (a reservation
 /// lives at most `MAX_RESERVATION_EXPIRY_S`): its launch failed and the
 /// deletion then failed too, or a tick died between the write and the launch.
+/// A kept reserve (`kept_reserve_parameter`) goes at the same age: its
+/// reservations have surely expired, so sending it again would get nothing.
 pub fn tokens_to_delete(
     stage: &str,
     parameters: &[TokenParameter],
@@ -289,6 +341,63 @@ mod tests {
     }
 
     #[test]
+    fn a_provisioner_sends_again_its_own_kept_reserves_oldest_first_and_the_sweep_drops_them_once_surely_expired() {
+        let (me, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let (older, newer) = (Uuid::now_v7(), Uuid::now_v7());
+        let now = Utc::now();
+        let reserve = |id: Uuid| ReserveRequest {
+            labels: vec!["linux".into()],
+            count: 2,
+            expires_in_s: Some(300),
+            request_id: Some(id),
+        };
+        let kept = |provisioner: Uuid, id: Uuid, age_s: i64| TokenParameter {
+            name: kept_reserve_parameter("prod", provisioner, id),
+            written_at: Some(now - Duration::seconds(age_s)),
+            value: serde_json::to_string(&reserve(id)).ok(),
+        };
+        let garbled = TokenParameter {
+            name: kept_reserve_parameter("prod", me, Uuid::now_v7()),
+            written_at: Some(now - Duration::seconds(80)),
+            value: Some("{not json".into()),
+        };
+        let token = TokenParameter {
+            name: token_parameter("prod", Uuid::now_v7()),
+            written_at: Some(now - Duration::seconds(30)),
+            value: None,
+        };
+        let not_an_id = TokenParameter {
+            name: format!("{}/reserve-{me}-not-an-id", token_path("prod")),
+            written_at: Some(now),
+            value: None,
+        };
+        let parameters = vec![
+            kept(me, newer, 5),
+            kept(other, Uuid::now_v7(), 60),
+            token,
+            kept(me, older, 70),
+            garbled.clone(),
+            not_an_id,
+        ];
+        assert_eq!(
+            kept_reserves("prod", me, &parameters),
+            vec![
+                KeptReserve { parameter: garbled.name.clone(), reserve: None },
+                KeptReserve { parameter: kept_reserve_parameter("prod", me, older), reserve: Some(reserve(older)) },
+                KeptReserve { parameter: kept_reserve_parameter("prod", me, newer), reserve: Some(reserve(newer)) },
+            ],
+            "its own, oldest first, the unreadable one to delete"
+        );
+        assert!(kept_reserves("staging", me, &parameters).is_empty(), "another stage's path");
+
+        // A kept reserve is no instance's token: it goes only once its
+        // reservations have surely expired (sending it then gets nothing).
+        let stale = i64::from(MAX_RESERVATION_EXPIRY_S) + 301;
+        let (young, old) = (kept(me, older, 70), kept(me, newer, stale));
+        assert_eq!(tokens_to_delete("prod", &[young, old.clone()], &[], now), vec![old.name]);
+    }
+
+    #[test]
     fn ec2_states_map_to_baton_states_as_the_machine_lives() {
         let cases = [
             ("pending", InstanceState::Booting),
@@ -374,6 +483,7 @@ mod tests {
         let machines =
             [machine("i-1", Ec2State::Pending, Some(booting)), machine("i-2", Ec2State::Terminated, Some(ended))];
         let param = |r: Uuid, age_s: i64| TokenParameter {
+            value: None,
             name: token_parameter("prod", r),
             written_at: Some(now - Duration::seconds(age_s)),
         };
@@ -382,7 +492,7 @@ mod tests {
             param(ended, 10),
             param(unlaunched, 4_000),
             param(fresh, 10),
-            TokenParameter { name: "/baton/prod/runner-tokens/not-a-uuid".into(), written_at: None },
+            TokenParameter { name: "/baton/prod/runner-tokens/not-a-uuid".into(), written_at: None, value: None },
         ];
         let doomed = tokens_to_delete("prod", &parameters, &machines, now);
         assert_eq!(

@@ -89,7 +89,12 @@ struct Fixture {
 }
 
 async fn fixture(settings: Value) -> Fixture {
-    let stack = TestStack::start().await;
+    fixture_on(settings, baton_devhost::HostOptions::default()).await
+}
+
+/// [`fixture`] on a dev host with `options` (answers it loses, …).
+async fn fixture_on(settings: Value, options: baton_devhost::HostOptions) -> Fixture {
+    let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
     let cloud = Cloud::new().await;
     let stage = stack.provisioned.plan.prefix.trim_start_matches("baton-").trim_end_matches('-').to_string();
     let ws = workspace();
@@ -306,4 +311,65 @@ async fn an_instance_that_never_registers_is_terminated_on_its_orphan_intent_and
     let known = f.baton_instances().await;
     let view = known.iter().find(|i| i["provider_runner_id"] == instance_id.as_str()).expect("still listed");
     assert!(matches!(view["state"].as_str(), Some("terminating" | "terminated")), "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reserve_whose_answers_were_lost_is_sent_again_by_the_next_tick_and_the_reservation_it_made_launched() {
+    // Every answer of the reserve route is lost (the reserves are applied):
+    // the first tick reserves, never hears of it, and its reservation
+    // holds the job's demand. Asked anew, Baton would grant nothing until
+    // that reservation expired; the next tick must send the same reserve
+    // again and launch what it made.
+    let options = baton_devhost::HostOptions::default();
+    let lost = options.answers_lost.clone();
+    let f = fixture_on(json!({}), options).await;
+    create_run(&f.stack, &f.ws, &one_job("echo after a lost answer")).await;
+    f.wait_queued().await;
+
+    lost.lock().expect("the list").push("/v1/provisioners/reservations".into());
+    let tick = f.tick().await;
+    assert_eq!((tick.reserved, tick.launched, tick.reserves_unanswered), (0, 0, 1), "{tick:?}");
+    assert!(f.cloud.instances(&f.stage).await.is_empty(), "nothing launched without an answer");
+    let made = f.stack.items_of("reservation").await;
+    assert_eq!(made.len(), 1, "the lost answers' reserve was applied, and its tries made one: {made:?}");
+    let reservation = made[0].get("id").and_then(|v| v.as_s().ok()).expect("its id").clone();
+    let demand = f.get("/v1/provisioners/demand").await;
+    assert_eq!(demand["label_sets"][0]["queued"], 0, "its reservation holds the demand: {demand:#}");
+
+    lost.lock().expect("the list").clear();
+    let tick = f.tick().await;
+    assert_eq!((tick.reserved, tick.launched, tick.reserves_unanswered), (1, 1, 0), "{tick:?}");
+    let instances = f.cloud.instances(&f.stage).await;
+    assert_eq!(instances.len(), 1, "{instances:?}");
+    assert_eq!(
+        instances[0].2.get("baton:reservation"),
+        Some(&reservation),
+        "the machine is the reservation the lost answers held"
+    );
+    assert_eq!(f.stack.items_of("reservation").await.len(), 1, "no second reservation");
+    let kept = f
+        .cloud
+        .ssm
+        .get_parameters_by_path()
+        .path(format!("/baton/{}/runner-tokens", f.stage))
+        .send()
+        .await
+        .expect("GetParametersByPath");
+    let names: Vec<&str> = kept.parameters().iter().filter_map(|p| p.name()).collect();
+    assert_eq!(
+        names,
+        vec![format!("/baton/{}/runner-tokens/{reservation}", f.stage).as_str()],
+        "the answered reserve is no longer kept; the instance's token waits for it"
+    );
+
+    // The token the repeat handed back is the reservation's: its runner
+    // registers and runs the job.
+    let parameter_name = format!("/baton/{}/runner-tokens/{reservation}", f.stage);
+    let runner_token = f.cloud.parameter(&parameter_name).await.and_then(|p| p.value().map(str::to_string));
+    let runner_token = runner_token.expect("the token waits for its instance");
+    f.cloud.ssm.delete_parameter().name(&parameter_name).send().await.expect("DeleteParameter");
+    let instance_id = instances[0].0.clone();
+    let mut runner = Runner::start(&f.stack, &runner_token, "linux", &["--name", &instance_id]);
+    let status = runner.exited(WAIT).await;
+    assert!(status.success(), "the ephemeral runner ran its one job and exited 0: {status:?}");
 }
