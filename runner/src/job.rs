@@ -174,7 +174,8 @@ pub async fn run_job(
                 // the heartbeat then found the lease ended: that report may
                 // be what ended it, and only the complete's answer can tell
                 // (a repeat finds the recorded outcome; a lease the reaper
-                // took answers lease-lost). `deliver` sends it once then.
+                // took answers lease-lost). `deliver` sends it then, a few
+                // times if its answers are lost too.
                 None => {
                     let succeeded = message.is_none()
                         && stop == Stop::None
