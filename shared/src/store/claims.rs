@@ -280,6 +280,9 @@ impl Store {
         let mut attempts = 0;
         let mut lost = false;
         let mut rereads = 0;
+        // Set when a try ended unsure whether it applied (`Unsure`).
+        let mut unsure = false;
+        let mut outcome = ClaimOutcome::NothingToClaim;
         let herd_seen_at = *HERD_SEEN_AT.lock().unwrap_or_else(|e| e.into_inner());
         let mut window = first_read(herd_seen_at, Instant::now());
         'read: loop {
@@ -351,7 +354,8 @@ impl Store {
                     pending: pending.clone(),
                     ttl: (now + CLAIM_ANSWER_TTL).timestamp(),
                 });
-                match self.try_claim(pending, session, &lease, &fact, outbox_ttl_days, answer.as_ref()).await? {
+                let attempt = self.try_claim(pending, session, &lease, &fact, outbox_ttl_days, answer.as_ref()).await?;
+                match attempt {
                     ClaimAttempt::Won => {
                         let spec = self.spec_of(pending).await?;
                         return Ok(ClaimOutcome::Claimed(Box::new(Claimed {
@@ -361,7 +365,8 @@ impl Store {
                             lease_token: token,
                         })));
                     }
-                    ClaimAttempt::Lost | ClaimAttempt::ReservationSpent => {
+                    ClaimAttempt::Lost | ClaimAttempt::ReservationSpent | ClaimAttempt::Unsure => {
+                        unsure |= matches!(attempt, ClaimAttempt::Unsure);
                         stats.lost_races += 1;
                         lost = true;
                         if candidates.len() >= window {
@@ -374,7 +379,10 @@ impl Store {
                         }
                     }
                     ClaimAttempt::Stale => stats.stale_dropped += 1,
-                    ClaimAttempt::SessionExhausted => return Ok(ClaimOutcome::SessionExhausted),
+                    ClaimAttempt::SessionExhausted => {
+                        outcome = ClaimOutcome::SessionExhausted;
+                        break 'read;
+                    }
                     ClaimAttempt::AlreadyAnswered => {
                         // Another try of this claim won first: its answer is
                         // this try's answer too, under the same token.
@@ -386,7 +394,22 @@ impl Store {
             }
             break;
         }
-        Ok(ClaimOutcome::NothingToClaim)
+        // A try whose transaction applied but whose every answer was lost or
+        // throttled (the SDK resends an applied transaction, and DynamoDB
+        // answers the repeat, but a repeat can be throttled too) left the
+        // job leased to this session with no one told. A later try of this
+        // claim would have met its answer item; with none (no candidate
+        // left, or the session's cap reached by that very claim), the
+        // answer item is read: otherwise the runner hears "nothing" or
+        // "exhausted" and the job waits, leased to nobody, for its grace to
+        // expire. Only after an unsure try: one read, rarely.
+        if let Some(key) = request.as_ref().filter(|_| unsure) {
+            let answered = self.claim_answered(session, key, lease_config, Utc::now()).await?;
+            if let Some(claimed @ ClaimOutcome::Claimed(_)) = answered {
+                return Ok(claimed);
+            }
+        }
+        Ok(outcome)
     }
 
     /// The spec of the job a claim took. The orchestrator wrote it with the

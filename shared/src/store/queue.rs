@@ -125,6 +125,11 @@ pub enum ClaimAttempt {
     /// The session's reservation no longer holds demand (taken by another
     /// claim, or released): claim without taking it.
     ReservationSpent,
+    /// The transaction's last try met a conflict or throttling: as a lost
+    /// race the claim moves on, but an earlier try of it (the SDK's retry)
+    /// may have applied with its answer lost, so the job may be leased to
+    /// this session already.
+    Unsure,
 }
 
 impl Store {
@@ -495,8 +500,9 @@ impl Store {
             // Another transaction kept holding one of the items (a claim of
             // the same job, a runner's complete of the session's count) or
             // the partition kept throttling: a lost race, not a failure;
-            // the claim moves on to the next candidate.
-            Err(err) if err.is_conflict_or_throttling() => Ok(ClaimAttempt::Lost),
+            // the claim moves on to the next candidate. Unsure, though: the
+            // SDK's earlier try may have applied, its answer lost.
+            Err(err) if err.is_conflict_or_throttling() => Ok(ClaimAttempt::Unsure),
             Err(err) => Err(err),
             Ok(TxOutcome::ConditionFailed { reasons }) => {
                 let failed = |i: usize| reasons.get(i).is_some_and(|r| r.is_some());

@@ -967,3 +967,60 @@ async fn a_cancel_retried_after_its_answer_was_lost_wakes_the_orchestration_for_
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_transaction_applied_but_whose_every_resend_was_throttled_still_hands_its_job_out() {
+    // The claim's transaction applies and its answer is lost; the SDK sends
+    // it again, and DynamoDB's answer to the repeat is throttled. The claim
+    // took the job for this session: it must say so, not "nothing to claim"
+    // (the job then waits, leased to nobody, for its grace to expire: the
+    // chaos soak's `Listening` run ended `runner_lost` so).
+    let (stack, plan) =
+        stack_with_faults("seed=7;dynamodb.TransactWriteItems:throttle=0.6;dynamodb.TransactWriteItems:lost=1").await;
+    plan.pause();
+    let runner = stack.runner("ws1", &["linux"]).await;
+    let (mut queued, mut handed_out): (Vec<uuid::Uuid>, HashSet<uuid::Uuid>) = (Vec::new(), HashSet::new());
+    for round in 0..12 {
+        plan.pause();
+        queued.push(stack.queue_job("ws1", &["linux"], Utc::now()).await.detail.job_execution_id);
+        plan.resume();
+        // As the runner does: a 503 is retried under the same request id;
+        // an answer is final.
+        let request_id = uuid::Uuid::now_v7();
+        let mut answer = None;
+        for attempt in 0..10 {
+            let body = json!({ "wait_s": 0, "request_id": request_id, "retry": attempt > 0 });
+            let answered = stack.post("/v1/runners/claim", &runner.session_token, body).await;
+            if answered.status != 503 {
+                answer = Some(answered);
+                break;
+            }
+        }
+        plan.pause();
+        let answer = answer.expect("an answer within 10 tries");
+        match answer.status {
+            200 => {
+                let execution: uuid::Uuid =
+                    answer.body["job_execution_id"].as_str().expect("a job").parse().expect("an id");
+                handed_out.insert(execution);
+            }
+            status => assert_eq!(status, 204, "round {round}: {}", answer.body),
+        }
+        // Every job leased to the session was handed out by its claim.
+        for execution in &queued {
+            if stack.store.lease(*execution).await.expect("a read").is_some() {
+                assert!(
+                    handed_out.contains(execution),
+                    "round {round}: job {execution} is leased to the session, but its claim answered {} {}",
+                    answer.status,
+                    answer.body
+                );
+            }
+        }
+    }
+    let injected = plan.injected_by_kind();
+    assert!(
+        injected.get("lost").copied().unwrap_or(0) > 0 && injected.get("throttle").copied().unwrap_or(0) > 0,
+        "{injected:?}"
+    );
+}
