@@ -34,6 +34,10 @@
 //! | `abandon` | `trigger.sqs`, `trigger.stream` | the invocation is dropped right after its first AWS write answered (a Lambda timeout or crash), and the batch is delivered again as Lambda would |
 //! | `replay` | `trigger.http` | the client hears 504 at once while the invocation runs on to its end, unheard: the client's retry then runs beside it, as a retry after a timeout does on AWS |
 //!
+//! Besides the rules, `late_ms=<ms>` sets how long a `late` delivery is held,
+//! and `index_lag_ms=<ms>` makes index reads lag that long behind the
+//! writes of the plan's clients (`crate::index_lag`).
+//!
 //! `states.sendMessage` is not a request of the functions: it stands for
 //! the state machine's service integration, decided once per task message
 //! that carries a token.
@@ -67,6 +71,7 @@ use aws_smithy_types::byte_stream::ByteStream;
 use rand::{Rng, SeedableRng};
 
 use crate::grants::{Action, Grants};
+use crate::index_lag::{IndexLag, Item, Written};
 
 /// How long a `late` delivery is held unless the plan says (`late_ms`).
 pub const DEFAULT_LATE_MS: u64 = 3000;
@@ -205,6 +210,8 @@ pub struct FaultPlan {
     /// A test holds the faults back while it sets a scene up, and lets them
     /// loose for the moment it means to test (`pause`, `resume`).
     paused: std::sync::atomic::AtomicBool,
+    /// Index reads lagging behind the writes (`index_lag_ms`), if asked.
+    index_lag: Option<Arc<IndexLag>>,
 }
 
 impl fmt::Debug for FaultPlan {
@@ -218,6 +225,7 @@ impl FaultPlan {
     pub fn parse(raw: &str) -> Result<Option<Self>, FaultsError> {
         let mut seed = 0;
         let mut late_ms = DEFAULT_LATE_MS;
+        let mut index_lag_ms = 0;
         let mut rules = Vec::new();
         for part in raw.split(';').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| FaultsError(format!("`{part}` has no `=`")))?;
@@ -227,6 +235,11 @@ impl FaultPlan {
             }
             if key == "late_ms" {
                 late_ms = value.parse().map_err(|_| FaultsError(format!("late_ms `{value}` is not a number")))?;
+                continue;
+            }
+            if key == "index_lag_ms" {
+                index_lag_ms =
+                    value.parse().map_err(|_| FaultsError(format!("index_lag_ms `{value}` is not a number")))?;
                 continue;
             }
             let (target, fault) = key
@@ -244,9 +257,13 @@ impl FaultPlan {
             let named = |s: &str| (s != "*").then(|| s.to_string());
             rules.push(Rule { service: named(service), operation: operation.and_then(named), fault, rate });
         }
-        if rules.is_empty() {
+        if rules.is_empty() && index_lag_ms == 0 {
             return Ok(None);
         }
+        let index_lag = (index_lag_ms > 0).then(|| {
+            let lag = std::time::Duration::from_millis(index_lag_ms);
+            Arc::new(IndexLag::new(lag, baton_shared::resources::Resources::load().table))
+        });
         Ok(Some(Self {
             seed,
             late: std::time::Duration::from_millis(late_ms),
@@ -255,6 +272,7 @@ impl FaultPlan {
             injected: Mutex::default(),
             applied_transactions: Arc::default(),
             paused: Default::default(),
+            index_lag,
         }))
     }
 
@@ -269,6 +287,7 @@ impl FaultPlan {
             injected: Mutex::default(),
             applied_transactions: Arc::default(),
             paused: Default::default(),
+            index_lag: None,
         }
     }
 
@@ -323,16 +342,32 @@ impl FaultPlan {
         self.late
     }
 
+    /// How far index reads lag behind the writes (zero: not at all).
+    pub fn index_lag(&self) -> std::time::Duration {
+        self.index_lag.as_ref().map_or_else(std::time::Duration::default, |lag| lag.lag())
+    }
+
+    /// Requests of `service`'s `operation` seen so far (those made while
+    /// the plan was paused are not counted).
+    pub fn requests(&self, service: &str, operation: &str) -> u64 {
+        let name = format!("{service}.{operation}");
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&name).copied().unwrap_or(0)
+    }
+
     /// Faults injected so far, by kind, then by `service.Operation`.
     pub fn injected(&self) -> BTreeMap<(Fault, String), u64> {
         self.injected.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Faults injected so far, by kind.
+    /// Faults injected so far, by kind (with the index lag on, the index
+    /// reads it answered stale as `stale-index-read`).
     pub fn injected_by_kind(&self) -> BTreeMap<&'static str, u64> {
         let mut by_kind = BTreeMap::new();
         for ((fault, _), n) in self.injected() {
             *by_kind.entry(fault.as_str()).or_default() += n;
+        }
+        if let Some(lag) = &self.index_lag {
+            by_kind.insert("stale-index-read", lag.stale_reads());
         }
         by_kind
     }
@@ -570,8 +605,67 @@ impl HttpConnector for FaultyConnector {
 }
 
 impl FaultyConnector {
+    /// Sends `request` to the emulator, through the index lag when the
+    /// plan has one (`crate::index_lag`): a DynamoDB write first reads the
+    /// items it changes and, once answered, records them as they were; an
+    /// index query is answered as the lagging index would.
+    fn forward(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let Some(lag) = self.plan.index_lag.clone() else { return self.inner.call(request) };
+        let Some(("dynamodb", operation)) = target(&request) else { return self.inner.call(request) };
+        let body: Option<serde_json::Value> = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok());
+        let Some(body) = body else { return self.inner.call(request) };
+        if operation == "Query" && body.get("IndexName").is_some() {
+            let sent = self.inner.call(request);
+            return HttpConnectorFuture::new(async move {
+                let mut response = sent.await?;
+                if !response.status().is_success() {
+                    return Ok(response);
+                }
+                let read = ByteStream::new(response.take_body()).collect().await.map(|b| b.into_bytes());
+                // An answer that cannot be read whole is a lost one (the
+                // SDK retries it).
+                let Ok(read) = read else { return Ok(error_response(500, "InternalServerError", None)) };
+                let page = match serde_json::from_slice::<serde_json::Value>(&read) {
+                    Ok(answer) => lag.page(&body, answer, std::time::Instant::now()).to_string().into_bytes(),
+                    Err(_) => read.to_vec(),
+                };
+                response.headers_mut().insert("content-length", page.len().to_string());
+                *response.body_mut() = SdkBody::from(page);
+                Ok(response)
+            });
+        }
+        let written = lag.written(&operation, &body);
+        if written.is_empty() {
+            return self.inner.call(request);
+        }
+        let reads: Vec<Option<HttpRequest>> =
+            written.iter().map(|w| (!w.known_absent).then(|| get_item(&request, &w.table, &w.key)).flatten()).collect();
+        let inner = self.inner.clone();
+        HttpConnectorFuture::new(async move {
+            let before = futures::future::join_all(reads.into_iter().map(|read| {
+                let inner = inner.clone();
+                async move {
+                    match read {
+                        None => Some(None),
+                        Some(read) => item_of(inner.call(read).await.ok()?).await,
+                    }
+                }
+            }))
+            .await;
+            let response = inner.call(request).await?;
+            if response.status().is_success() {
+                // An item whose read failed is not recorded: it does not
+                // lag, rather than lag with a made-up image.
+                let writes: Vec<(Written, Option<Item>)> =
+                    written.into_iter().zip(before).filter_map(|(w, before)| Some((w, before?))).collect();
+                lag.record(writes, std::time::Instant::now());
+            }
+            Ok(response)
+        })
+    }
+
     fn call_with_faults(&self, mut request: HttpRequest) -> HttpConnectorFuture {
-        let Some((service, operation)) = target(&request) else { return self.inner.call(request) };
+        let Some((service, operation)) = target(&request) else { return self.forward(request) };
         let token =
             (service == "dynamodb" && operation == "TransactWriteItems").then(|| request_token(&request)).flatten();
         if let Some(token) = &token {
@@ -589,7 +683,7 @@ impl FaultyConnector {
             }
         }
         let Some(fault) = self.plan.decide(service, &operation) else {
-            return remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
+            return remember_applied(self.forward(request), token, self.plan.applied_transactions.clone());
         };
         tracing::debug!(service, operation, fault = fault.as_str(), "fault injected");
         let body = request.body().bytes().map(<[u8]>::to_vec).unwrap_or_default();
@@ -608,9 +702,9 @@ impl FaultyConnector {
             | Fault::Late
             | Fault::Abandon
             | Fault::Replay
-            | Fault::IntegrationThrottled => self.inner.call(request),
+            | Fault::IntegrationThrottled => self.forward(request),
             Fault::Lost | Fault::InvalidToken => {
-                let sent = remember_applied(self.inner.call(request), token, self.plan.applied_transactions.clone());
+                let sent = remember_applied(self.forward(request), token, self.plan.applied_transactions.clone());
                 HttpConnectorFuture::new(async move {
                     // Applied: wait for the answer, then lose it.
                     let _applied = sent.await?;
@@ -622,11 +716,11 @@ impl FaultyConnector {
                 })
             }
             Fault::Partial => {
-                let Some((kept, failed)) = split_entries(&body) else { return self.inner.call(request) };
+                let Some((kept, failed)) = split_entries(&body) else { return self.forward(request) };
                 let length = kept.len();
                 *request.body_mut() = SdkBody::from(kept);
                 request.headers_mut().insert("content-length", length.to_string());
-                let sent = self.inner.call(request);
+                let sent = self.forward(request);
                 HttpConnectorFuture::new(async move {
                     let mut response = sent.await?;
                     // The answer streams in: read it whole to rewrite it. A
@@ -640,6 +734,28 @@ impl FaultyConnector {
             }
         }
     }
+}
+
+/// A consistent `GetItem` of `key` in `table`, sent as `original` was
+/// (its endpoint and credentials; the emulator checks no signature).
+fn get_item(original: &HttpRequest, table: &str, key: &Item) -> Option<HttpRequest> {
+    let mut read = original.try_clone()?;
+    let body = serde_json::json!({ "TableName": table, "Key": key, "ConsistentRead": true }).to_string();
+    read.headers_mut().insert("x-amz-target", "DynamoDB_20120810.GetItem");
+    read.headers_mut().insert("content-length", body.len().to_string());
+    *read.body_mut() = SdkBody::from(body);
+    Some(read)
+}
+
+/// The item a `GetItem` answered (`Some(None)`: there is none); `None`
+/// when it failed.
+async fn item_of(mut response: HttpResponse) -> Option<Option<Item>> {
+    if !response.status().is_success() {
+        return None;
+    }
+    let read = ByteStream::new(response.take_body()).collect().await.ok()?.into_bytes();
+    let answer: serde_json::Value = serde_json::from_slice(&read).ok()?;
+    Some(answer.get("Item").and_then(serde_json::Value::as_object).cloned())
 }
 
 fn ready(response: HttpResponse) -> HttpConnectorFuture {

@@ -5,6 +5,8 @@
 //! - [`faults`]: AWS's failures (conflicts, throttling, lost answers,
 //!   redeliveries, Step Functions' own service errors, …) injected below
 //!   the SDK, seeded and switchable;
+//! - [`index_lag`]: index reads that lag behind the table's writes, as a
+//!   global secondary index does on AWS;
 //! - [`aws_limits`]: AWS's request limits the emulator does not enforce;
 //! - [`grants`]: each function's IAM grants from `infra/resources.json`,
 //!   enforced on its clients as IAM would;
@@ -18,6 +20,7 @@ use baton_shared::aws::AwsClients;
 pub mod aws_limits;
 pub mod faults;
 pub mod grants;
+pub mod index_lag;
 pub mod provision;
 pub mod schema;
 

@@ -123,6 +123,63 @@ async fn a_reaper_pass_that_meets_conflicts_goes_on_and_the_next_pass_expires_th
     assert_eq!(stack.reap_at(later).await, 0);
 }
 
+/// The expiry index lags behind the reaper's own writes (`index_lag_ms`),
+/// as a global secondary index does on AWS. Four heartbeated leases of one
+/// shard, whose entries still say the grace's expiry: a pass with a page of
+/// two moves each entry up to its lease's expiry, then reads the shard again
+/// and gets the moved entries back where they were. It must end there, not
+/// read that page again until its deadline; and the leases, alive, expire
+/// only at their heartbeat's expiry, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reaper_pass_under_a_lagging_expiry_index_ends_without_rereading_and_no_live_lease_expires() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+    let mut leases = Vec::new();
+    for _ in 0..4 {
+        let mut fact = queued_fact("ws1", &["linux"], Utc::now());
+        let mut id = *fact.detail.job_execution_id.as_bytes();
+        id[15] = 2;
+        fact.detail.job_execution_id = uuid::Uuid::from_bytes(id);
+        stack.publish(&fact).await;
+        stack.wait_runner_record(fact.detail.job_execution_id).await;
+        let claimed = stack.claim(&runner.session_token).await.expect("each job is claimed");
+        assert_eq!(stack.heartbeat(&claimed.lease.token, claimed.job_execution_id).await.status, 200);
+        leases.push(claimed.job_execution_id);
+    }
+    let plan = Arc::new(FaultPlan::parse("index_lag_ms=4000").expect("a valid plan").expect("a lag"));
+    let lagging = Context::new(stack.host.config.clone(), baton_localstack::with_faults(&stack.clients, plan.clone()));
+    let past_the_grace = Utc::now() + Span::seconds(61);
+    let limits = baton_lease_reaper::ReapLimits { page: 2, stop_at: Instant::now() + Duration::from_secs(20) };
+    let pass = baton_lease_reaper::reap(&lagging, past_the_grace, 2, limits).await.expect("a pass");
+    let queries = plan.requests("dynamodb", "Query");
+    assert!(!pass.stopped_early, "the pass re-read a lagging page until its deadline ({queries} queries)");
+    assert_eq!(pass.expired(), 0, "heartbeated leases live on");
+    // Shard 2: two pages that moved entries up, and the stale one; one
+    // query for each of the other shards.
+    let shards = u64::from(baton_shared::store::keys::LEASE_SHARDS);
+    assert!(
+        queries <= 3 + (shards - 1),
+        "the pass read a lagging page again and again: {queries} queries for {shards} shards"
+    );
+
+    // Once the index caught up, nothing is read as expired before its
+    // heartbeat's expiry, and every lease expires once after it.
+    tokio::time::sleep(plan.index_lag()).await;
+    let mut latest = Utc::now();
+    for id in &leases {
+        latest = latest.max(stack.store.lease(*id).await.expect("read").expect("alive").expires_at);
+    }
+    let reap = |now| {
+        let limits = baton_lease_reaper::ReapLimits { page: 2, stop_at: Instant::now() + Duration::from_secs(20) };
+        baton_lease_reaper::reap(&lagging, now, 2, limits)
+    };
+    assert_eq!(reap(past_the_grace).await.expect("a pass").expired(), 0);
+    assert_eq!(reap(latest + Span::seconds(1)).await.expect("a pass").expired(), 4);
+    // The index still lists the expired leases (their entries' removal
+    // lags): read from the table, they are gone, and expire no second time.
+    assert_eq!(reap(latest + Span::seconds(1)).await.expect("a pass").expired(), 0, "each once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_single_use_registrations_under_conflicts_make_one_session_and_never_a_500() {
     let (stack, plan) = stack_with_faults("seed=9;dynamodb.TransactWriteItems:conflict=0.3").await;

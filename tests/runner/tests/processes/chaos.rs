@@ -3,7 +3,7 @@
 //! responses lost after the write applied, partial `PutEvents` failures,
 //! Step Functions answers lost, messages and stream batches delivered
 //! twice, out of order and late, invocations abandoned after their first
-//! write. Each scenario (fan-out with a failing job and `always()`, a chain,
+//! write, index reads a second behind the writes. Each scenario (fan-out with a failing job and `always()`, a chain,
 //! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job, an elastic
 //! fleet, concurrency groups (a run's and a job's), an approval two people
 //! give twice, a listening job fed duplicated events by the route and the
@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 /// Every kind of fault at once, each at a rate a busy day on AWS can reach.
 fn plan(seed: u64) -> String {
     format!(
-        "seed={seed};late_ms=1500;dynamodb:conflict=0.1;dynamodb:throttle=0.05;dynamodb:lost=0.05;\
+        "seed={seed};late_ms=1500;index_lag_ms=1000;dynamodb:conflict=0.1;dynamodb:throttle=0.05;dynamodb:lost=0.05;\
          events.PutEvents:partial=0.2;events:lost=0.05;states:lost=0.1;states.sendMessage:integration-throttled=0.05;\
          trigger.sqs:duplicate=0.15;trigger.sqs:reorder=0.3;trigger.sqs:late=0.1;trigger.sqs:abandon=0.1;\
          trigger.stream:duplicate=0.1;trigger.stream:late=0.05;trigger.stream:abandon=0.1;\
@@ -38,7 +38,7 @@ fn plan(seed: u64) -> String {
 /// The soak's plan: every kind of fault at one `rate`.
 fn uniform_plan(seed: u64, rate: f64) -> String {
     format!(
-        "seed={seed};late_ms=1500;dynamodb:conflict={rate};dynamodb:throttle={rate};dynamodb:lost={rate};\
+        "seed={seed};late_ms=1500;index_lag_ms=1000;dynamodb:conflict={rate};dynamodb:throttle={rate};dynamodb:lost={rate};\
          events.PutEvents:partial={rate};events:lost={rate};states:lost={rate};\
          states.sendMessage:integration-throttled={rate};\
          trigger.sqs:duplicate={rate};trigger.sqs:reorder={rate};trigger.sqs:late={rate};trigger.sqs:abandon={rate};\
