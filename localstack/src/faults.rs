@@ -216,7 +216,11 @@ pub struct FaultPlan {
 
 impl fmt::Debug for FaultPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FaultPlan").field("seed", &self.seed).field("rules", &self.rules).finish()
+        f.debug_struct("FaultPlan")
+            .field("seed", &self.seed)
+            .field("rules", &self.rules)
+            .field("index_lag", &self.index_lag())
+            .finish()
     }
 }
 
