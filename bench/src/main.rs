@@ -30,16 +30,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use baton_api::facts::{Fact, FactDetail, JobExecutionQueued};
 use baton_bench::{cold_start, cost};
 use baton_devhost::HostOptions;
+use baton_domain::runners::claim::HEAD_READ;
+use baton_domain::runners::labels::{canonicalize, labelset_id};
 use baton_localstack::provision::{default_infra_dir, Plan};
 use baton_shared::aws::AwsClients;
 use baton_shared::context::Context;
-use baton_shared::facts::{Fact, FactDetail, JobExecutionQueued};
 use baton_shared::resources::{Naming, Resources};
-use baton_shared::runners::claim::HEAD_READ;
-use baton_shared::runners::labels::{canonicalize, labelset_id};
-use baton_shared::store::Store;
+use baton_store::Store;
 use baton_tests::runners::queued_fact;
 use baton_tests::{endpoint, unique_stage, TestStack};
 use chrono::Utc;
@@ -533,7 +533,10 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     {
         let mut queued = queued_fact(&ws, LABELS, Utc::now());
         queued.spec.secrets = names.clone();
-        queued.spec.env = names.iter().map(|name| (name.clone(), baton_shared::secrets::placeholder(name))).collect();
+        queued.spec.env = names
+            .iter()
+            .map(|name| (name.clone(), baton_domain::workflows::references::secret_placeholder(name)))
+            .collect();
         write_spec(&stack.store, &queued).await;
         let labels = canonicalize(&queued.detail.job.labels).expect("valid labels");
         let set = labelset_id(&labels);
@@ -599,7 +602,7 @@ async fn per_operation(stack: &TestStack, recorder: &Recorder, context: &Context
     let served = |sets: &[Vec<&str>]| json!({"name": "bench", "label_sets": sets, "max_instances": 1000});
     let path = format!("/v1/workspaces/{wide_ws}/provisioners");
     let mut provisioner_tokens = Vec::new();
-    for sets in subsets.chunks(baton_shared::runners::provisioners::settings::MAX_LABEL_SETS) {
+    for sets in subsets.chunks(baton_domain::runners::provisioners::settings::MAX_LABEL_SETS) {
         let created = stack.post(&path, &stack.admin_token, served(sets)).await;
         assert_eq!(created.status, 201, "{}", created.body);
         provisioner_tokens.push(created.body["token"].as_str().expect("a provisioner token").to_string());

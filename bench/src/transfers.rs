@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use baton_api::runners::ClaimResponse;
 use baton_runner::artifacts::sha256_hex;
-use baton_shared::api::runners::ClaimResponse;
 use baton_tests::{unique_stage, TestStack};
 use serde::Serialize;
 use serde_json::{json, Value};

@@ -13,15 +13,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use baton_api::runners::CreateRegistrationToken;
+use baton_api::runs::{CreateRunRequest, RunView};
 use baton_bench::cost::{self, Usage};
 use baton_devhost::invocations::Record as InvocationRecord;
 use baton_runner::agent::AgentConfig;
 use baton_runner::operator::Operator;
 use baton_runner::Shutdown;
-use baton_shared::api::runners::CreateRegistrationToken;
-use baton_shared::api::runs::{CreateRunRequest, RunView};
 use baton_shared::aws::AwsClients;
-use baton_shared::store::Store;
+use baton_store::Store;
 use baton_tests::TestStack;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -820,7 +820,7 @@ pub async fn run_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_shared::workflows::definition::parse_definition;
+    use baton_domain::workflows::definition::parse_definition;
 
     #[test]
     fn every_shape_is_a_valid_workflow_of_its_size() {

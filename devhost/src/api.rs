@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body as AxumBody;
-use baton_shared::error::{ApiError, ErrorCode};
+use baton_domain::error::{ApiError, ErrorCode};
 use baton_shared::resources::Route;
 use lambda_http::{Body, RequestExt};
 

@@ -7,10 +7,10 @@ use aws_lambda_events::cloudwatch_events::CloudWatchEvent;
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::DynamoDbEventResponse;
+use baton_domain::error::ApiError;
 use baton_shared::aws::AwsClients;
 use baton_shared::config::Config;
 use baton_shared::context::Scheduled;
-use baton_shared::error::ApiError;
 use lambda_http::{Body, Request, Response};
 
 use std::collections::HashMap;

@@ -142,7 +142,7 @@ impl DevHost {
         if let Some(token) = &config.bootstrap_admin_token {
             // As an operator would with a first deploy: the admin token's hash
             // is stored like any other operator token; the secret never is.
-            let store = baton_shared::store::Store::new(clients.dynamodb.clone(), config.table_name.clone());
+            let store = baton_store::Store::new(clients.dynamodb.clone(), config.table_name.clone());
             // A stack whose table is unreachable still starts (its health
             // check says what is wrong); the token is simply not usable yet.
             if let Err(err) = store.put_operator_token(token, None, Some("bootstrap admin")).await {

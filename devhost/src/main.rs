@@ -62,7 +62,7 @@ async fn run() -> Result<(), String> {
     let admin_token = std::env::var("BATON_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty())
-        .unwrap_or_else(baton_shared::tokens::new_operator_token);
+        .unwrap_or_else(baton_domain::tokens::new_operator_token);
 
     let clients = AwsClients::local(&endpoint).await;
     let plan = plan(&stage)?;

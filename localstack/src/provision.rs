@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use baton_shared::aws::AwsClients;
 use baton_shared::resources::{Naming, Resources};
-use baton_shared::store::display_sdk_error;
+use baton_store::display_sdk_error;
 
 /// Everything a stack consists of, with physical names.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -13,7 +13,7 @@
 use std::process::ExitCode;
 
 use baton_shared::aws::AwsClients;
-use baton_shared::store::Store;
+use baton_store::Store;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -70,7 +70,7 @@ async fn admin_token(
 ) -> Result<(), String> {
     let clients = AwsClients::from_env().await;
     let store = Store::new(clients.dynamodb.clone(), table);
-    let token = baton_shared::tokens::new_operator_token();
+    let token = baton_domain::tokens::new_operator_token();
     let default = if workspace.is_some() { "operator" } else { "admin" };
     let name = name.unwrap_or_else(|| default.to_string());
     store

@@ -1,5 +1,5 @@
 //! A typed HTTP client of the Baton API over the very request and response
-//! types the functions use (`baton_shared::api`, `baton_shared::workflows::view`),
+//! types the functions use (`baton_api`, `baton_domain::workflows::view`),
 //! so the runner and the server cannot drift apart.
 //!
 //! Every failure is classified once, here ([`ClientError`]), so that callers

@@ -1,7 +1,7 @@
 //! The tools this machine has, for registration (`--tools`, default
 //! `auto`): each common tool found on the `PATH` with its version, as
 //! `name@version` (`node@20.11.1`). The server turns them into `tool:`
-//! labels that jobs' `tools:` match (`baton_shared::runners::tools`).
+//! labels that jobs' `tools:` match (`baton_domain::runners::tools`).
 
 use std::time::Duration;
 

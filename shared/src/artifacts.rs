@@ -11,13 +11,13 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::api::artifacts::{
+use crate::http::LeaseCredentials;
+use baton_api::artifacts::{
     artifact_parts, ArtifactPartDone, ArtifactPartUpload, ArtifactUploadResponse, ARTIFACT_PART_BYTES,
 };
-use crate::error::{ApiError, ErrorCode};
-use crate::http::LeaseCredentials;
-use crate::store::leases::LeaseItem;
-use crate::store::Store;
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_store::leases::LeaseItem;
+use baton_store::Store;
 
 /// How long an operator's or a runner's download URL stays valid.
 pub const DOWNLOAD_URL_TTL: Duration = Duration::from_secs(15 * 60);
@@ -88,7 +88,7 @@ pub fn parts_complete(bytes: u64, parts: &[ArtifactPartDone]) -> bool {
 
 /// An S3 error as text (no secrets in it: the SDK's context).
 fn sdk_text<E: std::error::Error + 'static, R: std::fmt::Debug>(err: &aws_sdk_s3::error::SdkError<E, R>) -> String {
-    crate::store::display_sdk_error(err)
+    baton_store::display_sdk_error(err)
 }
 
 /// Starts the multipart upload of an archive; its upload id.

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+pub use baton_domain::runners::lease::LeaseConfig;
+
 /// Configuration of every function. Resource names are whatever the stack
 /// gave them; timings have the defaults the spec names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,27 +113,6 @@ pub struct PushConfig {
     pub connecting_grace: Duration,
 }
 
-/// Lease timings (behaviour.md §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseConfig {
-    /// `BATON_LEASE_DURATION_S` (default 180): how far a heartbeat extends a lease.
-    pub duration: Duration,
-    /// `BATON_HEARTBEAT_INTERVAL_S` (default 15): the interval runners are told to use.
-    pub heartbeat_interval: Duration,
-    /// `BATON_FIRST_HEARTBEAT_GRACE_S` (default 60): life of a lease that never heartbeated.
-    pub first_heartbeat_grace: Duration,
-}
-
-impl Default for LeaseConfig {
-    fn default() -> Self {
-        Self {
-            duration: Duration::from_secs(180),
-            heartbeat_interval: Duration::from_secs(15),
-            first_heartbeat_grace: Duration::from_secs(60),
-        }
-    }
-}
-
 /// Orchestration timings (behaviour.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OrchestrationConfig {
@@ -200,7 +181,7 @@ impl Config {
             heartbeat_interval: seconds("BATON_HEARTBEAT_INTERVAL_S", 15, 1, 3_600)?,
             first_heartbeat_grace: seconds("BATON_FIRST_HEARTBEAT_GRACE_S", 60, 1, 86_400)?,
         };
-        lease.validate()?;
+        validate_lease(&lease)?;
         let outbox_ttl_days = seconds("BATON_OUTBOX_TTL_DAYS", 7, 1, 365)?.as_secs() as u32;
         Ok(Self {
             table_name: required("BATON_TABLE")?,
@@ -253,26 +234,24 @@ impl Config {
     }
 }
 
-impl LeaseConfig {
-    /// A lease must outlive three heartbeats, so that one lost heartbeat (or a
-    /// slow one) never costs a runner its job.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.duration < self.heartbeat_interval * 3 {
-            return Err(ConfigError(format!(
-                "BATON_LEASE_DURATION_S ({}) must be at least 3 × BATON_HEARTBEAT_INTERVAL_S ({})",
-                self.duration.as_secs(),
-                self.heartbeat_interval.as_secs()
-            )));
-        }
-        if self.first_heartbeat_grace < self.heartbeat_interval {
-            return Err(ConfigError(format!(
-                "BATON_FIRST_HEARTBEAT_GRACE_S ({}) must be at least BATON_HEARTBEAT_INTERVAL_S ({})",
-                self.first_heartbeat_grace.as_secs(),
-                self.heartbeat_interval.as_secs()
-            )));
-        }
-        Ok(())
+/// A lease must outlive three heartbeats, so that one lost heartbeat (or a
+/// slow one) never costs a runner its job.
+fn validate_lease(lease: &LeaseConfig) -> Result<(), ConfigError> {
+    if lease.duration < lease.heartbeat_interval * 3 {
+        return Err(ConfigError(format!(
+            "BATON_LEASE_DURATION_S ({}) must be at least 3 × BATON_HEARTBEAT_INTERVAL_S ({})",
+            lease.duration.as_secs(),
+            lease.heartbeat_interval.as_secs()
+        )));
     }
+    if lease.first_heartbeat_grace < lease.heartbeat_interval {
+        return Err(ConfigError(format!(
+            "BATON_FIRST_HEARTBEAT_GRACE_S ({}) must be at least BATON_HEARTBEAT_INTERVAL_S ({})",
+            lease.first_heartbeat_grace.as_secs(),
+            lease.heartbeat_interval.as_secs()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 
 use crate::aws::AwsClients;
 use crate::config::Config;
-use crate::store::Store;
+use baton_store::Store;
 
 #[derive(Clone, Debug)]
 pub struct Context {

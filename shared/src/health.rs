@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::aws::AwsClients;
 use crate::config::Config;
-use crate::store::display_sdk_error;
+use baton_store::display_sdk_error;
 
 /// How long one backend check may take before it counts as down.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);

@@ -6,9 +6,9 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
-use crate::store::Store;
-use crate::tokens::{self, TokenKind};
+use baton_domain::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
+use baton_domain::tokens::{self, TokenKind};
+use baton_store::Store;
 
 /// Largest request body accepted (api.md: "> 1 MiB is 400 invalid-request").
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -112,7 +112,7 @@ pub async fn authorize_operator(
     store: &Store,
     req: &Request,
     workspace_id: &str,
-) -> Result<crate::store::operators::OperatorToken, ApiError> {
+) -> Result<baton_store::operators::OperatorToken, ApiError> {
     let token = require_token(req, TokenKind::Operator)?;
     let record = store
         .operator_token(token)
@@ -132,7 +132,7 @@ pub async fn authorize_operator(
 pub async fn authorize_provisioner(
     store: &Store,
     req: &Request,
-) -> Result<crate::store::provisioners::Provisioner, ApiError> {
+) -> Result<baton_store::provisioners::Provisioner, ApiError> {
     let token = require_token(req, TokenKind::Provisioner)?;
     store.provisioner_for_token(token).await?.ok_or_else(ApiError::unauthenticated)
 }
@@ -149,7 +149,7 @@ pub fn path_param(req: &Request, name: &str) -> Result<String, ApiError> {
 /// otherwise, before anything is read or written.
 pub fn path_workspace(req: &Request) -> Result<String, ApiError> {
     let raw = path_param(req, "ws")?;
-    crate::limits::workspace_id(&raw)?;
+    baton_domain::limits::workspace_id(&raw)?;
     Ok(raw)
 }
 
@@ -157,7 +157,7 @@ pub fn path_workspace(req: &Request) -> Result<String, ApiError> {
 /// cannot exist is simply not found).
 pub fn path_id(req: &Request, name: &str) -> Result<uuid::Uuid, ApiError> {
     let raw = path_param(req, name)?;
-    crate::ids::parse_id(&raw).ok_or_else(|| ApiError::not_found(name.to_string()))
+    baton_domain::ids::parse_id(&raw).ok_or_else(|| ApiError::not_found(name.to_string()))
 }
 
 /// A query-string parameter.

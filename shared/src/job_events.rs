@@ -12,14 +12,14 @@
 
 use chrono::Utc;
 
-use crate::api::runs::EventDelivery;
 use crate::context::Context;
-use crate::error::{ApiError, ErrorCode};
 use crate::orchestration::JOBS_PER_TRANSACTION;
 use crate::outcomes::{advance_in_write, after_progress};
-use crate::store::attempts::{AttemptStep, AttemptWrite};
-use crate::workflows::attempt::EventError;
-use crate::workflows::listening::{DeliveryError, JobEvent};
+use baton_api::runs::EventDelivery;
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::workflows::attempt::EventError;
+use baton_domain::workflows::listening::{DeliveryError, JobEvent};
+use baton_store::attempts::{AttemptStep, AttemptWrite};
 
 /// Delivers `delivery` to job `job_id` of run `run_id` in `workspace_id`:
 /// whether it changed the job (`false`: a repeated ref, or the job ended).
@@ -86,7 +86,7 @@ pub enum JobRef {
 impl JobRef {
     /// A bus event's `job`: an id if it reads as one, else a key.
     pub fn parse(raw: &str) -> Self {
-        crate::ids::parse_id(raw).map_or_else(|| JobRef::Key(raw.to_string()), JobRef::Id)
+        baton_domain::ids::parse_id(raw).map_or_else(|| JobRef::Key(raw.to_string()), JobRef::Id)
     }
 }
 

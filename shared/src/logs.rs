@@ -89,7 +89,7 @@ pub async fn presign_put(
         .if_none_match("*")
         .presigned(config)
         .await
-        .map_err(|e| crate::store::display_sdk_error(&e))?;
+        .map_err(|e| baton_store::display_sdk_error(&e))?;
     let headers = presigned.headers().map(|(name, value)| (name.to_string(), value.to_string())).collect();
     let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|e| e.to_string())?;
     Ok(LogUpload { seq, url: presigned.uri().to_string(), headers, expires_at })
@@ -211,7 +211,7 @@ fn chunks_to_read(keys: &[String], next: LogCursor, skip_gaps: bool) -> (Vec<(u6
 
 async fn fetch_chunk(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
     let object =
-        s3.get_object().bucket(bucket).key(key).send().await.map_err(|e| crate::store::display_sdk_error(&e))?;
+        s3.get_object().bucket(bucket).key(key).send().await.map_err(|e| baton_store::display_sdk_error(&e))?;
     let bytes = object.body.collect().await.map_err(|e| e.to_string())?.into_bytes();
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -250,7 +250,7 @@ pub async fn read_lines(
             .max_keys(LIST_PAGE)
             .send()
             .await
-            .map_err(|e| crate::store::display_sdk_error(&e))?;
+            .map_err(|e| baton_store::display_sdk_error(&e))?;
         let keys: Vec<String> = page.contents().iter().filter_map(|o| o.key().map(str::to_string)).collect();
         let (wanted, gap) = chunks_to_read(&keys, next, skip_gaps);
         let mut fetched = futures::stream::iter(

@@ -52,11 +52,11 @@ use uuid::Uuid;
 use chrono::{DateTime, Utc};
 
 use crate::context::Context;
-use crate::error::StoreError;
-use crate::store::attempts::{AttemptItem, AttemptStep, AttemptWrite};
-use crate::store::{display_sdk_error, Store};
-use crate::workflows::concurrency::Member;
-use crate::workflows::StatusReason;
+use baton_domain::workflows::concurrency::Member;
+use baton_domain::workflows::StatusReason;
+use baton_store::attempts::{AttemptItem, AttemptStep, AttemptWrite};
+use baton_store::StoreError;
+use baton_store::{display_sdk_error, Store};
 
 /// The most jobs one transaction changes. A job costs at most five items:
 /// a start writes its fact, its spec, its runners' record, its pending item

@@ -22,22 +22,13 @@ use chrono::{DateTime, Utc};
 
 use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
-use crate::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use crate::metrics::{emit, Unit};
 use crate::orchestration::{leave_group_if_done, parked_past_deadline, wake, JOBS_PER_TRANSACTION};
-use crate::store::attempts::{AttemptItem, AttemptStep, AttemptUpdated, AttemptWrite};
-use crate::workflows::attempt::{step_statuses, Emitted};
-use crate::workflows::execution::failing_exit_code;
-use crate::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
-
-/// Attempts of at most this many jobs get the direct path. The attempt item
-/// grows with its jobs and every adoption reads it and the definition's
-/// snapshot and rewrites it; in a Lambda of its own each complete races the
-/// others on that one item (job-outcomes serialises a batch in-process), and
-/// a refused write is billed by the item's size. Past a few dozen jobs the
-/// bus's fixed cost is the cheaper way, and its latency matters less in a
-/// run that long.
-pub const DIRECT_ADOPTION_MAX_JOBS: usize = 32;
+use baton_api::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
+use baton_domain::workflows::attempt::{step_statuses, Emitted};
+use baton_domain::workflows::execution::failing_exit_code;
+use baton_domain::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
+use baton_store::attempts::{AttemptItem, AttemptStep, AttemptUpdated, AttemptWrite};
 
 /// What a runner fact says happened to an execution.
 ///
@@ -275,7 +266,7 @@ async fn after_adoption(context: &Context, updated: &AttemptUpdated) -> Result<(
 }
 
 /// [`after_adoption`], for any writer of progress (`advance_in_write`).
-pub async fn after_progress(context: &Context, updated: &AttemptUpdated) -> Result<(), crate::error::StoreError> {
+pub async fn after_progress(context: &Context, updated: &AttemptUpdated) -> Result<(), baton_store::StoreError> {
     let item = &updated.item;
     context.push.nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
     // The wake tells a done attempt's orchestration to end: its group is

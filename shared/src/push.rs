@@ -17,11 +17,11 @@ use aws_sdk_apigatewaymanagement::primitives::Blob;
 use chrono::Utc;
 use uuid::Uuid;
 
-use crate::api::runners::PushMessage;
 use crate::config::PushConfig;
-use crate::runners::labels::is_subset;
-use crate::store::connections::PushConnection;
-use crate::store::Store;
+use baton_api::runners::PushMessage;
+use baton_domain::runners::labels::is_subset;
+use baton_store::connections::PushConnection;
+use baton_store::Store;
 
 /// How long a nudge keeps trying to read the connections when DynamoDB is
 /// busy (throttling, a conflict, an unavailable moment): the state change
@@ -36,7 +36,7 @@ async fn connections_read_within(
     store: &Store,
     workspace_id: &str,
     budget: std::time::Duration,
-) -> Result<Vec<PushConnection>, crate::error::StoreError> {
+) -> Result<Vec<PushConnection>, baton_store::StoreError> {
     let deadline = tokio::time::Instant::now() + budget;
     let mut pause = std::time::Duration::from_millis(100);
     loop {

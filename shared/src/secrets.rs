@@ -15,17 +15,14 @@ use std::collections::BTreeMap;
 use aws_sdk_ssm::types::ParameterType;
 use chrono::{DateTime, Utc};
 
-use crate::api::runners::ClaimedJob;
-use crate::api::secrets::SecretSummary;
-use crate::error::StoreError;
+use baton_api::runners::ClaimedJob;
+use baton_api::secrets::SecretSummary;
+use baton_store::StoreError;
 
 /// GetParameters takes at most this many names.
 const NAMES_PER_READ: usize = 10;
 
-/// What a job's spec holds where a secret goes.
-pub fn placeholder(name: &str) -> String {
-    format!("${{{{ secrets.{name} }}}}")
-}
+use baton_domain::workflows::references::secret_placeholder as placeholder;
 
 /// `job` with the values of `found` put in for its placeholders (of
 /// `names` only), the values listed to mask and the names not found.
@@ -166,7 +163,7 @@ impl SecretStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::facts::StepSpec;
+    use baton_api::facts::StepSpec;
 
     #[test]
     fn the_claim_puts_in_only_the_names_the_definition_reads_and_lists_what_is_missing() {

@@ -17,7 +17,7 @@ pub trait MessageError: Display {
     }
 }
 
-impl MessageError for crate::error::StoreError {}
+impl MessageError for baton_store::StoreError {}
 
 /// Runs `handle` on every message of the batch concurrently and reports the
 /// ones that failed.

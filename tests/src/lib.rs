@@ -13,15 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::SqsEvent;
+use baton_api::facts::ALL_DETAIL_TYPES;
 use baton_devhost::sqs::SqsHandler;
 use baton_devhost::{function_env, DevHost, HostOptions};
 use baton_localstack::provision::{default_infra_dir, provision, Plan, PlannedQueue, PlannedRule, Provisioned};
 use baton_localstack::schema::validate;
 use baton_shared::aws::AwsClients;
 use baton_shared::facts::subscriber::consume;
-use baton_shared::facts::ALL_DETAIL_TYPES;
 use baton_shared::resources::{Naming, Resources};
-use baton_shared::store::Store;
+use baton_store::Store;
 
 /// A fact as the capture subscriber received it, with the outcome of
 /// validating it against its JSON Schema.
@@ -169,7 +169,7 @@ impl TestStack {
         captured: Arc<Mutex<Vec<Captured>>>,
     ) -> Self {
         let provisioned = provision(&clients, plan).await.expect("provisioning on the emulator");
-        let admin_token = baton_shared::tokens::new_operator_token();
+        let admin_token = baton_domain::tokens::new_operator_token();
         let mut env = test_env();
         env.insert("BATON_ADMIN_TOKEN".into(), admin_token.clone());
         env.extend(overrides);
@@ -204,7 +204,7 @@ impl TestStack {
     }
 
     async fn named_token(&self, ws: &str, name: Option<&str>, groups: &[&str]) -> String {
-        let token = baton_shared::tokens::new_operator_token();
+        let token = baton_domain::tokens::new_operator_token();
         let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
         self.store.put_operator_token_in_groups(&token, Some(ws), name, &groups).await.expect("an operator token");
         token

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use baton_shared::api::runners::{ClaimResponse, RegisterResponse};
+use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, JobSpec, QueuedJob, StepSpec};
+use baton_api::runners::{ClaimResponse, RegisterResponse};
 use baton_shared::context::Context;
-use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, JobSpec, QueuedJob, StepSpec};
-use baton_shared::store::records::RunnerRecord;
+use baton_store::records::RunnerRecord;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -100,13 +100,13 @@ impl TestStack {
     /// relay → bus → queues).
     pub async fn publish<P: Publishable>(&self, what: &P) {
         let outcome = self.store.transact(what.items(&self.store)).await.unwrap();
-        assert!(matches!(outcome, baton_shared::store::TxOutcome::Committed));
+        assert!(matches!(outcome, baton_store::TxOutcome::Committed));
     }
 
     /// Delivers `fact` to the bus again, as a retried relay batch would (the
     /// outbox holds it once; its event_id stays the same).
-    pub async fn redeliver<D: baton_shared::facts::FactDetail>(&self, fact: &Fact<D>) {
-        self.publish_again(baton_shared::store::outbox::OutboxItem::for_fact(fact, 7).unwrap()).await;
+    pub async fn redeliver<D: baton_api::facts::FactDetail>(&self, fact: &Fact<D>) {
+        self.publish_again(baton_store::outbox::OutboxItem::for_fact(fact, 7).unwrap()).await;
     }
 
     /// Publishes the already relayed fact `event_id` again, from its outbox
@@ -122,19 +122,18 @@ impl TestStack {
     }
 
     /// Every fact written to the outbox, one item each.
-    async fn outbox_facts(&self) -> Vec<baton_shared::store::outbox::OutboxItem> {
-        self.items_of(baton_shared::store::outbox::OUTBOX_TYPE)
+    async fn outbox_facts(&self) -> Vec<baton_store::outbox::OutboxItem> {
+        self.items_of(baton_store::outbox::OUTBOX_TYPE)
             .await
             .into_iter()
             .flat_map(|item| {
-                let item: baton_shared::store::outbox::OutboxItem =
-                    baton_shared::store::from_item(item).expect("an outbox item");
+                let item: baton_store::outbox::OutboxItem = baton_store::from_item(item).expect("an outbox item");
                 item.facts()
             })
             .collect()
     }
 
-    async fn publish_again(&self, item: baton_shared::store::outbox::OutboxItem) {
+    async fn publish_again(&self, item: baton_store::outbox::OutboxItem) {
         let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
         let response =
             baton_shared::facts::relay::publish(&self.clients.eventbridge, &self.provisioned.bus, &pending).await;
@@ -180,7 +179,7 @@ impl TestStack {
     }
 
     /// Every pending item of `workspace` (for assertions; tests may query).
-    pub async fn pending_of(&self, workspace: &str) -> Vec<baton_shared::store::queue::PendingItem> {
+    pub async fn pending_of(&self, workspace: &str) -> Vec<baton_store::queue::PendingItem> {
         let mut all = Vec::new();
         for set in self.store.label_sets(workspace).await.unwrap() {
             all.extend(self.store.pending_head(workspace, &set.sk, 1000).await.unwrap());
@@ -213,17 +212,17 @@ impl std::ops::DerefMut for Queued {
 
 /// What [`TestStack::publish`] writes in one transaction.
 pub trait Publishable {
-    fn items(&self, store: &baton_shared::store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem>;
+    fn items(&self, store: &baton_store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem>;
 }
 
-impl<D: baton_shared::facts::FactDetail> Publishable for Fact<D> {
-    fn items(&self, store: &baton_shared::store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+impl<D: baton_api::facts::FactDetail> Publishable for Fact<D> {
+    fn items(&self, store: &baton_store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
         vec![store.outbox_put(self, 7).unwrap()]
     }
 }
 
 impl Publishable for Queued {
-    fn items(&self, store: &baton_shared::store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
+    fn items(&self, store: &baton_store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
         let d = &self.fact.detail;
         let spec = JobSpec {
             key: d.job.key.clone(),
@@ -247,7 +246,7 @@ pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -
 /// A queued job of `steps` steps with ids derived as Baton derives them
 /// (`ids::step_id`): the report of its last step settles it.
 pub fn queued_steps_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>, steps: usize) -> Queued {
-    job_fact(workspace, labels, queued_at, steps, baton_shared::ids::step_id)
+    job_fact(workspace, labels, queued_at, steps, baton_domain::ids::step_id)
 }
 
 fn job_fact(
@@ -338,7 +337,7 @@ impl TestStack {
 
     /// Every item of `kind` (the item `type`) in the table. Tests only: it
     /// scans, which no hot path may.
-    pub async fn items_of(&self, kind: &str) -> Vec<baton_shared::store::Item> {
+    pub async fn items_of(&self, kind: &str) -> Vec<baton_store::Item> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
@@ -365,7 +364,7 @@ impl TestStack {
     /// Outbox items (by event id and detail type) that the capture
     /// subscriber never received: facts written but never published.
     pub fn unpublished<'a>(&self, outbox: impl IntoIterator<Item = &'a (String, String)>) -> Vec<(String, String)> {
-        let published: std::collections::HashSet<String> = baton_shared::facts::ALL_DETAIL_TYPES
+        let published: std::collections::HashSet<String> = baton_api::facts::ALL_DETAIL_TYPES
             .iter()
             .flat_map(|t| self.facts(t))
             .filter_map(|d| d["event_id"].as_str().map(str::to_string))

@@ -12,11 +12,11 @@
 //! left is aborted by the bucket's lifecycle rule after a day.
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use baton_shared::api::artifacts::ArtifactStatus;
+use baton_api::artifacts::ArtifactStatus;
+use baton_api::facts::{FactDetail, JobCompleted, JobLeaseExpired, LeaseRef};
 use baton_shared::artifacts::abort_open_upload;
 use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::facts::{FactDetail, JobCompleted, JobLeaseExpired, LeaseRef};
 use baton_shared::metrics::{emit, Unit};
 
 const FUNCTION: &str = "abandoned-uploads";

@@ -15,16 +15,16 @@
 //! repeat by an approver who decided already is answered with the job as
 //! it is and records nothing: each approver counts once.
 
-use baton_shared::api::runs::ApprovalRequest;
+use baton_api::runs::ApprovalRequest;
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::limits;
+use baton_domain::workflows::approval::{Approver, Refusal, MAX_COMMENT_BYTES};
+use baton_domain::workflows::attempt::ApprovalError;
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
-use baton_shared::limits;
 use baton_shared::orchestration::JOBS_PER_TRANSACTION;
 use baton_shared::outcomes::{advance_in_write, after_progress};
-use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
-use baton_shared::workflows::approval::{Approver, Refusal, MAX_COMMENT_BYTES};
-use baton_shared::workflows::attempt::ApprovalError;
+use baton_store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
 
 pub async fn handle(context: &Context, req: Request) -> Response<Body> {

@@ -12,23 +12,23 @@
 //! lists a run's artifacts, `GET …/artifacts/{name}` gives a presigned `GET`.
 //! The archive's bytes never pass through this function.
 
-use baton_shared::api::artifacts::{
+use baton_api::artifacts::{
     valid_artifact_name, ArtifactCompleteRequest, ArtifactDownload, ArtifactList, ArtifactStatus,
     ArtifactUploadRequest, MAX_ARTIFACT_NAME_LEN,
 };
+use baton_domain::error::{ApiError, ErrorCode};
 use baton_shared::artifacts::{
     self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256,
 };
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{
     authorize_operator, json_response, lease_credentials, lease_lost, parse_json, path_id, path_param, path_workspace,
     respond,
 };
 use baton_shared::logs::upload_url_ttl;
-use baton_shared::store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
-use baton_shared::store::keys::{artifact_sk, run_pk};
-use baton_shared::store::leases::LeaseItem;
+use baton_store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
+use baton_store::keys::{artifact_sk, run_pk};
+use baton_store::leases::LeaseItem;
 use chrono::Utc;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -207,7 +207,7 @@ async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Bo
         return Ok(json_response(StatusCode::OK, &item.view()));
     }
     if !parts_complete(item.bytes, &body.parts) {
-        let wanted = baton_shared::api::artifacts::artifact_parts(item.bytes);
+        let wanted = baton_api::artifacts::artifact_parts(item.bytes);
         return Err(ApiError::invalid_request(format!(
             "parts: every part from 1 to {wanted}, in order, each with the ETag S3 answered"
         )));

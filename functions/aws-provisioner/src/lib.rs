@@ -117,7 +117,7 @@ impl AwsProvisioner {
     ) -> Result<Self, StartError> {
         let ssm = Ssm { client: ssm };
         let token = ssm.secret(&settings.token_parameter).await.map_err(StartError::Token)?;
-        let provisioner_id = baton_shared::tokens::provisioner_token_id(&token)
+        let provisioner_id = baton_domain::tokens::provisioner_token_id(&token)
             .ok_or_else(|| StartError::NotAToken(settings.token_parameter.clone()))?;
         let ec2 = Ec2 {
             client: ec2,

@@ -9,18 +9,18 @@
 //! - `POST …/caches/complete`: every part sent; stored only while the
 //!   lease is held.
 
-use baton_shared::api::artifacts::{artifact_parts, ArtifactStatus};
-use baton_shared::api::caches::{
+use baton_api::artifacts::{artifact_parts, ArtifactStatus};
+use baton_api::caches::{
     valid_cache_key, CacheCompleteRequest, CacheHit, CacheRestoreRequest, CacheRestoreResponse, CacheSaveRequest,
     MAX_CACHE_KEY_LEN, MAX_CACHE_SCOPE_LEN, MAX_RESTORE_KEYS,
 };
+use baton_domain::error::{ApiError, ErrorCode};
 use baton_shared::artifacts::{self as archives, bucket, cache_object_key, held_lease, parts_complete, s3_failed};
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, respond};
 use baton_shared::logs::upload_url_ttl;
-use baton_shared::store::caches::CacheItem;
-use baton_shared::store::keys::{cache_pk, cache_sk};
+use baton_store::caches::CacheItem;
+use baton_store::keys::{cache_pk, cache_sk};
 use chrono::{DateTime, Utc};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};

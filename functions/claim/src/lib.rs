@@ -3,15 +3,15 @@
 
 use std::time::Duration;
 
-use baton_shared::api::runners::{ClaimRequest, ClaimResponse, ClaimedJob, LeaseGrant, MAX_CLAIM_WAIT_S};
+use baton_api::runners::{ClaimRequest, ClaimResponse, ClaimedJob, LeaseGrant, MAX_CLAIM_WAIT_S};
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
+use baton_domain::tokens::{ClaimKey, TokenKind};
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::require_token;
 use baton_shared::http::{empty_response, json_response, parse_json, respond};
 use baton_shared::metrics::{emit, emit_for_stage, Unit};
-use baton_shared::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
-use baton_shared::store::claims::{ClaimLook, ClaimOutcome, ClaimStats, Claimed};
-use baton_shared::tokens::{ClaimKey, TokenKind};
+use baton_store::claims::{ClaimLook, ClaimOutcome, ClaimStats, Claimed};
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 use tracing::Instrument;

@@ -5,17 +5,17 @@
 //! last step, every earlier one ended, settles the job as a complete would
 //! (behaviour.md §16, `runners::settle`).
 
-use baton_shared::api::runners::{CompleteRequest, CompleteResponse, StepAnswer, StepReport};
+use baton_api::facts::{Fact, JobCompleted, SettledBy, StepResult};
+use baton_api::runners::{CompleteRequest, CompleteResponse, StepAnswer, StepReport};
+use baton_domain::error::ApiError;
+use baton_domain::limits;
+use baton_domain::runners::settle;
+use baton_domain::workflows::definition::MAX_STEPS_PER_JOB;
+use baton_domain::workflows::execution::recorded_outcome;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
-use baton_shared::facts::{Fact, JobCompleted, SettledBy, StepResult};
 use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
-use baton_shared::limits;
 use baton_shared::outcomes::{adopt, RunnerFact};
-use baton_shared::runners::settle;
-use baton_shared::store::leases::{Completion, Fenced, LeaseItem, Settlement};
-use baton_shared::workflows::definition::MAX_STEPS_PER_JOB;
-use baton_shared::workflows::execution::recorded_outcome;
+use baton_store::leases::{Completion, Fenced, LeaseItem, Settlement};
 use http::StatusCode;
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -162,13 +162,13 @@ fn check_storable(body: &CompleteRequest) -> Result<(), ApiError> {
 async fn finish(
     context: &Context,
     lease: &baton_shared::http::LeaseCredentials,
-    item: Option<baton_shared::store::leases::LeaseItem>,
+    item: Option<baton_store::leases::LeaseItem>,
     body: CompleteRequest,
 ) -> Result<Response<Body>, ApiError> {
     let now = chrono::Utc::now();
     let lease_ref = match &item {
         Some(item) if item.epoch == lease.epoch => item.lease_ref(),
-        _ => baton_shared::facts::LeaseRef {
+        _ => baton_api::facts::LeaseRef {
             run_id: uuid::Uuid::nil(),
             attempt: 0,
             job_id: uuid::Uuid::nil(),

@@ -14,19 +14,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use baton_shared::api::runs::CreateRunRequest;
+use baton_api::runs::CreateRunRequest;
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::limits;
+use baton_domain::runners::labels::labelset_id;
+use baton_domain::workflows::attempt::{AttemptState, NewAttempt};
+use baton_domain::workflows::concurrency::{self, CreateScope};
+use baton_domain::workflows::parse_definition;
+use baton_domain::workflows::references;
+use baton_domain::workflows::view::RunRecords;
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
-use baton_shared::limits;
 use baton_shared::metrics::{emit, Unit};
-use baton_shared::runners::labels::labelset_id;
-use baton_shared::store::runs::{NewRun, RunCreated};
-use baton_shared::workflows::attempt::{AttemptState, NewAttempt};
-use baton_shared::workflows::concurrency::{self, CreateScope};
-use baton_shared::workflows::parse_definition;
-use baton_shared::workflows::references;
-use baton_shared::workflows::view::RunRecords;
+use baton_store::runs::{NewRun, RunCreated};
 use lambda_http::{Body, Request, Response};
 
 /// The longest idempotency key accepted.
@@ -76,7 +76,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
         .transpose()
         .map_err(|e| ApiError::invalid_request(format!("inputs: {e}")))?;
     let name = definition.name.clone().unwrap_or_else(|| UNNAMED_WORKFLOW.to_string());
-    let run_id = baton_shared::ids::new_id();
+    let run_id = baton_domain::ids::new_id();
     let now = chrono::Utc::now();
     let mut attempt = AttemptState::new(NewAttempt {
         run_id,

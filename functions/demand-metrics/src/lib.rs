@@ -20,12 +20,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use baton_domain::runners::provisioners::demand::{workspace_datapoints, DemandDatapoint, SetCounts};
 use baton_shared::context::{Context, Scheduled};
-use baton_shared::error::StoreError;
 use baton_shared::metrics::{demand_emf_line, emit, Unit};
-use baton_shared::runners::provisioners::demand::{workspace_datapoints, DemandDatapoint, SetCounts};
-use baton_shared::store::provisioners::RegisteredProvisioner;
-use baton_shared::store::queue::LabelSet;
+use baton_store::provisioners::RegisteredProvisioner;
+use baton_store::queue::LabelSet;
+use baton_store::StoreError;
 
 /// How long before the invocation's deadline no further workspace is read.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);

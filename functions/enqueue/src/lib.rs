@@ -10,15 +10,15 @@
 //! is derived from the execution's).
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use baton_api::facts::{Fact, FactDetail, JobExecutionQueued, JobUnschedulable};
+use baton_domain::ids::derived_id;
+use baton_domain::runners::labels::{canonicalize, labelset_id};
+use baton_domain::runners::schedulable::who_serves;
 use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::facts::{Fact, FactDetail, JobExecutionQueued, JobUnschedulable};
-use baton_shared::ids::derived_id;
 use baton_shared::metrics::{emit, Unit};
-use baton_shared::runners::labels::{canonicalize, labelset_id};
-use baton_shared::runners::schedulable::who_serves;
-use baton_shared::store::queue::Enqueued;
-use baton_shared::store::TxOutcome;
+use baton_store::queue::Enqueued;
+use baton_store::TxOutcome;
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     consume(event, |delivered| enqueue(context, delivered)).await

@@ -12,9 +12,9 @@
 //! redelivery could not change them. Only a backend failure is retried.
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use baton_shared::api::runs::{EventDelivery, ExternalJobEvent, EXTERNAL_JOB_EVENT};
+use baton_api::runs::{EventDelivery, ExternalJobEvent, EXTERNAL_JOB_EVENT};
+use baton_domain::error::ErrorCode;
 use baton_shared::context::Context;
-use baton_shared::error::ErrorCode;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
 use baton_shared::job_events::{deliver, JobRef};
 use baton_shared::metrics::{emit, Unit};

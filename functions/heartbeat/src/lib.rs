@@ -1,12 +1,12 @@
 //! `POST /v1/runners/leases/{execution_id}/heartbeat`: one conditional write,
 //! no read; answers whether cancellation was requested.
 
-use baton_shared::api::runners::HeartbeatResponse;
+use baton_api::runners::HeartbeatResponse;
+use baton_domain::error::ApiError;
+use baton_domain::runners::lease::expiry_after_heartbeat;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{json_response, respond};
-use baton_shared::runners::lease::expiry_after_heartbeat;
-use baton_shared::store::leases::Fenced;
+use baton_store::leases::Fenced;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 

@@ -7,9 +7,9 @@
 //! itself is `baton_shared::job_events::deliver`, which the bus path
 //! shares.
 
-use baton_shared::api::runs::{EventDelivered, EventDelivery};
+use baton_api::runs::{EventDelivered, EventDelivery};
+use baton_domain::error::ApiError;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
 use lambda_http::{Body, Request, Response};
 

@@ -34,15 +34,15 @@
 use std::collections::BTreeMap;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use baton_shared::api::runs::Unschedulable;
+use baton_api::facts::{Fact, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobUnschedulable};
+use baton_api::runs::Unschedulable;
 use baton_shared::context::Context;
-use baton_shared::error::StoreError;
 use baton_shared::facts::subscriber::{delivered, Delivered, HandlerError};
-use baton_shared::facts::{Fact, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobUnschedulable};
 use baton_shared::orchestration::wake;
 use baton_shared::outcomes::{adopt_together, RunnerFact, FACTS_PER_WRITE};
 use baton_shared::sqs::report_failures;
-use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+use baton_store::attempts::{AttemptStep, AttemptWrite};
+use baton_store::StoreError;
 use uuid::Uuid;
 
 /// A message of the batch (its id) and what it carries.

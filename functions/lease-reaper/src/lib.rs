@@ -21,12 +21,12 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use baton_api::facts::{Fact, JobLeaseExpired};
 use baton_shared::context::{Context, Scheduled};
-use baton_shared::error::StoreError;
-use baton_shared::facts::{Fact, JobLeaseExpired};
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::revive_dead_executions;
-use baton_shared::store::keys::{lease_shard_key, LEASE_SHARDS};
+use baton_store::keys::{lease_shard_key, LEASE_SHARDS};
+use baton_store::StoreError;
 use chrono::{DateTime, Utc};
 
 /// Leases read per query.

@@ -18,18 +18,18 @@
 
 use std::time::Duration;
 
-use baton_shared::api::logs::{
+use baton_api::logs::{
     LogLine, LogPage, LogUploadRequest, LogUploadResponse, MAX_CHUNKS_PER_REQUEST, MAX_CHUNK_BYTES, MAX_CHUNK_SEQ,
     MAX_LINES_PER_READ, MAX_LOG_WAIT_S, MAX_READ_BYTES,
 };
+use baton_domain::error::{ApiError, ErrorCode};
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{
     authorize_operator, json_response, lease_credentials, parse_json, path_id, path_workspace, query_param, respond,
 };
 use baton_shared::logs::{chunk_key, execution_prefix, upload_url_ttl, LogCursor, ReadBudget, READ_TIME_BUDGET};
-use baton_shared::store::leases::Fenced;
-use baton_shared::store::records::RunnerStatus;
+use baton_store::leases::Fenced;
+use baton_store::records::RunnerStatus;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 
@@ -112,14 +112,14 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     // One try of a job that `retry:` ran again: by default its latest.
     let execution = match query_param(req, "execution") {
         Some(raw) => Some(
-            baton_shared::ids::parse_id(&raw)
+            baton_domain::ids::parse_id(&raw)
                 .ok_or_else(|| ApiError::invalid_request("execution must be an execution id"))?,
         ),
         None => None,
     };
     let step = match query_param(req, "step") {
         Some(raw) => {
-            Some(baton_shared::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("step must be a step id"))?)
+            Some(baton_domain::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("step must be a step id"))?)
         }
         None => None,
     };

@@ -31,21 +31,21 @@
 //! to resume".
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use baton_domain::workflows::attempt::{AttemptState, Emitted, GroupRequest, MissingData, RunnerEndings};
+use baton_domain::workflows::concurrency::{GroupHold, Member};
+use baton_domain::workflows::references::ExpressionData;
+use baton_domain::workflows::WorkflowDefinition;
 use baton_shared::context::Context;
-use baton_shared::error::StoreError;
 use baton_shared::metrics::{emit, Unit};
 use baton_shared::orchestration::{
     complete_task, fail_task, leave_group, leave_group_if_done, parked_past_deadline, replace_in_group, report,
     AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
 };
 use baton_shared::sqs::partial_batch;
-use baton_shared::store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
-use baton_shared::store::contention;
-use baton_shared::store::records::RunnerRecord;
-use baton_shared::workflows::attempt::{AttemptState, Emitted, GroupRequest, MissingData, RunnerEndings};
-use baton_shared::workflows::concurrency::{GroupHold, Member};
-use baton_shared::workflows::references::ExpressionData;
-use baton_shared::workflows::WorkflowDefinition;
+use baton_store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
+use baton_store::contention;
+use baton_store::records::RunnerRecord;
+use baton_store::StoreError;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -281,7 +281,7 @@ async fn step(
                 // this timeout read (`${{ needs.<job>.outputs.* }}`, `if:`).
                 for record in read.iter().flatten() {
                     if let Some((_, outputs)) = record.completed_results() {
-                        data.outputs.insert(record.execution_id, baton_shared::store::runs::output_texts(outputs));
+                        data.outputs.insert(record.execution_id, baton_store::runs::output_texts(outputs));
                     }
                 }
                 records.extend(overdue.into_iter().zip(read));
@@ -387,9 +387,9 @@ fn park_or_report(item: &AttemptItem, token: &str, park: Option<Park>) -> Ended 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_shared::facts::JobOutcome;
-    use baton_shared::workflows::attempt::NewAttempt;
-    use baton_shared::workflows::{parse_definition, ExecutionEvent};
+    use baton_api::facts::JobOutcome;
+    use baton_domain::workflows::attempt::NewAttempt;
+    use baton_domain::workflows::{parse_definition, ExecutionEvent};
     use chrono::{DateTime, Utc};
     use std::collections::BTreeMap;
 

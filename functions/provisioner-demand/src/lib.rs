@@ -13,14 +13,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use baton_shared::api::provisioners::{Demand, LabelSetDemand, MAX_DEMAND_WAIT_S};
+use baton_api::provisioners::{Demand, LabelSetDemand, MAX_DEMAND_WAIT_S};
+use baton_domain::error::ApiError;
+use baton_domain::runners::labels::is_subset;
+use baton_domain::runners::provisioners::demand::{served_demand, SetCounts};
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{authorize_provisioner, json_response, method_not_allowed, query_param, respond};
-use baton_shared::runners::labels::is_subset;
-use baton_shared::runners::provisioners::demand::{served_demand, SetCounts};
-use baton_shared::store::provisioners::demand_of;
-use baton_shared::store::queue::LabelSet;
+use baton_store::provisioners::demand_of;
+use baton_store::queue::LabelSet;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 use sha2::{Digest, Sha256};

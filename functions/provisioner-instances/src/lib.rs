@@ -9,14 +9,14 @@
 
 use std::collections::BTreeSet;
 
-use baton_shared::api::provisioners::{
+use baton_api::provisioners::{
     HonoredIntent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceView, TerminateIntent,
     MAX_INSTANCES_PER_PAGE, MAX_INSTANCE_EVENTS,
 };
+use baton_domain::error::ApiError;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{authorize_provisioner, json_response, method_not_allowed, parse_json, query_param, respond};
-use baton_shared::store::provisioners::Provisioner;
+use baton_store::provisioners::Provisioner;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 

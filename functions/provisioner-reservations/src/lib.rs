@@ -4,15 +4,15 @@
 //! one of `max_instances`' slots, in one conditional write; the answer may
 //! hold fewer than asked, or none.
 
-use baton_shared::api::provisioners::{Reservation, ReserveRequest, Reserved};
+use baton_api::provisioners::{Reservation, ReserveRequest, Reserved};
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::runners::labels::canonicalize;
+use baton_domain::runners::provisioners::settings;
+use baton_domain::tokens::{ReservationKey, TokenKind};
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::{
     authorize_provisioner, json_response, method_not_allowed, parse_json, require_token, respond,
 };
-use baton_shared::runners::labels::canonicalize;
-use baton_shared::runners::provisioners::settings;
-use baton_shared::tokens::{ReservationKey, TokenKind};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 

@@ -3,13 +3,13 @@
 //! is shown once, in the 201; only its hash is stored. Removing one stops
 //! its token at once and asks its instances to go (`provisioner-removed`).
 
-use baton_shared::api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
+use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
+use baton_domain::error::ApiError;
+use baton_domain::runners::provisioners::settings;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{
     empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
 };
-use baton_shared::runners::provisioners::settings;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 

@@ -8,9 +8,9 @@
 
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use aws_lambda_events::encodings::Body;
+use baton_domain::tokens::TokenKind;
 use baton_shared::context::Context;
-use baton_shared::store::connections::PushConnection;
-use baton_shared::tokens::TokenKind;
+use baton_store::connections::PushConnection;
 
 pub const CONNECT_ROUTE: &str = "$connect";
 pub const DISCONNECT_ROUTE: &str = "$disconnect";

@@ -6,9 +6,9 @@
 //! cancellation timestamp is set only if absent (first one wins).
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use baton_api::facts::JobExecutionTerminated;
 use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::facts::JobExecutionTerminated;
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     consume(event, |delivered| reconcile(context, delivered)).await

@@ -1,14 +1,14 @@
 //! `POST /v1/runners/register`: a registration token and labels → a session.
 
-use baton_shared::api::runners::{RegisterRequest, RegisterResponse};
+use baton_api::runners::{RegisterRequest, RegisterResponse};
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::runners::labels::canonicalize;
+use baton_domain::runners::tools::offered_labels;
+use baton_domain::tokens::TokenKind;
 use baton_shared::context::Context;
-use baton_shared::error::{ApiError, ErrorCode};
 use baton_shared::http::require_token;
 use baton_shared::http::{json_response, parse_json, respond};
-use baton_shared::runners::labels::canonicalize;
-use baton_shared::runners::tools::offered_labels;
-use baton_shared::store::sessions::RegisterRefusal;
-use baton_shared::tokens::TokenKind;
+use baton_store::sessions::RegisterRefusal;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 

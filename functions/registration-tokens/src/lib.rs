@@ -2,15 +2,15 @@
 //! `/v1/workspaces/{ws}/registration-tokens`. The secret is shown once, in
 //! the 201; only its hash is stored.
 
-use baton_shared::api::runners::{
+use baton_api::runners::{
     CreateRegistrationToken, CreatedRegistrationToken, RegistrationTokenList, RegistrationTokenSummary,
 };
+use baton_domain::error::ApiError;
+use baton_domain::limits;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{
     empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
 };
-use baton_shared::limits;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 

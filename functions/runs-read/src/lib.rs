@@ -4,12 +4,12 @@
 //! (newest first, from the `runs-by-workspace` index; never a Scan).
 //! Read-only: nothing here writes.
 
-use baton_shared::api::runs::RunList;
+use baton_api::runs::RunList;
+use baton_domain::error::ApiError;
+use baton_domain::workflows::status::RunStatus;
+use baton_domain::workflows::view::run_summary;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{json_response, path_id, path_workspace, query_param, respond};
-use baton_shared::workflows::status::RunStatus;
-use baton_shared::workflows::view::run_summary;
 use lambda_http::{Body, Request, RequestExt, Response};
 
 /// Runs a page holds when `limit` is not given.
@@ -54,7 +54,7 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     };
     let cursor = query_param(req, "cursor")
         .filter(|s| !s.is_empty())
-        .map(|raw| baton_shared::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("cursor is malformed")))
+        .map(|raw| baton_domain::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("cursor is malformed")))
         .transpose()?;
     let (runs, next) = context.store.list_runs(&workspace_id, status, limit, cursor).await?;
     let list = RunList { items: runs.iter().map(run_summary).collect(), next_cursor: next.map(|id| id.to_string()) };

@@ -4,11 +4,9 @@
 //! are never answered, logged or written to the table: only the claim of a
 //! job that names one reads it.
 
-use baton_shared::api::secrets::{
-    valid_secret_name, PutSecretRequest, SecretList, MAX_SECRET_BYTES, MAX_SECRET_NAME_LEN,
-};
+use baton_api::secrets::{valid_secret_name, PutSecretRequest, SecretList, MAX_SECRET_BYTES, MAX_SECRET_NAME_LEN};
+use baton_domain::error::ApiError;
 use baton_shared::context::Context;
-use baton_shared::error::ApiError;
 use baton_shared::http::{
     empty_response, json_response, method_not_allowed, parse_json, path_param, path_workspace, respond,
 };

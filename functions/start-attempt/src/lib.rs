@@ -8,9 +8,9 @@
 //! (`<run_id>-<attempt>-g<n>`, `orchestration::start_attempt_execution`).
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use baton_api::facts::RunAttemptCreated;
 use baton_shared::context::Context;
 use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::facts::RunAttemptCreated;
 use baton_shared::orchestration::{start_attempt_execution, AttemptRef};
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {

@@ -3,10 +3,8 @@
 //! EventBridge and consumed at least once by subscribers.
 //!
 //! The fact types are part of the contract and live in `baton_api::facts`;
-//! this module holds the server's side: the relay, the subscriber plumbing
-//! and the schema checks.
+//! the outbox write is the store's (`baton_store::outbox`). This module holds
+//! the server's side of the way out: the relay and the subscriber plumbing.
 
 pub mod relay;
 pub mod subscriber;
-
-pub use baton_api::facts::*;

@@ -10,7 +10,7 @@ use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use std::time::Duration;
 
-use crate::store::outbox::{OutboxItem, OUTBOX_TYPE};
+use baton_store::outbox::{OutboxItem, OUTBOX_TYPE};
 
 /// EventBridge takes at most 10 entries per `PutEvents`.
 pub const PUT_EVENTS_MAX_ENTRIES: usize = 10;
@@ -165,7 +165,7 @@ async fn publish_chunk<'a>(
 /// how many facts were published; an error names the first that was not.
 #[cfg(feature = "operator-tools")]
 pub async fn republish_outbox(
-    store: &crate::store::Store,
+    store: &baton_store::Store,
     client: &aws_sdk_eventbridge::Client,
     bus: &str,
     since: chrono::DateTime<chrono::Utc>,
@@ -194,8 +194,8 @@ fn entry(bus: &str, item: &OutboxItem) -> PutEventsRequestEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{Fact, RunCancelled};
-    use crate::store::to_item;
+    use baton_api::facts::{Fact, RunCancelled};
+    use baton_store::to_item;
 
     fn record(event_name: &str, item: serde_dynamo::Item, seq: &str) -> EventRecord {
         let mut record = EventRecord::default();

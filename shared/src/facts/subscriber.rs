@@ -10,8 +10,8 @@ use std::future::Future;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 
-use super::{Fact, FactDetail};
 use crate::sqs::{partial_batch, MessageError};
+use baton_api::facts::{Fact, FactDetail};
 
 /// A fact as delivered: its detail type and raw detail.
 #[derive(Debug, Clone)]
@@ -50,8 +50,8 @@ impl MessageError for HandlerError {
     }
 }
 
-impl From<crate::error::StoreError> for HandlerError {
-    fn from(err: crate::error::StoreError) -> Self {
+impl From<baton_store::StoreError> for HandlerError {
+    fn from(err: baton_store::StoreError) -> Self {
         HandlerError::Transient(err.to_string())
     }
 }
@@ -78,7 +78,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::RunCancelled;
+    use baton_api::facts::RunCancelled;
 
     fn message(id: &str, body: &str) -> SqsMessage {
         let mut m = SqsMessage::default();

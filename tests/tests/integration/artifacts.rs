@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use baton_shared::api::artifacts::ARTIFACT_PART_BYTES;
-use baton_shared::api::runners::ClaimResponse;
+use baton_api::artifacts::ARTIFACT_PART_BYTES;
+use baton_api::runners::ClaimResponse;
 use baton_tests::runners::Answer;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};

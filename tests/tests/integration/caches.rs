@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use baton_shared::api::runners::ClaimResponse;
+use baton_api::runners::ClaimResponse;
 use baton_tests::runners::Answer;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};

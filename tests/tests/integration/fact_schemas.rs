@@ -21,18 +21,18 @@ use std::sync::Mutex;
 use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::SqsEvent;
-use baton_localstack::schema::{common_schema_path, schema_path, schemas_dir, validate};
-use baton_shared::api::provisioners::TerminateReason;
-use baton_shared::api::runs::Decision;
-use baton_shared::facts::relay::outbox_records;
-use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
-use baton_shared::facts::{
+use baton_api::facts::{
     source_of, ApprovalDecided, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted,
     JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, JobUnschedulable,
     JobWaiting, LeaseRef, QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled,
     RunTerminated, SettledBy, StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
 };
-use baton_shared::store::outbox::OutboxItem;
+use baton_api::provisioners::TerminateReason;
+use baton_api::runs::Decision;
+use baton_localstack::schema::{common_schema_path, schema_path, schemas_dir, validate};
+use baton_shared::facts::relay::outbox_records;
+use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
+use baton_store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -130,7 +130,7 @@ fn check<D: FactDetail + PartialEq>(detail: D) -> Value {
 }
 
 fn id() -> Uuid {
-    baton_shared::ids::new_id()
+    baton_domain::ids::new_id()
 }
 
 fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {

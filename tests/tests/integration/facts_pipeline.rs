@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use baton_api::facts::{Fact, FactDetail, RunCancelled};
 use baton_devhost::sqs::SqsHandler;
 use baton_devhost::HostOptions;
 use baton_shared::facts::subscriber::{consume, HandlerError};
-use baton_shared::facts::{Fact, FactDetail, RunCancelled};
-use baton_shared::store::{s, Store, TxOutcome};
+use baton_store::{s, Store, TxOutcome};
 use baton_tests::{add_subscriber, wait_for, TestStack};
 use uuid::Uuid;
 

@@ -156,7 +156,7 @@ async fn a_reaper_pass_under_a_lagging_expiry_index_ends_without_rereading_and_n
     assert_eq!(pass.expired(), 0, "heartbeated leases live on");
     // Shard 2: two pages that moved entries up, and the stale one; one
     // query for each of the other shards.
-    let shards = u64::from(baton_shared::store::keys::LEASE_SHARDS);
+    let shards = u64::from(baton_store::keys::LEASE_SHARDS);
     assert!(
         queries <= 3 + (shards - 1),
         "the pass read a lagging page again and again: {queries} queries for {shards} shards"
@@ -322,7 +322,7 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
         .await;
     assert_eq!(completed.status, 502, "the function was abandoned after its write: {}", completed.body);
     let record = stack.store.runner_record(done.job_execution_id).await.expect("read").expect("the record");
-    assert_eq!(record.status, baton_shared::store::records::RunnerStatus::Completed, "the outcome was recorded");
+    assert_eq!(record.status, baton_store::records::RunnerStatus::Completed, "the outcome was recorded");
     // The lost job's runner never heartbeats; the reaper takes its lease.
     assert_eq!(stack.reap_at(Utc::now() + Span::hours(1)).await, 1);
     let deadline = done.queued_at + Span::seconds(10);

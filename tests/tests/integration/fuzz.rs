@@ -7,7 +7,7 @@
 //! checks behind the parser; the dev host checks every answer against the
 //! same document.
 
-use baton_shared::api::error::ErrorCode;
+use baton_api::error::ErrorCode;
 use baton_tests::TestStack;
 use chrono::Utc;
 use rand::rngs::StdRng;

@@ -1,10 +1,10 @@
 //! Every limit a client can reach is a 400 with a stable code, checked before
-//! anything is written (`baton_shared::limits`, the definition's limits):
+//! anything is written (`baton_domain::limits`, the definition's limits):
 //! never a 500 from an AWS limit met later, never a panic. docs/limits.md
 //! lists each limit with the test here that proves it.
 
-use baton_shared::limits::{MAX_INPUTS_BYTES, MAX_MESSAGE_BYTES, MAX_OUTPUTS_BYTES, MAX_TOKEN_EXPIRY_S};
-use baton_shared::workflows::definition::{MAX_JOB_SPEC_BYTES, MAX_SNAPSHOT_BYTES, MAX_STEPS_PER_JOB};
+use baton_domain::limits::{MAX_INPUTS_BYTES, MAX_MESSAGE_BYTES, MAX_OUTPUTS_BYTES, MAX_TOKEN_EXPIRY_S};
+use baton_domain::workflows::definition::{MAX_JOB_SPEC_BYTES, MAX_SNAPSHOT_BYTES, MAX_STEPS_PER_JOB};
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::{json, Value};
@@ -133,11 +133,11 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
     let admin = stack.admin_token.clone();
     let script = format!("echo {}", "x".repeat(895));
     let mut yaml = String::from("name: largest\njobs:\n");
-    for job in 0..baton_shared::workflows::definition::MAX_JOBS {
+    for job in 0..baton_domain::workflows::definition::MAX_JOBS {
         yaml.push_str(&format!("  j{job:03}:\n    runs-on: linux\n    steps:\n      - run: {script}\n"));
     }
     assert!(yaml.len() <= 256 * 1024, "{} bytes of YAML", yaml.len());
-    let definition = baton_shared::workflows::parse_definition(&yaml).expect("valid");
+    let definition = baton_domain::workflows::parse_definition(&yaml).expect("valid");
     let snapshot = serde_json::to_string(&definition).unwrap().len();
     assert!(snapshot > MAX_SNAPSHOT_BYTES * 4 / 5 && snapshot <= MAX_SNAPSHOT_BYTES, "{snapshot} bytes parsed");
     let created = stack.post("/v1/workspaces/ws1/runs", &admin, json!({ "definition": yaml })).await;
@@ -151,7 +151,7 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
     // of many on it); a stall is what must fail.
     let stall = std::time::Duration::from_secs(120);
     let mut last_progress = std::time::Instant::now();
-    while done.len() < baton_shared::workflows::definition::MAX_JOBS {
+    while done.len() < baton_domain::workflows::definition::MAX_JOBS {
         assert!(last_progress.elapsed() < stall, "no job became claimable in {stall:?} after {}", done.len());
         let Some(claim) = stack.claim(&session).await else {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -183,7 +183,7 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
 /// workspaces, are unaffected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_with_work_queued_for_the_most_label_sets_refuses_a_run_needing_another() {
-    use baton_shared::limits::MAX_PENDING_LABEL_SETS;
+    use baton_domain::limits::MAX_PENDING_LABEL_SETS;
     let stack = TestStack::start().await;
     let stack = &stack;
     let now = Utc::now();

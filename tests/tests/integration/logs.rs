@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
+use baton_api::runners::ClaimResponse;
 use baton_localstack::faults::FaultPlan;
-use baton_shared::api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
-use baton_shared::api::runners::ClaimResponse;
 use baton_shared::context::Context;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use baton_api::facts::{Fact, JobLeaseExpired};
+use baton_api::runners::ClaimResponse;
+use baton_domain::workflows::StepStatus;
 use baton_lease_reaper::{reap, ReapLimits};
-use baton_shared::api::runners::ClaimResponse;
-use baton_shared::facts::{Fact, JobLeaseExpired};
-use baton_shared::store::keys::lease_shard;
-use baton_shared::store::leases::{LeaseItem, ReportedSteps};
-use baton_shared::store::records::RunnerStatus;
-use baton_shared::workflows::StepStatus;
+use baton_store::keys::lease_shard;
+use baton_store::leases::{LeaseItem, ReportedSteps};
+use baton_store::records::RunnerStatus;
 use baton_tests::runners::{cancelled_fact, queued_fact, queued_steps_fact};
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};

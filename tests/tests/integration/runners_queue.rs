@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated};
-use baton_shared::runners::labels::{canonicalize, labelset_id};
-use baton_shared::store::records::RunnerStatus;
+use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated};
+use baton_domain::runners::labels::{canonicalize, labelset_id};
+use baton_store::records::RunnerStatus;
 use baton_tests::runners::queued_fact;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
@@ -269,7 +269,7 @@ async fn a_stale_pending_item_for_a_leased_execution_is_dropped_without_spending
         .dynamodb
         .put_item()
         .table_name(&stack.store.table)
-        .set_item(Some(baton_shared::store::to_item(&pending[0]).unwrap()))
+        .set_item(Some(baton_store::to_item(&pending[0]).unwrap()))
         .send()
         .await
         .unwrap();
@@ -364,13 +364,13 @@ async fn idle_polling_does_not_write_the_session_on_every_poll() {
     let stack = TestStack::start().await;
     let runner = stack.runner("ws1", &["linux"]).await;
     let key = format!("SESSION#{}", runner.session_id);
-    let before: baton_shared::store::sessions::Session =
-        baton_shared::store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
+    let before: baton_store::sessions::Session =
+        baton_store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
     for _ in 0..5 {
         assert!(stack.claim(&runner.session_token).await.is_none());
     }
-    let after: baton_shared::store::sessions::Session =
-        baton_shared::store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
+    let after: baton_store::sessions::Session =
+        baton_store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
     assert_eq!(before.last_seen_at, after.last_seen_at, "last_seen_at is written at most once every 10 s");
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use baton_shared::facts::{FactDetail, JobUnschedulable};
+use baton_api::facts::{FactDetail, JobUnschedulable};
 use baton_tests::TestStack;
 use serde_json::json;
 
@@ -37,7 +37,7 @@ async fn a_job_whose_labels_nobody_offers_is_flagged_at_once_and_fails_unschedul
     assert!(job(&view, 1, "build")["executions"][0]["unschedulable"].is_null(), "a linux runner serves build");
 
     // Delivered again (at least once), the flag changes nothing.
-    let typed: baton_shared::facts::Fact<JobUnschedulable> =
+    let typed: baton_api::facts::Fact<JobUnschedulable> =
         serde_json::from_value(flag.clone()).expect("the flag as Rust reads it");
     stack.redeliver(&typed).await;
     flush_pipeline(&stack, &ws).await;
@@ -45,7 +45,7 @@ async fn a_job_whose_labels_nobody_offers_is_flagged_at_once_and_fails_unschedul
     assert_eq!(job(&again, 1, "train")["executions"][0]["unschedulable"], *shown, "{again:#}");
 
     // The build runs; the train job fails `unschedulable`, and so its run.
-    run_job(&stack, &ws, &run_id, 1, "build", baton_shared::facts::JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 1, "build", baton_api::facts::JobOutcome::Succeeded).await;
     let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
     let train = job(&view, 1, "train");
     assert_eq!((&train["status"], &train["status_reason"]), (&json!("failed"), &json!("unschedulable")), "{view:#}");
@@ -68,7 +68,7 @@ async fn a_runner_that_registers_after_the_flag_runs_the_job_and_a_provisioner_s
     let flagged = create_run(&stack, &ws, YAML).await["id"].as_str().expect("id").to_string();
     stack.wait_fact(JobUnschedulable::DETAIL_TYPE, WAIT, |d| d["run_id"] == flagged.as_str()).await;
 
-    run_job(&stack, &ws, &flagged, 1, "build", baton_shared::facts::JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &flagged, 1, "build", baton_api::facts::JobOutcome::Succeeded).await;
     // A gpu runner comes: it claims the flagged job, which then runs to the end.
     let gpu = stack.runner(&ws, &["gpu", "linux"]).await;
     let claimed = stack.claim(&gpu.session_token).await.expect("the gpu runner claims the flagged job");

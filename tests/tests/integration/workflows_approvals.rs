@@ -4,7 +4,7 @@
 //! skips its dependants, each `on-timeout`, and the decision facts.
 
 use crate::workflows_support::*;
-use baton_shared::facts::JobOutcome;
+use baton_api::facts::JobOutcome;
 use baton_tests::TestStack;
 use serde_json::{json, Value};
 
@@ -172,11 +172,11 @@ async fn an_approval_nobody_decides_fails_approves_with_its_defaults_or_is_skipp
 /// it: what a try whose answer was lost (after its write, before its wake
 /// of the orchestration) leaves behind.
 async fn decide_without_waking(stack: &TestStack, run: &str, job_id: &str, approver: &str, body: Value) {
-    use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+    use baton_store::attempts::{AttemptStep, AttemptWrite};
     let run_id = uuid::Uuid::parse_str(run).unwrap();
     let job_id = uuid::Uuid::parse_str(job_id).unwrap();
-    let approver = baton_shared::workflows::approval::Approver { name: approver.into(), groups: Vec::new() };
-    let request: baton_shared::api::runs::ApprovalRequest = serde_json::from_value(body).unwrap();
+    let approver = baton_domain::workflows::approval::Approver { name: approver.into(), groups: Vec::new() };
+    let request: baton_api::runs::ApprovalRequest = serde_json::from_value(body).unwrap();
     let minute = stack.host.config.orchestration.timeout_minute;
     stack
         .store
@@ -194,7 +194,7 @@ async fn decide_without_waking(stack: &TestStack, run: &str, job_id: &str, appro
                 baton_shared::orchestration::JOBS_PER_TRANSACTION,
             );
             emitted.extend(advanced);
-            Ok::<_, baton_shared::error::StoreError>(AttemptStep::Write(AttemptWrite {
+            Ok::<_, baton_store::StoreError>(AttemptStep::Write(AttemptWrite {
                 emitted,
                 progressed: wake,
                 ..AttemptWrite::default()

@@ -4,7 +4,7 @@
 //! its next heartbeat — behaviour.md §13 scenarios 17 and 21 end to end.
 
 use crate::workflows_support::*;
-use baton_shared::api::runners::ClaimResponse;
+use baton_api::runners::ClaimResponse;
 use baton_tests::{wait_for, TestStack};
 use serde_json::json;
 
@@ -125,7 +125,7 @@ async fn a_jobs_env_and_scripts_reach_its_runner_and_no_fact() {
     wait_run_status(&stack, &ws, &run_id, "succeeded").await;
     flush_pipeline(&stack, &ws).await;
     let mut seen = 0;
-    for detail_type in baton_shared::facts::ALL_DETAIL_TYPES {
+    for detail_type in baton_api::facts::ALL_DETAIL_TYPES {
         for fact in stack.facts(detail_type) {
             seen += 1;
             let text = fact.to_string();

@@ -4,7 +4,7 @@
 //! path with real runner processes is in the runner tests.
 
 use crate::workflows_support::*;
-use baton_shared::facts::JobOutcome;
+use baton_api::facts::JobOutcome;
 use serde_json::json;
 
 const LISTENING: &str = r#"
@@ -182,7 +182,7 @@ jobs:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_the_lost_try_owed() {
-    use baton_shared::store::attempts::{AttemptStep, AttemptWrite};
+    use baton_store::attempts::{AttemptStep, AttemptWrite};
     let stack = start().await;
     let ws = workspace();
     // A registered runner, so no job is flagged unschedulable: a flag's
@@ -212,10 +212,10 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
 
     // The delivery's own write, as the route makes it, its answer lost
     // before anything woke the orchestration (its step reads the payload).
-    let event = baton_shared::workflows::listening::JobEvent {
+    let event = baton_domain::workflows::listening::JobEvent {
         name: "review".into(),
         reference: "r1".into(),
-        disposition: baton_shared::workflows::listening::Disposition::Fire,
+        disposition: baton_domain::workflows::listening::Disposition::Fire,
         payload: json!({"state": "ok"}),
         delivered_at: chrono::Utc::now(),
     };
@@ -231,7 +231,7 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
                 minute,
                 baton_shared::orchestration::JOBS_PER_TRANSACTION,
             );
-            Ok::<_, baton_shared::error::StoreError>(AttemptStep::Write(AttemptWrite {
+            Ok::<_, baton_store::StoreError>(AttemptStep::Write(AttemptWrite {
                 emitted,
                 progressed: wake,
                 ..AttemptWrite::default()

@@ -3,7 +3,7 @@
 //! timeouts, cancel — behaviour.md §9, §10 and §13 scenarios 17–21, 24, 25.
 
 use crate::workflows_support::*;
-use baton_shared::facts::{
+use baton_api::facts::{
     FactDetail, JobExecutionTerminated, JobOutcome, JobTerminated, RunCancelled, RunTerminated, StepStatus,
 };
 use serde_json::json;
@@ -142,7 +142,7 @@ jobs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn facts_of_one_attempt_in_a_batch_are_adopted_in_one_write_and_a_bad_one_fails_alone() {
     use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-    use baton_shared::facts::Fact;
+    use baton_api::facts::Fact;
 
     let stack = start().await;
     let ws = workspace();
@@ -452,8 +452,8 @@ async fn a_poison_runner_fact_is_dead_lettered_while_the_run_keeps_flowing() {
     let stack = start().await;
     let ws = workspace();
     // An outcome of an attempt that does not exist can never be applied.
-    let poison = baton_shared::facts::JobCompleted {
-        lease: baton_shared::facts::LeaseRef {
+    let poison = baton_api::facts::JobCompleted {
+        lease: baton_api::facts::LeaseRef {
             run_id: uuid::Uuid::now_v7(),
             attempt: 1,
             job_id: uuid::Uuid::now_v7(),
@@ -521,7 +521,7 @@ async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_ru
     let run = create_run(&stack, &ws, "name: once\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;
     let run_id = run["id"].as_str().unwrap().to_string();
     let created = stack
-        .wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
+        .wait_fact(baton_api::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
         .await;
     queued(&stack, &run_id, 1, "a").await;
     stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
@@ -699,7 +699,7 @@ async fn a_redelivered_attempt_created_replaces_a_dead_orchestration_and_the_run
     let run = create_run(&stack, &ws, "name: dies\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: a}]\n").await;
     let run_id = run["id"].as_str().unwrap().to_string();
     let created = stack
-        .wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
+        .wait_fact(baton_api::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str())
         .await;
     queued(&stack, &run_id, 1, "a").await;
     // The parked Step fails with an error nothing catches: the execution dies.
@@ -957,7 +957,7 @@ async fn a_job_retried_after_its_runner_was_lost_goes_to_another_runner_first() 
     assert_eq!(stack.reap_at(first.lease.expires_at + chrono::Duration::seconds(1)).await, 1);
     let retry = baton_tests::wait_for("the retry to be queued", WAIT, || async {
         stack
-            .facts(baton_shared::facts::JobExecutionQueued::DETAIL_TYPE)
+            .facts(baton_api::facts::JobExecutionQueued::DETAIL_TYPE)
             .into_iter()
             .find(|d| d["run_id"] == run_id.as_str() && d["retry"] == 1)
     })

@@ -3,7 +3,7 @@
 //! reruns.
 
 use crate::workflows_support::*;
-use baton_shared::facts::{FactDetail, JobOutcome, RunAttemptCreated};
+use baton_api::facts::{FactDetail, JobOutcome, RunAttemptCreated};
 use serde_json::json;
 
 /// §11's example: build ✓ → test-a ✓, test-b ✗ → report ✓ (`always()`).
@@ -64,7 +64,7 @@ async fn a_failed_rerun_carries_over_what_is_not_downstream_and_reruns_the_rest(
     assert_eq!(job(&view, 1, "test-b")["status"], "failed");
     assert_eq!(job(&view, 2, "test-b")["status"], "succeeded");
     let attempt_two: Vec<String> = stack
-        .facts(baton_shared::facts::JobExecutionQueued::DETAIL_TYPE)
+        .facts(baton_api::facts::JobExecutionQueued::DETAIL_TYPE)
         .into_iter()
         .filter(|d| d["run_id"] == run_id.as_str() && d["attempt"] == 2)
         .map(|d| d["job"]["key"].as_str().unwrap().to_string())

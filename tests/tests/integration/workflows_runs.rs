@@ -2,7 +2,7 @@
 //! scoping — behaviour.md §8 and §13 scenarios 23 and 6 (reads), 25.
 
 use crate::workflows_support::*;
-use baton_shared::facts::{FactDetail, RunAttemptCreated};
+use baton_api::facts::{FactDetail, RunAttemptCreated};
 use serde_json::json;
 
 const SPEC_EXAMPLE: &str = r#"

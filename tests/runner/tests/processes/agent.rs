@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-use baton_shared::store::records::RunnerStatus;
+use baton_store::records::RunnerStatus;
 use baton_tests::{wait_for, TestStack};
 use chrono::{Duration as Span, Utc};
 use serde_json::json;

@@ -701,7 +701,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
                     .to_string()
             };
             for name in ["approver-1", "approver-2"] {
-                let approver = baton_shared::tokens::new_operator_token();
+                let approver = baton_domain::tokens::new_operator_token();
                 let groups = ["chaos-approvers".to_string()];
                 stack
                     .store
@@ -962,7 +962,7 @@ async fn fleet_at_rest(stack: &TestStack, provisioner: &str, token: &str, elasti
             // What the store holds of each, and of its instance: the release
             // waits on the instance's end and on its session's leases.
             let instances = stack.items_of("instance").await;
-            let field = |item: &baton_shared::store::Item, name: &str| {
+            let field = |item: &baton_store::Item, name: &str| {
                 item.get(name).map(|v| format!("{v:?}")).unwrap_or_else(|| "-".into())
             };
             let explained: Vec<String> = leaked

@@ -38,7 +38,7 @@ async fn connected_runner(
     token: &str,
     args: &[&str],
     log: &Path,
-) -> (Runner, baton_shared::store::connections::PushConnection) {
+) -> (Runner, baton_store::connections::PushConnection) {
     let runner = Runner::start_logged(stack, token, "linux", args, log);
     wait_log(log, "push socket connected").await;
     let connection = wait_for("the socket's connection item", WAIT, || async {
@@ -152,7 +152,7 @@ async fn a_live_runner_behind_a_thousand_expired_connections_is_still_nudged() {
     let long_ago = chrono::Utc::now() - chrono::Duration::hours(3);
     let stale: Vec<_> = (0..1_200)
         .map(|i| {
-            baton_shared::store::connections::PushConnection::new(
+            baton_store::connections::PushConnection::new(
                 &ws,
                 uuid::Uuid::now_v7(),
                 &format!("gone{i}"),

@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use baton_shared::facts::{
+use baton_api::facts::{
     Fact, FactDetail, JobClaimed, JobCompleted, JobExecutionQueued, JobLeaseExpired, JobOutcome, LeaseRef, StepResult,
     StepStatus,
 };
-use baton_shared::store::TxOutcome;
+use baton_store::TxOutcome;
 pub use baton_tests::runners::Queued;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
@@ -211,7 +211,7 @@ impl Runner {
             .expression_attribute_values(":pending", AttributeValue::S("pending".into()))
             .expression_attribute_values(":e", AttributeValue::N(self.lease.epoch.to_string()))
             .expression_attribute_values(":s", AttributeValue::S(self.lease.session_id.to_string()))
-            .expression_attribute_values(":at", AttributeValue::S(baton_shared::time::format(self.claimed_at)))
+            .expression_attribute_values(":at", AttributeValue::S(baton_domain::time::format(self.claimed_at)))
             .expression_attribute_values(":h", AttributeValue::S("simulated".into()))
             .expression_attribute_values(":none", AttributeValue::M(Default::default()))
             .return_values(ReturnValue::AllOld)
@@ -249,7 +249,7 @@ pub async fn flush_pipeline(stack: &TestStack, ws: &str) {
     let sentinel =
         create_run(stack, ws, "name: sentinel\njobs:\n  s:\n    runs-on: linux\n    steps: [{run: 'true'}]\n").await;
     let id = sentinel["id"].as_str().unwrap().to_string();
-    stack.wait_fact(baton_shared::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == id.as_str()).await;
+    stack.wait_fact(baton_api::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == id.as_str()).await;
 }
 
 /// How many facts of `detail_type` are about `run_id`.

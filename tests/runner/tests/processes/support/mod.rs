@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
 use baton_runner::process::live_members;
-use baton_shared::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
 use baton_tests::runners::{queued_steps_fact, Queued};
 use baton_tests::{wait_for, TestStack};
 use chrono::Utc;
@@ -56,7 +56,7 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
         .iter()
         .enumerate()
         .map(|(index, (name, run))| StepSpec {
-            id: baton_shared::ids::step_id(execution, index),
+            id: baton_domain::ids::step_id(execution, index),
             name: Some(name.to_string()),
             run: run.to_string(),
             env: BTreeMap::new(),

@@ -1,0 +1,417 @@
+//! What a definition's expressions refer to: checked at create time (an
+//! unknown reference is a 400 naming the job and the field, never an empty
+//! string at run time), and resolved when a job is queued ([`JobScope`]).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use uuid::Uuid;
+
+use super::definition::{DefinitionError, JobDefinition, WorkflowDefinition};
+use super::expressions::{self, BatonField, Reference, Scope};
+use super::matrix::MatrixLeg;
+use super::status::JobStatus;
+
+/// Every field of `job` that may hold expressions, with its location, and
+/// the env names visible there.
+fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
+    let job_env: Vec<&str> = job.env.keys().map(String::as_str).collect();
+    let mut fields = Vec::new();
+    for (name, value) in &job.env {
+        fields.push((format!("env.{name}"), value.as_str(), Vec::new()));
+    }
+    if let Some(text) = &job.continue_on_error {
+        fields.push(("continue-on-error".into(), text.as_str(), job_env.clone()));
+    }
+    if let Some(text) = &job.priority {
+        fields.push(("priority".into(), text.as_str(), job_env.clone()));
+    }
+    if let Some(spec) = &job.concurrency {
+        fields.push(("concurrency.group".into(), spec.group.as_str(), Vec::new()));
+        if let Some(text) = &spec.cancel_in_progress {
+            fields.push(("concurrency.cancel-in-progress".into(), text.as_str(), Vec::new()));
+        }
+    }
+    for (index, step) in job.steps.iter().enumerate() {
+        let mut visible = job_env.clone();
+        visible.extend(step.env.keys().map(String::as_str));
+        fields.push((format!("steps[{index}].run"), step.run.as_str(), visible.clone()));
+        if let Some(text) = &step.continue_on_error {
+            fields.push((format!("steps[{index}].continue-on-error"), text.as_str(), visible.clone()));
+        }
+        for (name, value) in &step.env {
+            fields.push((format!("steps[{index}].env.{name}"), value.as_str(), job_env.clone()));
+        }
+    }
+    fields
+}
+
+/// Checks every expression of `definition`: each reference names something
+/// that will exist when the job is queued.
+pub fn check_references(definition: &WorkflowDefinition) -> Result<(), DefinitionError> {
+    let workflow_env: BTreeSet<&str> = definition.env.keys().map(String::as_str).collect();
+    for (name, value) in &definition.env {
+        check_secret_expressions(&format!("env.{name}"), value).map_err(|e| document(&format!("env.{name}"), &e))?;
+        for reference in expressions::text_references(value).map_err(|e| document(&format!("env.{name}"), &e))? {
+            if !matches!(reference, Reference::Input(_) | Reference::Baton(_) | Reference::Secret(_)) {
+                return Err(document(
+                    &format!("env.{name}"),
+                    &format!("{reference} cannot be used in the workflow's env: only inputs, baton and secrets"),
+                ));
+            }
+        }
+    }
+    for name in &definition.mask_env {
+        let set = workflow_env.contains(name.as_str())
+            || definition
+                .jobs
+                .iter()
+                .any(|j| j.env.contains_key(name) || j.steps.iter().any(|s| s.env.contains_key(name)));
+        if !set {
+            return Err(document("mask-env", &format!("`{name}` is not a variable of any env")));
+        }
+    }
+    for job in &definition.jobs {
+        for name in &job.mask_env {
+            let set = workflow_env.contains(name.as_str())
+                || job.env.contains_key(name)
+                || job.steps.iter().any(|s| s.env.contains_key(name));
+            if !set {
+                return Err(DefinitionError::in_job(
+                    &job.key,
+                    Some("mask-env"),
+                    format!("`{name}` is not a variable of the workflow's, the job's or a step's env"),
+                ));
+            }
+        }
+        let mut checked: Vec<(String, Reference, Vec<&str>)> = Vec::new();
+        for (field, text, visible) in expression_fields(job) {
+            check_secret_expressions(&field, text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
+            let found =
+                expressions::text_references(text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
+            checked.extend(found.into_iter().map(|r| (field.clone(), r, visible.clone())));
+        }
+        if let Some(when) = job.listen.as_ref().and_then(|l| l.when.as_ref()) {
+            let mut found = Vec::new();
+            let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("listen.if"), e))?;
+            expressions::references(&expr, &mut found);
+            checked.extend(found.into_iter().map(|r| ("listen.if".to_string(), r, Vec::new())));
+        }
+        if let Some(when) = &job.when {
+            let mut found = Vec::new();
+            let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("if"), e))?;
+            expressions::references(&expr, &mut found);
+            checked.extend(found.into_iter().map(|r| ("if".to_string(), r, Vec::new())));
+        }
+        for (field, reference, visible) in checked {
+            let refuse =
+                |why: String| Err(DefinitionError::in_job(&job.key, Some(&field), format!("{reference}: {why}")));
+            if let Reference::Event(_) = &reference {
+                if job.listen.is_none() {
+                    return refuse("only a listening job (`listen:`) handles events".into());
+                }
+                if field == "if" {
+                    return refuse(
+                        "the job's `if:` decides once, before any event: `listen.if` decides each event".into(),
+                    );
+                }
+                continue;
+            }
+            match &reference {
+                Reference::NeedsOutput { job: need, .. }
+                | Reference::NeedsResult { job: need }
+                | Reference::NeedsOutcome { job: need }
+                    if !definition.reads_need(job, need) =>
+                {
+                    return refuse(format!("`{need}` is not among this job's needs"));
+                }
+                Reference::Secret(_)
+                    if !(field.starts_with("env.") || field.ends_with(".run") || field.contains("].env.")) =>
+                {
+                    return refuse("secrets are read only in `env` and `run`, never decided on".into());
+                }
+                Reference::Secret(name) if !baton_api::secrets::valid_secret_name(name) => {
+                    return refuse("a secret name is a letter or '_', then letters, digits and '_'".into());
+                }
+                Reference::Matrix(name) => {
+                    let Some(leg) = &job.matrix else {
+                        return refuse("only a job with `strategy.matrix` has matrix values".into());
+                    };
+                    // Any leg's key: an `include` may add one to some legs
+                    // only (the others read it empty, as on GitHub).
+                    let known = definition
+                        .jobs
+                        .iter()
+                        .filter_map(|j| j.matrix.as_ref())
+                        .any(|other| other.job == leg.job && other.value(name).is_some());
+                    if !known {
+                        return refuse(format!("no combination of `{}` has `{name}`", leg.job));
+                    }
+                }
+                Reference::NeedsOutput { job: need, name } => {
+                    // A matrix job's outputs are its legs' (each declares them).
+                    let need_job = definition.matrix_group(need).and_then(|g| g.legs.first()).unwrap_or(need);
+                    // An approval's outputs are its inputs.
+                    let declared = definition.job(need_job).is_some_and(|j| {
+                        j.outputs.contains_key(name) || j.approval.as_ref().is_some_and(|a| a.inputs.contains_key(name))
+                    });
+                    if !declared {
+                        return refuse(format!("job `{need}` declares no output `{name}` (see its `outputs:`)"));
+                    }
+                }
+                Reference::Env(name)
+                    if !workflow_env.contains(name.as_str())
+                        && !job.env.contains_key(name)
+                        && !visible.contains(&name.as_str()) =>
+                {
+                    return refuse("no such variable in the workflow's, the job's or the step's env".into());
+                }
+                Reference::StepOutput { .. } => return refuse("step outputs are read in the job's `outputs:`".into()),
+                _ => {}
+            }
+        }
+        let step_ids: Vec<&str> = job.steps.iter().filter_map(|s| s.id.as_deref()).collect();
+        if let Some(duplicate) = step_ids.iter().enumerate().find(|(i, id)| step_ids[..*i].contains(id)) {
+            return Err(DefinitionError::in_job(
+                &job.key,
+                Some("steps"),
+                format!("step id `{}` is used twice", duplicate.1),
+            ));
+        }
+        for (name, source) in &job.outputs {
+            if let Some(step) = &source.step {
+                if !step_ids.contains(&step.as_str()) {
+                    return Err(DefinitionError::in_job(
+                        &job.key,
+                        Some(&format!("outputs.{name}")),
+                        format!("no step has id `{step}`"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn document(field: &str, message: &str) -> DefinitionError {
+    DefinitionError { job: None, field: Some(field.to_string()), message: message.to_string() }
+}
+
+/// The secrets `job`'s env and steps (and the workflow's env) name, sorted:
+/// what its claim reads.
+pub fn secrets_used(definition: &WorkflowDefinition, job: &JobDefinition) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    let texts =
+        definition.env.values().map(String::as_str).chain(expression_fields(job).into_iter().map(|(_, t, _)| t));
+    for text in texts {
+        for reference in expressions::text_references(text).unwrap_or_default() {
+            if let Reference::Secret(name) = reference {
+                names.insert(name);
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// An expression that reads a secret is that reference alone
+/// (`${{ secrets.NAME }}`): the claim puts the value in where it stands,
+/// and nothing compares or combines it before that.
+fn check_secret_expressions(field: &str, text: &str) -> Result<(), String> {
+    if !text.contains("secrets") {
+        return Ok(());
+    }
+    for segment in expressions::segments(text)? {
+        if let expressions::Segment::Expr(expr) = segment {
+            let mut found = Vec::new();
+            expressions::references(&expr, &mut found);
+            let alone = matches!(expr, expressions::Expr::Ref(Reference::Secret(_)));
+            if !alone && found.iter().any(|r| matches!(r, Reference::Secret(_))) {
+                return Err(format!("{field}: a secret is read alone, as `${{{{ secrets.NAME }}}}`"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The run inputs the definition's expressions read, to check against the
+/// inputs a run is created with.
+pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    let mut add = |text: &str| {
+        for reference in expressions::text_references(text).unwrap_or_default() {
+            if let Reference::Input(name) = reference {
+                used.insert(name);
+            }
+        }
+    };
+    definition.env.values().for_each(|v| add(v));
+    if let Some(spec) = &definition.concurrency {
+        add(&spec.group);
+        spec.cancel_in_progress.iter().for_each(|text| add(text));
+    }
+    for job in &definition.jobs {
+        for (_, text, _) in expression_fields(job) {
+            add(text);
+        }
+        if let Some(when) = &job.when {
+            add(&format!("${{{{ {when} }}}}"));
+        }
+    }
+    used
+}
+
+/// What queueing `job` needs to know beyond the attempt: whether its
+/// expressions read the run's inputs, and the needs whose outputs they read.
+pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (bool, BTreeSet<String>) {
+    let mut inputs = false;
+    let mut needs = BTreeSet::new();
+    let mut texts: Vec<String> = definition.env.values().cloned().collect();
+    texts.extend(expression_fields(job).into_iter().map(|(_, text, _)| text.to_string()));
+    if let Some(when) = &job.when {
+        texts.push(format!("${{{{ {when} }}}}"));
+    }
+    for text in texts {
+        for reference in expressions::text_references(&text).unwrap_or_default() {
+            match reference {
+                Reference::Input(_) => inputs = true,
+                Reference::NeedsOutput { job, .. } => {
+                    needs.insert(job);
+                }
+                _ => {}
+            }
+        }
+    }
+    (inputs, needs)
+}
+
+/// What the orchestrator read for the expressions of the jobs it queues
+/// (the run's inputs and finished executions' outputs, values as text), and
+/// what their concurrency groups answered.
+#[derive(Debug, Clone, Default)]
+pub struct ExpressionData {
+    /// `None` until read.
+    pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// By execution id; an execution that reported none maps to nothing.
+    pub outputs: HashMap<Uuid, BTreeMap<String, String>>,
+    /// By job id: whether the job holds the group it joined.
+    pub joined: HashMap<Uuid, bool>,
+    /// Jobs that have left their groups, by id.
+    pub left: std::collections::HashSet<Uuid>,
+}
+
+/// The values a job's expressions see when it is queued.
+pub struct JobScope<'a> {
+    pub run_id: Uuid,
+    pub attempt: u32,
+    pub workspace_id: &'a str,
+    pub job: &'a str,
+    /// A matrix leg's values.
+    pub matrix: Option<&'a MatrixLeg>,
+    /// The job's env, workflow's merged in (before interpolation).
+    pub env: BTreeMap<String, String>,
+    pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// By need: its status and outputs.
+    pub needs: HashMap<String, NeedState<'a>>,
+    /// A listening job's execution: the event it handles.
+    pub event: Option<&'a super::listening::JobEvent>,
+}
+
+/// A need as its dependant's expressions see it: a job, or a matrix job
+/// (its legs together).
+#[derive(Debug, Clone)]
+pub struct NeedState<'a> {
+    pub status: JobStatus,
+    /// It failed, and its `continue-on-error` made it succeed (for a
+    /// matrix job: one of its legs did).
+    pub soft_failed: bool,
+    /// `None` when no expression of the job reads them. A matrix job's
+    /// are made here: each name's value is a JSON object of leg → value.
+    pub outputs: Option<Cow<'a, BTreeMap<String, String>>>,
+}
+
+fn result_word(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Succeeded => "success",
+        JobStatus::Failed => "failure",
+        JobStatus::Cancelled => "cancelled",
+        JobStatus::Skipped => "skipped",
+        other => other.as_str(),
+    }
+}
+
+impl Scope for JobScope<'_> {
+    fn resolve(&self, reference: &Reference) -> Option<String> {
+        match reference {
+            Reference::NeedsOutput { job, name } => self.needs.get(job)?.outputs.as_ref()?.get(name).cloned(),
+            Reference::Matrix(name) => Some(self.matrix?.value(name).unwrap_or_default().to_string()),
+            // Left for the claim to put in (`secrets::put_in`): never in
+            // the job's stored spec, a fact or the view.
+            Reference::Secret(name) => Some(secret_placeholder(name)),
+            // GitHub's words for a need's result: a soft failure's result
+            // is `success` (it does not fail its dependants), its outcome
+            // `failure` (as a GitHub step's conclusion and outcome).
+            Reference::NeedsResult { job } => Some(result_word(self.needs.get(job)?.status).to_string()),
+            Reference::NeedsOutcome { job } => {
+                let need = self.needs.get(job)?;
+                Some(if need.soft_failed { "failure" } else { result_word(need.status) }.to_string())
+            }
+            Reference::Input(name) => self.inputs?.get(name).map(|value| match value {
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            }),
+            Reference::Env(name) => self.env.get(name).cloned(),
+            Reference::Baton(field) => Some(match field {
+                BatonField::RunId => self.run_id.to_string(),
+                BatonField::Attempt => self.attempt.to_string(),
+                BatonField::WorkspaceId => self.workspace_id.to_string(),
+                BatonField::Job => self.job.to_string(),
+            }),
+            Reference::StepOutput { .. } => None,
+            Reference::Event(path) => super::listening::value_of(self.event?, path),
+        }
+    }
+}
+
+/// What a job's spec holds where a secret goes: the claim puts the value in
+/// (`secrets::put_in` on the server side) and nothing stored ever holds it.
+pub fn secret_placeholder(name: &str) -> String {
+    format!("${{{{ secrets.{name} }}}}")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::workflows::parse_definition;
+
+    fn refused(yaml: &str) -> String {
+        parse_definition(yaml).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn references_must_name_declared_outputs_of_needs_and_known_env() {
+        let ok = "jobs:\n  build:\n    runs-on: linux\n    outputs: [version]\n    steps: [{run: 'echo version=1 >> $BATON_OUTPUT'}]\n  test:\n    runs-on: linux\n    needs: build\n    if: needs.build.outputs.version != ''\n    env: {V: '${{ needs.build.outputs.version }}'}\n    steps: [{run: 'echo ${{ env.V }} ${{ inputs.x }} ${{ baton.run_id }}'}]\n";
+        let definition = parse_definition(ok).unwrap();
+        assert_eq!(super::inputs_used(&definition).into_iter().collect::<Vec<_>>(), vec!["x".to_string()]);
+        let test = definition.job("test").unwrap();
+        assert_eq!(super::data_needed(&definition, test), (true, ["build".to_string()].into()));
+
+        let not_a_need = ok.replace("    needs: build\n", "");
+        let message = refused(&not_a_need);
+        assert!(message.contains("`build` is not among this job's needs"), "{message}");
+        let undeclared = ok.replace("outputs: [version]", "outputs: [other]");
+        assert!(refused(&undeclared).contains("declares no output `version`"));
+        let unknown_env = ok.replace("${{ env.V }}", "${{ env.W }}");
+        assert!(refused(&unknown_env).contains("field `steps[0].run`: env.W"));
+        let unknown_context = ok.replace("${{ baton.run_id }}", "${{ github.sha }}");
+        assert!(refused(&unknown_context).contains("unknown reference github.sha"));
+    }
+
+    #[test]
+    fn outputs_name_steps_by_id() {
+        let yaml = "jobs:\n  a:\n    runs-on: linux\n    outputs:\n      v: ${{ steps.make.outputs.version }}\n    steps: [{id: make, run: 'true'}]\n";
+        let definition = parse_definition(yaml).unwrap();
+        let source = &definition.job("a").unwrap().outputs["v"];
+        assert_eq!((source.step.as_deref(), source.key.as_str()), (Some("make"), "version"));
+        assert!(refused(&yaml.replace("{id: make,", "{id: other,")).contains("no step has id `make`"));
+        assert!(refused(&yaml.replace("${{ steps.make.outputs.version }}", "literal")).contains("expected `${{ steps"));
+    }
+}

@@ -1,0 +1,316 @@
+//! The stored form of an attempt item, versioned apart from the domain.
+//!
+//! The attempt state is stored as deflated JSON in one binary attribute,
+//! `state`. It holds every job of the run and is written whole on every job
+//! outcome and every orchestration step; DynamoDB bills a write unit per
+//! started KB of the item (twice inside a transaction), and as a map its
+//! field names would repeat for every job. Deflated it is several times
+//! smaller, which both cuts the write units per job and pushes the 400 KB
+//! item limit out to runs several times larger. Nothing reads or updates it
+//! by attribute path.
+//!
+//! The JSON inside is a storage type of this module ([`AttemptV1`]), not the
+//! domain's `AttemptState`: renaming or reshaping a domain field changes the
+//! conversion below, never what stored attempts mean. `state_format` names
+//! the format (absent on items written before it existed: format 1); a new
+//! format adds a type and a branch in [`unpack`], and old items keep loading.
+
+use std::io::{Read, Write};
+
+use chrono::{DateTime, Utc};
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use flate2::Compression;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::AttemptItem;
+use baton_domain::workflows::attempt::{AttemptState, ExecutionRecord, JobState};
+use baton_domain::workflows::concurrency::GroupHold;
+use baton_domain::workflows::retry::RetryPolicy;
+use baton_domain::workflows::status::{AttemptStatus, ExecutionStatus, JobStatus, StatusReason};
+use baton_domain::workflows::RerunMode;
+
+/// The format every attempt is written in.
+pub const CURRENT_FORMAT: u32 = 1;
+
+/// The attempt item's attributes as DynamoDB holds them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredAttemptItem {
+    pk: String,
+    sk: String,
+    #[serde(rename = "type")]
+    kind: String,
+    version: u64,
+    progress: u64,
+    wait_token: Option<String>,
+    wait_progress: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wait_sent_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wait_until: Option<i64>,
+    #[serde(default = "format_1")]
+    state_format: u32,
+    state: serde_bytes::ByteBuf,
+}
+
+fn format_1() -> u32 {
+    1
+}
+
+/// Format 1 of the attempt state (the JSON that is deflated).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct AttemptV1 {
+    run_id: Uuid,
+    workspace_id: String,
+    attempt: u32,
+    status: AttemptStatus,
+    reason: Option<StatusReason>,
+    rerun_mode: Option<RerunMode>,
+    snapshot_attempt: u32,
+    created_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    deadline: Option<DateTime<Utc>>,
+    jobs: Vec<JobV1>,
+    /// Absent on attempts without a concurrency group (and on every item
+    /// written before groups existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<GroupHold>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct JobV1 {
+    id: Uuid,
+    key: String,
+    status: JobStatus,
+    reason: Option<StatusReason>,
+    carried_over: bool,
+    #[serde(default)]
+    carried_from: Option<Uuid>,
+    execution: Option<ExecutionV1>,
+    /// The four fields below were added within format 1: absent (older
+    /// items, and every job without `continue-on-error` or `retry:`) reads
+    /// as false, none and empty, which is what those items meant.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    continue_on_error: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    soft_failed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry: Option<RetryPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    earlier_executions: Vec<ExecutionV1>,
+    /// An approval job's decisions (added within format 1; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    decisions: Vec<baton_domain::workflows::approval::ApprovalDecision>,
+    /// A listening job's state (added within format 1; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    listen: Option<baton_domain::workflows::listening::ListenState>,
+    /// A job's place in its `concurrency:` group (added within format 1;
+    /// absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<GroupHold>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ExecutionV1 {
+    id: Uuid,
+    status: ExecutionStatus,
+    reason: Option<StatusReason>,
+    queued_at: Option<DateTime<Utc>>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    deadline: Option<DateTime<Utc>>,
+    runner_session_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    not_before: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    avoid_session: Option<Uuid>,
+    /// A listening job's execution: its event (added within format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    event: Option<baton_api::runs::EventRef>,
+    /// Flagged unschedulable when queued (added within format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unschedulable: Option<baton_api::runs::Unschedulable>,
+}
+
+impl From<&AttemptState> for AttemptV1 {
+    fn from(s: &AttemptState) -> Self {
+        Self {
+            run_id: s.run_id,
+            workspace_id: s.workspace_id.clone(),
+            attempt: s.attempt,
+            status: s.status,
+            reason: s.reason,
+            rerun_mode: s.rerun_mode,
+            snapshot_attempt: s.snapshot_attempt,
+            created_at: s.created_at,
+            started_at: s.started_at,
+            finished_at: s.finished_at,
+            deadline: s.deadline,
+            jobs: s
+                .jobs
+                .iter()
+                .map(|j| JobV1 {
+                    id: j.id,
+                    key: j.key.clone(),
+                    status: j.status,
+                    reason: j.reason,
+                    carried_over: j.carried_over,
+                    carried_from: j.carried_from,
+                    continue_on_error: j.continue_on_error,
+                    soft_failed: j.soft_failed,
+                    retry: j.retry.clone(),
+                    earlier_executions: j.earlier_executions.iter().map(ExecutionV1::from).collect(),
+                    execution: j.execution.as_ref().map(ExecutionV1::from),
+                    decisions: j.decisions.clone(),
+                    listen: j.listen.clone(),
+                    concurrency: j.concurrency.clone(),
+                })
+                .collect(),
+            concurrency: s.concurrency.clone(),
+        }
+    }
+}
+
+impl From<AttemptV1> for AttemptState {
+    fn from(s: AttemptV1) -> Self {
+        Self {
+            run_id: s.run_id,
+            workspace_id: s.workspace_id,
+            attempt: s.attempt,
+            status: s.status,
+            reason: s.reason,
+            rerun_mode: s.rerun_mode,
+            snapshot_attempt: s.snapshot_attempt,
+            created_at: s.created_at,
+            started_at: s.started_at,
+            finished_at: s.finished_at,
+            deadline: s.deadline,
+            jobs: s
+                .jobs
+                .into_iter()
+                .map(|j| JobState {
+                    id: j.id,
+                    key: j.key,
+                    status: j.status,
+                    reason: j.reason,
+                    carried_over: j.carried_over,
+                    carried_from: j.carried_from,
+                    continue_on_error: j.continue_on_error,
+                    soft_failed: j.soft_failed,
+                    retry: j.retry,
+                    earlier_executions: j.earlier_executions.into_iter().map(ExecutionRecord::from).collect(),
+                    execution: j.execution.map(ExecutionRecord::from),
+                    decisions: j.decisions,
+                    listen: j.listen,
+                    concurrency: j.concurrency,
+                })
+                .collect(),
+            concurrency: s.concurrency,
+        }
+    }
+}
+
+impl From<&ExecutionRecord> for ExecutionV1 {
+    fn from(e: &ExecutionRecord) -> Self {
+        Self {
+            id: e.id,
+            status: e.status,
+            reason: e.reason,
+            queued_at: e.queued_at,
+            started_at: e.started_at,
+            finished_at: e.finished_at,
+            deadline: e.deadline,
+            runner_session_id: e.runner_session_id,
+            not_before: e.not_before,
+            avoid_session: e.avoid_session,
+            event: e.event.clone(),
+            unschedulable: e.unschedulable.clone(),
+        }
+    }
+}
+
+impl From<ExecutionV1> for ExecutionRecord {
+    fn from(e: ExecutionV1) -> Self {
+        Self {
+            id: e.id,
+            status: e.status,
+            reason: e.reason,
+            queued_at: e.queued_at,
+            started_at: e.started_at,
+            finished_at: e.finished_at,
+            deadline: e.deadline,
+            runner_session_id: e.runner_session_id,
+            not_before: e.not_before,
+            avoid_session: e.avoid_session,
+            event: e.event,
+            unschedulable: e.unschedulable,
+        }
+    }
+}
+
+/// The state in the current format, deflated.
+fn pack(state: &AttemptState) -> Result<Vec<u8>, String> {
+    let json = serde_json::to_vec(&AttemptV1::from(state)).map_err(|e| e.to_string())?;
+    let mut encoder = DeflateEncoder::new(Vec::with_capacity(json.len() / 4), Compression::default());
+    encoder.write_all(&json).map_err(|e| e.to_string())?;
+    encoder.finish().map_err(|e| e.to_string())
+}
+
+/// The state stored in `format`.
+fn unpack(format: u32, packed: &[u8]) -> Result<AttemptState, String> {
+    let mut json = Vec::new();
+    DeflateDecoder::new(packed).read_to_end(&mut json).map_err(|e| format!("attempt state: {e}"))?;
+    match format {
+        1 => serde_json::from_slice::<AttemptV1>(&json)
+            .map(AttemptState::from)
+            .map_err(|e| format!("attempt state: {e}")),
+        other => Err(format!("attempt state format {other} is newer than this code")),
+    }
+}
+
+impl TryFrom<&AttemptItem> for StoredAttemptItem {
+    type Error = String;
+
+    fn try_from(item: &AttemptItem) -> Result<Self, String> {
+        Ok(Self {
+            pk: item.pk.clone(),
+            sk: item.sk.clone(),
+            kind: item.kind.clone(),
+            version: item.version,
+            progress: item.progress,
+            wait_token: item.wait_token.clone(),
+            wait_progress: item.wait_progress,
+            wait_sent_at: item.wait_sent_at,
+            wait_until: item.wait_until,
+            state_format: CURRENT_FORMAT,
+            state: serde_bytes::ByteBuf::from(pack(&item.state)?),
+        })
+    }
+}
+
+impl Serialize for AttemptItem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoredAttemptItem::try_from(self).map_err(serde::ser::Error::custom)?.serialize(serializer)
+    }
+}
+
+impl TryFrom<StoredAttemptItem> for AttemptItem {
+    type Error = String;
+
+    fn try_from(stored: StoredAttemptItem) -> Result<Self, String> {
+        Ok(Self {
+            state: unpack(stored.state_format, &stored.state)?,
+            pk: stored.pk,
+            sk: stored.sk,
+            kind: stored.kind,
+            version: stored.version,
+            progress: stored.progress,
+            wait_token: stored.wait_token,
+            wait_progress: stored.wait_progress,
+            wait_sent_at: stored.wait_sent_at,
+            wait_until: stored.wait_until,
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! Cache entries (behaviour.md §17): `CACHE#<ws>` / `<scope>,<key>`, one
+//! partition a workspace, so a restore prefix is one `Query` with
+//! `begins_with`. An entry is immutable once stored (a later save of its
+//! key is skipped, as GitHub's caches are), evicted by age (`expires_at`,
+//! which reads honour before DynamoDB's TTL deletes the item), and stored
+//! only while the lease that uploaded it is held, as an artifact is.
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::artifacts::status;
+use super::keys::{cache_pk, cache_sk, timestamp};
+use super::leases::LeaseItem;
+use super::{build, from_item, s, to_item, Store, TxOutcome};
+use crate::error::StoreError;
+use baton_api::artifacts::ArtifactStatus;
+use baton_api::caches::CacheEntry;
+
+/// The most entries a restore prefix reads (one page holds about as many
+/// of these small items); the newest of them is restored.
+const PREFIX_READ_LIMIT: i32 = 1000;
+/// An upload nobody completed within this long no longer holds its key.
+pub const STALE_UPLOAD: chrono::Duration = chrono::Duration::hours(1);
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CacheItem {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub workspace_id: String,
+    pub scope: String,
+    pub key: String,
+    pub bytes: u64,
+    pub sha256: String,
+    pub object_key: String,
+    pub upload_id: String,
+    pub execution_id: Uuid,
+    pub status: ArtifactStatus,
+    #[serde(with = "baton_domain::time::stored")]
+    pub created_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
+    pub stored_at: Option<DateTime<Utc>>,
+    #[serde(with = "baton_domain::time::stored")]
+    pub expires_at: DateTime<Utc>,
+    pub ttl: i64,
+}
+
+impl CacheItem {
+    pub fn entry(&self) -> CacheEntry {
+        CacheEntry {
+            key: self.key.clone(),
+            scope: self.scope.clone(),
+            bytes: self.bytes,
+            sha256: self.sha256.clone(),
+            stored_at: self.stored_at.unwrap_or(self.created_at),
+            expires_at: self.expires_at,
+        }
+    }
+
+    /// Stored, and not evicted yet at `now`.
+    pub fn restorable(&self, now: DateTime<Utc>) -> bool {
+        self.status == ArtifactStatus::Stored && self.expires_at > now
+    }
+}
+
+impl Store {
+    pub async fn cache_entry(
+        &self,
+        workspace_id: &str,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<CacheItem>, StoreError> {
+        self.get(&cache_pk(workspace_id), &cache_sk(scope, key)).await?.map(from_item).transpose()
+    }
+
+    /// The newest restorable entry of `scope` whose key starts with `prefix`.
+    pub async fn newest_cache_under(
+        &self,
+        workspace_id: &str,
+        scope: &str,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CacheItem>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", s(cache_pk(workspace_id)))
+            .expression_attribute_values(":prefix", s(cache_sk(scope, prefix)))
+            .limit(PREFIX_READ_LIMIT)
+            .send()
+            .await?;
+        let mut newest: Option<CacheItem> = None;
+        for item in out.items.unwrap_or_default() {
+            let entry: CacheItem = from_item(item)?;
+            if entry.restorable(now) && newest.as_ref().is_none_or(|n| entry.stored_at > n.stored_at) {
+                newest = Some(entry);
+            }
+        }
+        Ok(newest)
+    }
+
+    /// Writes `item` (`uploading`) if its key is free: never saved, evicted,
+    /// or held by an upload gone stale. `false` when it is not.
+    pub async fn begin_cache_save(&self, item: &CacheItem, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let put = build(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(to_item(item)?))
+                .condition_expression(
+                    "attribute_not_exists(pk) OR expires_at < :now \
+                     OR (#status = :uploading AND created_at < :stale)",
+                )
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":now", s(timestamp(now)))
+                .expression_attribute_values(":stale", s(timestamp(now - STALE_UPLOAD)))
+                .expression_attribute_values(":uploading", status(ArtifactStatus::Uploading)?)
+                .build(),
+        )?;
+        Ok(matches!(self.transact(vec![TransactWriteItem::builder().put(put).build()]).await?, TxOutcome::Committed))
+    }
+
+    /// Marks the entry stored if `lease` still holds: as
+    /// `Store::artifact_stored` does for an artifact.
+    pub async fn cache_stored(
+        &self,
+        lease: &LeaseItem,
+        scope: &str,
+        key: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<CacheItem>, StoreError> {
+        let pk = cache_pk(&lease.workspace_id);
+        let outcome = self.stored_under_lease(lease, &pk, &cache_sk(scope, key), at).await?;
+        let now = self.cache_entry(&lease.workspace_id, scope, key).await?;
+        Ok(match outcome {
+            TxOutcome::Committed => now,
+            TxOutcome::ConditionFailed { .. } => {
+                now.filter(|c| c.execution_id == lease.execution_id && c.status == ArtifactStatus::Stored)
+            }
+        })
+    }
+}
