@@ -2,7 +2,7 @@
 //! the server and its clients (de)serialise, so it cannot drift from them.
 //! Each route is one annotated item below, named by what it does; its
 //! method and path must be a route of `infra/resources.json` and every route
-//! there must be here (a test in `baton-shared` holds the two together).
+//! there must be here (a test in `baton-service` holds the two together).
 //!
 //! The document is served at `GET /v1/openapi.json` and committed as
 //! `api/openapi.json`; `cargo test -p baton-api` fails when the committed

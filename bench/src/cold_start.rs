@@ -41,7 +41,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use baton_shared::resources::{Function, Resources, Trigger};
+use baton_localstack::resources::{Function, Resources, Trigger};
 use chrono::SubsecRound;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};

@@ -113,7 +113,7 @@ struct IndexSpec {
 }
 
 static INDEXES: std::sync::LazyLock<Vec<IndexSpec>> = std::sync::LazyLock::new(|| {
-    baton_shared::resources::Resources::load()
+    baton_localstack::resources::Resources::load()
         .table
         .global_secondary_indexes
         .iter()

@@ -20,7 +20,7 @@ use baton_devhost::invocations::Record as InvocationRecord;
 use baton_runner::agent::AgentConfig;
 use baton_runner::operator::Operator;
 use baton_runner::Shutdown;
-use baton_shared::aws::AwsClients;
+use baton_service::aws::AwsClients;
 use baton_store::Store;
 use baton_tests::TestStack;
 use chrono::{DateTime, Utc};

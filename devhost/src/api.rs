@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Body as AxumBody;
 use baton_domain::error::{ApiError, ErrorCode};
-use baton_shared::resources::Route;
+use baton_localstack::resources::Route;
 use lambda_http::{Body, RequestExt};
 
 use baton_localstack::faults::{abandoned_after_first_write, Fault, FaultPlan, TRIGGER};
@@ -77,11 +77,11 @@ impl Gateway {
         let bytes = match axum::body::to_bytes(body, GATEWAY_MAX_BODY).await {
             Ok(bytes) => bytes,
             Err(_) => {
-                return to_axum(baton_shared::http::error_response(&ApiError::invalid_request("body too large")));
+                return to_axum(baton_service::http::error_response(&ApiError::invalid_request("body too large")));
             }
         };
         let Some((route, params)) = match_route(&self.routes, parts.method.as_str(), parts.uri.path()) else {
-            return to_axum(baton_shared::http::error_response(&ApiError::new(ErrorCode::NotFound, "no such route")));
+            return to_axum(baton_service::http::error_response(&ApiError::new(ErrorCode::NotFound, "no such route")));
         };
         let query = parts.uri.query().map(query_parameters).unwrap_or_default();
         let method = parts.method.to_string();
@@ -182,7 +182,7 @@ impl Gateway {
             Ok(()) => response,
             Err(breach) => {
                 tracing::error!(%breach, "an answer breaks the OpenAPI document");
-                baton_shared::http::error_response(&ApiError::new(
+                baton_service::http::error_response(&ApiError::new(
                     ErrorCode::Internal,
                     format!("the answer breaks the OpenAPI document: {breach}"),
                 ))

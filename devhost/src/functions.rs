@@ -8,9 +8,9 @@ use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use baton_domain::error::ApiError;
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
-use baton_shared::context::Scheduled;
+use baton_service::aws::AwsClients;
+use baton_service::config::Config;
+use baton_service::context::Scheduled;
 use lambda_http::{Body, Request, Response};
 
 use std::collections::HashMap;
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use baton_localstack::faults::FaultPlan;
 use baton_localstack::grants::{Grants, Permission};
-use baton_shared::resources::Resources;
+use baton_localstack::resources::Resources;
 
 use crate::instances::{Instance, Instances};
 use crate::invocations::Invocations;
@@ -30,7 +30,7 @@ pub const PUSH_ENDPOINT_ENV: &str = "BATON_PUSH_ENDPOINT";
 #[derive(Debug, thiserror::Error)]
 pub enum FunctionsError {
     #[error(transparent)]
-    Config(#[from] baton_shared::config::ConfigError),
+    Config(#[from] baton_service::config::ConfigError),
     #[error("infra/resources.json: {0}")]
     Grants(String),
 }
@@ -136,7 +136,7 @@ impl Functions {
             "provisioner-instances" => baton_provisioner_instances::handle(context, req).await,
             other => {
                 tracing::error!(function = other, "route names a function without an HTTP handler");
-                baton_shared::http::error_response(&ApiError::internal())
+                baton_service::http::error_response(&ApiError::internal())
             }
         }
     }
@@ -224,8 +224,8 @@ mod tests {
     use super::*;
 
     /// What in a function's handler makes work claimable or flags a lease,
-    /// and then nudges runners (`baton_shared::push`): itself, or through
-    /// the outcome adoption (`baton_shared::outcomes`), which queues the jobs
+    /// and then nudges runners (`baton_service::usecases::push`): itself, or through
+    /// the outcome adoption (`baton_service::usecases::outcomes`), which queues the jobs
     /// an outcome makes ready and nudges their runners.
     const NUDGING: [&str; 4] = ["nudge_work", "nudge_cancel", "outcomes::adopt", "outcomes::{adopt"];
 

@@ -4,7 +4,7 @@
 //! clients), and an instance that finished serves the next.
 //!
 //! What this buys the local stack is AWS's retry quotas. The SDK's quota
-//! (`baton_shared::aws::retry_partition`) belongs to a client, and on Lambda
+//! (`baton_service::aws::retry_partition`) belongs to a client, and on Lambda
 //! a client to one instance: seven runners long-polling the claim function
 //! at once are seven instances, each retrying its own faults. With one
 //! context a function, the dev host made them share one quota, which a 30 %
@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use baton_localstack::faults::FaultPlan;
 use baton_localstack::grants::Grants;
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
-use baton_shared::context::Context;
+use baton_service::aws::AwsClients;
+use baton_service::config::Config;
+use baton_service::context::Context;
 
 /// One function's instances: the idle ones, and what a cold start builds
 /// a new one from.

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use baton_localstack::faults::FaultPlan;
 use baton_localstack::provision::Provisioned;
-use baton_shared::aws::AwsClients;
-use baton_shared::config::Config;
-use baton_shared::resources::{Resources, Trigger};
+use baton_localstack::resources::{Resources, Trigger};
+use baton_service::aws::AwsClients;
+use baton_service::config::Config;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -115,7 +115,7 @@ pub struct DevHost {
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error(transparent)]
-    Config(#[from] baton_shared::config::ConfigError),
+    Config(#[from] baton_service::config::ConfigError),
     #[error("{0}")]
     Start(String),
 }

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 
 use baton_devhost::{function_env, DevHost, HostOptions};
 use baton_localstack::provision::{default_infra_dir, provision, Plan};
-use baton_shared::aws::AwsClients;
-use baton_shared::resources::{Naming, Resources};
+use baton_localstack::resources::{Naming, Resources};
+use baton_service::aws::AwsClients;
 use clap::{Parser, Subcommand};
 
 /// Provisions the local stack on the emulator and runs every function against
@@ -116,7 +116,7 @@ async fn main() -> ExitCode {
             serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
         }),
         None | Some(Command::Run) => {
-            baton_shared::telemetry::init();
+            baton_service::telemetry::init();
             run().await
         }
     };

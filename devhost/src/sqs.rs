@@ -18,7 +18,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeN
 use serde_json::json;
 
 use baton_localstack::faults::{abandoned_after_first_write, Fault, FaultPlan, INTEGRATION, TRIGGER};
-use baton_shared::orchestration::{fail_task, INTEGRATION_ERROR};
+use baton_service::usecases::orchestration::{fail_task, INTEGRATION_ERROR};
 
 use crate::Shutdown;
 
@@ -179,7 +179,7 @@ impl QueuePoller {
             }
             None => url,
         };
-        baton_shared::aws::AwsClients::local(origin).await.sfn
+        baton_service::aws::AwsClients::local(origin).await.sfn
     }
 
     /// Invokes the function with `event` (abandoning the invocation after

@@ -266,7 +266,7 @@ impl FaultPlan {
         }
         let index_lag = (index_lag_ms > 0).then(|| {
             let lag = std::time::Duration::from_millis(index_lag_ms);
-            Arc::new(IndexLag::new(lag, baton_shared::resources::Resources::load().table))
+            Arc::new(IndexLag::new(lag, crate::resources::Resources::load().table))
         });
         Ok(Some(Self {
             seed,
@@ -893,7 +893,7 @@ mod tests {
             &[("x-amz-target", "AmazonSSM.PutParameter")],
         );
         assert_eq!(iam_action(&put), Some(("ssm".into(), "PutParameter".into(), Some("/baton/prod/other/x".into()))));
-        let resources = baton_shared::resources::Resources::load();
+        let resources = crate::resources::Resources::load();
         let function = &resources.aws_provisioner.as_ref().expect("in resources.json").function;
         let grants = Grants::of(function).expect("parses");
         let denied = access_denied(&grants, &ec2).expect("StopInstances is not granted");

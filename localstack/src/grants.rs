@@ -10,7 +10,7 @@
 //! The mapping follows the CDK stack's `grant` (infra/lib/baton-stack.ts):
 //! a permission allows the same actions here as its IAM statement there.
 
-use baton_shared::resources::Function;
+use crate::resources::Function;
 
 /// One parsed permission of resources.json.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl Grants {
     pub fn of(function: &Function) -> Result<Self, String> {
         let mut permissions =
             function.permissions.iter().map(|p| Permission::parse(p)).collect::<Result<Vec<_>, _>>()?;
-        if function.trigger == baton_shared::resources::Trigger::Stream {
+        if function.trigger == crate::resources::Trigger::Stream {
             permissions.push(Permission::StreamRead);
         }
         Ok(Self { function: function.name.clone(), permissions })
@@ -234,7 +234,7 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_shared::resources::Resources;
+    use crate::resources::Resources;
 
     fn action<'a>(service: &'a str, operation: &'a str, resource: Option<&'a str>) -> Action<'a> {
         Action { service, operation, resource }

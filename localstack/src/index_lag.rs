@@ -34,7 +34,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use baton_shared::resources::{Gsi, Table};
+use crate::resources::{Gsi, Table};
 use serde_json::{Map, Value};
 
 /// An item in DynamoDB JSON (`{"pk": {"S": "…"}, …}`).
@@ -521,7 +521,7 @@ mod tests {
     use serde_json::json;
 
     fn lag() -> IndexLag {
-        IndexLag::new(Duration::from_secs(10), baton_shared::resources::Resources::load().table)
+        IndexLag::new(Duration::from_secs(10), crate::resources::Resources::load().table)
     }
 
     fn item(value: Value) -> Item {

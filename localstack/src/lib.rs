@@ -1,5 +1,5 @@
 //! The local stack's test equipment, kept out of what ships to Lambda: the
-//! functions depend on `baton-shared` only, so their release build holds
+//! functions depend on `baton-service` only, so their release build holds
 //! none of this, and no feature flag has to be remembered.
 //!
 //! - [`faults`]: AWS's failures (conflicts, throttling, lost answers,
@@ -15,13 +15,14 @@
 
 use std::sync::Arc;
 
-use baton_shared::aws::AwsClients;
+use baton_service::aws::AwsClients;
 
 pub mod aws_limits;
 pub mod faults;
 pub mod grants;
 pub mod index_lag;
 pub mod provision;
+pub mod resources;
 pub mod schema;
 
 /// `clients` with AWS's failures injected by `plan` below the SDK (its
@@ -34,7 +35,7 @@ pub fn with_faults(clients: &AwsClients, plan: Arc<faults::FaultPlan>) -> AwsCli
 /// by `plan`, and only what `grants` allow (`None`: anything).
 ///
 /// Each call gives the clients retry quotas of their own
-/// (`baton_shared::aws::retry_partition`: a custom partition owns its token
+/// (`baton_service::aws::retry_partition`: a custom partition owns its token
 /// bucket, whatever its name), and the SDK stops retrying once failures
 /// have spent a quota. On Lambda every function instance is a process with
 /// quotas of its own, so one function's failures never spend another's
@@ -47,7 +48,7 @@ pub fn function_clients(
     plan: Arc<faults::FaultPlan>,
     grants: Option<Arc<grants::Grants>>,
 ) -> AwsClients {
-    let partition = baton_shared::aws::retry_partition;
+    let partition = baton_service::aws::retry_partition;
     let http =
         faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan).with_grants(grants);
     AwsClients {

@@ -13,8 +13,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde::{Deserialize, Serialize};
 
-use baton_shared::aws::AwsClients;
-use baton_shared::resources::{Naming, Resources};
+use crate::resources::{Naming, Resources};
+use baton_service::aws::AwsClients;
 use baton_store::display_sdk_error;
 
 /// Everything a stack consists of, with physical names.
@@ -29,7 +29,7 @@ pub struct Plan {
     pub rules: Vec<PlannedRule>,
     pub state_machines: Vec<PlannedStateMachine>,
     pub schedules: Vec<PlannedSchedule>,
-    pub routes: Vec<baton_shared::resources::Route>,
+    pub routes: Vec<crate::resources::Route>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -39,7 +39,7 @@ pub struct PlannedTable {
     pub sort_key: String,
     pub ttl_attribute: String,
     pub stream_view_type: String,
-    pub global_secondary_indexes: Vec<baton_shared::resources::Gsi>,
+    pub global_secondary_indexes: Vec<crate::resources::Gsi>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -132,7 +132,7 @@ impl Plan {
         }
         let mut state_machines = Vec::new();
         for machine in &resources.state_machines {
-            let path = infra_dir.join(baton_shared::resources::STATE_MACHINE_DIR).join(&machine.definition);
+            let path = infra_dir.join(crate::resources::STATE_MACHINE_DIR).join(&machine.definition);
             let raw = std::fs::read_to_string(&path)
                 .map_err(|e| ProvisionError(format!("reading {}: {e}", path.display())))?;
             let definition = serde_json::from_str(&raw)

@@ -12,7 +12,7 @@
 
 use std::process::ExitCode;
 
-use baton_shared::aws::AwsClients;
+use baton_service::aws::AwsClients;
 use baton_store::Store;
 use clap::{Parser, Subcommand};
 
@@ -90,7 +90,7 @@ async fn republish_outbox(
     let clients = AwsClients::from_env().await;
     let store = Store::new(clients.dynamodb.clone(), table);
     let published =
-        baton_shared::facts::relay::republish_outbox(&store, &clients.eventbridge, &bus, since, until).await?;
+        baton_service::facts::relay::republish_outbox(&store, &clients.eventbridge, &bus, since, until).await?;
     println!("published {published} facts again (consumers ignore the ones they had)");
     Ok(())
 }

@@ -17,10 +17,10 @@ use baton_api::facts::ALL_DETAIL_TYPES;
 use baton_devhost::sqs::SqsHandler;
 use baton_devhost::{function_env, DevHost, HostOptions};
 use baton_localstack::provision::{default_infra_dir, provision, Plan, PlannedQueue, PlannedRule, Provisioned};
+use baton_localstack::resources::{Naming, Resources};
 use baton_localstack::schema::validate;
-use baton_shared::aws::AwsClients;
-use baton_shared::facts::subscriber::consume;
-use baton_shared::resources::{Naming, Resources};
+use baton_service::aws::AwsClients;
+use baton_service::facts::subscriber::consume;
 use baton_store::Store;
 
 /// A fact as the capture subscriber received it, with the outcome of
@@ -90,7 +90,7 @@ impl TestStack {
         mut options: HostOptions,
     ) -> Self {
         // The functions' JSON logs; nextest shows them for a failing test.
-        baton_shared::telemetry::init();
+        baton_service::telemetry::init();
         let captured: Arc<Mutex<Vec<Captured>>> = Arc::default();
         options.extra_sqs_functions.insert(CAPTURE.into(), capture_handler(captured.clone()));
         let clients = AwsClients::local(&endpoint()).await;

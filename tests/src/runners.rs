@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, JobSpec, QueuedJob, StepSpec};
 use baton_api::runners::{ClaimResponse, RegisterResponse};
-use baton_shared::context::Context;
+use baton_service::context::Context;
 use baton_store::records::RunnerRecord;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -134,9 +134,9 @@ impl TestStack {
     }
 
     async fn publish_again(&self, item: baton_store::outbox::OutboxItem) {
-        let pending = vec![baton_shared::facts::relay::PendingFact { sequence_number: None, item }];
+        let pending = vec![baton_service::facts::relay::PendingFact { sequence_number: None, item }];
         let response =
-            baton_shared::facts::relay::publish(&self.clients.eventbridge, &self.provisioned.bus, &pending).await;
+            baton_service::facts::relay::publish(&self.clients.eventbridge, &self.provisioned.bus, &pending).await;
         assert!(response.batch_item_failures.is_empty());
     }
 

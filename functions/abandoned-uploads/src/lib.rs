@@ -14,10 +14,10 @@
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_api::artifacts::ArtifactStatus;
 use baton_api::facts::{FactDetail, JobCompleted, JobLeaseExpired, LeaseRef};
-use baton_shared::artifacts::abort_open_upload;
-use baton_shared::context::Context;
-use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::metrics::{emit, Unit};
+use baton_service::context::Context;
+use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
+use baton_service::metrics::{emit, Unit};
+use baton_service::usecases::artifacts::abort_open_upload;
 
 const FUNCTION: &str = "abandoned-uploads";
 

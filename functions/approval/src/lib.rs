@@ -20,10 +20,10 @@ use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::limits;
 use baton_domain::workflows::approval::{Approver, Refusal, MAX_COMMENT_BYTES};
 use baton_domain::workflows::attempt::ApprovalError;
-use baton_shared::context::Context;
-use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
-use baton_shared::orchestration::JOBS_PER_TRANSACTION;
-use baton_shared::outcomes::{advance_in_write, after_progress};
+use baton_service::context::Context;
+use baton_service::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
+use baton_service::usecases::orchestration::JOBS_PER_TRANSACTION;
+use baton_service::usecases::outcomes::{advance_in_write, after_progress};
 use baton_store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
 

@@ -17,15 +17,15 @@ use baton_api::artifacts::{
     ArtifactUploadRequest, MAX_ARTIFACT_NAME_LEN,
 };
 use baton_domain::error::{ApiError, ErrorCode};
-use baton_shared::artifacts::{
-    self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256,
-};
-use baton_shared::context::Context;
-use baton_shared::http::{
+use baton_service::context::Context;
+use baton_service::http::{
     authorize_operator, json_response, lease_credentials, lease_lost, parse_json, path_id, path_param, path_workspace,
     respond,
 };
-use baton_shared::logs::upload_url_ttl;
+use baton_service::usecases::artifacts::{
+    self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256,
+};
+use baton_service::usecases::logs::upload_url_ttl;
 use baton_store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
 use baton_store::keys::{artifact_sk, run_pk};
 use baton_store::leases::LeaseItem;
@@ -46,7 +46,7 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         (Method::GET, true, true) => runner_download(context, &req).await,
         (Method::GET, false, false) => list(context, &req).await,
         (Method::GET, false, true) => operator_download(context, &req).await,
-        _ => Err(baton_shared::http::method_not_allowed()),
+        _ => Err(baton_service::http::method_not_allowed()),
     }
 }
 

@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 use baton_api::provisioners::{
     headroom, instances_to_reserve, InstanceEvent, ReserveRequest, Reserved, TerminateReason, MAX_INSTANCE_EVENTS,
 };
-use baton_shared::metrics::{emit_for_stage, Unit};
+use baton_service::metrics::{emit_for_stage, Unit};
 use chrono::Utc;
 use tracing::Instrument;
 use uuid::Uuid;

@@ -15,10 +15,12 @@ use baton_api::caches::{
     MAX_CACHE_KEY_LEN, MAX_CACHE_SCOPE_LEN, MAX_RESTORE_KEYS,
 };
 use baton_domain::error::{ApiError, ErrorCode};
-use baton_shared::artifacts::{self as archives, bucket, cache_object_key, held_lease, parts_complete, s3_failed};
-use baton_shared::context::Context;
-use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, respond};
-use baton_shared::logs::upload_url_ttl;
+use baton_service::context::Context;
+use baton_service::http::{json_response, lease_credentials, lease_lost, parse_json, respond};
+use baton_service::usecases::artifacts::{
+    self as archives, bucket, cache_object_key, held_lease, parts_complete, s3_failed,
+};
+use baton_service::usecases::logs::upload_url_ttl;
 use baton_store::caches::CacheItem;
 use baton_store::keys::{cache_pk, cache_sk};
 use chrono::{DateTime, Utc};
@@ -31,7 +33,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     if *req.method() != Method::POST {
-        return Err(baton_shared::http::method_not_allowed());
+        return Err(baton_service::http::method_not_allowed());
     }
     let path = req.uri().path().to_string();
     if path.ends_with("/caches/restore") {

@@ -14,9 +14,9 @@
 //! the cancel's progress went unheard (its own earlier try's wake lost).
 
 use baton_domain::error::{ApiError, ErrorCode};
-use baton_shared::context::Context;
-use baton_shared::http::{authorize_operator, json_response, path_id, path_workspace, respond};
-use baton_shared::orchestration::{wake_after_cancel, JOBS_PER_TRANSACTION};
+use baton_service::context::Context;
+use baton_service::http::{authorize_operator, json_response, path_id, path_workspace, respond};
+use baton_service::usecases::orchestration::{wake_after_cancel, JOBS_PER_TRANSACTION};
 use baton_store::attempts::{AttemptStep, AttemptWrite};
 use lambda_http::{Body, Request, Response};
 

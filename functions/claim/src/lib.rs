@@ -7,10 +7,10 @@ use baton_api::runners::{ClaimRequest, ClaimResponse, ClaimedJob, LeaseGrant, MA
 use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
 use baton_domain::tokens::{ClaimKey, TokenKind};
-use baton_shared::context::Context;
-use baton_shared::http::require_token;
-use baton_shared::http::{empty_response, json_response, parse_json, respond};
-use baton_shared::metrics::{emit, emit_for_stage, Unit};
+use baton_service::context::Context;
+use baton_service::http::require_token;
+use baton_service::http::{empty_response, json_response, parse_json, respond};
+use baton_service::metrics::{emit, emit_for_stage, Unit};
 use baton_store::claims::{ClaimLook, ClaimOutcome, ClaimStats, Claimed};
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -106,7 +106,7 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                         // only; an SSM failure answers an error, and the
                         // runner's retry of this claim gets the same job again.
                         let found = context.secrets.read(&job.workspace_id, &secrets).await?;
-                        baton_shared::secrets::put_in(&mut job.job, &secrets, &found);
+                        baton_service::usecases::secrets::put_in(&mut job.job, &secrets, &found);
                         tracing::info!(job_execution_id = %job.job_execution_id, secrets = secrets.len(),
                             missing = job.job.missing_secrets.len(), "secrets put in");
                     }

@@ -1,4 +1,4 @@
 #[tokio::main]
-async fn main() -> Result<(), baton_shared::context::Error> {
-    baton_shared::context::serve_http(baton_claim::handle).await
+async fn main() -> Result<(), baton_service::context::Error> {
+    baton_service::context::serve_http(baton_claim::handle).await
 }

@@ -12,9 +12,9 @@ use baton_domain::limits;
 use baton_domain::runners::settle;
 use baton_domain::workflows::definition::MAX_STEPS_PER_JOB;
 use baton_domain::workflows::execution::recorded_outcome;
-use baton_shared::context::Context;
-use baton_shared::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
-use baton_shared::outcomes::{adopt, RunnerFact};
+use baton_service::context::Context;
+use baton_service::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
+use baton_service::usecases::outcomes::{adopt, RunnerFact};
 use baton_store::leases::{Completion, Fenced, LeaseItem, Settlement};
 use http::StatusCode;
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -60,7 +60,7 @@ async fn report_step(context: &Context, req: Request) -> Result<Response<Body>, 
 /// ordinary way, which also tells a lost lease from a foreign token).
 async fn settle_on(
     context: &Context,
-    credentials: &baton_shared::http::LeaseCredentials,
+    credentials: &baton_service::http::LeaseCredentials,
     step: &StepResult,
     outputs: std::collections::BTreeMap<String, serde_json::Value>,
 ) -> Result<Option<StepAnswer>, ApiError> {
@@ -161,7 +161,7 @@ fn check_storable(body: &CompleteRequest) -> Result<(), ApiError> {
 
 async fn finish(
     context: &Context,
-    lease: &baton_shared::http::LeaseCredentials,
+    lease: &baton_service::http::LeaseCredentials,
     item: Option<baton_store::leases::LeaseItem>,
     body: CompleteRequest,
 ) -> Result<Response<Body>, ApiError> {

@@ -23,9 +23,9 @@ use baton_domain::workflows::concurrency::{self, CreateScope};
 use baton_domain::workflows::parse_definition;
 use baton_domain::workflows::references;
 use baton_domain::workflows::view::RunRecords;
-use baton_shared::context::Context;
-use baton_shared::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
-use baton_shared::metrics::{emit, Unit};
+use baton_service::context::Context;
+use baton_service::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
+use baton_service::metrics::{emit, Unit};
 use baton_store::runs::{NewRun, RunCreated};
 use lambda_http::{Body, Request, Response};
 

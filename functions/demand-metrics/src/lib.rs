@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_domain::runners::provisioners::demand::{workspace_datapoints, DemandDatapoint, SetCounts};
-use baton_shared::context::{Context, Scheduled};
-use baton_shared::metrics::{demand_emf_line, emit, Unit};
+use baton_service::context::{Context, Scheduled};
+use baton_service::metrics::{demand_emf_line, emit, Unit};
 use baton_store::provisioners::RegisteredProvisioner;
 use baton_store::queue::LabelSet;
 use baton_store::StoreError;

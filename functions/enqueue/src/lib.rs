@@ -14,9 +14,9 @@ use baton_api::facts::{Fact, FactDetail, JobExecutionQueued, JobUnschedulable};
 use baton_domain::ids::derived_id;
 use baton_domain::runners::labels::{canonicalize, labelset_id};
 use baton_domain::runners::schedulable::who_serves;
-use baton_shared::context::Context;
-use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::metrics::{emit, Unit};
+use baton_service::context::Context;
+use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
+use baton_service::metrics::{emit, Unit};
 use baton_store::queue::Enqueued;
 use baton_store::TxOutcome;
 

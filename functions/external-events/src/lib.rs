@@ -1,7 +1,7 @@
 //! Subscriber of `baton.external.job_event` (behaviour.md §16): events a
 //! producer puts on the stack's bus for listening jobs (a webhook bridge,
 //! another system's rule), delivered exactly as the events route delivers
-//! them (`baton_shared::job_events::deliver`): idempotent by `ref`, a job
+//! them (`baton_service::usecases::job_events::deliver`): idempotent by `ref`, a job
 //! that ended acknowledges and changes nothing.
 //!
 //! Anyone allowed to put events on the bus can send one, so each is
@@ -14,10 +14,10 @@
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_api::runs::{EventDelivery, ExternalJobEvent, EXTERNAL_JOB_EVENT};
 use baton_domain::error::ErrorCode;
-use baton_shared::context::Context;
-use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::job_events::{deliver, JobRef};
-use baton_shared::metrics::{emit, Unit};
+use baton_service::context::Context;
+use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
+use baton_service::metrics::{emit, Unit};
+use baton_service::usecases::job_events::{deliver, JobRef};
 
 /// The function's name in its metrics.
 const FUNCTION: &str = "external-events";

@@ -4,9 +4,9 @@
 
 use std::sync::OnceLock;
 
-use baton_shared::context::Context;
-use baton_shared::health::check_all;
-use baton_shared::http::json_response;
+use baton_service::context::Context;
+use baton_service::http::json_response;
+use baton_service::usecases::health::check_all;
 use lambda_http::{Body, Request, Response};
 
 /// The route of the OpenAPI document; every other request to this function

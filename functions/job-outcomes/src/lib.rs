@@ -16,7 +16,7 @@
 //! acknowledged and changes nothing.
 //!
 //! Each fact is one compare-and-set on the attempt's version
-//! (`baton_shared::outcomes::adopt`), but the facts of one attempt in a
+//! (`baton_service::usecases::outcomes::adopt`), but the facts of one attempt in a
 //! batch share one, a few at a time (`adopt_together`): each
 //! compare-and-set rewrites the whole attempt item. An outcome
 //! also bumps the attempt's progress, writes the reported steps and the
@@ -36,11 +36,11 @@ use std::collections::BTreeMap;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_api::facts::{Fact, FactDetail, JobClaimed, JobCompleted, JobLeaseExpired, JobUnschedulable};
 use baton_api::runs::Unschedulable;
-use baton_shared::context::Context;
-use baton_shared::facts::subscriber::{delivered, Delivered, HandlerError};
-use baton_shared::orchestration::wake;
-use baton_shared::outcomes::{adopt_together, RunnerFact, FACTS_PER_WRITE};
-use baton_shared::sqs::report_failures;
+use baton_service::context::Context;
+use baton_service::facts::subscriber::{delivered, Delivered, HandlerError};
+use baton_service::sqs::report_failures;
+use baton_service::usecases::orchestration::wake;
+use baton_service::usecases::outcomes::{adopt_together, RunnerFact, FACTS_PER_WRITE};
 use baton_store::attempts::{AttemptStep, AttemptWrite};
 use baton_store::StoreError;
 use uuid::Uuid;

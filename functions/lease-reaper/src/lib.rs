@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_api::facts::{Fact, JobLeaseExpired};
-use baton_shared::context::{Context, Scheduled};
-use baton_shared::metrics::{emit, Unit};
-use baton_shared::orchestration::revive_dead_executions;
+use baton_service::context::{Context, Scheduled};
+use baton_service::metrics::{emit, Unit};
+use baton_service::usecases::orchestration::revive_dead_executions;
 use baton_store::keys::{lease_shard_key, LEASE_SHARDS};
 use baton_store::StoreError;
 use chrono::{DateTime, Utc};

@@ -23,11 +23,13 @@ use baton_api::logs::{
     MAX_LINES_PER_READ, MAX_LOG_WAIT_S, MAX_READ_BYTES,
 };
 use baton_domain::error::{ApiError, ErrorCode};
-use baton_shared::context::Context;
-use baton_shared::http::{
+use baton_service::context::Context;
+use baton_service::http::{
     authorize_operator, json_response, lease_credentials, parse_json, path_id, path_workspace, query_param, respond,
 };
-use baton_shared::logs::{chunk_key, execution_prefix, upload_url_ttl, LogCursor, ReadBudget, READ_TIME_BUDGET};
+use baton_service::usecases::logs::{
+    chunk_key, execution_prefix, upload_url_ttl, LogCursor, ReadBudget, READ_TIME_BUDGET,
+};
 use baton_store::leases::Fenced;
 use baton_store::records::RunnerStatus;
 use http::{Method, StatusCode};
@@ -44,7 +46,7 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
     match *req.method() {
         Method::POST => upload_urls(context, &req).await,
         Method::GET => read(context, &req).await,
-        _ => Err(baton_shared::http::method_not_allowed()),
+        _ => Err(baton_service::http::method_not_allowed()),
     }
 }
 
@@ -72,16 +74,16 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
     let item =
         match context.store.charge_log_bytes(lease.execution_id, lease.epoch, &lease.token_hash, &chunks, cap).await? {
             Fenced::Ok(item) => item,
-            Fenced::LeaseLost => return Err(baton_shared::http::lease_lost()),
+            Fenced::LeaseLost => return Err(baton_service::http::lease_lost()),
             Fenced::NotFound => return Err(ApiError::not_found("lease")),
             Fenced::Refused(reason) => return Err(ApiError::invalid_request(reason)),
         };
     // The URLs die with the lease: a runner that lost it cannot write on.
-    let valid_for = upload_url_ttl(now, item.expires_at).ok_or_else(baton_shared::http::lease_lost)?;
+    let valid_for = upload_url_ttl(now, item.expires_at).ok_or_else(baton_service::http::lease_lost)?;
     let mut uploads = Vec::with_capacity(body.chunks.len());
     for chunk in &body.chunks {
         let key = chunk_key(&item.workspace_id, item.run_id, item.execution_id, chunk.seq);
-        let upload = baton_shared::logs::presign_put(
+        let upload = baton_service::usecases::logs::presign_put(
             &context.clients.s3,
             bucket,
             &key,
@@ -176,12 +178,20 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         let prefix = execution_prefix(&workspace_id, run_id, execution_id);
         let budget = ReadBudget { lines: MAX_LINES_PER_READ, bytes: MAX_READ_BYTES };
         let read_by = tokio::time::Instant::now() + READ_TIME_BUDGET;
-        let read = baton_shared::logs::read_lines(&context.clients.s3, bucket, &prefix, cursor, budget, read_by, ended)
-            .await
-            .map_err(|err| {
-                tracing::error!(error = %err, %run_id, %execution_id, "reading the log failed");
-                ApiError::new(ErrorCode::Unavailable, "the log store did not answer; retry")
-            })?;
+        let read = baton_service::usecases::logs::read_lines(
+            &context.clients.s3,
+            bucket,
+            &prefix,
+            cursor,
+            budget,
+            read_by,
+            ended,
+        )
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, %run_id, %execution_id, "reading the log failed");
+            ApiError::new(ErrorCode::Unavailable, "the log store did not answer; retry")
+        })?;
         let lines: Vec<LogLine> = read.lines.into_iter().filter(|l| step.is_none_or(|s| s == l.step_id)).collect();
         let complete = ended && read.at_end;
         if !lines.is_empty() || complete || tokio::time::Instant::now() + FOLLOW_POLL > deadline {

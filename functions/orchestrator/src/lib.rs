@@ -35,13 +35,13 @@ use baton_domain::workflows::attempt::{AttemptState, Emitted, GroupRequest, Miss
 use baton_domain::workflows::concurrency::{GroupHold, Member};
 use baton_domain::workflows::references::ExpressionData;
 use baton_domain::workflows::WorkflowDefinition;
-use baton_shared::context::Context;
-use baton_shared::metrics::{emit, Unit};
-use baton_shared::orchestration::{
+use baton_service::context::Context;
+use baton_service::metrics::{emit, Unit};
+use baton_service::sqs::partial_batch;
+use baton_service::usecases::orchestration::{
     complete_task, fail_task, leave_group, leave_group_if_done, parked_past_deadline, replace_in_group, report,
     AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
 };
-use baton_shared::sqs::partial_batch;
 use baton_store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
 use baton_store::contention;
 use baton_store::records::RunnerRecord;

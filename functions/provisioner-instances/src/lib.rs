@@ -14,8 +14,8 @@ use baton_api::provisioners::{
     MAX_INSTANCES_PER_PAGE, MAX_INSTANCE_EVENTS,
 };
 use baton_domain::error::ApiError;
-use baton_shared::context::Context;
-use baton_shared::http::{authorize_provisioner, json_response, method_not_allowed, parse_json, query_param, respond};
+use baton_service::context::Context;
+use baton_service::http::{authorize_provisioner, json_response, method_not_allowed, parse_json, query_param, respond};
 use baton_store::provisioners::Provisioner;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};

@@ -9,8 +9,8 @@ use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::runners::labels::canonicalize;
 use baton_domain::runners::provisioners::settings;
 use baton_domain::tokens::{ReservationKey, TokenKind};
-use baton_shared::context::Context;
-use baton_shared::http::{
+use baton_service::context::Context;
+use baton_service::http::{
     authorize_provisioner, json_response, method_not_allowed, parse_json, require_token, respond,
 };
 use http::{Method, StatusCode};

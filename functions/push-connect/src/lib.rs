@@ -9,7 +9,7 @@
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use aws_lambda_events::encodings::Body;
 use baton_domain::tokens::TokenKind;
-use baton_shared::context::Context;
+use baton_service::context::Context;
 use baton_store::connections::PushConnection;
 
 pub const CONNECT_ROUTE: &str = "$connect";

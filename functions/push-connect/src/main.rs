@@ -3,6 +3,6 @@
 #![recursion_limit = "256"]
 
 #[tokio::main]
-async fn main() -> Result<(), baton_shared::context::Error> {
-    baton_shared::context::serve_websocket(baton_push_connect::handle).await
+async fn main() -> Result<(), baton_service::context::Error> {
+    baton_service::context::serve_websocket(baton_push_connect::handle).await
 }

@@ -7,8 +7,8 @@
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_api::facts::JobExecutionTerminated;
-use baton_shared::context::Context;
-use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
+use baton_service::context::Context;
+use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     consume(event, |delivered| reconcile(context, delivered)).await

@@ -7,8 +7,8 @@ use baton_api::runners::{
 };
 use baton_domain::error::ApiError;
 use baton_domain::limits;
-use baton_shared::context::Context;
-use baton_shared::http::{
+use baton_service::context::Context;
+use baton_service::http::{
     empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
 };
 use http::{Method, StatusCode};
@@ -20,7 +20,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     let workspace = path_workspace(&req)?;
-    baton_shared::http::authorize_operator(&context.store, &req, &workspace).await?;
+    baton_service::http::authorize_operator(&context.store, &req, &workspace).await?;
     let now = chrono::Utc::now();
     match *req.method() {
         Method::POST => {

@@ -3,8 +3,8 @@
 
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::DynamoDbEventResponse;
-use baton_shared::context::Context;
-use baton_shared::facts::relay::{outbox_records, publish};
+use baton_service::context::Context;
+use baton_service::facts::relay::{outbox_records, publish};
 
 pub async fn handle(context: &Context, event: Event) -> DynamoDbEventResponse {
     let facts = outbox_records(&event);

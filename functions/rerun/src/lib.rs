@@ -18,8 +18,8 @@ use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::workflows::attempt::{AttemptState, NewAttempt};
 use baton_domain::workflows::concurrency::{GroupHold, HoldStatus};
 use baton_domain::workflows::{plan_rerun, PreviousJob, RerunAction};
-use baton_shared::context::Context;
-use baton_shared::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
+use baton_service::context::Context;
+use baton_service::http::{authorize_operator, json_response, parse_json, path_id, path_workspace, respond};
 use lambda_http::{Body, Request, Response};
 
 pub async fn handle(context: &Context, req: Request) -> Response<Body> {

@@ -8,8 +8,8 @@ use baton_api::runs::RunList;
 use baton_domain::error::ApiError;
 use baton_domain::workflows::status::RunStatus;
 use baton_domain::workflows::view::run_summary;
-use baton_shared::context::Context;
-use baton_shared::http::{json_response, path_id, path_workspace, query_param, respond};
+use baton_service::context::Context;
+use baton_service::http::{json_response, path_id, path_workspace, query_param, respond};
 use lambda_http::{Body, Request, RequestExt, Response};
 
 /// Runs a page holds when `limit` is not given.
@@ -23,7 +23,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_workspace(req)?;
-    baton_shared::http::authorize_operator(&context.store, req, &workspace_id).await?;
+    baton_service::http::authorize_operator(&context.store, req, &workspace_id).await?;
     if req.path_parameters().first("run_id").is_some() {
         let run_id = path_id(req, "run_id")?;
         let view = context

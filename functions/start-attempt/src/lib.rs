@@ -9,9 +9,9 @@
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use baton_api::facts::RunAttemptCreated;
-use baton_shared::context::Context;
-use baton_shared::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_shared::orchestration::{start_attempt_execution, AttemptRef};
+use baton_service::context::Context;
+use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
+use baton_service::usecases::orchestration::{start_attempt_execution, AttemptRef};
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     consume(event, |delivered| start(context, delivered)).await

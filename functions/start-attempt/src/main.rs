@@ -1,4 +1,4 @@
 #[tokio::main]
-async fn main() -> Result<(), baton_shared::context::Error> {
-    baton_shared::context::serve_sqs(baton_start_attempt::handle).await
+async fn main() -> Result<(), baton_service::context::Error> {
+    baton_service::context::serve_sqs(baton_start_attempt::handle).await
 }

@@ -30,8 +30,8 @@ use baton_api::facts::{
 use baton_api::provisioners::TerminateReason;
 use baton_api::runs::Decision;
 use baton_localstack::schema::{common_schema_path, schema_path, schemas_dir, validate};
-use baton_shared::facts::relay::outbox_records;
-use baton_shared::facts::subscriber::{consume, delivered, Delivered, HandlerError};
+use baton_service::facts::relay::outbox_records;
+use baton_service::facts::subscriber::{consume, delivered, Delivered, HandlerError};
 use baton_store::outbox::OutboxItem;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{json, Value};

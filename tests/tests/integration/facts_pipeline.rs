@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use baton_api::facts::{Fact, FactDetail, RunCancelled};
 use baton_devhost::sqs::SqsHandler;
 use baton_devhost::HostOptions;
-use baton_shared::facts::subscriber::{consume, HandlerError};
+use baton_service::facts::subscriber::{consume, HandlerError};
 use baton_store::{s, Store, TxOutcome};
 use baton_tests::{add_subscriber, wait_for, TestStack};
 use uuid::Uuid;
@@ -183,7 +183,7 @@ async fn the_outbox_facts_of_a_time_window_can_be_published_again() {
     })
     .await;
     let window = (at - chrono::Duration::seconds(1), at + chrono::Duration::seconds(1));
-    let published = baton_shared::facts::relay::republish_outbox(
+    let published = baton_service::facts::relay::republish_outbox(
         &stack.store,
         &stack.clients.eventbridge,
         &stack.provisioned.bus,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use baton_devhost::HostOptions;
 use baton_localstack::faults::FaultPlan;
-use baton_shared::context::Context;
+use baton_service::context::Context;
 use baton_tests::runners::queued_fact;
 use baton_tests::{wait_for, TestStack};
 use chrono::{Duration as Span, Utc};

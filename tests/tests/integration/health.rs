@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use baton_shared::health::Health;
+use baton_service::usecases::health::Health;
 use baton_tests::TestStack;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use baton_api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
 use baton_api::runners::ClaimResponse;
 use baton_localstack::faults::FaultPlan;
-use baton_shared::context::Context;
+use baton_service::context::Context;
 use baton_tests::{wait_for, TestStack};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -104,7 +104,7 @@ async fn log_bytes(stack: &TestStack, execution: Uuid) -> u64 {
 /// The stored object of chunk `seq`.
 async fn stored_chunk(stack: &TestStack, leased: &Leased, seq: u64) -> Vec<u8> {
     let bucket = &stack.provisioned.buckets["BATON_LOGS_BUCKET"];
-    let key = baton_shared::logs::chunk_key(&leased.ws, leased.claim.run_id, leased.execution(), seq);
+    let key = baton_service::usecases::logs::chunk_key(&leased.ws, leased.claim.run_id, leased.execution(), seq);
     let object = stack.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("the chunk is stored");
     object.body.collect().await.expect("its bytes").into_bytes().to_vec()
 }
@@ -146,7 +146,7 @@ async fn a_log_read_answers_at_most_its_byte_budget_and_every_read_moves_the_cur
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_past_its_time_budget_answers_what_it_has_with_a_cursor_after_it_and_never_stays_put() {
-    use baton_shared::logs::{execution_prefix, read_lines, LogCursor, ReadBudget};
+    use baton_service::usecases::logs::{execution_prefix, read_lines, LogCursor, ReadBudget};
     let stack = TestStack::start().await;
     let leased = leased_job(&stack).await;
     // A slow printer's log: a chunk a line.

@@ -187,11 +187,11 @@ async fn decide_without_waking(stack: &TestStack, run: &str, job_id: &str, appro
                 .unwrap()
                 .expect("the decision changes the job");
             let mut emitted = change.emitted;
-            let (advanced, wake) = baton_shared::outcomes::advance_in_write(
+            let (advanced, wake) = baton_service::usecases::outcomes::advance_in_write(
                 next,
                 definition,
                 minute,
-                baton_shared::orchestration::JOBS_PER_TRANSACTION,
+                baton_service::usecases::orchestration::JOBS_PER_TRANSACTION,
             );
             emitted.extend(advanced);
             Ok::<_, baton_store::StoreError>(AttemptStep::Write(AttemptWrite {

@@ -225,11 +225,11 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
         .store
         .update_attempt(run_id, 1, 7, |next, definition| {
             assert!(next.state.deliver_event(definition, id, event.clone()).unwrap());
-            let (emitted, wake) = baton_shared::outcomes::advance_in_write(
+            let (emitted, wake) = baton_service::usecases::outcomes::advance_in_write(
                 next,
                 definition,
                 minute,
-                baton_shared::orchestration::JOBS_PER_TRANSACTION,
+                baton_service::usecases::orchestration::JOBS_PER_TRANSACTION,
             );
             Ok::<_, baton_store::StoreError>(AttemptStep::Write(AttemptWrite {
                 emitted,

@@ -17,7 +17,7 @@ use baton_aws_provisioner::settings::Settings;
 use baton_aws_provisioner::{AwsProvisioner, Tick};
 use baton_localstack::faults::{FaultPlan, FaultyHttpClient};
 use baton_localstack::grants::Grants;
-use baton_shared::resources::Resources;
+use baton_localstack::resources::Resources;
 use baton_tests::{endpoint, wait_for, TestStack};
 use serde_json::{json, Value};
 

@@ -1086,9 +1086,10 @@ async fn diagnose(stack: &TestStack, view: &Value) -> String {
         }
         let Some(machine) = stack.host.config.run_state_machine_arn.as_deref() else { continue };
         let reference =
-            baton_shared::orchestration::AttemptRef { workspace_id: String::new(), run_id, attempt: number };
+            baton_service::usecases::orchestration::AttemptRef { workspace_id: String::new(), run_id, attempt: number };
         for generation in 0..3 {
-            let arn = baton_shared::orchestration::execution_arn(machine, &reference.generation_name(generation));
+            let arn =
+                baton_service::usecases::orchestration::execution_arn(machine, &reference.generation_name(generation));
             let Ok(described) = stack.clients.sfn.describe_execution().execution_arn(&arn).send().await else { break };
             let history = stack
                 .clients

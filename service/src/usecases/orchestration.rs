@@ -587,7 +587,7 @@ mod tests {
     #[test]
     fn step_retries_its_integrations_service_errors_and_nothing_that_would_swallow_continue() {
         let asl: serde_json::Value =
-            serde_json::from_str(include_str!("../../infra/statemachines/run-attempt.asl.json")).expect("json");
+            serde_json::from_str(include_str!("../../../infra/statemachines/run-attempt.asl.json")).expect("json");
         let retry = asl["States"]["Step"]["Retry"].as_array().expect("Step has a Retry");
         let retried: Vec<&str> =
             retry.iter().flat_map(|r| r["ErrorEquals"].as_array().unwrap()).filter_map(|e| e.as_str()).collect();

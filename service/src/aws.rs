@@ -46,7 +46,7 @@ pub struct AwsClients {
     /// API Gateway's management API (posts to runners' sockets); its
     /// endpoint is the deployment's, set by `push::Pusher`.
     pub push: aws_sdk_apigatewaymanagement::Client,
-    /// Workspace secrets (`crate::secrets`).
+    /// Workspace secrets (`crate::usecases::secrets`).
     pub ssm: aws_sdk_ssm::Client,
 }
 

@@ -13,8 +13,8 @@
 use chrono::Utc;
 
 use crate::context::Context;
-use crate::orchestration::JOBS_PER_TRANSACTION;
-use crate::outcomes::{advance_in_write, after_progress};
+use crate::usecases::orchestration::JOBS_PER_TRANSACTION;
+use crate::usecases::outcomes::{advance_in_write, after_progress};
 use baton_api::runs::EventDelivery;
 use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::workflows::attempt::EventError;

@@ -91,7 +91,7 @@ pub struct ArtifactConfig {
     pub cache_retention_days: u32,
 }
 
-/// Push to waiting runners (`crate::push`). Without an endpoint nothing is
+/// Push to waiting runners (`crate::usecases::push`). Without an endpoint nothing is
 /// pushed and runners long-poll, as before push existed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PushConfig {
@@ -260,20 +260,6 @@ mod tests {
 
     fn base() -> HashMap<String, String> {
         HashMap::from([("BATON_TABLE".to_string(), "t".to_string()), ("BATON_BUS".to_string(), "b".to_string())])
-    }
-
-    /// Every schedule of `resources.json` names a period the configuration
-    /// holds, so the dev host and the stack fire it at what was configured.
-    #[test]
-    fn every_schedule_runs_at_a_configured_period() {
-        let mut map = base();
-        map.insert("BATON_DEMAND_METRICS_PERIOD_S".into(), "120".into());
-        let config = Config::from_map(&map).unwrap();
-        for schedule in crate::resources::Resources::load().schedules {
-            assert!(config.schedule_period(&schedule.period_config).is_some(), "{}", schedule.period_config);
-        }
-        assert_eq!(config.schedule_period("BATON_DEMAND_METRICS_PERIOD_S"), Some(Duration::from_secs(120)));
-        assert_eq!(config.schedule_period("BATON_POLL_INTERVAL_S"), None);
     }
 
     #[test]

@@ -25,17 +25,20 @@ pub struct Context {
     pub clients: AwsClients,
     pub store: Store,
     /// Nudges connected runners (a no-op without a push endpoint).
-    pub push: crate::push::Pusher,
+    pub push: crate::usecases::push::Pusher,
     /// Workspace secrets (only the secrets route and the claim use it).
-    pub secrets: crate::secrets::SecretStore,
+    pub secrets: crate::usecases::secrets::SecretStore,
 }
 
 impl Context {
     pub fn new(config: Config, clients: AwsClients) -> Self {
         let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        let push = crate::push::Pusher::new(&config.push, &clients.push);
-        let secrets =
-            crate::secrets::SecretStore::new(clients.ssm.clone(), &config.stage, config.secrets_kms_key_id.clone());
+        let push = crate::usecases::push::Pusher::new(&config.push, &clients.push);
+        let secrets = crate::usecases::secrets::SecretStore::new(
+            clients.ssm.clone(),
+            &config.stage,
+            config.secrets_kms_key_id.clone(),
+        );
         Self { config, clients, store, push, secrets }
     }
 

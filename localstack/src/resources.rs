@@ -244,8 +244,27 @@ impl StateMachine {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{HashMap, HashSet};
+
     use super::*;
-    use std::collections::HashSet;
+
+    /// Every schedule of `resources.json` names a period the configuration
+    /// holds, so the dev host and the stack fire it at what was configured.
+    #[test]
+    fn every_schedule_runs_at_a_configured_period() {
+        use baton_service::config::Config;
+        let map = HashMap::from([
+            ("BATON_TABLE".to_string(), "t".to_string()),
+            ("BATON_BUS".to_string(), "b".to_string()),
+            ("BATON_DEMAND_METRICS_PERIOD_S".to_string(), "120".to_string()),
+        ]);
+        let config = Config::from_map(&map).unwrap();
+        for schedule in Resources::load().schedules {
+            assert!(config.schedule_period(&schedule.period_config).is_some(), "{}", schedule.period_config);
+        }
+        assert_eq!(config.schedule_period("BATON_DEMAND_METRICS_PERIOD_S"), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(config.schedule_period("BATON_POLL_INTERVAL_S"), None);
+    }
 
     #[test]
     fn resources_json_parses_and_references_are_consistent() {
