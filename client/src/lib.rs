@@ -1,0 +1,1 @@
+//! The one HTTP client of Baton's API (being moved here).
