@@ -44,6 +44,8 @@
 //! - completing a token that was used, timed out or belongs to a finished
 //!   execution is "nothing to resume", never an error.
 
+pub mod step;
+
 use aws_sdk_sfn::error::SdkError;
 use aws_sdk_sfn::types::ExecutionStatus;
 use serde::{Deserialize, Serialize};
