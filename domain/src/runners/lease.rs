@@ -1,5 +1,6 @@
-//! Lease decisions (behaviour.md §5, §6): expiry instants. The lease token
-//! is minted in `tokens`, the live-lease index's shards are keys
+//! Lease decisions (behaviour.md §5, §6): expiry instants, and when the
+//! reaper reads a shard of the expiry index again. The lease token is
+//! minted in `tokens`, the live-lease index's shards are keys
 //! (`store::keys`).
 
 use chrono::{DateTime, Duration, Utc};
@@ -37,9 +38,28 @@ impl Default for LeaseConfig {
     }
 }
 
+/// Whether the reaper reads a shard's page again after handling one: only
+/// a full page that moved something on. A short page is the end of the
+/// shard's backlog; a page of only saved leases, or of leases this pass
+/// handled already (the index lags behind the writes that moved them out
+/// of the range), would come back the same and spin until the deadline.
+pub fn read_page_again(read: usize, page: usize, saved_or_gone: usize, seen_before: usize) -> bool {
+    read >= page && saved_or_gone + seen_before < read
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_page_is_read_again_only_when_it_moved_something_on() {
+        assert!(read_page_again(100, 100, 0, 0), "a full page of work: more may follow");
+        assert!(read_page_again(100, 100, 60, 39), "one lease moved on");
+        assert!(!read_page_again(99, 100, 0, 0), "a short page ends the backlog");
+        assert!(!read_page_again(100, 100, 100, 0), "only saved leases: the same page again");
+        assert!(!read_page_again(100, 100, 0, 100), "only leases handled already: the index lags");
+        assert!(!read_page_again(100, 100, 40, 60), "nothing new: the index lags");
+    }
 
     #[test]
     fn a_fresh_lease_lives_only_the_grace_and_a_heartbeat_extends_it_by_the_duration() {

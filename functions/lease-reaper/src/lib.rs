@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_api::facts::{Fact, JobLeaseExpired};
+use baton_domain::runners::lease::read_page_again;
 use baton_service::context::{Context, Scheduled};
 use baton_service::metrics::{emit, Unit};
 use baton_service::usecases::orchestration::revive_dead_executions;
@@ -209,28 +210,9 @@ pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: Rea
     Ok(reaped)
 }
 
-/// Whether the reaper reads a shard's page again after handling one: only
-/// a full page that moved something on. A short page is the end of the
-/// shard's backlog; a page of only saved leases, or of leases this pass
-/// handled already (the index lags behind the writes that moved them out
-/// of the range), would come back the same and spin until the deadline.
-pub fn read_page_again(read: usize, page: usize, saved_or_gone: usize, seen_before: usize) -> bool {
-    read >= page && saved_or_gone + seen_before < read
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_full_page_is_read_again_only_when_it_moved_something_on() {
-        assert!(read_page_again(100, 100, 0, 0), "a full page of work: more may follow");
-        assert!(read_page_again(100, 100, 60, 39), "one lease moved on");
-        assert!(!read_page_again(99, 100, 0, 0), "a short page ends the backlog");
-        assert!(!read_page_again(100, 100, 100, 0), "only saved leases: the same page again");
-        assert!(!read_page_again(100, 100, 0, 100), "only leases handled already: the index lags");
-        assert!(!read_page_again(100, 100, 40, 60), "nothing new: the index lags");
-    }
 
     #[test]
     fn the_reaper_stops_its_margin_before_the_deadline_and_at_once_when_it_is_that_close() {
