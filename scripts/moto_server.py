@@ -25,7 +25,7 @@ SQS long polls and every other service stay concurrent.
 Step Functions: moto's SendTaskFailure handler drops the request's `cause`
 (its execution engine takes one), so a `Catch` sees `"Cause": null` where
 AWS gives the cause sent. The run-attempt state machine reads the next
-task's timeout from that cause (shared/src/orchestration.rs); the handler
+task's timeout from that cause (service/src/usecases/orchestration.rs); the handler
 below passes it on.
 """
 

@@ -22,7 +22,7 @@ echo "== format and lints"
 cargo fmt --all -- --check
 CARGO_TARGET_DIR="$lint_target" cargo clippy --workspace --all-targets -q -- -D warnings
 
-echo "== the functions as deployed (shared without the operator tools' feature)"
+echo "== the functions as deployed (the store without the operator tools' feature)"
 # Built alone, the functions do not get operator-tools through the dev host or
 # the tests (features unify across a workspace build): this is their build.
 # The fault layer and the rest of the local stack's equipment are not in it:

@@ -2,7 +2,7 @@
  * Baton's AWS stack, built generically from `infra/resources.json`: every
  * function, route, subscriber, task queue, schedule, state machine and bucket
  * in that file becomes resources here by iteration, with the physical names of
- * `Naming` in `shared/src/resources.rs` (`baton-<stage>-<logical>`, DLQs
+ * `Naming` in `localstack/src/resources.rs` (`baton-<stage>-<logical>`, DLQs
  * `baton-<stage>-<logical>-dlq`), so the local provisioner's plan and this
  * stack agree (the agreement test proves it). Buckets are the exception to the
  * naming: S3 names are global, so CloudFormation names them and the functions
@@ -107,7 +107,7 @@ export const PROVISIONER_METRICS = {
   orphans: 'ProvisionerOrphansTerminated',
 } as const;
 
-/** Where workspace secrets are kept (`shared/src/secrets.rs`): `<path>/<workspace>/<NAME>`. */
+/** Where workspace secrets are kept (`service/src/usecases/secrets.rs`): `<path>/<workspace>/<NAME>`. */
 export function secretsPath(stage: string): string {
   return `/baton/${stage}/secrets`;
 }
@@ -273,7 +273,7 @@ function wholeInRange(name: string, value: number, min: number, max: number): vo
 
 /**
  * Applies defaults and checks the props with the same bounds as the functions'
- * own start-up validation (`shared/src/config.rs`), so a deploy can never give
+ * own start-up validation (`service/src/config.rs`), so a deploy can never give
  * the functions a configuration they would refuse.
  */
 export function resolveProps(props: BatonStackProps, resources: Resources): ResolvedBatonProps {

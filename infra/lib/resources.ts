@@ -1,7 +1,7 @@
 /**
  * The typed model of `infra/resources.json`, the one source of truth for
  * Baton's resources (the Rust side reads the same file in
- * `shared/src/resources.rs`). Everything the stack creates is derived from it
+ * `localstack/src/resources.rs`). Everything the stack creates is derived from it
  * by iteration: nothing here or in the stack lists functions, routes, queues or
  * state machines by name.
  *
@@ -66,7 +66,7 @@ export const LOGS_BUCKET = 'logs';
 /**
  * The key pattern `logs:write` / `logs:read` are scoped to: every key the
  * functions write starts with `logs/` (`execution_prefix` in
- * `shared/src/logs.rs`).
+ * `service/src/usecases/logs.rs`).
  */
 export const LOGS_KEY_PATTERN = 'logs/*';
 
@@ -553,7 +553,7 @@ export function loadResources(file: string): Resources {
   }
 }
 
-/** Physical names, exactly as `Naming` in `shared/src/resources.rs`. */
+/** Physical names, exactly as `Naming` in `localstack/src/resources.rs`. */
 export class Naming {
   readonly prefix: string;
 

@@ -211,7 +211,7 @@ describe('resources.json', () => {
 });
 
 describe('naming', () => {
-  it('matches shared/src/resources.rs', () => {
+  it('matches localstack/src/resources.rs', () => {
     const dev = new Naming('dev');
     assert.equal(dev.physical('state'), 'baton-dev-state');
     assert.equal(dev.dlq('enqueue'), 'baton-dev-enqueue-dlq');

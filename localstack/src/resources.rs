@@ -244,7 +244,7 @@ impl StateMachine {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{HashMap, HashSet};
+    use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
     use super::*;
 
@@ -319,5 +319,36 @@ mod tests {
         let naming = Naming::for_stage("dev");
         assert_eq!(naming.physical("state"), "baton-dev-state");
         assert_eq!(naming.dlq("enqueue"), "baton-dev-enqueue-dlq");
+    }
+
+    /// ARCHITECTURE.md's table of facts and their subscribers says what
+    /// `resources.json` configures: every fact Baton writes and every fact
+    /// a subscriber takes is a row, and each row names exactly the
+    /// subscribers whose rule routes that fact to them.
+    #[test]
+    fn architecture_md_lists_every_fact_and_its_subscribers() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        let start = text.find("<!-- facts-table:start -->").expect("the table's start marker");
+        let end = text.find("<!-- facts-table:end -->").expect("the table's end marker");
+        let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for row in text[start..end].lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let fact = cells[1].trim_matches('`').to_string();
+            let subscribers = cells[2].split(',').map(str::trim).filter(|s| *s != "—" && !s.is_empty());
+            let previous = listed.insert(fact.clone(), subscribers.map(str::to_string).collect());
+            assert!(previous.is_none(), "{fact} is listed twice");
+        }
+        let mut configured: BTreeMap<String, BTreeSet<String>> = baton_api::facts::ALL_DETAIL_TYPES
+            .iter()
+            .chain([&baton_api::runs::EXTERNAL_JOB_EVENT])
+            .map(|fact| (fact.to_string(), BTreeSet::new()))
+            .collect();
+        for subscriber in Resources::load().subscribers {
+            for fact in subscriber.facts {
+                configured.entry(fact).or_default().insert(subscriber.name.clone());
+            }
+        }
+        assert_eq!(listed, configured, "ARCHITECTURE.md's facts table differs from infra/resources.json");
     }
 }

@@ -1,6 +1,6 @@
 //! Where the JSON Schemas of the facts live: `events/schemas/<detail-type>.json`
 //! at the workspace root, with the pieces they share in `common.json`. They
-//! are the contract with outside consumers; `shared/tests/fact_schemas.rs`
+//! are the contract with outside consumers; `tests/tests/integration/fact_schemas.rs`
 //! proves every fact Baton builds conforms to its schema.
 //!
 //! The paths are the source tree's (compile-time), for tests and tooling; a
