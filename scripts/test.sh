@@ -22,6 +22,9 @@ echo "== format and lints"
 cargo fmt --all -- --check
 CARGO_TARGET_DIR="$lint_target" cargo clippy --workspace --all-targets -q -- -D warnings
 
+echo "== the house: layering, line shares, import circles (ARCHITECTURE.md)"
+python3 scripts/house.py
+
 echo "== the functions as deployed (the store without the operator tools' feature)"
 # Built alone, the functions do not get operator-tools through the dev host or
 # the tests (features unify across a workspace build): this is their build.
