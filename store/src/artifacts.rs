@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{artifact_sk, execution_pk, run_pk, timestamp, ARTIFACT_USAGE_SK, LEASE_SK, RUN_SK};
-use super::leases::LeaseItem;
+use super::runner_items::LeaseItem;
 use super::{build, from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::artifacts::{Artifact, ArtifactStatus, MAX_ARTIFACTS_PER_JOB};

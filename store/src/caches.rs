@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::artifacts::status;
 use super::keys::{cache_pk, cache_sk, timestamp};
-use super::leases::LeaseItem;
+use super::runner_items::LeaseItem;
 use super::{build, from_item, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::artifacts::ArtifactStatus;

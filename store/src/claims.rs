@@ -21,13 +21,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::keys::{claim_request_sk, lease_shard, session_pk, LEASE_SK};
-use super::leases::LeaseItem;
-use super::queue::{lease_ref, ClaimAttempt, LabelSet, PendingItem};
-use super::sessions::Session;
+use super::queue::ClaimAttempt;
+use super::runner_items::{ClaimAnswer, LabelSet, LeaseItem, PendingItem, Session};
 use super::{from_item, n, s, Store};
 use crate::error::StoreError;
 use baton_api::facts::{Fact, JobClaimed, JobSpec};
@@ -53,24 +50,6 @@ pub enum ClaimOutcome {
     Claimed(Box<Claimed>),
     NothingToClaim,
     SessionExhausted,
-}
-
-/// What a claim with a `request_id` took (`SESSION#<session>` /
-/// `CLAIM#<request id>`), written in the claim's transaction: a retry of
-/// that claim after its answer was lost finds it and is answered with the
-/// same job under the same token (`tokens::ClaimKey`).
-/// Kept a day (TTL); a retry comes within seconds.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ClaimAnswer {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub execution_id: Uuid,
-    pub epoch: u64,
-    /// The pending item the claim took: the answer is built from it.
-    pub pending: PendingItem,
-    pub ttl: i64,
 }
 
 /// The `type` of a claim's answer item that says it found nothing
@@ -343,7 +322,7 @@ impl Store {
                 let fact = Fact::new(
                     pending.workspace_id.clone(),
                     now,
-                    JobClaimed { lease: lease_ref(pending, session.id, epoch), claimed_at: now },
+                    JobClaimed { lease: lease.lease_ref(), claimed_at: now },
                 );
                 let answer = request.map(|key| ClaimAnswer {
                     pk: session_pk(session.id),

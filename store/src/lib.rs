@@ -285,6 +285,7 @@ pub mod processed;
 pub mod provisioners;
 pub mod queue;
 pub mod records;
+pub mod runner_items;
 pub mod runs;
 pub mod serialize;
 pub mod sessions;

@@ -1,7 +1,8 @@
 //! The pending queue and the runners' record of each execution
 //! (behaviour.md §3, §4, §7).
 //!
-//! Items (keys in `store::keys`):
+//! Items (keys in `store::keys`; a pending item and a registry entry are
+//! `runner_items::{PendingItem, LabelSet}`):
 //! - the runners' record of an execution (`store::records`), never deleted:
 //!   the durable tombstone that makes a replayed enqueue a no-op.
 //! - `Q#<workspace>#<labelset>` / `<queued_at>#<execution>`: a pending item,
@@ -20,84 +21,14 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{self, execution_pk, RUNNER_SK};
-use super::leases::LeaseItem;
 use super::records::{RunnerRecord, RunnerStatus};
-use super::sessions::Session;
+use super::runner_items::{ClaimAnswer, LabelSet, LeaseItem, PendingItem, ReservationLink, Session};
 use super::{build, from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
-use baton_api::facts::{dispatch_at, Fact, JobClaimed, JobExecutionQueued, LeaseRef, QueuedJob};
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PendingItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub execution_id: Uuid,
-    pub workspace_id: String,
-    pub run_id: Uuid,
-    pub job_id: Uuid,
-    pub attempt: u32,
-    #[serde(with = "baton_domain::time::stored")]
-    pub queued_at: DateTime<Utc>,
-    /// The epoch of the record when it was queued; the claim's compare-and-set.
-    pub epoch: u64,
-    /// Key, labels and timeout: what the queue and the claim's ordering
-    /// need. The steps and env are in the job's spec item, read only by the
-    /// claim that wins the job, so a claim window reads small items.
-    pub job: QueuedJob,
-    /// Its complete adopts the outcome itself (`workflows::execution::DIRECT_ADOPTION_MAX_JOBS`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub direct_adoption: bool,
-}
-
-impl baton_domain::runners::claim::Candidate for PendingItem {
-    fn dispatch_at(&self) -> DateTime<Utc> {
-        dispatch_at(self.queued_at, self.job.priority)
-    }
-    fn execution_id(&self) -> Uuid {
-        self.execution_id
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct LabelSet {
-    pub pk: String,
-    /// The label set id.
-    pub sk: String,
-    pub labels: Vec<String>,
-    /// A fresh id written by every enqueue into the set (never a counter: a
-    /// set pruned and registered again must not match an old read): a prune
-    /// conditioned on the one it read cannot remove a set that gained work
-    /// since.
-    #[serde(default)]
-    pub v: String,
-    /// Claimable executions (`queued`), leased ones (`running`), and
-    /// reservations holding demand here (`reserved`). Below zero only for
-    /// work queued before the counts existed.
-    #[serde(default)]
-    pub queued: i64,
-    #[serde(default)]
-    pub running: i64,
-    #[serde(default)]
-    pub reserved: i64,
-}
-
-impl LabelSet {
-    pub fn counts(&self) -> baton_domain::runners::provisioners::demand::SetCounts {
-        baton_domain::runners::provisioners::demand::SetCounts {
-            labelset: self.sk.clone(),
-            labels: self.labels.clone(),
-            queued: self.queued,
-            reserved: self.reserved,
-            running: self.running,
-        }
-    }
-}
+use baton_api::facts::{dispatch_at, Fact, JobClaimed, JobExecutionQueued, QueuedJob};
 
 /// What an enqueue did.
 #[derive(Debug, PartialEq, Eq)]
@@ -328,7 +259,7 @@ impl Store {
         lease: &LeaseItem,
         fact: &Fact<JobClaimed>,
         outbox_ttl_days: u32,
-        answer: Option<&super::claims::ClaimAnswer>,
+        answer: Option<&ClaimAnswer>,
     ) -> Result<ClaimAttempt, StoreError> {
         let first_of_reservation = session.reservation.as_ref().filter(|_| session.claims == 0);
         match self
@@ -355,8 +286,8 @@ impl Store {
         lease: &LeaseItem,
         fact: &Fact<JobClaimed>,
         outbox_ttl_days: u32,
-        answer: Option<&super::claims::ClaimAnswer>,
-        first_of_reservation: Option<&super::provisioners::ReservationLink>,
+        answer: Option<&ClaimAnswer>,
+        first_of_reservation: Option<&ReservationLink>,
     ) -> Result<ClaimAttempt, StoreError> {
         let delete_pending = build(
             Delete::builder()
@@ -412,7 +343,7 @@ impl Store {
                 .key("pk", s(keys::session_pk(session.id)))
                 .key("sk", s(keys::SESSION_SK))
                 // The stored cap, not the one this claim read: a terminate
-                // intent lowers it to the claims made (provisioners.rs,
+                // intent lowers it to the claims made (`provisioners::fleet`,
                 // `request_termination`), and a claim ordered after that
                 // intent must fail here rather than lease a job on a machine
                 // about to be stopped.
@@ -629,17 +560,5 @@ impl Store {
             }
         }
         Err(StoreError::Other(format!("reconciling {} kept losing races; will be retried", lease_ref.job_execution_id)))
-    }
-}
-
-/// The lease reference a claimed fact carries.
-pub fn lease_ref(pending: &PendingItem, session_id: Uuid, epoch: u64) -> LeaseRef {
-    LeaseRef {
-        run_id: pending.run_id,
-        attempt: pending.attempt,
-        job_id: pending.job_id,
-        job_execution_id: pending.execution_id,
-        session_id,
-        epoch,
     }
 }

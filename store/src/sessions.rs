@@ -2,90 +2,20 @@
 //!
 //! Tokens (minted in `tokens`) carry their item's id in the clear, so
 //! authenticating is one `GetItem` by id followed by a comparison of hashes;
-//! the secret itself is never stored.
+//! the secret itself is never stored. The items are
+//! `runner_items::{RegistrationToken, Session}`.
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use chrono::{DateTime, Duration, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use super::keys::{self, timestamp, REGISTRATION_TOKEN_SK, SESSION_SK};
+use super::runner_items::{RegistrationToken, Session};
 use super::{from_item, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::runners::RegisterRequest;
 use baton_domain::tokens::{self, hash_token, RegistrationKey};
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RegistrationToken {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub id: Uuid,
-    pub workspace_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub secret_hash: String,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
-    pub expires_at: Option<DateTime<Utc>>,
-    pub single_use: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_claims: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
-    pub consumed_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
-    pub revoked_at: Option<DateTime<Utc>>,
-    #[serde(with = "baton_domain::time::stored")]
-    pub created_at: DateTime<Utc>,
-    /// Listing index (`runs-by-workspace` GSI, shared by workspace listings).
-    pub rw_pk: String,
-    pub rw_sk: String,
-    /// A reservation's ephemeral token binds its session's labels to the
-    /// reserved label set, whatever the runner asks for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<Vec<String>>,
-    /// The reservation this token was made for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<super::provisioners::ReservationLink>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Session {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub id: Uuid,
-    pub workspace_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub labels: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_claims: Option<u64>,
-    pub claims: u64,
-    pub token_hash: String,
-    #[serde(with = "baton_domain::time::stored")]
-    pub expires_at: DateTime<Utc>,
-    #[serde(with = "baton_domain::time::stored")]
-    pub last_seen_at: DateTime<Utc>,
-    #[serde(with = "baton_domain::time::stored")]
-    pub created_at: DateTime<Utc>,
-    /// The reservation whose token made this session (a provisioned instance).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<super::provisioners::ReservationLink>,
-    /// A reserved session's executions, in claim order, and its last claim:
-    /// what its instance's terminate intents and release are decided on.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub executions: Vec<Uuid>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
-    pub last_claim_at: Option<DateTime<Utc>>,
-}
-
-impl Session {
-    pub fn is_capped_out(&self) -> bool {
-        self.max_claims.is_some_and(|max| self.claims >= max)
-    }
-}
 
 /// Why a registration was refused.
 #[derive(Debug, PartialEq, Eq)]

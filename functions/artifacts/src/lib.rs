@@ -28,7 +28,7 @@ use baton_service::usecases::artifacts::{
 use baton_service::usecases::logs::upload_url_ttl;
 use baton_store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
 use baton_store::keys::{artifact_sk, run_pk};
-use baton_store::leases::LeaseItem;
+use baton_store::runner_items::LeaseItem;
 use chrono::Utc;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};

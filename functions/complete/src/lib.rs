@@ -15,7 +15,8 @@ use baton_domain::workflows::execution::recorded_outcome;
 use baton_service::context::Context;
 use baton_service::http::{json_response, lease_credentials, lease_lost, parse_json, path_id, respond};
 use baton_service::usecases::outcomes::{adopt, RunnerFact};
-use baton_store::leases::{Completion, Fenced, LeaseItem, Settlement};
+use baton_store::leases::{Completion, Fenced, Settlement};
+use baton_store::runner_items::LeaseItem;
 use http::StatusCode;
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -162,7 +163,7 @@ fn check_storable(body: &CompleteRequest) -> Result<(), ApiError> {
 async fn finish(
     context: &Context,
     lease: &baton_service::http::LeaseCredentials,
-    item: Option<baton_store::leases::LeaseItem>,
+    item: Option<LeaseItem>,
     body: CompleteRequest,
 ) -> Result<Response<Body>, ApiError> {
     let now = chrono::Utc::now();

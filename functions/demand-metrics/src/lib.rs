@@ -24,7 +24,7 @@ use baton_domain::runners::provisioners::demand::{workspace_datapoints, DemandDa
 use baton_service::context::{Context, Scheduled};
 use baton_service::metrics::{demand_emf_line, emit, Unit};
 use baton_store::provisioners::RegisteredProvisioner;
-use baton_store::queue::LabelSet;
+use baton_store::runner_items::LabelSet;
 use baton_store::StoreError;
 
 /// How long before the invocation's deadline no further workspace is read.

@@ -16,7 +16,7 @@ use baton_api::artifacts::{
     artifact_parts, ArtifactPartDone, ArtifactPartUpload, ArtifactUploadResponse, ARTIFACT_PART_BYTES,
 };
 use baton_domain::error::{ApiError, ErrorCode};
-use baton_store::leases::LeaseItem;
+use baton_store::runner_items::LeaseItem;
 use baton_store::Store;
 
 /// How long an operator's or a runner's download URL stays valid.
