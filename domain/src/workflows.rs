@@ -15,17 +15,20 @@ pub mod expressions;
 pub mod graph;
 pub mod listening;
 pub mod matrix;
+mod parse;
 pub mod references;
 pub mod rerun;
 pub mod retry;
+pub mod spec;
 pub mod status;
 pub mod view;
 mod yaml;
 
 pub use condition::JobCondition;
 pub use dag::{plan_advance, AdvancePlan, JobSnapshot};
-pub use definition::{parse_definition, DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition};
+pub use definition::{DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition};
 pub use execution::{apply_execution_event, apply_execution_events, ExecutionEvent, ExecutionState, ExecutionUpdate};
+pub use parse::parse_definition;
 pub use rerun::{plan_rerun, PlannedJob, PreviousJob, RerunAction, RerunError, RerunMode};
 pub use status::{
     derive_attempt_status, transition, AttemptStatus, ExecutionStatus, JobStatus, Lifecycle, RunStatus, StatusReason,

@@ -570,7 +570,7 @@ mod tests {
     use super::*;
     use crate::Item;
     use baton_domain::workflows::attempt::NewAttempt;
-    use baton_domain::workflows::definition::parse_definition;
+    use baton_domain::workflows::parse_definition;
     use baton_domain::workflows::status::{ExecutionStatus, JobStatus, StatusReason};
 
     fn fifty_job_attempt() -> AttemptState {

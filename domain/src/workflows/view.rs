@@ -11,10 +11,11 @@ use baton_api::runs::{
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::attempt::{step_id, AttemptState, RunState};
+use super::attempt::{AttemptState, RunState};
 use super::concurrency::HoldStatus;
 use super::definition::WorkflowDefinition;
 use super::status::{ExecutionStatus, StepStatus};
+use crate::ids::step_id;
 use baton_api::facts::StepResult;
 
 /// The summary of a run in a listing.

@@ -1,4 +1,9 @@
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::error::{ApiError, ErrorCode};
+use crate::workflows::condition::JobCondition;
+use crate::workflows::definition::{DEFAULT_JOB_TIMEOUT_MINUTES, DEFAULT_RUN_TIMEOUT_MINUTES};
 
 const SPEC_EXAMPLE: &str = r#"
 name: ci

@@ -1,0 +1,148 @@
+//! `strategy:` (a matrix, `fail-fast`, `max-parallel`) and a matrix job
+//! expanded into its legs.
+
+use super::fields::{Fields, Location};
+use crate::runners::labels;
+use crate::workflows::definition::{DefinitionError, JobDefinition, MAX_JOBS, MAX_JOB_ID_LEN};
+use crate::workflows::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
+use crate::workflows::yaml::YamlNode;
+
+const STRATEGY_FIELDS: &[&str] = &["matrix", "fail-fast", "max-parallel"];
+/// The most values a matrix dimension may list, and the most `include` or
+/// `exclude` entries (the legs are bounded by the job limit anyway).
+const MAX_MATRIX_ENTRIES: usize = 256;
+
+/// A matrix job's legs: the job once per combination, keyed
+/// `<job> (<values>)`, its `runs-on` with `${{ matrix.<name> }}` put in.
+pub(super) fn expand_matrix(
+    job: JobDefinition,
+    strategy: &Strategy,
+    runs_on: &[String],
+) -> Result<(Vec<JobDefinition>, MatrixGroup), DefinitionError> {
+    let at = Location::job(&job.key);
+    let combinations = matrix::combinations(strategy);
+    if combinations.is_empty() {
+        return Err(at.field("strategy.matrix").error("it makes no combination: every one is excluded"));
+    }
+    if combinations.len() > MAX_JOBS {
+        return Err(at
+            .field("strategy.matrix")
+            .error(format!("{} combinations, at most {MAX_JOBS} legs are accepted", combinations.len())));
+    }
+    let mut legs = Vec::with_capacity(combinations.len());
+    for values in combinations {
+        let key = matrix::leg_key(&job.key, &values);
+        if legs.iter().any(|leg: &JobDefinition| leg.key == key) {
+            return Err(at.field("strategy.matrix").error(format!("two combinations make the same leg `{key}`")));
+        }
+        let leg = MatrixLeg { job: job.key.clone(), values };
+        let raw: Vec<String> = runs_on.iter().map(|label| substitute_matrix(label, &leg)).collect();
+        let labels =
+            labels::canonicalize(&raw).map_err(|err| at.field("runs-on").error(format!("in leg `{key}`: {err}")))?;
+        legs.push(JobDefinition { key, labels, matrix: Some(leg), ..job.clone() });
+    }
+    let group = MatrixGroup {
+        job: job.key.clone(),
+        legs: legs.iter().map(|leg| leg.key.clone()).collect(),
+        fail_fast: strategy.fail_fast,
+        max_parallel: strategy.max_parallel,
+    };
+    Ok((legs, group))
+}
+
+/// `${{ matrix.<name> }}` in a label replaced by the leg's value (empty
+/// when its combination has none); the only expression `runs-on` takes.
+fn substitute_matrix(label: &str, leg: &MatrixLeg) -> String {
+    let mut out = String::new();
+    let mut rest = label;
+    while let Some(start) = rest.find("${{") {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find("}}") else { break };
+        let inner = rest[start + 3..start + end].trim();
+        match inner.strip_prefix("matrix.") {
+            Some(name) => out.push_str(leg.value(name.trim()).unwrap_or_default()),
+            None => out.push_str(&rest[start..start + end + 2]),
+        }
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
+/// fail-fast, max-parallel}`. Values are scalars, taken as text.
+pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, DefinitionError> {
+    let fields = Fields::read(node, STRATEGY_FIELDS, at, "a mapping with `matrix`")?;
+    let Some(matrix) = fields.get("matrix") else { return Err(at.field("matrix").error("required")) };
+    let at_matrix = at.field("matrix");
+    let YamlNode::Mapping(entries) = matrix else { return Err(at_matrix.expected("a mapping of dimensions", matrix)) };
+    let mut strategy = Strategy { fail_fast: true, ..Strategy::default() };
+    let scalar = |node: &YamlNode, at: &Location| match node {
+        YamlNode::String(_) | YamlNode::Integer(_) | YamlNode::Float(_) | YamlNode::Bool(_) => {
+            node.scalar_text().ok_or_else(|| at.expected("a scalar value", node))
+        }
+        other => Err(at.expected("a string, number or boolean", other)),
+    };
+    let combination = |node: &YamlNode, at: &Location| -> Result<Combination, DefinitionError> {
+        let YamlNode::Mapping(pairs) = node else { return Err(at.expected("a mapping of names to values", node)) };
+        let mut combo = Combination::new();
+        for (name, value) in pairs {
+            let Some(name) = name.scalar_text() else { return Err(at.expected("names as text", name)) };
+            check_matrix_name(&name, at)?;
+            combo.push((name.clone(), scalar(value, &at.field(&name))?));
+        }
+        Ok(combo)
+    };
+    let list = |node: &YamlNode, at: &Location| -> Result<Vec<Combination>, DefinitionError> {
+        let YamlNode::Sequence(items) = node else { return Err(at.expected("a list of mappings", node)) };
+        if items.len() > MAX_MATRIX_ENTRIES {
+            return Err(at.error(format!("{} entries, at most {MAX_MATRIX_ENTRIES}", items.len())));
+        }
+        items.iter().map(|item| combination(item, at)).collect()
+    };
+    for (name, values) in entries {
+        let Some(name) = name.scalar_text() else { return Err(at_matrix.expected("dimension names as text", name)) };
+        let at = at_matrix.field(&name);
+        match name.as_str() {
+            "include" => strategy.include = list(values, &at)?,
+            "exclude" => strategy.exclude = list(values, &at)?,
+            _ => {
+                check_matrix_name(&name, &at_matrix)?;
+                let YamlNode::Sequence(items) = values else { return Err(at.expected("a list of values", values)) };
+                if items.is_empty() || items.len() > MAX_MATRIX_ENTRIES {
+                    return Err(at.error(format!("1 to {MAX_MATRIX_ENTRIES} values")));
+                }
+                let values = items.iter().map(|item| scalar(item, &at)).collect::<Result<Vec<_>, _>>()?;
+                strategy.dimensions.push((name, values));
+            }
+        }
+    }
+    if strategy.dimensions.is_empty() && strategy.include.is_empty() {
+        return Err(at_matrix.error("at least one dimension, or `include`"));
+    }
+    if let Some(node) = fields.get("fail-fast") {
+        let YamlNode::Bool(fail_fast) = node else { return Err(at.field("fail-fast").expected("true or false", node)) };
+        strategy.fail_fast = *fail_fast;
+    }
+    if let Some(node) = fields.get("max-parallel") {
+        match node {
+            YamlNode::Integer(n) if (1..=i128::from(MAX_JOBS as u32)).contains(n) => {
+                strategy.max_parallel = Some(*n as u32)
+            }
+            _ => return Err(at.field("max-parallel").error(format!("must be a whole number from 1 to {MAX_JOBS}"))),
+        }
+    }
+    Ok(strategy)
+}
+
+/// A matrix name is what `${{ matrix.<name> }}` can spell.
+fn check_matrix_name(name: &str, at: &Location) -> Result<(), DefinitionError> {
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.len() <= MAX_JOB_ID_LEN
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(at.error(format!("invalid matrix name `{name}`: a letter or '_', then letters, digits, '_' and '-'")))
+    }
+}

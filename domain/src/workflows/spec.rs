@@ -1,0 +1,133 @@
+//! The spec a runner gets to execute a job: its steps, env and outputs,
+//! built from the frozen definition with the job's expressions resolved
+//! (and measured, unresolved, when a definition is parsed).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::definition::{JobDefinition, WorkflowDefinition};
+use super::expressions;
+use super::references::{self, JobScope};
+use crate::ids::step_id;
+use baton_api::facts::{JobSpec, OutputFrom, StepSpec};
+
+/// What a runner needs to execute `job`: its steps and env with every
+/// `${{ … }}` resolved in `scope` (left as written without one, to measure
+/// the spec), and where its outputs come from.
+pub fn job_spec(
+    definition: &WorkflowDefinition,
+    job: &JobDefinition,
+    execution_id: Uuid,
+    minute: Duration,
+    scope: Option<&JobScope<'_>>,
+) -> JobSpec {
+    let minutes = |m: u32| u64::from(m) * minute.as_secs();
+    let mut budget = EXPANSION_BUDGET;
+    let mut resolve = |text: &str, scope: Option<&JobScope<'_>>| match scope {
+        Some(scope) => expand(text, scope, &mut budget),
+        None => text.to_string(),
+    };
+    let mut env = BTreeMap::new();
+    for (name, value) in definition.env.iter().chain(&job.env) {
+        env.insert(name.clone(), resolve(value, scope));
+    }
+    // `env.X` in the steps reads the job's env as resolved above.
+    let job_scope = scope.map(|scope| JobScope { env: env.clone(), needs: scope.needs.clone(), ..*scope });
+    let scope = job_scope.as_ref();
+    let step_ids: Vec<Uuid> = (0..job.steps.len()).map(|index| step_id(execution_id, index)).collect();
+    let steps = job
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| {
+            // A step's expressions also see the step's own env.
+            let step_scope = scope.map(|scope| {
+                let mut env = scope.env.clone();
+                env.extend(step.env.iter().map(|(k, v)| (k.clone(), expressions::interpolate(v, scope))));
+                JobScope { env, needs: scope.needs.clone(), ..*scope }
+            });
+            StepSpec {
+                id: step_ids[index],
+                name: step.name.clone(),
+                run: resolve(&step.run, step_scope.as_ref()),
+                env: step.env.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
+                timeout_s: step.timeout_minutes.map(minutes),
+                continue_on_error: decided(step.continue_on_error.as_deref(), step_scope.as_ref()),
+            }
+        })
+        .collect();
+    let outputs = job
+        .outputs
+        .iter()
+        .map(|(name, source)| {
+            let step = source
+                .step
+                .as_ref()
+                .and_then(|id| job.steps.iter().position(|s| s.id.as_ref() == Some(id)))
+                .map(|index| step_ids[index]);
+            (name.clone(), OutputFrom { step, key: source.key.clone() })
+        })
+        .collect();
+    let mut mask_env: Vec<String> = definition.mask_env.iter().chain(&job.mask_env).cloned().collect();
+    mask_env.sort();
+    mask_env.dedup();
+    JobSpec {
+        key: job.key.clone(),
+        labels: job.labels.clone(),
+        timeout_s: minutes(job.timeout_minutes),
+        env,
+        steps,
+        outputs,
+        mask_env,
+        continue_on_error: decided(job.continue_on_error.as_deref(), scope),
+        priority: priority_of(job.priority.as_deref(), scope),
+        secrets: references::secrets_used(definition, job),
+    }
+}
+
+/// A `priority` as decided in `scope`: a whole number (clamped to
+/// `PRIORITY_RANGE`), 0 when it is not one or there is no scope to decide it.
+fn priority_of(priority: Option<&str>, scope: Option<&JobScope<'_>>) -> i32 {
+    let text = match (priority, scope) {
+        (None, _) => return 0,
+        (Some(text), Some(scope)) => expressions::interpolate(text, scope),
+        (Some(text), None) => text.to_string(),
+    };
+    let range = baton_api::facts::PRIORITY_RANGE;
+    text.trim().parse::<i64>().map_or(0, |p| p.clamp(i64::from(*range.start()), i64::from(*range.end())) as i32)
+}
+
+/// A `continue-on-error` as decided in `scope`: it holds when it comes to
+/// `true` (a literal `true`, or an expression whose value is `true`).
+/// Without a scope (measuring a spec) only a literal `true` holds.
+fn decided(continue_on_error: Option<&str>, scope: Option<&JobScope<'_>>) -> bool {
+    match (continue_on_error, scope) {
+        (None, _) => false,
+        (Some(text), Some(scope)) => expressions::interpolate(text, scope).trim() == "true",
+        (Some(text), None) => text == "true",
+    }
+}
+
+/// How many bytes the expressions of one job may expand to: outputs are
+/// bounded, but a job may refer to them many times, and its spec must stay
+/// storable (64 KiB, `MAX_JOB_SPEC_BYTES`, less what it was written with).
+pub const EXPANSION_BUDGET: usize = 32 * 1024;
+
+/// `text` interpolated, its expansions charged to `budget`; past the budget
+/// a value is replaced by a note saying so (the job runs, visibly short of
+/// it, rather than a spec too large to store stalling the orchestration).
+fn expand(text: &str, scope: &JobScope<'_>, budget: &mut usize) -> String {
+    let expanded = expressions::interpolate(text, scope);
+    let grown = expanded.len().saturating_sub(text.len());
+    if grown <= *budget {
+        *budget -= grown;
+        expanded
+    } else {
+        format!("{text} [not expanded: the job's expressions expand past {EXPANSION_BUDGET} bytes]")
+    }
+}
+
+#[cfg(test)]
+mod tests;
