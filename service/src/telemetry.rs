@@ -6,6 +6,10 @@ use tracing_subscriber::EnvFilter;
 
 /// JSON logs to stdout (CloudWatch reads them), filtered by `RUST_LOG`
 /// (default `info`). Safe to call twice: the second call is a no-op.
+///
+/// Each line carries its own `timestamp` (RFC 3339, UTC): CloudWatch stamps
+/// the line when it ingests it, but the dev host's output, a soak's
+/// evidence and a log exported elsewhere have only the line's own time.
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -14,6 +18,5 @@ pub fn init() {
         .with_current_span(true)
         .with_span_list(false)
         .with_target(false)
-        .without_time()
         .try_init();
 }
