@@ -9,6 +9,7 @@
 //! | EventBridge | `PutEvents`: 10 entries, 256 KB of entries (each counted as 14 bytes + source + detail type + detail + resources) |
 //! | SQS | a message (or a batch's messages) 256 KB; a batch 10 entries |
 //! | Step Functions | execution input and task output 256 KB; a failure's cause 32,768 characters |
+//! | SSM | `PutParameter`: no `{{`…`}}` in a value (Parameter Store reserves it for references to other parameters) |
 //!
 //! Sizes follow AWS's own accounting closely enough to catch what matters:
 //! a DynamoDB item is its attribute names plus their values' bytes (numbers
@@ -74,6 +75,17 @@ pub fn refusal(service: &str, operation: &str, body: &[u8]) -> Option<Refusal> {
                 return refuse("TooManyEntriesInBatchRequest", "Maximum number of entries per request are 10");
             }
             sqs_bytes(entries.iter().map(|e| e["MessageBody"].as_str().map_or(0, str::len)).sum())
+        }
+        ("ssm", "PutParameter") => {
+            let value = request["Value"].as_str().unwrap_or_default();
+            let nests = value.find("{{").is_some_and(|open| value[open + 2..].contains("}}"));
+            if nests {
+                return refuse(
+                    VALIDATION,
+                    "Parameter value can't nest another parameter. Do not use \"{{}}\" in the value.",
+                );
+            }
+            None
         }
         ("states", "StartExecution") => states_payload(&request["input"], "InvalidExecutionInput"),
         ("states", "SendTaskSuccess") => states_payload(&request["output"], "InvalidOutput"),
@@ -324,5 +336,17 @@ mod tests {
             refusal("states", "SendTaskSuccess", &body(json!({"output": "x".repeat(257 * 1024)}))).expect("refused");
         assert_eq!(output.error, "InvalidOutput");
         assert!(refusal("states", "StartExecution", &body(json!({"input": "x".repeat(257 * 1024)}))).is_some());
+    }
+
+    #[test]
+    fn a_parameter_value_holding_double_braces_is_refused_as_parameter_store_does() {
+        let put =
+            |value: &str| body(json!({"Name": "/baton/dev/secrets/ws/X", "Value": value, "Type": "SecureString"}));
+        let refused = refusal("ssm", "PutParameter", &put("password: {{ .Values.db.password }}")).expect("refused");
+        assert_eq!((refused.status, refused.error), (400, "ValidationException"));
+        assert!(refusal("ssm", "PutParameter", &put("{{ssm:other}}")).is_some());
+        for fine in ["t0k3n", "{single}", "{{ unclosed", "closed only }}"] {
+            assert_eq!(refusal("ssm", "PutParameter", &put(fine)), None, "{fine}");
+        }
     }
 }

@@ -587,7 +587,11 @@ impl HttpConnector for FaultyConnector {
         }
         // AWS's limits next, faults or not: what AWS would refuse is
         // refused here, as AWS refuses it.
-        if let Some((service, operation)) = target(&request) {
+        // SSM's too: it is no service of the fault plans (`target`), but its
+        // limits hold for whoever sends to it.
+        let ssm = request.headers().get("x-amz-target").and_then(|t| t.strip_prefix("AmazonSSM."));
+        let limited = target(&request).or_else(|| ssm.map(|operation| ("ssm", operation.to_string())));
+        if let Some((service, operation)) = limited {
             let refused = request.body().bytes().and_then(|body| crate::aws_limits::refusal(service, &operation, body));
             if let Some(refused) = refused {
                 tracing::warn!(service, operation, error = refused.error, message = %refused.message,
