@@ -10,6 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use baton_api::runners::{RegisterRequest, RegisterResponse, MAX_CLAIM_WAIT_S};
+use baton_client::backoff::Backoff;
+use baton_client::error::ClientError;
+use baton_client::Client;
 use chrono::Utc;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -17,11 +20,9 @@ use uuid::Uuid;
 
 use std::sync::Arc;
 
-use crate::backoff::Backoff;
-use crate::client::{Client, ClientError};
-use crate::job::{run_job, JobEnd, JobSettings};
+use crate::job::{run_job, JobSettings};
 use crate::push::{Endpoint, Nudges};
-use crate::Shutdown;
+use crate::{JobEnd, Shutdown};
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

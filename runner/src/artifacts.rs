@@ -12,12 +12,13 @@ use baton_api::artifacts::{
     Artifact, ArtifactCompleteRequest, ArtifactDownload, ArtifactPartDone, ArtifactUploadRequest,
     ArtifactUploadResponse,
 };
+use baton_client::error::ClientError;
+use baton_client::retry::with_retries;
+use baton_client::Client;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
-
-use crate::client::{with_retries, Client, ClientError};
 
 /// How long one request of an upload or a download is retried.
 pub const RETRY_BUDGET: Duration = Duration::from_secs(120);

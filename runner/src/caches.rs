@@ -11,12 +11,14 @@ use baton_api::artifacts::ArtifactUploadResponse;
 use baton_api::caches::{
     CacheCompleteRequest, CacheEntry, CacheHit, CacheRestoreRequest, CacheRestoreResponse, CacheSaveRequest,
 };
+use baton_client::error::ClientError;
+use baton_client::retry::with_retries;
+use baton_client::Client;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::artifacts::{self, RETRY_BUDGET};
-use crate::client::{with_retries, Client, ClientError};
 
 /// A restore the `cache:` step asks for.
 #[derive(Debug, Clone)]

@@ -12,12 +12,11 @@
 use std::time::Duration;
 
 use baton_api::runners::CompleteResponse;
+use baton_client::backoff::Backoff;
+use baton_client::error::ClientError;
 use tokio::sync::watch;
 
-use crate::backoff::Backoff;
-use crate::client::ClientError;
-use crate::job::JobEnd;
-use crate::Stop;
+use crate::{JobEnd, Stop};
 
 /// What follows a failed complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +132,7 @@ mod tests {
     use baton_api::facts::JobOutcome;
 
     use super::*;
-    use crate::client::classify;
+    use baton_client::error::classify;
 
     fn unavailable() -> ClientError {
         classify(503, r#"{"error":{"code":"unavailable","message":"down"}}"#)

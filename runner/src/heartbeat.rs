@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_client::backoff::Backoff;
+use baton_client::Client;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::backoff::Backoff;
-use crate::client::Client;
 use crate::{escalate, Stop};
 
 /// Heartbeats until the job's stop reason makes the lease moot (lease lost,

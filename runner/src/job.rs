@@ -23,17 +23,18 @@ use std::time::{Duration, Instant};
 
 use baton_api::facts::{JobOutcome, StepResult, StepSpec, StepStatus};
 use baton_api::runners::{ClaimResponse, CompleteRequest, StepAnswer, StepReport};
+use baton_client::retry::with_retries;
+use baton_client::Client;
 use chrono::Utc;
 use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
 
-use crate::client::{with_retries, Client};
 use crate::complete;
 use crate::logs::{self, LogSettings, LogSink};
 use crate::process::{exit_code, signal_group, terminate_group};
 use crate::streams::{read_step_output, Shown};
 use crate::{caches, outputs};
-use crate::{escalate, heartbeat, Shutdown, Stop};
+use crate::{escalate, heartbeat, JobEnd, Shutdown, Stop};
 
 /// Environment variables of the runner that a job must never see.
 const SECRET_VARS: &[&str] = &["BATON_REGISTRATION_TOKEN", "BATON_ADMIN_TOKEN", "BATON_TOKEN"];
@@ -57,19 +58,6 @@ pub struct JobSettings {
     pub logs: LogSettings,
     /// The push socket's nudges (a cancel wakes the job's heartbeat).
     pub nudges: std::sync::Arc<crate::push::Nudges>,
-}
-
-/// How a job ended, from the runner's point of view.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobEnd {
-    /// Completed and accepted; the outcome the server recorded.
-    Reported(JobOutcome),
-    /// The lease was lost: stopped, nothing reported.
-    LeaseLost,
-    /// The runner shut down without draining: stopped, nothing reported.
-    Abandoned,
-    /// The complete could not be delivered.
-    ReportFailed(String),
 }
 
 /// How one step's process ended.

@@ -2,7 +2,6 @@
 //! (`baton`) and the reference provisioners (`baton-provisioner`), as a
 //! library so that the binaries stay thin.
 //!
-//! - [`client`]: the typed HTTP client and the classification of failures.
 //! - [`agent`]: register, claim (long poll, backoff), run up to N jobs, stop.
 //! - [`job`]: execute one claimed job, step by step, and report it.
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
@@ -12,29 +11,26 @@
 //! - [`process`]: process groups and signals.
 //! - [`streams`]: read a step's stdout and stderr, masks in force across both.
 //! - [`tools`]: the tools this machine has, advertised at registration.
-//! - [`operator`]: the operator side (`baton token …`, `baton run …`,
-//!   `baton provisioner …`).
-//! - [`provisioner`]: elastic fleets: the `bpt_` client, `baton fleet`'s
-//!   view and the local reference provisioner (`baton-provisioner local`).
+//! - [`provisioner`]: elastic fleets: the demand and instances view and the
+//!   local reference provisioner (`baton-provisioner local`).
 //! - [`agent_cli`], [`operator_cli`], [`provisioner_cli`]: the three commands'
-//!   arguments and start-up.
+//!   arguments and start-up (`baton token …`, `baton run …`, `baton
+//!   provisioner …` and `baton fleet` are the operator CLI's).
 //!
-//! It depends on the light `baton-api` crate for the contract, never on the
-//! server crate: a runner install compiles no AWS SDK. Its end-to-end tests,
-//! which need the server and the local stack, live in `tests/runner`.
+//! It talks to Baton through `baton-client` over the light `baton-api`
+//! contract, never through the server crates: a runner install compiles no
+//! AWS SDK. Its end-to-end tests, which need the server and the local stack,
+//! live in `tests/runner`.
 
 pub mod agent;
 pub mod agent_cli;
 pub mod artifacts;
-pub mod backoff;
 pub mod caches;
-pub mod client;
 pub mod complete;
 pub mod graph;
 pub mod heartbeat;
 pub mod job;
 pub mod logs;
-pub mod operator;
 pub mod operator_cli;
 pub mod outputs;
 pub mod process;
@@ -44,6 +40,20 @@ pub mod push;
 pub mod step_cli;
 pub mod streams;
 pub mod tools;
+
+/// How a job ended, from the runner's point of view: what running it
+/// ([`job`]) and delivering its complete ([`complete`]) come to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Completed and accepted; the outcome the server recorded.
+    Reported(baton_api::facts::JobOutcome),
+    /// The lease was lost: stopped, nothing reported.
+    LeaseLost,
+    /// The runner shut down without draining: stopped, nothing reported.
+    Abandoned,
+    /// The complete could not be delivered.
+    ReportFailed(String),
+}
 
 /// Why a running job must stop early. Ordered by precedence: a later,
 /// stronger reason replaces a weaker one, never the other way round.

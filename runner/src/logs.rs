@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_api::logs::{LogChunkRequest, LogLine, LogStream, LogUploadRequest};
+use baton_client::error::ClientError;
+use baton_client::retry::with_retries;
+use baton_client::Client;
 use chrono::Utc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use uuid::Uuid;
-
-use crate::client::{with_retries, Client, ClientError};
 
 /// What a step prints to register a secret: the rest of the line is masked
 /// in every later line, and the line itself is neither printed nor stored.

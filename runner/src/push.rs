@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton_api::runners::{PushMessage, PushPing};
+use baton_client::backoff::Backoff;
 use futures::{SinkExt, StreamExt};
 use tokio::sync::{watch, Notify};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use crate::backoff::Backoff;
 use crate::Shutdown;
 
 /// Where to connect, and as whom.

@@ -9,11 +9,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use baton_client::Client;
 use clap::{Parser, Subcommand};
 use uuid::Uuid;
 
 use crate::artifacts;
-use crate::client::Client;
 
 /// What a step of a Baton job may run.
 #[derive(Debug, Parser)]

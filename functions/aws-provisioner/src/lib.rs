@@ -29,7 +29,6 @@
 //! token is its reservation id; deleting a parameter already gone is a
 //! success.
 
-pub mod api;
 pub mod cloud;
 pub mod plan;
 pub mod settings;
@@ -39,12 +38,14 @@ use std::time::{Duration, SystemTime};
 use baton_api::provisioners::{
     headroom, instances_to_reserve, InstanceEvent, ReserveRequest, Reserved, TerminateReason, MAX_INSTANCE_EVENTS,
 };
+use baton_client::error::ClientError;
+use baton_client::provisioners::{report_batches, ProvisionerClient};
+use baton_client::Client;
 use baton_service::metrics::{emit_for_stage, Unit};
 use chrono::Utc;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::api::{ApiError, ProvisionerApi};
 use crate::cloud::{CloudError, Ec2, Ssm};
 use crate::plan::{Ec2State, Launcher, Why};
 use crate::settings::Settings;
@@ -59,6 +60,10 @@ pub const METRIC_LAUNCHED: &str = "ProvisionerInstancesLaunched";
 /// reservation it could not launch would hold demand until it expires.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(10);
 
+/// How long one request to the API may take: a tick has a deadline, and an
+/// answer slower than this is met by the next tick instead.
+const API_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Tries of one reserve within a tick, and the pause after the first (doubled
 /// after each): a lost answer or a moment's 5xx is met within the tick, and
 /// one that outlasts them is kept for the next tick.
@@ -71,7 +76,7 @@ const RESERVE_FIRST_PAUSE: Duration = Duration::from_millis(500);
 pub struct AwsProvisioner {
     pub settings: Settings,
     pub provisioner_id: Uuid,
-    api: ProvisionerApi,
+    api: ProvisionerClient,
     ec2: Ec2,
     ssm: Ssm,
 }
@@ -88,8 +93,20 @@ pub enum StartError {
 pub enum TickError {
     #[error(transparent)]
     Cloud(#[from] CloudError),
-    #[error(transparent)]
-    Api(#[from] ApiError),
+    /// 401: the provisioner was removed or its token revoked.
+    #[error("the API refused the provisioner token (removed or revoked?): {0}")]
+    Revoked(String),
+    #[error("API failure: {0}")]
+    Api(ClientError),
+}
+
+impl From<ClientError> for TickError {
+    fn from(err: ClientError) -> Self {
+        match err {
+            ClientError::Unauthenticated(message) => TickError::Revoked(message),
+            other => TickError::Api(other),
+        }
+    }
 }
 
 /// What a tick did (its answer, its last log line and its metrics).
@@ -124,7 +141,12 @@ impl AwsProvisioner {
             launch_template: settings.launch_template.clone(),
             launch_template_version: settings.launch_template_version.clone(),
         };
-        let api = ProvisionerApi::new(http, &settings.api_url, token);
+        // The provisioner's own token: it calls the API like any other
+        // provisioner, and needs no access to Baton's table.
+        let api = ProvisionerClient::new(
+            Client::with_http(http, &settings.api_url).with_request_timeout(API_TIMEOUT),
+            &token,
+        );
         Ok(Self { settings, provisioner_id, api, ec2, ssm })
     }
 
@@ -161,7 +183,9 @@ impl AwsProvisioner {
         let mut tick = Tick::default();
         let stage = self.settings.stage.as_str();
         let mut machines = self.ec2.machines(stage, self.provisioner_id).await?;
-        let known = self.api.instances().await?.items;
+        // Every instance Baton knows of, with its terminate intent: the
+        // intents to honour, and the states Baton holds (only news is reported).
+        let known = self.api.instances(false).await?.items;
 
         // Terminate what Baton wants gone. A failure is logged: the intent
         // stays, so the next tick tries again.
@@ -221,7 +245,9 @@ impl AwsProvisioner {
         let mut turn = Turn { deadline, launcher: &launcher, machines, events, tick };
         self.send_kept_reserves(&mut turn).await?;
 
-        let demand = self.api.demand().await?;
+        // Read at once, without a long poll: a tick meets what is needed now,
+        // and waiting would bill the function for the wait.
+        let demand = self.api.demand(None, 0).await?;
         for set in &demand.label_sets {
             let live = turn.machines.iter().filter(|m| !m.state.is_ending()).count();
             let count =
@@ -298,8 +324,8 @@ impl AwsProvisioner {
         let request_id = body.request_id.map_or_else(|| "-".to_string(), |id| id.to_string());
         let reserved = match self.reserve(body, turn.deadline).await {
             Ok(reserved) => reserved,
-            Err(ApiError::Unauthenticated(message)) => return Err(ApiError::Unauthenticated(message).into()),
-            Err(ApiError::Transient(err)) => {
+            Err(ClientError::Unauthenticated(message)) => return Err(TickError::Revoked(message)),
+            Err(ClientError::Transient(err)) => {
                 turn.tick.reserves_unanswered += 1;
                 tracing::warn!(%labels, count = body.count, %request_id, error = %err,
                     "reserve not answered; the next tick sends it again under its request_id");
@@ -353,12 +379,12 @@ impl AwsProvisioner {
     /// `body`, tried up to `RESERVE_TRIES` times while the deadline allows:
     /// every try under the same `request_id`, so one whose answer was lost
     /// is answered by the next with what it reserved.
-    async fn reserve(&self, body: &ReserveRequest, deadline: SystemTime) -> Result<Reserved, ApiError> {
+    async fn reserve(&self, body: &ReserveRequest, deadline: SystemTime) -> Result<Reserved, ClientError> {
         let mut pause = RESERVE_FIRST_PAUSE;
         let mut tries = 1;
         loop {
             match self.api.reserve(body).await {
-                Err(ApiError::Transient(err))
+                Err(ClientError::Transient(err))
                     if tries < RESERVE_TRIES && time_left(deadline) > DEADLINE_MARGIN + pause =>
                 {
                     tracing::warn!(labels = %body.labels.join(","), tries, error = %err, "reserve not answered; trying again");
@@ -384,7 +410,7 @@ impl AwsProvisioner {
     /// the next tick derives the same states from EC2 again (only a launch
     /// failure's event is lost, and its reservation then expires).
     async fn report(&self, events: &[InstanceEvent], machines: &[plan::Machine], tick: &mut Tick) {
-        for batch in events.chunks(MAX_INSTANCE_EVENTS) {
+        for batch in report_batches(events, MAX_INSTANCE_EVENTS) {
             match self.api.report(batch).await {
                 Ok(answer) => {
                     tick.reported += batch.len() as u32;

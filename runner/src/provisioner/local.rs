@@ -15,14 +15,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use baton_api::provisioners::{Demand, InstanceState, LabelSetDemand, ReserveRequest, MAX_DEMAND_WAIT_S};
+use baton_client::backoff::Backoff;
+use baton_client::error::ClientError;
+use baton_client::provisioners::{next_report_size, report_batches, ProvisionerClient};
+use baton_client::Client;
 use chrono::Utc;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
-use crate::backoff::Backoff;
-use crate::client::ClientError;
 use crate::provisioner::child::{self, ChildEvent, ChildSpec, Running};
-use crate::provisioner::client::{next_report_size, report_batches, ProvisionerClient};
 use crate::provisioner::decide::{exit_state, headroom, instances_to_reserve};
 use crate::provisioner::ledger::{Ledger, StopCause};
 
@@ -106,7 +107,7 @@ const LAST_REPORT_BUDGET: Duration = Duration::from_secs(10);
 /// Runs the provisioner until `shutdown` turns true (or its token is
 /// refused); then stops every instance and reports them `terminated`.
 pub async fn run(config: LocalConfig, mut shutdown: watch::Receiver<bool>) -> Result<Summary, LocalError> {
-    let client = ProvisionerClient::new(&config.api, &config.token).map_err(LocalError::Start)?;
+    let client = ProvisionerClient::new(Client::new(&config.api).map_err(LocalError::Start)?, &config.token);
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (demand_tx, mut demands) = mpsc::channel(1);
     let poller = tokio::spawn(watch_demand(client.clone(), demand_tx));

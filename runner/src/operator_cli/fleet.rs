@@ -4,20 +4,37 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crate::client::ClientError;
-use crate::operator_cli::print_json;
-use crate::provisioner::client::ProvisionerClient;
+use baton_client::error::ClientError;
+use baton_client::provisioners::ProvisionerClient;
+use baton_client::Client;
+
+use super::answer::{print_json, CliError};
 use crate::provisioner::view::fleet_lines;
 
 /// How long `fleet --watch` waits for a demand change before it redraws
 /// anyway (the instances and the ages change without one).
 const FLEET_REDRAW_S: u32 = 5;
 
+/// The provisioner token of `baton fleet`: `--token` when it is one (the
+/// global flag, which otherwise holds the operator's), else
+/// `--provisioner-token` / BATON_PROVISIONER_TOKEN.
+pub(super) fn fleet_token(global: &str, provisioner: Option<&str>) -> Result<String, CliError> {
+    if global.starts_with("bpt_") {
+        return Ok(global.to_string());
+    }
+    match provisioner.filter(|t| !t.is_empty()) {
+        Some(token) => Ok(token.to_string()),
+        None => {
+            Err(CliError::Usage("a provisioner token is required: --token bpt_… or BATON_PROVISIONER_TOKEN".into()))
+        }
+    }
+}
+
 /// Prints the provisioner's demand and instances; with `watch`, again on
 /// each demand change or every few seconds (the screen is redrawn on a
 /// terminal; otherwise a new picture is printed only when it changed).
-pub async fn show(api: &str, token: &str, watch: bool, json: bool) -> Result<(), ClientError> {
-    let client = ProvisionerClient::new(api, token)?;
+pub(super) async fn show(api: &str, token: &str, watch: bool, json: bool) -> Result<(), ClientError> {
+    let client = ProvisionerClient::new(Client::new(api)?, token);
     let terminal = std::io::stdout().is_terminal();
     let mut since: Option<String> = None;
     let mut shown: Option<serde_json::Value> = None;
@@ -64,5 +81,19 @@ pub async fn show(api: &str, token: &str, watch: bool, json: bool) -> Result<(),
         if !watch {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fleet_takes_a_provisioner_token_from_token_or_its_own_variable() {
+        assert_eq!(fleet_token("bpt_a", None).ok(), Some("bpt_a".to_string()), "--token bpt_…");
+        assert_eq!(fleet_token("bat_admin", Some("bpt_b")).ok(), Some("bpt_b".to_string()), "the admin's is not it");
+        assert_eq!(fleet_token("", Some("bpt_b")).ok(), Some("bpt_b".to_string()));
+        assert!(matches!(fleet_token("bat_admin", None), Err(CliError::Usage(_))));
+        assert!(matches!(fleet_token("", Some("")), Err(CliError::Usage(_))));
     }
 }

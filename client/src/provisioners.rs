@@ -1,8 +1,7 @@
-//! The provisioner's side of the API (api.md "Provisioners"), with a `bpt_`
-//! token: demand (a long poll), reservations, instance reports and the
-//! instances Baton wants gone. Failures are the runner client's
-//! [`ClientError`]s, classified once in `client.rs`: a 401 here means the
-//! provisioner was removed or its token revoked.
+//! The provisioner routes (api.md "Provisioners"), with a `bpt_` token:
+//! demand (a long poll), reservations, instance reports and the instances
+//! Baton wants gone. A 401 here means the provisioner was removed or its
+//! token revoked.
 
 use std::time::Duration;
 
@@ -12,7 +11,8 @@ use baton_api::provisioners::{
 };
 use reqwest::Method;
 
-use crate::client::{Client, ClientError, REQUEST_TIMEOUT};
+use crate::error::ClientError;
+use crate::Client;
 
 /// A provisioner (`bpt_…` token) talking to one API.
 #[derive(Debug, Clone)]
@@ -22,8 +22,8 @@ pub struct ProvisionerClient {
 }
 
 impl ProvisionerClient {
-    pub fn new(api: &str, token: &str) -> Result<Self, ClientError> {
-        Ok(Self { client: Client::new(api)?, token: token.to_string() })
+    pub fn new(client: Client, token: &str) -> Self {
+        Self { client, token: token.to_string() }
     }
 
     /// `GET /v1/provisioners/demand`: at once when the demand's version is
@@ -32,8 +32,8 @@ impl ProvisionerClient {
     pub async fn demand(&self, since: Option<&str>, wait_s: u32) -> Result<Demand, ClientError> {
         let wait_s = wait_s.min(MAX_DEMAND_WAIT_S);
         let path = format!("/v1/provisioners/demand?{}", demand_query(since, wait_s));
-        let timeout = REQUEST_TIMEOUT + Duration::from_secs(u64::from(wait_s));
-        self.client.send::<(), _>(Method::GET, &path, &self.token, None, timeout).await?.ok_or_else(|| empty(&path))
+        let long_poll = Duration::from_secs(u64::from(wait_s));
+        self.client.send_waiting_for::<(), _>(Method::GET, &path, &self.token, None, long_poll).await
     }
 
     /// `POST /v1/provisioners/reservations`: possibly fewer reservations than
@@ -121,14 +121,6 @@ pub fn next_report_size(size: usize, delivered: bool) -> usize {
     }
 }
 
-fn empty(path: &str) -> ClientError {
-    ClientError::Permanent {
-        status: 204,
-        code: "empty-response".into(),
-        message: format!("{path} answered without a body"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,7 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_oversized_report_is_refused_before_it_is_sent() {
-        let client = ProvisionerClient::new("http://127.0.0.1:9", "bpt_x").expect("a client");
+        let client = ProvisionerClient::new(Client::new("http://127.0.0.1:9").expect("a client"), "bpt_x");
         let events: Vec<InstanceEvent> = (0..101).map(event).collect();
         let err = client.report(&events).await.expect_err("refused");
         assert!(matches!(err, ClientError::Permanent { ref code, .. } if code == "invalid-request"), "{err:?}");

@@ -1,0 +1,21 @@
+//! What a `baton` command hands back: its answer printed as JSON, or the
+//! error it fails with.
+
+use baton_client::error::ClientError;
+
+/// Why a command failed: the API's answer, or how it was called.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CliError {
+    #[error("{0}")]
+    Api(#[from] ClientError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Prints an answer as indented JSON on stdout.
+pub(super) fn print_json<T: serde::Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(err) => eprintln!("baton: cannot print the answer: {err}"),
+    }
+}
