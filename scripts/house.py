@@ -6,9 +6,11 @@ and import circles between the files of a crate.
 The rules, as ARCHITECTURE.md states them:
 - the pure core (baton-domain) depends on no AWS crate, no Lambda runtime,
   no HTTP client and not on tokio (a dev-dependency at most);
-- a crate depends only on crates below it: api < domain, client < store <
-  service < functions; no function depends on another; the runner depends
-  on the contract and the client only; nothing shipped depends on the local
+- a crate depends only on crates below it: api < telemetry < domain,
+  client < store < service < functions; no function depends on another; the
+  runner depends on the contract and the client only, the AWS provisioner
+  (which talks to Baton through its API) on the contract, the client, the
+  telemetry and the pure core only; nothing shipped depends on the local
   stack's test equipment;
 - no two files of a crate import each other, directly or around a loop
   (a module naming its own ancestors' items is not counted: a parent and
@@ -31,7 +33,7 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Each layer may depend on the ones before it in this order.
-LAYERS = ["baton-api", "baton-domain", "baton-client", "baton-store", "baton-service"]
+LAYERS = ["baton-api", "baton-telemetry", "baton-domain", "baton-client", "baton-store", "baton-service"]
 FORBIDDEN_IN_DOMAIN = re.compile(r"^(aws-|aws_|lambda|tokio|reqwest|hyper|axum)")
 TEST_EQUIPMENT = "baton-localstack"
 MAY_USE_TEST_EQUIPMENT = {"baton-devhost", "baton-tests", "baton-runner-tests", "baton-bench", "baton-localstack"}
@@ -63,6 +65,9 @@ def layering(packages):
             for d in own:
                 if d not in LAYERS:
                     problems.append(f"the function {name} depends on {d}")
+        if name == "baton-aws-provisioner":
+            allowed = ("baton-api", "baton-client", "baton-telemetry", "baton-domain")
+            problems += [f"the AWS provisioner depends on {d}" for d in own if d not in allowed]
         if name == "baton-runner":
             problems += [f"the runner depends on {d}" for d in own if d not in ("baton-api", "baton-client")]
         if TEST_EQUIPMENT in own and name not in MAY_USE_TEST_EQUIPMENT:

@@ -116,7 +116,7 @@ async fn main() -> ExitCode {
             serde_json::to_string_pretty(&plan).map(|json| println!("{json}")).map_err(|e| e.to_string())
         }),
         None | Some(Command::Run) => {
-            baton_service::telemetry::init();
+            baton_telemetry::logs::init();
             run().await
         }
     };

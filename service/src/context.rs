@@ -45,7 +45,7 @@ impl Context {
     /// A function's start-up: JSON logs, configuration validated from the
     /// environment (a bad value stops the cold start with its reason), clients.
     pub async fn from_env() -> Result<Self, crate::config::ConfigError> {
-        crate::telemetry::init();
+        baton_telemetry::logs::init();
         let config = crate::config::Config::from_env()?;
         Ok(Self::new(config, AwsClients::from_env().await))
     }

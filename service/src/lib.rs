@@ -8,8 +8,8 @@
 //!   secrets, push to waiting runners, health.
 //! - plumbing: `context` (what a function is handed at cold start),
 //!   `config`, `aws` (the SDK clients), `http` (requests, answers, auth),
-//!   `facts` (the relay and the subscriber loop), `sqs`, `metrics` (EMF),
-//!   `telemetry` (JSON logs).
+//!   `facts` (the relay and the subscriber loop), `sqs`; logs and EMF
+//!   metrics are `baton-telemetry`'s.
 //!
 //! Layering reads top-down: functions → service → store → domain → api;
 //! nothing here imports a function crate. The local stack's test equipment
@@ -23,7 +23,5 @@ pub mod config;
 pub mod context;
 pub mod facts;
 pub mod http;
-pub mod metrics;
 pub mod sqs;
-pub mod telemetry;
 pub mod usecases;

@@ -41,7 +41,7 @@ use baton_api::provisioners::{
 use baton_client::error::ClientError;
 use baton_client::provisioners::{report_batches, ProvisionerClient};
 use baton_client::Client;
-use baton_service::metrics::{emit_for_stage, Unit};
+use baton_telemetry::metrics::{emit_for_stage, Unit};
 use chrono::Utc;
 use tracing::Instrument;
 use uuid::Uuid;

@@ -10,7 +10,7 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    baton_service::telemetry::init();
+    baton_telemetry::logs::init();
     let settings = Settings::from_env()?;
     let config = match std::env::var("BATON_AWS_ENDPOINT").ok().filter(|e| !e.is_empty()) {
         // The local emulator, as every function honours it (shared/src/aws.rs).

@@ -10,7 +10,7 @@ use baton_domain::tokens::{ClaimKey, TokenKind};
 use baton_service::context::Context;
 use baton_service::http::require_token;
 use baton_service::http::{empty_response, json_response, parse_json, respond};
-use baton_service::metrics::{emit, emit_for_stage, Unit};
+use baton_telemetry::metrics::{emit, emit_for_stage, Unit};
 use baton_store::claims::{ClaimLook, ClaimOutcome, ClaimStats, Claimed};
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};

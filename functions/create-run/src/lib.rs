@@ -25,7 +25,7 @@ use baton_domain::workflows::references;
 use baton_domain::workflows::view::RunRecords;
 use baton_service::context::Context;
 use baton_service::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
-use baton_service::metrics::{emit, Unit};
+use baton_telemetry::metrics::{emit, Unit};
 use baton_store::runs::{NewRun, RunCreated};
 use lambda_http::{Body, Request, Response};
 

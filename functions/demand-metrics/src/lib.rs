@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_domain::runners::provisioners::demand::{workspace_datapoints, DemandDatapoint, SetCounts};
 use baton_service::context::{Context, Scheduled};
-use baton_service::metrics::{demand_emf_line, emit, Unit};
+use baton_telemetry::metrics::{demand_emf_line, emit, Unit};
 use baton_store::provisioners::RegisteredProvisioner;
 use baton_store::runner_items::LabelSet;
 use baton_store::StoreError;

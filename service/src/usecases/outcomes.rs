@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 
 use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
-use crate::metrics::{emit, Unit};
+use baton_telemetry::metrics::{emit, Unit};
 use crate::usecases::orchestration::{leave_group_if_done, parked_past_deadline, wake, JOBS_PER_TRANSACTION};
 use baton_api::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use baton_domain::workflows::attempt::{step_statuses, Emitted};

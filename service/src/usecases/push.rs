@@ -123,12 +123,12 @@ impl Pusher {
             failed = nudged.failed,
             "runners nudged for work"
         );
-        crate::metrics::emit(
+        baton_telemetry::metrics::emit(
             "push",
             &[
-                ("nudges_delivered", nudged.delivered as f64, crate::metrics::Unit::Count),
-                ("nudges_gone", nudged.gone as f64, crate::metrics::Unit::Count),
-                ("nudges_failed", nudged.failed as f64, crate::metrics::Unit::Count),
+                ("nudges_delivered", nudged.delivered as f64, baton_telemetry::metrics::Unit::Count),
+                ("nudges_gone", nudged.gone as f64, baton_telemetry::metrics::Unit::Count),
+                ("nudges_failed", nudged.failed as f64, baton_telemetry::metrics::Unit::Count),
             ],
         );
         nudged

@@ -48,7 +48,7 @@ use super::{
     AdvanceOutput, TaskMessage, JOBS_PER_TRANSACTION,
 };
 use crate::context::Context;
-use crate::metrics::{emit, Unit};
+use baton_telemetry::metrics::{emit, Unit};
 
 /// Runs one task of the state machine; `sent_at` is when SQS took its
 /// message (ms, kept on redelivery).
