@@ -140,8 +140,9 @@ pub fn plan_advance(jobs: &[JobSnapshot], attempt_cancelled: bool) -> AdvancePla
     }
 }
 
+/// What the scheduler decides for a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Decision {
+pub(crate) enum Decision {
     Start,
     Skip,
     Cancel,

@@ -76,16 +76,19 @@ pub fn build_run_view(
 ) -> RunView {
     let mut attempts: Vec<&AttemptState> = attempts.iter().collect();
     attempts.sort_by_key(|a| a.attempt);
+    // The view opens with what a listing says of the run.
+    let RunSummary { id, workspace_id, name, number, status, current_attempt, created_at, started_at, finished_at } =
+        run_summary(run);
     RunView {
-        id: run.id,
-        workspace_id: run.workspace_id.clone(),
-        name: run.name.clone(),
-        number: run.number,
-        status: run.status,
-        current_attempt: run.current_attempt,
-        created_at: run.created_at,
-        started_at: run.started_at,
-        finished_at: run.finished_at,
+        id,
+        workspace_id,
+        name,
+        number,
+        status,
+        current_attempt,
+        created_at,
+        started_at,
+        finished_at,
         inputs: run.inputs.as_deref().and_then(|raw| serde_json::from_str(raw).ok()),
         created_by: run.created_by.clone(),
         artifacts: Vec::new(),

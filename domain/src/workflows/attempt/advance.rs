@@ -12,7 +12,7 @@ use super::concurrency_groups::GroupTurn;
 use super::runner_events::RunnerEndings;
 use super::state::AttemptState;
 use super::transitions::scaled;
-use crate::workflows::dag::{plan_advance, JobSnapshot};
+use crate::workflows::dag::{plan_advance, Decision, JobSnapshot};
 use crate::workflows::definition::WorkflowDefinition;
 use crate::workflows::expressions;
 use crate::workflows::references::ExpressionData;
@@ -26,14 +26,6 @@ pub struct InlineAdvance {
     /// Nothing is left for the orchestrator: another step would change
     /// nothing and no job waits for data.
     pub complete: bool,
-}
-
-/// What the scheduler decides for a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Decision {
-    Start,
-    Skip,
-    Cancel,
 }
 
 /// What became of a job the scheduler said to start.

@@ -17,7 +17,7 @@ use crate::workflows::listening::{self, DeliveryError, JobEvent, ListenSpec, Lis
 use crate::workflows::references::ExpressionData;
 use crate::workflows::spec::job_spec;
 use crate::workflows::status::{ExecutionStatus, JobStatus, StatusReason};
-use baton_api::facts::{JobExecutionTerminated, WaitingFor};
+use baton_api::facts::WaitingFor;
 use baton_api::runs::EventRef;
 
 impl AttemptState {
@@ -40,26 +40,20 @@ impl AttemptState {
     /// with the job's earlier ones, and a fresh one waits for the next
     /// event. The job listens on, whatever the execution's outcome.
     pub(super) fn listen_again(&mut self, index: usize, next: &ExecutionState, now: DateTime<Utc>) -> Vec<Emitted> {
-        let (run_id, attempt) = (self.run_id, self.attempt);
+        let listening = ExecutionRecord { status: ExecutionStatus::Waiting, ..ExecutionRecord::pending() };
+        self.replace_execution(index, next, listening, JobStatus::Waiting, now).into_iter().collect()
+    }
+
+    /// Idle listening job `index` takes its next waiting `event`: off the
+    /// waiting ones, onto its execution.
+    fn take_event(&mut self, index: usize, event: &JobEvent) {
         let job = &mut self.jobs[index];
-        let Some(mut ended) = job.execution.take() else { return Vec::new() };
-        ended.status = next.status;
-        ended.reason = next.reason;
-        ended.started_at = next.started_at.or(ended.started_at);
-        ended.finished_at = Some(now);
-        let fact = JobExecutionTerminated {
-            run_id,
-            attempt,
-            job_id: job.id,
-            job_execution_id: ended.id,
-            status: ended.status.as_str().into(),
-            reason: ended.reason.map(|r| r.as_str().into()),
-        };
-        job.earlier_executions.push(ended);
-        job.execution = Some(ExecutionRecord { status: ExecutionStatus::Waiting, ..ExecutionRecord::pending() });
-        job.status = JobStatus::Waiting;
-        job.reason = None;
-        vec![Emitted::ExecutionTerminated(fact)]
+        if let Some(listen) = job.listen.as_mut() {
+            listen.pending.remove(0);
+        }
+        if let Some(execution) = job.execution.as_mut() {
+            execution.event = Some(EventRef { name: event.name.clone(), reference: event.reference.clone() });
+        }
     }
 
     /// Listening job `index` stops listening: its last execution's outcome
@@ -169,36 +163,24 @@ impl AttemptState {
                         .as_ref()
                         .and_then(|l| l.when.as_deref())
                         .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
-                    if !admitted {
-                        // `listen.if` rejects it: recorded, nothing runs, the
-                        // job listens on for the next.
-                        let job = &mut self.jobs[index];
-                        if let Some(listen) = job.listen.as_mut() {
-                            listen.pending.remove(0);
+                    // The spec reads the scope, which reads the state: made
+                    // before the job takes its event.
+                    let spec =
+                        admitted.then(|| job_spec(definition, defined, self.execution_id(index), minute, Some(&scope)));
+                    self.take_event(index, &next);
+                    match spec {
+                        Some(spec) => change.emitted.extend(self.start_job(index, defined, spec, now, minute)),
+                        None => {
+                            // `listen.if` rejects it: recorded, nothing runs,
+                            // the job listens on for the next.
+                            let rejected = ExecutionState {
+                                status: ExecutionStatus::Cancelled,
+                                reason: Some(StatusReason::ConditionRejected),
+                                started_at: None,
+                            };
+                            change.emitted.extend(self.listen_again(index, &rejected, now));
                         }
-                        if let Some(execution) = job.execution.as_mut() {
-                            execution.event =
-                                Some(EventRef { name: next.name.clone(), reference: next.reference.clone() });
-                        }
-                        let rejected = ExecutionState {
-                            status: ExecutionStatus::Cancelled,
-                            reason: Some(StatusReason::ConditionRejected),
-                            started_at: None,
-                        };
-                        change.emitted.extend(self.listen_again(index, &rejected, now));
-                        change.changed = true;
-                        touched += 1;
-                        continue;
                     }
-                    let spec = job_spec(definition, defined, self.execution_id(index), minute, Some(&scope));
-                    let job = &mut self.jobs[index];
-                    if let Some(listen) = job.listen.as_mut() {
-                        listen.pending.remove(0);
-                    }
-                    if let Some(execution) = job.execution.as_mut() {
-                        execution.event = Some(EventRef { name: next.name.clone(), reference: next.reference.clone() });
-                    }
-                    change.emitted.extend(self.start_job(index, defined, spec, now, minute));
                 }
             }
             change.changed = true;

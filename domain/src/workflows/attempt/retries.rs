@@ -7,7 +7,6 @@ use super::state::{AttemptState, ExecutionRecord};
 use crate::workflows::execution::ExecutionState;
 use crate::workflows::retry;
 use crate::workflows::status::{ExecutionStatus, JobStatus, StatusReason};
-use baton_api::facts::JobExecutionTerminated;
 
 impl AttemptState {
     /// Tries job `index` again if its `retry:` asks for how its execution
@@ -24,8 +23,7 @@ impl AttemptState {
         exit_code: Option<i32>,
         now: DateTime<Utc>,
     ) -> Option<Vec<Emitted>> {
-        let (run_id, attempt) = (self.run_id, self.attempt);
-        let job = &mut self.jobs[index];
+        let job = &self.jobs[index];
         let reason = ended.reason.filter(|_| ended.status == ExecutionStatus::Failed)?;
         let failure = retry::Failure { reason, exit_code };
         if !retry::retries(job.retry.as_ref(), failure, job.earlier_executions.len() as u32) {
@@ -38,22 +36,7 @@ impl AttemptState {
             avoid_session: lost_by.filter(|_| reason == StatusReason::RunnerLost),
             ..ExecutionRecord::pending()
         };
-        let mut failed = job.execution.replace(next)?;
-        failed.status = ExecutionStatus::Failed;
-        failed.reason = Some(reason);
-        failed.started_at = ended.started_at.or(failed.started_at);
-        failed.finished_at = Some(now);
-        let fact = JobExecutionTerminated {
-            run_id,
-            attempt,
-            job_id: job.id,
-            job_execution_id: failed.id,
-            status: ExecutionStatus::Failed.as_str().into(),
-            reason: Some(reason.as_str().into()),
-        };
-        job.earlier_executions.push(failed);
-        job.status = JobStatus::Pending;
-        job.reason = None;
-        Some(vec![Emitted::ExecutionTerminated(fact)])
+        // `ended` is a failure with its reason, as the failed execution keeps.
+        self.replace_execution(index, ended, next, JobStatus::Pending, now).map(|fact| vec![fact])
     }
 }

@@ -55,47 +55,84 @@ fn attempt(definition: &WorkflowDefinition) -> AttemptState {
     })
 }
 
+/// One advance at `now` as the orchestrator makes it: a transaction's
+/// budget of jobs, nothing ended on the runners' side.
+fn advance(state: &mut AttemptState, definition: &WorkflowDefinition, now: DateTime<Utc>) -> Change {
+    state.advance(definition, now, MINUTE, 40, &RunnerEndings::new())
+}
+
+/// [`advance`] now, the expressions given `data`.
+fn advance_with(state: &mut AttemptState, definition: &WorkflowDefinition, data: &ExpressionData) -> Change {
+    state.advance_with(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new(), data)
+}
+
+/// A new attempt after its first advance at `now`: running, its roots
+/// queued.
+fn started(definition: &WorkflowDefinition, now: DateTime<Utc>) -> AttemptState {
+    let mut state = attempt(definition);
+    advance(&mut state, definition, now);
+    state
+}
+
+/// A new attempt advanced once (its expressions given `data`) and its
+/// `build` job succeeded: nothing has advanced since.
+fn after_build(definition: &WorkflowDefinition, data: &ExpressionData) -> AttemptState {
+    let mut state = attempt(definition);
+    advance_with(&mut state, definition, data);
+    finish(&mut state, "build", JobOutcome::Succeeded);
+    state
+}
+
+fn job<'a>(state: &'a AttemptState, key: &str) -> &'a JobState {
+    state.jobs.iter().find(|j| j.key == key).unwrap()
+}
+
 fn status_of(state: &AttemptState, key: &str) -> JobStatus {
-    state.jobs.iter().find(|j| j.key == key).unwrap().status
+    job(state, key).status
+}
+
+/// A runner's completion with `status`, no steps reported.
+fn completion(status: JobOutcome) -> ExecutionEvent {
+    ExecutionEvent::Completed { status, steps: vec![], exit_code: None }
 }
 
 fn finish(state: &mut AttemptState, key: &str, status: JobOutcome) -> RunnerEffect {
-    let job = state.jobs.iter().find(|j| j.key == key).unwrap().clone();
+    let job = job(state, key).clone();
     let execution = job.execution.unwrap().id;
-    let event = ExecutionEvent::Completed { status, steps: vec![], exit_code: None };
-    state.apply_runner_event(job.id, execution, &event, None, Utc::now())
+    state.apply_runner_event(job.id, execution, &completion(status), None, Utc::now())
+}
+
+/// `state` written as its item stores it and read back.
+fn stored(state: &AttemptState) -> AttemptState {
+    serde_json::from_value(serde_json::to_value(state).unwrap()).unwrap()
 }
 
 #[test]
 fn the_first_advance_starts_the_attempt_and_queues_the_roots_only() {
     let definition = definition();
     let mut state = attempt(&definition);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, Utc::now());
     assert!(change.changed);
     assert_eq!(state.status, AttemptStatus::Running);
     assert_eq!(status_of(&state, "build"), JobStatus::Queued);
     assert_eq!(status_of(&state, "test"), JobStatus::Pending);
     assert!(matches!(change.emitted.as_slice(), [Emitted::Queued { fact, spec }]
             if fact.job.key == "build" && fact.job.timeout_s == 300 && spec.steps.len() == 1));
-    assert!(
-        !state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new()).changed,
-        "a second advance changes nothing"
-    );
+    assert!(!advance(&mut state, &definition, Utc::now()).changed, "a second advance changes nothing");
 }
 
 #[test]
 fn a_failed_build_skips_test_runs_report_and_fails_the_attempt() {
     let definition = definition();
-    let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, Utc::now());
     let effect = finish(&mut state, "build", JobOutcome::Failed);
     assert!(effect.finished && effect.emitted.len() == 2);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, Utc::now());
     assert_eq!(status_of(&state, "test"), JobStatus::Skipped);
     assert_eq!(status_of(&state, "report"), JobStatus::Queued);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(t) if t.status == "skipped")));
     finish(&mut state, "report", JobOutcome::Succeeded);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, Utc::now());
     assert_eq!(state.status, AttemptStatus::Failed);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunTerminated(t) if t.status == "failed")));
 }
@@ -103,14 +140,13 @@ fn a_failed_build_skips_test_runs_report_and_fails_the_attempt() {
 #[test]
 fn a_job_past_its_deadline_times_out_even_when_claimed() {
     let definition = definition();
-    let mut state = attempt(&definition);
     let start = Utc::now();
-    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, start);
     let build = state.jobs[0].clone();
     let claimed = ExecutionEvent::Claimed { at: start + chrono::Duration::minutes(4) };
     state.apply_runner_event(build.id, build.execution.as_ref().unwrap().id, &claimed, None, start);
     assert_eq!(status_of(&state, "build"), JobStatus::Running);
-    state.advance(&definition, start + chrono::Duration::minutes(5), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, start + chrono::Duration::minutes(5));
     assert_eq!(status_of(&state, "build"), JobStatus::Failed);
     assert_eq!(state.jobs[0].execution.as_ref().unwrap().reason, Some(StatusReason::TimedOut));
 }
@@ -120,22 +156,18 @@ fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it(
     let definition = definition();
     let start = Utc::now();
     let late = start + chrono::Duration::minutes(5);
-    let mut timed_out = attempt(&definition);
-    timed_out.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let mut timed_out = started(&definition, start);
     let build = timed_out.jobs[0].execution.as_ref().unwrap().id;
     assert_eq!(timed_out.overdue_executions(start), Vec::<Uuid>::new());
     assert_eq!(timed_out.overdue_executions(late), vec![build]);
-    let change = timed_out.advance(&definition, late, MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut timed_out, &definition, late);
     assert_eq!(change.timed_out, vec![build], "the caller fences what was timed out");
 
     // The runner completed before the deadline; its fact has not arrived.
     let mut completed = attempt(&definition);
     completed.jobs[0].execution.as_mut().unwrap().id = build;
-    completed.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
-    let ended = RunnerEndings::from([(
-        build,
-        ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![], exit_code: None },
-    )]);
+    advance(&mut completed, &definition, start);
+    let ended = RunnerEndings::from([(build, completion(JobOutcome::Succeeded))]);
     let change = completed.advance(&definition, late, MINUTE, 40, &ended);
     assert!(change.timed_out.is_empty());
     assert_eq!(status_of(&completed, "build"), JobStatus::Succeeded);
@@ -144,7 +176,7 @@ fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it(
     // The lease expired before the deadline: runner_lost, not timed_out.
     let mut lost = attempt(&definition);
     lost.jobs[0].execution.as_mut().unwrap().id = build;
-    lost.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut lost, &definition, start);
     let ended = RunnerEndings::from([(build, ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] })]);
     let change = lost.advance(&definition, late, MINUTE, 40, &ended);
     assert!(change.timed_out.is_empty());
@@ -155,17 +187,13 @@ fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it(
 fn at_the_run_timeout_a_job_its_runner_finished_keeps_its_success() {
     let definition = definition();
     let start = Utc::now();
-    let mut state = attempt(&definition);
-    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, start);
     let build = state.jobs[0].execution.as_ref().unwrap().id;
     let after_run_timeout = state.deadline.unwrap() + chrono::Duration::seconds(1);
     // The job's own timeout is later than the run's in this check.
     state.jobs[0].execution.as_mut().unwrap().deadline = Some(after_run_timeout + chrono::Duration::hours(1));
     assert_eq!(state.overdue_executions(after_run_timeout), vec![build]);
-    let ended = RunnerEndings::from([(
-        build,
-        ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![], exit_code: None },
-    )]);
+    let ended = RunnerEndings::from([(build, completion(JobOutcome::Succeeded))]);
     let change = state.advance(&definition, after_run_timeout, MINUTE, 40, &ended);
     assert!(change.timed_out.is_empty());
     assert_eq!(status_of(&state, "build"), JobStatus::Succeeded);
@@ -176,14 +204,13 @@ fn at_the_run_timeout_a_job_its_runner_finished_keeps_its_success() {
 #[test]
 fn cancel_spares_always_jobs_and_refuses_a_finished_attempt() {
     let definition = definition();
-    let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, Utc::now());
     let change = state.cancel(&definition, Utc::now(), 40).unwrap();
     assert_eq!(state.status, AttemptStatus::Cancelled);
     assert_eq!(status_of(&state, "build"), JobStatus::Cancelled);
     assert_eq!(status_of(&state, "report"), JobStatus::Pending);
     assert!(change.emitted.iter().any(|e| matches!(e, Emitted::RunCancelled(_))));
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, Utc::now());
     assert_eq!(status_of(&state, "report"), JobStatus::Queued, "always() still runs after a cancel");
     assert_eq!(state.cancel(&definition, Utc::now(), 40), Err(AlreadyFinished));
 }
@@ -203,12 +230,12 @@ fn an_attempt_waiting_for_its_group_starts_nothing_until_it_holds_it() {
     let definition = definition();
     let mut state = attempt(&definition);
     waiting_for(&mut state, "deploy");
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, Utc::now());
     assert!(!change.changed && change.emitted.is_empty());
     assert_eq!((state.status, state.deadline), (AttemptStatus::Pending, None), "its timeout has not started");
     assert!(state.hold_group());
     assert!(!state.hold_group(), "held once");
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, Utc::now());
     assert_eq!(state.status, AttemptStatus::Running);
     assert_eq!(status_of(&state, "build"), JobStatus::Queued);
 }
@@ -237,8 +264,7 @@ fn a_cancel_while_waiting_for_the_group_ends_every_job_always_ones_too() {
 #[test]
 fn a_replayed_outcome_changes_nothing() {
     let definition = definition();
-    let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, Utc::now());
     assert!(finish(&mut state, "build", JobOutcome::Succeeded).finished);
     let again = finish(&mut state, "build", JobOutcome::Failed);
     assert!(!again.changed && again.emitted.is_empty());
@@ -251,7 +277,7 @@ fn an_attempt_of_256_jobs_stays_far_under_the_400_kb_item_limit() {
     let definition = parse_definition(&format!("name: wide\njobs:\n{jobs}")).unwrap();
     let mut state = attempt(&definition);
     let start = Utc::now();
-    while state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new()).changed {}
+    while advance(&mut state, &definition, start).changed {}
     for job in state.jobs.clone() {
         let execution = job.execution.as_ref().unwrap().id;
         let claimed = ExecutionEvent::Claimed { at: start };
@@ -272,7 +298,7 @@ fn one_advance_touches_at_most_its_budget_of_jobs() {
     let mut state = attempt(&definition);
     let mut rounds = Vec::new();
     loop {
-        let change = state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+        let change = advance(&mut state, &definition, Utc::now());
         if !change.changed {
             break;
         }
@@ -286,9 +312,7 @@ fn one_advance_touches_at_most_its_budget_of_jobs() {
 #[test]
 fn an_outcome_advances_inline_queueing_what_it_made_ready_and_ending_the_attempt_with_the_last() {
     let definition = definition();
-    let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
-    finish(&mut state, "build", JobOutcome::Succeeded);
+    let mut state = after_build(&definition, &ExpressionData::default());
     let inline = state.advance_inline(&definition, Utc::now(), MINUTE, 40).expect("no reads needed");
     assert!(inline.complete && inline.change.changed);
     assert_eq!(status_of(&state, "test"), JobStatus::Queued);
@@ -304,8 +328,7 @@ fn an_outcome_advances_inline_queueing_what_it_made_ready_and_ending_the_attempt
 #[test]
 fn an_inline_advance_leaves_overdue_executions_and_a_budgets_rest_to_the_orchestrator() {
     let definition = definition();
-    let mut state = attempt(&definition);
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, Utc::now());
     // build has a five-minute timeout: six minutes on, it is overdue and
     // only its runners' record can say whether it finished first.
     let later = Utc::now() + chrono::Duration::minutes(6);
@@ -323,9 +346,7 @@ fn an_inline_advance_leaves_overdue_executions_and_a_budgets_rest_to_the_orchest
 fn a_cancel_or_a_timeout_withdraws_what_was_queued_and_an_outcome_or_a_skip_does_not() {
     let definition = definition();
     let start = Utc::now();
-    let mut state = attempt(&definition);
-    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
-    let queued = state.clone();
+    let queued = started(&definition, start);
     let build = queued.jobs[0].execution.as_ref().unwrap().id;
 
     // A cancel ends the queued build and the pending test: only the build
@@ -336,7 +357,7 @@ fn a_cancel_or_a_timeout_withdraws_what_was_queued_and_an_outcome_or_a_skip_does
 
     // A timeout likewise.
     let mut timed_out = queued.clone();
-    timed_out.advance(&definition, start + chrono::Duration::minutes(5), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut timed_out, &definition, start + chrono::Duration::minutes(5));
     assert_eq!(withdrawn_executions(&queued, &timed_out), vec![build]);
 
     // The runner's own outcome needs no flag: its record is not pending.
@@ -346,7 +367,7 @@ fn a_cancel_or_a_timeout_withdraws_what_was_queued_and_an_outcome_or_a_skip_does
 
     // A job skipped before it was ever queued had nothing to withdraw.
     let mut skipped = finished.clone();
-    skipped.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut skipped, &definition, start);
     assert_eq!(status_of(&skipped, "test"), JobStatus::Skipped);
     assert_eq!(withdrawn_executions(&finished, &skipped), Vec::<Uuid>::new());
 }
@@ -380,7 +401,7 @@ jobs:
     let now = Utc::now();
     state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
     let effect = finish(&mut state, "flaky", JobOutcome::Failed);
-    let flaky = state.jobs.iter().find(|j| j.key == "flaky").unwrap();
+    let flaky = job(&state, "flaky");
     assert_eq!(
         (flaky.status, flaky.reason, flaky.soft_failed),
         (JobStatus::Succeeded, Some(StatusReason::StepFailed), true)
@@ -390,25 +411,18 @@ jobs:
     assert!(effect.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(fact)
             if fact.status == "succeeded" && fact.soft_failed && fact.reason.as_deref() == Some("step_failed"))));
     let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
-    let spec = change
-        .emitted
-        .iter()
-        .find_map(|e| match e {
-            Emitted::Queued { spec, .. } if spec.key == "report" => Some(spec.clone()),
-            _ => None,
-        })
-        .expect("report is queued");
+    let spec = queued_spec(&change, "report").expect("report is queued");
     assert_eq!(spec.env["SEEN"], "success/failure");
     assert!(spec.steps[0].continue_on_error && !spec.steps[1].continue_on_error);
     finish(&mut state, "report", JobOutcome::Succeeded);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     assert_eq!(state.status, AttemptStatus::Succeeded);
 
     // The expression decides: given 'no', the same failure fails the run.
     let mut strict = attempt(&definition);
     strict.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("no"));
     finish(&mut strict, "flaky", JobOutcome::Failed);
-    strict.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut strict, &definition, now);
     assert_eq!((status_of(&strict, "flaky"), status_of(&strict, "report")), (JobStatus::Failed, JobStatus::Skipped));
     assert_eq!(strict.status, AttemptStatus::Failed);
 }
@@ -420,19 +434,14 @@ fn continue_on_error_forgives_a_timeout_but_a_cancel_stays_a_cancel() {
         "jobs:\n  a:\n    runs-on: l\n    timeout-minutes: 1\n    continue-on-error: true\n    steps: [{run: x}]\n  b:\n    runs-on: l\n    continue-on-error: true\n    steps: [{run: x}]\n",
     )
     .unwrap();
-    let mut state = attempt(&definition);
     let now = Utc::now();
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
-    state.advance(&definition, now + chrono::Duration::minutes(2), MINUTE, 40, &RunnerEndings::new());
-    let a = state.jobs.iter().find(|j| j.key == "a").unwrap();
+    let mut state = started(&definition, now);
+    advance(&mut state, &definition, now + chrono::Duration::minutes(2));
+    let a = job(&state, "a");
     assert_eq!((a.status, a.reason, a.soft_failed), (JobStatus::Succeeded, Some(StatusReason::TimedOut), true));
     state.cancel(&definition, now, 40).unwrap();
-    let b = state.jobs.iter().find(|j| j.key == "b").unwrap();
+    let b = job(&state, "b");
     assert_eq!((b.status, b.soft_failed), (JobStatus::Cancelled, false));
-}
-
-fn job<'a>(state: &'a AttemptState, key: &str) -> &'a JobState {
-    state.jobs.iter().find(|j| j.key == key).unwrap()
 }
 
 /// The queued facts of `change` for job `key`, as (execution, retry).
@@ -459,7 +468,7 @@ fn a_job_whose_runner_was_lost_is_retried_as_a_new_execution_and_can_succeed() {
     .unwrap();
     let mut state = attempt(&definition);
     let now = Utc::now();
-    let first = queued_of(&state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new()), "build");
+    let first = queued_of(&advance(&mut state, &definition, now), "build");
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].1, 0, "the first execution is retry 0");
     let lost = ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] };
@@ -473,14 +482,14 @@ fn a_job_whose_runner_was_lost_is_retried_as_a_new_execution_and_can_succeed() {
         effect.emitted
     );
     assert_eq!(job(&state, "build").status, JobStatus::Pending);
-    let second = queued_of(&state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new()), "build");
+    let second = queued_of(&advance(&mut state, &definition, now), "build");
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].0, first[0].0, "a new execution");
     assert_eq!(second[0].1, 1, "retry 1");
     finish(&mut state, "build", JobOutcome::Succeeded);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     finish(&mut state, "test", JobOutcome::Succeeded);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     assert_eq!(state.status, AttemptStatus::Succeeded);
     let build = job(&state, "build");
     let history: Vec<(Uuid, ExecutionStatus, Option<StatusReason>)> =
@@ -493,8 +502,7 @@ fn a_job_whose_runner_was_lost_is_retried_as_a_new_execution_and_can_succeed() {
         ]
     );
     // The stored form keeps the history.
-    let stored: AttemptState = serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
-    assert_eq!(stored, state);
+    assert_eq!(stored(&state), state);
 }
 
 /// A `runner_lost` retry names the session that lost the job, so other
@@ -508,13 +516,13 @@ fn a_runner_lost_retry_names_the_session_that_lost_it() {
     let mut state = attempt(&definition);
     let now = Utc::now();
     let session = Uuid::now_v7();
-    let first = queued_of(&state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new()), "build");
+    let first = queued_of(&advance(&mut state, &definition, now), "build");
     let build_id = job(&state, "build").id;
     let claimed = ExecutionEvent::Claimed { at: now };
     state.apply_runner_event(build_id, first[0].0, &claimed, Some(session), now);
     let lost = ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] };
     state.apply_runner_event(build_id, first[0].0, &lost, Some(session), now);
-    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, now);
     let avoided: Vec<Option<Uuid>> = change
         .emitted
         .iter()
@@ -530,7 +538,7 @@ fn a_runner_lost_retry_names_the_session_that_lost_it() {
     let failed =
         ExecutionEvent::Completed { status: JobOutcome::Failed, steps: vec![StepStatus::Failed], exit_code: Some(1) };
     state.apply_runner_event(build_id, second, &failed, Some(session), now);
-    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, now);
     assert!(change
         .emitted
         .iter()
@@ -556,20 +564,19 @@ fn a_step_failure_is_retried_only_on_its_exit_codes_and_at_most_max_times() {
         };
         state.apply_runner_event(flaky.id, execution, &event, None, now)
     };
-    let mut other_code = attempt(&definition);
-    other_code.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let mut other_code = started(&definition, now);
     fail(&mut other_code, 1);
     assert_eq!(job(&other_code, "flaky").status, JobStatus::Failed, "exit 1 is not retried");
 
     let mut state = attempt(&definition);
     for _ in 0..2 {
-        state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+        advance(&mut state, &definition, now);
         fail(&mut state, 75);
         assert_eq!(job(&state, "flaky").status, JobStatus::Pending, "retried");
     }
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     fail(&mut state, 75);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     assert_eq!(job(&state, "flaky").status, JobStatus::Failed, "the third failure ends it: max 2 retries");
     assert_eq!(job(&state, "flaky").executions().count(), 3);
     assert_eq!(state.status, AttemptStatus::Failed);
@@ -596,19 +603,18 @@ fn a_retry_waits_for_its_backoff_and_the_attempt_comes_back_for_it() {
         let lost = ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] };
         state.apply_runner_event(flaky.id, flaky.execution.unwrap().id, &lost, None, at);
     };
-    state.advance(&definition, start, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, start);
     lose(&mut state, start);
     assert_eq!(state.next_deadline(), Some(start + chrono::Duration::seconds(30)), "the retry's time");
-    let early = state.advance(&definition, start + chrono::Duration::seconds(29), MINUTE, 40, &RunnerEndings::new());
+    let early = advance(&mut state, &definition, start + chrono::Duration::seconds(29));
     assert!(queued_of(&early, "flaky").is_empty(), "not before its backoff");
     let due = start + chrono::Duration::seconds(30);
-    assert_eq!(queued_of(&state.advance(&definition, due, MINUTE, 40, &RunnerEndings::new()), "flaky").len(), 1);
+    assert_eq!(queued_of(&advance(&mut state, &definition, due), "flaky").len(), 1);
     // The second retry waits twice as long.
     lose(&mut state, due);
     let pending = job(&state, "flaky").execution.clone().unwrap();
     assert_eq!(pending.not_before, Some(due + chrono::Duration::seconds(60)));
-    let stored: AttemptState = serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
-    assert_eq!(stored, state, "the stored form keeps the wait");
+    assert_eq!(stored(&state), state, "the stored form keeps the wait");
 }
 
 /// A job timeout is retried with its timeout counted from the new
@@ -621,21 +627,19 @@ fn a_timed_out_job_is_retried_but_not_past_the_run_timeout_nor_a_cancel() {
     .unwrap();
     let start = Utc::now();
     let at = |minutes: i64| start + chrono::Duration::minutes(minutes);
-    let mut state = attempt(&definition);
-    state.advance(&definition, at(0), MINUTE, 40, &RunnerEndings::new());
-    let change = state.advance(&definition, at(4), MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, at(0));
+    let change = advance(&mut state, &definition, at(4));
     assert_eq!(change.timed_out.len(), 1);
     assert_eq!(queued_of(&change, "slow").len(), 1, "queued again in the same pass");
     let deadline = job(&state, "slow").execution.as_ref().unwrap().deadline;
     assert_eq!(deadline, Some(at(7)), "counted from the new queueing");
     // Past the run's timeout everything ends, retries or not.
-    state.advance(&definition, at(11), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, at(11));
     assert_eq!(job(&state, "slow").status, JobStatus::Failed);
     assert_eq!(state.status, AttemptStatus::Failed);
     assert_eq!(state.reason, Some(StatusReason::TimedOut));
 
-    let mut cancelled = attempt(&definition);
-    cancelled.advance(&definition, at(0), MINUTE, 40, &RunnerEndings::new());
+    let mut cancelled = started(&definition, at(0));
     cancelled.cancel(&definition, at(1), 40).unwrap();
     assert_eq!(job(&cancelled, "slow").status, JobStatus::Cancelled);
     assert_eq!(job(&cancelled, "slow").executions().count(), 1, "a cancel is never retried");
@@ -679,11 +683,11 @@ fn max_parallel_keeps_at_most_that_many_legs_going() {
             .filter(|j| j.key.starts_with("test") && matches!(j.status, JobStatus::Queued | JobStatus::Running))
             .count()
     };
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     assert_eq!(active(&state), 2);
     assert_eq!(status_of(&state, "test (c)"), JobStatus::Pending);
     finish(&mut state, "test (a)", JobOutcome::Succeeded);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     assert_eq!(active(&state), 2);
     assert_eq!(status_of(&state, "test (c)"), JobStatus::Queued, "started once a leg ended");
 }
@@ -694,11 +698,10 @@ fn max_parallel_keeps_at_most_that_many_legs_going() {
 fn a_failed_leg_cancels_its_siblings_under_fail_fast_and_not_without_it() {
     let now = Utc::now();
     let definition = matrix_definition(true, "");
-    let mut state = attempt(&definition);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, now);
     finish(&mut state, "test (a)", JobOutcome::Succeeded);
     finish(&mut state, "test (b)", JobOutcome::Failed);
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, now);
     let c = job(&state, "test (c)");
     assert_eq!((c.status, c.reason), (JobStatus::Cancelled, Some(StatusReason::FailFast)));
     // The report reads the legs' outputs (none were written).
@@ -707,21 +710,13 @@ fn a_failed_leg_cancels_its_siblings_under_fail_fast_and_not_without_it() {
         data.outputs.insert(job(&state, leg).execution.as_ref().unwrap().id, BTreeMap::new());
     }
     let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
-    let report = change
-        .emitted
-        .iter()
-        .find_map(|e| match e {
-            Emitted::Queued { spec, .. } if spec.key == "report" => Some(spec.clone()),
-            _ => None,
-        })
-        .expect("the always() report runs");
+    let report = queued_spec(&change, "report").expect("the always() report runs");
     assert_eq!(report.env["R"], "failure");
 
     let calm = matrix_definition(false, "");
-    let mut state = attempt(&calm);
-    state.advance(&calm, now, MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&calm, now);
     finish(&mut state, "test (b)", JobOutcome::Failed);
-    state.advance(&calm, now, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &calm, now);
     assert_eq!(status_of(&state, "test (c)"), JobStatus::Queued, "without fail-fast the others go on");
 }
 
@@ -729,9 +724,8 @@ fn a_failed_leg_cancels_its_siblings_under_fail_fast_and_not_without_it() {
 #[test]
 fn a_dependant_reads_each_legs_outputs_keyed_by_leg() {
     let definition = matrix_definition(false, "");
-    let mut state = attempt(&definition);
     let now = Utc::now();
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, now);
     let mut data = ExpressionData::default();
     for (leg, v) in [("test (a)", "1"), ("test (b)", "2"), ("test (c)", "3")] {
         finish(&mut state, leg, JobOutcome::Succeeded);
@@ -739,14 +733,7 @@ fn a_dependant_reads_each_legs_outputs_keyed_by_leg() {
         data.outputs.insert(execution, BTreeMap::from([("v".to_string(), v.to_string())]));
     }
     let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
-    let spec = change
-        .emitted
-        .iter()
-        .find_map(|e| match e {
-            Emitted::Queued { spec, .. } if spec.key == "report" => Some(spec.clone()),
-            _ => None,
-        })
-        .expect("report queued");
+    let spec = queued_spec(&change, "report").expect("report queued");
     let by_leg: serde_json::Value = serde_json::from_str(&spec.env["V"]).unwrap();
     assert_eq!(by_leg, serde_json::json!({"test (a)": "1", "test (b)": "2", "test (c)": "3"}));
     assert_eq!(spec.env["R"], "success");
@@ -788,10 +775,8 @@ fn request(decision: approval::Decision, inputs: serde_json::Value) -> ApprovalR
 
 /// The attempt with `build` succeeded and `sign-off` waiting.
 fn waiting_for_sign_off(definition: &WorkflowDefinition) -> (AttemptState, Uuid) {
-    let mut state = attempt(definition);
-    state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
-    finish(&mut state, "build", JobOutcome::Succeeded);
-    let change = state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    let mut state = after_build(definition, &ExpressionData::default());
+    let change = advance(&mut state, definition, Utc::now());
     assert!(change.emitted.iter().all(|e| !matches!(e, Emitted::Queued { .. })), "an approval is queued to no runner");
     assert!(
         change.emitted.iter().any(|e| matches!(e, Emitted::JobWaiting(w) if w.job_key == "sign-off"
@@ -801,9 +786,9 @@ fn waiting_for_sign_off(definition: &WorkflowDefinition) -> (AttemptState, Uuid)
     assert_eq!(status_of(&state, "sign-off"), JobStatus::Waiting);
     // The next advance leaves its dependant waiting too (a waiting job is
     // live: nothing is stuck).
-    state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, definition, Utc::now());
     assert_eq!(status_of(&state, "deploy"), JobStatus::Pending);
-    let job = state.jobs.iter().find(|j| j.key == "sign-off").unwrap();
+    let job = job(&state, "sign-off");
     assert_eq!(job.execution.as_ref().unwrap().status, ExecutionStatus::Waiting);
     (state.clone(), job.id)
 }
@@ -864,7 +849,7 @@ fn an_approval_needs_two_distinct_approvers_then_hands_its_inputs_on() {
         ),
         Err(ApprovalError::NotWaiting)
     );
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, Utc::now());
     assert_eq!(status_of(&state, "deploy"), JobStatus::Queued);
 }
 
@@ -876,7 +861,7 @@ fn a_rejection_fails_the_approval_and_skips_what_needs_it() {
     state.decide_approval(&definition, job, &approver("alice", &[]), None, reject, Utc::now()).unwrap().unwrap();
     let sign_off = state.jobs.iter().find(|j| j.id == job).unwrap();
     assert_eq!((sign_off.status, sign_off.reason), (JobStatus::Failed, Some(StatusReason::Rejected)));
-    state.advance(&definition, Utc::now(), MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, Utc::now());
     assert_eq!(status_of(&state, "deploy"), JobStatus::Skipped);
     assert_eq!(state.status, AttemptStatus::Failed);
 }
@@ -895,7 +880,7 @@ fn an_approval_nobody_decides_ends_as_its_on_timeout_says() {
             deadline > Utc::now() + chrono::Duration::minutes(29),
             "{on_timeout}: its timeout is the next deadline"
         );
-        let change = state.advance(&definition, deadline, MINUTE, 40, &RunnerEndings::new());
+        let change = advance(&mut state, &definition, deadline);
         let sign_off = state.jobs.iter().find(|j| j.id == job).unwrap();
         assert_eq!((sign_off.status, sign_off.reason), (status, reason), "{on_timeout}");
         if on_timeout == "approve" {
@@ -907,7 +892,7 @@ fn an_approval_nobody_decides_ends_as_its_on_timeout_says() {
                 "the defaults are its outputs"
             );
         }
-        state.advance(&definition, deadline, MINUTE, 40, &RunnerEndings::new());
+        advance(&mut state, &definition, deadline);
         assert_eq!(status_of(&state, "deploy"), deploy, "{on_timeout}");
     }
 }
@@ -954,13 +939,17 @@ fn queued_specs(change: &Change) -> Vec<JobSpec> {
         .collect()
 }
 
+/// The spec `change` queued for job `key`, if it queued it.
+fn queued_spec(change: &Change, key: &str) -> Option<JobSpec> {
+    queued_specs(change).into_iter().find(|spec| spec.key == key)
+}
+
 #[test]
 fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
     let definition = listening_definition();
     let mut state = attempt(&definition);
-    let endings = RunnerEndings::new();
-    state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
-    let key = |s: &AttemptState| s.jobs.iter().find(|j| j.key == "on-review").unwrap().clone();
+    advance(&mut state, &definition, Utc::now());
+    let key = |s: &AttemptState| job(s, "on-review").clone();
     let job_id = key(&state).id;
     // Not listening before its needs are met.
     assert_eq!(
@@ -968,7 +957,7 @@ fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
         Err(EventError::NotListening)
     );
     finish(&mut state, "build", JobOutcome::Succeeded);
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    let change = advance(&mut state, &definition, Utc::now());
     assert!(queued_specs(&change).is_empty(), "it listens: nothing runs yet");
     assert!(change
         .emitted
@@ -996,20 +985,20 @@ fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
     ));
 
     // One at a time, in order, each with its event.
-    let change = state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    let change = advance(&mut state, &definition, Utc::now());
     let specs = queued_specs(&change);
     assert_eq!(specs.len(), 1, "one execution at a time");
     assert_eq!(specs[0].steps[0].run, "echo review r1 $STATE");
     assert_eq!(specs[0].env["STATE"], "approved");
-    assert!(queued_specs(&state.advance(&definition, Utc::now(), MINUTE, 40, &endings)).is_empty());
+    assert!(queued_specs(&advance(&mut state, &definition, Utc::now())).is_empty());
     finish(&mut state, "on-review", JobOutcome::Failed);
     assert_eq!(status_of(&state, "on-review"), JobStatus::Waiting, "a failed execution does not end the listening");
-    let specs = queued_specs(&state.advance(&definition, Utc::now(), MINUTE, 40, &endings));
+    let specs = queued_specs(&advance(&mut state, &definition, Utc::now()));
     assert_eq!(specs[0].env["STATE"], "changes");
     assert_eq!(state.deliver_event(&definition, job_id, review("r3", listening::Disposition::Resolve, "")), Ok(true));
     assert_eq!(state.deliver_event(&definition, job_id, review("r4", listening::Disposition::Fire, "late")), Ok(false));
     finish(&mut state, "on-review", JobOutcome::Succeeded);
-    state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    advance(&mut state, &definition, Utc::now());
     let job = key(&state);
     assert_eq!(job.status, JobStatus::Succeeded, "resolved after its last execution, which succeeded");
     let events: Vec<_> = job.executions().map(|e| e.event.as_ref().map(|e| e.reference.clone())).collect();
@@ -1021,26 +1010,23 @@ fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
 #[test]
 fn a_listening_job_times_out_and_a_resolve_before_any_event_succeeds() {
     let definition = listening_definition();
-    let endings = RunnerEndings::new();
     let listening = |definition: &WorkflowDefinition| {
-        let mut state = attempt(definition);
-        state.advance(definition, Utc::now(), MINUTE, 40, &endings);
-        finish(&mut state, "build", JobOutcome::Succeeded);
-        state.advance(definition, Utc::now(), MINUTE, 40, &endings);
-        let id = state.jobs.iter().find(|j| j.key == "on-review").unwrap().id;
+        let mut state = after_build(definition, &ExpressionData::default());
+        advance(&mut state, definition, Utc::now());
+        let id = job(&state, "on-review").id;
         (state, id)
     };
     let (mut state, _) = listening(&definition);
     let until = state.next_deadline().unwrap();
-    state.advance(&definition, until, MINUTE, 40, &endings);
-    let job = state.jobs.iter().find(|j| j.key == "on-review").unwrap();
+    advance(&mut state, &definition, until);
+    let job = job(&state, "on-review");
     assert_eq!((job.status, job.reason), (JobStatus::Failed, Some(StatusReason::TimedOut)));
-    state.advance(&definition, until, MINUTE, 40, &endings);
+    advance(&mut state, &definition, until);
     assert_eq!(status_of(&state, "after"), JobStatus::Skipped);
 
     let (mut state, id) = listening(&definition);
     state.deliver_event(&definition, id, review("done", listening::Disposition::Resolve, "")).unwrap();
-    state.advance(&definition, Utc::now(), MINUTE, 40, &endings);
+    advance(&mut state, &definition, Utc::now());
     assert_eq!(status_of(&state, "on-review"), JobStatus::Succeeded);
 }
 
@@ -1069,17 +1055,11 @@ fn with_inputs(inputs: serde_json::Value) -> ExpressionData {
     ExpressionData { inputs: inputs.as_object().cloned(), ..ExpressionData::default() }
 }
 
-fn advance_with(state: &mut AttemptState, definition: &WorkflowDefinition, data: &ExpressionData) -> Change {
-    state.advance_with(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new(), data)
-}
-
 #[test]
 fn a_job_in_a_group_is_queued_only_once_the_group_says_it_holds_it_and_leaves_when_it_ends() {
     let definition = deploy_definition();
-    let mut state = attempt(&definition);
     let mut data = with_inputs(json!({"env": "prod"}));
-    advance_with(&mut state, &definition, &data);
-    finish(&mut state, "build", JobOutcome::Succeeded);
+    let mut state = after_build(&definition, &data);
 
     // Due: the join is asked of the orchestrator, nothing is queued.
     let change = advance_with(&mut state, &definition, &data);
@@ -1123,10 +1103,8 @@ fn a_job_in_a_group_is_queued_only_once_the_group_says_it_holds_it_and_leaves_wh
 #[test]
 fn a_job_replaced_in_its_group_is_cancelled_and_its_run_goes_on_as_after_any_cancelled_job() {
     let definition = deploy_definition();
-    let mut state = attempt(&definition);
     let mut data = with_inputs(json!({"env": "prod"}));
-    advance_with(&mut state, &definition, &data);
-    finish(&mut state, "build", JobOutcome::Succeeded);
+    let mut state = after_build(&definition, &data);
     let deploy_id = job(&state, "deploy").id;
     data.joined.insert(deploy_id, false);
     advance_with(&mut state, &definition, &data);
@@ -1156,9 +1134,8 @@ fn a_job_replaced_in_its_group_is_cancelled_and_its_run_goes_on_as_after_any_can
 #[test]
 fn a_flagged_job_fails_unschedulable_at_its_time_unless_its_record_shows_a_claim() {
     let definition = definition();
-    let mut state = attempt(&definition);
     let now = Utc::now();
-    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new());
+    let mut state = started(&definition, now);
     let build = job(&state, "build").clone();
     let execution = build.execution.as_ref().unwrap().id;
     let fails_at = now + chrono::Duration::minutes(2);
@@ -1178,12 +1155,12 @@ fn a_flagged_job_fails_unschedulable_at_its_time_unless_its_record_shows_a_claim
 
     // Nobody's: it fails, is withdrawn from the queue, and is not retried.
     let before = state.clone();
-    let change = state.advance(&definition, fails_at, MINUTE, 40, &RunnerEndings::new());
+    let change = advance(&mut state, &definition, fails_at);
     assert_eq!(change.unschedulable, vec![execution]);
     let build = job(&state, "build");
     assert_eq!((build.status, build.reason), (JobStatus::Failed, Some(StatusReason::Unschedulable)));
     assert_eq!(withdrawn_executions(&before, &state), vec![execution]);
-    state.advance(&definition, fails_at, MINUTE, 40, &RunnerEndings::new());
+    advance(&mut state, &definition, fails_at);
     assert_eq!(status_of(&state, "test"), JobStatus::Skipped, "as after any failure");
     assert_eq!(status_of(&state, "report"), JobStatus::Queued);
 }

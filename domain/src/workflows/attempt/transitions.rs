@@ -7,8 +7,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::changes::Emitted;
-use super::state::AttemptState;
+use super::state::{AttemptState, ExecutionRecord};
 use crate::workflows::definition::JobDefinition;
+use crate::workflows::execution::ExecutionState;
 use crate::workflows::status::{AttemptStatus, ExecutionStatus, JobStatus, StatusReason};
 use baton_api::facts::{
     JobExecutionQueued, JobExecutionTerminated, JobSpec, JobTerminated, JobWaiting, QueuedJob, RunTerminated,
@@ -126,6 +127,40 @@ impl AttemptState {
             }));
         }
         emitted
+    }
+
+    /// Job `index`'s execution ends as `ended` says (its start kept when
+    /// `ended` has none) and joins the job's earlier ones; `next` takes its
+    /// place and the job is `job_status` again, with no reason. The ended
+    /// execution's terminated fact lets the runners' side end its records;
+    /// `None`, the job untouched, when it has no execution.
+    pub(super) fn replace_execution(
+        &mut self,
+        index: usize,
+        ended: &ExecutionState,
+        next: ExecutionRecord,
+        job_status: JobStatus,
+        now: DateTime<Utc>,
+    ) -> Option<Emitted> {
+        let (run_id, attempt) = (self.run_id, self.attempt);
+        let job = &mut self.jobs[index];
+        let mut done = std::mem::replace(job.execution.as_mut()?, next);
+        done.status = ended.status;
+        done.reason = ended.reason;
+        done.started_at = ended.started_at.or(done.started_at);
+        done.finished_at = Some(now);
+        let fact = JobExecutionTerminated {
+            run_id,
+            attempt,
+            job_id: job.id,
+            job_execution_id: done.id,
+            status: done.status.as_str().into(),
+            reason: done.reason.map(|r| r.as_str().into()),
+        };
+        job.earlier_executions.push(done);
+        job.status = job_status;
+        job.reason = None;
+        Some(Emitted::ExecutionTerminated(fact))
     }
 
     /// Cancels job `index` (and its execution) for `reason`.
