@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::keys::{artifact_sk, execution_pk, run_pk, timestamp, ARTIFACT_USAGE_SK, LEASE_SK, RUN_SK};
 use super::runner_items::LeaseItem;
-use super::{build, from_item, n, s, to_item, Store, TxOutcome};
+use super::{build, from_item, n, query_all, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::artifacts::{Artifact, ArtifactStatus, MAX_ARTIFACTS_PER_JOB};
 
@@ -194,27 +194,21 @@ impl Store {
         name: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<ArtifactItem>, StoreError> {
-        let outcome = self.stored_under_lease(lease, &run_pk(lease.run_id), &artifact_sk(name), at).await?;
-        let now = self.artifact(lease.run_id, name).await?;
-        Ok(match outcome {
-            TxOutcome::Committed => now,
-            // Stored already by this very execution: the write is done.
-            TxOutcome::ConditionFailed { .. } => {
-                now.filter(|a| a.execution_id == lease.execution_id && a.status == ArtifactStatus::Stored)
-            }
-        })
+        self.stored_under_lease(lease, &run_pk(lease.run_id), &artifact_sk(name), at).await
     }
 
     /// Marks the upload item at (`pk`, `sk`) stored, in one transaction with
     /// a check that `lease`, which uploaded it, is still held (artifacts'
-    /// and caches' completes).
-    pub(super) async fn stored_under_lease(
+    /// and caches' completes), and reads it again: `Some` as stored (also
+    /// when it was already, by this very execution: a repeat of the
+    /// complete), `None` when the lease ended first.
+    pub(super) async fn stored_under_lease<T: UploadItem>(
         &self,
         lease: &LeaseItem,
         pk: &str,
         sk: &str,
         at: DateTime<Utc>,
-    ) -> Result<TxOutcome, StoreError> {
+    ) -> Result<Option<T>, StoreError> {
         let held = build(
             ConditionCheck::builder()
                 .table_name(&self.table)
@@ -239,11 +233,20 @@ impl Store {
                 .expression_attribute_values(":at", s(timestamp(at)))
                 .build(),
         )?;
-        self.transact(vec![
-            TransactWriteItem::builder().condition_check(held).build(),
-            TransactWriteItem::builder().update(store).build(),
-        ])
-        .await
+        let outcome = self
+            .transact(vec![
+                TransactWriteItem::builder().condition_check(held).build(),
+                TransactWriteItem::builder().update(store).build(),
+            ])
+            .await?;
+        let now: Option<T> = self.get(pk, sk).await?.map(from_item).transpose()?;
+        Ok(match outcome {
+            TxOutcome::Committed => now,
+            // Stored already by this very execution: the write is done.
+            TxOutcome::ConditionFailed { .. } => {
+                now.filter(|u| u.execution_id() == lease.execution_id && u.status() == ArtifactStatus::Stored)
+            }
+        })
     }
 
     /// The artifacts of a run of `workspace_id`, by name; `None` when the
@@ -259,29 +262,33 @@ impl Store {
         if run.get("rw_pk").and_then(|w| w.as_s().ok()) != Some(&owner) {
             return Ok(None);
         }
-        let mut artifacts = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
+        let artifacts = query_all(
+            self.client
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
                 .expression_attribute_values(":pk", s(run_pk(run_id)))
                 .expression_attribute_values(":prefix", s(super::keys::ARTIFACT_PREFIX))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await?;
-            for item in out.items.unwrap_or_default() {
-                artifacts.push(from_item::<ArtifactItem>(item)?);
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => break,
-            }
-        }
+                .consistent_read(true),
+        )
+        .await?;
         Ok(Some(artifacts))
+    }
+}
+
+/// An uploaded item (an artifact, a cache entry): the execution that
+/// uploads it and how far it got.
+pub(super) trait UploadItem: serde::de::DeserializeOwned {
+    fn execution_id(&self) -> Uuid;
+    fn status(&self) -> ArtifactStatus;
+}
+
+impl UploadItem for ArtifactItem {
+    fn execution_id(&self) -> Uuid {
+        self.execution_id
+    }
+    fn status(&self) -> ArtifactStatus {
+        self.status
     }
 }
 

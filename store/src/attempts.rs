@@ -20,17 +20,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, Mutex};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{self, attempt_sk, run_pk, snapshot_sk, steps_sk};
-use super::outbox::OutboxItem;
+use super::outbox::ChangeFacts;
+use super::{build, from_item, n, s, Store};
 use super::{contention, serialize};
-use super::{from_item, n, s, to_item, Store};
 use crate::error::StoreError;
-use baton_api::facts::{Fact, StepResult};
+use baton_api::facts::StepResult;
 use baton_domain::workflows::attempt::{withdrawn_executions, AttemptState, Emitted};
 use baton_domain::workflows::status::RunStatus;
 use baton_domain::workflows::WorkflowDefinition;
@@ -116,10 +116,6 @@ static SNAPSHOTS: LazyLock<SnapshotCache> = LazyLock::new(SnapshotCache::default
 /// The cache is simply emptied when it holds this many snapshots.
 const SNAPSHOT_CACHE_SIZE: usize = 256;
 
-fn build_err(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Other(e.to_string())
-}
-
 impl Store {
     /// The attempt item, read consistently.
     pub async fn get_attempt(&self, run_id: Uuid, attempt: u32) -> Result<Option<AttemptItem>, StoreError> {
@@ -151,21 +147,6 @@ impl Store {
         serde_json::from_str(&snapshot.definition).map(Some).map_err(|e| StoreError::Malformed(e.to_string()))
     }
 
-    /// Writes the attempt item: a new one (`expected_version: None`, must not
-    /// exist) or a compare-and-set on the version that was read.
-    pub fn attempt_put(
-        &self,
-        item: &AttemptItem,
-        expected_version: Option<u64>,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let put = Put::builder().table_name(&self.table).set_item(Some(to_item(item)?));
-        let put = match expected_version {
-            None => put.condition_expression("attribute_not_exists(pk)"),
-            Some(version) => put.condition_expression("version = :v").expression_attribute_values(":v", n(version)),
-        };
-        Ok(TransactWriteItem::builder().put(put.build().map_err(build_err)?).build())
-    }
-
     /// Writes the frozen snapshot of a new attempt.
     pub fn snapshot_put(
         &self,
@@ -179,13 +160,7 @@ impl Store {
             kind: "snapshot".into(),
             definition: serde_json::to_string(definition).map_err(|e| StoreError::Malformed(e.to_string()))?,
         };
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&item)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(build_err)?;
-        Ok(TransactWriteItem::builder().put(put).build())
+        self.new_item_put(&item)
     }
 
     /// Writes the result of a finished execution: the steps and outputs its
@@ -206,8 +181,7 @@ impl Store {
             steps: steps.to_vec(),
             outputs: outputs.clone(),
         };
-        let put = Put::builder().table_name(&self.table).set_item(Some(to_item(&item)?)).build().map_err(build_err)?;
-        Ok(TransactWriteItem::builder().put(put).build())
+        self.item_put(&item)
     }
 
     /// Records the steps a runner reported for an execution the server had
@@ -264,7 +238,7 @@ impl Store {
             expression.push_str(", #state.started_at = :started");
             update = update.expression_attribute_values(":started", timestamp(Some(started_at)));
         }
-        let update = update.update_expression(expression).build().map_err(build_err)?;
+        let update = build(update.update_expression(expression).build())?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
@@ -280,38 +254,26 @@ impl Store {
         let direct_adoption = attempt_jobs <= baton_domain::workflows::execution::DIRECT_ADOPTION_MAX_JOBS;
         let mut puts = Vec::with_capacity(emitted.len());
         // The change's facts, written together (`outbox`).
-        let mut facts = Vec::with_capacity(emitted.len());
+        let mut facts = ChangeFacts::new(workspace_id, now, ttl_days);
         // Label sets of the jobs queued here, registered once each.
         let mut label_sets: BTreeMap<String, (Vec<String>, usize)> = BTreeMap::new();
         for e in emitted {
             match e {
                 Emitted::Queued { fact, spec } => {
                     puts.push(self.job_spec_put(fact.job_execution_id, workspace_id, spec)?);
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, fact.clone()), ttl_days)?);
+                    facts.push(fact.clone())?;
                     // Claimable in this very transaction: the definition's
                     // labels are canonical already.
                     let labelset = baton_domain::runners::labels::labelset_id(&spec.labels);
                     puts.extend(self.claimable_puts(workspace_id, fact, &spec.labels, &labelset, direct_adoption)?);
                     label_sets.entry(labelset).or_insert_with(|| (spec.labels.clone(), 0)).1 += 1;
                 }
-                Emitted::ExecutionTerminated(d) => {
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
-                }
-                Emitted::JobTerminated(d) => {
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
-                }
-                Emitted::RunTerminated(d) => {
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
-                }
-                Emitted::RunCancelled(d) => {
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
-                }
-                Emitted::ApprovalDecided(d) => {
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
-                }
-                Emitted::JobWaiting(d) => {
-                    facts.push(OutboxItem::for_fact(&Fact::new(workspace_id, now, d.clone()), ttl_days)?)
-                }
+                Emitted::ExecutionTerminated(d) => facts.push(d.clone())?,
+                Emitted::JobTerminated(d) => facts.push(d.clone())?,
+                Emitted::RunTerminated(d) => facts.push(d.clone())?,
+                Emitted::RunCancelled(d) => facts.push(d.clone())?,
+                Emitted::ApprovalDecided(d) => facts.push(d.clone())?,
+                Emitted::JobWaiting(d) => facts.push(d.clone())?,
                 Emitted::Results { run_id, attempt, execution_id, outputs } => {
                     puts.push(self.result_put(*run_id, *attempt, *execution_id, &[], outputs)?)
                 }
@@ -331,14 +293,15 @@ impl Store {
     /// here: a record that is leased keeps its lease (reconciliation flags
     /// it for cancellation), and a flag written twice is the same flag.
     fn withdrawn_update(&self, execution_id: Uuid, now: DateTime<Utc>) -> Result<TransactWriteItem, StoreError> {
-        let update = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(keys::execution_pk(execution_id)))
-            .key("sk", s(keys::RUNNER_SK))
-            .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
-            .expression_attribute_values(":at", s(keys::timestamp(now)))
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let update = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(keys::execution_pk(execution_id)))
+                .key("sk", s(keys::RUNNER_SK))
+                .update_expression("SET withdrawn_at = if_not_exists(withdrawn_at, :at)")
+                .expression_attribute_values(":at", s(keys::timestamp(now)))
+                .build(),
+        )?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
@@ -494,7 +457,7 @@ impl Store {
                 next.progress += 1;
             }
             let now = Utc::now();
-            let mut items = vec![self.attempt_put(&next, Some(item.version))?];
+            let mut items = vec![self.versioned_put(&next, Some(item.version))?];
             for execution_id in withdrawn_executions(&item.state, &next.state) {
                 // A timeout's write withdraws with its check of the record
                 // already (an item may be touched once a transaction).
@@ -568,7 +531,7 @@ fn touches_record(item: &TransactWriteItem, execution_id: Uuid) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Item;
+    use crate::{to_item, Item};
     use baton_domain::workflows::attempt::NewAttempt;
     use baton_domain::workflows::parse_definition;
     use baton_domain::workflows::status::{ExecutionStatus, JobStatus, StatusReason};

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::artifacts::status;
+use super::artifacts::{status, UploadItem};
 use super::keys::{cache_pk, cache_sk, timestamp};
 use super::runner_items::LeaseItem;
 use super::{build, from_item, s, to_item, Store, TxOutcome};
@@ -46,6 +46,15 @@ pub struct CacheItem {
     #[serde(with = "baton_domain::time::stored")]
     pub expires_at: DateTime<Utc>,
     pub ttl: i64,
+}
+
+impl UploadItem for CacheItem {
+    fn execution_id(&self) -> Uuid {
+        self.execution_id
+    }
+    fn status(&self) -> ArtifactStatus {
+        self.status
+    }
 }
 
 impl CacheItem {
@@ -133,14 +142,6 @@ impl Store {
         key: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<CacheItem>, StoreError> {
-        let pk = cache_pk(&lease.workspace_id);
-        let outcome = self.stored_under_lease(lease, &pk, &cache_sk(scope, key), at).await?;
-        let now = self.cache_entry(&lease.workspace_id, scope, key).await?;
-        Ok(match outcome {
-            TxOutcome::Committed => now,
-            TxOutcome::ConditionFailed { .. } => {
-                now.filter(|c| c.execution_id == lease.execution_id && c.status == ArtifactStatus::Stored)
-            }
-        })
+        self.stored_under_lease(lease, &cache_pk(&lease.workspace_id), &cache_sk(scope, key), at).await
     }
 }

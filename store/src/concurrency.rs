@@ -7,11 +7,10 @@
 //! create and a completion, or a replayed step racing on one group never
 //! make two holders.
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{concurrency_group_pk, CONCURRENCY_GROUP_SK};
-use super::{contention, from_item, n, to_item, Store};
+use super::{contention, from_item, Store};
 use crate::error::StoreError;
 use baton_domain::workflows::concurrency::{GroupHold, GroupState, Joined, Member};
 
@@ -121,13 +120,8 @@ impl Store {
             item.queue = state.queue;
             item.last_left = state.last_left;
             item.version = version.map_or(1, |v| v + 1);
-            let put = Put::builder().table_name(&self.table).set_item(Some(to_item(&item)?));
-            let put = match version {
-                None => put.condition_expression("attribute_not_exists(pk)"),
-                Some(v) => put.condition_expression("version = :v").expression_attribute_values(":v", n(v)),
-            };
-            let put = put.build().map_err(|e| StoreError::Other(e.to_string()))?;
-            if !contention::lost_race(self.transact(vec![TransactWriteItem::builder().put(put).build()]).await)? {
+            let put = self.versioned_put(&item, version)?;
+            if !contention::lost_race(self.transact(vec![put]).await)? {
                 return Ok(answer);
             }
             lost += 1;

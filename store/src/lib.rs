@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
 
 pub use crate::error::StoreError;
 
@@ -122,6 +123,95 @@ impl Store {
         Ok(out.item)
     }
 
+    /// The items at `keys` (`pk`, `sk`) that exist, read consistently in
+    /// `BatchGetItem`s of at most 100 keys.
+    pub(crate) async fn batch_get<T: serde::de::DeserializeOwned>(
+        &self,
+        keys: impl Iterator<Item = (String, String)>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.batch_get_items(keys, true).await
+    }
+
+    /// [`Store::batch_get`] read eventually consistently: half the read
+    /// units, where a view a moment stale is fine.
+    pub(crate) async fn batch_get_eventually<T: serde::de::DeserializeOwned>(
+        &self,
+        keys: impl Iterator<Item = (String, String)>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.batch_get_items(keys, false).await
+    }
+
+    async fn batch_get_items<T: serde::de::DeserializeOwned>(
+        &self,
+        keys: impl Iterator<Item = (String, String)>,
+        consistent: bool,
+    ) -> Result<Vec<T>, StoreError> {
+        let keys: Vec<Item> =
+            keys.map(|(pk, sk)| HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])).collect();
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH_GET_MAX_KEYS) {
+            let mut wanted =
+                build(KeysAndAttributes::builder().set_keys(Some(chunk.to_vec())).consistent_read(consistent).build())?;
+            for attempt in 0..BATCH_GET_ATTEMPTS {
+                if attempt > 0 {
+                    // Unprocessed keys mean the table throttled part of the batch.
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                }
+                let out = self.client.batch_get_item().request_items(&self.table, wanted.clone()).send().await?;
+                for item in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
+                    found.push(from_item(item)?);
+                }
+                match out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
+                    Some(rest) if !rest.keys.is_empty() => wanted = rest,
+                    _ => break,
+                }
+                if attempt + 1 == BATCH_GET_ATTEMPTS {
+                    return Err(StoreError::Throttled("a batch read left keys unprocessed".into()));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The transaction's put of a new item: its condition fails if an item
+    /// is at its key already.
+    pub(crate) fn new_item_put<T: serde::Serialize>(&self, item: &T) -> Result<TransactWriteItem, StoreError> {
+        self.versioned_put(item, None)
+    }
+
+    /// The transaction's put of a versioned item: a new one
+    /// (`expected_version: None`, must not exist) or a compare-and-set on
+    /// the `version` that was read.
+    pub(crate) fn versioned_put<T: serde::Serialize>(
+        &self,
+        item: &T,
+        expected_version: Option<u64>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let put = Put::builder().table_name(&self.table).set_item(Some(to_item(item)?));
+        let put = match expected_version {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(version) => put.condition_expression("version = :v").expression_attribute_values(":v", n(version)),
+        };
+        Ok(TransactWriteItem::builder().put(build(put.build())?).build())
+    }
+
+    /// The transaction's put of `item`, whatever is at its key.
+    pub(crate) fn item_put<T: serde::Serialize>(&self, item: &T) -> Result<TransactWriteItem, StoreError> {
+        let put = build(Put::builder().table_name(&self.table).set_item(Some(to_item(item)?)).build())?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// Puts a new item on its own; `false` if an item is at its key already.
+    pub(crate) async fn put_if_absent<T: serde::Serialize>(&self, item: &T) -> Result<bool, StoreError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(item)?))
+            .condition_expression("attribute_not_exists(pk)");
+        condition_may_fail(|| put.clone().send()).await
+    }
+
     /// The single-item form of a transaction's write; `None` for a lone
     /// condition check, which only a transaction can express.
     async fn write_one(&self, mut item: TransactWriteItem) -> Result<Option<TxOutcome>, StoreError> {
@@ -173,6 +263,12 @@ impl Store {
     }
 }
 
+/// `BatchGetItem` takes at most 100 keys.
+const BATCH_GET_MAX_KEYS: usize = 100;
+
+/// Sends of one batch before its unprocessed keys are an error.
+const BATCH_GET_ATTEMPTS: u32 = 5;
+
 /// Error codes (of a request, or of a transaction's cancellation reasons)
 /// that mean DynamoDB throttled the request.
 const THROTTLING_CODES: &[&str] = &[
@@ -223,6 +319,16 @@ where
         async move { condition_outcome(sent.await) }
     })
     .await
+}
+
+/// Every item `query` matches, page after page.
+pub(crate) async fn query_all<T: serde::de::DeserializeOwned>(query: QueryFluentBuilder) -> Result<Vec<T>, StoreError> {
+    let mut pages = query.into_paginator().items().send();
+    let mut found = Vec::new();
+    while let Some(item) = pages.next().await {
+        found.push(from_item(item?)?);
+    }
+    Ok(found)
 }
 
 /// Whether a conditional write was applied (`Ok(false)`: its condition failed).

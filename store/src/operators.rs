@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{from_item, keys, to_item, Store};
+use super::{from_item, keys, Store};
 use crate::error::StoreError;
 use baton_domain::tokens::hash_token;
 
@@ -70,13 +70,7 @@ impl Store {
             created_at: Utc::now(),
             revoked_at: None,
         };
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&record)?))
-            .condition_expression("attribute_not_exists(pk)");
-        super::condition_may_fail(|| put.clone().send()).await.map(|_| ())
+        self.put_if_absent(&record).await.map(|_| ())
     }
 
     /// The operator token record of `token`, if one is stored.

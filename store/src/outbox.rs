@@ -9,12 +9,12 @@
 //! twice inside a transaction, so two 500-byte facts in one item cost half
 //! of what two items cost.
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{keys, to_item, Item, Store};
+use super::{keys, Store};
 use crate::error::StoreError;
 use baton_api::facts::{Fact, FactDetail};
 
@@ -119,28 +119,39 @@ impl OutboxItem {
     }
 }
 
+/// The facts of one change, in order: about one workspace, at one instant,
+/// kept as long; written together ([`Store::outbox_puts`]).
+pub struct ChangeFacts {
+    workspace_id: String,
+    now: DateTime<Utc>,
+    ttl_days: u32,
+    items: Vec<OutboxItem>,
+}
+
+impl ChangeFacts {
+    pub fn new(workspace_id: impl Into<String>, now: DateTime<Utc>, ttl_days: u32) -> Self {
+        Self { workspace_id: workspace_id.into(), now, ttl_days, items: Vec::new() }
+    }
+
+    /// Adds the fact of `detail`, under a fresh id.
+    pub fn push<D: FactDetail>(&mut self, detail: D) -> Result<(), StoreError> {
+        let fact = Fact::new(self.workspace_id.clone(), self.now, detail);
+        self.items.push(OutboxItem::for_fact(&fact, self.ttl_days)?);
+        Ok(())
+    }
+}
+
 impl Store {
     /// The transaction item that writes `fact` to the outbox. The condition
     /// makes a retried transaction unable to write the same fact twice.
     pub fn outbox_put<D: FactDetail>(&self, fact: &Fact<D>, ttl_days: u32) -> Result<TransactWriteItem, StoreError> {
-        self.outbox_item_put(&OutboxItem::for_fact(fact, ttl_days)?)
+        self.new_item_put(&OutboxItem::for_fact(fact, ttl_days)?)
     }
 
     /// The transaction items that write the facts of one change, together
     /// ([`OutboxItem::together`]).
-    pub fn outbox_puts(&self, facts: Vec<OutboxItem>) -> Result<Vec<TransactWriteItem>, StoreError> {
-        OutboxItem::together(facts).iter().map(|item| self.outbox_item_put(item)).collect()
-    }
-
-    fn outbox_item_put(&self, item: &OutboxItem) -> Result<TransactWriteItem, StoreError> {
-        let item: Item = to_item(item)?;
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        Ok(TransactWriteItem::builder().put(put).build())
+    pub fn outbox_puts(&self, facts: ChangeFacts) -> Result<Vec<TransactWriteItem>, StoreError> {
+        OutboxItem::together(facts.items).iter().map(|item| self.new_item_put(item)).collect()
     }
 
     /// The outbox items whose fact occurred from `since` to `until`, oldest

@@ -6,22 +6,23 @@
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use uuid::Uuid;
 
-use super::{keys, n, s, Store};
+use super::{build, keys, n, s, Store};
 use crate::error::StoreError;
 
 impl Store {
     /// The transaction item that marks `event_id` as processed by `consumer`;
     /// it fails its condition when the fact was processed before.
     pub fn processed_marker(&self, consumer: &str, event_id: Uuid, ttl: i64) -> Result<TransactWriteItem, StoreError> {
-        let put = Put::builder()
-            .table_name(&self.table)
-            .item("pk", s(keys::processed_pk(consumer, event_id)))
-            .item("sk", s(keys::PROCESSED_SK))
-            .item("type", s("processed"))
-            .item("ttl", n(ttl))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let put = build(
+            Put::builder()
+                .table_name(&self.table)
+                .item("pk", s(keys::processed_pk(consumer, event_id)))
+                .item("sk", s(keys::PROCESSED_SK))
+                .item("type", s("processed"))
+                .item("ttl", n(ttl))
+                .condition_expression("attribute_not_exists(pk)")
+                .build(),
+        )?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 }

@@ -31,9 +31,7 @@
 //! reservations it makes and releases (`reservations`), and its instance
 //! reports (`instances`).
 
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, KeysAndAttributes, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem, Update};
 use baton_api::provisioners::{InstanceState, TerminateReason};
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -41,7 +39,7 @@ use uuid::Uuid;
 
 use super::keys::{self, timestamp};
 use super::runner_items::ReservationLink;
-use super::{build, from_item, s, to_item, Store};
+use super::{build, from_item, query_all, s, Store};
 use crate::error::StoreError;
 use baton_domain::runners::provisioners::intents::FleetPolicy;
 use baton_domain::runners::provisioners::settings::ProvisionerSettings;
@@ -236,20 +234,7 @@ impl Store {
         // failed condition is this very transaction, applied before its
         // answer was lost (the SDK's retry carries the same request token,
         // so it is answered done; a conflict's resend is not).
-        let items = vec![
-            TransactWriteItem::builder()
-                .put(build(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(to_item(&provisioner)?))
-                        .condition_expression("attribute_not_exists(pk)")
-                        .build(),
-                )?)
-                .build(),
-            TransactWriteItem::builder()
-                .put(build(Put::builder().table_name(&self.table).set_item(Some(to_item(&entry)?)).build())?)
-                .build(),
-        ];
+        let items = vec![self.new_item_put(&provisioner)?, self.item_put(&entry)?];
         self.transact(items).await?;
         Ok((provisioner, token))
     }
@@ -257,42 +242,28 @@ impl Store {
     /// Every live provisioner of the stage, by workspace: the registry the
     /// scheduled demand metrics read (one partition, paged; never a Scan).
     pub async fn registered_provisioners(&self) -> Result<Vec<RegisteredProvisioner>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::PROVISIONER_REGISTRY_PK))
-            .into_paginator()
-            .items()
-            .send();
-        let mut entries = Vec::new();
-        while let Some(item) = pages.next().await {
-            entries.push(from_item(item?)?);
-        }
-        Ok(entries)
+        query_all(
+            self.client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(keys::PROVISIONER_REGISTRY_PK)),
+        )
+        .await
     }
 
     /// The workspace's provisioners that were not removed, oldest first.
     pub async fn list_provisioners(&self, workspace_id: &str) -> Result<Vec<Provisioner>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(keys::RUNS_BY_WORKSPACE)
-            .key_condition_expression("rw_pk = :pk")
-            .expression_attribute_values(":pk", s(keys::workspace_provisioners_pk(workspace_id)))
-            .into_paginator()
-            .items()
-            .send();
-        let mut items = Vec::new();
-        while let Some(item) = pages.next().await {
-            let provisioner: Provisioner = from_item(item?)?;
-            if provisioner.removed_at.is_none() {
-                items.push(provisioner);
-            }
-        }
-        Ok(items)
+        let provisioners: Vec<Provisioner> = query_all(
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(keys::RUNS_BY_WORKSPACE)
+                .key_condition_expression("rw_pk = :pk")
+                .expression_attribute_values(":pk", s(keys::workspace_provisioners_pk(workspace_id))),
+        )
+        .await?;
+        Ok(provisioners.into_iter().filter(|provisioner| provisioner.removed_at.is_none()).collect())
     }
 
     pub async fn provisioner(&self, id: Uuid) -> Result<Option<Provisioner>, StoreError> {
@@ -351,35 +322,5 @@ impl Store {
             }
             _ => Ok(false),
         }
-    }
-
-    async fn batch_get<T: serde::de::DeserializeOwned>(
-        &self,
-        keys: impl Iterator<Item = (String, String)>,
-    ) -> Result<Vec<T>, StoreError> {
-        let keys: Vec<HashMap<String, AttributeValue>> =
-            keys.map(|(pk, sk)| HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])).collect();
-        let mut found = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(100) {
-            let mut wanted =
-                build(KeysAndAttributes::builder().set_keys(Some(chunk.to_vec())).consistent_read(true).build())?;
-            for attempt in 0..5 {
-                if attempt > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
-                }
-                let out = self.client.batch_get_item().request_items(&self.table, wanted.clone()).send().await?;
-                for item in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
-                    found.push(from_item(item)?);
-                }
-                match out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
-                    Some(rest) if !rest.keys.is_empty() => wanted = rest,
-                    _ => break,
-                }
-                if attempt == 4 {
-                    return Err(StoreError::Throttled("a batch read left keys unprocessed".into()));
-                }
-            }
-        }
-        Ok(found)
     }
 }

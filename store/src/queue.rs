@@ -19,14 +19,14 @@
 //!   (queue, claim, reconcile, complete, expiry, reserve, release), so it is
 //!   exact; an entry is pruned only when all three are zero.
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::keys::{self, execution_pk, RUNNER_SK};
 use super::records::{RunnerRecord, RunnerStatus};
 use super::runner_items::{ClaimAnswer, LabelSet, LeaseItem, PendingItem, ReservationLink, Session};
-use super::{build, from_item, n, s, to_item, Store, TxOutcome};
+use super::{build, from_item, n, s, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::facts::{dispatch_at, Fact, JobClaimed, JobExecutionQueued, QueuedJob};
 
@@ -61,6 +61,18 @@ pub enum ClaimAttempt {
     /// may have applied with its answer lost, so the job may be leased to
     /// this session already.
     Unsure,
+}
+
+/// What one claim writes, as [`Store::try_claim`] was given it: each try
+/// of the claim writes it again.
+#[derive(Clone, Copy)]
+struct ClaimWrites<'a> {
+    pending: &'a PendingItem,
+    session: &'a Session,
+    lease: &'a LeaseItem,
+    fact: &'a Fact<JobClaimed>,
+    outbox_ttl_days: u32,
+    answer: Option<&'a ClaimAnswer>,
 }
 
 impl Store {
@@ -133,18 +145,7 @@ impl Store {
             pending_sk: Some(pending.sk.clone()),
             ..RunnerRecord::unclaimed(d.job_execution_id, ws, (d.run_id, d.attempt, d.job_id), RunnerStatus::Pending)
         };
-        let put_record = build(
-            Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(to_item(&record)?))
-                .condition_expression("attribute_not_exists(pk)")
-                .build(),
-        )?;
-        let put_pending = build(Put::builder().table_name(&self.table).set_item(Some(to_item(&pending)?)).build())?;
-        Ok([
-            TransactWriteItem::builder().put(put_record).build(),
-            TransactWriteItem::builder().put(put_pending).build(),
-        ])
+        Ok([self.new_item_put(&record)?, self.item_put(&pending)?])
     }
 
     /// Registers `labelset` as one with queued work (a fresh version, so a
@@ -159,10 +160,7 @@ impl Store {
         queued: usize,
     ) -> Result<TransactWriteItem, StoreError> {
         let register = build(
-            Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(keys::labelset_registry_pk(ws)))
-                .key("sk", s(labelset))
+            LabelSet::update(&self.table, ws, labelset)
                 .update_expression("SET labels = :labels, #type = :type, v = :v ADD queued :queued")
                 .expression_attribute_names("#type", "type")
                 .expression_attribute_values(":queued", n(queued))
@@ -261,34 +259,25 @@ impl Store {
         outbox_ttl_days: u32,
         answer: Option<&ClaimAnswer>,
     ) -> Result<ClaimAttempt, StoreError> {
+        let claim = ClaimWrites { pending, session, lease, fact, outbox_ttl_days, answer };
         let first_of_reservation = session.reservation.as_ref().filter(|_| session.claims == 0);
-        match self
-            .try_claim_counting(pending, session, lease, fact, outbox_ttl_days, answer, first_of_reservation)
-            .await?
-        {
+        match self.try_claim_counting(claim, first_of_reservation).await? {
             // The reservation's hold was taken already (a concurrent claim of
             // the same session, or its release): claim without it.
-            ClaimAttempt::ReservationSpent => {
-                match self.try_claim_counting(pending, session, lease, fact, outbox_ttl_days, answer, None).await? {
-                    ClaimAttempt::ReservationSpent => Ok(ClaimAttempt::Lost),
-                    other => Ok(other),
-                }
-            }
+            ClaimAttempt::ReservationSpent => match self.try_claim_counting(claim, None).await? {
+                ClaimAttempt::ReservationSpent => Ok(ClaimAttempt::Lost),
+                other => Ok(other),
+            },
             other => Ok(other),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn try_claim_counting(
         &self,
-        pending: &PendingItem,
-        session: &Session,
-        lease: &LeaseItem,
-        fact: &Fact<JobClaimed>,
-        outbox_ttl_days: u32,
-        answer: Option<&ClaimAnswer>,
+        claim: ClaimWrites<'_>,
         first_of_reservation: Option<&ReservationLink>,
     ) -> Result<ClaimAttempt, StoreError> {
+        let ClaimWrites { pending, session, lease, fact, outbox_ttl_days, answer } = claim;
         let delete_pending = build(
             Delete::builder()
                 .table_name(&self.table)
@@ -324,17 +313,10 @@ impl Store {
                 .expression_attribute_values(":none", AttributeValue::M(Default::default()))
                 .build(),
         )?;
-        let put_lease = build(
-            Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(to_item(lease)?))
-                .condition_expression("attribute_not_exists(pk)")
-                .build(),
-        )?;
         let mut items = vec![
             TransactWriteItem::builder().delete(delete_pending).build(),
             TransactWriteItem::builder().update(lease_record).build(),
-            TransactWriteItem::builder().put(put_lease).build(),
+            self.new_item_put(lease)?,
             self.outbox_put(fact, outbox_ttl_days)?,
         ];
         if session.max_claims.is_some() {
@@ -392,23 +374,11 @@ impl Store {
             if link.labelset == labelset {
                 counts.push_str(", reserved :minus");
             } else {
-                let held = build(
-                    Update::builder()
-                        .table_name(&self.table)
-                        .key("pk", s(keys::labelset_registry_pk(&session.workspace_id)))
-                        .key("sk", s(&link.labelset))
-                        .update_expression("ADD reserved :minus")
-                        .expression_attribute_values(":minus", n(-1))
-                        .build(),
-                )?;
-                items.push(TransactWriteItem::builder().update(held).build());
+                items.push(LabelSet::count_down(&self.table, &session.workspace_id, &link.labelset, "reserved")?);
             }
         }
         let set_counts = build(
-            Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(keys::labelset_registry_pk(&pending.workspace_id)))
-                .key("sk", s(&labelset))
+            LabelSet::update(&self.table, &pending.workspace_id, &labelset)
                 .update_expression(counts)
                 .expression_attribute_values(":minus", n(-1))
                 .expression_attribute_values(":one", n(1))
@@ -417,14 +387,7 @@ impl Store {
         items.push(TransactWriteItem::builder().update(set_counts).build());
         let answer_at = items.len();
         if let Some(answer) = answer {
-            let put = build(
-                Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(to_item(answer)?))
-                    .condition_expression("attribute_not_exists(pk)")
-                    .build(),
-            )?;
-            items.push(TransactWriteItem::builder().put(put).build());
+            items.push(self.new_item_put(answer)?);
         }
         match self.transact(items).await {
             Ok(TxOutcome::Committed) => Ok(ClaimAttempt::Won),
@@ -486,17 +449,7 @@ impl Store {
                             RunnerStatus::Terminated,
                         )
                     };
-                    let put = build(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(to_item(&tombstone)?))
-                            .condition_expression("attribute_not_exists(pk)")
-                            .build(),
-                    )?;
-                    matches!(
-                        self.transact(vec![TransactWriteItem::builder().put(put).build()]).await?,
-                        TxOutcome::Committed
-                    )
+                    matches!(self.transact(vec![self.new_item_put(&tombstone)?]).await?, TxOutcome::Committed)
                 }
                 Some(record) if record.workspace_id != workspace_id => {
                     tracing::error!(execution_id = %record.execution_id, "terminated fact names another workspace; ignored");
@@ -532,19 +485,7 @@ impl Store {
                         // No longer claimable: out of its set's `queued`, in
                         // the write that moves the record out of `pending`.
                         if let Some(labelset) = keys::labelset_of_queue_pk(pk) {
-                            items.push(
-                                TransactWriteItem::builder()
-                                    .update(build(
-                                        Update::builder()
-                                            .table_name(&self.table)
-                                            .key("pk", s(keys::labelset_registry_pk(workspace_id)))
-                                            .key("sk", s(labelset))
-                                            .update_expression("ADD queued :minus")
-                                            .expression_attribute_values(":minus", n(-1))
-                                            .build(),
-                                    )?)
-                                    .build(),
-                            );
+                            items.push(LabelSet::count_down(&self.table, workspace_id, labelset, "queued")?);
                         }
                     }
                     matches!(self.transact(items).await?, TxOutcome::Committed)

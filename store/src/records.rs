@@ -11,10 +11,10 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{KeysAndAttributes, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 
 use super::keys::{execution_pk, RUNNER_SK};
-use super::{from_item, s, Store};
+use super::{build, from_item, s, Store};
 use crate::error::StoreError;
 use baton_api::facts::{JobOutcome, StepResult};
 use baton_domain::workflows::attempt::step_statuses;
@@ -107,12 +107,6 @@ pub struct RunnerRecord {
     pub outputs: BTreeMap<String, serde_json::Value>,
 }
 
-/// `BatchGetItem` takes at most 100 keys.
-const BATCH_GET_MAX_KEYS: usize = 100;
-
-/// Sends of one batch before its unprocessed keys are an error.
-const BATCH_GET_ATTEMPTS: u32 = 5;
-
 impl RunnerRecord {
     /// A record no claim has touched, at epoch 0: `pending` (being queued)
     /// or `terminated` (a tombstone that keeps a late enqueue out).
@@ -203,41 +197,7 @@ impl Store {
     /// of a wide run's unfinished jobs in a few requests, at half the read
     /// units of consistent single reads (a view a moment stale is fine).
     pub async fn runner_records(&self, executions: &[Uuid]) -> Result<Vec<RunnerRecord>, StoreError> {
-        let mut records = Vec::with_capacity(executions.len());
-        for chunk in executions.chunks(BATCH_GET_MAX_KEYS) {
-            let keys: Vec<_> = chunk
-                .iter()
-                .map(|id| {
-                    std::collections::HashMap::from([
-                        ("pk".to_string(), s(execution_pk(*id))),
-                        ("sk".to_string(), s(RUNNER_SK)),
-                    ])
-                })
-                .collect();
-            let mut wanted = KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .consistent_read(false)
-                .build()
-                .map_err(|e| StoreError::Other(e.to_string()))?;
-            for attempt in 0..BATCH_GET_ATTEMPTS {
-                if attempt > 0 {
-                    // Unprocessed keys mean the table throttled part of the batch.
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
-                }
-                let out = self.client.batch_get_item().request_items(&self.table, wanted.clone()).send().await?;
-                for item in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
-                    records.push(from_item(item)?);
-                }
-                match out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
-                    Some(rest) if !rest.keys.is_empty() => wanted = rest,
-                    _ => break,
-                }
-                if attempt + 1 == BATCH_GET_ATTEMPTS {
-                    return Err(StoreError::Throttled("runner records left unprocessed".into()));
-                }
-            }
-        }
-        Ok(records)
+        self.batch_get_eventually(executions.iter().map(|id| (execution_pk(*id), RUNNER_SK.to_string()))).await
     }
 
     /// A transaction's check that the runners' side has not ended the
@@ -289,7 +249,7 @@ impl Store {
         for (name, status) in names.iter().zip(statuses) {
             check = check.expression_attribute_values(name, s(status.as_str()));
         }
-        let check = check.build().map_err(|e| StoreError::Other(e.to_string()))?;
+        let check = build(check.build())?;
         Ok(TransactWriteItem::builder().update(check).build())
     }
 }

@@ -10,12 +10,13 @@
 
 use std::collections::BTreeMap;
 
+use aws_sdk_dynamodb::types::builders::UpdateBuilder;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::keys::execution_pk;
+use super::keys::{execution_pk, labelset_registry_pk};
 use super::{build, n, s};
 use crate::error::StoreError;
 use baton_api::facts::{dispatch_at, QueuedJob, StepResult};
@@ -184,6 +185,28 @@ pub struct LabelSet {
 }
 
 impl LabelSet {
+    /// An update of the entry `labelset` of `workspace_id`'s registry.
+    pub(crate) fn update(table: &str, workspace_id: &str, labelset: &str) -> UpdateBuilder {
+        Update::builder().table_name(table).key("pk", s(labelset_registry_pk(workspace_id))).key("sk", s(labelset))
+    }
+
+    /// The write that takes one out of the entry's `count` (`queued`,
+    /// `running` or `reserved`), in the transaction of the change it counts.
+    pub(crate) fn count_down(
+        table: &str,
+        workspace_id: &str,
+        labelset: &str,
+        count: &str,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let update = build(
+            Self::update(table, workspace_id, labelset)
+                .update_expression(format!("ADD {count} :minus"))
+                .expression_attribute_values(":minus", n(-1))
+                .build(),
+        )?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
     pub fn counts(&self) -> baton_domain::runners::provisioners::demand::SetCounts {
         baton_domain::runners::provisioners::demand::SetCounts {
             labelset: self.sk.clone(),
@@ -248,16 +271,7 @@ impl LeaseItem {
     /// count, in the transaction that ends it.
     pub fn running_count_end(&self, table: &str) -> Result<Option<TransactWriteItem>, StoreError> {
         let Some(labelset) = &self.labelset else { return Ok(None) };
-        let update = build(
-            Update::builder()
-                .table_name(table)
-                .key("pk", s(super::keys::labelset_registry_pk(&self.workspace_id)))
-                .key("sk", s(labelset))
-                .update_expression("ADD running :minus")
-                .expression_attribute_values(":minus", n(-1))
-                .build(),
-        )?;
-        Ok(Some(TransactWriteItem::builder().update(update).build()))
+        LabelSet::count_down(table, &self.workspace_id, labelset, "running").map(Some)
     }
 
     pub fn key(execution_id: Uuid) -> String {

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::attempts::{AttemptItem, SnapshotItem, StepsItem};
 use super::keys::{self, run_pk, RUN_SK};
-use super::{contention, from_item, n, s, serialize, to_item, Item, Store, TxOutcome};
+use super::{build, contention, from_item, n, s, serialize, Item, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::facts::{Fact, RunAttemptCreated};
 use baton_domain::workflows::attempt::{AttemptState, RunState};
@@ -94,10 +94,6 @@ pub enum RunCreated {
     New { run: RunState, number_retries: u32 },
     /// The idempotency key already names this run: nothing was written.
     Existing(Uuid),
-}
-
-fn build_err(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Other(e.to_string())
 }
 
 impl Store {
@@ -185,30 +181,25 @@ impl Store {
                 .expression_attribute_names("#last", "last")
                 .expression_attribute_values(":prev", n(previous_number))
         };
-        let run_put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&RunItem::new(run.clone()))?))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(build_err)?;
         let mut items = vec![
-            TransactWriteItem::builder().put(counter.build().map_err(build_err)?).build(),
-            TransactWriteItem::builder().put(run_put).build(),
-            self.attempt_put(&AttemptItem::new(new.attempt.clone()), None)?,
+            TransactWriteItem::builder().put(build(counter.build())?).build(),
+            self.new_item_put(&RunItem::new(run.clone()))?,
+            self.new_item_put(&AttemptItem::new(new.attempt.clone()))?,
             self.snapshot_put(run.id, new.attempt.attempt, new.definition)?,
             self.outbox_put(&fact, new.outbox_ttl_days)?,
         ];
         let idempotency_index = items.len();
         if let Some(key) = new.idempotency_key {
-            let put = Put::builder()
-                .table_name(&self.table)
-                .item("pk", s(keys::idempotency_pk(&run.workspace_id, key)))
-                .item("sk", s(keys::IDEMPOTENCY_SK))
-                .item("type", s("run_idempotency"))
-                .item("run_id", s(run.id.to_string()))
-                .condition_expression("attribute_not_exists(pk)")
-                .build()
-                .map_err(build_err)?;
+            let put = build(
+                Put::builder()
+                    .table_name(&self.table)
+                    .item("pk", s(keys::idempotency_pk(&run.workspace_id, key)))
+                    .item("sk", s(keys::IDEMPOTENCY_SK))
+                    .item("type", s("run_idempotency"))
+                    .item("run_id", s(run.id.to_string()))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .build(),
+            )?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
         match self.transact(items).await {
@@ -481,7 +472,7 @@ impl Store {
         );
         let items = vec![
             self.rerun_update(run.id, from, attempt.attempt)?,
-            self.attempt_put(&AttemptItem::new(attempt.clone()), None)?,
+            self.new_item_put(&AttemptItem::new(attempt.clone()))?,
             self.outbox_put(&fact, outbox_ttl_days)?,
         ];
         Ok(matches!(self.transact(items).await?, TxOutcome::Committed))
@@ -490,22 +481,23 @@ impl Store {
     /// Points the run at a new attempt `to`, provided its current attempt
     /// is still `from`: of two concurrent reruns exactly one passes.
     fn rerun_update(&self, run_id: Uuid, from: u32, to: u32) -> Result<TransactWriteItem, StoreError> {
-        let update = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(run_id)))
-            .key("sk", s(RUN_SK))
-            .update_expression(
-                "SET #state.current_attempt = :to, #state.#status = :pending, #state.finished_at = :null",
-            )
-            .condition_expression("#state.current_attempt = :from")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":to", n(to))
-            .expression_attribute_values(":from", n(from))
-            .expression_attribute_values(":pending", s(RunStatus::Pending.as_str()))
-            .expression_attribute_values(":null", AttributeValue::Null(true))
-            .build()
-            .map_err(build_err)?;
+        let update = build(
+            Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(run_pk(run_id)))
+                .key("sk", s(RUN_SK))
+                .update_expression(
+                    "SET #state.current_attempt = :to, #state.#status = :pending, #state.finished_at = :null",
+                )
+                .condition_expression("#state.current_attempt = :from")
+                .expression_attribute_names("#state", "state")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":to", n(to))
+                .expression_attribute_values(":from", n(from))
+                .expression_attribute_values(":pending", s(RunStatus::Pending.as_str()))
+                .expression_attribute_values(":null", AttributeValue::Null(true))
+                .build(),
+        )?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
 }

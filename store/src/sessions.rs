@@ -5,14 +5,14 @@
 //! the secret itself is never stored. The items are
 //! `runner_items::{RegistrationToken, Session}`.
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::keys::{self, timestamp, REGISTRATION_TOKEN_SK, SESSION_SK};
 use super::runner_items::{RegistrationToken, Session};
-use super::{from_item, s, to_item, Store, TxOutcome};
+use super::{build, from_item, query_all, s, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::runners::RegisterRequest;
 use baton_domain::tokens::{self, hash_token, RegistrationKey};
@@ -57,41 +57,23 @@ impl Store {
             labels: None,
             reservation: None,
         };
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&record)?))
-            .condition_expression("attribute_not_exists(pk)");
         // The id is new: if the item exists already, it is this very put,
         // applied before its answer was lost and sent again by the SDK.
-        super::condition_may_fail(|| put.clone().send()).await?;
+        self.put_if_absent(&record).await?;
         Ok((record, token))
     }
 
     pub async fn list_registration_tokens(&self, workspace_id: &str) -> Result<Vec<RegistrationToken>, StoreError> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
+        query_all(
+            self.client
                 .query()
                 .table_name(&self.table)
                 .index_name(keys::RUNS_BY_WORKSPACE)
                 .key_condition_expression("rw_pk = :pk")
                 .expression_attribute_values(":pk", s(keys::workspace_registration_tokens_pk(workspace_id)))
-                .scan_index_forward(false)
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            for item in out.items.unwrap_or_default() {
-                items.push(from_item(item)?);
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(items);
-            }
-        }
+                .scan_index_forward(false),
+        )
+        .await
     }
 
     pub(super) async fn get_registration_token(&self, id: Uuid) -> Result<Option<RegistrationToken>, StoreError> {
@@ -180,24 +162,19 @@ impl Store {
             executions: Vec::new(),
             last_claim_at: None,
         };
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&session)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        let mut items = vec![TransactWriteItem::builder().put(put).build()];
+        let mut items = vec![self.new_item_put(&session)?];
         if reg.single_use {
-            let consume = Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(keys::registration_token_pk(id)))
-                .key("sk", s(REGISTRATION_TOKEN_SK))
-                .update_expression("SET consumed_at = :now")
-                .condition_expression("attribute_not_exists(consumed_at) OR consumed_at = :null")
-                .expression_attribute_values(":now", s(timestamp(now)))
-                .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
-                .build()
-                .map_err(|e| StoreError::Other(e.to_string()))?;
+            let consume = build(
+                Update::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(keys::registration_token_pk(id)))
+                    .key("sk", s(REGISTRATION_TOKEN_SK))
+                    .update_expression("SET consumed_at = :now")
+                    .condition_expression("attribute_not_exists(consumed_at) OR consumed_at = :null")
+                    .expression_attribute_values(":now", s(timestamp(now)))
+                    .expression_attribute_values(":null", aws_sdk_dynamodb::types::AttributeValue::Null(true))
+                    .build(),
+            )?;
             items.push(TransactWriteItem::builder().update(consume).build());
         }
         if let Some(link) = &reg.reservation {
@@ -311,20 +288,17 @@ impl Store {
             #[serde(with = "baton_domain::time::stored")]
             until: DateTime<Utc>,
         }
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::offers_pk(workspace_id)))
-            .into_paginator()
-            .items()
-            .send();
-        let mut offers = Vec::new();
-        while let Some(item) = pages.next().await {
-            let item: OfferItem = from_item(item?)?;
-            offers.push(baton_domain::runners::schedulable::Offer { labels: item.labels, until: item.until });
-        }
-        Ok(offers)
+        let offers: Vec<OfferItem> = query_all(
+            self.client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(keys::offers_pk(workspace_id))),
+        )
+        .await?;
+        Ok(offers
+            .into_iter()
+            .map(|item| baton_domain::runners::schedulable::Offer { labels: item.labels, until: item.until })
+            .collect())
     }
 }

@@ -7,12 +7,12 @@
 //! job's env (often secrets) never reaches the bus. Kept with the
 //! execution's other items (never rewritten: a spec does not change).
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{execution_pk, SPEC_SK};
-use super::{from_item, to_item, Store};
+use super::{from_item, Store};
 use crate::error::StoreError;
 use baton_api::facts::JobSpec;
 
@@ -44,12 +44,7 @@ impl Store {
             workspace_id: workspace_id.to_string(),
             spec: spec.clone(),
         };
-        let put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(to_item(&item)?))
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        Ok(TransactWriteItem::builder().put(put).build())
+        self.item_put(&item)
     }
 
     /// The spec of a queued job.

@@ -11,7 +11,7 @@
 //!
 //! The JSON inside is a storage type of this module ([`AttemptV1`]), not the
 //! domain's `AttemptState`: renaming or reshaping a domain field changes the
-//! conversion below, never what stored attempts mean. `state_format` names
+//! conversions below (`stored_form!`), never what stored attempts mean. `state_format` names
 //! the format (absent on items written before it existed: format 1); a new
 //! format adds a type and a branch in [`unpack`], and old items keep loading.
 
@@ -134,121 +134,53 @@ struct ExecutionV1 {
     unschedulable: Option<baton_api::runs::Unschedulable>,
 }
 
-impl From<&AttemptState> for AttemptV1 {
-    fn from(s: &AttemptState) -> Self {
-        Self {
-            run_id: s.run_id,
-            workspace_id: s.workspace_id.clone(),
-            attempt: s.attempt,
-            status: s.status,
-            reason: s.reason,
-            rerun_mode: s.rerun_mode,
-            snapshot_attempt: s.snapshot_attempt,
-            created_at: s.created_at,
-            started_at: s.started_at,
-            finished_at: s.finished_at,
-            deadline: s.deadline,
-            jobs: s
-                .jobs
-                .iter()
-                .map(|j| JobV1 {
-                    id: j.id,
-                    key: j.key.clone(),
-                    status: j.status,
-                    reason: j.reason,
-                    carried_over: j.carried_over,
-                    carried_from: j.carried_from,
-                    continue_on_error: j.continue_on_error,
-                    soft_failed: j.soft_failed,
-                    retry: j.retry.clone(),
-                    earlier_executions: j.earlier_executions.iter().map(ExecutionV1::from).collect(),
-                    execution: j.execution.as_ref().map(ExecutionV1::from),
-                    decisions: j.decisions.clone(),
-                    listen: j.listen.clone(),
-                    concurrency: j.concurrency.clone(),
-                })
-                .collect(),
-            concurrency: s.concurrency.clone(),
+/// Both conversions between a domain type and its stored form, from one
+/// list of fields, so that neither direction misses one (each struct
+/// literal names every field). A plain field is the same type on both
+/// sides (cloned from the domain); an `each` field is a list and an
+/// `optional` field an option of types with their own conversions here.
+/// A field the domain renames or reshapes takes conversions written out
+/// instead, so stored attempts keep their meaning.
+macro_rules! stored_form {
+    ($domain:ty => $stored:ident {
+        $($field:ident),* $(,)?
+    } $(each { $($each:ident),* $(,)? })? $(optional { $($optional:ident),* $(,)? })?) => {
+        impl From<&$domain> for $stored {
+            fn from(domain: &$domain) -> Self {
+                Self {
+                    $($field: Clone::clone(&domain.$field),)*
+                    $($($each: domain.$each.iter().map(From::from).collect(),)*)?
+                    $($($optional: domain.$optional.as_ref().map(From::from),)*)?
+                }
+            }
         }
-    }
+
+        impl From<$stored> for $domain {
+            fn from(stored: $stored) -> Self {
+                Self {
+                    $($field: stored.$field,)*
+                    $($($each: stored.$each.into_iter().map(From::from).collect(),)*)?
+                    $($($optional: stored.$optional.map(From::from),)*)?
+                }
+            }
+        }
+    };
 }
 
-impl From<AttemptV1> for AttemptState {
-    fn from(s: AttemptV1) -> Self {
-        Self {
-            run_id: s.run_id,
-            workspace_id: s.workspace_id,
-            attempt: s.attempt,
-            status: s.status,
-            reason: s.reason,
-            rerun_mode: s.rerun_mode,
-            snapshot_attempt: s.snapshot_attempt,
-            created_at: s.created_at,
-            started_at: s.started_at,
-            finished_at: s.finished_at,
-            deadline: s.deadline,
-            jobs: s
-                .jobs
-                .into_iter()
-                .map(|j| JobState {
-                    id: j.id,
-                    key: j.key,
-                    status: j.status,
-                    reason: j.reason,
-                    carried_over: j.carried_over,
-                    carried_from: j.carried_from,
-                    continue_on_error: j.continue_on_error,
-                    soft_failed: j.soft_failed,
-                    retry: j.retry,
-                    earlier_executions: j.earlier_executions.into_iter().map(ExecutionRecord::from).collect(),
-                    execution: j.execution.map(ExecutionRecord::from),
-                    decisions: j.decisions,
-                    listen: j.listen,
-                    concurrency: j.concurrency,
-                })
-                .collect(),
-            concurrency: s.concurrency,
-        }
-    }
-}
+stored_form!(AttemptState => AttemptV1 {
+    run_id, workspace_id, attempt, status, reason, rerun_mode, snapshot_attempt,
+    created_at, started_at, finished_at, deadline, concurrency,
+} each { jobs });
 
-impl From<&ExecutionRecord> for ExecutionV1 {
-    fn from(e: &ExecutionRecord) -> Self {
-        Self {
-            id: e.id,
-            status: e.status,
-            reason: e.reason,
-            queued_at: e.queued_at,
-            started_at: e.started_at,
-            finished_at: e.finished_at,
-            deadline: e.deadline,
-            runner_session_id: e.runner_session_id,
-            not_before: e.not_before,
-            avoid_session: e.avoid_session,
-            event: e.event.clone(),
-            unschedulable: e.unschedulable.clone(),
-        }
-    }
-}
+stored_form!(JobState => JobV1 {
+    id, key, status, reason, carried_over, carried_from, continue_on_error, soft_failed,
+    retry, decisions, listen, concurrency,
+} each { earlier_executions } optional { execution });
 
-impl From<ExecutionV1> for ExecutionRecord {
-    fn from(e: ExecutionV1) -> Self {
-        Self {
-            id: e.id,
-            status: e.status,
-            reason: e.reason,
-            queued_at: e.queued_at,
-            started_at: e.started_at,
-            finished_at: e.finished_at,
-            deadline: e.deadline,
-            runner_session_id: e.runner_session_id,
-            not_before: e.not_before,
-            avoid_session: e.avoid_session,
-            event: e.event,
-            unschedulable: e.unschedulable,
-        }
-    }
-}
+stored_form!(ExecutionRecord => ExecutionV1 {
+    id, status, reason, queued_at, started_at, finished_at, deadline, runner_session_id,
+    not_before, avoid_session, event, unschedulable,
+});
 
 /// The state in the current format, deflated.
 fn pack(state: &AttemptState) -> Result<Vec<u8>, String> {

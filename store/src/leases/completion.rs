@@ -13,6 +13,16 @@ use crate::runner_items::LeaseItem;
 use crate::{build, n, s, Store, TxOutcome};
 use baton_api::facts::{Fact, JobCompleted, JobOutcome, StepResult};
 
+/// The lease a completion ends: by its execution, epoch and token, and as
+/// read before (`read`, when its epoch is this one: its end comes out of
+/// its label set's `running` count).
+struct EndingLease<'a> {
+    execution_id: Uuid,
+    epoch: u64,
+    token_hash: &'a str,
+    read: Option<&'a LeaseItem>,
+}
+
 /// The step report that settles a job, and the record's report count its
 /// other steps were read at.
 struct FinalStep<'a> {
@@ -35,7 +45,8 @@ impl Store {
         fact: &Fact<JobCompleted>,
         outbox_ttl_days: u32,
     ) -> Result<Fenced<Completion>, StoreError> {
-        let items = self.completion_items(execution_id, epoch, token_hash, lease, fact, None, outbox_ttl_days)?;
+        let ending = EndingLease { execution_id, epoch, token_hash, read: lease };
+        let items = self.completion_items(ending, fact, None, outbox_ttl_days)?;
         match self.transact(items).await? {
             TxOutcome::Committed => Ok(Fenced::Ok(Completion::Recorded(fact.detail.status))),
             TxOutcome::ConditionFailed { .. } => {
@@ -66,15 +77,8 @@ impl Store {
     ) -> Result<Settlement, StoreError> {
         let (execution_id, epoch) = (lease.execution_id, lease.epoch);
         let final_step = FinalStep { step: last, seen_reports };
-        let items = self.completion_items(
-            execution_id,
-            epoch,
-            &lease.token_hash,
-            Some(lease),
-            fact,
-            Some(final_step),
-            outbox_ttl_days,
-        )?;
+        let ending = EndingLease { execution_id, epoch, token_hash: &lease.token_hash, read: Some(lease) };
+        let items = self.completion_items(ending, fact, Some(final_step), outbox_ttl_days)?;
         match self.transact(items).await? {
             TxOutcome::Committed => Ok(Settlement::Settled(Completion::Recorded(fact.detail.status))),
             TxOutcome::ConditionFailed { .. } => {
@@ -105,17 +109,14 @@ impl Store {
     /// The writes that end a lease with its outcome: the fenced delete of
     /// the lease, the runner record's outcome (and, when a step report
     /// settles it, that report), the fact, and the label set's count.
-    #[allow(clippy::too_many_arguments)]
     fn completion_items(
         &self,
-        execution_id: Uuid,
-        epoch: u64,
-        token_hash: &str,
-        lease: Option<&LeaseItem>,
+        ending: EndingLease<'_>,
         fact: &Fact<JobCompleted>,
         final_step: Option<FinalStep<'_>>,
         outbox_ttl_days: u32,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let EndingLease { execution_id, epoch, token_hash, read: lease } = ending;
         let outcome = fact.detail.status;
         let end_lease = build(
             Delete::builder()

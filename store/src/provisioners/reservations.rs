@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
 use super::{Provisioner, ReservationItem, Reserved};
 use crate::error::StoreError;
 use crate::keys::{self, timestamp};
-use crate::outbox::OutboxItem;
+use crate::outbox::ChangeFacts;
 use crate::runner_items::{LabelSet, RegistrationToken, ReservationLink};
-use crate::{build, contention, n, s, to_item, Store};
+use crate::{build, contention, n, s, Store};
 use baton_api::facts::{Fact, ReservationCreated, ReservationReleased};
 use baton_domain::runners::provisioners::demand::{spread_reservations, SetCounts};
 use baton_domain::tokens::{self, hash_token, ReservationKey};
@@ -154,10 +154,7 @@ impl Store {
             items.push(
                 TransactWriteItem::builder()
                     .update(build(
-                        Update::builder()
-                            .table_name(&self.table)
-                            .key("pk", s(keys::labelset_registry_pk(&provisioner.workspace_id)))
-                            .key("sk", s(&set.labelset))
+                        LabelSet::update(&self.table, &provisioner.workspace_id, &set.labelset)
                             .update_expression("ADD reserved :k")
                             .condition_expression(format!("{reserved_now} AND queued >= :need"))
                             .expression_attribute_values(":k", n(*k))
@@ -169,7 +166,7 @@ impl Store {
             );
         }
         let mut reserved = Vec::new();
-        let mut facts = Vec::new();
+        let mut facts = ChangeFacts::new(provisioner.workspace_id.clone(), now, outbox_ttl_days);
         // Each reservation's id and token (derived for a named reserve).
         let mut identities = identities.into_iter();
         for (set, k) in plan {
@@ -217,32 +214,14 @@ impl Store {
                     labels: Some(labels.to_vec()),
                     reservation: Some(reservation.link()),
                 };
-                for item in [to_item(&reservation)?, to_item(&registration)?] {
-                    items.push(
-                        TransactWriteItem::builder()
-                            .put(build(
-                                Put::builder()
-                                    .table_name(&self.table)
-                                    .set_item(Some(item))
-                                    .condition_expression("attribute_not_exists(pk)")
-                                    .build(),
-                            )?)
-                            .build(),
-                    );
-                }
-                facts.push(OutboxItem::for_fact(
-                    &Fact::new(
-                        provisioner.workspace_id.clone(),
-                        now,
-                        ReservationCreated {
-                            provisioner_id: provisioner.id,
-                            reservation_id: id,
-                            labels: labels.to_vec(),
-                            expires_at,
-                        },
-                    ),
-                    outbox_ttl_days,
-                )?);
+                items.push(self.new_item_put(&reservation)?);
+                items.push(self.new_item_put(&registration)?);
+                facts.push(ReservationCreated {
+                    provisioner_id: provisioner.id,
+                    reservation_id: id,
+                    labels: labels.to_vec(),
+                    expires_at,
+                })?;
                 reserved.push(Reserved { reservation, token });
             }
         }
@@ -319,19 +298,12 @@ impl Store {
             .build()];
         items.push(self.provisioner_slots(provisioner.id, -1)?);
         if held {
-            items.push(
-                TransactWriteItem::builder()
-                    .update(build(
-                        Update::builder()
-                            .table_name(&self.table)
-                            .key("pk", s(keys::labelset_registry_pk(&provisioner.workspace_id)))
-                            .key("sk", s(&reservation.labelset))
-                            .update_expression("ADD reserved :minus")
-                            .expression_attribute_values(":minus", n(-1))
-                            .build(),
-                    )?)
-                    .build(),
-            );
+            items.push(LabelSet::count_down(
+                &self.table,
+                &provisioner.workspace_id,
+                &reservation.labelset,
+                "reserved",
+            )?);
         }
         let fact = Fact::new(
             provisioner.workspace_id.clone(),
