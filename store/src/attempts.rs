@@ -542,16 +542,7 @@ mod tests {
             yaml.push_str(&format!("  job{i:02}:\n    runs-on: [linux]\n    steps:\n      - run: \"true\"\n"));
         }
         let definition = parse_definition(&yaml).expect("a valid workflow");
-        AttemptState::new(NewAttempt {
-            run_id: Uuid::new_v4(),
-            workspace_id: "ws",
-            attempt: 1,
-            definition: &definition,
-            snapshot_attempt: 1,
-            rerun_mode: None,
-            carried: &BTreeMap::new(),
-            now: Utc::now(),
-        })
+        AttemptState::new(NewAttempt::first(Uuid::new_v4(), "ws", &definition, Utc::now()))
     }
 
     /// An attempt item exactly as the store wrote it before the stored

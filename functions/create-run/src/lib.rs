@@ -25,8 +25,8 @@ use baton_domain::workflows::references;
 use baton_domain::workflows::view::RunRecords;
 use baton_service::context::Context;
 use baton_service::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
-use baton_telemetry::metrics::{emit, Unit};
 use baton_store::runs::{NewRun, RunCreated};
+use baton_telemetry::metrics::{emit, Unit};
 use lambda_http::{Body, Request, Response};
 
 /// The longest idempotency key accepted.
@@ -78,16 +78,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
     let name = definition.name.clone().unwrap_or_else(|| UNNAMED_WORKFLOW.to_string());
     let run_id = baton_domain::ids::new_id();
     let now = chrono::Utc::now();
-    let mut attempt = AttemptState::new(NewAttempt {
-        run_id,
-        workspace_id: &workspace_id,
-        attempt: 1,
-        definition: &definition,
-        snapshot_attempt: 1,
-        rerun_mode: None,
-        carried: &BTreeMap::new(),
-        now,
-    });
+    let mut attempt = AttemptState::new(NewAttempt::first(run_id, &workspace_id, &definition, now));
     if let Some(spec) = &definition.concurrency {
         let scope = CreateScope { inputs: body.inputs.as_ref(), workspace_id: &workspace_id, run_id, job: None };
         let hold = concurrency::hold_of(spec, &scope)

@@ -182,6 +182,26 @@ pub struct NewAttempt<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// What a first attempt carries over: nothing.
+static NOTHING_CARRIED: BTreeMap<String, JobState> = BTreeMap::new();
+
+impl<'a> NewAttempt<'a> {
+    /// A run's first attempt, created at `now`: number 1, its own snapshot,
+    /// no rerun mode, nothing carried over.
+    pub fn first(run_id: Uuid, workspace_id: &'a str, definition: &'a WorkflowDefinition, now: DateTime<Utc>) -> Self {
+        Self {
+            run_id,
+            workspace_id,
+            attempt: 1,
+            definition,
+            snapshot_attempt: 1,
+            rerun_mode: None,
+            carried: &NOTHING_CARRIED,
+            now,
+        }
+    }
+}
+
 /// The executions `before` had queued (claimable, or claimed without the
 /// attempt knowing: claims do not write it) that `after` ended for the
 /// workflow's own reasons, a timeout or a cancel. Until their terminated

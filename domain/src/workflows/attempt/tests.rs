@@ -43,16 +43,7 @@ jobs:
 }
 
 fn attempt(definition: &WorkflowDefinition) -> AttemptState {
-    AttemptState::new(NewAttempt {
-        run_id: Uuid::now_v7(),
-        workspace_id: "ws",
-        attempt: 1,
-        definition,
-        snapshot_attempt: 1,
-        rerun_mode: None,
-        carried: &BTreeMap::new(),
-        now: Utc::now(),
-    })
+    AttemptState::new(NewAttempt::first(Uuid::now_v7(), "ws", definition, Utc::now()))
 }
 
 /// One advance at `now` as the orchestrator makes it: a transaction's

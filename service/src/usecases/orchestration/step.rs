@@ -374,7 +374,6 @@ mod tests {
     use baton_domain::workflows::attempt::NewAttempt;
     use baton_domain::workflows::{parse_definition, ExecutionEvent};
     use chrono::{DateTime, Utc};
-    use std::collections::BTreeMap;
 
     const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -383,16 +382,7 @@ mod tests {
         let definition =
             parse_definition("name: one\njobs:\n  a:\n    runs-on: l\n    timeout-minutes: 5\n    steps: [{run: x}]\n")
                 .unwrap();
-        let mut state = AttemptState::new(NewAttempt {
-            run_id: Uuid::now_v7(),
-            workspace_id: "ws",
-            attempt: 1,
-            definition: &definition,
-            snapshot_attempt: 1,
-            rerun_mode: None,
-            carried: &BTreeMap::new(),
-            now,
-        });
+        let mut state = AttemptState::new(NewAttempt::first(Uuid::now_v7(), "ws", &definition, now));
         state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
         (AttemptItem::new(state), definition)
     }
