@@ -7,7 +7,22 @@
 //! bench counted index writes have no `per_job_index_write_units`; their
 //! write units left the indexes out, which the table says.
 
+use std::path::Path;
+
 use serde_json::Value;
+
+/// The previous main's report: the one JSON file in `dir`
+/// (`bench/baseline/`), and its name, the commit it was made at.
+pub fn previous(dir: &Path) -> Option<(String, Value)> {
+    let path = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))?;
+    let commit = path.file_stem()?.to_string_lossy().into_owned();
+    let report = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+    Some((commit, report))
+}
 
 /// Reads one figure from a report (`None`: the report lacks it).
 type Reader = Box<dyn Fn(&Value) -> Option<f64>>;
@@ -53,41 +68,28 @@ fn metrics(shapes: &[String]) -> Vec<Metric> {
         },
     ];
     for name in shapes {
-        let per_job = |field: &'static str| {
+        // A figure of the shape's, as the report holds it.
+        let field = |what: &str, field: &'static str, precision: usize| {
             let name = name.clone();
-            Box::new(move |r: &Value| shape(r, &name)?[field].as_f64()) as Reader
+            Metric {
+                label: format!("{name}: {what}"),
+                read: Box::new(move |r: &Value| shape(r, &name)?[field].as_f64()),
+                precision,
+            }
         };
-        out.push(Metric {
-            label: format!("{name}: WCU per job, heartbeats excluded"),
-            read: per_job("per_job_write_units_without_heartbeats"),
-            precision: 1,
-        });
-        out.push(Metric {
-            label: format!("{name}: of which index writes"),
-            read: per_job("per_job_index_write_units"),
-            precision: 1,
-        });
-        out.push(Metric {
-            label: format!("{name}: Step Functions transitions per job"),
-            read: per_job("per_job_transitions"),
-            precision: 2,
-        });
         let cost_name = name.clone();
-        out.push(Metric {
-            label: format!("{name}: $ per 1,000 jobs"),
-            read: Box::new(move |r| Some(shape(r, &cost_name)?["per_job_cost"]["total"].as_f64()? * 1000.0)),
-            precision: 4,
-        });
-        out.push(Metric {
-            label: format!("{name}: needs → claimed, median s (emulator)"),
-            read: per_job("median_dispatch_s"),
-            precision: 2,
-        });
-        out.push(Metric {
-            label: format!("{name}: create → end, median s (emulator)"),
-            read: per_job("median_to_end_s"),
-            precision: 2,
-        });
+        out.extend([
+            field("WCU per job, heartbeats excluded", "per_job_write_units_without_heartbeats", 1),
+            field("of which index writes", "per_job_index_write_units", 1),
+            field("Step Functions transitions per job", "per_job_transitions", 2),
+            Metric {
+                label: format!("{name}: $ per 1,000 jobs"),
+                read: Box::new(move |r| Some(shape(r, &cost_name)?["per_job_cost"]["total"].as_f64()? * 1000.0)),
+                precision: 4,
+            },
+            field("needs → claimed, median s (emulator)", "median_dispatch_s", 2),
+            field("create → end, median s (emulator)", "median_to_end_s", 2),
+        ]);
     }
     out
 }

@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use baton_runner::provisioner::local::{self, LocalConfig};
+use baton_tests::provisioners::is_live;
+use baton_tests::runs::Identified;
 use baton_tests::TestStack;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -72,37 +74,19 @@ fn time(value: &Value) -> Option<DateTime<Utc>> {
     value.as_str().and_then(|t| t.parse().ok())
 }
 
-async fn post(stack: &TestStack, path: &str, body: Value) -> Value {
-    let answer = stack.post(path, &stack.admin_token, body).await;
-    assert!(answer.status < 300, "{path}: {} {}", answer.status, answer.body);
-    answer.body
-}
-
-async fn run_view(stack: &TestStack, ws: &str, run: &str) -> Value {
-    stack.send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run}"), &stack.admin_token, None).await.body
-}
-
 /// Waits for `run` to end; its view.
 async fn finished(stack: &TestStack, ws: &str, run: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let view = run_view(stack, ws, run).await;
-        if matches!(view["status"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
-            return view;
-        }
-        assert!(Instant::now() < deadline, "run {run} did not finish: {view:#}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let ended = |view: &Value| matches!(view["status"].as_str(), Some("succeeded" | "failed" | "cancelled"));
+    stack.wait_view_within(ws, run, &format!("run {run} to finish"), Duration::from_secs(600), ended).await
 }
 
 /// A run of `jobs` parallel jobs sleeping `seconds`; its id.
-async fn create_run(stack: &TestStack, ws: &str, jobs: usize, seconds: u64) -> String {
+async fn create_burst(stack: &TestStack, ws: &str, jobs: usize, seconds: u64) -> String {
     let mut yaml = String::from("name: burst\njobs:\n");
     for i in 0..jobs {
         yaml.push_str(&format!("  j{i}:\n    runs-on: {LABEL}\n    steps: [{{run: 'sleep {seconds}'}}]\n"));
     }
-    let body = post(stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
-    body["id"].as_str().expect("a run id").to_string()
+    stack.create_run(ws, &yaml).await.id()
 }
 
 fn cold_start(fleet: &'static str, view: &Value) -> ColdStart {
@@ -119,9 +103,7 @@ fn cold_start(fleet: &'static str, view: &Value) -> ColdStart {
 
 /// Live (not ended) instances of the provisioner, as Baton lists them.
 async fn live_instances(stack: &TestStack, token: &str) -> usize {
-    let answer = stack.send(reqwest::Method::GET, "/v1/provisioners/instances", token, None).await;
-    let items = answer.body["items"].as_array().cloned().unwrap_or_default();
-    items.iter().filter(|i| !matches!(i["state"].as_str(), Some("terminated" | "failed"))).count()
+    stack.instances(token).await.iter().filter(|i| is_live(i)).count()
 }
 
 /// Runs the bursts; while they run, `sample` is called every second and
@@ -151,7 +133,7 @@ where
             if burst > 0 {
                 tokio::time::sleep(shape.gap).await;
             }
-            runs.push(create_run(stack, ws, shape.burst_jobs, shape.job_seconds).await);
+            runs.push(create_burst(stack, ws, shape.burst_jobs, shape.job_seconds).await);
         }
         let mut burst_s = Vec::new();
         for run in &runs {
@@ -202,8 +184,7 @@ struct FixedFleet {
 
 impl FixedFleet {
     async fn start(stack: &TestStack, ws: &str, runner_bin: &Path, work: &Path, n: u32) -> Self {
-        let token = post(stack, &format!("/v1/workspaces/{ws}/registration-tokens"), json!({})).await;
-        let token = token["token"].as_str().expect("a registration token").to_string();
+        let token = stack.registration_token(ws, json!({})).await;
         let children = (0..n)
             .map(|i| {
                 std::process::Command::new(runner_bin)
@@ -237,8 +218,7 @@ pub async fn measure(stack: &TestStack, runner_bin: &Path, work: &Path, shape: F
         "name": "bench", "label_sets": [[LABEL]], "max_instances": shape.max_instances,
         "jobs_per_instance": 1, "idle_timeout_s": shape.idle_timeout_s,
     });
-    let created = post(stack, &format!("/v1/workspaces/{elastic_ws}/provisioners"), body).await;
-    let token = created["token"].as_str().expect("a provisioner token").to_string();
+    let (_, token) = stack.create_provisioner(&elastic_ws, body).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let config = LocalConfig::new(&stack.api, &token, runner_bin.to_path_buf(), work.join("elastic"));
     let provisioner = tokio::spawn(local::run(config, stopped));
@@ -246,7 +226,7 @@ pub async fn measure(stack: &TestStack, runner_bin: &Path, work: &Path, shape: F
     let mut cold_starts = Vec::new();
     for _ in 0..shape.cold_runs {
         back_to_zero(stack, &token).await;
-        let run = create_run(stack, &elastic_ws, 1, 0).await;
+        let run = create_burst(stack, &elastic_ws, 1, 0).await;
         cold_starts.push(cold_start("elastic", &finished(stack, &elastic_ws, &run).await));
     }
     back_to_zero(stack, &token).await;
@@ -259,7 +239,7 @@ pub async fn measure(stack: &TestStack, runner_bin: &Path, work: &Path, shape: F
     // Registered and polling before the work comes, as a fixed fleet is.
     tokio::time::sleep(Duration::from_secs(3)).await;
     for _ in 0..shape.cold_runs {
-        let run = create_run(stack, &fixed_ws, 1, 0).await;
+        let run = create_burst(stack, &fixed_ws, 1, 0).await;
         cold_starts.push(cold_start("fixed", &finished(stack, &fixed_ws, &run).await));
     }
     let n = shape.max_instances as usize;

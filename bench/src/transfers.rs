@@ -11,10 +11,11 @@ use baton_api::runners::ClaimResponse;
 use baton_runner::artifacts::sha256_hex;
 use baton_tests::{unique_stage, TestStack};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::claim_path::{enqueue_direct, LABELS};
 use crate::recorder::Recorder;
-use crate::{enqueue_direct, figures, settle, LABELS};
+use crate::windows::{figures, settle};
 
 /// The archive moved: 100 MB, as the figure asks.
 pub const ARCHIVE_BYTES: usize = 100_000_000;
@@ -75,23 +76,6 @@ fn close(
     }
 }
 
-/// Sends the parts a save or an upload answered; their completion body.
-async fn put_parts(stack: &TestStack, answer: &Value, archive: &[u8]) -> (Vec<Value>, usize) {
-    let mut offset = 0;
-    let mut done = Vec::new();
-    for part in answer["parts"].as_array().expect("parts") {
-        let size = part["bytes"].as_u64().expect("a size") as usize;
-        let url = part["url"].as_str().expect("a URL");
-        let response = stack.http.put(url).body(archive[offset..offset + size].to_vec()).send().await.expect("S3");
-        assert!(response.status().is_success(), "a part PUT answered {}", response.status());
-        let etag = response.headers()["etag"].to_str().expect("an ETag").to_string();
-        done.push(json!({"part_number": part["part_number"], "etag": etag}));
-        offset += size;
-    }
-    let parts = done.len();
-    (done, parts)
-}
-
 async fn get_object(stack: &TestStack, url: &str) -> usize {
     stack.http.get(url).send().await.expect("S3").bytes().await.expect("the archive").len()
 }
@@ -117,7 +101,8 @@ pub async fn measure(stack: &TestStack, recorder: &Recorder) -> Vec<TransferFigu
     let body = json!({"name": "app", "bytes": ARCHIVE_BYTES, "sha256": digest});
     let begun = stack.post(&format!("{base}/artifacts"), &job.lease.token, body).await;
     assert_eq!(begun.status, 200, "{}", begun.body);
-    let (parts, puts) = put_parts(stack, &begun.body, &archive).await;
+    let parts = stack.put_parts(&begun.body, &archive).await;
+    let puts = parts.len();
     let done = stack.post(&format!("{base}/artifacts/app/complete"), &job.lease.token, json!({"parts": parts})).await;
     assert_eq!(done.status, 200, "{}", done.body);
     all.push(close(stack, recorder, from, "artifact upload (100 MB)", puts));
@@ -127,7 +112,7 @@ pub async fn measure(stack: &TestStack, recorder: &Recorder) -> Vec<TransferFigu
     settle(recorder).await;
     let from = window(stack, recorder);
     let path = format!("{base}/artifacts/app");
-    let download = stack.send(reqwest::Method::GET, &path, &job.lease.token, None).await;
+    let download = stack.get(&path, &job.lease.token).await;
     assert_eq!(download.status, 200, "{}", download.body);
     assert_eq!(get_object(stack, download.body["url"].as_str().expect("a URL")).await, ARCHIVE_BYTES);
     all.push(close(stack, recorder, from, "artifact download (100 MB)", 1));
@@ -142,7 +127,8 @@ pub async fn measure(stack: &TestStack, recorder: &Recorder) -> Vec<TransferFigu
     let body = json!({"key": "deps-1", "bytes": ARCHIVE_BYTES, "sha256": digest});
     let begun = stack.post(&format!("{base}/caches"), &cached.lease.token, body).await;
     assert_eq!(begun.status, 200, "{}", begun.body);
-    let (parts, puts) = put_parts(stack, &begun.body, &archive).await;
+    let parts = stack.put_parts(&begun.body, &archive).await;
+    let puts = parts.len();
     let done = stack
         .post(&format!("{base}/caches/complete"), &cached.lease.token, json!({"key": "deps-1", "parts": parts}))
         .await;

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use baton_api::runners::CreateRegistrationToken;
 use baton_api::runs::{CreateRunRequest, RunView};
 use baton_bench::cost::{self, Usage};
+use baton_client::operators::Operator;
 use baton_devhost::invocations::Record as InvocationRecord;
 use baton_runner::agent::AgentConfig;
-use baton_runner::operator::Operator;
 use baton_runner::Shutdown;
 use baton_service::aws::AwsClients;
 use baton_store::Store;
@@ -29,10 +29,11 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::recorder::{Recorder, Request};
-use crate::{percentile, settle_except};
+use crate::report::verdict;
+use crate::windows::{percentile, settle_except};
 
 /// The labels every bench runner has and every bench job asks for.
-const RUNS_ON: &str = "linux";
+pub(crate) const RUNS_ON: &str = "linux";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -589,12 +590,12 @@ pub fn render(shapes: &[ShapeFigures]) -> String {
         let p = &f.per_job;
         let mut verdicts = Vec::new();
         if f.shape == "fan-out-10" {
-            verdicts.push(format!("WCU {}", verdict(f.per_job_write_units_without_heartbeats <= 20.0)));
-            verdicts.push(format!("cost {}", verdict(f.per_job_cost.total * 1000.0 <= 0.06)));
+            verdicts.push(format!("WCU {}", verdict(Some(f.per_job_write_units_without_heartbeats <= 20.0))));
+            verdicts.push(format!("cost {}", verdict(Some(f.per_job_cost.total * 1000.0 <= 0.06))));
         }
         if f.shape == "single" {
-            verdicts.push(format!("transitions {}", verdict(f.per_job_transitions <= 4.0)));
-            verdicts.push(format!("cost {}", verdict(f.per_job_cost.total * 1000.0 <= 0.12)));
+            verdicts.push(format!("transitions {}", verdict(Some(f.per_job_transitions <= 4.0))));
+            verdicts.push(format!("cost {}", verdict(Some(f.per_job_cost.total * 1000.0 <= 0.12))));
         }
         s.push_str(&format!(
             "{:<11} {:>4} {:>4} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>6.2} {:>6.2} {:>6.1} {:>6.2} {:>6.2} {:>10.4}  {}\n",
@@ -726,76 +727,6 @@ fn merged_requests_per_invocation(shapes: &[ShapeFigures]) -> BTreeMap<String, f
     sums.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect()
 }
 
-fn verdict(meets: bool) -> &'static str {
-    if meets {
-        "meets"
-    } else {
-        "MISSES"
-    }
-}
-
-/// Idle polling, measured: one runner alone, nothing queued, for `polls`
-/// long polls of `wait_s`; returns the usage of one poll (its Lambda time
-/// priced separately by [`cost::idle_runner`]).
-pub async fn idle_poll(stack: &TestStack, recorder: &Recorder, workspace: &str, wait_s: u64, polls: usize) -> Usage {
-    let runner = stack.runner(workspace, &[RUNS_ON]).await;
-    settle_except(recorder, "").await;
-    let (mark, invocation_mark) = (recorder.mark(), stack.host.invocations.mark());
-    let client = baton_runner::client::Client::new(&stack.api).expect("a client");
-    for _ in 0..polls {
-        let got = client.claim(&runner.session_token, wait_s, uuid::Uuid::now_v7(), false).await;
-        assert!(matches!(got, Ok(None)), "an idle poll finds nothing: {got:?}");
-    }
-    let window = recorder.since(mark);
-    let invocations = stack.host.invocations.since(invocation_mark);
-    // The held time is priced by the caller; this is the requests' part.
-    usage_per(&window, &invocations, polls, true)
-}
-
-/// What one `$connect` of a runner's push socket costs (the push-connect
-/// invocation and its reads and write): `connects` sockets opened and
-/// closed one after the other, averaged.
-pub async fn idle_connect(stack: &TestStack, recorder: &Recorder, workspace: &str, connects: usize) -> Usage {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let url = stack.host.config.push.url.clone().expect("the bench's stack serves the push socket");
-    let runner = stack.runner(workspace, &[RUNS_ON]).await;
-    settle_except(recorder, "").await;
-    let (mark, invocation_mark) = (recorder.mark(), stack.host.invocations.mark());
-    for _ in 0..connects {
-        let mut request = url.as_str().into_client_request().expect("a request");
-        let bearer = format!("Bearer {}", runner.session_token);
-        request.headers_mut().insert(http::header::AUTHORIZATION, bearer.parse().expect("a header value"));
-        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("the socket opens");
-        let _ = socket.close(None).await;
-    }
-    let window: Vec<Request> =
-        recorder.since(mark).into_iter().filter(|r| r.function.as_deref() == Some("push-connect")).collect();
-    let invocations: Vec<_> =
-        stack.host.invocations.since(invocation_mark).into_iter().filter(|r| r.function == "push-connect").collect();
-    // `$connect` and `$disconnect` both invoke it; neither is an HTTP API request.
-    usage_per(&window, &invocations, connects, false)
-}
-
-/// The usage of `n` units of idle work from its requests and invocations:
-/// DynamoDB units, invocations, modelled Lambda time, and (`http`) the
-/// invocations that answered an HTTP API request.
-fn usage_per(window: &[Request], invocations: &[baton_devhost::invocations::Record], n: usize, http: bool) -> Usage {
-    let ddb: Vec<&Request> = window.iter().filter(|r| r.is_dynamodb()).collect();
-    let n = n.max(1) as f64;
-    Usage {
-        dynamodb_read_units: ddb.iter().map(|r| r.read_units).sum::<f64>() / n,
-        dynamodb_write_units: ddb.iter().map(|r| r.write_units).sum::<f64>() / n,
-        lambda_invocations: invocations.len() as f64 / n,
-        lambda_gb_seconds: cost::modelled_gb_seconds(
-            invocations.len() as f64,
-            window.iter().filter(|r| r.function.is_some()).count() as f64,
-            cost::FUNCTION_MEMORY_MB,
-        ) / n,
-        api_requests: if http { invocations.iter().filter(|r| r.status.is_some()).count() as f64 / n } else { 0.0 },
-        ..Usage::default()
-    }
-}
-
 /// The fleet's handle for `main`: start one, run every shape, stop it.
 pub async fn run_all(
     stack: Arc<TestStack>,
@@ -820,7 +751,7 @@ pub async fn run_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_domain::workflows::definition::parse_definition;
+    use baton_domain::workflows::parse_definition;
 
     #[test]
     fn every_shape_is_a_valid_workflow_of_its_size() {

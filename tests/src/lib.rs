@@ -5,7 +5,10 @@
 //! The emulator is started by `make test` (scripts/test.sh), which exports
 //! `BATON_AWS_ENDPOINT`. Nothing here mocks AWS.
 
+pub mod http;
+pub mod provisioners;
 pub mod runners;
+pub mod runs;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -58,6 +61,15 @@ pub fn endpoint() -> String {
         .unwrap_or_else(|_| panic!("BATON_AWS_ENDPOINT is not set: run the tests with `make test`, which starts moto"))
 }
 
+/// How long a test waits for the pipeline to carry something (a fact, a
+/// queued job, a claim).
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// A workspace no other test uses.
+pub fn workspace() -> String {
+    format!("ws-{}", &uuid::Uuid::now_v7().simple().to_string()[20..])
+}
+
 /// A stage name no other test uses.
 pub fn unique_stage() -> String {
     use rand::Rng;
@@ -90,7 +102,7 @@ impl TestStack {
         mut options: HostOptions,
     ) -> Self {
         // The functions' JSON logs; nextest shows them for a failing test.
-        baton_service::telemetry::init();
+        baton_telemetry::logs::init();
         let captured: Arc<Mutex<Vec<Captured>>> = Arc::default();
         options.extra_sqs_functions.insert(CAPTURE.into(), capture_handler(captured.clone()));
         let clients = AwsClients::local(&endpoint()).await;

@@ -10,19 +10,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::{wait_for, TestStack};
-
-/// A JSON response: status and body (`Value::Null` when empty).
-pub struct Answer {
-    pub status: u16,
-    pub body: Value,
-}
-
-impl Answer {
-    pub fn code(&self) -> &str {
-        self.body["error"]["code"].as_str().unwrap_or("")
-    }
-}
+use crate::http::Answer;
+use crate::{wait_for, TestStack, WAIT};
 
 impl TestStack {
     /// The functions' context, for calling a handler directly (the reaper
@@ -31,28 +20,20 @@ impl TestStack {
         Context::new(self.host.config.clone(), self.clients.clone())
     }
 
-    pub async fn post(&self, path: &str, token: &str, body: Value) -> Answer {
-        self.send(reqwest::Method::POST, path, token, Some(body.to_string())).await
-    }
-
-    pub async fn send(&self, method: reqwest::Method, path: &str, token: &str, body: Option<String>) -> Answer {
-        let mut request = self.http.request(method, self.url(path)).bearer_auth(token);
-        if let Some(body) = body {
-            request = request.header("content-type", "application/json").body(body);
-        }
-        let response = request.send().await.expect("the API answers");
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON body") };
-        Answer { status, body }
-    }
-
     /// A registration token of `workspace` with the given options.
     pub async fn registration_token(&self, workspace: &str, options: Value) -> String {
         let answer =
             self.post(&format!("/v1/workspaces/{workspace}/registration-tokens"), &self.admin_token, options).await;
         assert_eq!(answer.status, 201, "{}", answer.body);
         answer.body["token"].as_str().unwrap().to_string()
+    }
+
+    /// A workspace no other test uses, and a reusable registration token
+    /// of it.
+    pub async fn new_workspace(&self) -> (String, String) {
+        let ws = crate::workspace();
+        let token = self.registration_token(&ws, json!({})).await;
+        (ws, token)
     }
 
     /// A runner session of `workspace` with `labels` (a fresh reusable token).
@@ -75,6 +56,12 @@ impl TestStack {
             204 => None,
             other => panic!("claim answered {other}: {}", answer.body),
         }
+    }
+
+    /// Claims until a job is handed out (the pipeline queues it meanwhile);
+    /// fails the test after [`WAIT`].
+    pub async fn wait_claim(&self, session_token: &str) -> ClaimResponse {
+        wait_for("a job to claim", WAIT, || self.claim(session_token)).await
     }
 
     pub async fn heartbeat(&self, lease_token: &str, execution: Uuid) -> Answer {
@@ -178,8 +165,31 @@ impl TestStack {
         .await;
     }
 
+    /// Sends each part of `archive` to the URL an upload's answer lists for
+    /// it, as a runner does; the parts (number and ETag) its complete names.
+    pub async fn put_parts(&self, answer: &Value, archive: &[u8]) -> Vec<Value> {
+        let mut offset = 0usize;
+        let mut done = Vec::new();
+        for part in answer["parts"].as_array().expect("parts") {
+            let size = part["bytes"].as_u64().expect("a size") as usize;
+            let response = self
+                .http
+                .put(part["url"].as_str().expect("a URL"))
+                .body(archive[offset..offset + size].to_vec())
+                .send()
+                .await
+                .expect("S3 answers");
+            assert_eq!(response.status().as_u16(), 200, "part {}", part["part_number"]);
+            let etag = response.headers()["etag"].to_str().expect("an ETag").to_string();
+            done.push(json!({"part_number": part["part_number"], "etag": etag}));
+            offset += size;
+        }
+        assert_eq!(offset, archive.len(), "the parts cover the archive");
+        done
+    }
+
     /// Every pending item of `workspace` (for assertions; tests may query).
-    pub async fn pending_of(&self, workspace: &str) -> Vec<baton_store::queue::PendingItem> {
+    pub async fn pending_of(&self, workspace: &str) -> Vec<baton_store::runner_items::PendingItem> {
         let mut all = Vec::new();
         for set in self.store.label_sets(workspace).await.unwrap() {
             all.extend(self.store.pending_head(workspace, &set.sk, 1000).await.unwrap());
@@ -322,17 +332,26 @@ impl TestStack {
             }
         }
         for bucket in self.provisioned.buckets.values() {
-            let listed = self.clients.s3.list_objects_v2().bucket(bucket).send().await.expect("a listing");
-            for object in listed.contents() {
-                let key = object.key().unwrap_or_default();
-                let body = self.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("an object");
-                let bytes = body.body.collect().await.expect("its bytes").into_bytes();
+            for (key, bytes) in self.objects(bucket).await {
                 if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
                     found.push(format!("object {bucket}/{key}"));
                 }
             }
         }
         found
+    }
+
+    /// Every object of `bucket` (its first listing page), as `(key, bytes)`.
+    pub async fn objects(&self, bucket: &str) -> Vec<(String, Vec<u8>)> {
+        let listed = self.clients.s3.list_objects_v2().bucket(bucket).send().await.expect("a listing");
+        let mut objects = Vec::new();
+        for object in listed.contents() {
+            let key = object.key().unwrap_or_default();
+            let body = self.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("an object");
+            let bytes = body.body.collect().await.expect("its bytes").into_bytes();
+            objects.push((key.to_string(), bytes.to_vec()));
+        }
+        objects
     }
 
     /// Every item of `kind` (the item `type`) in the table. Tests only: it
@@ -401,6 +420,18 @@ impl TestStack {
             }
         }
         dead
+    }
+
+    /// Waits for a message in the dead-letter queue of subscriber `logical`:
+    /// the event it holds.
+    pub async fn wait_dead_letter(&self, logical: &str) -> Value {
+        let dlq = &self.provisioned.queues[logical].dlq_url;
+        let body = wait_for(&format!("a dead letter of {logical}"), Duration::from_secs(90), || async {
+            let out = self.clients.sqs.receive_message().queue_url(dlq).wait_time_seconds(1).send().await.ok()?;
+            out.messages().first().and_then(|m| m.body().map(str::to_string))
+        })
+        .await;
+        serde_json::from_str(&body).expect("an event envelope")
     }
 
     /// Runs the lease reaper once, through every shard, as if the time were `now`.

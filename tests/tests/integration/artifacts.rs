@@ -9,17 +9,13 @@ use std::time::Duration;
 
 use baton_api::artifacts::ARTIFACT_PART_BYTES;
 use baton_api::runners::ClaimResponse;
-use baton_tests::runners::Answer;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::http::Answer;
+use baton_tests::runs::Identified;
+use baton_tests::{wait_for, workspace, TestStack};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 const PIPELINE: &str = "name: artifacts\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n  test:\n    needs: build\n    runs-on: linux\n    steps: [{run: make test}]\n";
-
-fn workspace() -> String {
-    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
-}
 
 fn sha256(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
@@ -35,13 +31,8 @@ struct Run {
 
 async fn run_with_build_leased(stack: &TestStack) -> Run {
     let ws = workspace();
-    let created =
-        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": PIPELINE })).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let id = created.body["id"].as_str().unwrap_or_default().to_string();
-    let runner = stack.runner(&ws, &["linux"]).await;
-    let build = wait_for("build is claimed", Duration::from_secs(60), || stack.claim(&runner.session_token)).await;
-    Run { ws, id, session: runner.session_token, build }
+    let leased = stack.leased_run(&ws, PIPELINE).await;
+    Run { ws, id: leased.view.id(), session: leased.session_token, build: leased.claim }
 }
 
 /// Ends `job`'s lease as a runner's complete does.
@@ -54,28 +45,6 @@ async fn finish(stack: &TestStack, job: &ClaimResponse) {
 async fn begin(stack: &TestStack, job: &ClaimResponse, name: &str, bytes: u64, digest: &str) -> Answer {
     let path = format!("/v1/runners/leases/{}/artifacts", job.job_execution_id);
     stack.post(&path, &job.lease.token, json!({"name": name, "bytes": bytes, "sha256": digest})).await
-}
-
-/// Sends each part of `archive` to its URL as a runner does; their ETags.
-async fn put_parts(stack: &TestStack, answer: &Value, archive: &[u8]) -> Vec<Value> {
-    let mut offset = 0usize;
-    let mut done = Vec::new();
-    for part in answer["parts"].as_array().expect("parts") {
-        let size = part["bytes"].as_u64().expect("a size") as usize;
-        let response = stack
-            .http
-            .put(part["url"].as_str().expect("a URL"))
-            .body(archive[offset..offset + size].to_vec())
-            .send()
-            .await
-            .expect("S3 answers");
-        assert_eq!(response.status().as_u16(), 200, "part {}", part["part_number"]);
-        let etag = response.headers()["etag"].to_str().expect("an ETag").to_string();
-        done.push(json!({"part_number": part["part_number"], "etag": etag}));
-        offset += size;
-    }
-    assert_eq!(offset, archive.len(), "the parts cover the archive");
-    done
 }
 
 async fn complete_upload(stack: &TestStack, job: &ClaimResponse, name: &str, parts: &[Value]) -> Answer {
@@ -91,10 +60,6 @@ async fn charged(stack: &TestStack, run: &str, job: &ClaimResponse) -> (u64, u64
     let usage = stack.store.get(&format!("RUN#{run}"), "ARTIFACTS").await.expect("a read");
     let lease = stack.store.get(&format!("EXEC#{}", job.job_execution_id), "LEASE").await.expect("a read");
     (number(usage, "bytes"), number(lease, "artifact_bytes"))
-}
-
-async fn get(stack: &TestStack, path: &str, token: &str) -> Answer {
-    stack.send(reqwest::Method::GET, path, token, None).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +84,7 @@ async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_
     let other = begin(&stack, &run.build, "dist", size, &sha256(b"other")).await;
     assert_eq!((other.status, other.code()), (409, "artifact-exists"));
 
-    let parts = put_parts(&stack, &again.body, &archive).await;
+    let parts = stack.put_parts(&again.body, &archive).await;
     let stored = complete_upload(&stack, &run.build, "dist", &parts).await;
     assert_eq!(stored.status, 200, "{}", stored.body);
     assert_eq!((stored.body["status"].as_str(), stored.body["bytes"].as_u64()), (Some("stored"), Some(size)));
@@ -129,18 +94,18 @@ async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_
     assert_eq!(begin(&stack, &run.build, "dist", size, &digest).await.body["stored"], true);
 
     // Listed for operators, and in the run view.
-    let list = get(&stack, &format!("/v1/workspaces/{}/runs/{}/artifacts", run.ws, run.id), &stack.admin_token).await;
+    let list = stack.get(&format!("/v1/workspaces/{}/runs/{}/artifacts", run.ws, run.id), &stack.admin_token).await;
     assert_eq!(list.status, 200, "{}", list.body);
     assert_eq!(list.body["artifacts"][0]["name"], "dist");
     assert_eq!(list.body["artifacts"][0]["sha256"], digest.as_str());
-    let view = get(&stack, &format!("/v1/workspaces/{}/runs/{}", run.ws, run.id), &stack.admin_token).await;
+    let view = stack.get(&format!("/v1/workspaces/{}/runs/{}", run.ws, run.id), &stack.admin_token).await;
     assert_eq!(view.body["artifacts"][0]["name"], "dist", "{}", view.body);
 
     // The next job downloads it under its own lease.
     finish(&stack, &run.build).await;
-    let test = wait_for("test is claimed", Duration::from_secs(60), || stack.claim(&run.session)).await;
+    let test = stack.wait_claim(&run.session).await;
     let path = format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id);
-    let download = get(&stack, &path, &test.lease.token).await;
+    let download = stack.get(&path, &test.lease.token).await;
     assert_eq!(download.status, 200, "{}", download.body);
     let fetched = stack.http.get(download.body["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
     assert_eq!(sha256(&fetched), digest, "byte-identical");
@@ -148,12 +113,12 @@ async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_
     let taken = begin(&stack, &test, "dist", 10, &sha256(b"x")).await;
     assert_eq!((taken.status, taken.code()), (409, "artifact-exists"), "{}", taken.body);
     let missing =
-        get(&stack, &format!("/v1/runners/leases/{}/artifacts/nope", test.job_execution_id), &test.lease.token).await;
+        stack.get(&format!("/v1/runners/leases/{}/artifacts/nope", test.job_execution_id), &test.lease.token).await;
     assert_eq!((missing.status, missing.code()), (404, "not-found"));
 
     // An operator downloads it too.
     let path = format!("/v1/workspaces/{}/runs/{}/artifacts/dist", run.ws, run.id);
-    let download = get(&stack, &path, &stack.admin_token).await;
+    let download = stack.get(&path, &stack.admin_token).await;
     assert_eq!(download.status, 200, "{}", download.body);
     let fetched = stack.http.get(download.body["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
     assert_eq!(fetched.len() as u64, size);
@@ -164,21 +129,18 @@ async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_
         stack.complete(&test.lease.token, test.job_execution_id, json!({"status": "failed", "steps": []})).await;
     assert_eq!(failed.status, 200, "{}", failed.body);
     let late =
-        get(&stack, &format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id), &test.lease.token).await;
+        stack.get(&format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id), &test.lease.token).await;
     assert_eq!((late.status, late.code()), (409, "lease-lost"));
 
     // A `failed` rerun runs test again; the carried-over build's artifact is there for it.
+    stack.wait_run_status(&run.ws, &run.id, "failed").await;
     let view_path = format!("/v1/workspaces/{}/runs/{}", run.ws, run.id);
-    wait_for("the run to fail", Duration::from_secs(60), || async {
-        (get(&stack, &view_path, &stack.admin_token).await.body["status"] == "failed").then_some(())
-    })
-    .await;
     let rerun = stack.post(&format!("{view_path}/rerun"), &stack.admin_token, json!({"mode": "failed"})).await;
     assert_eq!(rerun.status, 201, "{}", rerun.body);
-    let again = wait_for("test runs again", Duration::from_secs(60), || stack.claim(&run.session)).await;
+    let again = stack.wait_claim(&run.session).await;
     assert_eq!(again.attempt, 2);
     let path = format!("/v1/runners/leases/{}/artifacts/dist", again.job_execution_id);
-    let download = get(&stack, &path, &again.lease.token).await;
+    let download = stack.get(&path, &again.lease.token).await;
     assert_eq!((download.status, download.body["artifact"]["sha256"].as_str()), (200, Some(digest.as_str())));
 }
 
@@ -213,7 +175,7 @@ async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_n
     // An upload the lease's end overtakes never becomes an artifact.
     let late = begin(&stack, &run.build, "late", 100, &sha256(&[1u8; 100])).await;
     assert_eq!(late.status, 200, "{}", late.body);
-    let parts = put_parts(&stack, &late.body, &[1u8; 100]).await;
+    let parts = stack.put_parts(&late.body, &[1u8; 100]).await;
     finish(&stack, &run.build).await;
     let refused = complete_upload(&stack, &run.build, "late", &parts).await;
     assert_eq!((refused.status, refused.code()), (409, "lease-lost"), "{}", refused.body);
@@ -231,10 +193,10 @@ async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_n
     let again = begin(&stack, &run.build, "later", 100, &digest).await;
     assert_eq!((again.status, again.code()), (409, "lease-lost"));
     let path = format!("/v1/workspaces/{}/runs/{}/artifacts/late", run.ws, run.id);
-    assert_eq!(get(&stack, &path, &stack.admin_token).await.status, 404, "never stored, never downloadable");
+    assert_eq!(stack.get(&path, &stack.admin_token).await.status, 404, "never stored, never downloadable");
 
     // The run's cap holds across its jobs.
-    let test = wait_for("test is claimed", Duration::from_secs(60), || stack.claim(&run.session)).await;
+    let test = stack.wait_claim(&run.session).await;
     let over_run = begin(&stack, &test, "reports", 2_000, &digest).await;
     assert_eq!((over_run.status, over_run.code()), (413, "artifact-cap"), "the run's 5000 bytes: {}", over_run.body);
     assert_eq!(charged(&stack, &run.id, &test).await, (3_100, 0));
@@ -242,10 +204,10 @@ async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_n
     // Another workspace's operator learns nothing of the run.
     let stranger = stack.workspace_token(&workspace()).await;
     let list = format!("/v1/workspaces/{}/runs/{}/artifacts", run.ws, run.id);
-    assert_eq!(get(&stack, &list, &stranger).await.status, 404);
+    assert_eq!(stack.get(&list, &stranger).await.status, 404);
     let theirs = stack.workspace_token("elsewhere").await;
     let path = format!("/v1/workspaces/elsewhere/runs/{}/artifacts", run.id);
-    assert_eq!(get(&stack, &path, &theirs).await.status, 404);
+    assert_eq!(stack.get(&path, &theirs).await.status, 404);
     let path = format!("/v1/workspaces/elsewhere/runs/{}/artifacts/one", run.id);
-    assert_eq!(get(&stack, &path, &theirs).await.status, 404);
+    assert_eq!(stack.get(&path, &theirs).await.status, 404);
 }

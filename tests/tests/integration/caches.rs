@@ -8,24 +8,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use baton_api::runners::ClaimResponse;
-use baton_tests::runners::Answer;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::http::Answer;
+use baton_tests::{workspace, TestStack};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
-
-fn workspace() -> String {
-    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
-}
 
 /// A job of workspace `ws` leased to a new runner.
 async fn leased(stack: &TestStack, ws: &str) -> ClaimResponse {
     let yaml = "name: c\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n";
-    let created =
-        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": yaml})).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let runner = stack.runner(ws, &["linux"]).await;
-    wait_for("the job is claimed", Duration::from_secs(60), || stack.claim(&runner.session_token)).await
+    stack.leased_run(ws, yaml).await.claim
 }
 
 async fn restore(stack: &TestStack, job: &ClaimResponse, body: Value) -> Answer {
@@ -42,10 +33,8 @@ async fn save(stack: &TestStack, job: &ClaimResponse, scope: &str, key: &str, by
     if begun.status != 200 || begun.body["stored"] == true {
         return begun;
     }
-    let part = &begun.body["parts"][0];
-    let put = stack.http.put(part["url"].as_str().unwrap()).body(bytes.to_vec()).send().await.unwrap();
-    let etag = put.headers()["etag"].to_str().unwrap().to_string();
-    let done = json!({"key": key, "scope": scope, "parts": [{"part_number": 1, "etag": etag}]});
+    let parts = stack.put_parts(&begun.body, bytes).await;
+    let done = json!({"key": key, "scope": scope, "parts": parts});
     let complete = stack.post(&format!("{path}/complete"), &job.lease.token, done).await;
     assert_eq!(complete.status, 200, "{}", complete.body);
     begun
@@ -103,12 +92,11 @@ async fn bad_keys_big_entries_and_a_save_after_the_lease_ended_are_refused() {
     let digest = format!("{:x}", Sha256::digest(b"late"));
     let begun = stack.post(&path, &job.lease.token, json!({"key": "late", "bytes": 4, "sha256": digest})).await;
     assert_eq!(begun.status, 200, "{}", begun.body);
-    let put = stack.http.put(begun.body["parts"][0]["url"].as_str().unwrap()).body(&b"late"[..]).send().await.unwrap();
-    let etag = put.headers()["etag"].to_str().unwrap().to_string();
+    let parts = stack.put_parts(&begun.body, b"late").await;
     let done =
         stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
     assert_eq!(done.status, 200);
-    let complete = json!({"key": "late", "parts": [{"part_number": 1, "etag": etag}]});
+    let complete = json!({"key": "late", "parts": parts});
     let refused = stack.post(&format!("{path}/complete"), &job.lease.token, complete).await;
     assert_eq!((refused.status, refused.code()), (409, "lease-lost"), "{}", refused.body);
     let next = leased(&stack, &ws).await;

@@ -147,18 +147,7 @@ async fn a_poison_fact_lands_in_the_dlq_while_the_facts_behind_it_keep_flowing()
     })
     .await;
 
-    let dlq = stack.provisioned.queues[PROBE].dlq_url.clone();
-    let sqs = stack.clients.sqs.clone();
-    let dead = wait_for("the poison fact in the DLQ", Duration::from_secs(60), || {
-        let sqs = sqs.clone();
-        let dlq = dlq.clone();
-        async move {
-            let out = sqs.receive_message().queue_url(&dlq).wait_time_seconds(1).send().await.ok()?;
-            out.messages().first().and_then(|m| m.body().map(str::to_string))
-        }
-    })
-    .await;
-    let envelope: serde_json::Value = serde_json::from_str(&dead).unwrap();
+    let envelope = stack.wait_dead_letter(PROBE).await;
     assert_eq!(envelope["detail"]["event_id"], poison.header.event_id.to_string());
     let deliveries = seen.lock().unwrap().deliveries.get(&poison.header.event_id).copied();
     assert_eq!(deliveries, Some(PROBE_MAX_RECEIVES), "tried maxReceiveCount times, then dead-lettered");

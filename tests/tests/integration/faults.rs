@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use baton_devhost::HostOptions;
 use baton_localstack::faults::FaultPlan;
 use baton_service::context::Context;
+use baton_tests::http::Answer;
 use baton_tests::runners::queued_fact;
+use baton_tests::runs::{job_in, Identified, LeasedRun};
 use baton_tests::{wait_for, TestStack};
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
@@ -221,7 +223,7 @@ async fn runs_created_while_transaction_responses_are_lost_are_created_once_and_
         created.push(answer.body["number"].as_u64().expect("a number"));
     }
     assert_eq!(created, (1..=6).collect::<Vec<u64>>(), "consecutive numbers, one each");
-    let listed = stack.send(reqwest::Method::GET, &format!("{path}?limit=100"), &stack.admin_token, None).await;
+    let listed = stack.get(&format!("{path}?limit=100"), &stack.admin_token).await;
     let mut numbers: Vec<u64> =
         listed.body["items"].as_array().expect("items").iter().filter_map(|run| run["number"].as_u64()).collect();
     numbers.sort();
@@ -291,10 +293,7 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     let yaml =
         "name: close-call\njobs:\n  done:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: 'true'}]\n  \
                 lost:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: 'true'}]\n";
-    let created =
-        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let run_id = created.body["id"].as_str().expect("a run id").to_string();
+    let run_id = stack.create_run(ws, yaml).await.id();
     let session = stack.runner(ws, &["linux"]).await.session_token;
     let mut claims = HashMap::new();
     let until = Instant::now() + Duration::from_secs(30);
@@ -329,10 +328,8 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     assert!(Utc::now() < deadline, "both ended on the runners' side before the 10 s timeout; the machine was too slow");
 
     let view = wait_for("the run finished", Duration::from_secs(60), || async {
-        let view = stack
-            .send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None)
-            .await;
-        (view.body["status"] == "failed").then_some(view.body)
+        let view = stack.run_view(ws, &run_id).await;
+        (view["status"] == "failed").then_some(view)
     })
     .await;
     let job = |key: &str| {
@@ -346,10 +343,8 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
     assert!(finished_at >= deadline, "decided at the timeout, before the runner's fact arrived");
     // The late fact then changes nothing but the steps the view shows.
     let steps = wait_for("the late fact's steps in the view", Duration::from_secs(60), || async {
-        let view = stack
-            .send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None)
-            .await;
-        let jobs = view.body["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+        let view = stack.run_view(ws, &run_id).await;
+        let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
         let done = jobs.into_iter().find(|j| j["key"] == "done").unwrap_or_default();
         let steps = done["executions"][0]["steps"].clone();
         (steps[0]["status"] == "succeeded").then_some((done["status"].clone(), steps))
@@ -368,22 +363,16 @@ async fn a_completion_reaches_its_run_without_waiting_for_the_bus() {
     let (stack, plan) = stack_with_faults("seed=1;late_ms=60000;trigger.sqs.job-outcomes:late=1").await;
     let ws = "ws-direct";
     let yaml = "name: direct\njobs:\n  only:\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
-    let created =
-        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let run_id = created.body["id"].as_str().expect("a run id").to_string();
-    let session = stack.runner(ws, &["linux"]).await.session_token;
-    let claim = wait_for("the job to be claimable", Duration::from_secs(30), || stack.claim(&session)).await;
+    let LeasedRun { view, claim, .. } = stack.leased_run(ws, yaml).await;
+    let run_id = view.id();
     let steps = json!([{ "id": claim.job.steps[0].id, "status": "succeeded", "exit_code": 0 }]);
     let completed = stack
         .complete(&claim.lease.token, claim.job_execution_id, json!({ "status": "succeeded", "steps": steps }))
         .await;
     assert_eq!(completed.status, 200, "{}", completed.body);
     let view = wait_for("the run to succeed well within the bus's minute", Duration::from_secs(30), || async {
-        let view = stack
-            .send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None)
-            .await;
-        (view.body["status"] == "succeeded").then_some(view.body)
+        let view = stack.run_view(ws, &run_id).await;
+        (view["status"] == "succeeded").then_some(view)
     })
     .await;
     assert_eq!(view["attempts"][0]["jobs"][0]["executions"][0]["steps"][0]["status"], "succeeded", "{view:#}");
@@ -517,15 +506,8 @@ async fn a_reserve_retried_after_its_answer_was_lost_gets_the_same_reservations_
     for _ in 0..3 {
         stack.queue_job("ws1", &["linux"], Utc::now()).await;
     }
-    let created = stack
-        .post(
-            "/v1/workspaces/ws1/provisioners",
-            &stack.admin_token,
-            json!({"name": "fleet", "label_sets": [["linux"]], "max_instances": 10}),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let token = created.body["token"].as_str().expect("a provisioner token").to_string();
+    let settings = json!({"name": "fleet", "label_sets": [["linux"]], "max_instances": 10});
+    let (_, token) = stack.create_provisioner("ws1", settings).await;
     let request = json!({"labels": ["linux"], "count": 2, "request_id": uuid::Uuid::now_v7()});
     let first = stack.post("/v1/provisioners/reservations", &token, request.clone()).await;
     assert_eq!(first.status, 504, "seed 12 loses the first answer");
@@ -548,22 +530,13 @@ async fn a_reserve_retried_after_its_answer_was_lost_gets_the_same_reservations_
 
 /// `body` sent as a claim until an answer arrives (a seeded `lost` fault
 /// answers 504 after the claim ran), at most 10 times; the last answer.
-async fn claim_until_answered(
-    stack: &TestStack,
-    session: &str,
-    body: &serde_json::Value,
-) -> baton_tests::runners::Answer {
+async fn claim_until_answered(stack: &TestStack, session: &str, body: &serde_json::Value) -> Answer {
     send_until_answered(stack, "/v1/runners/claim", session, body).await
 }
 
 /// `body` posted to `path` until an answer arrives (a seeded `lost` fault
 /// answers 504 after the request ran), at most 10 times; the last answer.
-async fn send_until_answered(
-    stack: &TestStack,
-    path: &str,
-    token: &str,
-    body: &serde_json::Value,
-) -> baton_tests::runners::Answer {
+async fn send_until_answered(stack: &TestStack, path: &str, token: &str, body: &serde_json::Value) -> Answer {
     post_while(stack, path, token, body, 10, |status| status == 504).await
 }
 
@@ -576,7 +549,7 @@ async fn post_while(
     body: &serde_json::Value,
     tries: u32,
     retry: impl Fn(u16) -> bool,
-) -> baton_tests::runners::Answer {
+) -> Answer {
     let mut tried = 0;
     loop {
         tried += 1;
@@ -610,7 +583,7 @@ async fn a_claims_original_try_finishing_after_its_retry_leaves_the_runner_its_t
     assert_eq!(unheard.body["lease"]["token"], heard.body["lease"]["token"], "every try hands out one token");
     // A try that comes late gets the first-heartbeat grace from its own
     // instant, not from the first try's: the runner may only now start.
-    let expiry = |answer: &baton_tests::runners::Answer| {
+    let expiry = |answer: &Answer| {
         chrono::DateTime::parse_from_rfc3339(answer.body["lease"]["expires_at"].as_str().expect("expires_at"))
             .expect("a timestamp")
     };
@@ -735,12 +708,8 @@ async fn an_outcome_adopted_from_its_record_at_a_timeout_hands_its_outputs_to_de
                 steps: [{run: 'true'}]\n  deploy:\n    runs-on: linux\n    needs: [build]\n    \
                 if: needs.build.outputs.version == '1.2.3'\n    env:\n      VERSION: ${{ needs.build.outputs.version }}\n    \
                 steps: [{run: ./deploy}]\n";
-    let created =
-        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let run_id = created.body["id"].as_str().expect("a run id").to_string();
-    let session = stack.runner(ws, &["linux"]).await.session_token;
-    let build = wait_for("build to be claimable", Duration::from_secs(30), || stack.claim(&session)).await;
+    let LeasedRun { view, claim: build, .. } = stack.leased_run(ws, yaml).await;
+    let run_id = view.id();
     let step = build.job.steps[0].id;
     let body = json!({
         "status": "succeeded",
@@ -759,12 +728,10 @@ async fn an_outcome_adopted_from_its_record_at_a_timeout_hands_its_outputs_to_de
     let execution: uuid::Uuid = serde_json::from_value(queued["job_execution_id"].clone()).expect("an execution id");
     let spec = stack.store.job_spec(execution).await.expect("read").expect("deploy's spec");
     assert_eq!(spec.env.get("VERSION").map(String::as_str), Some("1.2.3"), "{:?}", spec.env);
-    let view =
-        stack.send(reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs/{run_id}"), &stack.admin_token, None).await;
-    let jobs = view.body["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
-    let build_view = jobs.iter().find(|j| j["key"] == "build").expect("build in the view");
-    assert_eq!(build_view["status"], "succeeded", "{:#}", view.body);
-    assert_eq!(build_view["outputs"]["version"], "1.2.3", "the view shows the outputs: {:#}", view.body);
+    let view = stack.run_view(ws, &run_id).await;
+    let build_view = job_in(&view, 1, "build");
+    assert_eq!(build_view["status"], "succeeded", "{view:#}");
+    assert_eq!(build_view["outputs"]["version"], "1.2.3", "the view shows the outputs: {view:#}");
 }
 
 /// A retried claim that finds nothing answers the runner 204, and the try
@@ -790,29 +757,8 @@ async fn a_claims_late_first_try_takes_nothing_after_its_retry_answered_empty() 
 /// `body` posted to `path` until an answer that is not a 5xx (a lost or
 /// replayed answer, a fault the function could not survive), at most 20
 /// times, as the runner's retries do; the last answer.
-async fn post_until_answered(
-    stack: &TestStack,
-    path: &str,
-    token: &str,
-    body: &serde_json::Value,
-) -> baton_tests::runners::Answer {
+async fn post_until_answered(stack: &TestStack, path: &str, token: &str, body: &serde_json::Value) -> Answer {
     post_while(stack, path, token, body, 20, |status| status >= 500).await
-}
-
-/// Sends each part an upload's answer lists, as the runner does; the
-/// complete's parts.
-async fn put_parts(stack: &TestStack, answer: &serde_json::Value, archive: &[u8]) -> Vec<serde_json::Value> {
-    let mut offset = 0;
-    let mut done = Vec::new();
-    for part in answer["parts"].as_array().expect("parts") {
-        let size = part["bytes"].as_u64().expect("a size") as usize;
-        let put = stack.http.put(part["url"].as_str().expect("a URL")).body(archive[offset..offset + size].to_vec());
-        let response = put.send().await.expect("S3 answers");
-        assert!(response.status().is_success());
-        done.push(json!({"part_number": part["part_number"], "etag": response.headers()["etag"].to_str().unwrap()}));
-        offset += size;
-    }
-    done
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -828,9 +774,9 @@ async fn artifact_and_cache_uploads_whose_answers_are_lost_or_replayed_are_charg
     let created =
         post_while(&stack, &format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, &body, 10, |s| s == 503).await;
     assert!(created.status == 201 || created.status == 200, "{}", created.body);
-    let run_id = created.body["id"].as_str().unwrap().to_string();
+    let run_id = created.body.id();
     let session = stack.runner(ws, &["linux"]).await.session_token;
-    let job = wait_for("the job is claimed", Duration::from_secs(60), || stack.claim(&session)).await;
+    let job = stack.wait_claim(&session).await;
     let base = format!("/v1/runners/leases/{}", job.job_execution_id);
     let token = job.lease.token.clone();
 
@@ -841,7 +787,7 @@ async fn artifact_and_cache_uploads_whose_answers_are_lost_or_replayed_are_charg
         let body = json!({"name": name, "bytes": archive.len(), "sha256": digest});
         let begun = post_until_answered(&stack, &format!("{base}/artifacts"), &token, &body).await;
         assert_eq!(begun.status, 200, "round {round}: {}", begun.body);
-        let parts = put_parts(&stack, &begun.body, &archive).await;
+        let parts = stack.put_parts(&begun.body, &archive).await;
         let done =
             post_until_answered(&stack, &format!("{base}/artifacts/{name}/complete"), &token, &json!({"parts": parts}))
                 .await;
@@ -852,7 +798,7 @@ async fn artifact_and_cache_uploads_whose_answers_are_lost_or_replayed_are_charg
         let begun = post_until_answered(&stack, &format!("{base}/caches"), &token, &body).await;
         assert_eq!(begun.status, 200, "round {round}: {}", begun.body);
         if begun.body["stored"] != true {
-            let parts = put_parts(&stack, &begun.body, &archive).await;
+            let parts = stack.put_parts(&begun.body, &archive).await;
             let complete = json!({"key": key, "parts": parts});
             let done = post_until_answered(&stack, &format!("{base}/caches/complete"), &token, &complete).await;
             assert_eq!(done.status, 200, "round {round}: {}", done.body);
@@ -870,10 +816,10 @@ async fn artifact_and_cache_uploads_whose_answers_are_lost_or_replayed_are_charg
         ("20000", "4")
     );
     let list_path = format!("/v1/workspaces/{ws}/runs/{run_id}/artifacts");
-    let mut list = stack.send(reqwest::Method::GET, &list_path, &stack.admin_token, None).await;
+    let mut list = stack.get(&list_path, &stack.admin_token).await;
     while list.status >= 500 {
         // A replayed read: the operator asks again.
-        list = stack.send(reqwest::Method::GET, &list_path, &stack.admin_token, None).await;
+        list = stack.get(&list_path, &stack.admin_token).await;
     }
     let stored = list.body["artifacts"].as_array().unwrap().iter().filter(|a| a["status"] == "stored").count();
     assert_eq!(stored, 4, "{}", list.body);
@@ -914,10 +860,8 @@ async fn long_polls_ride_out_reads_that_fail_while_they_wait() {
     let (stack, plan) = stack_with_faults("seed=3;dynamodb.Query:throttle=1").await;
     plan.pause();
     let settings = json!({"name": "fleet", "label_sets": [["linux"]], "max_instances": 5});
-    let created = stack.post("/v1/workspaces/ws1/provisioners", &stack.admin_token, settings).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let token = created.body["token"].as_str().expect("a provisioner token").to_string();
-    let seen = stack.send(reqwest::Method::GET, "/v1/provisioners/demand", &token, None).await;
+    let (_, token) = stack.create_provisioner("ws1", settings).await;
+    let seen = stack.get("/v1/provisioners/demand", &token).await;
     assert_eq!(seen.status, 200, "{}", seen.body);
     let version = seen.body["version"].as_str().expect("a version").to_string();
     let session = stack.runner("ws1", &["linux"]).await.session_token;
@@ -989,15 +933,15 @@ async fn a_long_poll_claim_whose_transaction_answer_was_lost_answers_the_job_it_
 /// still pending three minutes on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_retried_after_its_answer_was_lost_wakes_the_orchestration_for_its_always_jobs() {
-    use crate::workflows_support::{create_run, post, queued_keys, WAIT};
+    use crate::workflows_support::queued_keys;
+    use baton_tests::WAIT;
     let (stack, plan) = stack_with_faults("seed=3;dynamodb.TransactWriteItems:lost=1").await;
     plan.pause();
     // A registered runner, so no job is flagged unschedulable: a flag's
     // wake-up would hide whether the retry wakes the orchestration.
     stack.runner("ws1", &["linux"]).await;
     let yaml = "name: cancelled\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n  report:\n    needs: build\n    if: always()\n    runs-on: linux\n    steps: [{run: ./report}]\n";
-    let run = create_run(&stack, "ws1", yaml).await;
-    let run = run["id"].as_str().expect("a run id").to_string();
+    let run = stack.create_run("ws1", yaml).await.id();
     let run_id = uuid::Uuid::parse_str(&run).expect("a uuid");
     wait_for("the orchestration to park with build queued", WAIT, || async {
         let item = stack.store.get_attempt(run_id, 1).await.ok()??;
@@ -1008,7 +952,7 @@ async fn a_cancel_retried_after_its_answer_was_lost_wakes_the_orchestration_for_
 
     let path = format!("/v1/workspaces/ws1/runs/{run}/cancel");
     plan.resume();
-    let (status, body) = post(&stack, &stack.admin_token, &path, json!({})).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({})).await;
     plan.pause();
     assert!(status >= 500, "every answer of the cancel's write was lost: {status} {body}");
     let item = stack.store.get_attempt(run_id, 1).await.expect("read").expect("the attempt");
@@ -1017,7 +961,7 @@ async fn a_cancel_retried_after_its_answer_was_lost_wakes_the_orchestration_for_
 
     // The client retries: the run has finished, and this try wakes the
     // orchestration, which starts the always() job at once.
-    let (status, body) = post(&stack, &stack.admin_token, &path, json!({})).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("run-already-finished")), "{body}");
     wait_for("the always() job to be queued", WAIT, || async {
         queued_keys(&stack, &run).contains(&"report".to_string()).then_some(())

@@ -272,7 +272,7 @@ async fn no_route_answers_5xx_or_writes_anything_for_input_it_refuses() {
         vec!["ws1".to_string(), run_id, queued.detail.job_execution_id.to_string(), claim.job.steps[0].id.to_string()];
 
     // The document as any client reads it: served, unauthenticated.
-    let served = stack.send(reqwest::Method::GET, "/v1/openapi.json", "", None).await;
+    let served = stack.get("/v1/openapi.json", "").await;
     assert_eq!(served.status, 200, "{}", served.body);
     let doc = served.body;
 

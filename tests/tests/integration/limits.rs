@@ -5,6 +5,7 @@
 
 use baton_domain::limits::{MAX_INPUTS_BYTES, MAX_MESSAGE_BYTES, MAX_OUTPUTS_BYTES, MAX_TOKEN_EXPIRY_S};
 use baton_domain::workflows::definition::{MAX_JOB_SPEC_BYTES, MAX_SNAPSHOT_BYTES, MAX_STEPS_PER_JOB};
+use baton_tests::http::Answer;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ async fn counts(stack: &TestStack) -> Vec<usize> {
     counts
 }
 
-fn assert_refused(answer: &baton_tests::runners::Answer, code: &str, what: &str) {
+fn assert_refused(answer: &Answer, code: &str, what: &str) {
     assert_eq!((answer.status, answer.code()), (400, code), "{what}: {}", answer.body);
     assert!(answer.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: a message");
 }
@@ -169,7 +170,7 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
     }
     let path = format!("/v1/workspaces/ws1/runs/{run_id}");
     let view = baton_tests::wait_for("the run to succeed", std::time::Duration::from_secs(120), || async {
-        let view = stack.send(reqwest::Method::GET, &path, &admin, None).await;
+        let view = stack.get(&path, &admin).await;
         (view.body["status"] == "succeeded").then_some(view.body)
     })
     .await;

@@ -11,14 +11,10 @@ use baton_api::logs::{LogLine, LogStream, MAX_CHUNK_SEQ, MAX_READ_BYTES};
 use baton_api::runners::ClaimResponse;
 use baton_localstack::faults::FaultPlan;
 use baton_service::context::Context;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::runs::{log_texts, Identified, LeasedRun};
+use baton_tests::{workspace, TestStack};
 use serde_json::{json, Value};
 use uuid::Uuid;
-
-/// A workspace no other test uses.
-fn workspace() -> String {
-    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
-}
 
 /// A job of a new run, claimed by a new runner: its lease.
 struct Leased {
@@ -41,18 +37,13 @@ impl Leased {
 async fn leased_job(stack: &TestStack) -> Leased {
     let ws = workspace();
     let yaml = "name: logs\njobs:\n  build:\n    runs-on: linux\n    steps: [{run: make}]\n";
-    let created =
-        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({ "definition": yaml })).await;
-    assert_eq!(created.status, 201, "{}", created.body);
-    let run_id = created.body["id"].as_str().unwrap_or_default().to_string();
-    let job_id = created.body["attempts"][0]["jobs"][0]["id"].as_str().unwrap_or_default().to_string();
-    let runner = stack.runner(&ws, &["linux"]).await;
-    let claim = wait_for("the job to be claimed", Duration::from_secs(60), || stack.claim(&runner.session_token)).await;
-    Leased { ws, run_id, job_id, claim }
+    let LeasedRun { view, claim, .. } = stack.leased_run(&ws, yaml).await;
+    let job_id = view["attempts"][0]["jobs"][0]["id"].as_str().unwrap_or_default().to_string();
+    Leased { ws, run_id: view.id(), job_id, claim }
 }
 
 /// `POST …/logs` for `chunks` (`(seq, bytes)`) under the lease.
-async fn ask_urls(stack: &TestStack, leased: &Leased, chunks: &[(u64, u64)]) -> baton_tests::runners::Answer {
+async fn ask_urls(stack: &TestStack, leased: &Leased, chunks: &[(u64, u64)]) -> baton_tests::http::Answer {
     let chunks: Vec<Value> = chunks.iter().map(|(seq, bytes)| json!({ "seq": seq, "bytes": bytes })).collect();
     let path = format!("/v1/runners/leases/{}/logs", leased.execution());
     stack.post(&path, &leased.claim.lease.token, json!({ "chunks": chunks })).await
@@ -109,10 +100,6 @@ async fn stored_chunk(stack: &TestStack, leased: &Leased, seq: u64) -> Vec<u8> {
     object.body.collect().await.expect("its bytes").into_bytes().to_vec()
 }
 
-fn texts(page: &Value) -> Vec<String> {
-    page["lines"].as_array().into_iter().flatten().filter_map(|l| l["text"].as_str().map(String::from)).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_read_answers_at_most_its_byte_budget_and_every_read_moves_the_cursor_on() {
     let stack = TestStack::start().await;
@@ -131,7 +118,7 @@ async fn a_log_read_answers_at_most_its_byte_budget_and_every_read_moves_the_cur
         let (page, size) = read_page(&stack, &leased, &cursor).await;
         assert!(size <= MAX_READ_BYTES + 1024, "a page of {size} bytes");
         let next = page["next_cursor"].as_str().unwrap_or_default().to_string();
-        let read = texts(&page);
+        let read = log_texts(&page);
         assert!(!read.is_empty() && next != cursor, "a read with lines left moves on: {cursor} -> {next}");
         seen.extend(read);
         cursor = next;
@@ -237,7 +224,7 @@ async fn a_stored_chunk_is_never_replaced_by_another_upload_of_its_number() {
     assert_eq!(log_bytes(&stack, leased.execution()).await, original.len() as u64, "charged once");
     assert_eq!(stored_chunk(&stack, &leased, 0).await, original);
     let (page, _) = read_page(&stack, &leased, "0.0").await;
-    assert_eq!(texts(&page), ["the original"]);
+    assert_eq!(log_texts(&page), ["the original"]);
 }
 
 /// The upload request a runner sends, as the HTTP API hands it to the

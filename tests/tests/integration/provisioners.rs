@@ -16,17 +16,8 @@ use chrono::Utc;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-/// Creates a provisioner in `ws`; its id and token.
-async fn provisioner(stack: &TestStack, ws: &str, body: Value) -> (String, String) {
-    let answer = stack.post(&format!("/v1/workspaces/{ws}/provisioners"), &stack.admin_token, body).await;
-    assert_eq!(answer.status, 201, "{}", answer.body);
-    (answer.body["id"].as_str().unwrap().to_string(), answer.body["token"].as_str().unwrap().to_string())
-}
-
 async fn demand(stack: &TestStack, token: &str) -> Value {
-    let answer = stack.send(Method::GET, "/v1/provisioners/demand", token, None).await;
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    answer.body
+    stack.get_ok("/v1/provisioners/demand", token).await
 }
 
 /// The demand figures of `labels` in a demand answer: (queued, reserved, running, idle).
@@ -51,12 +42,6 @@ async fn report(stack: &TestStack, token: &str, events: Value) -> Value {
     let answer = stack.post("/v1/provisioners/instances", token, json!({ "events": events })).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     answer.body
-}
-
-async fn instances(stack: &TestStack, token: &str) -> Vec<Value> {
-    let answer = stack.send(Method::GET, "/v1/provisioners/instances", token, None).await;
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    answer.body["items"].as_array().unwrap().clone()
 }
 
 fn intent_of(items: &[Value], provider_runner_id: &str) -> Option<String> {
@@ -87,16 +72,16 @@ async fn bad_settings_are_400_naming_the_field_and_a_token_reaches_only_its_own_
     }
     assert_eq!(stack.count_items("provisioner").await, 0, "a refused creation writes nothing");
 
-    let (id, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 2)).await;
+    let (id, token) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 2)).await;
     assert!(token.starts_with("bpt_"));
-    let listed = stack.send(Method::GET, path, &stack.admin_token, None).await;
+    let listed = stack.get(path, &stack.admin_token).await;
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
     assert!(listed.body["items"][0].get("token").is_none(), "the token is shown once");
     let stored = format!("{:?}", stack.store.get(&format!("PROV#{id}"), "PROV").await.unwrap());
     assert!(!stored.contains(&token), "only the token's hash is stored");
 
     // Another provisioner's reservation cannot be reported on.
-    let (_, other) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 2)).await;
+    let (_, other) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 2)).await;
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
     let theirs = reserve(&stack, &other, &["linux"], 1).await;
     let reservation_id = theirs[0]["id"].as_str().unwrap();
@@ -143,9 +128,9 @@ async fn bad_settings_are_400_naming_the_field_and_a_token_reaches_only_its_own_
     // A removed provisioner's token is refused at once.
     let removed = stack.send(Method::DELETE, &format!("{path}/{id}"), &stack.admin_token, None).await;
     assert_eq!(removed.status, 204);
-    let answer = stack.send(Method::GET, "/v1/provisioners/demand", &token, None).await;
+    let answer = stack.get("/v1/provisioners/demand", &token).await;
     assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
-    let listed = stack.send(Method::GET, path, &stack.admin_token, None).await;
+    let listed = stack.get(path, &stack.admin_token).await;
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1, "the removed one is no longer listed");
 }
 
@@ -155,8 +140,8 @@ async fn demand_counts_the_jobs_a_served_set_covers_and_a_reservation_takes_it_o
     for labels in [&["linux"][..], &["linux"], &["linux"], &["gpu", "linux"], &["gpu", "linux"], &["arm"]] {
         stack.queue_job("ws1", labels, Utc::now()).await;
     }
-    let (_, a) = provisioner(&stack, "ws1", settings(json!([["linux", "x64"], ["gpu", "linux"]]), 50)).await;
-    let (_, b) = provisioner(&stack, "ws1", settings(json!([["linux", "x64"]]), 50)).await;
+    let (_, a) = stack.create_provisioner("ws1", settings(json!([["linux", "x64"], ["gpu", "linux"]]), 50)).await;
+    let (_, b) = stack.create_provisioner("ws1", settings(json!([["linux", "x64"]]), 50)).await;
     let before = demand(&stack, &a).await;
     assert_eq!(figures(&before, &["linux", "x64"]), (3, 0, 0, 0));
     assert_eq!(figures(&before, &["gpu", "linux"]), (5, 0, 0, 0));
@@ -200,8 +185,8 @@ async fn concurrent_reserves_never_take_a_job_twice_nor_pass_max_instances() {
     for _ in 0..6 {
         stack.queue_job("ws1", &["linux"], Utc::now()).await;
     }
-    let (_, a) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 100)).await;
-    let (_, b) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 100)).await;
+    let (_, a) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 100)).await;
+    let (_, b) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 100)).await;
     let calls = (0..8).map(|i| {
         let token = if i % 2 == 0 { a.clone() } else { b.clone() };
         let stack = &stack;
@@ -214,11 +199,11 @@ async fn concurrent_reserves_never_take_a_job_twice_nor_pass_max_instances() {
     for _ in 0..20 {
         stack.queue_job("ws2", &["linux"], Utc::now()).await;
     }
-    let (id, capped) = provisioner(&stack, "ws2", settings(json!([["linux"]]), 4)).await;
+    let (id, capped) = stack.create_provisioner("ws2", settings(json!([["linux"]]), 4)).await;
     let calls = (0..8).map(|_| reserve(&stack, &capped, &["linux"], 1));
     let made: usize = futures::future::join_all(calls).await.into_iter().map(|r| r.len()).sum();
     assert_eq!(made, 4, "max_instances holds under concurrent reserves");
-    let listed = stack.send(Method::GET, "/v1/workspaces/ws2/provisioners", &stack.admin_token, None).await;
+    let listed = stack.get("/v1/workspaces/ws2/provisioners", &stack.admin_token).await;
     let summary = listed.body["items"].as_array().unwrap().iter().find(|p| p["id"] == id.as_str()).unwrap().clone();
     assert_eq!(summary["reserved_instances"], 4);
 }
@@ -227,7 +212,7 @@ async fn concurrent_reserves_never_take_a_job_twice_nor_pass_max_instances() {
 async fn an_ephemeral_instance_registers_once_runs_one_job_is_exhausted_and_releases_its_reservation() {
     let stack = TestStack::start().await;
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
-    let (id, token) = provisioner(&stack, "ws1", settings(json!([["linux", "x64"]]), 5)).await;
+    let (id, token) = stack.create_provisioner("ws1", settings(json!([["linux", "x64"]]), 5)).await;
     let reserved = reserve(&stack, &token, &["linux", "x64"], 1).await;
     let reservation_id = reserved[0]["id"].as_str().unwrap().to_string();
     let registration = reserved[0]["registration_token"].as_str().unwrap().to_string();
@@ -256,13 +241,13 @@ async fn an_ephemeral_instance_registers_once_runs_one_job_is_exhausted_and_rele
         (0, 0, 1, 0),
         "the claim used the reservation"
     );
-    assert_eq!(intent_of(&instances(&stack, &token).await, "i-1"), None, "busy: no intent");
+    assert_eq!(intent_of(&stack.instances(&token).await, "i-1"), None, "busy: no intent");
 
     let done =
         stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
     assert_eq!(done.status, 200);
     // The complete decided it: the ephemeral machine is exhausted.
-    let listed = stack.send(Method::GET, "/v1/provisioners/instances?intent=terminate", &token, None).await;
+    let listed = stack.get("/v1/provisioners/instances?intent=terminate", &token).await;
     let items = listed.body["items"].as_array().unwrap();
     assert_eq!(intent_of(items, "i-1").as_deref(), Some("exhausted"), "{}", listed.body);
     assert_eq!(items[0]["runner_session_id"], session.session_id.to_string());
@@ -273,7 +258,7 @@ async fn an_ephemeral_instance_registers_once_runs_one_job_is_exhausted_and_rele
     assert_eq!(answer["terminate_intents_honored"], json!([{"provider_runner_id": "i-1", "reason": "exhausted"}]));
     let repeat = report(&stack, &token, json!([{"provider_runner_id": "i-1", "state": "terminated"}])).await;
     assert_eq!((repeat["accepted"].clone(), repeat["reservations_released"].clone()), (json!(0), json!(0)));
-    let listed = stack.send(Method::GET, "/v1/workspaces/ws1/provisioners", &stack.admin_token, None).await;
+    let listed = stack.get("/v1/workspaces/ws1/provisioners", &stack.admin_token).await;
     assert_eq!(listed.body["items"][0]["reserved_instances"], 0, "the slot came back ({id})");
 
     for fact in [
@@ -298,7 +283,7 @@ async fn a_machine_told_to_go_takes_no_job_and_an_intent_a_claim_overtook_is_not
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
     let body = json!({"name": "f", "label_sets": [["linux"]], "max_instances": 5,
                       "jobs_per_instance": 3, "idle_timeout_s": 10});
-    let (id, token) = provisioner(&stack, "ws1", body).await;
+    let (id, token) = stack.create_provisioner("ws1", body).await;
     let provisioner_id: uuid::Uuid = id.parse().unwrap();
     let reserved = reserve(&stack, &token, &["linux"], 1).await;
     let r = &reserved[0];
@@ -318,7 +303,7 @@ async fn a_machine_told_to_go_takes_no_job_and_an_intent_a_claim_overtook_is_not
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
     let job = stack.claim(&session.session_token).await.expect("i-1 takes the new job");
     stack.store.write_fleet_decisions(read, later).await.unwrap();
-    assert_eq!(intent_of(&instances(&stack, &token).await, "i-1"), None, "the claim overtook the idle read");
+    assert_eq!(intent_of(&stack.instances(&token).await, "i-1"), None, "the claim overtook the idle read");
     let beat = stack.heartbeat(&job.lease.token, job.job_execution_id).await;
     assert_eq!(beat.status, 200, "i-1 keeps its lease: {}", beat.body);
     stack.complete(&job.lease.token, job.job_execution_id, json!({"status": "succeeded", "steps": []})).await;
@@ -327,7 +312,7 @@ async fn a_machine_told_to_go_takes_no_job_and_an_intent_a_claim_overtook_is_not
     // job queued after it goes to another machine, not to the one told to go.
     let read = stack.store.fleet(provisioner_id).await.unwrap().expect("the fleet");
     stack.store.write_fleet_decisions(read, Utc::now() + chrono::Duration::seconds(11)).await.unwrap();
-    assert_eq!(intent_of(&instances(&stack, &token).await, "i-1").as_deref(), Some("idle"));
+    assert_eq!(intent_of(&stack.instances(&token).await, "i-1").as_deref(), Some("idle"));
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
     let refused = stack.post("/v1/runners/claim", &session.session_token, json!({})).await;
     assert_eq!((refused.status, refused.code()), (409, "session-exhausted"), "{}", refused.body);
@@ -341,7 +326,7 @@ async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
         stack.queue_job("ws1", &["linux"], Utc::now()).await;
     }
     let body = json!({"name": "f", "label_sets": [["linux"]], "max_instances": 5, "jobs_per_instance": 2});
-    let (_, token) = provisioner(&stack, "ws1", body).await;
+    let (_, token) = stack.create_provisioner("ws1", body).await;
     let reserved = reserve(&stack, &token, &["linux"], 2).await;
     let mut machines = Vec::new();
     for (i, r) in reserved.iter().enumerate() {
@@ -361,7 +346,7 @@ async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
     let live_job = stack.claim(&first.1.session_token).await.unwrap();
     stack.publish(&cancelled_fact(&cancelled_job)).await;
     let items = wait_for("the job-cancelled intent", Duration::from_secs(30), || async {
-        let items = instances(&stack, &token).await;
+        let items = stack.instances(&token).await;
         intent_of(&items, "i-0").is_some().then_some(items)
     })
     .await;
@@ -381,7 +366,7 @@ async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
     let only = stack.claim(&second.1.session_token).await.unwrap();
     stack.publish(&cancelled_fact(&only)).await;
     wait_for("the second job-cancelled intent", Duration::from_secs(30), || async {
-        intent_of(&instances(&stack, &token).await, "i-1").is_some().then_some(())
+        intent_of(&stack.instances(&token).await, "i-1").is_some().then_some(())
     })
     .await;
     let answer = report(&stack, &token, json!([{"provider_runner_id": "i-1", "state": "terminated"}])).await;
@@ -401,7 +386,7 @@ async fn a_cancelled_lease_never_blocks_the_release_a_live_one_does() {
 async fn an_unused_reservation_expires_returning_its_demand_and_its_machine_is_asked_to_go() {
     let stack = TestStack::start().await;
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
-    let (_, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 5)).await;
+    let (_, token) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 5)).await;
     let answer = stack
         .post("/v1/provisioners/reservations", &token, json!({"labels": ["linux"], "count": 1, "expires_in_s": 1}))
         .await;
@@ -409,7 +394,7 @@ async fn an_unused_reservation_expires_returning_its_demand_and_its_machine_is_a
     report(&stack, &token, json!([{"provider_runner_id": "i-9", "state": "booting", "reservation_id": r["id"]}])).await;
     assert_eq!(figures(&demand(&stack, &token).await, &["linux"]), (0, 1, 0, 0));
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let items = stack.send(Method::GET, "/v1/provisioners/instances?intent=terminate", &token, None).await;
+    let items = stack.get("/v1/provisioners/instances?intent=terminate", &token).await;
     assert_eq!(intent_of(items.body["items"].as_array().unwrap(), "i-9").as_deref(), Some("reservation-expired"));
     assert_eq!(figures(&demand(&stack, &token).await, &["linux"]), (1, 0, 0, 0), "the demand came back");
     let late = stack
@@ -423,7 +408,7 @@ async fn an_instance_that_never_registers_is_terminated_as_an_orphan_after_its_b
     let stack = TestStack::start().await;
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
     let body = json!({"name": "f", "label_sets": [["linux"]], "max_instances": 5, "boot_timeout_s": 10});
-    let (_, token) = provisioner(&stack, "ws1", body).await;
+    let (_, token) = stack.create_provisioner("ws1", body).await;
     let r = reserve(&stack, &token, &["linux"], 1).await;
     let reported_at = std::time::Instant::now();
     report(
@@ -432,9 +417,9 @@ async fn an_instance_that_never_registers_is_terminated_as_an_orphan_after_its_b
         json!([{"provider_runner_id": "i-orphan", "state": "booting", "reservation_id": r[0]["id"]}]),
     )
     .await;
-    assert_eq!(intent_of(&instances(&stack, &token).await, "i-orphan"), None, "booting, within its boot timeout");
+    assert_eq!(intent_of(&stack.instances(&token).await, "i-orphan"), None, "booting, within its boot timeout");
     let reason = wait_for("the orphan intent", Duration::from_secs(20), || async {
-        intent_of(&instances(&stack, &token).await, "i-orphan")
+        intent_of(&stack.instances(&token).await, "i-orphan")
     })
     .await;
     assert_eq!(reason, "orphan");
@@ -448,7 +433,7 @@ async fn an_instance_that_never_registers_is_terminated_as_an_orphan_after_its_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_instance_list_comes_in_pages_by_id_that_together_hold_every_instance_once() {
     let stack = TestStack::start().await;
-    let (_, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 10)).await;
+    let (_, token) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 10)).await;
     let ids = ["i-e", "i-a", "i-d", "i-b", "i-c"];
     let events: Vec<Value> = ids.iter().map(|id| json!({"provider_runner_id": id, "state": "running"})).collect();
     report(&stack, &token, json!(events)).await;
@@ -456,7 +441,7 @@ async fn the_instance_list_comes_in_pages_by_id_that_together_hold_every_instanc
     let mut path = "/v1/provisioners/instances?limit=2".to_string();
     let mut pages = 0;
     loop {
-        let page = stack.send(Method::GET, &path, &token, None).await;
+        let page = stack.get(&path, &token).await;
         assert_eq!(page.status, 200, "{}", page.body);
         pages += 1;
         let items = page.body["items"].as_array().unwrap();
@@ -470,10 +455,10 @@ async fn the_instance_list_comes_in_pages_by_id_that_together_hold_every_instanc
     assert_eq!(pages, 3);
     assert_eq!(seen, ["i-a", "i-b", "i-c", "i-d", "i-e"], "each once, by id");
     // Without a limit, one page holds them all (up to 1,000).
-    let all = instances(&stack, &token).await;
+    let all = stack.instances(&token).await;
     assert_eq!(all.len(), 5);
     for bad in ["limit=0", "limit=1001", "limit=x", "cursor="] {
-        let answer = stack.send(Method::GET, &format!("/v1/provisioners/instances?{bad}"), &token, None).await;
+        let answer = stack.get(&format!("/v1/provisioners/instances?{bad}"), &token).await;
         assert_eq!((answer.status, answer.code()), (400, "invalid-request"), "{bad}: {}", answer.body);
     }
 }
@@ -498,10 +483,10 @@ async fn demand_metrics_publish_every_served_set_of_every_workspace_without_anyo
     }
     // Two provisioners on one set (listed in another order), one on a set
     // with nothing queued, one in another workspace, one removed.
-    provisioner(&stack, "ws1", settings(json!([["linux", "x64"]]), 5)).await;
-    provisioner(&stack, "ws1", settings(json!([["x64", "linux"], ["arm"]]), 5)).await;
-    provisioner(&stack, "ws2", settings(json!([["gpu", "linux"]]), 5)).await;
-    let (removed, _) = provisioner(&stack, "ws3", settings(json!([["mac"]]), 5)).await;
+    stack.create_provisioner("ws1", settings(json!([["linux", "x64"]]), 5)).await;
+    stack.create_provisioner("ws1", settings(json!([["x64", "linux"], ["arm"]]), 5)).await;
+    stack.create_provisioner("ws2", settings(json!([["gpu", "linux"]]), 5)).await;
+    let (removed, _) = stack.create_provisioner("ws3", settings(json!([["mac"]]), 5)).await;
     let answer = stack
         .send(Method::DELETE, &format!("/v1/workspaces/ws3/provisioners/{removed}"), &stack.admin_token, None)
         .await;
@@ -562,7 +547,7 @@ async fn a_report_sent_again_after_its_answer_was_lost_still_releases_the_ended_
     let stack = TestStack::start_custom(|_| {}, std::collections::HashMap::new(), options).await;
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
     stack.queue_job("ws1", &["linux"], Utc::now()).await;
-    let (_, token) = provisioner(&stack, "ws1", settings(json!([["linux"]]), 5)).await;
+    let (_, token) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 5)).await;
     let reserved = reserve(&stack, &token, &["linux"], 2).await;
     for reservation in &reserved {
         // Registered: the reservation is in use, so it never expires unused.
@@ -590,7 +575,7 @@ async fn a_report_sent_again_after_its_answer_was_lost_still_releases_the_ended_
     let lost = stack.post("/v1/provisioners/instances", &token, ended).await;
     plan.pause();
     assert_eq!(lost.status, 503, "{}", lost.body);
-    instances(&stack, &token).await;
+    stack.instances(&token).await;
 
     let reservations = stack.items_of("reservation").await;
     let held: Vec<_> = reservations.iter().filter(|r| !r.contains_key("released_at")).collect();

@@ -12,10 +12,10 @@ use serde_json::json;
 async fn registration_token_routes_need_an_operator_token_of_the_workspace() {
     let stack = TestStack::start().await;
     let path = "/v1/workspaces/ws1/registration-tokens";
-    let none = stack.send(reqwest::Method::GET, path, "", None).await;
+    let none = stack.get(path, "").await;
     assert_eq!((none.status, none.code()), (401, "unauthenticated"));
     let wrong_kind = stack.runner("ws1", &["linux"]).await.session_token;
-    let answer = stack.send(reqwest::Method::GET, path, &wrong_kind, None).await;
+    let answer = stack.get(path, &wrong_kind).await;
     assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
 
     let scoped = stack.workspace_token("ws2").await;
@@ -25,7 +25,7 @@ async fn registration_token_routes_need_an_operator_token_of_the_workspace() {
     assert_eq!(own.status, 201);
     assert!(own.body["token"].as_str().unwrap().starts_with("brt_"));
 
-    let listed = stack.send(reqwest::Method::GET, "/v1/workspaces/ws2/registration-tokens", &scoped, None).await;
+    let listed = stack.get("/v1/workspaces/ws2/registration-tokens", &scoped).await;
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
     assert!(listed.body["items"][0].get("token").is_none(), "the secret is shown once");
     let stored = stack.store.get(&format!("REGTOKEN#{}", own.body["id"].as_str().unwrap()), "REGTOKEN").await.unwrap();
@@ -152,8 +152,7 @@ async fn no_workspace_can_claim_heartbeat_or_complete_anothers_job() {
     let answer = stack.complete(&outsider.session_token, ours.job_execution_id, json!({"status": "failed"})).await;
     assert_eq!((answer.status, answer.code()), (401, "unauthenticated"));
     assert_eq!(stack.store.lease(ours.job_execution_id).await.unwrap(), before, "untouched");
-    let listing =
-        stack.send(reqwest::Method::GET, "/v1/workspaces/ws1/registration-tokens", &outsider.session_token, None).await;
+    let listing = stack.get("/v1/workspaces/ws1/registration-tokens", &outsider.session_token).await;
     assert_eq!(listing.status, 401, "a runner session cannot read operator data");
 }
 

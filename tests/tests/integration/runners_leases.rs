@@ -9,9 +9,12 @@ use baton_api::runners::ClaimResponse;
 use baton_domain::workflows::StepStatus;
 use baton_lease_reaper::{reap, ReapLimits};
 use baton_store::keys::lease_shard;
-use baton_store::leases::{LeaseItem, ReportedSteps};
+use baton_store::leases::ReportedSteps;
 use baton_store::records::RunnerStatus;
+use baton_store::runner_items::LeaseItem;
+use baton_tests::http::Answer;
 use baton_tests::runners::{cancelled_fact, queued_fact, queued_steps_fact};
+use baton_tests::runs::Identified;
 use baton_tests::TestStack;
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
@@ -168,24 +171,9 @@ async fn two_reapers_at_once_emit_one_lease_expired_per_lease() {
     }
     // A third, retried run finds nothing.
     assert_eq!(stack.reap_at(now).await, 0);
-    assert_eq!(outbox_count(&stack, "baton.runners.job.lease_expired").await, 6, "one fact per lease");
-}
-
-/// Outbox items (facts written) of `detail_type`.
-async fn outbox_count(stack: &TestStack, detail_type: &str) -> usize {
-    let out = stack
-        .clients
-        .dynamodb
-        .scan()
-        .table_name(&stack.store.table)
-        .filter_expression("#t = :t AND detail_type = :d")
-        .expression_attribute_names("#t", "type")
-        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S("outbox".into()))
-        .expression_attribute_values(":d", aws_sdk_dynamodb::types::AttributeValue::S(detail_type.into()))
-        .send()
-        .await
-        .unwrap();
-    out.items().len()
+    let outbox = stack.outbox().await;
+    let expired = outbox.iter().filter(|(_, detail_type)| detail_type == "baton.runners.job.lease_expired").count();
+    assert_eq!(expired, 6, "one fact per lease");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,12 +246,7 @@ async fn leased_steps(stack: &TestStack, workspace: &str, steps: usize) -> Claim
     stack.claim(&runner.session_token).await.expect("claimable")
 }
 
-async fn report(
-    stack: &TestStack,
-    job: &ClaimResponse,
-    index: usize,
-    body: serde_json::Value,
-) -> baton_tests::runners::Answer {
+async fn report(stack: &TestStack, job: &ClaimResponse, index: usize, body: serde_json::Value) -> Answer {
     let path = format!("/v1/runners/leases/{}/steps/{}", job.job_execution_id, job.job.steps[index].id);
     stack.post(&path, &job.lease.token, body).await
 }
@@ -301,8 +284,7 @@ async fn the_last_steps_report_settles_the_job_and_a_complete_after_answers_the_
         .wait_fact("baton.runners.job.completed", Duration::from_secs(30), |d| d["job_execution_id"] == id.to_string())
         .await;
     assert_eq!((fact["settled_by"].as_str(), fact["status"].as_str()), (Some("steps"), Some("succeeded")));
-    let steps: Vec<_> =
-        fact["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+    let steps: Vec<_> = fact["steps"].as_array().unwrap().iter().map(|s| s.id()).collect();
     assert_eq!(steps, job.job.steps.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(), "every step, in order");
     assert_eq!(fact["outputs"], json!({"version": "1.2.3"}));
     assert_eq!(stack.reap_at(Utc::now() + Span::seconds(600)).await, 0);

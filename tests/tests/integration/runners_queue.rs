@@ -364,12 +364,12 @@ async fn idle_polling_does_not_write_the_session_on_every_poll() {
     let stack = TestStack::start().await;
     let runner = stack.runner("ws1", &["linux"]).await;
     let key = format!("SESSION#{}", runner.session_id);
-    let before: baton_store::sessions::Session =
+    let before: baton_store::runner_items::Session =
         baton_store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
     for _ in 0..5 {
         assert!(stack.claim(&runner.session_token).await.is_none());
     }
-    let after: baton_store::sessions::Session =
+    let after: baton_store::runner_items::Session =
         baton_store::from_item(stack.store.get(&key, "SESSION").await.unwrap().unwrap()).unwrap();
     assert_eq!(before.last_seen_at, after.last_seen_at, "last_seen_at is written at most once every 10 s");
 }

@@ -3,16 +3,13 @@
 //! delete by name, never a value back; a claim puts them in for its job
 //! only; a workspace never reaches another's.
 
-use baton_tests::TestStack;
+use baton_tests::http::Answer;
+use baton_tests::{workspace, TestStack};
 use chrono::Utc;
 use reqwest::Method;
 use serde_json::json;
 
-fn workspace() -> String {
-    format!("ws-{}", uuid::Uuid::now_v7().simple())
-}
-
-async fn set(stack: &TestStack, ws: &str, name: &str, value: &str) -> baton_tests::runners::Answer {
+async fn set(stack: &TestStack, ws: &str, name: &str, value: &str) -> Answer {
     let body = json!({ "value": value }).to_string();
     stack.send(Method::PUT, &format!("/v1/workspaces/{ws}/secrets/{name}"), &stack.admin_token, Some(body)).await
 }
@@ -24,7 +21,7 @@ async fn secrets_are_set_listed_by_name_and_deleted_and_no_route_answers_a_value
     assert_eq!(set(&stack, &ws, "DEPLOY_TOKEN", "s3cr3t-one").await.status, 204);
     assert_eq!(set(&stack, &ws, "DEPLOY_TOKEN", "s3cr3t-two").await.status, 204, "a second set replaces it");
     assert_eq!(set(&stack, &ws, "SIGNING_KEY", "k3y").await.status, 204);
-    let listed = stack.send(Method::GET, &format!("/v1/workspaces/{ws}/secrets"), &stack.admin_token, None).await;
+    let listed = stack.get(&format!("/v1/workspaces/{ws}/secrets"), &stack.admin_token).await;
     assert_eq!(listed.status, 200);
     let names: Vec<&str> = listed.body["items"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
     assert_eq!(names, ["DEPLOY_TOKEN", "SIGNING_KEY"]);
@@ -42,7 +39,7 @@ async fn secrets_are_set_listed_by_name_and_deleted_and_no_route_answers_a_value
     let parameter = stored.parameter.expect("a parameter");
     assert_eq!(parameter.r#type, Some(aws_sdk_ssm::types::ParameterType::SecureString));
     // Another workspace sees none of them.
-    let theirs = stack.send(Method::GET, &format!("/v1/workspaces/{other}/secrets"), &stack.admin_token, None).await;
+    let theirs = stack.get(&format!("/v1/workspaces/{other}/secrets"), &stack.admin_token).await;
     assert_eq!(theirs.body["items"], json!([]));
     // Bad input changes nothing.
     for (name, value, why) in
@@ -57,7 +54,7 @@ async fn secrets_are_set_listed_by_name_and_deleted_and_no_route_answers_a_value
     let again =
         stack.send(Method::DELETE, &format!("/v1/workspaces/{ws}/secrets/SIGNING_KEY"), &stack.admin_token, None).await;
     assert_eq!(again.status, 404);
-    let listed = stack.send(Method::GET, &format!("/v1/workspaces/{ws}/secrets"), &stack.admin_token, None).await;
+    let listed = stack.get(&format!("/v1/workspaces/{ws}/secrets"), &stack.admin_token).await;
     assert_eq!(listed.body["items"].as_array().map(Vec::len), Some(1));
 }
 
@@ -72,16 +69,7 @@ async fn a_claim_puts_in_its_workspaces_secrets_and_only_there() {
     let yaml = "name: deploy\njobs:\n  ship:\n    runs-on: linux\n    env:\n      TOKEN: ${{ secrets.DEPLOY_TOKEN }}\n    steps:\n      - run: ./deploy --token '${{ secrets.DEPLOY_TOKEN }}'\n";
     let mut claimed = Vec::new();
     for workspace in [&ws, &other] {
-        let created = stack
-            .post(&format!("/v1/workspaces/{workspace}/runs"), &stack.admin_token, json!({"definition": yaml}))
-            .await;
-        assert_eq!(created.status, 201, "{}", created.body);
-        let runner = stack.runner(workspace, &["linux"]).await;
-        let job = baton_tests::wait_for("the job to be claimable", std::time::Duration::from_secs(60), || async {
-            stack.claim(&runner.session_token).await
-        })
-        .await;
-        claimed.push(job);
+        claimed.push(stack.leased_run(workspace, yaml).await.claim);
     }
     let ours = &claimed[0].job;
     assert_eq!(ours.env["TOKEN"], "s3cr3t-value");
@@ -97,10 +85,8 @@ async fn a_claim_puts_in_its_workspaces_secrets_and_only_there() {
     assert!(stored.contains("${{ secrets.DEPLOY_TOKEN }}") && !stored.contains("s3cr3t"), "{stored}");
     let facts = serde_json::to_string(&stack.all_facts()).unwrap();
     assert!(!facts.contains("s3cr3t"));
-    let view = stack
-        .send(Method::GET, &format!("/v1/workspaces/{ws}/runs/{}", claimed[0].run_id), &stack.admin_token, None)
-        .await;
-    assert!(!view.body.to_string().contains("s3cr3t"));
+    let view = stack.run_view(&ws, &claimed[0].run_id.to_string()).await;
+    assert!(!view.to_string().contains("s3cr3t"));
     let _ = Utc::now();
 }
 

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use baton_api::facts::{FactDetail, JobUnschedulable};
-use baton_tests::TestStack;
+use baton_tests::runs::{job_in, Identified};
+use baton_tests::{workspace, TestStack, WAIT};
 use serde_json::json;
 
 use crate::workflows_support::*;
@@ -24,30 +25,31 @@ async fn a_job_whose_labels_nobody_offers_is_flagged_at_once_and_fails_unschedul
     let ws = workspace();
     // A linux runner is registered; nobody offers gpu.
     stack.runner(&ws, &["linux", "x64"]).await;
-    let run_id = create_run(&stack, &ws, YAML).await["id"].as_str().expect("id").to_string();
+    let run_id = stack.create_run(&ws, YAML).await.id();
 
     let flag = stack.wait_fact(JobUnschedulable::DETAIL_TYPE, WAIT, |d| d["run_id"] == run_id.as_str()).await;
     assert_eq!(flag["labels"], json!(["gpu", "linux"]), "{flag:#}");
-    let view = wait_view(&stack, &ws, &run_id, "the job flagged in the view", |view| {
-        !job(view, 1, "train")["executions"][0]["unschedulable"].is_null()
-    })
-    .await;
-    let shown = &job(&view, 1, "train")["executions"][0]["unschedulable"];
+    let view = stack
+        .wait_view(&ws, &run_id, "the job flagged in the view", |view| {
+            !job_in(view, 1, "train")["executions"][0]["unschedulable"].is_null()
+        })
+        .await;
+    let shown = &job_in(&view, 1, "train")["executions"][0]["unschedulable"];
     assert_eq!((&shown["labels"], &shown["fails_at"]), (&flag["labels"], &flag["fails_at"]));
-    assert!(job(&view, 1, "build")["executions"][0]["unschedulable"].is_null(), "a linux runner serves build");
+    assert!(job_in(&view, 1, "build")["executions"][0]["unschedulable"].is_null(), "a linux runner serves build");
 
     // Delivered again (at least once), the flag changes nothing.
     let typed: baton_api::facts::Fact<JobUnschedulable> =
         serde_json::from_value(flag.clone()).expect("the flag as Rust reads it");
     stack.redeliver(&typed).await;
     flush_pipeline(&stack, &ws).await;
-    let again = run_view(&stack, &ws, &run_id).await;
-    assert_eq!(job(&again, 1, "train")["executions"][0]["unschedulable"], *shown, "{again:#}");
+    let again = stack.run_view(&ws, &run_id).await;
+    assert_eq!(job_in(&again, 1, "train")["executions"][0]["unschedulable"], *shown, "{again:#}");
 
     // The build runs; the train job fails `unschedulable`, and so its run.
     run_job(&stack, &ws, &run_id, 1, "build", baton_api::facts::JobOutcome::Succeeded).await;
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
-    let train = job(&view, 1, "train");
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
+    let train = job_in(&view, 1, "train");
     assert_eq!((&train["status"], &train["status_reason"]), (&json!("failed"), &json!("unschedulable")), "{view:#}");
     // One flag (one event id), whatever the redeliveries of its queued fact;
     // the bus carried it twice only because this test delivered it again.
@@ -65,7 +67,7 @@ async fn a_job_whose_labels_nobody_offers_is_flagged_at_once_and_fails_unschedul
 async fn a_runner_that_registers_after_the_flag_runs_the_job_and_a_provisioner_serving_it_means_no_flag() {
     let stack = stack_failing_after(20).await;
     let ws = workspace();
-    let flagged = create_run(&stack, &ws, YAML).await["id"].as_str().expect("id").to_string();
+    let flagged = stack.create_run(&ws, YAML).await.id();
     stack.wait_fact(JobUnschedulable::DETAIL_TYPE, WAIT, |d| d["run_id"] == flagged.as_str()).await;
 
     run_job(&stack, &ws, &flagged, 1, "build", baton_api::facts::JobOutcome::Succeeded).await;
@@ -76,16 +78,18 @@ async fn a_runner_that_registers_after_the_flag_runs_the_job_and_a_provisioner_s
         .complete(&claimed.lease.token, claimed.job_execution_id, json!({"status": "succeeded", "steps": []}))
         .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    let view = wait_run_status(&stack, &ws, &flagged, "succeeded").await;
-    assert!(job(&view, 1, "train")["executions"][0]["unschedulable"].is_null(), "a claimed job is no longer flagged");
+    let view = stack.wait_run_status(&ws, &flagged, "succeeded").await;
+    assert!(
+        job_in(&view, 1, "train")["executions"][0]["unschedulable"].is_null(),
+        "a claimed job is no longer flagged"
+    );
 
     // A provisioner that serves a set including the job's: nothing is flagged.
     let other = workspace();
     let body = json!({"name": "gpus", "label_sets": [["gpu", "linux", "x64"]], "max_instances": 2});
-    let answer = stack.post(&format!("/v1/workspaces/{other}/provisioners"), &stack.admin_token, body).await;
-    assert_eq!(answer.status, 201, "{}", answer.body);
+    stack.create_provisioner(&other, body).await;
     stack.runner(&other, &["linux"]).await;
-    let served = create_run(&stack, &other, YAML).await["id"].as_str().expect("id").to_string();
+    let served = stack.create_run(&other, YAML).await.id();
     queued(&stack, &served, 1, "train").await;
     flush_pipeline(&stack, &other).await;
     assert_eq!(count_facts(&stack, JobUnschedulable::DETAIL_TYPE, &served), 0);

@@ -5,7 +5,9 @@
 
 use crate::workflows_support::*;
 use baton_api::facts::JobOutcome;
-use baton_tests::TestStack;
+use baton_tests::http::Answer;
+use baton_tests::runs::{job_in, Identified};
+use baton_tests::{workspace, TestStack, WAIT};
 use serde_json::{json, Value};
 
 const RELEASE: &str = r#"
@@ -32,29 +34,29 @@ jobs:
     steps: [{run: ./deploy}]
 "#;
 
-async fn decide(stack: &TestStack, ws: &str, run: &str, job: &str, token: &str, body: Value) -> (u16, Value) {
-    post(stack, token, &format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job}/approval"), body).await
+async fn decide(stack: &TestStack, ws: &str, run: &str, job: &str, token: &str, body: Value) -> Answer {
+    stack.post(&format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job}/approval"), token, body).await
 }
 
 /// A run of `yaml` created by `creator`, its build run to success, its
 /// `sign-off` waiting: the run id and the job's id.
 async fn waiting_sign_off(stack: &TestStack, ws: &str, creator: &str, yaml: &str) -> (String, String) {
-    let (status, created) =
-        post(stack, creator, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    let Answer { status, body: created } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), creator, json!({"definition": yaml})).await;
     assert_eq!(status, 201, "{created:#}");
-    let run = created["id"].as_str().unwrap().to_string();
+    let run = created.id();
     run_job(stack, ws, &run, 1, "build", JobOutcome::Succeeded).await;
-    let view = wait_view(stack, ws, &run, "sign-off waiting", |v| job(v, 1, "sign-off")["status"] == "waiting").await;
-    let sign_off = job(&view, 1, "sign-off");
+    let view = stack.wait_view(ws, &run, "sign-off waiting", |v| job_in(v, 1, "sign-off")["status"] == "waiting").await;
+    let sign_off = job_in(&view, 1, "sign-off");
     assert_eq!(sign_off["approval"]["required"], 2);
     assert!(sign_off["approval"]["deadline"].is_string(), "{sign_off:#}");
     assert!(sign_off["executions"][0]["status"] == "waiting");
-    (run, sign_off["id"].as_str().unwrap().to_string())
+    (run, sign_off.id())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_creator_is_refused() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let alice = stack.approver_token(&ws, "alice", &[]).await;
     let bob = stack.approver_token(&ws, "bob", &["release-managers"]).await;
@@ -64,33 +66,35 @@ async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_
     let (run, sign_off) = waiting_sign_off(&stack, &ws, &carol, RELEASE).await;
     let approve = |inputs: Value| json!({"decision": "approve", "comment": "ship it", "inputs": inputs});
 
-    let (status, body) = decide(&stack, &ws, &run, &sign_off, &carol, approve(json!({"dry_run": false}))).await;
+    let Answer { status, body } =
+        decide(&stack, &ws, &run, &sign_off, &carol, approve(json!({"dry_run": false}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (403, Some("self-approval")));
-    let (status, body) = decide(&stack, &ws, &run, &sign_off, &mallory, approve(json!({"dry_run": false}))).await;
+    let Answer { status, body } =
+        decide(&stack, &ws, &run, &sign_off, &mallory, approve(json!({"dry_run": false}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (403, Some("forbidden")));
     for (inputs, named) in
         [(json!({"channel": "nightly"}), "inputs.channel"), (json!({"dry_run": "no"}), "inputs.dry_run")]
     {
-        let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, approve(inputs)).await;
+        let Answer { status, body } = decide(&stack, &ws, &run, &sign_off, &alice, approve(inputs)).await;
         assert_eq!(status, 400, "{body}");
         assert!(body["error"]["message"].as_str().unwrap().contains(named), "{body}");
     }
-    let view = run_view(&stack, &ws, &run).await;
-    assert_eq!(job(&view, 1, "sign-off")["approval"]["decisions"], json!([]), "a refusal records nothing");
+    let view = stack.run_view(&ws, &run).await;
+    assert_eq!(job_in(&view, 1, "sign-off")["approval"]["decisions"], json!([]), "a refusal records nothing");
 
-    let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, approve(json!({"notes": "rc1"}))).await;
+    let Answer { status, body } = decide(&stack, &ws, &run, &sign_off, &alice, approve(json!({"notes": "rc1"}))).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("waiting")), "{body:#}");
     // Alice again: counted once, nothing recorded.
-    let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, approve(json!({}))).await;
+    let Answer { status, body } = decide(&stack, &ws, &run, &sign_off, &alice, approve(json!({}))).await;
     assert_eq!((status, body["approval"]["decisions"].as_array().unwrap().len()), (200, 1));
-    let (status, body) =
+    let Answer { status, body } =
         decide(&stack, &ws, &run, &sign_off, &bob, approve(json!({"channel": "stable", "dry_run": false}))).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("succeeded")), "{body:#}");
     assert_eq!(body["outputs"], json!({"channel": "stable", "dry_run": false, "notes": "rc1"}));
     let by: Vec<&str> =
         body["approval"]["decisions"].as_array().unwrap().iter().map(|d| d["by"].as_str().unwrap()).collect();
     assert_eq!(by, ["alice", "bob"]);
-    let (status, body) = decide(&stack, &ws, &run, &sign_off, &mallory, approve(json!({}))).await;
+    let Answer { status, body } = decide(&stack, &ws, &run, &sign_off, &mallory, approve(json!({}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-waiting")));
 
     // The inputs reach the job that needs the approval.
@@ -105,7 +109,7 @@ async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_
     let outcomes: Vec<(&str, &str)> =
         facts.iter().map(|f| (f["by"].as_str().unwrap(), f["outcome"].as_str().unwrap())).collect();
     assert_eq!(outcomes, [("alice", "waiting"), ("bob", "approved")], "one fact a recorded decision");
-    assert_eq!(run_view(&stack, &ws, &run).await["created_by"], "carol");
+    assert_eq!(stack.run_view(&ws, &run).await["created_by"], "carol");
     let waiting = stack
         .wait_fact("baton.workflows.job.waiting", WAIT, |d| d["run_id"] == run.as_str() && d["job_key"] == "sign-off")
         .await;
@@ -115,19 +119,19 @@ async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejection_fails_the_approval_with_reason_rejected_and_skips_its_dependants() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let bob = stack.approver_token(&ws, "bob", &["release-managers"]).await;
     let (run, sign_off) = waiting_sign_off(&stack, &ws, &stack.admin_token, RELEASE).await;
-    let (status, body) =
+    let Answer { status, body } =
         decide(&stack, &ws, &run, &sign_off, &bob, json!({"decision": "reject", "comment": "not today"})).await;
     assert_eq!(
         (status, body["status"].as_str(), body["status_reason"].as_str()),
         (200, Some("failed"), Some("rejected"))
     );
     assert_eq!(body["approval"]["decisions"][0]["comment"], "not today");
-    let view = wait_run_status(&stack, &ws, &run, "failed").await;
-    assert_eq!(job(&view, 1, "deploy")["status"], "skipped");
+    let view = stack.wait_run_status(&ws, &run, "failed").await;
+    assert_eq!(job_in(&view, 1, "deploy")["status"], "skipped");
     assert!(!queued_keys(&stack, &run).contains(&"deploy".to_string()));
 }
 
@@ -144,24 +148,26 @@ async fn an_approval_nobody_decides_fails_approves_with_its_defaults_or_is_skipp
              approval:\n      timeout-minutes: 2\n      on-timeout: {on_timeout}\n      inputs:\n        channel: {{type: choice, options: [stable, beta], default: beta}}\n  \
              deploy:\n    needs: sign-off\n    runs-on: linux\n    env: {{CHANNEL: '${{{{ needs.sign-off.outputs.channel }}}}'}}\n    steps: [{{run: ./deploy}}]\n"
         );
-        let created = create_run(&stack, &ws, &yaml).await;
-        let run = created["id"].as_str().unwrap().to_string();
+        let created = stack.create_run(&ws, &yaml).await;
+        let run = created.id();
         run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
-        let view = wait_view(&stack, &ws, &run, &format!("{on_timeout}: sign-off ended"), |v| {
-            job(v, 1, "sign-off")["status"] != "waiting" && job(v, 1, "sign-off")["status"] != "pending"
-        })
-        .await;
-        let sign_off = job(&view, 1, "sign-off");
+        let view = stack
+            .wait_view(&ws, &run, &format!("{on_timeout}: sign-off ended"), |v| {
+                job_in(v, 1, "sign-off")["status"] != "waiting" && job_in(v, 1, "sign-off")["status"] != "pending"
+            })
+            .await;
+        let sign_off = job_in(&view, 1, "sign-off");
         assert_eq!(sign_off["status"], status, "{on_timeout}: {sign_off:#}");
         if on_timeout != "approve" {
             assert_eq!(sign_off["status_reason"], "timed_out", "{on_timeout}");
         }
-        let view = wait_view(&stack, &ws, &run, &format!("{on_timeout}: deploy {deploy}"), |v| {
-            job(v, 1, "deploy")["status"] == deploy
-        })
-        .await;
+        let view = stack
+            .wait_view(&ws, &run, &format!("{on_timeout}: deploy {deploy}"), |v| {
+                job_in(v, 1, "deploy")["status"] == deploy
+            })
+            .await;
         if on_timeout == "approve" {
-            assert_eq!(job(&view, 1, "sign-off")["outputs"], json!({"channel": "beta"}));
+            assert_eq!(job_in(&view, 1, "sign-off")["outputs"], json!({"channel": "beta"}));
             let deploy = queued(&stack, &run, 1, "deploy").await;
             assert_eq!(deploy.spec.env.get("CHANNEL").map(String::as_str), Some("beta"), "the default reaches it");
         }
@@ -207,20 +213,21 @@ async fn decide_without_waking(stack: &TestStack, run: &str, job_id: &str, appro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_retried_after_its_answer_was_lost_wakes_the_orchestration_the_lost_try_owed() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     // A registered runner, so no job is flagged unschedulable: a flag's
     // wake-up would hide whether the retry wakes the orchestration.
     stack.runner(&ws, &["linux"]).await;
     let alice = stack.approver_token(&ws, "alice", &[]).await;
     let yaml = RELEASE.replace("required: 2", "required: 1");
-    let (status, created) =
-        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    let Answer { status, body: created } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": yaml})).await;
     assert_eq!(status, 201, "{created:#}");
-    let run = created["id"].as_str().unwrap().to_string();
+    let run = created.id();
     run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
-    let view = wait_view(&stack, &ws, &run, "sign-off waiting", |v| job(v, 1, "sign-off")["status"] == "waiting").await;
-    let sign_off = job(&view, 1, "sign-off")["id"].as_str().unwrap().to_string();
+    let view =
+        stack.wait_view(&ws, &run, "sign-off waiting", |v| job_in(v, 1, "sign-off")["status"] == "waiting").await;
+    let sign_off = job_in(&view, 1, "sign-off")["id"].as_str().unwrap().to_string();
     // The orchestration parks, waiting for progress.
     let run_id = uuid::Uuid::parse_str(&run).unwrap();
     baton_tests::wait_for("the orchestration to park", WAIT, || async {
@@ -238,7 +245,7 @@ async fn a_click_retried_after_its_answer_was_lost_wakes_the_orchestration_the_l
     // Her browser retries: the job has ended (409), and that try wakes
     // the orchestration, which starts the deploy at once, not at its
     // parked step's deadline an hour later.
-    let (status, body) = decide(&stack, &ws, &run, &sign_off, &alice, click).await;
+    let Answer { status, body } = decide(&stack, &ws, &run, &sign_off, &alice, click).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-waiting")), "{body}");
     baton_tests::wait_for("the deploy to be queued", WAIT, || async {
         queued_keys(&stack, &run).iter().any(|k| k == "deploy").then_some(())

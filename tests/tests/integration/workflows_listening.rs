@@ -5,6 +5,9 @@
 
 use crate::workflows_support::*;
 use baton_api::facts::JobOutcome;
+use baton_tests::http::Answer;
+use baton_tests::runs::{job_in, Identified};
+use baton_tests::{workspace, TestStack, WAIT};
 use serde_json::json;
 
 const LISTENING: &str = r#"
@@ -29,29 +32,32 @@ async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_t
     // A minute of one second: the job listens 2 s.
     let stack = start_with_minute(1).await;
     let ws = workspace();
-    let created = create_run(&stack, &ws, LISTENING).await;
-    let run = created["id"].as_str().unwrap().to_string();
-    let job_id = job(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
+    let created = stack.create_run(&ws, LISTENING).await;
+    let run = created.id();
+    let job_id = job_in(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
     let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
     let fire = |reference: &str| json!({"name": "review", "disposition": "fire", "ref": reference, "payload": {"state": "ok"}});
 
-    let (status, body) = post(&stack, &stack.admin_token, &path, fire("early")).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, fire("early")).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-listening")), "its needs are not met yet");
-    let (status, body) = post(
-        &stack,
-        &stack.admin_token,
-        &format!("/v1/workspaces/{ws}/runs/{run}/jobs/{}/events", job(&created, 1, "build")["id"].as_str().unwrap()),
-        fire("x"),
-    )
-    .await;
+    let Answer { status, body } = stack
+        .post(
+            &format!(
+                "/v1/workspaces/{ws}/runs/{run}/jobs/{}/events",
+                job_in(&created, 1, "build")["id"].as_str().unwrap()
+            ),
+            &stack.admin_token,
+            fire("x"),
+        )
+        .await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-listening")), "not a listening job");
     // Another workspace's token does not reach the run.
     let other = stack.workspace_token("elsewhere").await;
-    let (status, _) = post(&stack, &other, &path, fire("x")).await;
+    let Answer { status, body: _ } = stack.post(&path, &other, fire("x")).await;
     assert_eq!(status, 404);
 
     run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
-    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    stack.wait_view(&ws, &run, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     for (body, says) in [
         (json!({"name": "push", "disposition": "fire", "ref": "r1"}), "name"),
         (json!({"name": "review", "disposition": "fire", "ref": ""}), "ref"),
@@ -60,26 +66,26 @@ async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_t
             "payload",
         ),
     ] {
-        let (status, answer) = post(&stack, &stack.admin_token, &path, body).await;
+        let Answer { status, body: answer } = stack.post(&path, &stack.admin_token, body).await;
         assert_eq!(status, 400, "{answer}");
         assert!(answer["error"]["message"].as_str().unwrap().starts_with(says), "{answer}");
     }
-    let view = run_view(&stack, &ws, &run).await;
-    let listening = &job(&view, 1, "on-review")["listening"];
+    let view = stack.run_view(&ws, &run).await;
+    let listening = &job_in(&view, 1, "on-review")["listening"];
     assert_eq!((listening["events"].clone(), listening["pending"].clone()), (json!(["review"]), json!([])));
     assert!(listening["until"].is_string(), "{listening}");
 
     // Nobody fires: the listening times out, its dependant is skipped.
-    let view = wait_run_status(&stack, &ws, &run, "failed").await;
-    let on_review = job(&view, 1, "on-review");
+    let view = stack.wait_run_status(&ws, &run, "failed").await;
+    let on_review = job_in(&view, 1, "on-review");
     assert_eq!(
         (on_review["status"].as_str(), on_review["status_reason"].as_str()),
         (Some("failed"), Some("timed_out"))
     );
-    assert_eq!(job(&view, 1, "after")["status"], "skipped");
-    let (status, body) = post(&stack, &stack.admin_token, &path, fire("late")).await;
+    assert_eq!(job_in(&view, 1, "after")["status"], "skipped");
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, fire("late")).await;
     assert_eq!((status, body), (200, json!({"delivered": false})), "a job that ended acknowledges and changes nothing");
-    assert_eq!(run_view(&stack, &ws, &run).await, view);
+    assert_eq!(stack.run_view(&ws, &run).await, view);
 }
 
 /// Puts `detail` on the stack's bus as a producer would.
@@ -96,12 +102,12 @@ async fn put_on_bus(stack: &baton_tests::TestStack, detail_type: &str, detail: s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_are_dropped() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
-    let created = create_run(&stack, &ws, LISTENING).await;
-    let run = created["id"].as_str().unwrap().to_string();
+    let created = stack.create_run(&ws, LISTENING).await;
+    let run = created.id();
     run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
-    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    stack.wait_view(&ws, &run, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     let event = |workspace: &str, reference: &str, disposition: &str| {
         json!({"workspace_id": workspace, "run_id": run, "job": "on-review", "name": "review",
                "disposition": disposition, "ref": reference, "payload": {"state": reference}})
@@ -119,8 +125,8 @@ async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_
     runner.complete(&stack, JobOutcome::Succeeded).await;
     put_on_bus(&stack, "baton.external.job_event", event(&ws, "done", "resolve")).await;
     let view =
-        wait_view(&stack, &ws, &run, "on-review resolved", |v| job(v, 1, "on-review")["status"] == "succeeded").await;
-    let executions = job(&view, 1, "on-review")["executions"].as_array().unwrap().clone();
+        stack.wait_view(&ws, &run, "on-review resolved", |v| job_in(v, 1, "on-review")["status"] == "succeeded").await;
+    let executions = job_in(&view, 1, "on-review")["executions"].as_array().unwrap().clone();
     let refs: Vec<&str> = executions.iter().map(|e| e["event"]["ref"].as_str().unwrap_or("")).collect();
     assert_eq!(refs, ["r1"], "one execution: the repeat and the other workspace's event changed nothing");
     // The resolve's write queued `after` too; the listening job was queued once.
@@ -134,7 +140,7 @@ async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_if_runs_only_the_events_it_admits_and_records_the_others_rejected() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let yaml = r#"
 name: reviews
@@ -144,28 +150,29 @@ jobs:
     listen: {events: [review], if: "${{ event.payload.state == 'approved' }}"}
     steps: [{run: "echo ${{ event.ref }}"}]
 "#;
-    let created = create_run(&stack, &ws, yaml).await;
-    let run = created["id"].as_str().unwrap().to_string();
-    let job_id = job(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
-    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    let created = stack.create_run(&ws, yaml).await;
+    let run = created.id();
+    let job_id = job_in(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
+    stack.wait_view(&ws, &run, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
     let fire = |reference: &str, state: &str| json!({"name": "review", "disposition": "fire", "ref": reference, "payload": {"state": state}});
-    let (status, _) = post(&stack, &stack.admin_token, &path, fire("c1", "commented")).await;
+    let Answer { status, body: _ } = stack.post(&path, &stack.admin_token, fire("c1", "commented")).await;
     assert_eq!(status, 202);
-    let view = wait_view(&stack, &ws, &run, "the comment rejected", |v| {
-        job(v, 1, "on-review")["executions"].as_array().is_some_and(|e| e.len() == 2)
-    })
-    .await;
-    let rejected = &job(&view, 1, "on-review")["executions"][0];
+    let view = stack
+        .wait_view(&ws, &run, "the comment rejected", |v| {
+            job_in(v, 1, "on-review")["executions"].as_array().is_some_and(|e| e.len() == 2)
+        })
+        .await;
+    let rejected = &job_in(&view, 1, "on-review")["executions"][0];
     assert_eq!(
         (rejected["status"].as_str(), rejected["status_reason"].as_str(), rejected["event"]["ref"].as_str()),
         (Some("cancelled"), Some("condition_rejected"), Some("c1")),
         "{view:#}"
     );
     assert!(queued_keys(&stack, &run).is_empty(), "a rejected event runs nothing");
-    assert_eq!(job(&view, 1, "on-review")["status"], "waiting", "it listens on");
+    assert_eq!(job_in(&view, 1, "on-review")["status"], "waiting", "it listens on");
 
-    let (status, _) = post(&stack, &stack.admin_token, &path, fire("a1", "approved")).await;
+    let Answer { status, body: _ } = stack.post(&path, &stack.admin_token, fire("a1", "approved")).await;
     assert_eq!(status, 202);
     baton_tests::wait_for("the approved review to run", WAIT, || async {
         (!queued_keys(&stack, &run).is_empty()).then_some(())
@@ -173,8 +180,8 @@ jobs:
     .await;
     // The job's `if:` itself may not read events: it decides once, before any.
     let refused = yaml.replace("    listen:", "    if: \"${{ event.ref == 'x' }}\"\n    listen:");
-    let (status, body) =
-        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": refused})).await;
+    let Answer { status, body } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": refused})).await;
     assert_eq!(status, 400, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("`listen.if` decides each event"), "{body}");
     stack.assert_all_facts_valid();
@@ -183,7 +190,7 @@ jobs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_the_lost_try_owed() {
     use baton_store::attempts::{AttemptStep, AttemptWrite};
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     // A registered runner, so no job is flagged unschedulable: a flag's
     // wake-up would hide whether the retry wakes the orchestration.
@@ -191,18 +198,18 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
     // Its env reads the run's inputs: starting an execution takes a read,
     // which the delivery's own write does not make (the orchestration does).
     let yaml = LISTENING.replace("    listen:", "    env: {WHO: \"${{ inputs.who }}\"}\n    listen:");
-    let (status, created) = post(
-        &stack,
-        &stack.admin_token,
-        &format!("/v1/workspaces/{ws}/runs"),
-        json!({"definition": yaml, "inputs": {"who": "octocat"}}),
-    )
-    .await;
+    let Answer { status, body: created } = stack
+        .post(
+            &format!("/v1/workspaces/{ws}/runs"),
+            &stack.admin_token,
+            json!({"definition": yaml, "inputs": {"who": "octocat"}}),
+        )
+        .await;
     assert_eq!(status, 201, "{created}");
-    let run = created["id"].as_str().unwrap().to_string();
-    let job_id = job(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
+    let run = created.id();
+    let job_id = job_in(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
     run_job(&stack, &ws, &run, 1, "build", JobOutcome::Succeeded).await;
-    wait_view(&stack, &ws, &run, "listening", |v| job(v, 1, "on-review")["status"] == "waiting").await;
+    stack.wait_view(&ws, &run, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     let run_id = uuid::Uuid::parse_str(&run).unwrap();
     baton_tests::wait_for("the orchestration to park", WAIT, || async {
         let item = stack.store.get_attempt(run_id, 1).await.unwrap()?;
@@ -245,7 +252,7 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
     // wakes the orchestration, which runs the execution now.
     let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
     let body = json!({"name": "review", "disposition": "fire", "ref": "r1", "payload": {"state": "ok"}});
-    let (status, answer) = post(&stack, &stack.admin_token, &path, body).await;
+    let Answer { status, body: answer } = stack.post(&path, &stack.admin_token, body).await;
     assert_eq!((status, answer), (200, json!({"delivered": false})));
     baton_tests::wait_for("the event's execution to be queued", WAIT, || async {
         queued_keys(&stack, &run).iter().any(|k| k == "on-review").then_some(())

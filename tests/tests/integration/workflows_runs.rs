@@ -3,6 +3,9 @@
 
 use crate::workflows_support::*;
 use baton_api::facts::{FactDetail, RunAttemptCreated};
+use baton_tests::http::Answer;
+use baton_tests::runs::{job_in, Identified};
+use baton_tests::{workspace, TestStack};
 use serde_json::json;
 
 const SPEC_EXAMPLE: &str = r#"
@@ -30,38 +33,38 @@ jobs:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creating_a_run_answers_its_view_and_orchestrates_attempt_one() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
-    let created = create_run(&stack, &ws, SPEC_EXAMPLE).await;
-    let run_id = created["id"].as_str().unwrap().to_string();
+    let created = stack.create_run(&ws, SPEC_EXAMPLE).await;
+    let run_id = created.id();
     assert_eq!(created["workspace_id"], ws.as_str());
     assert_eq!(created["name"], "ci");
     assert_eq!(created["number"], 1);
     assert_eq!(created["status"], "pending");
     assert_eq!(created["current_attempt"], 1);
     assert!(created["finished_at"].is_null());
-    let build = job(&created, 1, "build");
+    let build = job_in(&created, 1, "build");
     assert_eq!(build["labels"], json!(["linux", "x64"]));
     assert_eq!(build["needs"], json!([]));
     assert_eq!(build["carried_over"], false);
     assert_eq!(build["status"], "pending");
     assert_eq!(build["executions"].as_array().unwrap().len(), 1, "one execution per job");
     assert_eq!(build["executions"][0]["steps"][0]["name"], "compile");
-    assert_eq!(job(&created, 1, "report")["needs"], json!(["build", "test"]));
+    assert_eq!(job_in(&created, 1, "report")["needs"], json!(["build", "test"]));
 
     // The orchestration starts the attempt and queues the root job only.
     let queued = queued(&stack, &run_id, 1, "build").await;
     assert_eq!(queued.detail.job.labels, ["linux", "x64"]);
     assert_eq!(queued.detail.job.timeout_s, 30 * 60);
     assert_eq!(queued.spec.env.get("RUST_LOG").map(String::as_str), Some("info"), "the spec in the table");
-    let view = wait_view(&stack, &ws, &run_id, "build queued", |v| job(v, 1, "build")["status"] == "queued").await;
+    let view = stack.wait_view(&ws, &run_id, "build queued", |v| job_in(v, 1, "build")["status"] == "queued").await;
     assert_eq!(view["status"], "running");
     assert!(view["started_at"].is_string());
-    let execution = &job(&view, 1, "build")["executions"][0];
+    let execution = &job_in(&view, 1, "build")["executions"][0];
     assert_eq!(execution["status"], "queued", "an execution stays queued until claimed");
     assert!(execution["queued_at"].is_string() && execution["started_at"].is_null());
     assert_eq!(execution["steps"][0]["id"], queued.spec.steps[0].id.to_string());
-    assert_eq!(job(&view, 1, "test")["status"], "pending");
+    assert_eq!(job_in(&view, 1, "test")["status"], "pending");
     assert_eq!(queued_keys(&stack, &run_id), ["build"]);
     assert_has_keys(
         &view,
@@ -79,7 +82,7 @@ async fn creating_a_run_answers_its_view_and_orchestrates_attempt_one() {
         ],
     );
     assert_has_keys(&view["attempts"][0], &["attempt", "status", "rerun_mode", "started_at", "finished_at", "jobs"]);
-    let build = job(&view, 1, "build");
+    let build = job_in(&view, 1, "build");
     assert_has_keys(build, &["id", "key", "status", "status_reason", "labels", "needs", "carried_over", "executions"]);
     assert_has_keys(
         &build["executions"][0],
@@ -99,14 +102,15 @@ fn assert_has_keys(value: &serde_json::Value, keys: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_idempotency_key_returns_the_same_run_and_writes_nothing() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let body = json!({"definition": SPEC_EXAMPLE, "idempotency_key": "deploy-42", "inputs": {"sha": "abc123"}});
-    let (first_status, first) =
-        post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body.clone()).await;
+    let Answer { status: first_status, body: first } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, body.clone()).await;
     assert_eq!(first_status, 201, "{first:#}");
-    let run_id = first["id"].as_str().unwrap().to_string();
-    let (again_status, again) = post(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), body).await;
+    let run_id = first.id();
+    let Answer { status: again_status, body: again } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, body).await;
     assert_eq!(again_status, 200, "{again:#}");
     assert_eq!(again["id"], first["id"]);
     assert_eq!(again["number"], 1);
@@ -115,36 +119,31 @@ async fn a_repeated_idempotency_key_returns_the_same_run_and_writes_nothing() {
     // Four concurrent creates with one new key: one run, the same for all.
     let body = json!({"definition": SPEC_EXAMPLE, "idempotency_key": "deploy-43"});
     let path = format!("/v1/workspaces/{ws}/runs");
-    let answers =
-        futures::future::join_all((0..4).map(|_| post(&stack, &stack.admin_token, &path, body.clone()))).await;
-    let mut statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    let answers = futures::future::join_all((0..4).map(|_| stack.post(&path, &stack.admin_token, body.clone()))).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|answer| answer.status).collect();
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 200, 200, 201], "{answers:?}");
-    assert!(answers.iter().all(|(_, view)| view["id"] == answers[0].1["id"]));
-    assert_eq!(answers[0].1["number"], 2);
+    assert!(answers.iter().all(|answer| answer.body["id"] == answers[0].body["id"]));
+    assert_eq!(answers[0].body["number"], 2);
 
     flush_pipeline(&stack, &ws).await;
     assert_eq!(count_facts(&stack, RunAttemptCreated::DETAIL_TYPE, &run_id), 1, "no second fact");
-    let (_, list) = get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs")).await;
+    let Answer { status: _, body: list } = stack.get(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token).await;
     let ci_runs = list["items"].as_array().unwrap().iter().filter(|r| r["name"] == "ci").count();
     assert_eq!(ci_runs, 2, "one run per key");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_numbers_are_consecutive_under_eight_concurrent_creates() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let creates = (0..8).map(|_| {
         let stack = &stack;
         let ws = ws.clone();
         async move {
-            let (status, body) = post(
-                stack,
-                &stack.admin_token,
-                &format!("/v1/workspaces/{ws}/runs"),
-                json!({"definition": SPEC_EXAMPLE}),
-            )
-            .await;
+            let Answer { status, body } = stack
+                .post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": SPEC_EXAMPLE}))
+                .await;
             assert_eq!(status, 201, "{body:#}");
             body["number"].as_u64().unwrap()
         }
@@ -154,37 +153,37 @@ async fn run_numbers_are_consecutive_under_eight_concurrent_creates() {
     assert_eq!(numbers, (1..=8).collect::<Vec<u64>>());
     // Another workflow of the workspace has its own numbers.
     let other =
-        create_run(&stack, &ws, "name: other\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: 'true'}]\n").await;
+        stack.create_run(&ws, "name: other\njobs:\n  a:\n    runs-on: linux\n    steps: [{run: 'true'}]\n").await;
     assert_eq!(other["number"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_definition_is_refused_naming_job_and_field_and_nothing_is_written() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let path = format!("/v1/workspaces/{ws}/runs");
-    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"definition": "jobs: [unclosed"})).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({"definition": "jobs: [unclosed"})).await;
     assert_eq!(status, 400, "{body:#}");
     assert_eq!(body["error"]["code"], "invalid-definition");
 
     let unknown_need = "name: bad\njobs:\n  test:\n    needs: biuld\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
-    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"definition": unknown_need})).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({"definition": unknown_need})).await;
     assert_eq!(status, 400, "{body:#}");
     assert_eq!(body["error"]["code"], "invalid-definition");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("test") && message.contains("needs") && message.contains("biuld"), "{message}");
 
     let no_runs_on = "name: bad\njobs:\n  a:\n    steps: [{run: 'true'}]\n";
-    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"definition": no_runs_on})).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({"definition": no_runs_on})).await;
     assert_eq!(status, 400, "{body:#}");
     assert!(body["error"]["message"].as_str().unwrap().contains("runs-on"), "{body:#}");
 
-    let (status, body) = post(&stack, &stack.admin_token, &path, json!({"inputs": {}})).await;
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({"inputs": {}})).await;
     assert_eq!(status, 400, "{body:#}");
     assert_eq!(body["error"]["code"], "invalid-request");
 
     flush_pipeline(&stack, &ws).await;
-    let (_, list) = get(&stack, &stack.admin_token, &path).await;
+    let Answer { status: _, body: list } = stack.get(&path, &stack.admin_token).await;
     let names: Vec<&str> = list["items"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
     assert_eq!(names, ["sentinel"], "only the sentinel run was written");
     let created: Vec<_> = stack.facts(RunAttemptCreated::DETAIL_TYPE);
@@ -193,66 +192,72 @@ async fn an_invalid_definition_is_refused_naming_job_and_field_and_nothing_is_wr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_is_not_found_when_unknown_or_read_from_another_workspace() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let (ws_a, ws_b) = (workspace(), workspace());
-    let run = create_run(&stack, &ws_a, SPEC_EXAMPLE).await;
+    let run = stack.create_run(&ws_a, SPEC_EXAMPLE).await;
     let run_id = run["id"].as_str().unwrap();
     let token_b = stack.workspace_token(&ws_b).await;
 
-    let (status, body) =
-        get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws_a}/runs/{}", uuid::Uuid::now_v7())).await;
+    let Answer { status, body } =
+        stack.get(&format!("/v1/workspaces/{ws_a}/runs/{}", uuid::Uuid::now_v7()), &stack.admin_token).await;
     assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not-found")));
-    let (status, _) = get(&stack, &stack.admin_token, &format!("/v1/workspaces/{ws_a}/runs/not-a-uuid")).await;
+    let Answer { status, body: _ } =
+        stack.get(&format!("/v1/workspaces/{ws_a}/runs/not-a-uuid"), &stack.admin_token).await;
     assert_eq!(status, 404);
     // Workspace B's token can neither read A's run through A nor through B.
-    let (status, _) = get(&stack, &token_b, &format!("/v1/workspaces/{ws_a}/runs/{run_id}")).await;
+    let Answer { status, body: _ } = stack.get(&format!("/v1/workspaces/{ws_a}/runs/{run_id}"), &token_b).await;
     assert_eq!(status, 404);
-    let (status, _) = get(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs/{run_id}")).await;
+    let Answer { status, body: _ } = stack.get(&format!("/v1/workspaces/{ws_b}/runs/{run_id}"), &token_b).await;
     assert_eq!(status, 404);
-    let (status, _) = post(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs/{run_id}/cancel"), json!({})).await;
+    let Answer { status, body: _ } =
+        stack.post(&format!("/v1/workspaces/{ws_b}/runs/{run_id}/cancel"), &token_b, json!({})).await;
     assert_eq!(status, 404);
-    let (status, _) =
-        post(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs/{run_id}/rerun"), json!({"mode": "all"})).await;
+    let Answer { status, body: _ } =
+        stack.post(&format!("/v1/workspaces/{ws_b}/runs/{run_id}/rerun"), &token_b, json!({"mode": "all"})).await;
     assert_eq!(status, 404);
-    let (status, list) = get(&stack, &token_b, &format!("/v1/workspaces/{ws_b}/runs")).await;
+    let Answer { status, body: list } = stack.get(&format!("/v1/workspaces/{ws_b}/runs"), &token_b).await;
     assert_eq!(status, 200);
     assert_eq!(list["items"], json!([]));
     // Without a token: 401.
     let response = stack.http.get(stack.url(&format!("/v1/workspaces/{ws_a}/runs/{run_id}"))).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 401);
     // A's run is still there for A.
-    assert_eq!(run_view(&stack, &ws_a, run_id).await["id"], run["id"]);
+    assert_eq!(stack.run_view(&ws_a, run_id).await["id"], run["id"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_are_listed_newest_first_in_pages_and_filtered_by_status() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(create_run(&stack, &ws, SPEC_EXAMPLE).await["id"].as_str().unwrap().to_string());
+        ids.push(stack.create_run(&ws, SPEC_EXAMPLE).await.id());
     }
     let path = format!("/v1/workspaces/{ws}/runs");
-    let (status, page) = get(&stack, &stack.admin_token, &format!("{path}?limit=2")).await;
+    let Answer { status, body: page } = stack.get(&format!("{path}?limit=2"), &stack.admin_token).await;
     assert_eq!(status, 200, "{page:#}");
     let first: Vec<&str> = page["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(first, [ids[2].as_str(), ids[1].as_str()]);
     let cursor = page["next_cursor"].as_str().expect("a next page");
-    let (_, page) = get(&stack, &stack.admin_token, &format!("{path}?limit=2&cursor={cursor}")).await;
+    let Answer { status: _, body: page } =
+        stack.get(&format!("{path}?limit=2&cursor={cursor}"), &stack.admin_token).await;
     let second: Vec<&str> = page["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(second, [ids[0].as_str()]);
     assert!(page["next_cursor"].is_null());
 
-    let (_, cancelled) = get(&stack, &stack.admin_token, &format!("{path}?status=cancelled")).await;
+    let Answer { status: _, body: cancelled } =
+        stack.get(&format!("{path}?status=cancelled"), &stack.admin_token).await;
     assert_eq!(cancelled["items"], json!([]));
-    let (status, _) = post(&stack, &stack.admin_token, &format!("{path}/{}/cancel", ids[1]), json!({})).await;
+    let Answer { status, body: _ } =
+        stack.post(&format!("{path}/{}/cancel", ids[1]), &stack.admin_token, json!({})).await;
     assert_eq!(status, 202);
-    let (_, cancelled) = get(&stack, &stack.admin_token, &format!("{path}?status=cancelled")).await;
+    let Answer { status: _, body: cancelled } =
+        stack.get(&format!("{path}?status=cancelled"), &stack.admin_token).await;
     let only: Vec<&str> = cancelled["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(only, [ids[1].as_str()]);
 
     for bad in ["limit=0", "limit=1000", "status=done", "cursor=zzz"] {
-        let (status, body) = get(&stack, &stack.admin_token, &format!("{path}?{bad}")).await;
+        let Answer { status, body } = stack.get(&format!("{path}?{bad}"), &stack.admin_token).await;
         assert_eq!(status, 400, "{bad}: {body:#}");
     }
 }
@@ -262,15 +267,16 @@ async fn runs_are_listed_newest_first_in_pages_and_filtered_by_status() {
 /// claimed ones running, with the claim's instant and session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_view_of_a_wide_run_shows_which_queued_jobs_runners_have_claimed() {
-    let stack = start().await;
+    let stack = TestStack::start().await;
     let ws = workspace();
     let jobs: String = (0..130).map(|i| format!("  j{i:03}: {{runs-on: linux, steps: [{{run: 'true'}}]}}\n")).collect();
-    let run = create_run(&stack, &ws, &format!("name: wide\njobs:\n{jobs}")).await;
-    let run_id = run["id"].as_str().unwrap().to_string();
-    let view = wait_view(&stack, &ws, &run_id, "every job queued", |v| {
-        v["attempts"][0]["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["status"] == "queued"))
-    })
-    .await;
+    let run = stack.create_run(&ws, &format!("name: wide\njobs:\n{jobs}")).await;
+    let run_id = run.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "every job queued", |v| {
+            v["attempts"][0]["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["status"] == "queued"))
+        })
+        .await;
     assert_eq!(view["attempts"][0]["jobs"].as_array().map(Vec::len), Some(130));
 
     let runner = stack.runner(&ws, &["linux"]).await;
@@ -280,7 +286,7 @@ async fn the_view_of_a_wide_run_shows_which_queued_jobs_runners_have_claimed() {
         let job = stack.claim(&runner.session_token).await.expect("a queued job");
         claimed.push((job.job_execution_id.to_string(), before));
     }
-    let view = run_view(&stack, &ws, &run_id).await;
+    let view = stack.run_view(&ws, &run_id).await;
     let executions: Vec<&serde_json::Value> =
         view["attempts"][0]["jobs"].as_array().unwrap().iter().map(|j| &j["executions"][0]).collect();
     let running: Vec<&&serde_json::Value> = executions.iter().filter(|e| e["status"] == "running").collect();

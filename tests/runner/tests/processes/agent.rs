@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use baton_store::records::RunnerStatus;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::runners::Queued;
+use baton_tests::{wait_for, TestStack, WAIT};
 use chrono::{Duration as Span, Utc};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_steps_share_files_in_the_work_dir_succeeds() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let mut fact = job(
         &ws,
         &["linux"],
@@ -54,8 +54,7 @@ async fn a_job_whose_steps_share_files_in_the_work_dir_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_step_fails_the_job_and_the_next_step_is_skipped() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let marker = scratch().join("should-not-exist");
     let fact = job(
         &ws,
@@ -81,8 +80,7 @@ async fn a_failing_step_fails_the_job_and_the_next_step_is_skipped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_past_its_timeout_is_killed_and_fails_the_job() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let marker = scratch().join("pgid");
     let mut fact =
         job(&ws, &["linux"], &[("slow", &format!("echo $$ > {}; sleep 600", marker.display())), ("next", "true")], &[]);
@@ -102,8 +100,7 @@ async fn a_step_past_its_timeout_is_killed_and_fails_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_job_is_stopped_within_a_heartbeat_and_its_process_group_is_gone() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let marker = scratch().join("pgid");
     let fact = job(
         &ws,
@@ -137,6 +134,18 @@ async fn a_cancelled_job_is_stopped_within_a_heartbeat_and_its_process_group_is_
     assert!(stopped_after < Duration::from_secs(3), "stopped {stopped_after:?} after the cancellation");
 }
 
+/// A one-step job sleeping ten minutes, queued for a new `linux` runner of
+/// `token`, once its step runs: the job, the runner and the step's process
+/// group.
+async fn running_sleeper(stack: &TestStack, ws: &str, token: &str) -> (Queued, Runner, i32) {
+    let marker = scratch().join("pgid");
+    let fact = job(ws, &["linux"], &[("long", &format!("echo $$ > {}; sleep 600", marker.display()))], &[]);
+    queue(stack, &fact).await;
+    let runner = Runner::start(stack, token, "linux", &[]);
+    let pgid = pgid_from(&marker).await;
+    (fact, runner, pgid)
+}
+
 fn live_count(pgid: i32) -> usize {
     baton_runner::process::live_members(pgid).len()
 }
@@ -144,13 +153,8 @@ fn live_count(pgid: i32) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_loses_the_lease_and_another_runner_does_not_get_the_job() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
-    let marker = scratch().join("pgid");
-    let lost = job(&ws, &["linux"], &[("long", &format!("echo $$ > {}; sleep 600", marker.display()))], &[]);
-    queue(&stack, &lost).await;
-    let mut first = Runner::start(&stack, &token, "linux", &[]);
-    let pgid = pgid_from(&marker).await;
+    let (ws, token) = stack.new_workspace().await;
+    let (lost, mut first, pgid) = running_sleeper(&stack, &ws, &token).await;
 
     first.signal(libc::SIGKILL);
     assert!(!first.exited(WAIT).await.success());
@@ -183,8 +187,7 @@ async fn a_runner_killed_mid_job_loses_the_lease_and_another_runner_does_not_get
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_with_labels_no_runner_has_stay_queued_while_others_run() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let gpu = job(&ws, &["linux", "gpu"], &[("train", "true")], &[]);
     queue(&stack, &gpu).await;
     let fits = job(&ws, &["linux"], &[("build", "true")], &[]);
@@ -206,8 +209,7 @@ async fn jobs_with_labels_no_runner_has_stay_queued_while_others_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_an_idle_runner_with_exit_code_zero() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
     // Known to be running (registered, claiming) once it ran a job.
     let warmup = job(&ws, &["linux"], &[("quick", "true")], &[]);
@@ -224,13 +226,8 @@ async fn sigterm_stops_an_idle_runner_with_exit_code_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_without_drain_abandons_the_running_job_and_reports_nothing() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
-    let marker = scratch().join("pgid");
-    let fact = job(&ws, &["linux"], &[("long", &format!("echo $$ > {}; sleep 600", marker.display()))], &[]);
-    queue(&stack, &fact).await;
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let pgid = pgid_from(&marker).await;
+    let (ws, token) = stack.new_workspace().await;
+    let (fact, mut runner, pgid) = running_sleeper(&stack, &ws, &token).await;
 
     runner.signal(libc::SIGTERM);
     assert_eq!(runner.exited(Duration::from_secs(15)).await.code(), Some(0));
@@ -242,8 +239,7 @@ async fn sigterm_without_drain_abandons_the_running_job_and_reports_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_drain_lets_the_running_job_finish_and_report() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let scratch = scratch();
     let (marker, release) = (scratch.join("started"), scratch.join("release"));
     let fact = job(
@@ -266,13 +262,8 @@ async fn sigterm_with_drain_lets_the_running_job_finish_and_report() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_paused_past_its_lease_stops_the_job_without_a_report_and_claims_again() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
-    let marker = scratch().join("pgid");
-    let fact = job(&ws, &["linux"], &[("long", &format!("echo $$ > {}; sleep 600", marker.display()))], &[]);
-    queue(&stack, &fact).await;
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let pgid = pgid_from(&marker).await;
+    let (ws, token) = stack.new_workspace().await;
+    let (fact, mut runner, pgid) = running_sleeper(&stack, &ws, &token).await;
 
     // The runner freezes (its step keeps running) and the reaper takes the lease.
     runner.signal(libc::SIGSTOP);
@@ -295,8 +286,7 @@ async fn a_runner_paused_past_its_lease_stops_the_job_without_a_report_and_claim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_concurrency_two_two_jobs_run_at_the_same_time() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let dir = scratch();
     // Each job waits for the other to have started: they can only both
     // succeed if they run at once.
@@ -328,8 +318,7 @@ async fn a_job_its_last_step_report_settled_counts_as_reported_though_every_answ
     options.answers_lost.lock().expect("the list").push("/v1/runners/leases/{execution_id}/steps/{step_id}".into());
     let overrides = HashMap::from([("BATON_HEARTBEAT_INTERVAL_S".into(), "1".into())]);
     let stack = TestStack::start_custom(|_| {}, overrides, options).await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let fact = job(&ws, &["linux"], &[("only", "true")], &[]);
     queue(&stack, &fact).await;
     let log = scratch().join("runner.log");

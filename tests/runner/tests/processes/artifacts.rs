@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use crate::support::*;
-use baton_tests::TestStack;
+use baton_tests::runs::Identified;
+use baton_tests::{workspace, TestStack};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -17,8 +18,7 @@ fn sha256_of(path: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_uploads_20_mb_that_the_test_job_and_an_operator_download_byte_identical() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: build-once
@@ -44,11 +44,10 @@ async fn a_build_uploads_20_mb_that_the_test_job_and_an_operator_download_byte_i
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let view = wait_view(&stack, &ws, &run_id, "the run to end", |v| {
-        matches!(v["status"].as_str(), Some("succeeded" | "failed"))
-    })
-    .await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+        .await;
     assert_eq!(view["status"], "succeeded", "{view:#}");
     let built = std::fs::read_to_string(shared.join("built.sha")).expect("build ran");
     let tested = std::fs::read_to_string(shared.join("tested.sha")).expect("test ran");
@@ -77,8 +76,7 @@ async fn a_build_uploads_20_mb_that_the_test_job_and_an_operator_download_byte_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_of_nothing_or_a_download_of_no_artifact_fails_its_step_saying_why() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let yaml = r#"name: mistakes
 jobs:
   typo:
@@ -91,8 +89,8 @@ jobs:
       - download: {name: never-made}
 "#;
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, yaml).await;
-    wait_view(&stack, &ws, &run_id, "the run to fail", |v| v["status"] == "failed").await;
+    let run_id = stack.create_run(&ws, yaml).await.id();
+    stack.wait_view(&ws, &run_id, "the run to fail", |v| v["status"] == "failed").await;
     let logs = baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await;
     let logs = text(&logs.stdout);
     assert!(logs.contains("target/*.bin: no file matches"), "{logs}");
@@ -121,17 +119,15 @@ fn cached_build(shared: &Path, key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_missed_is_saved_then_hit_by_the_next_run_and_a_new_key_falls_back_on_its_prefix() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
     let mut runs = Vec::new();
     for key in ["deps-v1", "deps-v1", "deps-v2"] {
-        let run_id = create_run(&stack, &ws, &cached_build(&shared, key)).await;
-        let view = wait_view(&stack, &ws, &run_id, "the run to end", |v| {
-            matches!(v["status"].as_str(), Some("succeeded" | "failed"))
-        })
-        .await;
+        let run_id = stack.create_run(&ws, &cached_build(&shared, key)).await.id();
+        let view = stack
+            .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+            .await;
         assert_eq!(view["status"], "succeeded", "{view:#}");
         runs.push(run_id);
     }
@@ -157,8 +153,8 @@ async fn a_cache_missed_is_saved_then_hit_by_the_next_run_and_a_new_key_falls_ba
     let other_token = stack.registration_token(&other, json!({})).await;
     let mut other_runner = Runner::start(&stack, &other_token, "linux", &[]);
     let elsewhere = scratch();
-    let run_id = create_run(&stack, &other, &cached_build(&elsewhere, "deps-v1")).await;
-    wait_view(&stack, &other, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let run_id = stack.create_run(&other, &cached_build(&elsewhere, "deps-v1")).await.id();
+    stack.wait_view(&other, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
     assert_eq!(std::fs::read_to_string(elsewhere.join("seen")).unwrap(), "deps-v1 built\n");
     other_runner.stop().await;
     runner.stop().await;
@@ -167,8 +163,7 @@ async fn a_cache_missed_is_saved_then_hit_by_the_next_run_and_a_new_key_falls_ba
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_secret_set_through_the_cli() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let secret = "tok-release-4711";
     let mut set = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
         .args(["secret", "set", "DEPLOY_TOKEN", "--workspace", &ws])
@@ -188,10 +183,9 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
     let submitted = baton(&stack, &["run", "submit", "--workspace", &ws, &example]).await;
     assert!(submitted.status.success(), "{}", text(&submitted.stderr));
     let run_id = text(&submitted.stdout).trim().to_string();
-    let view = wait_view(&stack, &ws, &run_id, "the release to end", |v| {
-        matches!(v["status"].as_str(), Some("succeeded" | "failed"))
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &run_id, "the release to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+        .await;
     assert_eq!(view["status"], "succeeded", "{view:#}");
     assert_eq!(view["artifacts"][0]["name"], "app");
     let logs = text(&baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await.stdout);

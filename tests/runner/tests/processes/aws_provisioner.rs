@@ -18,7 +18,8 @@ use baton_aws_provisioner::{AwsProvisioner, Tick};
 use baton_localstack::faults::{FaultPlan, FaultyHttpClient};
 use baton_localstack::grants::Grants;
 use baton_localstack::resources::Resources;
-use baton_tests::{endpoint, wait_for, TestStack};
+use baton_tests::runs::Identified;
+use baton_tests::{endpoint, wait_for, workspace, TestStack, WAIT};
 use serde_json::{json, Value};
 
 /// The emulator's EC2 and SSM, as the test itself (not the function) uses them.
@@ -102,9 +103,7 @@ async fn fixture_on(settings: Value, options: baton_devhost::HostOptions) -> Fix
     if let (Some(body), Some(extra)) = (body.as_object_mut(), settings.as_object()) {
         body.extend(extra.clone());
     }
-    let (status, created) = post(&stack, &format!("/v1/workspaces/{ws}/provisioners"), body).await;
-    assert_eq!(status, 201, "{created:#}");
-    let token = created["token"].as_str().expect("a token").to_string();
+    let (_, token) = stack.create_provisioner(&ws, body).await;
 
     // The operator's side of the set-up: the token in a SecureString, a
     // launch template naming an image.
@@ -173,22 +172,12 @@ impl Fixture {
         self.provisioner.tick(SystemTime::now() + Duration::from_secs(30)).await.expect("the tick succeeds")
     }
 
-    async fn get(&self, path: &str) -> Value {
-        let response = self.stack.http.get(self.stack.url(path)).bearer_auth(&self.token).send().await.expect("GET");
-        assert_eq!(response.status().as_u16(), 200, "{path}");
-        response.json().await.expect("JSON")
-    }
-
     async fn wait_queued(&self) {
         wait_for("the job in demand", WAIT, || async {
-            let demand = self.get("/v1/provisioners/demand").await;
+            let demand = self.stack.get_ok("/v1/provisioners/demand", &self.token).await;
             (demand["label_sets"][0]["queued"].as_u64() >= Some(1)).then_some(())
         })
         .await;
-    }
-
-    async fn baton_instances(&self) -> Vec<Value> {
-        self.get("/v1/provisioners/instances").await["items"].as_array().cloned().unwrap_or_default()
     }
 }
 
@@ -199,7 +188,7 @@ fn one_job(run: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_releases_the_reservation() {
     let f = fixture(json!({})).await;
-    let run_id = create_run(&f.stack, &f.ws, &one_job("echo hello from EC2")).await;
+    let run_id = f.stack.create_run(&f.ws, &one_job("echo hello from EC2")).await.id();
     f.wait_queued().await;
 
     let tick = f.tick().await;
@@ -231,7 +220,7 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
     assert!(script.contains("aws ssm delete-parameter"), "the repo's boot script");
 
     // Baton knows the instance, booting, tied to its reservation.
-    let known = f.baton_instances().await;
+    let known = f.stack.instances(&f.token).await;
     assert_eq!(known.len(), 1, "{known:#?}");
     assert_eq!(
         (known[0]["provider_runner_id"].as_str(), known[0]["state"].as_str()),
@@ -247,7 +236,7 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
     f.cloud.ssm.delete_parameter().name(&parameter_name).send().await.expect("DeleteParameter");
     let mut runner = Runner::start(&f.stack, &runner_token, "linux", &["--name", instance_id]);
 
-    wait_view(&f.stack, &f.ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    f.stack.wait_view(&f.ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
     let status = runner.exited(WAIT).await;
     assert!(status.success(), "the ephemeral runner exits 0 once its one job is done: {status:?}");
 
@@ -261,7 +250,7 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
     let known = wait_for("the instance reported terminated", WAIT, || async {
         let tick = f.tick().await;
         released.fetch_add(tick.reservations_released, std::sync::atomic::Ordering::Relaxed);
-        let known = f.baton_instances().await;
+        let known = f.stack.instances(&f.token).await;
         (known.first().is_some_and(|i| i["state"] == "terminated")).then_some(known)
     })
     .await;
@@ -282,7 +271,7 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_instance_that_never_registers_is_terminated_on_its_orphan_intent_and_its_unread_token_deleted() {
     let f = fixture(json!({"boot_timeout_s": 10})).await;
-    create_run(&f.stack, &f.ws, &one_job("echo never")).await;
+    f.stack.create_run(&f.ws, &one_job("echo never")).await.id();
     f.wait_queued().await;
     let tick = f.tick().await;
     assert_eq!(tick.launched, 1, "{tick:?}");
@@ -293,7 +282,7 @@ async fn an_instance_that_never_registers_is_terminated_on_its_orphan_intent_and
 
     // No runner starts: after boot_timeout_s Baton wants it gone.
     wait_for("the orphan intent", Duration::from_secs(60), || async {
-        let known = f.baton_instances().await;
+        let known = f.stack.instances(&f.token).await;
         known
             .iter()
             .any(|i| i["provider_runner_id"] == instance_id.as_str() && i["terminate"]["reason"] == "orphan")
@@ -308,7 +297,7 @@ async fn an_instance_that_never_registers_is_terminated_on_its_orphan_intent_and
         "TerminateInstances was called: {state:?}"
     );
     assert!(f.cloud.parameter(&parameter_name).await.is_none(), "the unread token was deleted with its instance");
-    let known = f.baton_instances().await;
+    let known = f.stack.instances(&f.token).await;
     let view = known.iter().find(|i| i["provider_runner_id"] == instance_id.as_str()).expect("still listed");
     assert!(matches!(view["state"].as_str(), Some("terminating" | "terminated")), "{view:#}");
 }
@@ -323,7 +312,7 @@ async fn a_reserve_whose_answers_were_lost_is_sent_again_by_the_next_tick_and_th
     let options = baton_devhost::HostOptions::default();
     let lost = options.answers_lost.clone();
     let f = fixture_on(json!({}), options).await;
-    create_run(&f.stack, &f.ws, &one_job("echo after a lost answer")).await;
+    f.stack.create_run(&f.ws, &one_job("echo after a lost answer")).await.id();
     f.wait_queued().await;
 
     lost.lock().expect("the list").push("/v1/provisioners/reservations".into());
@@ -333,7 +322,7 @@ async fn a_reserve_whose_answers_were_lost_is_sent_again_by_the_next_tick_and_th
     let made = f.stack.items_of("reservation").await;
     assert_eq!(made.len(), 1, "the lost answers' reserve was applied, and its tries made one: {made:?}");
     let reservation = made[0].get("id").and_then(|v| v.as_s().ok()).expect("its id").clone();
-    let demand = f.get("/v1/provisioners/demand").await;
+    let demand = f.stack.get_ok("/v1/provisioners/demand", &f.token).await;
     assert_eq!(demand["label_sets"][0]["queued"], 0, "its reservation holds the demand: {demand:#}");
 
     lost.lock().expect("the list").clear();

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 use baton_devhost::HostOptions;
 use baton_localstack::faults::FaultPlan;
-use baton_tests::TestStack;
+use baton_tests::provisioners::is_live;
+use baton_tests::{workspace, TestStack, WAIT};
 use serde_json::{json, Value};
 
 /// Every kind of fault at once, each at a rate a busy day on AWS can reach.
@@ -461,7 +462,7 @@ async fn call(
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
-) -> baton_tests::runners::Answer {
+) -> baton_tests::http::Answer {
     call_as(stack, &stack.admin_token, method, path, body).await
 }
 
@@ -490,7 +491,7 @@ async fn call_as(
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
-) -> baton_tests::runners::Answer {
+) -> baton_tests::http::Answer {
     // A minute at 10 %, three at 30 %: at 30 % a cancel (seed 6) was
     // answered 503 for a whole minute while its write had been applied and
     // its run went on to end as it should; a client of a service that busy
@@ -944,8 +945,7 @@ async fn fleet_at_rest(stack: &TestStack, provisioner: &str, token: &str, elasti
         if listed.status != 200 {
             found.push(format!("instances answered {}", listed.status));
         }
-        let live: Vec<&Value> =
-            instances.iter().filter(|i| !matches!(i["state"].as_str(), Some("terminated" | "failed"))).collect();
+        let live: Vec<&Value> = instances.iter().filter(|i| is_live(i)).collect();
         if !live.is_empty() {
             found.push(format!("instances still live: {live:?}"));
         }

@@ -6,46 +6,14 @@
 use std::time::Duration;
 
 use crate::support::*;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::runs::{log_texts, Identified};
+use baton_tests::TestStack;
 use serde_json::{json, Value};
-
-async fn get(stack: &TestStack, path: &str) -> Value {
-    let response = stack.http.get(stack.url(path)).bearer_auth(&stack.admin_token).send().await.expect("GET");
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    assert_eq!(status, 200, "{path}: {body:#}");
-    body
-}
-
-async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> Value {
-    let response = stack
-        .http
-        .post(stack.url(&format!("/v1/workspaces/{ws}/runs")))
-        .bearer_auth(&stack.admin_token)
-        .json(&json!({ "definition": yaml }))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(response.status().as_u16(), 201);
-    response.json().await.expect("a run view")
-}
-
-fn texts(page: &Value) -> Vec<String> {
-    page["lines"].as_array().into_iter().flatten().filter_map(|l| l["text"].as_str().map(String::from)).collect()
-}
 
 /// Every object of the log bucket, as text.
 async fn stored_logs(stack: &TestStack) -> Vec<String> {
-    let bucket = &stack.provisioned.buckets["BATON_LOGS_BUCKET"];
-    let listed = stack.clients.s3.list_objects_v2().bucket(bucket).send().await.expect("list the bucket");
-    let mut objects = Vec::new();
-    for object in listed.contents() {
-        let key = object.key().unwrap_or_default();
-        let body = stack.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("get a chunk");
-        let bytes = body.body.collect().await.expect("the chunk's bytes").into_bytes();
-        objects.push(String::from_utf8_lossy(&bytes).into_owned());
-    }
-    objects
+    let objects = stack.objects(&stack.provisioned.buckets["BATON_LOGS_BUCKET"]).await;
+    objects.into_iter().map(|(_, bytes)| String::from_utf8_lossy(&bytes).into_owned()).collect()
 }
 
 const SECRET: &str = "s3cr3t-value-123";
@@ -54,8 +22,7 @@ const RUNTIME_SECRET: &str = "runtime-secret-9";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobs_log_is_read_in_order_while_it_runs_and_after_followed_as_written_and_masked_everywhere() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: logs
@@ -88,8 +55,8 @@ jobs:
         shared = shared.display()
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let view = create_run(&stack, &ws, &yaml).await;
-    let run_id = view["id"].as_str().unwrap_or_default().to_string();
+    let view = stack.create_run(&ws, &yaml).await;
+    let run_id = view.id();
     let job_id = view["attempts"][0]["jobs"][0]["id"].as_str().unwrap_or_default().to_string();
     let logs = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs");
 
@@ -99,9 +66,9 @@ jobs:
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !seen.iter().any(|l| l == "two 3") {
         assert!(std::time::Instant::now() < deadline, "lines so far: {seen:#?}");
-        let page = get(&stack, &format!("{logs}?cursor={cursor}&wait_s=5")).await;
+        let page = stack.get_ok(&format!("{logs}?cursor={cursor}&wait_s=5"), &stack.admin_token).await;
         assert_eq!(page["complete"], false, "the job still runs: {page:#}");
-        seen.extend(texts(&page));
+        seen.extend(log_texts(&page));
         cursor = page["next_cursor"].as_str().unwrap_or_default().to_string();
     }
     let mut expected = vec!["first line", "token is ***", "runtime *** here", "to stderr", "two 1", "two 2", "two 3"];
@@ -111,7 +78,7 @@ jobs:
     without_stderr.remove(stderr_at);
     expected.retain(|l| *l != "to stderr");
     assert_eq!(without_stderr, expected);
-    let view = get(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}")).await;
+    let view = stack.run_view(&ws, &run_id).await;
     assert_eq!(view["attempts"][0]["jobs"][0]["status"], "running");
 
     // A follow started now receives the line written after it started.
@@ -126,21 +93,13 @@ jobs:
     tokio::time::sleep(Duration::from_millis(300)).await;
     std::fs::write(shared.join("go"), b"").expect("release step two");
     let followed = follow.await.expect("the follow");
-    assert_eq!(texts(&followed).first().map(String::as_str), Some("after go"), "{followed:#}");
+    assert_eq!(log_texts(&followed).first().map(String::as_str), Some("after go"), "{followed:#}");
 
-    let view = wait_for("the run to succeed", Duration::from_secs(90), || {
-        let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
-        let stack = &stack;
-        async move {
-            let view = get(stack, &path).await;
-            (view["status"] == "succeeded").then_some(view)
-        }
-    })
-    .await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     // After the job: the whole log from the start, complete, each line under its step.
-    let page = get(&stack, &logs).await;
+    let page = stack.get_ok(&logs, &stack.admin_token).await;
     assert_eq!(page["complete"], true, "{page:#}");
-    let all = texts(&page);
+    let all = log_texts(&page);
     assert_eq!(all.last().map(String::as_str), Some("third"), "{all:#?}");
     assert_eq!(all.len(), 9, "{all:#?}");
     let steps = &view["attempts"][0]["jobs"][0]["executions"][0]["steps"];
@@ -150,8 +109,8 @@ jobs:
     assert_eq!(step_of("first line"), steps[0]["id"]);
     assert_eq!(step_of("after go"), steps[1]["id"]);
     assert_eq!(step_of("third"), steps[2]["id"]);
-    let only_two = get(&stack, &format!("{logs}?step={}", steps[1]["id"].as_str().unwrap())).await;
-    assert_eq!(texts(&only_two), ["two 1", "two 2", "two 3", "after go"]);
+    let only_two = stack.get_ok(&format!("{logs}?step={}", steps[1]["id"].as_str().unwrap()), &stack.admin_token).await;
+    assert_eq!(log_texts(&only_two), ["two 1", "two 2", "two 3", "after go"]);
     assert_eq!(page["lines"][3]["stream"], if all[3] == "to stderr" { "stderr" } else { "stdout" });
 
     // The secrets are nowhere: not in a stored byte, the run view or a fact.
@@ -176,22 +135,16 @@ jobs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_over_its_cap_is_truncated_with_a_note_and_the_job_still_succeeds() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let yaml = "name: chatty\njobs:\n  chatty:\n    runs-on: linux\n    steps:\n      - run: |\n          i=0; while [ $i -lt 2000 ]; do echo \"line $i of a chatty step\"; i=$((i+1)); done\n";
     let cap = 8 * 1024;
     let mut runner = Runner::start(&stack, &token, "linux", &["--log-cap-bytes", &cap.to_string()]);
-    let view = create_run(&stack, &ws, yaml).await;
-    let run_id = view["id"].as_str().unwrap_or_default().to_string();
+    let view = stack.create_run(&ws, yaml).await;
+    let run_id = view.id();
     let job_id = view["attempts"][0]["jobs"][0]["id"].as_str().unwrap_or_default().to_string();
-    wait_for("the run to succeed", Duration::from_secs(90), || {
-        let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
-        let stack = &stack;
-        async move { (get(stack, &path).await["status"] == "succeeded").then_some(()) }
-    })
-    .await;
-    let page = get(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs")).await;
-    let lines = texts(&page);
+    stack.wait_run_status(&ws, &run_id, "succeeded").await;
+    let page = stack.get_ok(&format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs"), &stack.admin_token).await;
+    let lines = log_texts(&page);
     assert_eq!(lines.first().map(String::as_str), Some("line 0 of a chatty step"));
     let note = lines.last().cloned().unwrap_or_default();
     assert!(note.contains("log truncated") && note.contains(&cap.to_string()), "{note}");
@@ -203,11 +156,8 @@ async fn a_log_over_its_cap_is_truncated_with_a_note_and_the_job_still_succeeds(
     // Query parameters out of range are refused, naming what is wrong.
     let logs = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs");
     for query in ["cursor=nonsense", "wait_s=21", "attempt=x", "step=not-a-step"] {
-        let response =
-            stack.http.get(stack.url(&format!("{logs}?{query}"))).bearer_auth(&stack.admin_token).send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 400, "{query}");
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        assert_eq!(body["error"]["code"], "invalid-request", "{query}: {body}");
+        let refused = stack.get(&format!("{logs}?{query}"), &stack.admin_token).await;
+        assert_eq!((refused.status, refused.code()), (400, "invalid-request"), "{query}: {}", refused.body);
     }
 
     // The CLI prints the same lines, `[job/step] text`, and a follow of a
@@ -217,13 +167,7 @@ async fn a_log_over_its_cap_is_truncated_with_a_note_and_the_job_still_succeeds(
         if follow {
             args.push("--follow");
         }
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
-            .args(&args)
-            .env("BATON_API", &stack.api)
-            .env("BATON_ADMIN_TOKEN", &stack.admin_token)
-            .output()
-            .await
-            .expect("baton runs");
+        let output = baton(&stack, &args).await;
         let printed = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let printed: Vec<&str> = printed.lines().collect();

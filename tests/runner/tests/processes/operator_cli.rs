@@ -5,7 +5,7 @@
 use std::process::Output;
 
 use crate::support::*;
-use baton_tests::TestStack;
+use baton_tests::{workspace, TestStack, WAIT};
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

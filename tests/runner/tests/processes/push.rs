@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use baton_devhost::push::PushGateway;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::http::Answer;
+use baton_tests::runs::Identified;
+use baton_tests::{wait_for, workspace, TestStack, WAIT};
 use serde_json::json;
 
 async fn stack_with(overrides: &[(&str, &str)]) -> TestStack {
@@ -56,16 +58,15 @@ fn one_job(name: &str, run: &str) -> String {
 async fn a_connected_runner_is_nudged_and_its_next_claim_brings_the_job() {
     // The server's safety poll is an hour: only a nudge can bring the job.
     let stack = stack_with(&[("BATON_PUSH_SAFETY_POLL_S", "3600")]).await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let log = scratch().join("runner.log");
     let (mut runner, connection) = connected_runner(&stack, &ws, &token, &[], &log).await;
     assert_eq!(connection.labels, ["linux"], "the session's labels, for matching nudges");
     let connected_at = Instant::now();
 
     let mark = stack.host.invocations.mark();
-    let run_id = create_run(&stack, &ws, &one_job("pushed", "echo pushed")).await;
-    let view = wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let run_id = stack.create_run(&ws, &one_job("pushed", "echo pushed")).await.id();
+    let view = stack.wait_view(&ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
     assert_eq!(view["attempts"][0]["jobs"][0]["status"], "succeeded", "{view:#}");
 
     // The nudge, then exactly one claim: it brought the job.
@@ -113,8 +114,7 @@ async fn a_job_made_ready_by_a_completion_reaches_a_connected_runner_by_a_nudge(
     let options = baton_tests::options_without_subscriber("enqueue");
     let overrides = HashMap::from([("BATON_PUSH_SAFETY_POLL_S".to_string(), "3600".to_string())]);
     let stack = TestStack::start_custom(|_| {}, overrides, options).await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let (cpu_log, gpu_log) = (scratch().join("cpu.log"), scratch().join("gpu.log"));
     let mut cpu = Runner::start_logged(&stack, &token, "linux,cpu", &[], &cpu_log);
     let mut gpu = Runner::start_logged(&stack, &token, "linux,gpu", &[], &gpu_log);
@@ -128,8 +128,8 @@ async fn a_job_made_ready_by_a_completion_reaches_a_connected_runner_by_a_nudge(
 
     let chain = "name: chain\njobs:\n  build:\n    runs-on: [cpu]\n    steps:\n      - run: echo build\n  \
                  train:\n    runs-on: [gpu]\n    needs: [build]\n    steps:\n      - run: echo train\n";
-    let run_id = create_run(&stack, &ws, chain).await;
-    let view = wait_view(&stack, &ws, &run_id, "both jobs to succeed", |v| v["status"] == "succeeded").await;
+    let run_id = stack.create_run(&ws, chain).await.id();
+    let view = stack.wait_view(&ws, &run_id, "both jobs to succeed", |v| v["status"] == "succeeded").await;
     let jobs = view["attempts"][0]["jobs"].as_array().expect("jobs");
     assert!(jobs.iter().all(|j| j["status"] == "succeeded"), "{view:#}");
     let text = std::fs::read_to_string(&gpu_log).expect("the gpu runner's log");
@@ -182,8 +182,8 @@ async fn a_live_runner_behind_a_thousand_expired_connections_is_still_nudged() {
     })
     .await;
 
-    let run_id = create_run(&stack, &ws, &one_job("behind", "echo behind")).await;
-    wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let run_id = stack.create_run(&ws, &one_job("behind", "echo behind")).await.id();
+    stack.wait_view(&ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
     let text = std::fs::read_to_string(&log).expect("the runner's log");
     assert!(text.contains("nudged: work is claimable"), "the live runner was nudged: {text}");
     runner.stop().await;
@@ -193,15 +193,14 @@ async fn a_live_runner_behind_a_thousand_expired_connections_is_still_nudged() {
 async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll() {
     // No grace for young sockets: this one is forgotten at its first gone post.
     let stack = stack_with(&[("BATON_PUSH_CONNECTING_GRACE_S", "0")]).await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let log = scratch().join("runner.log");
     let (mut runner, _) = connected_runner(&stack, &ws, &token, &["--safety-poll-s", "2"], &log).await;
     // The gateway forgets the socket; the runner is not told (a dropped flow).
     gateway(&stack).sever_silently();
 
-    let run_id = create_run(&stack, &ws, &one_job("severed", "echo severed")).await;
-    let view = wait_view(&stack, &ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
+    let run_id = stack.create_run(&ws, &one_job("severed", "echo severed")).await.id();
+    let view = stack.wait_view(&ws, &run_id, "the run to succeed", |v| v["status"] == "succeeded").await;
     assert_eq!(view["attempts"][0]["jobs"][0]["status"], "succeeded", "{view:#}");
     let text = std::fs::read_to_string(&log).expect("the runner's log");
     assert!(!text.contains("nudged: work"), "no nudge reached the runner; its safety poll found the job");
@@ -215,8 +214,7 @@ async fn a_runner_whose_socket_died_silently_gets_its_job_from_the_safety_poll()
 async fn a_cancel_reaches_a_pushed_runner_long_before_its_next_heartbeat() {
     // Heartbeats every 60 s: only the cancel nudge can stop the step sooner.
     let stack = stack_with(&[("BATON_HEARTBEAT_INTERVAL_S", "60"), ("BATON_LEASE_DURATION_S", "180")]).await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let log = shared.join("runner.log");
     let mut runner = Runner::start_logged(&stack, &token, "linux", &[], &log);
@@ -225,17 +223,18 @@ async fn a_cancel_reaches_a_pushed_runner_long_before_its_next_heartbeat() {
         "name: cancelled\nenv:\n  SHARED: {}\njobs:\n  soak:\n    runs-on: linux\n    steps:\n      - run: |\n          echo $$ > \"$SHARED/pgid\"\n          sleep 600 & sleep 600\n",
         shared.display()
     );
-    let run_id = create_run(&stack, &ws, &yaml).await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
     let pgid = pgid_from(&shared.join("pgid")).await;
     let _leftovers = GroupGuard(pgid);
-    wait_view(&stack, &ws, &run_id, "soak to be running", |v| v["attempts"][0]["jobs"][0]["status"] == "running").await;
+    stack.wait_view(&ws, &run_id, "soak to be running", |v| v["attempts"][0]["jobs"][0]["status"] == "running").await;
 
     let asked = Instant::now();
-    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    let Answer { status, body } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), &stack.admin_token, json!({})).await;
     assert_eq!(status, 202, "{body:#}");
     group_gone(pgid, Duration::from_secs(40)).await;
     let stopped_after = asked.elapsed();
-    let view = wait_view(&stack, &ws, &run_id, "the run to be cancelled", |v| v["status"] == "cancelled").await;
+    let view = stack.wait_view(&ws, &run_id, "the run to be cancelled", |v| v["status"] == "cancelled").await;
     assert_eq!(view["status"], "cancelled");
     let text = std::fs::read_to_string(&log).expect("the runner's log");
     assert!(text.contains("nudged: a lease was cancelled"), "the cancel came over the socket");

@@ -6,14 +6,14 @@
 use std::os::unix::fs::PermissionsExt;
 
 use crate::support::*;
+use baton_tests::runs::Identified;
 use baton_tests::TestStack;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_detects_its_tools_and_runs_only_the_jobs_it_has_them_for() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     // A `node` that says it is 99.1.2, found before any real one.
     let bin = scratch().join("bin");
     std::fs::create_dir_all(&bin).expect("a bin directory");
@@ -24,14 +24,15 @@ async fn a_runner_detects_its_tools_and_runs_only_the_jobs_it_has_them_for() {
     let mut runner = Runner::start_with_env(&stack, &token, "linux", &["--tools", "auto"], &[("PATH", path)]);
 
     let yaml = "name: tools\njobs:\n  web:\n    runs-on: linux\n    tools: [node@99]\n    steps: [{run: node --version}]\n  legacy:\n    runs-on: linux\n    tools: [node@98]\n    steps: [{run: 'true'}]\n";
-    let run_id = create_run(&stack, &ws, yaml).await;
-    let view = wait_view(&stack, &ws, &run_id, "web to succeed and legacy to be flagged", |view| {
-        let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
-        let web = jobs.iter().find(|j| j["key"] == "web").cloned().unwrap_or_default();
-        let legacy = jobs.iter().find(|j| j["key"] == "legacy").cloned().unwrap_or_default();
-        web["status"] == "succeeded" && !legacy["executions"][0]["unschedulable"].is_null()
-    })
-    .await;
+    let run_id = stack.create_run(&ws, yaml).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "web to succeed and legacy to be flagged", |view| {
+            let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
+            let web = jobs.iter().find(|j| j["key"] == "web").cloned().unwrap_or_default();
+            let legacy = jobs.iter().find(|j| j["key"] == "legacy").cloned().unwrap_or_default();
+            web["status"] == "succeeded" && !legacy["executions"][0]["unschedulable"].is_null()
+        })
+        .await;
     let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
     let legacy = jobs.iter().find(|j| j["key"] == "legacy").cloned().unwrap_or_default();
     assert_eq!(legacy["status"], "queued", "no runner has node@98: {view:#}");

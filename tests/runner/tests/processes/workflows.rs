@@ -9,7 +9,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-use baton_tests::{wait_for, TestStack};
+use baton_tests::http::Answer;
+use baton_tests::runs::{job_in, log_texts, Identified, RUN_WAIT};
+use baton_tests::{wait_for, workspace, TestStack, WAIT};
 use chrono::{DateTime, Duration as Span, Utc};
 use serde_json::{json, Value};
 
@@ -18,22 +20,6 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 const LEASE_DURATION_S: i64 = 3;
 
 // ---- the operator side: HTTP API and `baton` CLI ----
-
-async fn wait_run_status(stack: &TestStack, ws: &str, run_id: &str, status: &str) -> Value {
-    wait_view(stack, ws, run_id, &format!("run {run_id} to be {status}"), |v| v["status"] == status).await
-}
-
-/// Job `key` of attempt `attempt` in a run view.
-fn job_in<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
-    let attempts = view["attempts"].as_array().expect("attempts");
-    let attempt = attempts.iter().find(|a| a["attempt"] == attempt).unwrap_or_else(|| panic!("attempt {attempt}"));
-    attempt["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .find(|j| j["key"] == key)
-        .unwrap_or_else(|| panic!("job {key} in {view:#}"))
-}
 
 /// The only execution of job `key` of `attempt`.
 fn execution_of<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
@@ -56,6 +42,57 @@ fn step_outcomes(execution: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Starts a `linux` runner of `token`, creates the run of `yaml` in `ws`,
+/// and waits for its step to write its process group to `$SHARED/pgid`:
+/// the runner, the run's id and the group (killed, if still there, when
+/// its guard drops).
+async fn run_to_step(
+    stack: &TestStack,
+    ws: &str,
+    token: &str,
+    shared: &Path,
+    yaml: &str,
+) -> (Runner, String, GroupGuard) {
+    let runner = Runner::start(stack, token, "linux", &[]);
+    let run_id = stack.create_run(ws, yaml).await.id();
+    let pgid = pgid_from(&shared.join("pgid")).await;
+    (runner, run_id, GroupGuard(pgid))
+}
+
+/// The step of job `long` that hangs on its first try (writing its process
+/// group to `$SHARED/pgid`) and passes at once on the next.
+const HANGS_ONCE: &str = r#"      - name: integration
+        run: |
+          echo $$ > "$SHARED/pgid"
+          test -f "$SHARED/second" || (touch "$SHARED/second"; sleep 600)
+"#;
+
+/// Runs `yaml` (its job `long` running [`HANGS_ONCE`]) on a first runner,
+/// SIGKILLs that runner while `long` runs, and has the reaper expire the
+/// lost lease: the run's id and the lost execution's.
+async fn lose_runner_mid_job(stack: &TestStack, ws: &str, token: &str, shared: &Path, yaml: &str) -> (String, String) {
+    let (mut first, run_id, orphans) = run_to_step(stack, ws, token, shared, yaml).await;
+    let view =
+        stack.wait_view(ws, &run_id, "long to be running", |v| job_in(v, 1, "long")["status"] == "running").await;
+    let lost_execution = execution_of(&view, 1, "long")["id"].as_str().unwrap().to_string();
+    first.signal(libc::SIGKILL);
+    assert!(!first.exited(WAIT).await.success());
+    // The orphaned step: on a real machine it would have gone with the runner's host.
+    kill_group(orphans.0);
+    // The reaper, as if past the last heartbeat plus the lease (and the
+    // first-heartbeat grace): repeated until it took the lease.
+    wait_for("the reaper to expire the lost lease", WAIT, || async {
+        let reaped = stack.reap_at(Utc::now() + Span::seconds(LEASE_DURATION_S + 1)).await;
+        let expired = stack
+            .facts("baton.runners.job.lease_expired")
+            .iter()
+            .any(|d| d["job_execution_id"] == lost_execution.as_str());
+        (reaped > 0 || expired).then_some(())
+    })
+    .await;
+    (run_id, lost_execution)
+}
+
 /// Asserts job `key` of `attempt` succeeded through one execution whose
 /// `steps` steps all exited 0.
 fn assert_job_succeeded(view: &Value, attempt: u32, key: &str, steps: usize) {
@@ -72,8 +109,7 @@ fn assert_job_succeeded(view: &Value, attempt: u32, key: &str, steps: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_diamond_workflow_runs_each_job_after_its_needs_and_succeeds() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     // Each job records that it ran in `order` and checks what the jobs it
     // needs wrote; a job started too early fails. `LEVEL` checks that a
@@ -128,9 +164,9 @@ jobs:
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "2"]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
 
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     assert_eq!(view["current_attempt"], 1);
     assert_job_succeeded(&view, 1, "build", 2);
     assert_job_succeeded(&view, 1, "test-a", 1);
@@ -159,8 +195,7 @@ jobs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_still_runs() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: broken
@@ -198,9 +233,9 @@ async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_sti
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
 
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let build = execution_of(&view, 1, "build");
     assert_eq!(job_in(&view, 1, "build")["status"], "failed");
     assert_eq!((&build["status"], &build["status_reason"]), (&json!("failed"), &json!("step_failed")), "{build:#}");
@@ -233,8 +268,7 @@ async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_sti
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succeeds() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: tolerant
@@ -262,9 +296,9 @@ async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succee
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
 
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let lint = job_in(&view, 1, "lint");
     assert_eq!(
         (&lint["status"], &lint["status_reason"], &lint["soft_failed"]),
@@ -303,8 +337,7 @@ async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succee
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its_backoff() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: retried
@@ -327,9 +360,9 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
 
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let flaky = job_in(&view, 1, "flaky");
     assert_eq!((&flaky["status"], &flaky["max_retries"]), (&json!("succeeded"), &json!(2)), "{flaky:#}");
     let tries: Vec<(Value, Value)> = flaky["executions"]
@@ -352,24 +385,7 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its
         let query = execution.map(|e| format!("?execution={e}")).unwrap_or_default();
         let path = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{flaky_job}/logs{query}");
         let stack = &stack;
-        async move {
-            let page: Value = stack
-                .http
-                .get(stack.url(&path))
-                .bearer_auth(&stack.admin_token)
-                .send()
-                .await
-                .expect("GET logs")
-                .json()
-                .await
-                .expect("a log page");
-            page["lines"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|l| l["text"].as_str().map(String::from))
-                .collect::<Vec<_>>()
-        }
+        async move { log_texts(&stack.get_ok(&path, &stack.admin_token).await) }
     };
     assert_eq!(log_of(None).await, [format!("try {}", ids[1])]);
     assert_eq!(log_of(Some(ids[0])).await, [format!("try {}", ids[0])]);
@@ -401,8 +417,7 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_succeeds() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: lost-and-found
@@ -411,36 +426,14 @@ async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_s
     runs-on: linux
     retry: {{max: 1, when: [runner_lost]}}
     steps:
-      - name: integration
-        run: |
-          echo $$ > "$SHARED/pgid"
-          test -f "$SHARED/second" || (touch "$SHARED/second"; sleep 600)
-"#,
+{HANGS_ONCE}"#,
         env = shared_env(&shared)
     );
-    let mut first = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let pgid = pgid_from(&shared.join("pgid")).await;
-    let _orphans = GroupGuard(pgid);
-    let view =
-        wait_view(&stack, &ws, &run_id, "long to be running", |v| job_in(v, 1, "long")["status"] == "running").await;
-    let lost_execution = execution_of(&view, 1, "long")["id"].as_str().unwrap().to_string();
-    first.signal(libc::SIGKILL);
-    assert!(!first.exited(WAIT).await.success());
-    kill_group(pgid);
+    let (run_id, lost_execution) = lose_runner_mid_job(&stack, &ws, &token, &shared, &yaml).await;
     // Only now a second runner: the retry cannot go back to the first.
     let mut second = Runner::start(&stack, &token, "linux", &[]);
-    wait_for("the reaper to expire the lost lease", WAIT, || async {
-        let reaped = stack.reap_at(Utc::now() + Span::seconds(LEASE_DURATION_S + 1)).await;
-        let expired = stack
-            .facts("baton.runners.job.lease_expired")
-            .iter()
-            .any(|d| d["job_execution_id"] == lost_execution.as_str());
-        (reaped > 0 || expired).then_some(())
-    })
-    .await;
 
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let executions = job_in(&view, 1, "long")["executions"].as_array().expect("executions").clone();
     assert_eq!(executions.len(), 2, "{executions:#?}");
     assert_eq!(executions[0]["id"], lost_execution.as_str());
@@ -458,8 +451,7 @@ async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_with_it() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     for (urgency, expected) in [("10", "release\nroutine\n"), ("0", "routine\nrelease\n")] {
         let shared = scratch();
         let yaml = format!(
@@ -476,16 +468,18 @@ async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_wi
             env = shared_env(&shared)
         );
         let body = json!({"definition": yaml, "inputs": {"urgency": urgency}});
-        let (status, created) = post(&stack, &format!("/v1/workspaces/{ws}/runs"), body).await;
+        let Answer { status, body: created } =
+            stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, body).await;
         assert_eq!(status, 201, "{created:#}");
-        let run_id = created["id"].as_str().expect("a run id").to_string();
+        let run_id = created.id();
         // Both queued before any runner exists: the order is the queue's.
-        wait_view(&stack, &ws, &run_id, "both jobs queued", |v| {
-            ["routine", "release"].iter().all(|key| job_in(v, 1, key)["status"] == "queued")
-        })
-        .await;
+        stack
+            .wait_view(&ws, &run_id, "both jobs queued", |v| {
+                ["routine", "release"].iter().all(|key| job_in(v, 1, key)["status"] == "queued")
+            })
+            .await;
         let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "1"]);
-        wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+        stack.wait_run_status(&ws, &run_id, "succeeded").await;
         assert_eq!(std::fs::read_to_string(shared.join("order")).unwrap(), expected, "urgency {urgency}");
         runner.stop().await;
     }
@@ -501,8 +495,7 @@ async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_wi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_of_one_concurrency_group_take_turns_and_cancel_in_progress_stops_the_running_one() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: deploy
@@ -525,9 +518,9 @@ jobs:
         let stack = &stack;
         let path = format!("/v1/workspaces/{ws}/runs");
         async move {
-            let (status, created) = post(stack, &path, body).await;
+            let Answer { status, body: created } = stack.post(&path, &stack.admin_token, body).await;
             assert_eq!(status, 201, "{created:#}");
-            created["id"].as_str().expect("a run id").to_string()
+            created.id()
         }
     };
     let started = |name: &str| shared.join(format!("started-{name}")).exists();
@@ -535,20 +528,21 @@ jobs:
     let mut runners = [Runner::start(&stack, &token, "linux", &[]), Runner::start(&stack, &token, "linux", &[])];
 
     let first = create("first", "prod", false).await;
-    wait_view(&stack, &ws, &first, "first to run", |v| job_in(v, 1, "deploy")["status"] == "running").await;
+    stack.wait_view(&ws, &first, "first to run", |v| job_in(v, 1, "deploy")["status"] == "running").await;
     let second = create("second", "prod", false).await;
-    let view = wait_view(&stack, &ws, &second, "second to wait for the group", |v| {
-        v["attempts"][0]["concurrency"] == json!({"group": "deploy-prod", "waiting": true})
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &second, "second to wait for the group", |v| {
+            v["attempts"][0]["concurrency"] == json!({"group": "deploy-prod", "waiting": true})
+        })
+        .await;
     assert_eq!(job_in(&view, 1, "deploy")["status"], "pending", "{view:#}");
     // Another group's run runs now, on the other runner.
     let other = create("other", "staging", false).await;
     go("other");
-    wait_run_status(&stack, &ws, &other, "succeeded").await;
+    stack.wait_run_status(&ws, &other, "succeeded").await;
     // A third run of the group replaces the waiting second one.
     let third = create("third", "prod", false).await;
-    let replaced = wait_run_status(&stack, &ws, &second, "cancelled").await;
+    let replaced = stack.wait_run_status(&ws, &second, "cancelled").await;
     assert_eq!(replaced["attempts"][0]["status_reason"], "concurrency_replaced", "{replaced:#}");
     assert_eq!(job_in(&replaced, 1, "deploy")["status"], "cancelled");
     assert!(!started("second"), "the replaced run never ran");
@@ -557,20 +551,20 @@ jobs:
     // The first ends; the third takes the group.
     assert!(!started("third"));
     go("first");
-    wait_run_status(&stack, &ws, &first, "succeeded").await;
-    wait_view(&stack, &ws, &third, "third to run", |v| job_in(v, 1, "deploy")["status"] == "running").await;
+    stack.wait_run_status(&ws, &first, "succeeded").await;
+    stack.wait_view(&ws, &third, "third to run", |v| job_in(v, 1, "deploy")["status"] == "running").await;
 
     // An urgent run cancels the running third: its step is stopped.
     let pgid = pgid_from(&shared.join("pgid-third")).await;
     let _leftovers = GroupGuard(pgid);
     let urgent = create("urgent", "prod", true).await;
-    let cancelled = wait_run_status(&stack, &ws, &third, "cancelled").await;
+    let cancelled = stack.wait_run_status(&ws, &third, "cancelled").await;
     assert_eq!(cancelled["attempts"][0]["status_reason"], "concurrency_replaced", "{cancelled:#}");
     group_gone(pgid, WAIT).await;
     go("urgent");
-    let view = wait_run_status(&stack, &ws, &urgent, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &urgent, "succeeded").await;
     let urgent_queued = time(&execution_of(&view, 1, "deploy")["queued_at"]);
-    let third_view = run_view(&stack, &ws, &third).await;
+    let third_view = stack.run_view(&ws, &third).await;
     let third_ended = time(&execution_of(&third_view, 1, "deploy")["finished_at"]);
     assert!(urgent_queued >= third_ended, "the urgent run started only once the cancelled one was done");
     for runner in &mut runners {
@@ -590,8 +584,7 @@ jobs:
 async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_and_fails_fast() {
     // Heartbeats every second: the cancelled legs' runners hear it at once.
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: matrix
@@ -623,8 +616,8 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
     );
     let mut x64 = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "4"]);
     let mut arm = Runner::start(&stack, &token, "linux,arm64", &["--concurrency", "4"]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let jobs = view["attempts"][0]["jobs"].as_array().expect("jobs").clone();
     let legs: Vec<&str> = jobs.iter().filter_map(|j| j["key"].as_str()).filter(|k| k.starts_with("test")).collect();
     assert_eq!(
@@ -666,14 +659,15 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
 "#,
         env = shared_env(&shared)
     );
-    let run_id = create_run(&stack, &ws, &fast).await;
-    let view = wait_view(&stack, &ws, &run_id, "every leg ended", |v| {
-        v["status"] == "failed"
-            && v["attempts"][0]["jobs"].as_array().is_some_and(|jobs| {
-                jobs.iter().all(|j| ["failed", "cancelled"].contains(&j["status"].as_str().unwrap_or_default()))
-            })
-    })
-    .await;
+    let run_id = stack.create_run(&ws, &fast).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "every leg ended", |v| {
+            v["status"] == "failed"
+                && v["attempts"][0]["jobs"].as_array().is_some_and(|jobs| {
+                    jobs.iter().all(|j| ["failed", "cancelled"].contains(&j["status"].as_str().unwrap_or_default()))
+                })
+        })
+        .await;
     assert_eq!(job_in(&view, 1, "test (2)")["status"], "failed");
     for leg in ["test (1)", "test (3)"] {
         let job = job_in(&view, 1, leg);
@@ -691,8 +685,7 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
 async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fails_the_job() {
     use tokio::io::AsyncWriteExt;
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let mut set = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
         .args(["secret", "set", "DEPLOY_TOKEN", "--workspace", &ws])
@@ -730,8 +723,8 @@ async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fail
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     assert_eq!(job_in(&view, 1, "ship")["status"], "succeeded", "{view:#}");
     assert!(shared.join("had-it").exists(), "the job got the value");
     let unsigned = execution_of(&view, 1, "unsigned");
@@ -742,24 +735,7 @@ async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fail
         let job_id = job_in(&view, 1, key)["id"].as_str().unwrap().to_string();
         let path = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs");
         let stack = &stack;
-        async move {
-            let page: Value = stack
-                .http
-                .get(stack.url(&path))
-                .bearer_auth(&stack.admin_token)
-                .send()
-                .await
-                .expect("GET")
-                .json()
-                .await
-                .expect("a page");
-            page["lines"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|l| l["text"].as_str().map(String::from))
-                .collect::<Vec<_>>()
-        }
+        async move { log_texts(&stack.get_ok(&path, &stack.admin_token).await) }
     };
     assert_eq!(log_of("ship").await, ["token is ***"], "the runner masks the secret");
     let said = log_of("unsigned").await.join("\n");
@@ -773,8 +749,7 @@ async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fail
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     // First attempt: the step hangs (and is lost with its runner). Second
     // attempt: the marker of the first makes it pass at once.
@@ -790,38 +765,12 @@ async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun
     needs: prepare
     runs-on: linux
     steps:
-      - name: integration
-        run: |
-          echo $$ > "$SHARED/pgid"
-          test -f "$SHARED/second" || (touch "$SHARED/second"; sleep 600)
-"#,
+{HANGS_ONCE}"#,
         env = shared_env(&shared)
     );
-    let mut first = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let pgid = pgid_from(&shared.join("pgid")).await;
-    let _orphans = GroupGuard(pgid);
-    let view =
-        wait_view(&stack, &ws, &run_id, "long to be running", |v| job_in(v, 1, "long")["status"] == "running").await;
-    let lost_execution = execution_of(&view, 1, "long")["id"].as_str().unwrap().to_string();
+    let (run_id, lost_execution) = lose_runner_mid_job(&stack, &ws, &token, &shared, &yaml).await;
 
-    first.signal(libc::SIGKILL);
-    assert!(!first.exited(WAIT).await.success());
-    // The orphaned step: on a real machine it would have gone with the runner's host.
-    kill_group(pgid);
-    // The reaper, as if past the last heartbeat plus the lease (and the
-    // first-heartbeat grace): repeated until it took the lease.
-    wait_for("the reaper to expire the lost lease", WAIT, || async {
-        let reaped = stack.reap_at(Utc::now() + Span::seconds(LEASE_DURATION_S + 1)).await;
-        let expired = stack
-            .facts("baton.runners.job.lease_expired")
-            .iter()
-            .any(|d| d["job_execution_id"] == lost_execution.as_str());
-        (reaped > 0 || expired).then_some(())
-    })
-    .await;
-
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let lost = execution_of(&view, 1, "long");
     assert_eq!((&lost["status"], &lost["status_reason"]), (&json!("failed"), &json!("runner_lost")), "{lost:#}");
     assert_eq!(job_in(&view, 1, "long")["status"], "failed");
@@ -833,10 +782,9 @@ async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun
     assert!(text(&rerun.stdout).contains("attempt 2"), "{}", text(&rerun.stdout));
     let mut second = Runner::start(&stack, &token, "linux", &[]);
 
-    let view = wait_view(&stack, &ws, &run_id, "attempt 2 to succeed", |v| {
-        v["current_attempt"] == 2 && v["status"] == "succeeded"
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &run_id, "attempt 2 to succeed", |v| v["current_attempt"] == 2 && v["status"] == "succeeded")
+        .await;
     let attempts = view["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2);
     assert_eq!((&attempts[1]["status"], &attempts[1]["rerun_mode"]), (&json!("succeeded"), &json!("failed")));
@@ -862,8 +810,7 @@ async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: long
@@ -882,16 +829,15 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
 "#,
         env = shared_env(&shared)
     );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let pgid = pgid_from(&shared.join("pgid")).await;
-    let _leftovers = GroupGuard(pgid);
+    let (mut runner, run_id, leftovers) = run_to_step(&stack, &ws, &token, &shared, &yaml).await;
+    let pgid = leftovers.0;
     let view =
-        wait_view(&stack, &ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
+        stack.wait_view(&ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
     let execution: uuid::Uuid = execution_of(&view, 1, "soak")["id"].as_str().unwrap().parse().unwrap();
 
     let asked = Instant::now();
-    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    let Answer { status, body } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), &stack.admin_token, json!({})).await;
     assert_eq!(status, 202, "{body:#}");
     // The cancel reaches the lease through the pipeline (emulator time) and
     // flags it; from then on the runner must see it on its next heartbeat.
@@ -911,7 +857,7 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let gone_at = Utc::now();
-    let view = wait_run_status(&stack, &ws, &run_id, "cancelled").await;
+    let view = stack.wait_run_status(&ws, &run_id, "cancelled").await;
 
     // If the runner completed (which ends the lease) between two looks, the
     // execution's cancellation instant stands in: it precedes the flag.
@@ -943,7 +889,7 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
         (&done["steps"][0]["exit_code"], &done["steps"][1]["status"]),
         (&json!(128 + libc::SIGTERM), &json!("skipped"))
     );
-    let view = run_view(&stack, &ws, &run_id).await;
+    let view = stack.run_view(&ws, &run_id).await;
     assert_eq!((&view["status"], &job_in(&view, 1, "soak")["status"]), (&json!("cancelled"), &json!("cancelled")));
     // The failed complete after the cancel is not a failure to retry
     // (`retry: 2`): one execution.
@@ -958,8 +904,7 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_with_labels_no_runner_has_stay_queued_while_the_others_run_and_finish() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let yaml = r#"name: mixed
 jobs:
   train:
@@ -977,13 +922,14 @@ jobs:
       - {name: unit, run: 'true'}
 "#;
     let mut runner = Runner::start(&stack, &token, "linux,x64", &[]);
-    let run_id = create_run(&stack, &ws, yaml).await;
+    let run_id = stack.create_run(&ws, yaml).await.id();
 
     // `train` was queued at the start; `test` only after `build` finished.
-    let view = wait_view(&stack, &ws, &run_id, "build and test to succeed", |v| {
-        job_in(v, 1, "build")["status"] == "succeeded" && job_in(v, 1, "test")["status"] == "succeeded"
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &run_id, "build and test to succeed", |v| {
+            job_in(v, 1, "build")["status"] == "succeeded" && job_in(v, 1, "test")["status"] == "succeeded"
+        })
+        .await;
     assert_job_succeeded(&view, 1, "build", 1);
     assert_job_succeeded(&view, 1, "test", 1);
     let train = execution_of(&view, 1, "train");
@@ -996,9 +942,10 @@ jobs:
     assert_eq!(pending.len(), 1, "only the gpu job waits in the queue: {pending:?}");
 
     // Cancelling the run removes the job nobody could take from the queue.
-    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    let Answer { status, body } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), &stack.admin_token, json!({})).await;
     assert_eq!(status, 202, "{body:#}");
-    let view = wait_run_status(&stack, &ws, &run_id, "cancelled").await;
+    let view = stack.wait_run_status(&ws, &run_id, "cancelled").await;
     assert_eq!(job_in(&view, 1, "train")["status"], "cancelled");
     assert_eq!(job_in(&view, 1, "build")["status"], "succeeded", "finished jobs keep their outcome");
     wait_for("the gpu job to leave the queue", WAIT, || async { stack.pending_of(&ws).await.is_empty().then_some(()) })
@@ -1031,7 +978,7 @@ async fn the_example_workflow_in_examples_ci_yml_succeeds_on_a_linux_x64_runner(
     assert!(watched.status.success(), "watch exits 0 when the run succeeded:\n{lines}\n{}", text(&watched.stderr));
     assert!(lines.lines().any(|l| l == "run ci #1 (attempt 1): succeeded"), "{lines}");
 
-    let view = run_view(&stack, &ws, &run_id).await;
+    let view = stack.run_view(&ws, &run_id).await;
     assert_eq!(view["status"], "succeeded", "{view:#}");
     assert_job_succeeded(&view, 1, "build", 3);
     assert_job_succeeded(&view, 1, "test", 2);
@@ -1043,8 +990,7 @@ async fn the_example_workflow_in_examples_ci_yml_succeeds_on_a_linux_x64_runner(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_cancel_the_always_and_cancelled_jobs_still_run_on_the_runner() {
     let stack = fast_lease_stack().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: cleanup
@@ -1079,20 +1025,20 @@ async fn after_a_cancel_the_always_and_cancelled_jobs_still_run_on_the_runner() 
 "#,
         env = shared_env(&shared)
     );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let pgid = pgid_from(&shared.join("pgid")).await;
-    let _leftovers = GroupGuard(pgid);
-    wait_view(&stack, &ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
+    let (mut runner, run_id, leftovers) = run_to_step(&stack, &ws, &token, &shared, &yaml).await;
+    let pgid = leftovers.0;
+    stack.wait_view(&ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
 
-    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), json!({})).await;
+    let Answer { status, body } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs/{run_id}/cancel"), &stack.admin_token, json!({})).await;
     assert_eq!(status, 202, "{body:#}");
     assert_eq!(body["status"], "cancelled", "{body:#}");
     group_gone(pgid, WAIT).await;
-    let view = wait_view(&stack, &ws, &run_id, "cleanup and notify to run", |v| {
-        job_in(v, 1, "cleanup")["status"] == "succeeded" && job_in(v, 1, "notify")["status"] == "succeeded"
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &run_id, "cleanup and notify to run", |v| {
+            job_in(v, 1, "cleanup")["status"] == "succeeded" && job_in(v, 1, "notify")["status"] == "succeeded"
+        })
+        .await;
     assert_eq!(view["status"], "cancelled", "{view:#}");
     assert_job_succeeded(&view, 1, "cleanup", 1);
     assert_job_succeeded(&view, 1, "notify", 1);
@@ -1109,8 +1055,7 @@ async fn after_a_cancel_the_always_and_cancelled_jobs_still_run_on_the_runner() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_rerun_of_the_diamond_carries_over_what_succeeded_and_runs_the_rest_again() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     // behaviour.md §11: build ✓ → test-a ✓, test-b ✗ → report ✓ (always()).
     // Each job appends its attempt to its own file, so what ran is visible.
@@ -1147,22 +1092,22 @@ async fn a_failed_rerun_of_the_diamond_carries_over_what_succeeded_and_runs_the_
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     assert_eq!(job_in(&view, 1, "test-b")["status"], "failed");
     assert_eq!(step_outcomes(execution_of(&view, 1, "test-b")), vec![("failed".to_string(), json!(1))]);
     for key in ["build", "test-a", "report"] {
         assert_job_succeeded(&view, 1, key, 1);
     }
 
-    let (status, body) =
-        post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/rerun"), json!({"mode": "failed"})).await;
+    let Answer { status, body } = stack
+        .post(&format!("/v1/workspaces/{ws}/runs/{run_id}/rerun"), &stack.admin_token, json!({"mode": "failed"}))
+        .await;
     assert_eq!(status, 201, "{body:#}");
     assert_eq!(body["current_attempt"], 2, "{body:#}");
-    let view = wait_view(&stack, &ws, &run_id, "attempt 2 to succeed", |v| {
-        v["current_attempt"] == 2 && v["status"] == "succeeded"
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &run_id, "attempt 2 to succeed", |v| v["current_attempt"] == 2 && v["status"] == "succeeded")
+        .await;
     for key in ["build", "test-a"] {
         let job = job_in(&view, 2, key);
         assert_eq!((&job["status"], &job["carried_over"]), (&json!("succeeded"), &json!(true)), "{job:#}");
@@ -1185,8 +1130,7 @@ async fn a_failed_rerun_of_the_diamond_carries_over_what_succeeded_and_runs_the_
 async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run() {
     // One timeout minute lasts 5 s here: the step may run 5 s, the job 10 s.
     let stack = TestStack::start_with(|_| {}, HashMap::from([("BATON_TIMEOUT_MINUTE_S".into(), "5".into())])).await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: timeouts
@@ -1215,7 +1159,7 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "2"]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
     let step_pgid = pgid_from(&shared.join("step.pgid")).await;
     let _step_leftovers = GroupGuard(step_pgid);
     let job_pgid = pgid_from(&shared.join("job.pgid")).await;
@@ -1224,7 +1168,7 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
     group_gone(step_pgid, Duration::from_secs(20)).await;
     group_gone(job_pgid, Duration::from_secs(30)).await;
 
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let step_limited = execution_of(&view, 1, "step-limited");
     assert_eq!(job_in(&view, 1, "step-limited")["status"], "failed");
     assert_eq!(step_limited["status"], "failed", "{step_limited:#}");
@@ -1247,7 +1191,7 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
     // Whichever side's timeout won, the runner's report of what its steps
     // did reaches the view (the status stands; the steps are recorded).
     let steps = wait_for("the job-limited steps in the view", Duration::from_secs(60), || async {
-        let view = run_view(&stack, &ws, &run_id).await;
+        let view = stack.run_view(&ws, &run_id).await;
         let outcomes = step_outcomes(execution_of(&view, 1, "job-limited"));
         (outcomes.first().map(|o| o.0.as_str()) == Some("failed")).then_some(outcomes)
     })
@@ -1266,8 +1210,7 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outputs_flow_between_jobs_into_env_run_and_if_and_a_failed_rerun_carries_them_over() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: outputs
@@ -1311,17 +1254,22 @@ jobs:
         env = shared_env(&shared)
     );
     // An input the definition reads must be given.
-    let (status, body) = post(&stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
+    let Answer { status, body } =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": yaml})).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-definition")), "{body:#}");
     assert!(body["error"]["message"].as_str().unwrap_or_default().contains("inputs.channel"), "{body:#}");
 
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let (status, body) =
-        post(&stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml, "inputs": {"channel": "beta"}}))
-            .await;
+    let Answer { status, body } = stack
+        .post(
+            &format!("/v1/workspaces/{ws}/runs"),
+            &stack.admin_token,
+            json!({"definition": yaml, "inputs": {"channel": "beta"}}),
+        )
+        .await;
     assert_eq!(status, 201, "{body:#}");
     let run_id = body["id"].as_str().unwrap_or_default().to_string();
-    let view = wait_run_status(&stack, &ws, &run_id, "failed").await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let build = job_in(&view, 1, "build");
     assert_eq!(build["outputs"], json!({"version": "1.1.0", "notes": "first line\nsecond=line"}), "{build:#}");
     assert_eq!(job_in(&view, 1, "test")["status"], "failed");
@@ -1332,13 +1280,13 @@ jobs:
     let ran = |key: &str| std::fs::read_to_string(shared.join(format!("{key}.ran"))).unwrap_or_default();
     assert_eq!(ran("test"), "1.1.0 beta test 1\n");
 
-    let (status, body) =
-        post(&stack, &format!("/v1/workspaces/{ws}/runs/{run_id}/rerun"), json!({"mode": "failed"})).await;
+    let Answer { status, body } = stack
+        .post(&format!("/v1/workspaces/{ws}/runs/{run_id}/rerun"), &stack.admin_token, json!({"mode": "failed"}))
+        .await;
     assert_eq!(status, 201, "{body:#}");
-    let view = wait_view(&stack, &ws, &run_id, "attempt 2 to succeed", |v| {
-        v["current_attempt"] == 2 && v["status"] == "succeeded"
-    })
-    .await;
+    let view = stack
+        .wait_view(&ws, &run_id, "attempt 2 to succeed", |v| v["current_attempt"] == 2 && v["status"] == "succeeded")
+        .await;
     let build = job_in(&view, 2, "build");
     assert_eq!((&build["carried_over"], &build["outputs"]["version"]), (&json!(true), &json!("1.1.0")), "{build:#}");
     assert_eq!(job_in(&view, 2, "test")["outputs"], json!({"verdict": "ship"}));
@@ -1350,8 +1298,7 @@ jobs:
     for attempt in [1, 2] {
         let test_id = job_in(&view, attempt, "test")["id"].as_str().unwrap_or_default().to_string();
         let path = format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{test_id}/logs?attempt={attempt}");
-        let response = stack.http.get(stack.url(&path)).bearer_auth(&stack.admin_token).send().await.expect("GET");
-        let page: Value = response.json().await.unwrap_or(Value::Null);
+        let page = stack.get_ok(&path, &stack.admin_token).await;
         let first = page["lines"][0]["text"].as_str().unwrap_or_default().to_string();
         assert_eq!(first, format!("test attempt {attempt}"), "{page:#}");
     }
@@ -1364,8 +1311,7 @@ jobs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_view_shows_steps_live_with_their_durations() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: live
@@ -1383,12 +1329,13 @@ async fn the_run_view_shows_steps_live_with_their_durations() {
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    let view = wait_view(&stack, &ws, &run_id, "the second step to show running", |v| {
-        let steps = &execution_of(v, 1, "slow")["steps"];
-        steps[0]["status"] == "succeeded" && steps[1]["status"] == "running"
-    })
-    .await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "the second step to show running", |v| {
+            let steps = &execution_of(v, 1, "slow")["steps"];
+            steps[0]["status"] == "succeeded" && steps[1]["status"] == "running"
+        })
+        .await;
     let execution = execution_of(&view, 1, "slow");
     let (quick, wait) = (&execution["steps"][0], &execution["steps"][1]);
     assert!(quick["started_at"].is_string() && quick["finished_at"].is_string(), "{quick:#}");
@@ -1397,7 +1344,7 @@ async fn the_run_view_shows_steps_live_with_their_durations() {
     assert_eq!(job_in(&view, 1, "slow")["status"], "running");
     assert!(job_in(&view, 1, "slow")["duration_ms"].is_u64());
     std::fs::write(shared.join("go"), b"").unwrap();
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let wait = &execution_of(&view, 1, "slow")["steps"][1];
     assert_eq!((&wait["status"], wait["finished_at"].is_string()), (&json!("succeeded"), true), "{wait:#}");
     runner.stop().await;
@@ -1406,8 +1353,7 @@ async fn the_run_view_shows_steps_live_with_their_durations() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_deploy_a_runner_runs() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let mut approvers = Vec::new();
     for (name, groups) in [("alice", &[][..]), ("bob", &["release-managers"][..])] {
@@ -1439,8 +1385,8 @@ async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_de
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    wait_view(&stack, &ws, &run_id, "sign-off waiting", |v| job_in(v, 1, "sign-off")["status"] == "waiting").await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    stack.wait_view(&ws, &run_id, "sign-off waiting", |v| job_in(v, 1, "sign-off")["status"] == "waiting").await;
     let shown = baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await;
     let shown = text(&shown.stdout);
     assert!(shown.contains("job sign-off: waiting (approvals 0 of 2 from alice, release-managers; until "), "{shown}");
@@ -1457,7 +1403,7 @@ async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_de
     let second = baton_as(&stack, &approvers[1], &["run", "approve", "--workspace", &ws, &run_id, "sign-off"]).await;
     assert!(text(&second.stdout).contains("job sign-off: succeeded (2 of 2 approvals)"), "{}", text(&second.stdout));
 
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     assert_eq!(job_in(&view, 1, "sign-off")["outputs"], json!({"channel": "stable", "dry_run": false}));
     let deployed = std::fs::read_to_string(shared.join("deployed")).expect("the deploy ran");
     assert_eq!(deployed.trim(), "stable false", "the approvers' inputs reached the deploy's env");
@@ -1469,8 +1415,7 @@ async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_de
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and_its_dependant_runs_after_resolve() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: reviews
@@ -1497,8 +1442,8 @@ async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    wait_view(&stack, &ws, &run_id, "on-review listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    stack.wait_view(&ws, &run_id, "on-review listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     let shown = text(&baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await.stdout);
     assert!(shown.contains("job on-review: waiting (listening for pull_request_review; 0 waiting; until "), "{shown}");
 
@@ -1534,7 +1479,7 @@ async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and
     let out = baton(&stack, &resolve.iter().map(String::as_str).collect::<Vec<_>>()).await;
     assert_eq!(text(&out.stdout).trim(), "delivered");
 
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let handled = std::fs::read_to_string(shared.join("handled")).expect("the events were handled");
     assert_eq!(
         handled.lines().collect::<Vec<_>>(),
@@ -1559,15 +1504,14 @@ async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and
     let late = event("r5", &["--payload", r#"{"review": {"state": "late"}}"#]);
     let out = baton(&stack, &late.iter().map(String::as_str).collect::<Vec<_>>()).await;
     assert!(text(&out.stdout).starts_with("not delivered"), "{}", text(&out.stdout));
-    assert_eq!(run_view(&stack, &ws, &run_id).await, view, "a delivery after the end changes nothing");
+    assert_eq!(stack.run_view(&ws, &run_id).await, view, "a delivery after the end changes nothing");
     runner.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_each_and_resolve_it() {
     let stack = TestStack::start().await;
-    let ws = workspace();
-    let token = stack.registration_token(&ws, json!({})).await;
+    let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
         r#"name: reviews-from-the-bus
@@ -1586,8 +1530,8 @@ async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_
         env = shared_env(&shared)
     );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = create_run(&stack, &ws, &yaml).await;
-    wait_view(&stack, &ws, &run_id, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    stack.wait_view(&ws, &run_id, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     // What a webhook bridge puts on the stack's bus.
     let put = |reference: &str, disposition: &str, state: &str| {
         let detail = json!({"workspace_id": ws, "run_id": run_id, "job": "on-review", "name": "pull_request_review",
@@ -1618,7 +1562,7 @@ async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_
     // The producer's retry of r1 (at least once, as buses are) is ignored.
     put("r1", "fire", "replayed").await;
     put("done", "resolve", "").await;
-    let view = wait_run_status(&stack, &ws, &run_id, "succeeded").await;
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let text = std::fs::read_to_string(shared.join("handled")).expect("the events ran");
     assert_eq!(text.lines().collect::<Vec<_>>(), ["r1 approved", "r2 commented"], "once each, in order");
     assert!(shared.join("after").exists(), "its dependant ran after the resolve");

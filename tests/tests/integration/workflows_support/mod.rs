@@ -1,4 +1,4 @@
-//! Helpers of the workflows tests: the operator API through HTTP, and a
+//! Helpers of the workflows tests: the jobs the orchestrator queued, and a
 //! simulated runner that writes the runners context's facts through the
 //! real pipeline (outbox → stream → relay → bus → queue → subscriber), as
 //! the runners side would.
@@ -6,79 +6,20 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use baton_api::facts::{
     Fact, FactDetail, JobClaimed, JobCompleted, JobExecutionQueued, JobLeaseExpired, JobOutcome, LeaseRef, StepResult,
     StepStatus,
 };
-use baton_store::TxOutcome;
-pub use baton_tests::runners::Queued;
-use baton_tests::{wait_for, TestStack};
-use serde_json::{json, Value};
+use baton_tests::runners::Queued;
+use baton_tests::runs::Identified;
+use baton_tests::{TestStack, WAIT};
+use serde_json::json;
 use uuid::Uuid;
-
-/// How long the tests wait for the pipeline and the orchestration.
-pub const WAIT: Duration = Duration::from_secs(60);
-
-pub async fn start() -> TestStack {
-    TestStack::start().await
-}
 
 /// A stack whose timeout minute lasts `seconds`.
 pub async fn start_with_minute(seconds: u64) -> TestStack {
     TestStack::start_with(|_| {}, HashMap::from([("BATON_TIMEOUT_MINUTE_S".to_string(), seconds.to_string())])).await
-}
-
-/// A workspace no other test uses.
-pub fn workspace() -> String {
-    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
-}
-
-pub async fn post(stack: &TestStack, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let response = stack.http.post(stack.url(path)).bearer_auth(token).json(&body).send().await.expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-pub async fn get(stack: &TestStack, token: &str, path: &str) -> (u16, Value) {
-    let response = stack.http.get(stack.url(path)).bearer_auth(token).send().await.expect("GET");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-/// Creates a run as the admin; panics unless 201.
-pub async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> Value {
-    let (status, body) =
-        post(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
-    assert_eq!(status, 201, "{body:#}");
-    body
-}
-
-pub async fn run_view(stack: &TestStack, ws: &str, run_id: &str) -> Value {
-    let (status, body) = get(stack, &stack.admin_token, &format!("/v1/workspaces/{ws}/runs/{run_id}")).await;
-    assert_eq!(status, 200, "{body:#}");
-    body
-}
-
-/// Waits until the run view satisfies `pred`, returning it.
-pub async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    wait_for(what, WAIT, || async {
-        let view = run_view(stack, ws, run_id).await;
-        pred(&view).then_some(view)
-    })
-    .await
-}
-
-pub async fn wait_run_status(stack: &TestStack, ws: &str, run_id: &str, status: &str) -> Value {
-    wait_view(stack, ws, run_id, &format!("run {run_id} {status}"), |v| v["status"] == status).await
-}
-
-/// The job `key` of attempt `attempt` in a view.
-pub fn job<'a>(view: &'a Value, attempt: u32, key: &str) -> &'a Value {
-    let attempts = view["attempts"].as_array().expect("attempts");
-    let attempt = attempts.iter().find(|a| a["attempt"] == attempt).expect("the attempt");
-    attempt["jobs"].as_array().expect("jobs").iter().find(|j| j["key"] == key).expect("the job")
 }
 
 /// Waits for the `job_execution.queued` fact of job `key` in `attempt`, and
@@ -106,9 +47,7 @@ pub fn queued_keys(stack: &TestStack, run_id: &str) -> Vec<String> {
 
 /// Writes a runners fact through the outbox, as the runners side does.
 pub async fn publish<D: FactDetail>(stack: &TestStack, ws: &str, detail: D) {
-    let fact = Fact::new(ws, chrono::Utc::now(), detail);
-    let outcome = stack.store.transact(vec![stack.store.outbox_put(&fact, 7).unwrap()]).await.unwrap();
-    assert!(matches!(outcome, TxOutcome::Committed));
+    stack.publish(&Fact::new(ws, chrono::Utc::now(), detail)).await;
 }
 
 /// A simulated runner holding one execution.
@@ -246,9 +185,10 @@ pub async fn run_job(stack: &TestStack, ws: &str, run_id: &str, attempt: u32, ke
 /// later sentinel proves: creates a sentinel run and waits for its fact, so
 /// everything written before it has been delivered.
 pub async fn flush_pipeline(stack: &TestStack, ws: &str) {
-    let sentinel =
-        create_run(stack, ws, "name: sentinel\njobs:\n  s:\n    runs-on: linux\n    steps: [{run: 'true'}]\n").await;
-    let id = sentinel["id"].as_str().unwrap().to_string();
+    let id = stack
+        .create_run(ws, "name: sentinel\njobs:\n  s:\n    runs-on: linux\n    steps: [{run: 'true'}]\n")
+        .await
+        .id();
     stack.wait_fact(baton_api::facts::RunAttemptCreated::DETAIL_TYPE, WAIT, |d| d["run_id"] == id.as_str()).await;
 }
 

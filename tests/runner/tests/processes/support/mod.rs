@@ -7,17 +7,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
 use baton_runner::process::live_members;
 use baton_tests::runners::{queued_steps_fact, Queued};
-use baton_tests::{wait_for, TestStack};
+use baton_tests::{wait_for, TestStack, WAIT};
 use chrono::Utc;
-use serde_json::{json, Value};
 use uuid::Uuid;
-
-pub const WAIT: Duration = Duration::from_secs(60);
 
 /// A stack whose leases are short: heartbeat every 1 s, lease 3 s, first
 /// heartbeat within 2 s.
@@ -31,11 +28,6 @@ pub async fn fast_lease_stack() -> TestStack {
         ]),
     )
     .await
-}
-
-/// A workspace no other test uses.
-pub fn workspace() -> String {
-    format!("ws-{}", &Uuid::now_v7().simple().to_string()[20..])
 }
 
 /// A fresh directory of this test (markers, work dirs).
@@ -231,54 +223,6 @@ impl Drop for GroupGuard {
         if !live_members(self.0).is_empty() {
             kill_group(self.0);
         }
-    }
-}
-
-// ---- runs over the HTTP API ----
-
-/// How long a run may take to reach a state: the emulator is slow, and
-/// every job crosses the pipeline twice (queued, then completed).
-pub const RUN_WAIT: Duration = Duration::from_secs(90);
-
-/// An operator's POST (the admin token); the status and the JSON answer.
-pub async fn post(stack: &TestStack, path: &str, body: Value) -> (u16, Value) {
-    let response =
-        stack.http.post(stack.url(path)).bearer_auth(&stack.admin_token).json(&body).send().await.expect("POST");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-/// Creates a run of `yaml` in `ws` over HTTP; returns its id.
-pub async fn create_run(stack: &TestStack, ws: &str, yaml: &str) -> String {
-    let (status, body) = post(stack, &format!("/v1/workspaces/{ws}/runs"), json!({"definition": yaml})).await;
-    assert_eq!(status, 201, "{body:#}");
-    body["id"].as_str().expect("the run id").to_string()
-}
-
-pub async fn run_view(stack: &TestStack, ws: &str, run_id: &str) -> Value {
-    let response = stack
-        .http
-        .get(stack.url(&format!("/v1/workspaces/{ws}/runs/{run_id}")))
-        .bearer_auth(&stack.admin_token)
-        .send()
-        .await
-        .expect("GET");
-    let status = response.status().as_u16();
-    let body = response.json().await.unwrap_or(Value::Null);
-    assert_eq!(status, 200, "{body:#}");
-    body
-}
-
-/// Waits until the run view satisfies `pred`; on timeout, shows the last view.
-pub async fn wait_view(stack: &TestStack, ws: &str, run_id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + RUN_WAIT;
-    loop {
-        let view = run_view(stack, ws, run_id).await;
-        if pred(&view) {
-            return view;
-        }
-        assert!(Instant::now() < deadline, "timed out after {RUN_WAIT:?} waiting for {what}; last view:\n{view:#}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
