@@ -22,13 +22,13 @@ use chrono::{DateTime, Utc};
 
 use crate::context::Context;
 use crate::facts::subscriber::HandlerError;
-use baton_telemetry::metrics::{emit, Unit};
 use crate::usecases::orchestration::{leave_group_if_done, parked_past_deadline, wake, JOBS_PER_TRANSACTION};
 use baton_api::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, StepResult};
 use baton_domain::workflows::attempt::{step_statuses, Emitted};
 use baton_domain::workflows::execution::failing_exit_code;
 use baton_domain::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
 use baton_store::attempts::{AttemptItem, AttemptStep, AttemptUpdated, AttemptWrite};
+use baton_telemetry::metrics::{emit, Unit};
 
 /// What a runner fact says happened to an execution.
 ///
