@@ -105,8 +105,10 @@ mod tests {
     #[test]
     fn no_function_and_none_of_the_crates_they_build_on_depend_on_the_test_equipment() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut manifests: Vec<_> =
-            ["api", "telemetry", "domain", "store", "service", "client"].iter().map(|c| root.join(c).join("Cargo.toml")).collect();
+        let mut manifests: Vec<_> = ["api", "telemetry", "domain", "store", "service", "client"]
+            .iter()
+            .map(|c| root.join(c).join("Cargo.toml"))
+            .collect();
         for entry in std::fs::read_dir(root.join("functions")).expect("functions/") {
             manifests.push(entry.expect("an entry").path().join("Cargo.toml"));
         }

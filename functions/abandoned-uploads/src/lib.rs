@@ -16,8 +16,8 @@ use baton_api::artifacts::ArtifactStatus;
 use baton_api::facts::{FactDetail, JobCompleted, JobLeaseExpired, LeaseRef};
 use baton_service::context::Context;
 use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_telemetry::metrics::{emit, Unit};
 use baton_service::usecases::artifacts::abort_open_upload;
+use baton_telemetry::metrics::{emit, Unit};
 
 const FUNCTION: &str = "abandoned-uploads";
 

@@ -22,10 +22,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use baton_domain::runners::provisioners::demand::{workspace_datapoints, DemandDatapoint, SetCounts};
 use baton_service::context::{Context, Scheduled};
-use baton_telemetry::metrics::{demand_emf_line, emit, Unit};
 use baton_store::provisioners::RegisteredProvisioner;
 use baton_store::runner_items::LabelSet;
 use baton_store::StoreError;
+use baton_telemetry::metrics::{demand_emf_line, emit, Unit};
 
 /// How long before the invocation's deadline no further workspace is read.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);

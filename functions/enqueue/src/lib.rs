@@ -16,9 +16,9 @@ use baton_domain::runners::labels::{canonicalize, labelset_id};
 use baton_domain::runners::schedulable::who_serves;
 use baton_service::context::Context;
 use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_telemetry::metrics::{emit, Unit};
 use baton_store::queue::Enqueued;
 use baton_store::TxOutcome;
+use baton_telemetry::metrics::{emit, Unit};
 
 pub async fn handle(context: &Context, event: SqsEvent) -> SqsBatchResponse {
     consume(event, |delivered| enqueue(context, delivered)).await

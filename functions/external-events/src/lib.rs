@@ -16,8 +16,8 @@ use baton_api::runs::{EventDelivery, ExternalJobEvent, EXTERNAL_JOB_EVENT};
 use baton_domain::error::ErrorCode;
 use baton_service::context::Context;
 use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
-use baton_telemetry::metrics::{emit, Unit};
 use baton_service::usecases::job_events::{deliver, JobRef};
+use baton_telemetry::metrics::{emit, Unit};
 
 /// The function's name in its metrics.
 const FUNCTION: &str = "external-events";

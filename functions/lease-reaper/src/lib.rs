@@ -24,10 +24,10 @@ use std::time::{Duration, Instant, SystemTime};
 use baton_api::facts::{Fact, JobLeaseExpired};
 use baton_domain::runners::lease::read_page_again;
 use baton_service::context::{Context, Scheduled};
-use baton_telemetry::metrics::{emit, Unit};
 use baton_service::usecases::orchestration::revive_dead_executions;
 use baton_store::keys::{lease_shard_key, LEASE_SHARDS};
 use baton_store::StoreError;
+use baton_telemetry::metrics::{emit, Unit};
 use chrono::{DateTime, Utc};
 
 /// Leases read per query.

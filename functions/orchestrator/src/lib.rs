@@ -33,4 +33,3 @@ async fn handle_message(context: &Context, message: SqsMessage) -> Result<(), St
 fn sent_at(message: &SqsMessage) -> i64 {
     message.attributes.get("SentTimestamp").and_then(|t| t.parse().ok()).unwrap_or(0)
 }
-
