@@ -22,6 +22,34 @@ use baton_store::StoreError;
 /// GetParameters takes at most this many names.
 const NAMES_PER_READ: usize = 10;
 
+/// What a stored value that Parameter Store could not hold as written
+/// starts with; base64 of the value follows.
+const ENCODED: &str = "baton:base64:";
+
+/// The value as Parameter Store is given it. Parameter Store refuses a
+/// value holding `{{`…`}}` (it reserves that syntax for references to other
+/// parameters), and Helm, Jinja and Go-template values are common secrets:
+/// such a value is stored as base64 behind a marker, and so is one that
+/// starts with the marker, so that reading the store back is unambiguous.
+/// Every other value is stored as written, as before.
+fn stored_form(value: &str) -> String {
+    if value.contains("{{") || value.contains("}}") || value.starts_with(ENCODED) {
+        format!("{ENCODED}{}", aws_smithy_types::base64::encode(value))
+    } else {
+        value.to_string()
+    }
+}
+
+/// The value a stored form holds (see [`stored_form`]). A marked form that
+/// is not base64 of UTF-8 is kept as stored: no encoding of Baton's made it.
+fn value_of(stored: String) -> String {
+    let Some(encoded) = stored.strip_prefix(ENCODED) else { return stored };
+    match aws_smithy_types::base64::decode(encoded).ok().and_then(|bytes| String::from_utf8(bytes).ok()) {
+        Some(value) => value,
+        None => stored,
+    }
+}
+
 use baton_domain::workflows::references::secret_placeholder as placeholder;
 
 /// `job` with the values of `found` put in for its placeholders (of
@@ -75,7 +103,7 @@ impl SecretStore {
         self.client
             .put_parameter()
             .name(self.path(workspace_id, name))
-            .value(value)
+            .value(stored_form(value))
             .r#type(ParameterType::SecureString)
             .set_key_id(self.kms_key_id.clone())
             .overwrite(true)
@@ -151,7 +179,7 @@ impl SecretStore {
             for parameter in out.parameters.unwrap_or_default() {
                 if let (Some(path), Some(value)) = (parameter.name, parameter.value) {
                     if let Some(name) = path.rsplit('/').next() {
-                        found.insert(name.to_string(), value);
+                        found.insert(name.to_string(), value_of(value));
                     }
                 }
             }
@@ -164,6 +192,18 @@ impl SecretStore {
 mod tests {
     use super::*;
     use baton_api::facts::StepSpec;
+
+    #[test]
+    fn a_value_parameter_store_would_refuse_is_stored_encoded_and_read_back_as_set() {
+        let helm = "password: {{ .Values.db.password }}";
+        assert!(!stored_form(helm).contains("{{"), "Parameter Store refuses {{{{…}}}} in a value");
+        assert_eq!(value_of(stored_form(helm)), helm);
+        for value in ["plain-t0k3n", "a { brace } and {single}", "ends with }}", "{{", ENCODED, "baton:base64:!!"] {
+            assert_eq!(value_of(stored_form(value)), value, "{value:?}");
+        }
+        assert_eq!(stored_form("plain-t0k3n"), "plain-t0k3n", "other values are stored as written");
+        assert_eq!(value_of("baton:base64:not base64".into()), "baton:base64:not base64");
+    }
 
     #[test]
     fn the_claim_puts_in_only_the_names_the_definition_reads_and_lists_what_is_missing() {

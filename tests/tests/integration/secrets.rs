@@ -105,3 +105,31 @@ async fn a_secret_is_read_alone_and_only_in_env_and_run() {
         assert!(refused.body.to_string().contains(says), "{says}: {}", refused.body);
     }
 }
+
+/// Helm, Jinja and Go-template values are common secrets, and Parameter
+/// Store refuses a value holding `{{`…`}}` (the local stack refuses it as
+/// AWS does): such a value is still stored, with no `{{` in what Parameter
+/// Store holds, and reaches its job exactly as it was set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_value_parameter_store_would_refuse_is_stored_and_reaches_its_job_as_set() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let helm = "password: {{ .Values.db.password }}";
+    let set_answer = set(&stack, &ws, "VALUES", helm).await;
+    assert_eq!(set_answer.status, 204, "{}", set_answer.body);
+    let stored = stack
+        .clients
+        .ssm
+        .get_parameter()
+        .name(format!("/baton/dev/secrets/{ws}/VALUES"))
+        .with_decryption(true)
+        .send()
+        .await
+        .expect("the parameter exists");
+    let held = stored.parameter.and_then(|p| p.value).expect("a value");
+    assert!(!held.contains("{{"), "Parameter Store is given no nested reference: {held}");
+    let yaml = "name: deploy\njobs:\n  ship:\n    runs-on: linux\n    env:\n      VALUES: ${{ secrets.VALUES }}\n    steps:\n      - run: helm upgrade app\n";
+    let claimed = stack.leased_run(&ws, yaml).await.claim;
+    assert_eq!(claimed.job.env["VALUES"], helm);
+    assert_eq!(claimed.job.secret_values, [helm], "the runner masks it as set");
+}
