@@ -241,7 +241,11 @@ async fn list(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         .run_artifacts(&workspace_id, run_id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("run {run_id}")))?;
-    let artifacts = artifacts.iter().map(ArtifactItem::view).collect();
+    // An expired artifact is gone from the bucket (its lifecycle rule acts
+    // on time) while DynamoDB's TTL deletes its item up to days later:
+    // listing it would offer a download that answers 403.
+    let now = Utc::now();
+    let artifacts = artifacts.iter().filter(|a| a.expires_at > now).map(ArtifactItem::view).collect();
     Ok(json_response(StatusCode::OK, &ArtifactList { artifacts }))
 }
 
@@ -256,17 +260,20 @@ async fn operator_download(context: &Context, req: &Request) -> Result<Response<
     download(context, bucket, item, &name).await
 }
 
-/// A presigned `GET` of a stored artifact; 404 for one that is not (yet).
+/// A presigned `GET` of a stored artifact; 404 for one that is not (yet),
+/// or no longer: past its expiry the bucket's lifecycle rule has deleted
+/// the archive, whatever DynamoDB's TTL has done to the item yet.
 async fn download(
     context: &Context,
     bucket: &str,
     item: Option<ArtifactItem>,
     name: &str,
 ) -> Result<Response<Body>, ApiError> {
+    let now = Utc::now();
     let item = item
-        .filter(|a| a.status == ArtifactStatus::Stored)
+        .filter(|a| a.status == ArtifactStatus::Stored && a.expires_at > now)
         .ok_or_else(|| ApiError::not_found(format!("artifact {name:?} in this run")))?;
-    let (url, expires_at) = archives::presign_get(&context.clients.s3, bucket, &item.object_key, Utc::now())
+    let (url, expires_at) = archives::presign_get(&context.clients.s3, bucket, &item.object_key, now)
         .await
         .map_err(|e| s3_failed("presigning", e))?;
     Ok(json_response(StatusCode::OK, &ArtifactDownload { artifact: item.view(), url, expires_at }))

@@ -211,3 +211,45 @@ async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_n
     let path = format!("/v1/workspaces/elsewhere/runs/{}/artifacts/one", run.id);
     assert_eq!(stack.get(&path, &theirs).await.status, 404);
 }
+
+/// Past its expiry an artifact is gone from the bucket (its lifecycle rule
+/// acts on time) while DynamoDB's TTL deletes its item up to days later
+/// (moto, like a slow TTL, never does): the item still there, it is neither
+/// listed nor offered for download, to an operator or to a later job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_artifact_whose_item_ttl_has_not_deleted_yet_is_neither_listed_nor_served() {
+    let stack = TestStack::start().await;
+    let run = run_with_build_leased(&stack).await;
+    let archive = b"dist archive".to_vec();
+    let begun = begin(&stack, &run.build, "dist", archive.len() as u64, &sha256(&archive)).await;
+    assert_eq!(begun.status, 200, "{}", begun.body);
+    let parts = stack.put_parts(&begun.body, &archive).await;
+    assert_eq!(complete_upload(&stack, &run.build, "dist", &parts).await.body["status"], "stored");
+    let list_path = format!("/v1/workspaces/{}/runs/{}/artifacts", run.ws, run.id);
+    assert_eq!(stack.get(&list_path, &stack.admin_token).await.body["artifacts"][0]["name"], "dist");
+
+    // A day past its expiry, as a late TTL leaves it.
+    let expired = baton_domain::time::format(chrono::Utc::now() - chrono::Duration::days(1));
+    stack
+        .clients
+        .dynamodb
+        .update_item()
+        .table_name(&stack.store.table)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("RUN#{}", run.id)))
+        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("ARTIFACT#dist".into()))
+        .update_expression("SET expires_at = :e")
+        .expression_attribute_values(":e", aws_sdk_dynamodb::types::AttributeValue::S(expired))
+        .send()
+        .await
+        .expect("the item is there to age");
+
+    let list = stack.get(&list_path, &stack.admin_token).await;
+    assert_eq!((list.status, &list.body["artifacts"]), (200, &json!([])), "{}", list.body);
+    let operator = stack.get(&format!("{list_path}/dist"), &stack.admin_token).await;
+    assert_eq!((operator.status, operator.code()), (404, "not-found"), "{}", operator.body);
+    finish(&stack, &run.build).await;
+    let test = stack.wait_claim(&run.session).await;
+    let runner =
+        stack.get(&format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id), &test.lease.token).await;
+    assert_eq!((runner.status, runner.code()), (404, "not-found"), "{}", runner.body);
+}
