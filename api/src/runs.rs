@@ -218,9 +218,10 @@ pub enum Disposition {
 }
 
 /// `POST …/runs/{run_id}/jobs/{job_id}/events`.
+///
+/// Unknown fields are ignored, as on every route (api.md).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
 pub struct EventDelivery {
     /// One of the names the job listens for.
     pub name: String,
@@ -285,9 +286,10 @@ pub struct EventRef {
 }
 
 /// `POST …/runs/{run_id}/jobs/{job_id}/approval`.
+///
+/// Unknown fields are ignored, as on every route (api.md).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
 pub struct ApprovalRequest {
     pub decision: Decision,
     #[serde(default)]
