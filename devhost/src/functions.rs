@@ -224,10 +224,13 @@ mod tests {
     use super::*;
 
     /// What in a function's handler makes work claimable or flags a lease,
-    /// and then nudges runners (`baton_service::usecases::push`): itself, or through
-    /// the outcome adoption (`baton_service::usecases::outcomes`), which queues the jobs
-    /// an outcome makes ready and nudges their runners.
-    const NUDGING: [&str; 4] = ["nudge_work", "nudge_cancel", "outcomes::adopt", "outcomes::{adopt"];
+    /// and then nudges runners (`baton_service::usecases::push`): itself, or
+    /// through a use case that does: the outcome adoption
+    /// (`usecases::outcomes`), which queues the jobs an outcome makes ready,
+    /// and the orchestration's step (`usecases::orchestration::step`), which
+    /// queues the jobs an attempt starts; both nudge their runners.
+    const NUDGING: [&str; 5] =
+        ["nudge_work", "nudge_cancel", "outcomes::adopt", "outcomes::{adopt", "orchestration::step::"];
 
     /// Every function that can make a job claimable or cancel a lease has
     /// `push:post`: without it the CDK stack gives it no push endpoint, and
