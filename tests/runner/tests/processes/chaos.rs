@@ -519,28 +519,56 @@ async fn wait_run(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Result<Value, String> {
+    let mut views = wait_runs(stack, &[path.to_string()], timeout, what, done).await?;
+    Ok(views.remove(0))
+}
+
+/// As [`wait_run`], for runs that wait on one another (a concurrency
+/// group's queue): each must satisfy `done`, a move of any of them is a
+/// move of all, and the cap grows with their number, since a run queued behind the others cannot move before
+/// they end (at 10 % the last of three grouped runs stood still for three
+/// minutes behind the other two, which moved on throughout).
+async fn wait_runs(
+    stack: &TestStack,
+    paths: &[String],
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Vec<Value>, String> {
     let started = Instant::now();
-    let cap = started + timeout * 2 * patience();
-    let (mut moved, mut seen) = (started, String::new());
+    // A queue of n runs takes up to n times one run's time.
+    let cap = started + timeout * 2 * patience() * paths.len() as u32;
+    let mut moved = started;
+    let mut seen = vec![String::new(); paths.len()];
+    let mut views = vec![Value::Null; paths.len()];
     loop {
-        let view = call(stack, reqwest::Method::GET, path, None).await;
-        if view.status == 200 && done(&view.body) {
-            return Ok(view.body);
-        }
-        if view.status == 200 {
-            let now = progress(&view.body);
-            if now != seen {
-                (moved, seen) = (Instant::now(), now);
+        for (i, path) in paths.iter().enumerate() {
+            if views[i] != Value::Null && done(&views[i]) {
+                continue;
             }
+            let view = call(stack, reqwest::Method::GET, path, None).await;
+            if view.status == 200 {
+                let now = progress(&view.body);
+                if now != seen[i] {
+                    (moved, seen[i]) = (Instant::now(), now);
+                }
+                views[i] = view.body;
+            }
+        }
+        if views.iter().all(|view| *view != Value::Null && done(view)) {
+            return Ok(views);
         }
         let at = Instant::now();
         if at >= cap || at >= moved + timeout {
+            let mut stuck = Vec::new();
+            for view in views.iter().filter(|view| !done(view)) {
+                stuck.push(format!("{}; last view {view}", diagnose(stack, view).await));
+            }
             return Err(format!(
-                "{what} not within {:?} (the last {:?} without a move; {}); last view {}",
+                "{what} not within {:?} (the last {:?} without a move; {})",
                 at - started,
                 at - moved,
-                diagnose(stack, &view.body).await,
-                view.body
+                stuck.join("; ")
             ));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -784,17 +812,20 @@ async fn play_grouped(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
         call(stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/runs"), Some(body)).await
     }))
     .await;
+    let mut paths = Vec::new();
+    for answer in created {
+        if answer.status != 201 && answer.status != 200 {
+            return Err(format!("create answered {}: {}", answer.status, answer.body));
+        }
+        paths.push(format!("/v1/workspaces/{ws}/runs/{}", answer.body["id"].as_str().unwrap_or_default()));
+    }
+    let views = wait_runs(stack, &paths, wait_for_rate(180), "the grouped runs finished", finished).await?;
     let mut outcomes = Vec::new();
     // Each run's span (its first queueing to its last finish), and each
     // deploy execution's.
     let mut runs = Vec::new();
     let mut deploys = Vec::new();
-    for answer in created {
-        if answer.status != 201 && answer.status != 200 {
-            return Err(format!("create answered {}: {}", answer.status, answer.body));
-        }
-        let path = format!("/v1/workspaces/{ws}/runs/{}", answer.body["id"].as_str().unwrap_or_default());
-        let view = wait_run(stack, &path, wait_for_rate(180), "a grouped run finished", finished).await?;
+    for (view, path) in views.iter().zip(&paths) {
         let jobs = view["attempts"][0]["jobs"].as_array().cloned().unwrap_or_default();
         let mut span: Option<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = None;
         for job in &jobs {
@@ -811,7 +842,7 @@ async fn play_grouped(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
             }
         }
         runs.extend(span.map(|(from, to)| (from, to, path.clone())));
-        outcomes.push(outcome(&view));
+        outcomes.push(outcome(view));
     }
     deploys.sort();
     for pair in deploys.windows(2) {
