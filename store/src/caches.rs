@@ -13,14 +13,11 @@ use uuid::Uuid;
 use super::artifacts::{status, UploadItem};
 use super::keys::{cache_pk, cache_sk, timestamp};
 use super::runner_items::LeaseItem;
-use super::{build, from_item, s, to_item, Store, TxOutcome};
+use super::{build, from_item, query_all, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_api::artifacts::ArtifactStatus;
 use baton_api::caches::CacheEntry;
 
-/// The most entries a restore prefix reads (one page holds about as many
-/// of these small items); the newest of them is restored.
-const PREFIX_READ_LIMIT: i32 = 1000;
 /// An upload nobody completed within this long no longer holds its key.
 pub const STALE_UPLOAD: chrono::Duration = chrono::Duration::hours(1);
 
@@ -86,6 +83,11 @@ impl Store {
     }
 
     /// The newest restorable entry of `scope` whose key starts with `prefix`.
+    /// Every page under the prefix is read: keys sort by name, not age, so
+    /// the newest can be on any page, and one page (1 MB at most) would
+    /// restore whichever old entry sorts first. Entries leave by age
+    /// (`expires_at`, then the TTL), so the pages are those of the live
+    /// entries under the prefix (and the TTL's lag), not of all history.
     pub async fn newest_cache_under(
         &self,
         workspace_id: &str,
@@ -93,24 +95,15 @@ impl Store {
         prefix: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<CacheItem>, StoreError> {
-        let out = self
+        let query = self
             .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
             .expression_attribute_values(":pk", s(cache_pk(workspace_id)))
-            .expression_attribute_values(":prefix", s(cache_sk(scope, prefix)))
-            .limit(PREFIX_READ_LIMIT)
-            .send()
-            .await?;
-        let mut newest: Option<CacheItem> = None;
-        for item in out.items.unwrap_or_default() {
-            let entry: CacheItem = from_item(item)?;
-            if entry.restorable(now) && newest.as_ref().is_none_or(|n| entry.stored_at > n.stored_at) {
-                newest = Some(entry);
-            }
-        }
-        Ok(newest)
+            .expression_attribute_values(":prefix", s(cache_sk(scope, prefix)));
+        let entries: Vec<CacheItem> = query_all(query).await?;
+        Ok(entries.into_iter().filter(|entry| entry.restorable(now)).max_by_key(|entry| entry.stored_at))
     }
 
     /// Writes `item` (`uploading`) if its key is free: never saved, evicted,

@@ -5,6 +5,7 @@
 //! The emulator is started by `make test` (scripts/test.sh), which exports
 //! `BATON_AWS_ENDPOINT`. Nothing here mocks AWS.
 
+pub mod history;
 pub mod http;
 pub mod provisioners;
 pub mod runners;

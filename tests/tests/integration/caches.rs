@@ -74,6 +74,35 @@ async fn a_restore_finds_the_key_else_the_newest_under_a_prefix_in_its_scope_the
     assert_eq!(theirs.body["hit"], "miss");
 }
 
+/// Keys sort by name, not by age: among 1,200 entries under a prefix (more
+/// than one page of the old thousand-item read), the newest one sorts near
+/// the end, and is the one restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefix_restore_finds_the_newest_entry_among_more_than_a_page_whatever_its_key() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let job = leased(&stack, &ws).await;
+    let now = chrono::Utc::now();
+    const NEWEST: usize = 1150;
+    let entries: Vec<(String, chrono::DateTime<chrono::Utc>)> = (0..1200)
+        .map(|i| {
+            // Ages shuffled (719 is coprime to 1,200): neither key order nor
+            // its reverse is age order; the newest is NEWEST's, a second old.
+            let age = if i == NEWEST { 1 } else { 60 + (i * 719 % 1200) as i64 * 60 };
+            (format!("deps-{i:04}"), now - chrono::Duration::seconds(age))
+        })
+        .collect();
+    stack.pile_up_cache_entries(&ws, "", &entries).await;
+    let found = restore(&stack, &job, json!({"key": "deps-x", "restore_keys": ["deps-"]})).await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert_eq!(
+        (found.body["hit"].as_str(), found.body["entry"]["key"].as_str()),
+        (Some("prefix"), Some(format!("deps-{NEWEST:04}").as_str())),
+        "{}",
+        found.body
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_keys_big_entries_and_a_save_after_the_lease_ended_are_refused() {
     let overrides = HashMap::from([("BATON_CACHE_ENTRY_CAP_BYTES".to_string(), "2048".to_string())]);
