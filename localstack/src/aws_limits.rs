@@ -10,6 +10,7 @@
 //! | SQS | a message (or a batch's messages) 256 KB; a batch 10 entries |
 //! | Step Functions | execution input and task output 256 KB; a failure's cause 32,768 characters |
 //! | SSM | `PutParameter`: no `{{`…`}}` in a value (Parameter Store reserves it for references to other parameters) |
+//! | EC2 | a tag's key 128 characters, its value 256 (`RunInstances`' tag specifications, `CreateTags`) |
 //!
 //! Sizes follow AWS's own accounting closely enough to catch what matters:
 //! a DynamoDB item is its attribute names plus their values' bytes (numbers
@@ -35,6 +36,10 @@ pub const EVENTS_BYTES: usize = 256 * 1024;
 pub const SQS_MESSAGE_BYTES: usize = 256 * 1024;
 /// The largest Step Functions execution input or task output.
 pub const STATES_PAYLOAD_BYTES: usize = 256 * 1024;
+/// The longest EC2 tag key, in characters.
+pub const EC2_TAG_KEY_CHARS: usize = 128;
+/// The longest EC2 tag value, in characters.
+pub const EC2_TAG_VALUE_CHARS: usize = 256;
 
 /// What AWS answers a request over a limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +103,32 @@ pub fn refusal(service: &str, operation: &str, body: &[u8]) -> Option<Refusal> {
         }
         _ => None,
     }
+}
+
+/// AWS's refusal of the EC2 `action` with this form body (the Query
+/// protocol: `TagSpecification.1.Tag.2.Value=…`, `Tag.1.Key=…`), if AWS
+/// would refuse it for a limit moto does not enforce.
+pub fn ec2_refusal(action: &str, form: &[u8]) -> Option<Refusal> {
+    if !matches!(action, "RunInstances" | "CreateTags") {
+        return None;
+    }
+    for (name, value) in form_urlencoded::parse(form) {
+        let length = value.chars().count();
+        let tag = name.starts_with("Tag.") || name.starts_with("TagSpecification.");
+        if tag && name.ends_with(".Key") && length > EC2_TAG_KEY_CHARS {
+            return refuse(
+                "InvalidParameterValue",
+                format!("Tag key exceeds the maximum length of {EC2_TAG_KEY_CHARS} characters"),
+            );
+        }
+        if tag && name.ends_with(".Value") && length > EC2_TAG_VALUE_CHARS {
+            return refuse(
+                "InvalidParameterValue",
+                format!("Tag value exceeds the maximum length of {EC2_TAG_VALUE_CHARS} characters"),
+            );
+        }
+    }
+    None
 }
 
 fn put(item: &Value) -> Option<Refusal> {
@@ -336,6 +367,30 @@ mod tests {
             refusal("states", "SendTaskSuccess", &body(json!({"output": "x".repeat(257 * 1024)}))).expect("refused");
         assert_eq!(output.error, "InvalidOutput");
         assert!(refusal("states", "StartExecution", &body(json!({"input": "x".repeat(257 * 1024)}))).is_some());
+    }
+
+    #[test]
+    fn an_ec2_tag_value_over_256_characters_or_key_over_128_is_refused() {
+        let form = |key: &str, value: &str| {
+            form_urlencoded::Serializer::new(String::new())
+                .append_pair("Action", "RunInstances")
+                .append_pair("TagSpecification.1.ResourceType", "instance")
+                .append_pair("TagSpecification.1.Tag.1.Key", key)
+                .append_pair("TagSpecification.1.Tag.1.Value", value)
+                .finish()
+        };
+        let long = "a,".repeat(128) + "b";
+        let refused = ec2_refusal("RunInstances", form("baton:labels", &long).as_bytes()).expect("refused");
+        assert_eq!(refused.error, "InvalidParameterValue");
+        assert!(ec2_refusal("RunInstances", form(&"k".repeat(129), "v").as_bytes()).is_some());
+        assert_eq!(
+            ec2_refusal("RunInstances", form("baton:labels", &"é".repeat(256)).as_bytes()),
+            None,
+            "characters, not bytes"
+        );
+        let tags = form_urlencoded::Serializer::new(String::new()).append_pair("Tag.1.Value", &long).finish();
+        assert!(ec2_refusal("CreateTags", tags.as_bytes()).is_some());
+        assert_eq!(ec2_refusal("DescribeInstances", tags.as_bytes()), None);
     }
 
     #[test]

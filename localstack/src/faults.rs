@@ -453,14 +453,43 @@ fn provisioner_action(request: &HttpRequest) -> Option<(String, String, Option<S
         });
         return Some(("ssm".into(), operation.to_string(), resource));
     }
+    let (action, _) = ec2_action(request)?;
+    Some(("ec2".into(), action.to_string(), None))
+}
+
+/// An EC2 request's action and form body (the Query protocol: `Action=…`
+/// in a form body).
+fn ec2_action(request: &HttpRequest) -> Option<(&str, &[u8])> {
     let agent = request.headers().get("x-amz-user-agent").or_else(|| request.headers().get("user-agent"))?;
-    if agent.contains("api/ec2") {
-        // Action names are plain ASCII words: no decoding needed.
-        let form = std::str::from_utf8(body?).ok()?;
-        let action = form.split('&').find_map(|pair| pair.strip_prefix("Action="))?;
-        return Some(("ec2".into(), action.to_string(), None));
+    if !agent.contains("api/ec2") {
+        return None;
     }
-    None
+    let body = request.body().bytes()?;
+    // Action names are plain ASCII words: no decoding needed.
+    let action = std::str::from_utf8(body).ok()?.split('&').find_map(|pair| pair.strip_prefix("Action="))?;
+    Some((action, body))
+}
+
+/// AWS's refusal of an EC2 request (the Query protocol: `Action=…` in a
+/// form body) over a limit moto does not enforce.
+fn ec2_limit(request: &HttpRequest) -> Option<crate::aws_limits::Refusal> {
+    let (action, body) = ec2_action(request)?;
+    crate::aws_limits::ec2_refusal(action, body)
+}
+
+/// An error as EC2 answers it: XML, the code and message under `Errors`.
+fn ec2_error(refused: &crate::aws_limits::Refusal) -> HttpResponse {
+    let escape = |text: &str| text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{}</Code><Message>{}</Message></Error></Errors><RequestID>local</RequestID></Response>",
+        escape(refused.error),
+        escape(&refused.message)
+    );
+    let status =
+        StatusCode::try_from(refused.status).unwrap_or_else(|_| StatusCode::try_from(400).expect("400 is a status"));
+    let mut response = HttpResponse::new(status, SdkBody::from(body));
+    response.headers_mut().insert("content-type", "text/xml;charset=UTF-8");
+    response
 }
 
 /// AWS's answer to a request `grants` do not allow, if they do not.
@@ -598,6 +627,11 @@ impl HttpConnector for FaultyConnector {
                     "refused as AWS would: a limit the emulator does not enforce");
                 return ready(aws_error(refused.status, refused.error, &refused.message, None));
             }
+        }
+        if let Some(refused) = ec2_limit(&request) {
+            tracing::warn!(service = "ec2", error = refused.error, message = %refused.message,
+                "refused as AWS would: a limit the emulator does not enforce");
+            return ready(ec2_error(&refused));
         }
         let watched = target(&request).filter(|(service, operation)| is_write(service, operation));
         let sent = self.call_with_faults(request);

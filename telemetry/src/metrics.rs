@@ -64,10 +64,15 @@ pub fn stage_emf_line(stage: &str, name: &str, value: f64, unit: Unit, now_ms: i
     .to_string()
 }
 
+/// The longest dimension value CloudWatch keeps, in characters: a metric
+/// with a longer one is dropped.
+pub const DIMENSION_VALUE_CHARS: usize = 1024;
+
 /// Renders one EMF document of a label set's demand (dimensions
-/// `workspace` and `label_set`, the labels joined by `,`): what an AWS auto
-/// scaling group's target tracking can scale on without a provisioner.
-pub fn demand_emf_line(workspace: &str, labels: &[String], queued: u64, running: u64, now_ms: i64) -> String {
+/// `workspace` and `label_set`, the set's text of at most
+/// [`DIMENSION_VALUE_CHARS`]): what an AWS auto scaling group's target
+/// tracking can scale on without a provisioner.
+pub fn demand_emf_line(workspace: &str, label_set: &str, queued: u64, running: u64, now_ms: i64) -> String {
     json!({
         "_aws": {
             "Timestamp": now_ms,
@@ -78,7 +83,7 @@ pub fn demand_emf_line(workspace: &str, labels: &[String], queued: u64, running:
             }]
         },
         "workspace": workspace,
-        "label_set": labels.join(","),
+        "label_set": label_set,
         "DemandQueued": queued,
         "DemandRunning": running,
     })

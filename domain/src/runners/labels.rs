@@ -84,6 +84,24 @@ pub fn labelset_id(canonical: &[String]) -> String {
     digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// A canonical label set as one text of at most `max_chars` characters,
+/// for the places with a length limit a set (up to 20 labels of 128
+/// characters, tool labels besides) can pass: an EC2 tag value (256), a
+/// CloudWatch dimension value (1,024). The labels joined by commas when
+/// they fit; otherwise the joined text cut to fit `...#` and the set's
+/// [`labelset_id`], so two long sets sharing their first labels stay apart
+/// and a set always reads the same (what a dashboard or an alarm on the
+/// dimension relies on).
+pub fn label_set_text(canonical: &[String], max_chars: usize) -> String {
+    let joined = canonical.join(",");
+    if joined.chars().count() <= max_chars {
+        return joined;
+    }
+    let suffix = format!("...#{}", labelset_id(canonical));
+    let head: String = joined.chars().take(max_chars.saturating_sub(suffix.len())).collect();
+    format!("{head}{suffix}")
+}
+
 /// `^[a-z0-9][a-z0-9._-]*$`, checked by hand to avoid a regex dependency,
 /// or a tool label (`tool:node@20`, `runners::tools`).
 fn is_valid_label(label: &str) -> bool {
@@ -108,6 +126,22 @@ mod tests {
 
     fn strings(raw: &[&str]) -> Vec<String> {
         raw.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_label_set_text_fits_its_limit_and_tells_long_sets_apart() {
+        let short = strings(&["linux", "x64"]);
+        assert_eq!(label_set_text(&short, 256), "linux,x64");
+        let long: Vec<String> = (0..20).map(|i| format!("{i:02}-{}", "l".repeat(125))).collect();
+        let text = label_set_text(&long, 256);
+        assert_eq!(text.chars().count(), 256);
+        assert!(text.starts_with("00-lll"), "{text}");
+        assert!(text.ends_with(&format!("...#{}", labelset_id(&long))), "{text}");
+        assert_eq!(label_set_text(&long, 256), text, "stable");
+        let mut other = long.clone();
+        other[19] = format!("19-{}", "m".repeat(125));
+        assert_ne!(label_set_text(&other, 256), text, "sets sharing their first labels differ");
+        assert!(label_set_text(&long, 1024).chars().count() <= 1024);
     }
 
     #[test]

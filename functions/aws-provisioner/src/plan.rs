@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use baton_api::provisioners::{
     InstanceEvent, InstanceState, InstanceView, ReserveRequest, TerminateReason, MAX_RESERVATION_EXPIRY_S,
 };
+use baton_domain::runners::labels::label_set_text;
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -21,6 +22,8 @@ pub const TAG_STAGE: &str = "baton:stage";
 pub const TAG_PROVISIONER: &str = "baton:provisioner";
 pub const TAG_RESERVATION: &str = "baton:reservation";
 pub const TAG_LABELS: &str = "baton:labels";
+/// The longest EC2 tag value, in characters.
+const TAG_VALUE_CHARS: usize = 256;
 /// Where the instance's token waits (also in its boot script): an operator
 /// looking at an instance sees which parameter it was handed.
 pub const TAG_TOKEN_PARAMETER: &str = "baton:token-parameter";
@@ -281,18 +284,19 @@ pub struct Launcher<'a> {
 /// The launch of reservation `reservation` for `labels`.
 pub fn launch(launcher: &Launcher<'_>, reservation: Uuid, labels: &[String]) -> Launch {
     let token_parameter = token_parameter(launcher.stage, reservation);
-    let labels = labels.join(",");
     let tags = vec![
         (TAG_STAGE.to_string(), launcher.stage.to_string()),
         (TAG_PROVISIONER.to_string(), launcher.provisioner_id.to_string()),
         (TAG_RESERVATION.to_string(), reservation.to_string()),
-        (TAG_LABELS.to_string(), labels.clone()),
+        // For the operator's eye only (nothing filters on it), shortened to
+        // fit: a long set would fail every launch.
+        (TAG_LABELS.to_string(), label_set_text(labels, TAG_VALUE_CHARS)),
         (TAG_TOKEN_PARAMETER.to_string(), token_parameter.clone()),
         ("Name".to_string(), format!("baton-{}-runner", launcher.stage)),
     ];
     let settings = [
         ("BATON_API", launcher.api_url.to_string()),
-        ("BATON_LABELS", labels),
+        ("BATON_LABELS", labels.join(",")),
         ("BATON_TOKEN_PARAMETER", token_parameter.clone()),
         ("BATON_RUNNER_ARGS", launcher.runner_args.join(" ")),
     ];

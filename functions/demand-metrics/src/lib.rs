@@ -20,12 +20,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use baton_domain::runners::labels::label_set_text;
 use baton_domain::runners::provisioners::demand::{workspace_datapoints, DemandDatapoint, SetCounts};
 use baton_service::context::{Context, Scheduled};
 use baton_store::provisioners::RegisteredProvisioner;
 use baton_store::runner_items::LabelSet;
 use baton_store::StoreError;
-use baton_telemetry::metrics::{demand_emf_line, emit, Unit};
+use baton_telemetry::metrics::{demand_emf_line, emit, Unit, DIMENSION_VALUE_CHARS};
 
 /// How long before the invocation's deadline no further workspace is read.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
@@ -74,7 +75,9 @@ pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, S
     let collected = collect(context, stop_at).await?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     for point in &collected.datapoints {
-        println!("{}", demand_emf_line(&point.workspace_id, &point.labels, point.queued, point.running, now_ms));
+        // A long set's text is shortened to a dimension CloudWatch keeps.
+        let label_set = label_set_text(&point.labels, DIMENSION_VALUE_CHARS);
+        println!("{}", demand_emf_line(&point.workspace_id, &label_set, point.queued, point.running, now_ms));
     }
     emit(
         "demand-metrics",

@@ -67,6 +67,20 @@ impl Cloud {
             .collect()
     }
 
+    /// The boot script an instance was launched with (its user data).
+    async fn boot_script(&self, instance_id: &str) -> String {
+        let user_data = self
+            .ec2
+            .describe_instance_attribute()
+            .instance_id(instance_id)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await
+            .expect("DescribeInstanceAttribute");
+        let user_data = user_data.user_data().and_then(|u| u.value()).expect("user data");
+        String::from_utf8(aws_smithy_types::base64::decode(user_data).expect("base64")).expect("UTF-8")
+    }
+
     async fn parameter(&self, name: &str) -> Option<aws_sdk_ssm::types::Parameter> {
         match self.ssm.get_parameter().name(name).with_decryption(true).send().await {
             Ok(out) => out.parameter().cloned(),
@@ -205,17 +219,7 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
     let reservation = tags.get("baton:reservation").expect("the reservation tag").clone();
     let parameter_name = format!("/baton/{}/runner-tokens/{reservation}", f.stage);
     assert_eq!(tags.get("baton:token-parameter"), Some(&parameter_name));
-    let user_data = f
-        .cloud
-        .ec2
-        .describe_instance_attribute()
-        .instance_id(instance_id)
-        .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
-        .send()
-        .await
-        .expect("DescribeInstanceAttribute");
-    let user_data = user_data.user_data().and_then(|u| u.value()).expect("user data");
-    let script = String::from_utf8(aws_smithy_types::base64::decode(user_data).expect("base64")).expect("UTF-8");
+    let script = f.cloud.boot_script(instance_id).await;
     assert!(script.contains(&format!("BATON_TOKEN_PARAMETER='{parameter_name}'")), "{script}");
     assert!(script.contains("aws ssm delete-parameter"), "the repo's boot script");
 
@@ -266,6 +270,30 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
     assert!(f.cloud.parameter(&parameter_name).await.is_none(), "no token lingers");
     let ending = f.cloud.instances(&f.stage).await;
     assert!(ending.iter().all(|(_, state, _)| state == "terminated"), "{ending:?}");
+}
+
+/// Labels allow sets far longer than an EC2 tag value (256 characters, as
+/// the local stack enforces it like AWS): such a set still launches, its
+/// `baton:labels` tag shortened, its boot script carrying every label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_label_set_longer_than_a_tag_value_launches_with_its_tag_shortened_and_every_label_booted() {
+    let labels: Vec<String> = (0..12).map(|i| format!("pool-{i:02}-{}", "x".repeat(30))).collect();
+    let joined = labels.join(",");
+    assert!(joined.len() > 256, "longer than a tag value");
+    let f = fixture(json!({"label_sets": [labels]})).await;
+    let job = format!("jobs:\n  build:\n    runs-on: [{}]\n    steps:\n      - run: echo long\n", labels.join(", "));
+    f.stack.create_run(&f.ws, &job).await;
+    f.wait_queued().await;
+
+    let tick = f.tick().await;
+    assert_eq!((tick.reserved, tick.launched, tick.launch_failures), (1, 1, 0), "{tick:?}");
+    let instances = f.cloud.instances(&f.stage).await;
+    assert_eq!(instances.len(), 1, "{instances:?}");
+    let (instance_id, _, tags) = &instances[0];
+    let tag = tags.get("baton:labels").expect("the labels tag");
+    assert!(tag.chars().count() <= 256 && tag.starts_with("pool-00-"), "{tag}");
+    let script = f.cloud.boot_script(instance_id).await;
+    assert!(script.contains(&format!("BATON_LABELS='{joined}'")), "{script}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
