@@ -2,18 +2,36 @@
 //! in `env`, `run`, job `outputs` and `if:`, checked when the run is
 //! created and resolved when a job is queued.
 //!
-//! A small language, the part of GitHub Actions' that CI files use:
+//! The language is GitHub Actions' (its documented expressions, its
+//! runner's behaviour the reference): literals (`null`, `true`, `false`,
+//! numbers as `711`, `-9.2`, `0xff`, `-2.99e-2`, strings in single quotes),
 //! references (`needs.<job>.outputs.<name>`, `needs.<job>.result|outcome`,
-//! `inputs.<name>`, `env.<name>`, `baton.run_id|attempt|workspace_id|job`,
-//! and `steps.<id>.outputs.<name>` in job `outputs`), string literals in
-//! single quotes, numbers, `true`/`false`/`null`, `==`, `!=`, `!`, `&&`,
-//! `||` and parentheses. Values are strings when compared (`true` is
-//! `'true'`), and a string is true when it is not empty, as in GitHub
-//! Actions. Anything else is refused at create time, naming the job and the
-//! field, instead of resolving to nothing when the job runs.
+//! `matrix.<name>`, `secrets.<NAME>`, `inputs.<name>`, `env.<name>`,
+//! `baton.run_id|attempt|workspace_id|job`, `steps.<id>.outputs.<name>` in
+//! job `outputs`, `event.name|ref|payload.<path>` in listening jobs),
+//! `( )`, `[ ]`, `.`, `!`, `< <= > >= == !=`, `&&` and `||` (which give one
+//! of their operands), and the functions `contains`, `startsWith`,
+//! `endsWith`, `format`, `join`, `toJSON`, `fromJSON` and the status
+//! functions. Values are null, booleans, numbers, strings, arrays and
+//! objects (`value.rs`); a reference's value is a string. Anything else is
+//! refused at create time, naming the job and the field, instead of
+//! resolving to nothing when the job runs.
+//!
+//! The files: `lex` (text to tokens), `parse` (tokens to [`Expr`], the
+//! references checked), `value` (values, coercion, truthiness, rendering),
+//! `functions`, `eval` (an [`Expr`]'s value in a [`Scope`]).
+
+mod eval;
+mod functions;
+mod lex;
+mod parse;
+mod value;
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+pub use functions::Function;
+pub use value::Value;
 
 /// Something an expression refers to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,17 +114,42 @@ impl BatonField {
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
-    Literal(String),
-    Null,
+    /// `null`, a boolean, a number or a string.
+    Literal(Value),
     Ref(Reference),
     /// `success()`, `failure()`, `always()`, `cancelled()`: only as the
     /// first term of an `if:` (see [`split_condition`]).
     Status(String),
     Not(Box<Expr>),
+    /// Its left operand when that is falsy, else its right one.
     And(Box<Expr>, Box<Expr>),
+    /// Its left operand when that is truthy, else its right one.
     Or(Box<Expr>, Box<Expr>),
-    Eq(Box<Expr>, Box<Expr>),
-    Ne(Box<Expr>, Box<Expr>),
+    Compare(Comparison, Box<Expr>, Box<Expr>),
+    Call(Function, Vec<Expr>),
+    /// `value.name`, `value['name']`, `value[0]`, `value.*`: reading into
+    /// a value (a reference reads its own path, see [`Reference`]).
+    Index(Box<Expr>, Box<Index>),
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// What `[ ]` or `.` reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Index {
+    /// `.*` or `[*]`: an object filter, every element or property value.
+    Star,
+    /// A property name (`.name` is `['name']`) or an array position.
+    Key(Expr),
 }
 
 /// A piece of a string with expressions in it.
@@ -118,247 +161,13 @@ pub enum Segment {
 
 /// What references resolve to when a job is queued.
 pub trait Scope {
-    /// `None`: nothing by that name (resolves to the empty string).
+    /// `None`: nothing by that name (resolves to null, rendered empty).
     fn resolve(&self, reference: &Reference) -> Option<String>;
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Token {
-    Ident(String),
-    Str(String),
-    Number(String),
-    Dot,
-    LParen,
-    RParen,
-    Not,
-    And,
-    Or,
-    Eq,
-    Ne,
-}
-
-fn tokenize(text: &str) -> Result<Vec<Token>, String> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut tokens = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '.' => {
-                tokens.push(Token::Dot);
-                i += 1
-            }
-            '(' => {
-                tokens.push(Token::LParen);
-                i += 1
-            }
-            ')' => {
-                tokens.push(Token::RParen);
-                i += 1
-            }
-            '!' if next == Some('=') => {
-                tokens.push(Token::Ne);
-                i += 2
-            }
-            '!' => {
-                tokens.push(Token::Not);
-                i += 1
-            }
-            '=' if next == Some('=') => {
-                tokens.push(Token::Eq);
-                i += 2
-            }
-            '&' if next == Some('&') => {
-                tokens.push(Token::And);
-                i += 2
-            }
-            '|' if next == Some('|') => {
-                tokens.push(Token::Or);
-                i += 2
-            }
-            '\'' => {
-                // '' inside a literal is a quote, as in GitHub Actions.
-                let mut value = String::new();
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return Err("a string literal is not closed".into()),
-                        Some('\'') if chars.get(i + 1) == Some(&'\'') => {
-                            value.push('\'');
-                            i += 2
-                        }
-                        Some('\'') => {
-                            i += 1;
-                            break;
-                        }
-                        Some(c) => {
-                            value.push(*c);
-                            i += 1
-                        }
-                    }
-                }
-                tokens.push(Token::Str(value));
-            }
-            c if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit())) => {
-                let start = i;
-                i += 1;
-                while chars.get(i).is_some_and(|c| c.is_ascii_digit() || *c == '.') {
-                    i += 1;
-                }
-                tokens.push(Token::Number(chars[start..i].iter().collect()));
-            }
-            c if c.is_alphanumeric() || c == '_' => {
-                let start = i;
-                while chars.get(i).is_some_and(|c| c.is_alphanumeric() || *c == '_' || *c == '-') {
-                    i += 1;
-                }
-                tokens.push(Token::Ident(chars[start..i].iter().collect()));
-            }
-            other => return Err(format!("unexpected '{other}'")),
-        }
-    }
-    Ok(tokens)
-}
-
-struct Parser {
-    tokens: Vec<Token>,
-    at: usize,
-}
-
-impl Parser {
-    fn peek(&self) -> Option<&Token> {
-        self.tokens.get(self.at)
-    }
-
-    fn next(&mut self) -> Option<Token> {
-        let token = self.tokens.get(self.at).cloned();
-        self.at += 1;
-        token
-    }
-
-    fn or(&mut self) -> Result<Expr, String> {
-        let mut left = self.and()?;
-        while self.peek() == Some(&Token::Or) {
-            self.at += 1;
-            left = Expr::Or(Box::new(left), Box::new(self.and()?));
-        }
-        Ok(left)
-    }
-
-    fn and(&mut self) -> Result<Expr, String> {
-        let mut left = self.equality()?;
-        while self.peek() == Some(&Token::And) {
-            self.at += 1;
-            left = Expr::And(Box::new(left), Box::new(self.equality()?));
-        }
-        Ok(left)
-    }
-
-    fn equality(&mut self) -> Result<Expr, String> {
-        let left = self.unary()?;
-        match self.peek() {
-            Some(Token::Eq) => {
-                self.at += 1;
-                Ok(Expr::Eq(Box::new(left), Box::new(self.unary()?)))
-            }
-            Some(Token::Ne) => {
-                self.at += 1;
-                Ok(Expr::Ne(Box::new(left), Box::new(self.unary()?)))
-            }
-            _ => Ok(left),
-        }
-    }
-
-    fn unary(&mut self) -> Result<Expr, String> {
-        if self.peek() == Some(&Token::Not) {
-            self.at += 1;
-            return Ok(Expr::Not(Box::new(self.unary()?)));
-        }
-        self.primary()
-    }
-
-    fn primary(&mut self) -> Result<Expr, String> {
-        match self.next() {
-            Some(Token::Str(value)) => Ok(Expr::Literal(value)),
-            Some(Token::Number(value)) => Ok(Expr::Literal(value)),
-            Some(Token::LParen) => {
-                let inner = self.or()?;
-                match self.next() {
-                    Some(Token::RParen) => Ok(inner),
-                    _ => Err("a '(' is not closed".into()),
-                }
-            }
-            Some(Token::Ident(name)) => match name.as_str() {
-                "true" | "false" => Ok(Expr::Literal(name)),
-                "null" => Ok(Expr::Null),
-                _ if self.peek() == Some(&Token::LParen) => {
-                    self.at += 1;
-                    if self.next() != Some(Token::RParen) {
-                        return Err(format!("{name}() takes no arguments"));
-                    }
-                    match name.to_ascii_lowercase().as_str() {
-                        status @ ("success" | "failure" | "always" | "cancelled") => Ok(Expr::Status(status.into())),
-                        _ => Err(format!(
-                            "unknown function {name}(); only success(), failure(), always() and cancelled()"
-                        )),
-                    }
-                }
-                _ => self.reference(name).map(Expr::Ref),
-            },
-            Some(other) => Err(format!("unexpected {other:?}")),
-            None => Err("the expression ends too early".into()),
-        }
-    }
-
-    fn reference(&mut self, context: String) -> Result<Reference, String> {
-        let mut path = vec![context];
-        while self.peek() == Some(&Token::Dot) {
-            self.at += 1;
-            match self.next() {
-                Some(Token::Ident(part)) => path.push(part),
-                _ => return Err(format!("'{}.' is followed by no name", path.join("."))),
-            }
-        }
-        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
-        let unknown = || {
-            format!(
-                "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, secrets.<NAME>, inputs.<name>, \
-                 env.<name>, baton.run_id|attempt|workspace_id|job, steps.<id>.outputs.<name> or (listening jobs) \
-                 event.name|ref|payload.<path>",
-                parts.join(".")
-            )
-        };
-        Ok(match parts.as_slice() {
-            ["needs", job, "outputs", name] => Reference::NeedsOutput { job: job.to_string(), name: name.to_string() },
-            ["needs", job, "result"] => Reference::NeedsResult { job: job.to_string() },
-            ["needs", job, "outcome"] => Reference::NeedsOutcome { job: job.to_string() },
-            ["matrix", name] => Reference::Matrix(name.to_string()),
-            ["secrets", name] => Reference::Secret(name.to_string()),
-            ["inputs", name] => Reference::Input(name.to_string()),
-            ["env", name] => Reference::Env(name.to_string()),
-            ["baton", field] => Reference::Baton(BatonField::parse(field).ok_or_else(unknown)?),
-            ["steps", step, "outputs", name] => {
-                Reference::StepOutput { step: step.to_string(), name: name.to_string() }
-            }
-            ["event", "name"] | ["event", "ref"] => Reference::Event(vec![parts[1].to_string()]),
-            ["event", "payload", rest @ ..] => {
-                Reference::Event(std::iter::once("payload").chain(rest.iter().copied()).map(str::to_string).collect())
-            }
-            _ => return Err(unknown()),
-        })
-    }
 }
 
 /// Parses one expression (the text between `${{` and `}}`).
 pub fn parse(text: &str) -> Result<Expr, String> {
-    let mut parser = Parser { tokens: tokenize(text)?, at: 0 };
-    let expr = parser.or()?;
-    match parser.peek() {
-        None => Ok(expr),
-        Some(token) => Err(format!("unexpected {token:?} after the expression")),
-    }
+    parse::parse_expression(text)
 }
 
 /// Splits a string into text and `${{ … }}` expressions.
@@ -370,9 +179,9 @@ pub fn segments(text: &str) -> Result<Vec<Segment>, String> {
             out.push(Segment::Text(rest[..start].to_string()));
         }
         let after = &rest[start + 3..];
-        let end = after.find("}}").ok_or("a '${{' is not closed by '}}'")?;
+        let end = expression_end(after).ok_or("a '${{' is not closed by '}}'")?;
         let expr = parse(&after[..end])?;
-        if matches!(expr, Expr::Status(_)) {
+        if contains_status(&expr) {
             return Err("status functions belong in if:, not in text".into());
         }
         out.push(Segment::Expr(expr));
@@ -384,17 +193,49 @@ pub fn segments(text: &str) -> Result<Vec<Segment>, String> {
     Ok(out)
 }
 
+/// Where the `}}` closing an expression starts: the first outside a
+/// string literal (`format('{{0}}', x)` holds braces of its own).
+fn expression_end(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut quoted = false;
+    for (i, byte) in bytes.iter().enumerate() {
+        match byte {
+            // `''` inside a literal closes and reopens it: the same.
+            b'\'' => quoted = !quoted,
+            b'}' if !quoted && bytes.get(i + 1) == Some(&b'}') => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every sub-expression of `expr`, `expr` first.
+fn walk<'a>(expr: &'a Expr, visit: &mut impl FnMut(&'a Expr)) {
+    visit(expr);
+    match expr {
+        Expr::Not(inner) => walk(inner, visit),
+        Expr::And(a, b) | Expr::Or(a, b) | Expr::Compare(_, a, b) => {
+            walk(a, visit);
+            walk(b, visit);
+        }
+        Expr::Call(_, args) => args.iter().for_each(|arg| walk(arg, visit)),
+        Expr::Index(base, index) => {
+            walk(base, visit);
+            if let Index::Key(key) = index.as_ref() {
+                walk(key, visit);
+            }
+        }
+        Expr::Literal(_) | Expr::Ref(_) | Expr::Status(_) => {}
+    }
+}
+
 /// Every reference in `expr`.
 pub fn references(expr: &Expr, into: &mut Vec<Reference>) {
-    match expr {
-        Expr::Ref(reference) => into.push(reference.clone()),
-        Expr::Not(inner) => references(inner, into),
-        Expr::And(a, b) | Expr::Or(a, b) | Expr::Eq(a, b) | Expr::Ne(a, b) => {
-            references(a, into);
-            references(b, into);
+    walk(expr, &mut |e| {
+        if let Expr::Ref(reference) = e {
+            into.push(reference.clone());
         }
-        Expr::Literal(_) | Expr::Null | Expr::Status(_) => {}
-    }
+    });
 }
 
 /// Every reference in a string with expressions.
@@ -417,15 +258,7 @@ pub fn split_condition(raw: &str) -> Result<(Option<String>, Option<Expr>), Stri
     if let Some(inner) = text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")) {
         text = inner.trim();
     }
-    let expr = parse(text)?;
-    let (status, rest) = match expr {
-        Expr::Status(status) => (Some(status), None),
-        Expr::And(left, right) if matches!(*left, Expr::Status(_)) => match *left {
-            Expr::Status(status) => (Some(status), Some(*right)),
-            _ => unreachable!("matched above"),
-        },
-        other => (None, Some(other)),
-    };
+    let (status, rest) = leading_status(parse(text)?);
     if let Some(rest) = &rest {
         if contains_status(rest) {
             return Err("a status function (success(), failure(), always(), cancelled()) may only come first, \
@@ -436,76 +269,63 @@ pub fn split_condition(raw: &str) -> Result<(Option<String>, Option<Expr>), Stri
     Ok((status, rest))
 }
 
+/// The status function that is `expr` or the first term of its `&&`
+/// chain (`always() && a && b` reads as `(always() && a) && b`), and the
+/// rest. Taking it out keeps the rest's value: the status evaluates as
+/// true, and `true && x` is `x`.
+fn leading_status(expr: Expr) -> (Option<String>, Option<Expr>) {
+    match expr {
+        Expr::Status(status) => (Some(status), None),
+        Expr::And(left, right) => match leading_status(*left) {
+            (Some(status), None) => (Some(status), Some(*right)),
+            (Some(status), Some(left)) => (Some(status), Some(Expr::And(Box::new(left), right))),
+            (None, left) => (None, left.map(|left| Expr::And(Box::new(left), right))),
+        },
+        other => (None, Some(other)),
+    }
+}
+
 fn contains_status(expr: &Expr) -> bool {
-    match expr {
-        Expr::Status(_) => true,
-        Expr::Not(inner) => contains_status(inner),
-        Expr::And(a, b) | Expr::Or(a, b) | Expr::Eq(a, b) | Expr::Ne(a, b) => contains_status(a) || contains_status(b),
-        Expr::Literal(_) | Expr::Null | Expr::Ref(_) => false,
-    }
+    let mut found = false;
+    walk(expr, &mut |e| found |= matches!(e, Expr::Status(_)));
+    found
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Value {
-    Str(String),
-    Bool(bool),
-    Null,
+/// `expr`'s value in `scope`, or why it has none (a function failed, as
+/// `fromJSON` of text that is not JSON).
+pub fn evaluate(expr: &Expr, scope: &dyn Scope) -> Result<Value, String> {
+    eval::evaluate(expr, scope)
 }
 
-impl Value {
-    fn truthy(&self) -> bool {
-        match self {
-            Value::Str(s) => !s.is_empty(),
-            Value::Bool(b) => *b,
-            Value::Null => false,
-        }
-    }
-
-    fn text(&self) -> String {
-        match self {
-            Value::Str(s) => s.clone(),
-            Value::Bool(b) => b.to_string(),
-            Value::Null => String::new(),
-        }
-    }
-}
-
-fn evaluate(expr: &Expr, scope: &dyn Scope) -> Value {
-    match expr {
-        Expr::Literal(text) => Value::Str(text.clone()),
-        Expr::Null => Value::Null,
-        Expr::Ref(reference) => scope.resolve(reference).map_or(Value::Null, Value::Str),
-        // Decided apart, from the needs' statuses (split_condition).
-        Expr::Status(_) => Value::Bool(true),
-        Expr::Not(inner) => Value::Bool(!evaluate(inner, scope).truthy()),
-        Expr::And(a, b) => Value::Bool(evaluate(a, scope).truthy() && evaluate(b, scope).truthy()),
-        Expr::Or(a, b) => Value::Bool(evaluate(a, scope).truthy() || evaluate(b, scope).truthy()),
-        Expr::Eq(a, b) => Value::Bool(evaluate(a, scope).text() == evaluate(b, scope).text()),
-        Expr::Ne(a, b) => Value::Bool(evaluate(a, scope).text() != evaluate(b, scope).text()),
-    }
-}
-
-/// Whether `expr` holds in `scope`.
+/// Whether `expr` holds in `scope`: its value is truthy. An expression that
+/// fails to evaluate does not hold (the job is skipped rather than run on a
+/// value that is not there).
 pub fn holds(expr: &Expr, scope: &dyn Scope) -> bool {
-    evaluate(expr, scope).truthy()
+    evaluate(expr, scope).is_ok_and(|value| value.truthy())
+}
+
+/// `text` with each `${{ … }}` replaced by its value; see
+/// [`Value::render`].
+pub fn try_interpolate(text: &str, scope: &dyn Scope) -> Result<String, String> {
+    if !text.contains("${{") {
+        return Ok(text.to_string());
+    }
+    let mut out = String::new();
+    for part in segments(text)? {
+        match part {
+            Segment::Text(text) => out.push_str(&text),
+            Segment::Expr(expr) => out.push_str(&evaluate(&expr, scope)?.render()),
+        }
+    }
+    Ok(out)
 }
 
 /// `text` with each `${{ … }}` replaced by its value. Text that does not
-/// parse is left as it is (it was checked at create time).
+/// parse (it was checked at create time) or has an expression that fails
+/// to evaluate is left as it is, whole: the job sees the expression it
+/// could not have, rather than a value silently empty.
 pub fn interpolate(text: &str, scope: &dyn Scope) -> String {
-    if !text.contains("${{") {
-        return text.to_string();
-    }
-    match segments(text) {
-        Ok(parts) => parts
-            .into_iter()
-            .map(|part| match part {
-                Segment::Text(text) => text,
-                Segment::Expr(expr) => evaluate(&expr, scope).text(),
-            })
-            .collect(),
-        Err(_) => text.to_string(),
-    }
+    try_interpolate(text, scope).unwrap_or_else(|_| text.to_string())
 }
 
 /// A scope of plain maps, for tests and simple callers.
@@ -519,64 +339,4 @@ impl Scope for MapScope {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scope(pairs: &[(&str, &str)]) -> MapScope {
-        MapScope(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
-    }
-
-    #[test]
-    fn references_in_text_are_replaced_and_missing_ones_are_empty() {
-        let s = scope(&[("needs.build.outputs.version", "1.2.3"), ("baton.run_id", "r1")]);
-        assert_eq!(
-            interpolate("v=${{ needs.build.outputs.version }} run=${{baton.run_id}} x=${{ inputs.x }}.", &s),
-            "v=1.2.3 run=r1 x=."
-        );
-        assert_eq!(interpolate("no expressions", &s), "no expressions");
-    }
-
-    #[test]
-    fn conditions_compare_strings_and_combine() {
-        let s = scope(&[("needs.build.outputs.deploy", "true"), ("inputs.env", "prod")]);
-        let holds_text = |text: &str| holds(&parse(text).unwrap(), &s);
-        assert!(holds_text("needs.build.outputs.deploy == 'true'"));
-        assert!(holds_text("needs.build.outputs.deploy == true"));
-        assert!(!holds_text("needs.build.outputs.deploy != 'true'"));
-        assert!(holds_text("inputs.env == 'prod' && !(inputs.missing)"));
-        assert!(holds_text("inputs.env == 'dev' || inputs.env == 'prod'"));
-        assert!(!holds_text("inputs.missing"));
-        assert!(holds_text("'it''s' == 'it''s'"));
-    }
-
-    #[test]
-    fn a_status_function_comes_first_or_alone() {
-        assert_eq!(split_condition("always()").unwrap(), (Some("always".into()), None));
-        let (status, rest) = split_condition("${{ success() && needs.a.outputs.x == '1' }}").unwrap();
-        assert_eq!(status.as_deref(), Some("success"));
-        assert!(rest.is_some());
-        let (status, rest) = split_condition("needs.a.outputs.x == '1'").unwrap();
-        assert_eq!((status, rest.is_some()), (None, true));
-        assert!(split_condition("needs.a.result == 'success' || failure()").is_err());
-    }
-
-    #[test]
-    fn unknown_references_and_malformed_text_are_refused() {
-        for bad in [
-            "${{ github.sha }}",
-            "${{ needs.a.outputs }}",
-            "${{ baton.secret }}",
-            "${{ inputs.x ",
-            "${{ 'open }}",
-            "${{ toJSON(inputs) }}",
-            "${{ success() }}",
-        ] {
-            assert!(segments(bad).is_err(), "{bad}");
-        }
-        let refs = text_references("${{ needs.build.outputs.v }}-${{ env.A }}").unwrap();
-        assert_eq!(
-            refs,
-            vec![Reference::NeedsOutput { job: "build".into(), name: "v".into() }, Reference::Env("A".into())]
-        );
-    }
-}
+mod tests;
