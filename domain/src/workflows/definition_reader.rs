@@ -7,6 +7,7 @@
 mod concurrency_groups;
 mod fields;
 mod jobs;
+mod permissions;
 mod scheduling;
 mod steps;
 mod strategy;
@@ -18,9 +19,11 @@ use crate::workflows::yaml::YamlNode;
 use concurrency_groups::{read_concurrency, Level};
 use fields::{Fields, Location};
 use jobs::read_jobs;
+use permissions::check_permissions;
 use values::{read_env, read_names, read_text, read_timeout};
 
-const WORKFLOW_FIELDS: &[&str] = &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on"];
+const WORKFLOW_FIELDS: &[&str] =
+    &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on", "permissions"];
 
 /// Reads the whole workflow; see the module doc.
 pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, DefinitionError> {
@@ -31,6 +34,7 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     let fields = Fields::read(root, WORKFLOW_FIELDS, &top, "a mapping with `jobs`")?;
     let name = fields.get("name").map(|node| read_text(node, &top.field("name"))).transpose()?.flatten();
     let env = read_env(fields.get("env"), &top.field("env"))?;
+    check_permissions(fields.get("permissions"), &top.field("permissions"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &top.field("timeout-minutes"))?
         .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
     let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"))?;

@@ -28,6 +28,18 @@ impl Location {
         Self { job: self.job.clone(), path: Some(format!("steps[{position}]")) }
     }
 
+    /// Whether this is a step itself (`steps[3]`), not a field of one.
+    fn is_step(&self) -> bool {
+        self.path
+            .as_deref()
+            .is_some_and(|path| path.starts_with("steps[") && path.ends_with(']') && !path.contains('.'))
+    }
+
+    /// Whether this is a job itself, not a field of one.
+    fn is_job(&self) -> bool {
+        self.job.is_some() && self.path.is_none()
+    }
+
     pub(super) fn error(&self, message: impl Into<String>) -> DefinitionError {
         DefinitionError { job: self.job.clone(), field: self.path.clone(), message: message.into() }
     }
@@ -57,8 +69,13 @@ impl<'a> Fields<'a> {
             if entries.iter().any(|(seen, _)| *seen == key) {
                 return Err(at.field(&key).error("given more than once"));
             }
-            if key == "uses" {
+            if key == "uses" && at.is_step() {
                 return Err(at.field(&key).error("actions are not supported: a step runs a shell command with `run`"));
+            }
+            if key == "uses" && at.is_job() {
+                return Err(at
+                    .field(&key)
+                    .error("reusable workflows (a job's `uses:`) are not supported: a job runs its own `steps`"));
             }
             if !allowed.contains(&key.as_str()) {
                 return Err(at.field(&key).error(format!("unknown field, expected one of: {}", allowed.join(", "))));

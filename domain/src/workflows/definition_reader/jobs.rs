@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::concurrency_groups::{read_concurrency, Level};
 use super::fields::{Fields, Location};
+use super::permissions::check_permissions;
 use super::scheduling::{read_condition, read_needs, read_priority, read_retry, read_runs_on, read_tools};
 use super::steps::read_steps;
 use super::strategy::{expand_matrix, read_strategy};
@@ -38,6 +39,7 @@ const JOB_FIELDS: &[&str] = &[
     "approval",
     "listen",
     "concurrency",
+    "permissions",
 ];
 /// What an approval job cannot have: it runs on no runner.
 const NOT_FOR_APPROVALS: &[&str] = &[
@@ -186,6 +188,7 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
         .unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES);
     let env = read_env(fields.get("env"), &at.field("env"))?;
+    check_permissions(fields.get("permissions"), &at.field("permissions"))?;
     let steps = read_steps(fields.get("steps"), &at.field("steps"))?;
     let outputs = read_outputs(fields.get("outputs"), &at.field("outputs"))?;
     let mask_env = read_names(fields.get("mask-env"), &at.field("mask-env"))?;

@@ -199,7 +199,17 @@ fn a_step_without_run_is_refused_with_its_position() {
 fn a_step_using_an_action_is_refused_with_a_reason() {
     let err = error_of(&with_job_body("runs-on: l\nsteps: [{uses: actions/checkout@v4}]"));
     assert_eq!(err.field.as_deref(), Some("steps[0].uses"));
-    assert!(err.message.contains("not supported"));
+    assert!(err.message.contains("actions are not supported"), "{err}");
+}
+
+#[test]
+fn a_reusable_workflow_is_refused_as_one_not_as_an_action() {
+    let err = error_of(&with_job_body(
+        "uses: ./.github/workflows/build.yml
+with: {target: x}",
+    ));
+    assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some("uses")), "{err}");
+    assert!(err.message.contains("reusable workflows"), "{err}");
 }
 
 #[test]
@@ -234,8 +244,8 @@ fn unknown_fields_are_refused_not_ignored() {
     let err = error_of(&with_job_body("runs-on: l\nneed: b\nsteps: [{run: x}]"));
     assert_eq!(err.field.as_deref(), Some("need"));
     assert!(err.message.starts_with("unknown field"), "{err}");
-    let err = error_of("permissions: {}\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
-    assert_eq!((err.job, err.field.as_deref()), (None, Some("permissions")));
+    let err = error_of("run-as: root\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
+    assert_eq!((err.job, err.field.as_deref()), (None, Some("run-as")));
     let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x, shell: bash}]"));
     assert_eq!(err.field.as_deref(), Some("steps[0].shell"));
 }
