@@ -11,18 +11,38 @@ use uuid::Uuid;
 use super::{Provisioner, ReservationItem, Reserved};
 use crate::error::StoreError;
 use crate::keys::{self, timestamp};
-use crate::outbox::ChangeFacts;
+use crate::outbox::{ChangeFacts, FACTS_PER_OUTBOX_ITEM};
 use crate::runner_items::{LabelSet, RegistrationToken, ReservationLink};
 use crate::{build, contention, n, s, Store};
 use baton_api::facts::{Fact, ReservationCreated, ReservationReleased};
 use baton_domain::runners::provisioners::demand::{spread_reservations, SetCounts};
 use baton_domain::tokens::{self, hash_token, ReservationKey};
 
-/// Reservations written by one transaction at most: each is two items (the
-/// reservation and its token), next to one count per job set and the
-/// provisioner's, within DynamoDB's 100 items. A larger reserve takes
-/// several transactions.
-const RESERVATIONS_PER_TRANSACTION: u32 = 35;
+/// The most items of one DynamoDB transaction.
+const TRANSACTION_ITEMS: usize = 100;
+
+/// The items of a reserve transaction of `reservations` over `sets` job
+/// sets: the provisioner's count, one count per job set, the reservation
+/// and its token each, and the outbox items of their facts.
+fn reserve_items(sets: usize, reservations: usize) -> usize {
+    1 + sets + 2 * reservations + reservations.div_ceil(FACTS_PER_OUTBOX_ITEM)
+}
+
+/// The head of `plan` that one transaction can write: a reserve over many
+/// job sets (tool labels and matrices make them common) would otherwise
+/// pass DynamoDB's 100 items and fail on every try.
+fn within_one_transaction(plan: Vec<(SetCounts, u32)>) -> Vec<(SetCounts, u32)> {
+    let (mut sets, mut reservations) = (0, 0);
+    let mut fitted = Vec::new();
+    for (set, wanted) in plan {
+        let fits = (1..=wanted as usize).rev().find(|k| reserve_items(sets + 1, reservations + k) <= TRANSACTION_ITEMS);
+        let Some(take) = fits else { break };
+        sets += 1;
+        reservations += take;
+        fitted.push((set, take as u32));
+    }
+    fitted
+}
 
 impl Store {
     /// Reserves up to `count` instances for `labels` (one of the
@@ -69,13 +89,14 @@ impl Store {
                 break;
             }
             let slots = (i64::from(provisioner.settings.max_instances) - provisioner.reserved_instances).max(0) as u32;
-            let want = (count - made.len() as u32).min(slots).min(RESERVATIONS_PER_TRANSACTION);
+            let want = (count - made.len() as u32).min(slots);
             if want == 0 {
                 break;
             }
             let sets: Vec<SetCounts> =
                 self.label_sets(&provisioner.workspace_id).await?.iter().map(LabelSet::counts).collect();
-            let plan = spread_reservations(labels, &sets, want);
+            // What one transaction holds; the rest is the loop's next turn.
+            let plan = within_one_transaction(spread_reservations(labels, &sets, want));
             if plan.is_empty() {
                 break;
             }
@@ -335,5 +356,39 @@ impl Store {
                     .build(),
             )?)
             .build())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sets(jobs: &[u32]) -> Vec<(SetCounts, u32)> {
+        jobs.iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let set = SetCounts {
+                    labelset: format!("set-{i}"),
+                    labels: vec![format!("l{i}")],
+                    queued: i64::from(*k),
+                    reserved: 0,
+                    running: 0,
+                };
+                (set, *k)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reserve_over_many_job_sets_is_cut_to_what_one_transaction_holds() {
+        // 60 jobs of one set each: 35 of them would be 1 + 35 + 70 + 2 items.
+        let plan = within_one_transaction(sets(&[1; 60]));
+        let reservations: u32 = plan.iter().map(|(_, k)| k).sum();
+        assert!(reserve_items(plan.len(), reservations as usize) <= TRANSACTION_ITEMS);
+        assert!(reserve_items(plan.len() + 1, reservations as usize + 1) > TRANSACTION_ITEMS, "as many as fit");
+        // One set's many jobs: only the reservations' own items limit it.
+        let plan = within_one_transaction(sets(&[60]));
+        assert_eq!(plan[0].1, 48, "1 + 1 + 2 × 48 + 2 = 100 items");
+        assert!(within_one_transaction(Vec::new()).is_empty());
     }
 }

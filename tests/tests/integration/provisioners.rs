@@ -208,6 +208,31 @@ async fn concurrent_reserves_never_take_a_job_twice_nor_pass_max_instances() {
     assert_eq!(summary["reserved_instances"], 4);
 }
 
+/// A reserve over many job sets (tool labels and matrices make sets of one
+/// job common) takes them all, in as many transactions as DynamoDB's 100
+/// items each allow: 35 reservations over 35 sets were 108 items, refused on
+/// every try, and those jobs never got a machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reserve_over_sixty_job_sets_takes_them_all_within_the_transaction_limit() {
+    let stack = TestStack::start().await;
+    // In canonical order, as the demand lists it.
+    let mut served: Vec<String> =
+        std::iter::once("linux".to_string()).chain((0..19).map(|i| format!("l{i:02}"))).collect();
+    served.sort();
+    let pairs = (0..19).flat_map(|a| (a + 1..19).map(move |b| (a, b))).take(60);
+    for (a, b) in pairs {
+        stack.queue_job("ws1", &["linux", &format!("l{a:02}"), &format!("l{b:02}")], Utc::now()).await;
+    }
+    let (_, token) = stack.create_provisioner("ws1", settings(json!([served]), 100)).await;
+    let served: Vec<&str> = served.iter().map(String::as_str).collect();
+    assert_eq!(figures(&demand(&stack, &token).await, &served).0, 60, "sixty jobs queued over sixty sets");
+    let made = reserve(&stack, &token, &served, 60).await;
+    assert_eq!(made.len(), 60, "every job got its reservation");
+    assert_eq!(stack.count_items("reservation").await, 60);
+    let (queued, reserved, _, _) = figures(&demand(&stack, &token).await, &served);
+    assert_eq!((queued, reserved), (0, 60), "no demand left uncovered");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ephemeral_instance_registers_once_runs_one_job_is_exhausted_and_releases_its_reservation() {
     let stack = TestStack::start().await;
