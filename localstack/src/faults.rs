@@ -538,16 +538,36 @@ pub struct FaultyHttpClient {
     /// The function's IAM grants (`crate::grants`); `None`: every request
     /// is allowed, as the emulator allows it.
     grants: Option<Arc<Grants>>,
+    latencies: Arc<Vec<Latency>>,
+}
+
+/// How long AWS takes to answer one operation, where the emulator answers
+/// at once (`RunInstances` takes 0.5–2 s on AWS): a loop of such calls
+/// meets its function's timeout locally as it would on AWS.
+#[derive(Debug, Clone)]
+struct Latency {
+    service: String,
+    operation: String,
+    delay: std::time::Duration,
 }
 
 impl FaultyHttpClient {
     pub fn new(inner: SharedHttpClient, plan: Arc<FaultPlan>) -> Self {
-        Self { inner, plan, grants: None }
+        Self { inner, plan, grants: None, latencies: Arc::new(Vec::new()) }
     }
 
     /// The same client, refusing what `grants` do not allow.
     pub fn with_grants(mut self, grants: Option<Arc<Grants>>) -> Self {
         self.grants = grants;
+        self
+    }
+
+    /// The same client, answering `service`'s `operation` (as IAM names
+    /// them: `ec2`, `RunInstances`) only after `delay`.
+    pub fn with_latency(mut self, service: &str, operation: &str, delay: std::time::Duration) -> Self {
+        let mut latencies = self.latencies.as_ref().clone();
+        latencies.push(Latency { service: service.into(), operation: operation.into(), delay });
+        self.latencies = Arc::new(latencies);
         self
     }
 }
@@ -558,6 +578,7 @@ impl HttpClient for FaultyHttpClient {
             inner: self.inner.http_connector(settings, components),
             plan: self.plan.clone(),
             grants: self.grants.clone(),
+            latencies: self.latencies.clone(),
         })
     }
 }
@@ -567,6 +588,7 @@ struct FaultyConnector {
     inner: SharedHttpConnector,
     plan: Arc<FaultPlan>,
     grants: Option<Arc<Grants>>,
+    latencies: Arc<Vec<Latency>>,
 }
 
 tokio::task_local! {
@@ -633,8 +655,18 @@ impl HttpConnector for FaultyConnector {
                 "refused as AWS would: a limit the emulator does not enforce");
             return ready(ec2_error(&refused));
         }
+        let delay = iam_action(&request).and_then(|(service, operation, _)| {
+            self.latencies.iter().find(|l| l.service == service && l.operation == operation).map(|l| l.delay)
+        });
         let watched = target(&request).filter(|(service, operation)| is_write(service, operation));
         let sent = self.call_with_faults(request);
+        let sent = match delay {
+            Some(delay) => HttpConnectorFuture::new(async move {
+                tokio::time::sleep(delay).await;
+                sent.await
+            }),
+            None => sent,
+        };
         match (watched, WROTE.try_with(Arc::clone).ok()) {
             (Some(_), Some(wrote)) => HttpConnectorFuture::new(async move {
                 let answer = sent.await;

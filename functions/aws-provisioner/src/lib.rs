@@ -122,6 +122,9 @@ pub struct Tick {
     pub tokens_deleted: u32,
     /// Reserves sent without an answer, kept for the next tick.
     pub reserves_unanswered: u32,
+    /// Reservations the deadline left unlaunched: their reserve is kept,
+    /// and the next tick sends it again and launches them.
+    pub launches_deferred: u32,
 }
 
 impl AwsProvisioner {
@@ -338,7 +341,22 @@ impl AwsProvisioner {
             }
         };
         tracing::info!(%labels, asked = body.count, granted = reserved.reservations.len(), %request_id, "reserved");
-        for reservation in reserved.reservations {
+        let granted = reserved.reservations.len();
+        for (done, reservation) in reserved.reservations.into_iter().enumerate() {
+            // A launch takes up to seconds on AWS: a burst launched past the
+            // deadline would be killed mid-loop, nothing reported. The rest
+            // waits for the next tick, which sends the kept reserve again
+            // (its request_id gets these same reservations back).
+            if turn.too_late() {
+                let left = (granted - done) as u32;
+                turn.tick.launches_deferred += left;
+                tracing::warn!(%labels, left, %request_id, "too close to the deadline to launch; the next tick will");
+                return Ok(());
+            }
+            // Launched by the tick that was sent this reserve before.
+            if turn.machines.iter().any(|m| m.reservation_id == Some(reservation.id)) {
+                continue;
+            }
             turn.tick.reserved += 1;
             let launch = plan::launch(turn.launcher, reservation.id, &body.labels);
             // The token first: an instance must find it when it boots.

@@ -109,6 +109,16 @@ async fn fixture(settings: Value) -> Fixture {
 
 /// [`fixture`] on a dev host with `options` (answers it loses, …).
 async fn fixture_on(settings: Value, options: baton_devhost::HostOptions) -> Fixture {
+    fixture_with(settings, options, None).await
+}
+
+/// [`fixture_on`], its `RunInstances` answered after `run_instances` (as
+/// AWS takes 0.5–2 s) when given.
+async fn fixture_with(
+    settings: Value,
+    options: baton_devhost::HostOptions,
+    run_instances: Option<Duration>,
+) -> Fixture {
     let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
     let cloud = Cloud::new().await;
     let stage = stack.provisioned.plan.prefix.trim_start_matches("baton-").trim_end_matches('-').to_string();
@@ -157,7 +167,7 @@ async fn fixture_on(settings: Value, options: baton_devhost::HostOptions) -> Fix
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let settings = Settings::from_map(&env).expect("settings");
-    let (ec2, ssm) = granted_clients().await;
+    let (ec2, ssm) = granted_clients(run_instances).await;
     let provisioner = AwsProvisioner::start(settings, ec2, ssm, reqwest::Client::new())
         .await
         .expect("the cold start reads its token");
@@ -167,12 +177,16 @@ async fn fixture_on(settings: Value, options: baton_devhost::HostOptions) -> Fix
 /// EC2 and SSM clients that may do only what resources.json grants the
 /// function (`localstack/src/grants.rs`): a missing grant fails here as IAM
 /// would fail it on AWS.
-async fn granted_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
+async fn granted_clients(run_instances: Option<Duration>) -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
     let resources = Resources::load();
     let function = &resources.aws_provisioner.as_ref().expect("resources.json has aws_provisioner").function;
     let grants = Arc::new(Grants::of(function).expect("its permissions parse"));
-    let http = FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), Arc::new(FaultPlan::none()))
-        .with_grants(Some(grants));
+    let mut http =
+        FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), Arc::new(FaultPlan::none()))
+            .with_grants(Some(grants));
+    if let Some(delay) = run_instances {
+        http = http.with_latency("ec2", "RunInstances", delay);
+    }
     let config = sdk_config().await;
     (
         aws_sdk_ec2::Client::from_conf(aws_sdk_ec2::config::Builder::from(&config).http_client(http.clone()).build()),
@@ -180,10 +194,18 @@ async fn granted_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
     )
 }
 
+/// How long an invocation of the function may run (its Lambda timeout).
+const TICK_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Fixture {
-    /// One invocation, as the schedule makes it (30 s to run).
+    /// One invocation, as the schedule makes it: ended at its timeout, as
+    /// Lambda ends it, and a tick that would run past it fails here.
     async fn tick(&self) -> Tick {
-        self.provisioner.tick(SystemTime::now() + Duration::from_secs(30)).await.expect("the tick succeeds")
+        let invocation = self.provisioner.tick(SystemTime::now() + TICK_TIMEOUT);
+        tokio::time::timeout(TICK_TIMEOUT, invocation)
+            .await
+            .expect("the tick ended within the function's timeout")
+            .expect("the tick succeeds")
     }
 
     async fn wait_queued(&self) {
@@ -270,6 +292,39 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
     assert!(f.cloud.parameter(&parameter_name).await.is_none(), "no token lingers");
     let ending = f.cloud.instances(&f.stage).await;
     assert!(ending.iter().all(|(_, state, _)| state == "terminated"), "{ending:?}");
+}
+
+/// A burst bigger than one invocation can launch (`RunInstances` answered
+/// in 2 s, as AWS at its slowest; the function has 30 s) is launched over
+/// several ticks, none of them killed at its timeout: each stops launching
+/// in time, and the next sends the kept reserve again for the rest, which
+/// launches nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_forty_is_launched_over_several_ticks_none_killed_at_its_timeout() {
+    let f =
+        fixture_with(json!({"max_instances": 40}), baton_devhost::HostOptions::default(), Some(Duration::from_secs(2)))
+            .await;
+    let jobs: String = (0..40).map(|i| format!("  j{i}:\n    runs-on: linux\n    steps: [{{run: echo}}]\n")).collect();
+    f.stack.create_run(&f.ws, &format!("jobs:\n{jobs}")).await;
+    wait_for("the burst in demand", WAIT, || async {
+        let demand = f.stack.get_ok("/v1/provisioners/demand", &f.token).await;
+        (demand["label_sets"][0]["queued"].as_u64() >= Some(40)).then_some(())
+    })
+    .await;
+
+    let mut ticks = Vec::new();
+    while ticks.iter().map(|t: &Tick| t.launched).sum::<u32>() < 40 && ticks.len() < 10 {
+        ticks.push(f.tick().await);
+    }
+    let launched: u32 = ticks.iter().map(|t| t.launched).sum();
+    assert_eq!(launched, 40, "{ticks:#?}");
+    assert!(ticks.len() > 1, "more than one invocation's worth: {ticks:#?}");
+    assert!(ticks[0].launches_deferred > 0, "the first tick left the rest to the next: {:?}", ticks[0]);
+    assert_eq!(ticks.iter().map(|t| t.launch_failures).sum::<u32>(), 0, "{ticks:#?}");
+    let instances = f.cloud.instances(&f.stage).await;
+    let reservations: std::collections::HashSet<&String> =
+        instances.iter().filter_map(|(_, _, tags)| tags.get("baton:reservation")).collect();
+    assert_eq!((instances.len(), reservations.len()), (40, 40), "one instance a reservation, none twice");
 }
 
 /// Labels allow sets far longer than an EC2 tag value (256 characters, as
