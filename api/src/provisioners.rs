@@ -252,6 +252,11 @@ pub struct InstanceView {
     pub reservation_id: Option<Uuid>,
     pub runner_session_id: Option<Uuid>,
     pub terminate: Option<TerminateIntent>,
+    /// When Baton first heard of the instance (its first report). A
+    /// provisioner reads it to tell an instance its cloud does not list yet
+    /// (EC2's describe calls lag a launch) from one that is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -539,6 +539,7 @@ pub struct FaultyHttpClient {
     /// is allowed, as the emulator allows it.
     grants: Option<Arc<Grants>>,
     latencies: Arc<Vec<Latency>>,
+    describe_lag: Option<Arc<crate::ec2_lag::DescribeLag>>,
 }
 
 /// How long AWS takes to answer one operation, where the emulator answers
@@ -553,12 +554,19 @@ struct Latency {
 
 impl FaultyHttpClient {
     pub fn new(inner: SharedHttpClient, plan: Arc<FaultPlan>) -> Self {
-        Self { inner, plan, grants: None, latencies: Arc::new(Vec::new()) }
+        Self { inner, plan, grants: None, latencies: Arc::new(Vec::new()), describe_lag: None }
     }
 
     /// The same client, refusing what `grants` do not allow.
     pub fn with_grants(mut self, grants: Option<Arc<Grants>>) -> Self {
         self.grants = grants;
+        self
+    }
+
+    /// The same client, its `DescribeInstances` missing the instances its
+    /// `RunInstances` launched less than `window` ago (`crate::ec2_lag`).
+    pub fn with_describe_lag(mut self, window: std::time::Duration) -> Self {
+        self.describe_lag = Some(Arc::new(crate::ec2_lag::DescribeLag::new(window)));
         self
     }
 
@@ -579,6 +587,7 @@ impl HttpClient for FaultyHttpClient {
             plan: self.plan.clone(),
             grants: self.grants.clone(),
             latencies: self.latencies.clone(),
+            describe_lag: self.describe_lag.clone(),
         })
     }
 }
@@ -589,6 +598,7 @@ struct FaultyConnector {
     plan: Arc<FaultPlan>,
     grants: Option<Arc<Grants>>,
     latencies: Arc<Vec<Latency>>,
+    describe_lag: Option<Arc<crate::ec2_lag::DescribeLag>>,
 }
 
 tokio::task_local! {
@@ -658,8 +668,35 @@ impl HttpConnector for FaultyConnector {
         let delay = iam_action(&request).and_then(|(service, operation, _)| {
             self.latencies.iter().find(|l| l.service == service && l.operation == operation).map(|l| l.delay)
         });
+        let lagged = self.describe_lag.clone().zip(
+            ec2_action(&request)
+                .map(|(action, _)| action.to_string())
+                .filter(|a| a == "RunInstances" || a == "DescribeInstances"),
+        );
         let watched = target(&request).filter(|(service, operation)| is_write(service, operation));
         let sent = self.call_with_faults(request);
+        let sent = match lagged {
+            Some((lag, action)) => HttpConnectorFuture::new(async move {
+                let mut response = sent.await?;
+                if !response.status().is_success() {
+                    return Ok(response);
+                }
+                let read = ByteStream::new(response.take_body()).collect().await.map(|b| b.into_bytes());
+                let Ok(read) = read else { return Ok(error_response(500, "InternalServerError", None)) };
+                let answer = String::from_utf8_lossy(&read).into_owned();
+                let now = std::time::Instant::now();
+                let answer = if action == "RunInstances" {
+                    lag.launched(&answer, now);
+                    answer
+                } else {
+                    lag.describe(&answer, now)
+                };
+                response.headers_mut().insert("content-length", answer.len().to_string());
+                *response.body_mut() = SdkBody::from(answer);
+                Ok(response)
+            }),
+            None => sent,
+        };
         let sent = match delay {
             Some(delay) => HttpConnectorFuture::new(async move {
                 tokio::time::sleep(delay).await;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use baton_service::aws::AwsClients;
 
 pub mod aws_limits;
+pub mod ec2_lag;
 pub mod faults;
 pub mod grants;
 pub mod index_lag;

@@ -127,6 +127,7 @@ async fn instances(State(fake): State<Shared>) -> Json<InstanceList> {
                 reservation_id: None,
                 runner_session_id: None,
                 terminate: Some(TerminateIntent { reason: *reason, at: Utc::now() }),
+                first_seen_at: None,
             })
         })
         .collect();

@@ -221,7 +221,7 @@ impl AwsProvisioner {
         let mut events: Vec<InstanceEvent> = Vec::new();
         self.meet_demand(deadline, &mut machines, &mut events, &mut tick).await?;
 
-        events.extend(plan::reports(&machines, &known));
+        events.extend(plan::reports(&machines, &known, Utc::now()));
         self.report(&events, &machines, &mut tick).await;
         self.sweep_tokens(&machines, &mut tick).await;
         Ok(tick)

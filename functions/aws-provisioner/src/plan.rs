@@ -151,13 +151,20 @@ pub fn instance_state(state: Ec2State) -> InstanceState {
     }
 }
 
+/// How long after Baton first heard of an instance EC2 may still not list
+/// it: `DescribeInstances` is eventually consistent, and a tag-filtered
+/// describe can miss an instance launched a moment before.
+pub const DESCRIBE_LAG_GRACE: Duration = Duration::minutes(5);
+
 /// The events that tell Baton something new: each machine's state when it
 /// is ahead of what Baton holds (Baton's states only move forward, so an
 /// event at or behind it would be a write for nothing), and `terminated`
 /// for each instance Baton thinks alive that EC2 no longer shows (EC2
 /// forgets terminated instances after about an hour: one that ended while
-/// no tick saw it).
-pub fn reports(machines: &[Machine], known: &[InstanceView]) -> Vec<InstanceEvent> {
+/// no tick saw it), once it is older than [`DESCRIBE_LAG_GRACE`]: a fresh
+/// one missing is EC2's lag, and reporting it would release its
+/// reservation, launch a replacement and refuse the real one's runner.
+pub fn reports(machines: &[Machine], known: &[InstanceView], now: DateTime<Utc>) -> Vec<InstanceEvent> {
     let known_state: HashMap<&str, InstanceState> =
         known.iter().map(|v| (v.provider_runner_id.as_str(), v.state)).collect();
     let mut events: Vec<InstanceEvent> = machines
@@ -172,6 +179,7 @@ pub fn reports(machines: &[Machine], known: &[InstanceView]) -> Vec<InstanceEven
         known
             .iter()
             .filter(|v| !v.state.is_terminal() && !machines.iter().any(|m| m.instance_id == v.provider_runner_id))
+            .filter(|v| v.first_seen_at.is_none_or(|seen| now - seen >= DESCRIBE_LAG_GRACE))
             .map(|v| event(&v.provider_runner_id, InstanceState::Terminated, v.reservation_id)),
     );
     events
@@ -341,6 +349,7 @@ mod tests {
             reservation_id: None,
             runner_session_id: None,
             terminate: intent.map(|reason| TerminateIntent { reason, at: Utc::now() }),
+            first_seen_at: Some(Utc::now() - Duration::hours(1)),
         }
     }
 
@@ -427,7 +436,7 @@ mod tests {
             machine("i-ahead", Ec2State::Terminated, None),
         ];
         let known = [view("i-same", InstanceState::Running, None), view("i-ahead", InstanceState::Running, None)];
-        let events = reports(&machines, &known);
+        let events = reports(&machines, &known, Utc::now());
         let got: Vec<(&str, InstanceState)> = events.iter().map(|e| (e.provider_runner_id.as_str(), e.state)).collect();
         assert_eq!(got, vec![("i-new", InstanceState::Booting), ("i-ahead", InstanceState::Terminated)]);
         assert_eq!(events[0].reservation_id, Some(r), "the first report ties the instance to its reservation");
@@ -440,9 +449,19 @@ mod tests {
             view("i-done", InstanceState::Terminated, None),
             view("launch-failed-x", InstanceState::Failed, None),
         ];
-        let events = reports(&[], &known);
+        let events = reports(&[], &known, Utc::now());
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!((events[0].provider_runner_id.as_str(), events[0].state), ("i-gone", InstanceState::Terminated));
+    }
+
+    #[test]
+    fn a_fresh_instance_ec2_does_not_list_yet_is_not_reported_terminated() {
+        let now = Utc::now();
+        let mut fresh = view("i-fresh", InstanceState::Booting, None);
+        fresh.first_seen_at = Some(now - Duration::seconds(20));
+        assert!(reports(&[], &[fresh.clone()], now).is_empty(), "EC2's describe lags a launch");
+        let later = now + DESCRIBE_LAG_GRACE;
+        assert_eq!(reports(&[], &[fresh], later).len(), 1, "still missing past the grace: gone");
     }
 
     #[test]

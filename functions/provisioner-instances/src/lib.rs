@@ -139,6 +139,7 @@ async fn list(context: &Context, provisioner: &Provisioner, req: &Request) -> Re
                 .session_id
                 .or_else(|| fleet.reservations.iter().find(|r| Some(r.id) == i.reservation_id)?.session_id),
             terminate: i.terminate_reason.zip(i.terminate_at).map(|(reason, at)| TerminateIntent { reason, at }),
+            first_seen_at: Some(i.first_seen_at),
         })
         .collect::<Vec<_>>();
     let mut items = items;

@@ -194,6 +194,7 @@ mod tests {
             reservation_id: None,
             runner_session_id: None,
             terminate: intent.map(|reason| TerminateIntent { reason, at: Utc::now() }),
+            first_seen_at: None,
         }
     }
 

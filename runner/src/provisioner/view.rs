@@ -101,6 +101,7 @@ mod tests {
                     reservation_id: None,
                     runner_session_id: Some(session),
                     terminate: Some(TerminateIntent { reason: TerminateReason::Idle, at: now - Duration::seconds(3) }),
+                    first_seen_at: None,
                 },
                 InstanceView {
                     provider_runner_id: "local-b".into(),
@@ -108,6 +109,7 @@ mod tests {
                     reservation_id: None,
                     runner_session_id: None,
                     terminate: None,
+                    first_seen_at: None,
                 },
             ],
             next_cursor: None,

@@ -109,15 +109,15 @@ async fn fixture(settings: Value) -> Fixture {
 
 /// [`fixture`] on a dev host with `options` (answers it loses, …).
 async fn fixture_on(settings: Value, options: baton_devhost::HostOptions) -> Fixture {
-    fixture_with(settings, options, None).await
+    fixture_with(settings, options, |http| http).await
 }
 
-/// [`fixture_on`], its `RunInstances` answered after `run_instances` (as
-/// AWS takes 0.5–2 s) when given.
+/// [`fixture_on`], the function's AWS client made as slow or as lagging as
+/// AWS can be by `like_aws` (`FaultyHttpClient::with_latency`, `with_describe_lag`).
 async fn fixture_with(
     settings: Value,
     options: baton_devhost::HostOptions,
-    run_instances: Option<Duration>,
+    like_aws: fn(FaultyHttpClient) -> FaultyHttpClient,
 ) -> Fixture {
     let stack = TestStack::start_custom(|_| {}, HashMap::new(), options).await;
     let cloud = Cloud::new().await;
@@ -167,7 +167,7 @@ async fn fixture_with(
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let settings = Settings::from_map(&env).expect("settings");
-    let (ec2, ssm) = granted_clients(run_instances).await;
+    let (ec2, ssm) = granted_clients(like_aws).await;
     let provisioner = AwsProvisioner::start(settings, ec2, ssm, reqwest::Client::new())
         .await
         .expect("the cold start reads its token");
@@ -177,16 +177,16 @@ async fn fixture_with(
 /// EC2 and SSM clients that may do only what resources.json grants the
 /// function (`localstack/src/grants.rs`): a missing grant fails here as IAM
 /// would fail it on AWS.
-async fn granted_clients(run_instances: Option<Duration>) -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
+async fn granted_clients(
+    like_aws: fn(FaultyHttpClient) -> FaultyHttpClient,
+) -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
     let resources = Resources::load();
     let function = &resources.aws_provisioner.as_ref().expect("resources.json has aws_provisioner").function;
     let grants = Arc::new(Grants::of(function).expect("its permissions parse"));
-    let mut http =
+    let http = like_aws(
         FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), Arc::new(FaultPlan::none()))
-            .with_grants(Some(grants));
-    if let Some(delay) = run_instances {
-        http = http.with_latency("ec2", "RunInstances", delay);
-    }
+            .with_grants(Some(grants)),
+    );
     let config = sdk_config().await;
     (
         aws_sdk_ec2::Client::from_conf(aws_sdk_ec2::config::Builder::from(&config).http_client(http.clone()).build()),
@@ -301,9 +301,10 @@ async fn a_queued_job_launches_an_instance_whose_runner_runs_it_and_its_end_rele
 /// launches nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_of_forty_is_launched_over_several_ticks_none_killed_at_its_timeout() {
-    let f =
-        fixture_with(json!({"max_instances": 40}), baton_devhost::HostOptions::default(), Some(Duration::from_secs(2)))
-            .await;
+    let f = fixture_with(json!({"max_instances": 40}), baton_devhost::HostOptions::default(), |http| {
+        http.with_latency("ec2", "RunInstances", Duration::from_secs(2))
+    })
+    .await;
     let jobs: String = (0..40).map(|i| format!("  j{i}:\n    runs-on: linux\n    steps: [{{run: echo}}]\n")).collect();
     f.stack.create_run(&f.ws, &format!("jobs:\n{jobs}")).await;
     wait_for("the burst in demand", WAIT, || async {
@@ -325,6 +326,30 @@ async fn a_burst_of_forty_is_launched_over_several_ticks_none_killed_at_its_time
     let reservations: std::collections::HashSet<&String> =
         instances.iter().filter_map(|(_, _, tags)| tags.get("baton:reservation")).collect();
     assert_eq!((instances.len(), reservations.len()), (40, 40), "one instance a reservation, none twice");
+}
+
+/// EC2 lists a fresh launch late (its describe calls are eventually
+/// consistent; the local stack lags a minute here): the next tick does not
+/// take the missing instance for gone, so its reservation holds, nothing
+/// is launched in its place, and its runner would not be refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_instance_ec2_does_not_list_yet_is_neither_reported_terminated_nor_replaced() {
+    let f = fixture_with(json!({}), baton_devhost::HostOptions::default(), |http| {
+        http.with_describe_lag(Duration::from_secs(60))
+    })
+    .await;
+    f.stack.create_run(&f.ws, &one_job("echo listed late")).await;
+    f.wait_queued().await;
+    let first = f.tick().await;
+    assert_eq!((first.reserved, first.launched), (1, 1), "{first:?}");
+
+    let second = f.tick().await;
+    assert_eq!((second.launched, second.reservations_released), (0, 0), "{second:?}");
+    let known = f.stack.instances(&f.token).await;
+    assert_eq!(known.len(), 1, "{known:#?}");
+    assert_eq!(known[0]["state"], "booting", "not taken for gone: {known:#?}");
+    let reservations = f.stack.items_of("reservation").await;
+    assert!(reservations.iter().all(|r| !r.contains_key("released_at")), "{reservations:?}");
 }
 
 /// Labels allow sets far longer than an EC2 tag value (256 characters, as
