@@ -200,7 +200,19 @@ pub struct StepSpec {
     pub id: Uuid,
     #[serde(default)]
     pub name: Option<String>,
+    /// The shell command. For a step that runs an action (`uses`), a
+    /// command that fails saying the runner is too old to run actions: a
+    /// runner that reads `uses` never runs it, one from before actions does.
     pub run: String,
+    /// The action the step runs, as written (`owner/repo[/path]@ref`, a git
+    /// URL with `@ref`, or `./path` in the job's directory); the runner
+    /// fetches and runs it. Absent for a shell step, so that a spec without
+    /// actions reads as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<String>,
+    /// The action's inputs (`with:`), expressions resolved.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub with: BTreeMap<String, String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     #[serde(default)]

@@ -219,6 +219,7 @@ impl Fleet {
                 keep_work_dirs: false,
                 log_cap_bytes: 32 * 1024 * 1024,
                 push: baton_runner::agent::PushSettings::default(),
+                actions: Default::default(),
             };
             let rx = watch_rx.clone();
             agents.push(tokio::spawn(async move {

@@ -277,6 +277,8 @@ fn job_fact(
                 id: step_id(job_execution_id, index),
                 name: Some(format!("step-{index}")),
                 run: "true".into(),
+                uses: None,
+                with: Default::default(),
                 env: Default::default(),
                 timeout_s: None,
                 continue_on_error: false,

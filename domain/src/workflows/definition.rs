@@ -135,7 +135,8 @@ pub struct JobDefinition {
     pub concurrency: Option<super::concurrency::ConcurrencySpec>,
 }
 
-/// One step of a job: a shell command the runner executes.
+/// One step of a job: a shell command the runner executes, or an action
+/// (`uses:`) the runner fetches and runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepDefinition {
     /// `id:`, by which the job's `outputs` name the step.
@@ -143,7 +144,17 @@ pub struct StepDefinition {
     pub id: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
+    /// The shell command; empty for a step that runs an action (`uses`).
+    #[serde(default)]
     pub run: String,
+    /// `uses:`: the action the step runs (`owner/repo[/path]@ref`, a git
+    /// URL with `@ref`, or `./path` in the job's directory), as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<String>,
+    /// `with:`: the action's inputs, as text (expressions resolved when the
+    /// job is queued, as in `env`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub with: BTreeMap<String, String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// The step's own limit, within the job's; `None` when it sets none.

@@ -4,7 +4,7 @@
 //! what will be stored.
 //!
 //! A definition is validated completely before anything is written.
-//! Fields Baton does not support (`uses`, `services`, `container`, …) are
+//! Fields Baton does not support (`services`, `container`, …) are
 //! refused with a message instead of being ignored: a silently ignored key
 //! would run a job differently from what its author wrote. Only the
 //! top-level `on:` is accepted and ignored, since Baton runs are started by

@@ -42,6 +42,11 @@ fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
         for (name, value) in &step.env {
             fields.push((format!("steps[{index}].env.{name}"), value.as_str(), job_env.clone()));
         }
+        // An action's inputs read what its `env` values may, and see the
+        // step's env as `run` does.
+        for (name, value) in &step.with {
+            fields.push((format!("steps[{index}].with.{name}"), value.as_str(), visible.clone()));
+        }
     }
     fields
 }
@@ -126,9 +131,12 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                     return refuse(format!("`{need}` is not among this job's needs"));
                 }
                 Reference::Secret(_)
-                    if !(field.starts_with("env.") || field.ends_with(".run") || field.contains("].env.")) =>
+                    if !(field.starts_with("env.")
+                        || field.ends_with(".run")
+                        || field.contains("].env.")
+                        || field.contains("].with.")) =>
                 {
-                    return refuse("secrets are read only in `env` and `run`, never decided on".into());
+                    return refuse("secrets are read only in `env`, `run` and `with`, never decided on".into());
                 }
                 Reference::Secret(name) if !baton_api::secrets::valid_secret_name(name) => {
                     return refuse("a secret name is a letter or '_', then letters, digits and '_'".into());

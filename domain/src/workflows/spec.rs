@@ -51,7 +51,12 @@ pub fn job_spec(
             StepSpec {
                 id: step_ids[index],
                 name: step.name.clone(),
-                run: resolve(&step.run, step_scope.as_ref()),
+                run: match &step.uses {
+                    Some(uses) => too_old_for_actions(uses),
+                    None => resolve(&step.run, step_scope.as_ref()),
+                },
+                uses: step.uses.clone(),
+                with: step.with.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
                 env: step.env.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
                 timeout_s: step.timeout_minutes.map(minutes),
                 continue_on_error: decided(step.continue_on_error.as_deref(), step_scope.as_ref()),
@@ -85,6 +90,14 @@ pub fn job_spec(
         priority: priority_of(job.priority.as_deref(), scope),
         secrets: references::secrets_used(definition, job),
     }
+}
+
+/// The `run` of an action step: a runner that reads `uses` runs the action
+/// and never this; one from before actions runs only `run`, and this fails
+/// the step saying why instead of passing it having done nothing.
+fn too_old_for_actions(uses: &str) -> String {
+    let said = format!("this step runs the action {uses}: this runner is too old to run actions; upgrade it");
+    format!("echo '{}' >&2; exit 1", said.replace('\'', r"'\''"))
 }
 
 /// A `priority` as decided in `scope`: a whole number (clamped to

@@ -69,6 +69,8 @@ pub fn put_in(job: &mut ClaimedJob, names: &[String], found: &BTreeMap<String, S
     for step in &mut job.steps {
         replace(&mut step.run);
         step.env.values_mut().for_each(replace);
+        // An action's inputs (`with:`) read secrets as `env` does.
+        step.with.values_mut().for_each(replace);
     }
     job.secret_values = names.iter().filter_map(|name| found.get(name).cloned()).collect();
     job.missing_secrets = names.iter().filter(|name| !found.contains_key(*name)).cloned().collect();
@@ -217,6 +219,8 @@ mod tests {
                 name: None,
                 // An input that spelled another secret's placeholder gets nothing.
                 run: format!("deploy {} {}", placeholder("DEPLOY_TOKEN"), placeholder("OTHER")),
+                uses: None,
+                with: BTreeMap::new(),
                 env: BTreeMap::from([("KEY".into(), placeholder("SIGNING_KEY"))]),
                 timeout_s: None,
                 continue_on_error: false,

@@ -28,13 +28,6 @@ impl Location {
         Self { job: self.job.clone(), path: Some(format!("steps[{position}]")) }
     }
 
-    /// Whether this is a step itself (`steps[3]`), not a field of one.
-    fn is_step(&self) -> bool {
-        self.path
-            .as_deref()
-            .is_some_and(|path| path.starts_with("steps[") && path.ends_with(']') && !path.contains('.'))
-    }
-
     /// Whether this is a job itself, not a field of one.
     fn is_job(&self) -> bool {
         self.job.is_some() && self.path.is_none()
@@ -68,9 +61,6 @@ impl<'a> Fields<'a> {
             let Some(key) = key.scalar_text() else { return Err(at.expected("text keys", key)) };
             if entries.iter().any(|(seen, _)| *seen == key) {
                 return Err(at.field(&key).error("given more than once"));
-            }
-            if key == "uses" && at.is_step() {
-                return Err(at.field(&key).error("actions are not supported: a step runs a shell command with `run`"));
             }
             if key == "uses" && at.is_job() {
                 return Err(at

@@ -1,13 +1,26 @@
-//! `steps:`: shell commands, and the artifact and cache steps that run the
-//! runner's own commands.
+//! `steps:`: shell commands, actions (`uses:`), and the artifact and cache
+//! steps that run the runner's own commands.
 
 use super::fields::{Fields, Location};
 use super::values::{read_continue_on_error, read_env, read_text, read_text_list, read_timeout};
 use crate::workflows::definition::{DefinitionError, StepDefinition, MAX_JOB_ID_LEN, MAX_STEPS_PER_JOB};
 use crate::workflows::yaml::YamlNode;
 
-const STEP_FIELDS: &[&str] =
-    &["id", "name", "run", "upload", "download", "cache", "env", "timeout-minutes", "continue-on-error"];
+const STEP_FIELDS: &[&str] = &[
+    "id",
+    "name",
+    "run",
+    "uses",
+    "with",
+    "upload",
+    "download",
+    "cache",
+    "env",
+    "timeout-minutes",
+    "continue-on-error",
+];
+/// What a step is: one of these, exactly.
+const STEP_KINDS: [&str; 5] = ["run", "uses", "upload", "download", "cache"];
 const CACHE_FIELDS: &[&str] = &["key", "path", "restore-keys", "key-files", "scope"];
 const UPLOAD_FIELDS: &[&str] = &["name", "path"];
 const DOWNLOAD_FIELDS: &[&str] = &["name", "path"];
@@ -38,11 +51,17 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
         }
     }
     let mut name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
-    let kinds = ["run", "upload", "download", "cache"].iter().filter(|k| fields.get(k).is_some()).count();
+    let kinds = STEP_KINDS.iter().filter(|k| fields.get(k).is_some()).count();
     if kinds > 1 {
-        return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`"));
+        return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`, or an action (`uses`)"));
+    }
+    let uses = fields.get("uses").map(|node| read_uses(node, &at.field("uses"))).transpose()?;
+    let with = read_env(fields.get("with"), &at.field("with"))?;
+    if uses.is_none() && fields.get("with").is_some() {
+        return Err(at.field("with").error("only a step that `uses:` an action takes inputs"));
     }
     let run = match (fields.get("run"), fields.get("upload"), fields.get("download")) {
+        _ if uses.is_some() => String::new(),
         (Some(YamlNode::String(run)), None, None) if run.trim().is_empty() => {
             return Err(at.field("run").error("must not be empty"))
         }
@@ -65,15 +84,66 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
                 run
             }
             None => {
-                return Err(at.field("run").error("required: the shell command to run (or `upload:` / `download:`)"))
+                return Err(at
+                    .field("run")
+                    .error("required: the shell command to run (or `uses:`, `upload:`, `download:`, `cache:`)"))
             }
         },
-        _ => return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`")),
+        _ => return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`, or an action (`uses`)")),
     };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
-    Ok(StepDefinition { id, name, run, env, timeout_minutes, continue_on_error })
+    Ok(StepDefinition { id, name, run, uses, with, env, timeout_minutes, continue_on_error })
+}
+
+/// `uses:`: the action a step runs, checked for its form now so that a
+/// typo is refused when the run is created, not when the runner fetches it:
+/// `owner/repo[/path]@ref` (on the runner's default host), a git URL
+/// `https://host/owner/repo[/path]@ref` or `file:///path/repo@ref`, or
+/// `./path` (an action in the job's directory, no ref). `docker://` is
+/// refused: a Baton runner offers no Docker to run a container action in.
+fn read_uses(node: &YamlNode, at: &Location) -> Result<String, DefinitionError> {
+    let Some(uses) = read_text(node, at)?.map(|u| u.trim().to_string()).filter(|u| !u.is_empty()) else {
+        return Err(at.error("required: the action to run, as `owner/repo@ref` or `./path`"));
+    };
+    if uses.contains("${{") {
+        return Err(at.error("an action is named as written: no `${{ }}` expressions (as on GitHub)"));
+    }
+    if uses.starts_with("docker://") {
+        return Err(at.error(
+            "a `docker://` action runs in a container: Docker actions need Docker, which a Baton runner does not offer",
+        ));
+    }
+    if uses.chars().any(char::is_whitespace) {
+        return Err(at.error("an action's name holds no spaces"));
+    }
+    if let Some(path) = uses.strip_prefix("./") {
+        if path.split('/').any(|part| part == "..") {
+            return Err(at.error("a local action is a path inside the job's directory: no `..`"));
+        }
+        return Ok(uses);
+    }
+    let form = "`owner/repo[/path]@ref`, `https://host/owner/repo[/path]@ref`, `file:///path/repo@ref` or `./path`";
+    let Some((name, reference)) = uses.rsplit_once('@') else {
+        return Err(at.error(format!("`{uses}` names no ref: pin it, as {form}")));
+    };
+    if reference.is_empty() {
+        return Err(at.error(format!("`{uses}`: the ref after `@` is a tag, a branch or a commit sha")));
+    }
+    let repository = if let Some(rest) = name.strip_prefix("https://").or_else(|| name.strip_prefix("http://")) {
+        // host, owner, repo: at least three parts.
+        rest.split('/').filter(|p| !p.is_empty()).count() >= 3
+    } else if let Some(path) = name.strip_prefix("file://") {
+        path.starts_with('/') && path.len() > 1
+    } else {
+        let parts: Vec<&str> = name.split('/').collect();
+        parts.len() >= 2 && parts.iter().all(|p| !p.is_empty() && *p != "..") && !name.contains(':')
+    };
+    if !repository {
+        return Err(at.error(format!("`{uses}` is not an action: expected {form}")));
+    }
+    Ok(uses)
 }
 
 /// `upload: {name, path}` (behaviour.md §17): the step that archives
@@ -180,4 +250,73 @@ fn read_artifact_name(node: Option<&YamlNode>, at: &Location) -> Result<String, 
 /// substituted when the job is queued, before the shell sees it).
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::workflows::parse_definition;
+
+    /// The steps of a one-job workflow whose steps are `steps` (YAML), or
+    /// the refusal as `field: message`.
+    fn read(steps: &str) -> Result<Vec<crate::workflows::StepDefinition>, String> {
+        let yaml = format!("jobs:\n  build:\n    runs-on: linux\n    steps:\n{steps}");
+        parse_definition(&yaml)
+            .map(|mut definition| definition.jobs.remove(0).steps)
+            .map_err(|err| format!("{}: {}", err.field.unwrap_or_default(), err.message))
+    }
+
+    #[test]
+    fn every_form_of_uses_is_accepted_with_its_inputs_as_text() {
+        for uses in [
+            "actions/checkout@v4",
+            "acme/tools/setup-thing@main",
+            "acme/tools@0123456789abcdef0123456789abcdef01234567",
+            "acme/tools@release/v1",
+            "https://git.example.com/acme/tools@v1",
+            "https://git.example.com/acme/tools/sub/dir@v1",
+            "file:///srv/actions/tools@v1",
+            "./my-action",
+            "./.github/actions/build",
+        ] {
+            let steps = read(&format!("      - uses: {uses}\n")).unwrap_or_else(|e| panic!("{uses}: {e}"));
+            assert_eq!((steps[0].uses.as_deref(), steps[0].run.as_str()), (Some(uses), ""));
+        }
+        let steps = read(
+            "      - id: setup\n        name: set up\n        uses: acme/setup@v1\n        with:\n          version: 20\n          cache: true\n          registry: ${{ inputs.registry }}\n        env: {A: b}\n        timeout-minutes: 5\n        continue-on-error: true\n",
+        )
+        .unwrap();
+        let step = &steps[0];
+        assert_eq!((step.id.as_deref(), step.name.as_deref()), (Some("setup"), Some("set up")));
+        assert_eq!(step.with["version"], "20");
+        assert_eq!(step.with["cache"], "true");
+        assert_eq!(step.with["registry"], "${{ inputs.registry }}");
+        assert_eq!((step.timeout_minutes, step.continue_on_error.as_deref()), (Some(5), Some("true")));
+    }
+
+    #[test]
+    fn a_malformed_or_docker_action_is_refused_naming_the_step_field() {
+        for (steps, field, says) in [
+            ("      - run: x\n      - uses: docker://alpine:3.19\n", "steps[1].uses", "Docker actions need Docker"),
+            ("      - uses: actions/checkout\n", "steps[0].uses", "names no ref"),
+            ("      - uses: checkout@v4\n", "steps[0].uses", "is not an action"),
+            ("      - uses: acme/x@\n", "steps[0].uses", "the ref after `@`"),
+            ("      - uses: ./../elsewhere\n", "steps[0].uses", "no `..`"),
+            ("      - uses: acme/${{ inputs.x }}@v1\n", "steps[0].uses", "no `${{ }}`"),
+            ("      - uses: https://host/acme@v1\n", "steps[0].uses", "is not an action"),
+            ("      - uses: acme/x@v1\n        run: echo\n", "steps[0]", "or an action (`uses`)"),
+            ("      - run: echo\n        with: {a: b}\n", "steps[0].with", "only a step that `uses:`"),
+            ("      - uses: acme/x@v1\n        with: {a: [1]}\n", "steps[0].with.a", "expected a string"),
+            ("      - uses: acme/x@v1\n        with: {a: '${{ nope.x }}'}\n", "steps[0].with.a", "nope"),
+            (
+                "      - uses: acme/x@v1\n        with: {a: \"${{ secrets.T || 'x' }}\"}\n",
+                "steps[0].with.a",
+                "a secret is read alone",
+            ),
+        ] {
+            let err = read(steps).map(|_| ()).expect_err(steps);
+            assert!(err.starts_with(&format!("{field}: ")) && err.contains(says), "{steps}: {err}");
+        }
+        // A secret read alone is put in at claim time, like an env value.
+        read("      - uses: acme/x@v1\n        with: {token: '${{ secrets.T }}'}\n").unwrap();
+    }
 }

@@ -189,17 +189,17 @@ fn a_step_without_run_is_refused_with_its_position() {
     let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x}, {name: second}]"));
     assert_eq!(
         err.to_string(),
-        "job `a`, field `steps[1].run`: required: the shell command to run (or `upload:` / `download:`)"
+        "job `a`, field `steps[1].run`: required: the shell command to run (or `uses:`, `upload:`, `download:`, `cache:`)"
     );
     let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: '  '}]"));
     assert_eq!(err.field.as_deref(), Some("steps[0].run"));
 }
 
 #[test]
-fn a_step_using_an_action_is_refused_with_a_reason() {
-    let err = error_of(&with_job_body("runs-on: l\nsteps: [{uses: actions/checkout@v4}]"));
-    assert_eq!(err.field.as_deref(), Some("steps[0].uses"));
-    assert!(err.message.contains("actions are not supported"), "{err}");
+fn a_docker_action_is_refused_with_a_reason() {
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x}, {uses: 'docker://alpine:3'}]"));
+    assert_eq!(err.field.as_deref(), Some("steps[1].uses"));
+    assert!(err.message.contains("Docker actions need Docker"), "{err}");
 }
 
 #[test]

@@ -51,6 +51,8 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
             id: baton_domain::ids::step_id(execution, index),
             name: Some(name.to_string()),
             run: run.to_string(),
+            uses: None,
+            with: BTreeMap::new(),
             env: BTreeMap::new(),
             timeout_s: None,
             continue_on_error: false,
