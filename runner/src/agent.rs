@@ -45,6 +45,8 @@ pub struct AgentConfig {
     pub log_cap_bytes: u64,
     /// Push (see [`PushSettings`]).
     pub push: PushSettings,
+    /// Where actions come from and what runs them.
+    pub actions: crate::actions::ActionSettings,
 }
 
 /// How the agent uses the server's push socket.
@@ -122,6 +124,7 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         keep_work_dir: config.keep_work_dirs,
         logs: crate::logs::LogSettings { cap_bytes: config.log_cap_bytes, ..Default::default() },
         nudges: Arc::new(Nudges::default()),
+        actions: config.actions.clone(),
     };
     let nudges = settings.nudges.clone();
     let (endpoint_tx, endpoint_rx) = watch::channel(None);

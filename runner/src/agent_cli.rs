@@ -12,7 +12,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 /// Runs Baton jobs on this machine: registers, claims jobs whose labels this
-/// runner has, runs their steps with `sh -c`, and reports the results.
+/// runner has, runs their steps with `sh -c` (or the action a step `uses`),
+/// and reports the results.
 #[derive(Debug, Parser)]
 #[command(name = "baton-runner", version)]
 struct Args {
@@ -79,6 +80,12 @@ struct Args {
     /// idle for 10 minutes).
     #[arg(long, env = "BATON_PUSH_PING_S", default_value_t = 540, value_parser = clap::value_parser!(u64).range(1..=590))]
     push_ping_s: u64,
+    /// Where a step's `uses: owner/repo@ref` is fetched from (with git).
+    #[arg(long, env = "BATON_ACTIONS_HOST", default_value = "https://github.com")]
+    actions_host: String,
+    /// What runs JavaScript actions (a name on the PATH, or a path).
+    #[arg(long, env = "BATON_NODE", default_value = "node")]
+    node: String,
 }
 
 /// The `baton-runner` command: parses its arguments from the process and runs.
@@ -126,6 +133,7 @@ async fn run(args: Args) -> ExitCode {
             safety_poll: args.safety_poll_s.map(Duration::from_secs),
             ping_every: Duration::from_secs(args.push_ping_s),
         },
+        actions: crate::actions::ActionSettings { default_host: args.actions_host, node: args.node },
     };
     match agent::run(config, shutdown_rx).await {
         Ok(_) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! Executes one claimed job: a fresh work directory, each step as
-//! `sh -c <run>` in its own process group with the job's env, the step's env
-//! and the `BATON_*` variables, output streamed with a `[job/step]` prefix,
+//! `sh -c <run>` (or its action, `crate::actions`) in its own process group
+//! with the job's env, what earlier steps put in `$GITHUB_ENV`, the step's
+//! env and the `BATON_*` and `GITHUB_*` variables (`crate::step`), output streamed with a `[job/step]` prefix,
 //! step and job timeouts enforced by killing the group, progress reported per
 //! step. A step after a failed one is skipped. The last step's report,
 //! sent once the log is stored and carrying the job's outputs, settles the
@@ -16,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,13 +31,9 @@ use tokio::time::Instant as TokioInstant;
 
 use crate::complete;
 use crate::logs::{self, LogSettings, LogSink};
-use crate::process::{exit_code, signal_group, terminate_group};
-use crate::streams::{read_step_output, Shown};
+use crate::step::{Carried, Ended, Exec, ProcFiles, Runtime, CACHE_SAVES, TEMP};
 use crate::{caches, outputs};
 use crate::{escalate, heartbeat, JobEnd, Shutdown, Stop};
-
-/// Environment variables of the runner that a job must never see.
-const SECRET_VARS: &[&str] = &["BATON_REGISTRATION_TOKEN", "BATON_ADMIN_TOKEN", "BATON_TOKEN"];
 
 /// How long progress reports are retried (they are optional: the job goes on).
 const STEP_REPORT_BUDGET: Duration = Duration::from_secs(10);
@@ -58,15 +54,8 @@ pub struct JobSettings {
     pub logs: LogSettings,
     /// The push socket's nudges (a cancel wakes the job's heartbeat).
     pub nudges: std::sync::Arc<crate::push::Nudges>,
-}
-
-/// How one step's process ended.
-enum Ended {
-    Exited,
-    StepTimeout(u64),
-    JobTimeout(u64),
-    Stopped(Stop),
-    SpawnFailed(String),
+    /// Where actions (`uses:`) come from and what runs them.
+    pub actions: crate::actions::ActionSettings,
 }
 
 /// Runs the claimed job to its end. `heartbeat_interval` is the session's
@@ -246,6 +235,13 @@ async fn run_steps(
     // expect an empty one), and what each wrote there.
     let outputs_dir = output_dir(dir);
     let mut written: Vec<(uuid::Uuid, BTreeMap<String, String>)> = Vec::new();
+    // `$RUNNER_TEMP`, beside the output files (emptied with them).
+    if let Err(err) = std::fs::create_dir_all(outputs_dir.join(TEMP)) {
+        tracing::warn!(job = %claim.job.key, error = %err, "cannot create the job's temporary directory");
+    }
+    // What a step hands the steps after it: `$GITHUB_ENV`, `$GITHUB_PATH`,
+    // and the `post` of its actions.
+    let mut carried = Carried::default();
     for (index, step) in claim.job.steps.iter().enumerate() {
         let name = step_name(step, index);
         let stop = *stop_rx.borrow();
@@ -275,9 +271,17 @@ async fn run_steps(
         report(settings, claim, &running, stop_tx).await;
         tracing::info!(job = %claim.job.key, step = %name, "step started");
         let clock = Instant::now();
-        let output_file = outputs_dir.join(format!("step-{index}"));
-        let files = StepFiles { dir, output: &output_file, sink };
-        let (ended, code) = run_step(settings, claim, step, &name, files, job_deadline, stop_rx).await;
+        let exec = Exec::new(runtime(settings), claim, step, &name, dir, &outputs_dir, sink, job_deadline);
+        let files = ProcFiles::new(&outputs_dir, &format!("step-{index}"));
+        let (ended, code) = match &step.uses {
+            Some(uses) => crate::actions::run(&exec, &mut carried, uses, &step.with, &files, stop_rx).await,
+            None => exec.shell(&mut carried, &step.run, &files, stop_rx).await,
+        };
+        if let Ended::Failed(why) | Ended::SpawnFailed(why) = &ended {
+            // Why the runner failed it belongs in the job's log, forgiven or not.
+            exec.say(why);
+        }
+        let output_file = files.output;
         let mut status =
             if matches!(ended, Ended::Exited) && code == Some(0) { StepStatus::Succeeded } else { StepStatus::Failed };
         // Why the step failed, if the job's message should say so.
@@ -297,7 +301,7 @@ async fn run_steps(
         // job's timeout, after which nothing more may run.
         let soft_failed = status == StepStatus::Failed
             && step.continue_on_error
-            && matches!(ended, Ended::Exited | Ended::StepTimeout(_) | Ended::SpawnFailed(_));
+            && matches!(ended, Ended::Exited | Ended::StepTimeout(_) | Ended::SpawnFailed(_) | Ended::Failed(_));
         let result = StepResult {
             id: step.id,
             status,
@@ -314,10 +318,12 @@ async fn run_steps(
             Ended::Stopped(Stop::Cancel) => Some("cancelled".to_string()),
             Ended::Stopped(_) => Some("stopped".to_string()),
             Ended::SpawnFailed(err) => Some(format!("could not start: {err}")),
+            Ended::Failed(why) => Some(why.clone()),
         };
         tracing::info!(job = %claim.job.key, step = %name, status = %status_str(status), exit_code = code, duration_s,
             reason = reason.as_deref(), soft_failed, "step finished");
-        if let (Ended::StepTimeout(_) | Ended::JobTimeout(_) | Ended::SpawnFailed(_), Some(reason)) = (&ended, &reason)
+        if let (Ended::StepTimeout(_) | Ended::JobTimeout(_) | Ended::SpawnFailed(_) | Ended::Failed(_), Some(reason)) =
+            (&ended, &reason)
         {
             step_message.get_or_insert_with(|| format!("step {name}: {reason}"));
         }
@@ -331,6 +337,22 @@ async fn run_steps(
         }
         failed |= status != StepStatus::Succeeded && !soft_failed;
         results.push(result);
+    }
+    // The actions' `post` scripts, after every step, newest first, whatever
+    // the steps did (as GitHub runs them); a failing one fails the job.
+    while let Some(post) = carried.posts.pop() {
+        if *stop_rx.borrow() >= Stop::LeaseLost {
+            break;
+        }
+        let Some(step) = claim.job.steps.iter().find(|s| s.id == post.step_id) else { continue };
+        let index = claim.job.steps.iter().position(|s| s.id == post.step_id).unwrap_or_default();
+        let name = format!("post {}", step_name(step, index));
+        let exec = Exec::new(runtime(settings), claim, step, &name, dir, &outputs_dir, sink, job_deadline);
+        if let Err(why) = crate::actions::run_post(&exec, &mut carried, &post, stop_rx).await {
+            tracing::info!(job = %claim.job.key, step = %name, reason = %why, "post failed");
+            message.get_or_insert(format!("step {name}: {why}"));
+            failed = true;
+        }
     }
     // The `cache:` steps' saves, once every step succeeded, before the last
     // step's report ends the lease (a save is made under it).
@@ -444,108 +466,15 @@ async fn report(
     }
 }
 
-/// Beside the steps' output files: the saves the job's `cache:` steps ask
-/// for (`$BATON_CACHE_SAVES`, `crate::caches`).
-const CACHE_SAVES: &str = "cache-saves";
-
-/// Where a step runs (the job's work directory) and the file it writes its
-/// outputs to (`$BATON_OUTPUT`).
-struct StepFiles<'a> {
-    dir: &'a Path,
-    output: &'a Path,
-    /// Where its output lines go (masked) besides the runner's terminal.
-    sink: &'a LogSink,
-}
-
-/// Runs one step to its end; returns how it ended and its exit code.
-async fn run_step(
-    settings: &JobSettings,
-    claim: &ClaimResponse,
-    step: &StepSpec,
-    name: &str,
-    files: StepFiles<'_>,
-    job_deadline: TokioInstant,
-    stop_rx: &mut watch::Receiver<Stop>,
-) -> (Ended, Option<i32>) {
-    let StepFiles { dir, output: output_file, sink } = files;
-    let mut command = tokio::process::Command::new("sh");
-    command
-        .arg("-c")
-        .arg(&step.run)
-        .current_dir(dir)
-        .envs(&claim.job.env)
-        .envs(&step.env)
-        .envs(baton_vars(settings.client.base(), claim, step, name, dir))
-        .env("BATON_OUTPUT", output_file)
-        .env("BATON_CACHE_SAVES", output_file.with_file_name(CACHE_SAVES))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    for var in SECRET_VARS {
-        command.env_remove(var);
+/// What every step of the job shares from the runner's settings.
+fn runtime(settings: &JobSettings) -> Runtime<'_> {
+    Runtime {
+        api: settings.client.base(),
+        kill_grace: settings.kill_grace,
+        json_output: settings.json_output,
+        work_root: &settings.work_root,
+        actions: &settings.actions,
     }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(err) => return (Ended::SpawnFailed(err.to_string()), None),
-    };
-    let pgid = child.id().map_or(0, |id| id as i32);
-    let shown = Shown { prefix: format!("{}/{name}", claim.job.key), json: settings.json_output };
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let reader = tokio::spawn(read_step_output(stdout, stderr, shown, sink.clone(), step.id));
-    let step_timeout = step.timeout_s.map(|s| (s, TokioInstant::now() + Duration::from_secs(s)));
-    let step_deadline = step_timeout.map_or(job_deadline, |(_, at)| at.min(job_deadline));
-    let waited = tokio::select! {
-        status = child.wait() => Ok(status.ok()),
-        _ = tokio::time::sleep_until(step_deadline) => Err(match step_timeout {
-            Some((s, at)) if at <= job_deadline => Ended::StepTimeout(s),
-            _ => Ended::JobTimeout(claim.job.timeout_s),
-        }),
-        stop = stop_rx.wait_for(|s| *s != Stop::None) => Err(Ended::Stopped(stop.map(|s| *s).unwrap_or(Stop::Abandon))),
-    };
-    let (ended, status) = match waited {
-        Ok(status) => (Ended::Exited, status),
-        Err(ended) => (ended, terminate_group(&mut child, pgid, settings.kill_grace).await),
-    };
-    // Whatever the step left running in its group goes with it.
-    signal_group(pgid, libc::SIGKILL);
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    (ended, status.as_ref().and_then(exit_code))
-}
-
-/// The variables every step sees.
-fn baton_vars(
-    settings_api: &str,
-    claim: &ClaimResponse,
-    step: &StepSpec,
-    name: &str,
-    dir: &Path,
-) -> Vec<(String, String)> {
-    vec![
-        ("CI".into(), "true".into()),
-        ("BATON".into(), "true".into()),
-        ("BATON_WORKSPACE_ID".into(), claim.workspace_id.clone()),
-        ("BATON_RUN_ID".into(), claim.run_id.to_string()),
-        ("BATON_ATTEMPT".into(), claim.attempt.to_string()),
-        ("BATON_JOB_ID".into(), claim.job_id.to_string()),
-        ("BATON_JOB_KEY".into(), claim.job.key.clone()),
-        ("BATON_JOB_EXECUTION_ID".into(), claim.job_execution_id.to_string()),
-        ("BATON_STEP_ID".into(), step.id.to_string()),
-        ("BATON_STEP_NAME".into(), name.to_string()),
-        ("BATON_WORK_DIR".into(), dir.display().to_string()),
-        // What `baton-runner artifact …` acts under: the job's own lease
-        // (the token is masked in the log like a secret).
-        ("BATON_API".into(), settings_api.to_string()),
-        ("BATON_LEASE_TOKEN".into(), claim.lease.token.clone()),
-        ("BATON_RUNNER".into(), runner_path()),
-    ]
-}
-
-/// This runner's own executable: what the `upload:` and `download:` steps
-/// call (`$BATON_RUNNER artifact …`).
-fn runner_path() -> String {
-    std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "baton-runner".into())
 }
 
 fn step_name(step: &StepSpec, index: usize) -> String {

@@ -4,6 +4,10 @@
 //!
 //! - [`agent`]: register, claim (long poll, backoff), run up to N jobs, stop.
 //! - [`job`]: execute one claimed job, step by step, and report it.
+//! - [`step`]: run one step's processes with the env GitHub's runner gives
+//!   a step, and carry `$GITHUB_ENV` and `$GITHUB_PATH` to the next.
+//! - [`actions`]: fetch and run a step's action (`uses:`), as GitHub's
+//!   runner does.
 //! - [`heartbeat`]: keep a lease alive; notice `cancel` and `lease-lost`.
 //! - [`complete`]: deliver a finished job's result while its lease lives.
 //! - [`artifacts`], [`caches`]: pack, send, fetch and unpack artifacts and
@@ -22,6 +26,7 @@
 //! AWS SDK. Its end-to-end tests, which need the server and the local stack,
 //! live in `tests/runner`.
 
+pub mod actions;
 pub mod agent;
 pub mod agent_cli;
 pub mod artifacts;
@@ -37,6 +42,7 @@ pub mod process;
 pub mod provisioner;
 pub mod provisioner_cli;
 pub mod push;
+pub mod step;
 pub mod step_cli;
 pub mod streams;
 pub mod tools;

@@ -119,13 +119,18 @@ impl<R: AsyncRead + Unpin> Pipe<R> {
         Some(line)
     }
 
-    /// Registers a secret line at once; holds any other line.
+    /// Registers a secret line at once; holds any other line (a workflow
+    /// command as a readable line, or not at all).
     fn take(&mut self, line: Option<String>, sink: &LogSink) {
         match line {
             None => self.open = false,
             Some(line) => match line.strip_prefix(logs::ADD_MASK) {
                 Some(secret) => sink.add_mask(secret),
-                None => self.held.push(line),
+                None => match workflow_command(&line) {
+                    Some(Some(readable)) => self.held.push(readable),
+                    Some(None) => {}
+                    None => self.held.push(line),
+                },
             },
         }
     }
@@ -142,6 +147,30 @@ impl<R: AsyncRead + Unpin> Pipe<R> {
             }
             sink.line(step_id, self.stream, line);
         }
+    }
+}
+
+/// A GitHub workflow command printed by a step (`::warning file=x::text`),
+/// as the line the job's log shows: `Some(None)` for one that shows
+/// nothing, `None` for a line that is no such command. Annotations in the
+/// run view are not made of them: they are lines of the log.
+fn workflow_command(line: &str) -> Option<Option<String>> {
+    let rest = line.strip_prefix("::")?;
+    let (head, message) = rest.split_once("::")?;
+    let (command, properties) = head.split_once(' ').unwrap_or((head, ""));
+    let properties = properties.trim();
+    let said = |label: &str| {
+        let label = if properties.is_empty() { label.to_string() } else { format!("{label} ({properties})") };
+        Some(Some(format!("{label}: {message}")))
+    };
+    match command {
+        "group" => Some(Some(format!("> {message}"))),
+        "endgroup" => Some(None),
+        "debug" => said("debug"),
+        "notice" => said("notice"),
+        "warning" => said("warning"),
+        "error" => said("error"),
+        _ => None,
     }
 }
 
@@ -190,6 +219,21 @@ mod tests {
         );
         let stdout_lines = lines.iter().filter(|(stream, _)| *stream == LogStream::Stdout).count();
         assert_eq!(stdout_lines, 2048 + 1, "every stdout line but the mask");
+    }
+
+    #[test]
+    fn workflow_commands_become_readable_lines_and_other_lines_stay_as_they_are() {
+        assert_eq!(workflow_command("::group::Install"), Some(Some("> Install".into())));
+        assert_eq!(workflow_command("::endgroup::"), Some(None));
+        assert_eq!(workflow_command("::debug::x=1"), Some(Some("debug: x=1".into())));
+        assert_eq!(
+            workflow_command("::error file=a.rs,line=3::it broke"),
+            Some(Some("error (file=a.rs,line=3): it broke".into()))
+        );
+        assert_eq!(workflow_command("::notice::fyi"), Some(Some("notice: fyi".into())));
+        assert_eq!(workflow_command("::warning::careful"), Some(Some("warning: careful".into())));
+        assert_eq!(workflow_command("::unknown::x"), None);
+        assert_eq!(workflow_command("plain :: line"), None);
     }
 
     #[tokio::test]
