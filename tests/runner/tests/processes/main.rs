@@ -3,6 +3,7 @@
 //! (about 120 MB), and eight of them took CI's disk. nextest still runs
 //! every test in its own process, so a test sees no other test's state.
 
+mod actions;
 mod agent;
 mod artifacts;
 mod aws_provisioner;
