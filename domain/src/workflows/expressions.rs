@@ -258,7 +258,24 @@ pub fn split_condition(raw: &str) -> Result<(Option<String>, Option<Expr>), Stri
     if let Some(inner) = text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")) {
         text = inner.trim();
     }
-    let (status, rest) = leading_status(parse(text)?);
+    let parsed = parse(text)?;
+    // GitHub's `!cancelled()` (run unless cancelled, whatever failed) has
+    // no status of Baton's four: said as such, not as a misplaced call.
+    let mut negated = None;
+    walk(&parsed, &mut |e| {
+        if let Expr::Not(inner) = e {
+            if let Expr::Status(status) = inner.as_ref() {
+                negated.get_or_insert_with(|| status.clone());
+            }
+        }
+    });
+    if let Some(status) = negated {
+        return Err(format!(
+            "!{status}() is not supported yet: an if: starts with one of success(), failure(), always() or \
+             cancelled(), never negated (always() runs whatever happened)"
+        ));
+    }
+    let (status, rest) = leading_status(parsed);
     if let Some(rest) = &rest {
         if contains_status(rest) {
             return Err("a status function (success(), failure(), always(), cancelled()) may only come first, \

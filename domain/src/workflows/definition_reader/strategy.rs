@@ -2,8 +2,10 @@
 //! expanded into its legs.
 
 use super::fields::{Fields, Location};
+use super::values::is_expression;
 use crate::runners::labels;
 use crate::workflows::definition::{DefinitionError, JobDefinition, MAX_JOBS, MAX_JOB_ID_LEN};
+use crate::workflows::expressions::{self, Reference, Scope};
 use crate::workflows::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
 use crate::workflows::yaml::YamlNode;
 
@@ -36,7 +38,8 @@ pub(super) fn expand_matrix(
             return Err(at.field("strategy.matrix").error(format!("two combinations make the same leg `{key}`")));
         }
         let leg = MatrixLeg { job: job.key.clone(), values };
-        let raw: Vec<String> = runs_on.iter().map(|label| substitute_matrix(label, &leg)).collect();
+        let raw =
+            runs_on.iter().map(|label| leg_label(label, &leg, &at.field("runs-on"))).collect::<Result<Vec<_>, _>>()?;
         let labels =
             labels::canonicalize(&raw).map_err(|err| at.field("runs-on").error(format!("in leg `{key}`: {err}")))?;
         legs.push(JobDefinition { key, labels, matrix: Some(leg), ..job.clone() });
@@ -50,23 +53,31 @@ pub(super) fn expand_matrix(
     Ok((legs, group))
 }
 
-/// `${{ matrix.<name> }}` in a label replaced by the leg's value (empty
-/// when its combination has none); the only expression `runs-on` takes.
-fn substitute_matrix(label: &str, leg: &MatrixLeg) -> String {
-    let mut out = String::new();
-    let mut rest = label;
-    while let Some(start) = rest.find("${{") {
-        out.push_str(&rest[..start]);
-        let Some(end) = rest[start..].find("}}") else { break };
-        let inner = rest[start + 3..start + end].trim();
-        match inner.strip_prefix("matrix.") {
-            Some(name) => out.push_str(leg.value(name.trim()).unwrap_or_default()),
-            None => out.push_str(&rest[start..start + end + 2]),
+/// A `runs-on` label of one leg, its expressions evaluated over the leg's
+/// matrix values (`${{ matrix.os }}`, `${{ matrix.os || 'linux' }}`): the
+/// only data known when the run is created, so any other reference is
+/// refused here, naming it, rather than read as nothing.
+fn leg_label(label: &str, leg: &MatrixLeg, at: &Location) -> Result<String, DefinitionError> {
+    for reference in expressions::text_references(label).map_err(|err| at.error(err))? {
+        if !matches!(reference, Reference::Matrix(_)) {
+            return Err(
+                at.error(format!("{reference} is not known when the run is created: runs-on reads only matrix.<name>"))
+            );
         }
-        rest = &rest[start + end + 2..];
     }
-    out.push_str(rest);
-    out
+    expressions::try_interpolate(label, &LegScope(leg)).map_err(|err| at.error(err))
+}
+
+/// A leg's matrix values, as `runs-on` reads them.
+struct LegScope<'a>(&'a MatrixLeg);
+
+impl Scope for LegScope<'_> {
+    fn resolve(&self, reference: &Reference) -> Option<String> {
+        match reference {
+            Reference::Matrix(name) => self.0.value(name).map(str::to_string),
+            _ => None,
+        }
+    }
 }
 
 /// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
@@ -108,7 +119,15 @@ pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, 
             "exclude" => strategy.exclude = list(values, &at)?,
             _ => {
                 check_matrix_name(&name, &at_matrix)?;
-                let YamlNode::Sequence(items) = values else { return Err(at.expected("a list of values", values)) };
+                let YamlNode::Sequence(items) = values else {
+                    if is_expression(values) {
+                        return Err(at.error(
+                            "a matrix made by an expression (fromJSON of an earlier job's output) is not supported yet: \
+                             list its values",
+                        ));
+                    }
+                    return Err(at.expected("a list of values", values));
+                };
                 if items.is_empty() || items.len() > MAX_MATRIX_ENTRIES {
                     return Err(at.error(format!("1 to {MAX_MATRIX_ENTRIES} values")));
                 }

@@ -47,8 +47,17 @@ pub(super) fn read_timeout(node: Option<&YamlNode>, at: &Location) -> Result<Opt
         YamlNode::Integer(minutes) if (1..=i128::from(MAX_TIMEOUT_MINUTES)).contains(minutes) => {
             Ok(u32::try_from(*minutes).ok())
         }
+        _ if is_expression(node) => Err(at.error(format!(
+            "an expression is not supported here yet: a whole number of minutes from 1 to {MAX_TIMEOUT_MINUTES}"
+        ))),
         _ => Err(at.error(format!("must be a whole number of minutes from 1 to {MAX_TIMEOUT_MINUTES}"))),
     }
+}
+
+/// Whether a value is a `${{ … }}` expression, for the fields that do not
+/// take one yet: the refusal says so rather than naming the value's type.
+pub(super) fn is_expression(node: &YamlNode) -> bool {
+    matches!(node, YamlNode::String(text) if text.contains("${{"))
 }
 
 /// A display name: any scalar as text; null means none.

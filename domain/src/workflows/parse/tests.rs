@@ -476,6 +476,32 @@ jobs:
 }
 
 #[test]
+fn what_is_not_supported_yet_is_refused_as_such_not_as_a_type_or_a_place() {
+    let err = error_of(&with_job_body("runs-on: l\nif: ${{ !cancelled() }}\nsteps: [{run: x}]"));
+    assert!(err.message.contains("!cancelled() is not supported yet"), "{err}");
+    let err = error_of(&with_job_body("runs-on: l\nif: (!cancelled() && !failure())\nsteps: [{run: x}]"));
+    assert!(err.message.contains("!cancelled() is not supported yet"), "{err}");
+    let err = error_of(&with_job_body("runs-on: l\ntimeout-minutes: ${{ inputs.t }}\nsteps: [{run: x}]"));
+    assert_eq!(err.field.as_deref(), Some("timeout-minutes"));
+    assert!(err.message.contains("an expression is not supported here yet"), "{err}");
+    let matrix =
+        "runs-on: l\nstrategy:\n  matrix:\n    pkg: ${{ fromJSON(needs.plan.outputs.pkgs) }}\nsteps: [{run: x}]";
+    let err = error_of(&with_job_body(matrix));
+    assert!(err.message.contains("a matrix made by an expression"), "{err}");
+}
+
+#[test]
+fn a_legs_runs_on_is_an_expression_over_its_matrix_values() {
+    let yaml = "jobs:\n  t:\n    runs-on: ${{ matrix.os || 'linux' }}\n    strategy:\n      matrix:\n        rust: [stable]\n        include: [{rust: beta, os: macos}]\n    steps: [{run: x}]\n";
+    let definition = parse_definition(yaml).unwrap();
+    let labels: Vec<&[String]> = definition.jobs.iter().map(|job| job.labels.as_slice()).collect();
+    assert_eq!(labels, vec![&["linux".to_string()][..], &["macos".to_string()][..]], "GitHub's default idiom");
+    let err = error_of(&yaml.replace("matrix.os || 'linux'", "inputs.os"));
+    assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("t"), Some("runs-on")), "{err}");
+    assert!(err.message.contains("inputs.os is not known when the run is created"), "{err}");
+}
+
+#[test]
 fn matrix_mistakes_are_refused_naming_the_job_and_the_field() {
     let with = |strategy: &str, extra: &str| {
         parse_definition(&format!(
