@@ -16,6 +16,7 @@ pub mod limits;
 pub mod runners;
 pub mod time;
 pub mod tokens;
+pub mod triggers;
 pub mod workflows;
 
 pub use error::{ApiError, ErrorCode};

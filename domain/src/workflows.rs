@@ -22,7 +22,7 @@ pub mod retry;
 pub mod spec;
 pub mod status;
 pub mod view;
-mod yaml;
+pub(crate) mod yaml;
 
 pub use condition::JobCondition;
 pub use dag::{plan_advance, AdvancePlan, JobSnapshot};

@@ -14,6 +14,7 @@ mod strategy;
 mod values;
 mod waiting_jobs;
 
+use crate::triggers;
 use crate::workflows::definition::{DefinitionError, WorkflowDefinition, DEFAULT_RUN_TIMEOUT_MINUTES};
 use crate::workflows::yaml::YamlNode;
 use concurrency_groups::{read_concurrency, Level};
@@ -32,6 +33,7 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     }
     let top = Location::default();
     let fields = Fields::read(root, WORKFLOW_FIELDS, &top, "a mapping with `jobs`")?;
+    check_on(fields.get("on"))?;
     let name = fields.get("name").map(|node| read_text(node, &top.field("name"))).transpose()?.flatten();
     let env = read_env(fields.get("env"), &top.field("env"))?;
     check_permissions(fields.get("permissions"), &top.field("permissions"))?;
@@ -41,4 +43,17 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
     let concurrency = read_concurrency(fields.get("concurrency"), &top.field("concurrency"), Level::Workflow)?;
     Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, concurrency, jobs, matrices })
+}
+
+/// `on:` must be valid GitHub syntax (a bad cron or glob is refused here,
+/// naming its field); what it says is not kept: a run posted as a file is
+/// started by that post. Events Baton cannot start runs on are accepted
+/// here: refusing them is the pipeline store's (`Triggers::unsupported`).
+fn check_on(on: Option<&YamlNode>) -> Result<(), DefinitionError> {
+    let Some(on) = on else { return Ok(()) };
+    triggers::read_on(on).map(|_| ()).map_err(|err| DefinitionError {
+        job: None,
+        field: Some(err.field),
+        message: err.message,
+    })
 }
