@@ -62,6 +62,23 @@ pub enum Reference {
     /// `event.name`, `event.ref`, `event.payload.<path>`: the event a
     /// listening job's execution handles (behaviour.md §16).
     Event(Vec<String>),
+    /// `github.<name>`, `runner.<name>`, `steps.<id>.outcome|conclusion`:
+    /// what only the runner knows, read by an action's own `action.yml`
+    /// ([`Dialect::Action`]); a workflow's expressions cannot name them.
+    /// The context's words are lower-cased (GitHub reads them so).
+    Runner(Vec<String>),
+}
+
+/// Which contexts an expression may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// A workflow's: checked when the run is created, resolved when a job
+    /// is queued.
+    Workflow,
+    /// An action's own `action.yml` (its input defaults, a composite
+    /// action's steps and outputs), read by the runner only when the action
+    /// runs: the workflow's references and [`Reference::Runner`]'s.
+    Action,
 }
 
 /// The `baton` context: what a job knows of where it runs.
@@ -86,6 +103,7 @@ impl fmt::Display for Reference {
             Reference::Baton(field) => write!(f, "baton.{}", field.name()),
             Reference::StepOutput { step, name } => write!(f, "steps.{step}.outputs.{name}"),
             Reference::Event(path) => write!(f, "event.{}", path.join(".")),
+            Reference::Runner(path) => write!(f, "{}", path.join(".")),
         }
     }
 }
@@ -163,15 +181,33 @@ pub enum Segment {
 pub trait Scope {
     /// `None`: nothing by that name (resolves to null, rendered empty).
     fn resolve(&self, reference: &Reference) -> Option<String>;
+
+    /// A status function's value (`success`, `failure`, `always`,
+    /// `cancelled`) where the scope knows it (a runner running an action's
+    /// steps); `None`: decided apart, from the needs' statuses
+    /// (`split_condition`), and true here.
+    fn status(&self, _function: &str) -> Option<bool> {
+        None
+    }
 }
 
-/// Parses one expression (the text between `${{` and `}}`).
+/// Parses one expression (the text between `${{` and `}}`) of a workflow.
 pub fn parse(text: &str) -> Result<Expr, String> {
-    parse::parse_expression(text)
+    parse_in(text, Dialect::Workflow)
 }
 
-/// Splits a string into text and `${{ … }}` expressions.
+/// Parses one expression of `dialect`.
+pub fn parse_in(text: &str, dialect: Dialect) -> Result<Expr, String> {
+    parse::parse_expression(text, dialect)
+}
+
+/// Splits a string of a workflow into text and `${{ … }}` expressions.
 pub fn segments(text: &str) -> Result<Vec<Segment>, String> {
+    segments_in(text, Dialect::Workflow)
+}
+
+/// Splits a string of `dialect` into text and `${{ … }}` expressions.
+pub fn segments_in(text: &str, dialect: Dialect) -> Result<Vec<Segment>, String> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("${{") {
@@ -180,7 +216,7 @@ pub fn segments(text: &str) -> Result<Vec<Segment>, String> {
         }
         let after = &rest[start + 3..];
         let end = expression_end(after).ok_or("a '${{' is not closed by '}}'")?;
-        let expr = parse(&after[..end])?;
+        let expr = parse_in(&after[..end], dialect)?;
         if contains_status(&expr) {
             return Err("status functions belong in if:, not in text".into());
         }
@@ -302,6 +338,20 @@ fn leading_status(expr: Expr) -> (Option<String>, Option<Expr>) {
     }
 }
 
+/// Whether an `if:` of `dialect` holds where `scope` knows the status
+/// functions' values (a runner running an action's steps): GitHub's rule,
+/// an `if:` naming no status function means `success() && (it)`. The
+/// `${{ }}` around it is optional.
+pub fn condition_holds(text: &str, dialect: Dialect, scope: &dyn Scope) -> Result<bool, String> {
+    let mut text = text.trim();
+    if let Some(inner) = text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")) {
+        text = inner.trim();
+    }
+    let expr = parse_in(text, dialect)?;
+    let holds = evaluate(&expr, scope)?.truthy();
+    Ok(if contains_status(&expr) { holds } else { scope.status("success").unwrap_or(true) && holds })
+}
+
 fn contains_status(expr: &Expr) -> bool {
     let mut found = false;
     walk(expr, &mut |e| found |= matches!(e, Expr::Status(_)));
@@ -324,11 +374,16 @@ pub fn holds(expr: &Expr, scope: &dyn Scope) -> bool {
 /// `text` with each `${{ … }}` replaced by its value; see
 /// [`Value::render`].
 pub fn try_interpolate(text: &str, scope: &dyn Scope) -> Result<String, String> {
+    try_interpolate_in(text, Dialect::Workflow, scope)
+}
+
+/// [`try_interpolate`] for text of `dialect`.
+pub fn try_interpolate_in(text: &str, dialect: Dialect, scope: &dyn Scope) -> Result<String, String> {
     if !text.contains("${{") {
         return Ok(text.to_string());
     }
     let mut out = String::new();
-    for part in segments(text)? {
+    for part in segments_in(text, dialect)? {
         match part {
             Segment::Text(text) => out.push_str(&text),
             Segment::Expr(expr) => out.push_str(&evaluate(&expr, scope)?.render()),

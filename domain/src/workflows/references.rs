@@ -376,6 +376,8 @@ impl Scope for JobScope<'_> {
             }),
             Reference::StepOutput { .. } => None,
             Reference::Event(path) => super::listening::value_of(self.event?, path),
+            // Only an action's own expressions name these, on the runner.
+            Reference::Runner(_) => None,
         }
     }
 }

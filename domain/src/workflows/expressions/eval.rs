@@ -12,8 +12,9 @@ pub fn evaluate(expr: &Expr, scope: &dyn Scope) -> Result<Value, String> {
         Expr::Literal(value) => value.clone(),
         // Nothing by that name: null, as an absent context property is.
         Expr::Ref(reference) => scope.resolve(reference).map_or(Value::Null, Value::String),
-        // Decided apart, from the needs' statuses (split_condition).
-        Expr::Status(_) => Value::Bool(true),
+        // Where the scope does not know it, decided apart, from the needs'
+        // statuses (split_condition).
+        Expr::Status(function) => Value::Bool(scope.status(function).unwrap_or(true)),
         Expr::Not(inner) => Value::Bool(!evaluate(inner, scope)?.truthy()),
         Expr::And(a, b) => {
             let left = evaluate(a, scope)?;

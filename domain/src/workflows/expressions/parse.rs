@@ -7,7 +7,7 @@
 use super::functions::{check_format, Function, KNOWN, RUNNER_SIDE};
 use super::lex::{tokenize, Token};
 use super::value::Value;
-use super::{BatonField, Comparison, Expr, Index, Reference};
+use super::{BatonField, Comparison, Dialect, Expr, Index, Reference};
 
 /// How deep parentheses, function calls, indexes and `!` may nest (as
 /// GitHub's limit): deeper text is refused rather than recursed into.
@@ -19,8 +19,8 @@ const MAX_DEPTH: usize = 50;
 const MAX_OPERATORS: usize = 500;
 
 /// Parses one expression (the text between `${{` and `}}`).
-pub fn parse_expression(text: &str) -> Result<Expr, String> {
-    let mut parser = Parser { tokens: tokenize(text)?, at: 0, depth: 0, operators: 0 };
+pub fn parse_expression(text: &str, dialect: Dialect) -> Result<Expr, String> {
+    let mut parser = Parser { tokens: tokenize(text)?, at: 0, depth: 0, operators: 0, dialect };
     if parser.tokens.is_empty() {
         return Err("the expression is empty".into());
     }
@@ -36,6 +36,7 @@ struct Parser {
     at: usize,
     depth: usize,
     operators: usize,
+    dialect: Dialect,
 }
 
 impl Parser {
@@ -282,16 +283,32 @@ impl Parser {
             path.push(part);
         }
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
-        if let Some(reference) = known_reference(&parts) {
+        let known = |parts: &[&str]| match self.dialect {
+            Dialect::Workflow => known_reference(parts),
+            // An action reads its own inputs, its steps and env, and what
+            // the runner knows; the workflow's other contexts are not its.
+            Dialect::Action => runner_reference(parts).or_else(|| {
+                known_reference(parts)
+                    .filter(|r| matches!(r, Reference::Input(_) | Reference::Env(_) | Reference::StepOutput { .. }))
+            }),
+        };
+        if let Some(reference) = known(&parts) {
             return Ok(reference);
         }
         // A reference with more after it: its value is text, which has no
         // properties until fromJSON reads it.
         for end in (1..parts.len()).rev() {
-            if known_reference(&parts[..end]).is_some() {
+            if known(&parts[..end]).is_some() {
                 let (head, rest) = (parts[..end].join("."), parts[end..].join("."));
                 return Err(format!("{head} is text: to read into it, write fromJSON({head}).{rest}"));
             }
+        }
+        if self.dialect == Dialect::Action {
+            return Err(format!(
+                "unknown reference {}: an action's expressions read inputs.<name>, steps.<id>.outputs.<name>, \
+                 steps.<id>.outcome|conclusion, env.<name>, github.<name> and runner.<name>",
+                parts.join(".")
+            ));
         }
         Err(format!(
             "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, \
@@ -299,6 +316,19 @@ impl Parser {
              steps.<id>.outputs.<name> or (listening jobs) event.name|ref|payload.<path>",
             parts.join(".")
         ))
+    }
+}
+
+/// What only the runner knows, as an action's own expressions read it:
+/// `github.<name>`, `runner.<name>`, `steps.<id>.outcome|conclusion`.
+fn runner_reference(parts: &[&str]) -> Option<Reference> {
+    let lower: Vec<String> = parts.iter().map(|p| p.to_ascii_lowercase()).collect();
+    match lower.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["github" | "runner", _] => Some(Reference::Runner(lower)),
+        ["steps", _, "outcome" | "conclusion"] => {
+            Some(Reference::Runner(vec!["steps".into(), parts[1].to_string(), lower[2].clone()]))
+        }
+        _ => None,
     }
 }
 

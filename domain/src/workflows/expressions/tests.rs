@@ -489,3 +489,38 @@ fn unknown_references_and_malformed_text_are_refused() {
         vec![Reference::NeedsOutput { job: "build".into(), name: "v".into() }, Reference::Env("A".into())]
     );
 }
+
+#[test]
+fn an_actions_dialect_reads_what_the_runner_knows_and_a_workflow_cannot() {
+    for runner_only in ["github.action_path", "runner.os", "steps.build.outcome", "steps.build.conclusion"] {
+        let read = parse_in(runner_only, Dialect::Action);
+        assert!(matches!(read, Ok(Expr::Ref(Reference::Runner(_)))), "{runner_only}: {read:?}");
+        assert!(parse(runner_only).unwrap_err().contains("unknown reference"), "a workflow cannot read {runner_only}");
+    }
+    for workflow_only in ["needs.a.result", "matrix.os", "secrets.TOKEN", "baton.run_id"] {
+        let refused = parse_in(workflow_only, Dialect::Action).unwrap_err();
+        assert!(refused.contains("an action's expressions read"), "{workflow_only}: {refused}");
+    }
+    assert_eq!(parse_in("inputs.x", Dialect::Action), Ok(Expr::Ref(Reference::Input("x".into()))));
+}
+
+/// A scope that knows the status functions' values, as a runner does.
+struct Failed;
+
+impl Scope for Failed {
+    fn resolve(&self, _: &Reference) -> Option<String> {
+        Some("yes".into())
+    }
+
+    fn status(&self, function: &str) -> Option<bool> {
+        Some(function == "failure" || function == "always")
+    }
+}
+
+#[test]
+fn a_condition_with_no_status_function_means_success_and_it() {
+    assert!(!condition_holds("inputs.x == 'yes'", Dialect::Action, &Failed).unwrap(), "an earlier step failed");
+    assert!(condition_holds("${{ failure() && inputs.x == 'yes' }}", Dialect::Action, &Failed).unwrap());
+    assert!(condition_holds("!cancelled()", Dialect::Action, &Failed).unwrap());
+    assert!(condition_holds("always()", Dialect::Action, &MapScope::default()).unwrap(), "unknown status: true");
+}
