@@ -18,6 +18,8 @@ pub mod cron;
 pub mod glob;
 mod matching;
 mod on;
+#[cfg(test)]
+mod test_trees;
 
 use serde_json::Value;
 

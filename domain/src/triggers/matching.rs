@@ -307,19 +307,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::triggers::{read_on, YamlNode};
-
-    fn s(text: &str) -> YamlNode {
-        YamlNode::String(text.into())
-    }
-
-    fn map(entries: Vec<(&str, YamlNode)>) -> YamlNode {
-        YamlNode::Mapping(entries.into_iter().map(|(k, v)| (s(k), v)).collect())
-    }
-
-    fn list(items: &[&str]) -> YamlNode {
-        YamlNode::Sequence(items.iter().map(|i| s(i)).collect())
-    }
+    use crate::triggers::read_on;
+    use crate::triggers::test_trees::{list, map, s};
+    use crate::workflows::yaml::YamlNode;
 
     fn push(git_ref: &str, paths: &[&str]) -> Event {
         Event::Push(PushEvent {

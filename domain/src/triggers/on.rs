@@ -422,20 +422,8 @@ fn number_of(node: &YamlNode) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::triggers::test_trees::{list, map, s};
     use crate::triggers::InputType;
-
-    /// A tiny YAML-free builder: `on:` written as the test's tree.
-    fn s(text: &str) -> YamlNode {
-        YamlNode::String(text.into())
-    }
-
-    fn map(entries: Vec<(&str, YamlNode)>) -> YamlNode {
-        YamlNode::Mapping(entries.into_iter().map(|(k, v)| (s(k), v)).collect())
-    }
-
-    fn list(items: &[&str]) -> YamlNode {
-        YamlNode::Sequence(items.iter().map(|i| s(i)).collect())
-    }
 
     fn error(node: YamlNode) -> TriggerError {
         read_on(&node).unwrap_err()
