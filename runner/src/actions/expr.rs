@@ -110,7 +110,11 @@ mod tests {
         assert_eq!(interpolate("${{ github.token }}|${{ steps.none.outputs.x }}", &c).unwrap(), "|");
         assert_eq!(interpolate("${{ inputs['who'] == 'WORLD' }} ${{ 3 }}", &c).unwrap(), "true 3");
         assert_eq!(interpolate("${{ steps.greet.outcome }}", &c).unwrap(), "success");
-        assert_eq!(interpolate("${{ format('{0}-{1}', inputs.who, 2) }}", &c).unwrap(), "world-2", "the whole language");
+        assert_eq!(
+            interpolate("${{ format('{0}-{1}', inputs.who, 2) }}", &c).unwrap(),
+            "world-2",
+            "the whole language"
+        );
         assert!(interpolate("${{ hashFiles('x') }}", &c).unwrap_err().contains("hashFiles"));
         assert!(interpolate("${{ matrix.os }}", &c).unwrap_err().contains("matrix.os"));
         assert!(interpolate("${{ inputs.who", &c).is_err());
