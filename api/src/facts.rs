@@ -221,6 +221,16 @@ pub struct StepSpec {
     /// it fails, the runner marks it `soft_failed` and runs the next steps.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continue_on_error: bool,
+    /// The `shell:` the `run` runs under (`bash`, `sh`, `python`, `pwsh`,
+    /// `cmd`, `powershell`, or a command with `{0}`, the script's file), the
+    /// definition's defaults applied. Absent: `sh -c`, as before shells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// Where the `run` runs, relative to the job's work directory,
+    /// expressions resolved and defaults applied. Absent: the job's work
+    /// directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_directory: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! Executes one claimed job: a fresh work directory, each step as
-//! `sh -c <run>` (or its action, `crate::actions`) in its own process group
+//! `sh -c <run>` or under its `shell:` in its `working-directory`
+//! (`crate::shell`), or its action (`crate::actions`), in its own process group
 //! with the job's env, what earlier steps put in `$GITHUB_ENV`, the step's
 //! env and the `BATON_*` and `GITHUB_*` variables (`crate::step`), output streamed with a `[job/step]` prefix,
 //! step and job timeouts enforced by killing the group, progress reported per

@@ -42,6 +42,7 @@ pub mod process;
 pub mod provisioner;
 pub mod provisioner_cli;
 pub mod push;
+pub mod shell;
 pub mod step;
 pub mod step_cli;
 pub mod streams;

@@ -1,4 +1,5 @@
-//! One step being run: its processes (a shell step's `sh -c`, an action's
+//! One step being run: its processes (a shell step's `sh -c`, or its
+//! `shell:` run as GitHub's runner runs one (`crate::shell`), an action's
 //! `node` or its composite steps) with the env GitHub's runner gives a step
 //! and Baton's own variables, under the step's and the job's limits, their
 //! output streamed to the job's log; and what a step hands the steps after
@@ -19,6 +20,7 @@ use crate::actions::settings::ActionSettings;
 use crate::logs::LogSink;
 use crate::outputs;
 use crate::process::{exit_code, signal_group, terminate_group};
+use crate::shell;
 use crate::streams::{read_step_output, Shown};
 use crate::Stop;
 
@@ -208,7 +210,11 @@ impl<'a> Exec<'a> {
         self.sink.line(self.step.id, baton_api::logs::LogStream::System, line);
     }
 
-    /// The step's `run`, with `sh -c`.
+    /// The step's `run`, in its `working-directory` (under the job's
+    /// directory) if it has one: under its `shell:` as GitHub's runner runs
+    /// one (the script in a file of `$RUNNER_TEMP`, run by the shell's
+    /// template), or with `sh -c` when it names none, as every step ran
+    /// before shells (so a definition without `shell:` runs as it did).
     pub(crate) async fn shell(
         &self,
         carried: &mut Carried,
@@ -216,8 +222,27 @@ impl<'a> Exec<'a> {
         files: &ProcFiles,
         stop_rx: &mut watch::Receiver<Stop>,
     ) -> (Ended, Option<i32>) {
-        let args = ["-c".to_string(), run.to_string()];
-        self.process(carried, "sh", &args, self.dir, &[], files, self.name, stop_rx).await
+        let cwd = match &self.step.working_directory {
+            Some(dir) => match shell::working_dir(self.dir, dir) {
+                Ok(cwd) => cwd,
+                Err(why) => return (Ended::Failed(why), None),
+            },
+            None => self.dir.to_path_buf(),
+        };
+        let Some(named) = self.step.shell.as_deref() else {
+            let args = ["-c".to_string(), run.to_string()];
+            return self.process(carried, "sh", &args, &cwd, &[], files, self.name, stop_rx).await;
+        };
+        let file = self.temp_dir().join(format!("{}.{}", Uuid::now_v7().simple(), shell::extension(named)));
+        if let Err(err) = std::fs::write(&file, shell::script(named, run)) {
+            return (Ended::Failed(format!("cannot write the step's script to {}: {err}", file.display())), None);
+        }
+        let ran = match shell::command(named, &file) {
+            Ok((program, args)) => self.process(carried, &program, &args, &cwd, &[], files, self.name, stop_rx).await,
+            Err(why) => (Ended::Failed(why), None),
+        };
+        let _ = std::fs::remove_file(&file);
+        ran
     }
 
     /// Runs one process of the step to its end, in `cwd`, with the job's,
@@ -254,22 +279,34 @@ impl<'a> Exec<'a> {
             }
             env.insert("PATH".into(), path);
         }
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(args)
-            .current_dir(cwd)
-            .envs(&env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        for var in SECRET_VARS {
-            command.env_remove(var);
-        }
-        let mut child = match command.spawn() {
+        let command = |program: &str| {
+            let mut command = tokio::process::Command::new(program);
+            command
+                .args(args)
+                .current_dir(cwd)
+                .envs(&env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true);
+            for var in SECRET_VARS {
+                command.env_remove(var);
+            }
+            command
+        };
+        // The program is looked up on the step's own `PATH` (with what
+        // `$GITHUB_PATH` added); `python` may be there as `python3` only.
+        let spawned = match command(program).spawn() {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => match shell::fallback(program) {
+                Some(other) => command(other).spawn().map_err(|e| format!("{program} (nor {other}): {e}")),
+                None => Err(format!("{program}: {err}")),
+            },
+            spawned => spawned.map_err(|err| format!("{program}: {err}")),
+        };
+        let mut child = match spawned {
             Ok(child) => child,
-            Err(err) => return (Ended::SpawnFailed(format!("{program}: {err}")), None),
+            Err(why) => return (Ended::SpawnFailed(why), None),
         };
         let pgid = child.id().map_or(0, |id| id as i32);
         let shown = Shown { prefix: format!("{}/{label}", claim.job.key), json: runtime.json_output };

@@ -282,6 +282,8 @@ fn job_fact(
                 env: Default::default(),
                 timeout_s: None,
                 continue_on_error: false,
+                shell: None,
+                working_directory: None,
             })
             .collect(),
         outputs: Default::default(),

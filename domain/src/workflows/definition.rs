@@ -164,6 +164,16 @@ pub struct StepDefinition {
     /// `soft_failed` and the next steps run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continue_on_error: Option<String>,
+    /// A `run` step's `shell:` (one of GitHub's names, or a command with
+    /// `{0}`), its job's or the workflow's `defaults.run.shell` already
+    /// applied; `None` runs the step as before shells existed (`sh -c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// A `run` step's `working-directory:`, relative to the job's
+    /// directory, defaults applied as for `shell`; it may hold expressions
+    /// (resolved when the job is queued, as `env`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_directory: Option<String>,
 }
 
 /// Where a job output's value comes from: the key a step wrote to

@@ -24,7 +24,7 @@ use permissions::check_permissions;
 use values::{read_env, read_names, read_text, read_timeout};
 
 const WORKFLOW_FIELDS: &[&str] =
-    &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on", "permissions"];
+    &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on", "permissions", "defaults"];
 
 /// Reads the whole workflow; see the module doc.
 pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, DefinitionError> {
@@ -39,7 +39,8 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     check_permissions(fields.get("permissions"), &top.field("permissions"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &top.field("timeout-minutes"))?
         .unwrap_or(DEFAULT_RUN_TIMEOUT_MINUTES);
-    let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"))?;
+    let defaults = steps::read_defaults(fields.get("defaults"), &top.field("defaults"))?;
+    let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"), &defaults)?;
     let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
     let concurrency = read_concurrency(fields.get("concurrency"), &top.field("concurrency"), Level::Workflow)?;
     Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, concurrency, jobs, matrices })

@@ -39,6 +39,9 @@ fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
         if let Some(text) = &step.continue_on_error {
             fields.push((format!("steps[{index}].continue-on-error"), text.as_str(), visible.clone()));
         }
+        if let Some(text) = &step.working_directory {
+            fields.push((format!("steps[{index}].working-directory"), text.as_str(), visible.clone()));
+        }
         for (name, value) in &step.env {
             fields.push((format!("steps[{index}].env.{name}"), value.as_str(), job_env.clone()));
         }

@@ -60,6 +60,10 @@ pub fn job_spec(
                 env: step.env.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
                 timeout_s: step.timeout_minutes.map(minutes),
                 continue_on_error: decided(step.continue_on_error.as_deref(), step_scope.as_ref()),
+                // Defaults were applied when the definition was read: the
+                // runner gets the step's own values.
+                shell: step.shell.clone(),
+                working_directory: step.working_directory.as_deref().map(|dir| resolve(dir, step_scope.as_ref())),
             }
         })
         .collect();

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::outputs;
+use crate::shell;
 use crate::step::{runner_arch, runner_os, Carried, Ended, Exec, Post, ProcFiles};
 use crate::Stop;
 use manifest::{Kind, Manifest};
@@ -263,29 +264,6 @@ pub(crate) async fn run_post(
     }
 }
 
-/// The command line GitHub's runner uses for a `shell:` (`{0}` is the
-/// script's file).
-fn shell_command(shell: &str, script: &Path) -> Result<(String, Vec<String>), String> {
-    let file = script.display().to_string();
-    let words: Vec<String> = match shell.trim() {
-        "bash" => {
-            vec!["bash", "--noprofile", "--norc", "-eo", "pipefail", "{0}"].into_iter().map(String::from).collect()
-        }
-        "sh" => vec!["sh".into(), "-e".into(), "{0}".into()],
-        "python" => vec!["python".into(), "{0}".into()],
-        "pwsh" => vec!["pwsh".into(), "-command".into(), ". '{0}'".into()],
-        custom if custom.contains("{0}") => custom.split_whitespace().map(String::from).collect(),
-        other => {
-            return Err(format!(
-                "`shell: {other}` is not one a Baton runner knows (bash, sh, python, pwsh, or a command with {{0}})"
-            ))
-        }
-    };
-    let mut words = words.into_iter().map(|w| w.replace("{0}", &file));
-    let program = words.next().ok_or_else(|| "an empty `shell:`".to_string())?;
-    Ok((program, words.collect()))
-}
-
 /// A composite action's steps, in order; its outputs written to
 /// `files.output` once they ran.
 #[allow(clippy::too_many_arguments)]
@@ -415,16 +393,11 @@ async fn composite_step(
                 return Err(at("a composite action's `run` step names its `shell` (bash, sh, python, pwsh)"));
             };
             let script = expr::interpolate(run, context).map_err(|e| at(&e))?;
-            let extension = if shell.trim() == "python" {
-                "py"
-            } else if shell.trim() == "pwsh" {
-                "ps1"
-            } else {
-                "sh"
-            };
+            let extension = shell::extension(shell);
             let file = exec.temp_dir().join(format!("{}.{extension}", Uuid::now_v7().simple()));
-            std::fs::write(&file, script).map_err(|e| at(&format!("cannot write its script: {e}")))?;
-            let (program, args) = shell_command(shell, &file).map_err(|e| at(&e))?;
+            std::fs::write(&file, shell::script(shell, &script))
+                .map_err(|e| at(&format!("cannot write its script: {e}")))?;
+            let (program, args) = shell::command(shell, &file).map_err(|e| at(&e))?;
             let cwd = match &step.working_directory {
                 Some(dir) => exec.dir.join(expr::interpolate(dir, context).map_err(|e| at(&e))?),
                 None => exec.dir.to_path_buf(),

@@ -224,6 +224,8 @@ mod tests {
                 env: BTreeMap::from([("KEY".into(), placeholder("SIGNING_KEY"))]),
                 timeout_s: None,
                 continue_on_error: false,
+                shell: None,
+                working_directory: None,
             }],
             outputs: BTreeMap::new(),
             mask_env: Vec::new(),

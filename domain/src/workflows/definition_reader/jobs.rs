@@ -7,7 +7,7 @@ use super::concurrency_groups::{read_concurrency, Level};
 use super::fields::{Fields, Location};
 use super::permissions::check_permissions;
 use super::scheduling::{read_condition, read_needs, read_priority, read_retry, read_runs_on, read_tools};
-use super::steps::read_steps;
+use super::steps::{read_defaults, read_steps, RunDefaults};
 use super::strategy::{expand_matrix, read_strategy};
 use super::values::{
     check_output_name, read_continue_on_error, read_env, read_names, read_text, read_text_list, read_timeout,
@@ -40,6 +40,7 @@ const JOB_FIELDS: &[&str] = &[
     "listen",
     "concurrency",
     "permissions",
+    "defaults",
 ];
 /// What an approval job cannot have: it runs on no runner.
 const NOT_FOR_APPROVALS: &[&str] = &[
@@ -54,11 +55,13 @@ const NOT_FOR_APPROVALS: &[&str] = &[
     "priority",
     "timeout-minutes",
     "listen",
+    "defaults",
 ];
 
 pub(super) fn read_jobs(
     node: Option<&YamlNode>,
     at: &Location,
+    defaults: &RunDefaults,
 ) -> Result<(Vec<JobDefinition>, Vec<MatrixGroup>), DefinitionError> {
     let Some(node) = node else { return Err(at.error("required: a mapping of job ids to jobs")) };
     let YamlNode::Mapping(entries) = node else { return Err(at.expected("a mapping of job ids to jobs", node)) };
@@ -77,7 +80,7 @@ pub(super) fn read_jobs(
         if !seen.insert(key.clone()) {
             return Err(DefinitionError::in_job(key, None, "duplicate job id"));
         }
-        let (job, matrix) = read_job(&key, body)?;
+        let (job, matrix) = read_job(&key, body, defaults)?;
         match matrix {
             None => jobs.push(job),
             Some((strategy, runs_on)) => {
@@ -132,7 +135,7 @@ fn check_job_id(key: &str) -> Result<(), DefinitionError> {
 /// as written (each leg puts its values in before it is checked).
 type ReadJob = (JobDefinition, Option<(Strategy, Vec<String>)>);
 
-fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
+fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJob, DefinitionError> {
     let at = Location::job(key);
     let fields = Fields::read(body, JOB_FIELDS, &at, "a mapping with `runs-on` and `steps`")?;
     let name = fields.get("name").map(|node| read_text(node, &at.field("name"))).transpose()?.flatten();
@@ -140,8 +143,8 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
         if let Some(field) = NOT_FOR_APPROVALS.iter().find(|field| fields.get(field).is_some()) {
             return Err(at.field(field).error(
                 "an approval job runs on no runner: it has no `runs-on`, `steps`, `strategy`, `env`, `outputs`, \
-                 `retry`, `priority` or `timeout-minutes` (its inputs are its outputs; `approval.timeout-minutes` \
-                 bounds its wait)",
+                 `retry`, `priority`, `defaults` or `timeout-minutes` (its inputs are its outputs; \
+                 `approval.timeout-minutes` bounds its wait)",
             ));
         }
         let approval = read_approval(node, &at.field("approval"))?;
@@ -189,7 +192,9 @@ fn read_job(key: &str, body: &YamlNode) -> Result<ReadJob, DefinitionError> {
         .unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES);
     let env = read_env(fields.get("env"), &at.field("env"))?;
     check_permissions(fields.get("permissions"), &at.field("permissions"))?;
-    let steps = read_steps(fields.get("steps"), &at.field("steps"))?;
+    // The job's `defaults.run` over the workflow's, field by field.
+    let defaults = defaults.overridden_by(read_defaults(fields.get("defaults"), &at.field("defaults"))?);
+    let steps = read_steps(fields.get("steps"), &at.field("steps"), &defaults)?;
     let outputs = read_outputs(fields.get("outputs"), &at.field("outputs"))?;
     let mask_env = read_names(fields.get("mask-env"), &at.field("mask-env"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;

@@ -18,14 +18,114 @@ const STEP_FIELDS: &[&str] = &[
     "env",
     "timeout-minutes",
     "continue-on-error",
+    "shell",
+    "working-directory",
 ];
 /// What a step is: one of these, exactly.
 const STEP_KINDS: [&str; 5] = ["run", "uses", "upload", "download", "cache"];
 const CACHE_FIELDS: &[&str] = &["key", "path", "restore-keys", "key-files", "scope"];
 const UPLOAD_FIELDS: &[&str] = &["name", "path"];
 const DOWNLOAD_FIELDS: &[&str] = &["name", "path"];
+const DEFAULTS_FIELDS: &[&str] = &["run"];
+const RUN_DEFAULTS_FIELDS: &[&str] = &["shell", "working-directory"];
+/// GitHub's own shells; anything else is a command with `{0}`.
+const SHELLS: [&str; 6] = ["bash", "sh", "pwsh", "python", "cmd", "powershell"];
 
-pub(super) fn read_steps(node: Option<&YamlNode>, at: &Location) -> Result<Vec<StepDefinition>, DefinitionError> {
+/// `defaults.run`: what a `run` step without its own `shell` or
+/// `working-directory` takes (a job's over the workflow's, field by field).
+#[derive(Debug, Clone, Default)]
+pub(super) struct RunDefaults {
+    shell: Option<String>,
+    working_directory: Option<String>,
+}
+
+impl RunDefaults {
+    /// These defaults with `inner`'s fields over them, where it has them
+    /// (a job's defaults over the workflow's, as on GitHub).
+    pub(super) fn overridden_by(&self, inner: RunDefaults) -> RunDefaults {
+        RunDefaults {
+            shell: inner.shell.or_else(|| self.shell.clone()),
+            working_directory: inner.working_directory.or_else(|| self.working_directory.clone()),
+        }
+    }
+}
+
+/// `defaults: {run: {shell, working-directory}}`, on the workflow or a job.
+pub(super) fn read_defaults(node: Option<&YamlNode>, at: &Location) -> Result<RunDefaults, DefinitionError> {
+    let Some(node) = node.filter(|n| **n != YamlNode::Null) else { return Ok(RunDefaults::default()) };
+    let fields = Fields::read(node, DEFAULTS_FIELDS, at, "a mapping with `run`")?;
+    let Some(run) = fields.get("run").filter(|n| **n != YamlNode::Null) else { return Ok(RunDefaults::default()) };
+    let at = at.field("run");
+    let fields = Fields::read(run, RUN_DEFAULTS_FIELDS, &at, "a mapping with `shell` or `working-directory`")?;
+    Ok(RunDefaults {
+        shell: fields.get("shell").map(|n| read_shell(n, &at.field("shell"))).transpose()?,
+        working_directory: fields
+            .get("working-directory")
+            .map(|n| read_working_directory(n, &at.field("working-directory")))
+            .transpose()?,
+    })
+}
+
+/// `shell:`: one of GitHub's shells, or a command holding `{0}` (the
+/// script's file), e.g. `perl {0}`. No expressions: which program runs
+/// the step is known when the run is created.
+fn read_shell(node: &YamlNode, at: &Location) -> Result<String, DefinitionError> {
+    let expected = "`bash`, `sh`, `pwsh`, `python`, `cmd`, `powershell`, or a command with `{0}` (e.g. `perl {0}`)";
+    let shell = read_text(node, at)?.map(|s| s.trim().to_string()).unwrap_or_default();
+    if shell.contains("${{") {
+        return Err(at.error("a shell is named as written: no `${{ }}` expressions (as on GitHub)"));
+    }
+    if SHELLS.contains(&shell.as_str()) || (shell.contains("{0}") && !shell.starts_with("{0}")) {
+        return Ok(shell);
+    }
+    Err(at.error(format!("`{shell}` is not a shell: expected {expected}")))
+}
+
+/// `working-directory:`: a path inside the job's directory, relative to
+/// it. An absolute path or one climbing out with `..` is refused: the job's
+/// directory is the job's own and goes with it, while a step run elsewhere
+/// leaves its files on the runner for the jobs after it (a script may
+/// still `cd` anywhere: this is no sandbox). Expressions are checked with
+/// the job's others and resolved when it is queued; the runner checks the
+/// value they come to the same way.
+fn read_working_directory(node: &YamlNode, at: &Location) -> Result<String, DefinitionError> {
+    let Some(dir) = read_text(node, at)?.filter(|d| !d.trim().is_empty()) else {
+        return Err(at.error("required: a directory, relative to the job's"));
+    };
+    // Each expression stands for one plain name here: what it comes to
+    // is checked by the runner.
+    let mut shape = String::new();
+    let mut rest = dir.as_str();
+    while let Some(start) = rest.find("${{") {
+        shape.push_str(&rest[..start]);
+        shape.push('x');
+        rest = rest[start..].find("}}").map_or("", |end| &rest[start + end + 2..]);
+    }
+    shape.push_str(rest);
+    if shape.starts_with('/') || shape.starts_with('~') {
+        return Err(at.error(format!(
+            "`{dir}` is not inside the job's directory: a working directory is relative to it (no absolute path)"
+        )));
+    }
+    let mut depth = 0usize;
+    for part in shape.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if depth == 0 => {
+                return Err(at.error(format!("`{dir}` climbs out of the job's directory with `..`")));
+            }
+            ".." => depth -= 1,
+            _ => depth += 1,
+        }
+    }
+    Ok(dir)
+}
+
+pub(super) fn read_steps(
+    node: Option<&YamlNode>,
+    at: &Location,
+    defaults: &RunDefaults,
+) -> Result<Vec<StepDefinition>, DefinitionError> {
     let Some(node) = node else { return Err(at.error("required: a list of steps")) };
     let YamlNode::Sequence(items) = node else { return Err(at.expected("a list of steps", node)) };
     if items.is_empty() {
@@ -34,10 +134,10 @@ pub(super) fn read_steps(node: Option<&YamlNode>, at: &Location) -> Result<Vec<S
     if items.len() > MAX_STEPS_PER_JOB {
         return Err(at.error(format!("{} steps, at most {MAX_STEPS_PER_JOB} are accepted", items.len())));
     }
-    items.iter().enumerate().map(|(position, item)| read_step(item, &at.step(position))).collect()
+    items.iter().enumerate().map(|(position, item)| read_step(item, &at.step(position), defaults)).collect()
 }
 
-fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, DefinitionError> {
+fn read_step(node: &YamlNode, at: &Location, defaults: &RunDefaults) -> Result<StepDefinition, DefinitionError> {
     let fields = Fields::read(node, STEP_FIELDS, at, "a mapping with `run`")?;
     let id = fields.get("id").map(|node| read_text(node, &at.field("id"))).transpose()?.flatten();
     if let Some(id) = &id {
@@ -91,10 +191,27 @@ fn read_step(node: &YamlNode, at: &Location) -> Result<StepDefinition, Definitio
         },
         _ => return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`, or an action (`uses`)")),
     };
+    // A shell and a directory are a `run` step's: an action, an upload, a
+    // download or a cache step runs what the runner chooses, where it
+    // chooses (on GitHub too, `uses:` takes neither).
+    let is_run = uses.is_none() && fields.get("run").is_some();
+    let (shell, working_directory) = if is_run {
+        let shell = fields.get("shell").map(|n| read_shell(n, &at.field("shell"))).transpose()?;
+        let working_directory = fields
+            .get("working-directory")
+            .map(|n| read_working_directory(n, &at.field("working-directory")))
+            .transpose()?;
+        (shell.or_else(|| defaults.shell.clone()), working_directory.or_else(|| defaults.working_directory.clone()))
+    } else {
+        if let Some(field) = ["shell", "working-directory"].into_iter().find(|f| fields.get(f).is_some()) {
+            return Err(at.field(field).error(format!("only a `run` step takes `{field}`")));
+        }
+        (None, None)
+    };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
-    Ok(StepDefinition { id, name, run, uses, with, env, timeout_minutes, continue_on_error })
+    Ok(StepDefinition { id, name, run, uses, with, env, timeout_minutes, continue_on_error, shell, working_directory })
 }
 
 /// `uses:`: the action a step runs, checked for its form now so that a
@@ -318,5 +435,140 @@ mod tests {
         }
         // A secret read alone is put in at claim time, like an env value.
         read("      - uses: acme/x@v1\n        with: {token: '${{ secrets.T }}'}\n").unwrap();
+    }
+
+    /// A step's `(shell, working-directory)`.
+    type Place = (Option<String>, Option<String>);
+
+    /// The [`Place`] of each step of each job of `yaml`.
+    fn shells(yaml: &str) -> Vec<(String, Vec<Place>)> {
+        let definition = parse_definition(yaml).unwrap_or_else(|e| panic!("{e}"));
+        definition
+            .jobs
+            .into_iter()
+            .map(|job| (job.key, job.steps.into_iter().map(|s| (s.shell, s.working_directory)).collect()))
+            .collect()
+    }
+
+    fn pair(shell: Option<&str>, dir: Option<&str>) -> Place {
+        (shell.map(String::from), dir.map(String::from))
+    }
+
+    #[test]
+    fn a_steps_fields_override_its_jobs_defaults_which_override_the_workflows_field_by_field() {
+        let found = shells(
+            "defaults:\n  run: {shell: sh, working-directory: app}\njobs:\n  plain:\n    runs-on: l\n    steps:\n      - run: a\n      - run: b\n        shell: python\n      - run: c\n        working-directory: ${{ baton.job }}/src\n        shell: perl {0}\n      - uses: acme/x@v1\n      - upload: {name: n, path: p}\n  own:\n    runs-on: l\n    defaults:\n      run: {shell: bash}\n    steps:\n      - run: a\n      - run: b\n        working-directory: ./lib\n",
+        );
+        assert_eq!(
+            found,
+            [
+                (
+                    "plain".to_string(),
+                    vec![
+                        pair(Some("sh"), Some("app")),
+                        pair(Some("python"), Some("app")),
+                        pair(Some("perl {0}"), Some("${{ baton.job }}/src")),
+                        // Defaults are for `run` steps: an action or an upload runs as the runner chooses.
+                        pair(None, None),
+                        pair(None, None),
+                    ]
+                ),
+                ("own".to_string(), vec![pair(Some("bash"), Some("app")), pair(Some("bash"), Some("./lib"))]),
+            ]
+        );
+        // Without any, a step names neither: it runs as before shells.
+        assert_eq!(shells("jobs:\n  a: {runs-on: l, steps: [{run: x}]}\n")[0].1, [pair(None, None)]);
+        // Empty defaults are no defaults.
+        let found = shells("defaults: {run: {}}\njobs:\n  a: {runs-on: l, defaults: null, steps: [{run: x}]}\n");
+        assert_eq!(found[0].1, [pair(None, None)]);
+        // Every shell GitHub names is accepted.
+        for shell in ["bash", "sh", "pwsh", "python", "cmd", "powershell", "bash -x {0}"] {
+            let steps = read(&format!("      - run: x\n        shell: {shell}\n")).unwrap();
+            assert_eq!(steps[0].shell.as_deref(), Some(shell));
+        }
+        // A definition stored before shells reads with none.
+        let old: crate::workflows::StepDefinition = serde_json::from_str(r#"{"run": "x", "env": {}}"#).unwrap();
+        assert_eq!((old.shell, old.working_directory), (None, None));
+    }
+
+    #[test]
+    fn a_bad_shell_or_working_directory_is_refused_naming_job_and_field() {
+        let job = |body: &str| format!("jobs:\n  build:\n    runs-on: linux\n{body}");
+        let steps = |steps: &str| job(&format!("    steps:\n{steps}"));
+        for (yaml, field, says) in [
+            (steps("      - run: x\n      - run: y\n        shell: zsh\n"), "steps[1].shell", "`zsh` is not a shell"),
+            (steps("      - run: x\n        shell: '{0}'\n"), "steps[0].shell", "is not a shell"),
+            (steps("      - run: x\n        shell: ''\n"), "steps[0].shell", "is not a shell"),
+            (
+                steps("      - run: x\n        shell: ${{ inputs.shell }}\n"),
+                "steps[0].shell",
+                "no `${{ }}` expressions",
+            ),
+            (steps("      - uses: acme/x@v1\n        shell: bash\n"), "steps[0].shell", "only a `run` step"),
+            (
+                steps("      - uses: acme/x@v1\n        working-directory: a\n"),
+                "steps[0].working-directory",
+                "only a `run` step",
+            ),
+            (
+                steps("      - download: {name: n}\n        working-directory: a\n"),
+                "steps[0].working-directory",
+                "only a `run` step",
+            ),
+            (
+                steps("      - run: x\n        working-directory: /tmp/x\n"),
+                "steps[0].working-directory",
+                "no absolute path",
+            ),
+            (
+                steps("      - run: x\n        working-directory: a/../../x\n"),
+                "steps[0].working-directory",
+                "climbs out",
+            ),
+            (
+                steps("      - run: x\n        working-directory: ../${{ inputs.d }}\n"),
+                "steps[0].working-directory",
+                "climbs out",
+            ),
+            (steps("      - run: x\n        working-directory: ''\n"), "steps[0].working-directory", "required"),
+            (
+                steps("      - run: x\n        working-directory: ${{ needs.z.outputs.d }}\n"),
+                "steps[0].working-directory",
+                "not among this job's needs",
+            ),
+            (
+                steps("      - run: x\n        working-directory: ${{ secrets.D }}\n"),
+                "steps[0].working-directory",
+                "secrets are read only",
+            ),
+            (
+                job("    defaults: {run: {shell: fish}}\n    steps: [{run: x}]\n"),
+                "defaults.run.shell",
+                "is not a shell",
+            ),
+            (
+                job("    defaults: {run: {working-directory: /srv}}\n    steps: [{run: x}]\n"),
+                "defaults.run.working-directory",
+                "no absolute path",
+            ),
+            (job("    defaults: {run: {shel: sh}}\n    steps: [{run: x}]\n"), "defaults.run.shel", "unknown field"),
+            (job("    defaults: {bash: {}}\n    steps: [{run: x}]\n"), "defaults.bash", "unknown field"),
+        ] {
+            let err = parse_definition(&yaml).map(|_| ()).expect_err(&yaml);
+            assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("build"), Some(field)), "{yaml}: {err}");
+            assert!(err.message.contains(says), "{yaml}: {err}");
+        }
+        // The workflow's defaults are refused naming their field, no job.
+        let err = parse_definition(
+            "defaults:\n  run: {shell: '${{ inputs.s }}'}\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n",
+        )
+        .map(|_| ())
+        .expect_err("an expression in the workflow's shell");
+        assert_eq!((err.job, err.field.as_deref()), (None, Some("defaults.run.shell")), "{}", err.message);
+        // An approval job runs no steps: it takes no defaults.
+        let err = parse_definition("jobs:\n  ok:\n    approval: {}\n    defaults: {run: {shell: sh}}\n")
+            .map(|_| ())
+            .expect_err("defaults on an approval");
+        assert_eq!(err.field.as_deref(), Some("defaults"), "{}", err.message);
     }
 }

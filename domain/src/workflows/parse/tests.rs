@@ -246,8 +246,8 @@ fn unknown_fields_are_refused_not_ignored() {
     assert!(err.message.starts_with("unknown field"), "{err}");
     let err = error_of("run-as: root\njobs:\n  a: {runs-on: l, steps: [{run: x}]}\n");
     assert_eq!((err.job, err.field.as_deref()), (None, Some("run-as")));
-    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x, shell: bash}]"));
-    assert_eq!(err.field.as_deref(), Some("steps[0].shell"));
+    let err = error_of(&with_job_body("runs-on: l\nsteps: [{run: x, shel: bash}]"));
+    assert_eq!(err.field.as_deref(), Some("steps[0].shel"));
 }
 
 #[test]

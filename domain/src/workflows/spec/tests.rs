@@ -94,3 +94,44 @@ fn an_action_steps_inputs_are_resolved_at_queue_time_and_its_action_kept_as_writ
         .unwrap();
     assert!(shell["steps"][0].get("uses").is_none() && shell["steps"][0].get("with").is_none(), "{shell}");
 }
+
+/// A step's shell and working directory travel in its spec, the
+/// definition's defaults applied and the directory's expressions resolved
+/// when the job is queued; a step without them has neither field, so a
+/// runner from before shells reads the spec as it always did.
+#[test]
+fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
+    let definition = parse_definition(
+        "defaults:\n  run: {working-directory: app}\njobs:\n  a:\n    runs-on: l\n    outputs: [dir]\n    steps: [{run: x}]\n  b:\n    needs: a\n    runs-on: l\n    defaults:\n      run: {shell: bash}\n    steps:\n      - run: make\n        working-directory: ${{ needs.a.outputs.dir }}/${{ env.SUB }}\n        env: {SUB: src}\n      - run: print(1)\n        shell: python\n      - uses: acme/x@v1\n",
+    )
+    .unwrap();
+    let outputs = BTreeMap::from([("dir".to_string(), "pkg".to_string())]);
+    let scope = JobScope {
+        run_id: Uuid::now_v7(),
+        attempt: 1,
+        workspace_id: "ws",
+        job: "b",
+        matrix: None,
+        env: BTreeMap::new(),
+        inputs: None,
+        event: None,
+        needs: HashMap::from([(
+            "a".to_string(),
+            NeedState {
+                status: JobStatus::Succeeded,
+                soft_failed: false,
+                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
+            },
+        )]),
+    };
+    let spec = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, Some(&scope));
+    let fields: Vec<(Option<&str>, Option<&str>)> =
+        spec.steps.iter().map(|s| (s.shell.as_deref(), s.working_directory.as_deref())).collect();
+    assert_eq!(fields, [(Some("bash"), Some("pkg/src")), (Some("python"), Some("app")), (None, None)]);
+    let plain = definition.job("a").unwrap();
+    let plain = serde_json::to_value(job_spec(&definition, plain, Uuid::now_v7(), MINUTE, None)).unwrap();
+    assert_eq!(plain["steps"][0]["working_directory"], "app");
+    assert!(plain["steps"][0].get("shell").is_none(), "{plain}");
+    let action = serde_json::to_value(&spec.steps[2]).unwrap();
+    assert!(action.get("shell").is_none() && action.get("working_directory").is_none(), "{action}");
+}

@@ -1575,3 +1575,90 @@ async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_
     assert_eq!(refs, ["r1", "r2"]);
     runner.stop().await;
 }
+
+/// `shell:`, `working-directory:` and `defaults.run` as on GitHub: the
+/// workflow's defaults, a job's over them, a step's over both; each shell
+/// runs with GitHub's template (`sh -e`, `python`, a custom `perl {0}`,
+/// `bash` with `pipefail`), a step without `shell` as before (`sh -c`),
+/// and a missing directory fails its step saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shells_and_working_directories_run_as_on_github_with_defaults_applied() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let yaml = r#"name: shells
+defaults:
+  run:
+    shell: sh
+    working-directory: app
+jobs:
+  inherits:
+    runs-on: linux
+    outputs: [where]
+    steps:
+      - working-directory: .
+        run: mkdir -p app
+      - run: case $- in *e*) echo "sh -e in $(basename "$PWD")";; esac
+      - shell: python
+        run: |
+          import os
+          print("python in", os.path.basename(os.getcwd()))
+      - shell: perl {0}
+        run: print "perl says ", 6 * 7, "\n";
+      - run: echo "where=$(basename "$PWD")" >> "$BATON_OUTPUT"
+  overrides:
+    runs-on: linux
+    defaults:
+      run:
+        shell: bash
+        working-directory: ${{ baton.job }}/lib
+    steps:
+      - working-directory: .
+        run: mkdir -p overrides/lib
+      - run: |
+          [[ -o pipefail ]] && echo "bash pipefail in $(basename "$(dirname "$PWD")")/$(basename "$PWD")"
+  failures:
+    runs-on: linux
+    defaults:
+      run:
+        working-directory: .
+    steps:
+      - name: bash pipe
+        shell: bash
+        run: false | true
+        continue-on-error: true
+      - name: plain pipe
+        shell: sh
+        run: false | true
+      - name: nowhere
+        working-directory: missing/dir
+        run: echo never
+        continue-on-error: true
+"#;
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = stack.create_run(&ws, yaml).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+        .await;
+    let logs = text(&baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await.stdout);
+    assert_eq!(view["status"], "succeeded", "{view:#}\n{logs}");
+
+    // The workflow's defaults: `sh -e` in `app`; a step's own shell wins.
+    assert!(logs.contains("sh -e in app"), "{logs}");
+    assert!(logs.contains("python in app"), "{logs}");
+    assert!(logs.contains("perl says 42"), "{logs}");
+    assert_eq!(job_in(&view, 1, "inherits")["outputs"]["where"], "app", "{view:#}");
+    // The job's defaults over the workflow's, the directory's expression resolved.
+    assert!(logs.contains("bash pipefail in overrides/lib"), "{logs}");
+    // `bash` fails on a failing command in a pipe; `sh` does not.
+    let failures = execution_of(&view, 1, "failures");
+    let steps = failures["steps"].as_array().expect("steps");
+    let soft: Vec<(&Value, &Value, &Value)> =
+        steps.iter().map(|s| (&s["status"], &s["soft_failed"], &s["exit_code"])).collect();
+    assert_eq!(soft[0], (&json!("failed"), &json!(true), &json!(1)), "{failures:#}");
+    assert_eq!(soft[1].0, "succeeded", "{failures:#}");
+    // A directory that is not there fails its step, saying so.
+    assert_eq!((soft[2].0, soft[2].1), (&json!("failed"), &json!(true)), "{failures:#}");
+    assert!(logs.contains("working-directory `missing/dir` does not exist in the job's directory"), "{logs}");
+    assert!(!logs.contains("never"), "{logs}");
+    runner.stop().await;
+}

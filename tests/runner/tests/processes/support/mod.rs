@@ -56,6 +56,8 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
             env: BTreeMap::new(),
             timeout_s: None,
             continue_on_error: false,
+            shell: None,
+            working_directory: None,
         })
         .collect();
     queued
