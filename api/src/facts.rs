@@ -200,6 +200,11 @@ pub struct StepSpec {
     pub id: Uuid,
     #[serde(default)]
     pub name: Option<String>,
+    /// The step's `id:` as written, by which a later step's `if:` reads it
+    /// (`steps.<id>.outcome`, `steps.<id>.outputs.<name>`). Absent for a
+    /// step without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The shell command. For a step that runs an action (`uses`), a
     /// command that fails saying the runner is too old to run actions: a
     /// runner that reads `uses` never runs it, one from before actions does.
@@ -231,6 +236,20 @@ pub struct StepSpec {
     /// directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_directory: Option<String>,
+    /// The step's `if:` as written (`${{ }}` optional), decided by the
+    /// runner just before the step would run: what only it knows (the
+    /// earlier steps' outcomes and outputs, the status functions,
+    /// `github.*`, `runner.*`) it reads itself, the rest from `if_values`.
+    /// Absent: GitHub's default, `success()`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_condition: Option<String>,
+    /// The values, resolved when the job was queued, of the workflow's
+    /// references `if_condition` reads (`needs.*`, `inputs.*`, `matrix.*`,
+    /// `env.*`, `baton.*`), keyed by the reference as written in its
+    /// canonical form (`needs.build.outputs.version`). A reference that had
+    /// no value is absent (it reads as null); secrets are never here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub if_values: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

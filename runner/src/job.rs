@@ -4,7 +4,8 @@
 //! with the job's env, what earlier steps put in `$GITHUB_ENV`, the step's
 //! env and the `BATON_*` and `GITHUB_*` variables (`crate::step`), output streamed with a `[job/step]` prefix,
 //! step and job timeouts enforced by killing the group, progress reported per
-//! step. A step after a failed one is skipped. The last step's report,
+//! step. A step after a failed one is skipped unless its `if:` says
+//! otherwise (`crate::conditions`). The last step's report,
 //! sent once the log is stored and carrying the job's outputs, settles the
 //! job on the server (behaviour.md §16); a complete with every step's
 //! result is sent only when it does not (a report lost on the way, a
@@ -31,8 +32,9 @@ use tokio::sync::watch;
 use tokio::time::Instant as TokioInstant;
 
 use crate::complete;
+use crate::conditions::{self, Decision};
 use crate::logs::{self, LogSettings, LogSink};
-use crate::step::{Carried, Ended, Exec, ProcFiles, Runtime, CACHE_SAVES, TEMP};
+use crate::step::{runner_arch, runner_os, Carried, Ended, Exec, ProcFiles, Runtime, CACHE_SAVES, TEMP};
 use crate::{caches, outputs};
 use crate::{escalate, heartbeat, JobEnd, Shutdown, Stop};
 
@@ -155,9 +157,12 @@ pub async fn run_job(
                 // took answers lease-lost). `deliver` sends it then, a few
                 // times if its answers are lost too.
                 None => {
+                    // A skipped step fails nothing by itself (its `if:`
+                    // was false, or a failure before it says so), as
+                    // `settle::settled_outcome` reads the steps.
                     let succeeded = message.is_none()
                         && stop == Stop::None
-                        && results.iter().all(|r| r.status == StepStatus::Succeeded || r.soft_failed);
+                        && !results.iter().any(|r| r.status == StepStatus::Failed && !r.soft_failed);
                     let status = if succeeded { JobOutcome::Succeeded } else { JobOutcome::Failed };
                     let message =
                         if stop == Stop::Cancel { Some("cancelled by the server".to_string()) } else { message };
@@ -243,17 +248,32 @@ async fn run_steps(
     // What a step hands the steps after it: `$GITHUB_ENV`, `$GITHUB_PATH`,
     // and the `post` of its actions.
     let mut carried = Carried::default();
+    // What the steps' `if:` read of the steps before them.
+    let mut earlier = conditions::Earlier::default();
+    earlier.github.insert("workspace".into(), dir.display().to_string());
+    earlier.runner.insert("os".into(), runner_os().into());
+    earlier.runner.insert("arch".into(), runner_arch().into());
+    earlier.runner.insert("temp".into(), outputs_dir.join(TEMP).display().to_string());
+    // Past the job's timeout or a stop nothing more may run, whatever a
+    // step's `if:` says (`always()` included).
+    let mut halted = false;
     for (index, step) in claim.job.steps.iter().enumerate() {
         let name = step_name(step, index);
         let stop = *stop_rx.borrow();
         if stop >= Stop::LeaseLost {
             break;
         }
-        if failed || stop == Stop::Cancel {
+        earlier.failed = failed;
+        // A cancel stops every step (see `crate::conditions`).
+        let decision = if halted || stop == Stop::Cancel { Decision::Skip } else { conditions::decide(step, &earlier) };
+        if decision == Decision::Skip {
             tracing::info!(job = %claim.job.key, step = %name, status = %"skipped", "step skipped");
             let result = skipped(step.id);
             if index != last {
                 unreported |= !report(settings, claim, &result, stop_tx).await;
+            }
+            if let Some(key) = &step.key {
+                earlier.steps.insert(key.clone(), conditions::StepState::skipped());
             }
             results.push(result);
             continue;
@@ -274,10 +294,14 @@ async fn run_steps(
         let clock = Instant::now();
         let exec = Exec::new(runtime(settings), claim, step, &name, dir, &outputs_dir, sink, job_deadline);
         let files = ProcFiles::new(&outputs_dir, &format!("step-{index}"));
-        let (ended, code) = match &step.uses {
-            Some(uses) => crate::actions::run(&exec, &mut carried, uses, &step.with, &files, stop_rx).await,
-            None => exec.shell(&mut carried, &step.run, &files, stop_rx).await,
+        let (ended, code) = match (&decision, &step.uses) {
+            // An `if:` that could not be decided fails the step as the
+            // runner's own failures do: no process, the reason in the log.
+            (Decision::Fail(why), _) => (Ended::Failed(why.clone()), None),
+            (_, Some(uses)) => crate::actions::run(&exec, &mut carried, uses, &step.with, &files, stop_rx).await,
+            (_, None) => exec.shell(&mut carried, &step.run, &files, stop_rx).await,
         };
+        halted |= matches!(ended, Ended::JobTimeout(_) | Ended::Stopped(_));
         if let Ended::Failed(why) | Ended::SpawnFailed(why) = &ended {
             // Why the runner failed it belongs in the job's log, forgiven or not.
             exec.say(why);
@@ -287,8 +311,14 @@ async fn run_steps(
             if matches!(ended, Ended::Exited) && code == Some(0) { StepStatus::Succeeded } else { StepStatus::Failed };
         // Why the step failed, if the job's message should say so.
         let mut step_message = None;
+        let mut step_outputs = BTreeMap::new();
         match std::fs::read_to_string(&output_file).map(|text| outputs::parse(&text)) {
-            Ok(Ok(values)) => written.push((step.id, values)),
+            Ok(Ok(values)) => {
+                if step.key.is_some() {
+                    step_outputs = values.clone();
+                }
+                written.push((step.id, values));
+            }
             Ok(Err(err)) => {
                 // A malformed output file fails the step: its dependants
                 // would otherwise run on values nobody meant.
@@ -337,6 +367,10 @@ async fn run_steps(
             unreported |= !report(settings, claim, &result, stop_tx).await;
         }
         failed |= status != StepStatus::Succeeded && !soft_failed;
+        if let Some(key) = &step.key {
+            let state = conditions::StepState::ran(status == StepStatus::Succeeded, soft_failed, step_outputs);
+            earlier.steps.insert(key.clone(), state);
+        }
         results.push(result);
     }
     // The actions' `post` scripts, after every step, newest first, whatever

@@ -4,6 +4,7 @@
 //!
 //! - [`agent`]: register, claim (long poll, backoff), run up to N jobs, stop.
 //! - [`job`]: execute one claimed job, step by step, and report it.
+//! - [`conditions`]: decide a step's `if:` just before it would run.
 //! - [`step`]: run one step's processes with the env GitHub's runner gives
 //!   a step, and carry `$GITHUB_ENV` and `$GITHUB_PATH` to the next.
 //! - [`actions`]: fetch and run a step's action (`uses:`), as GitHub's
@@ -32,6 +33,7 @@ pub mod agent_cli;
 pub mod artifacts;
 pub mod caches;
 pub mod complete;
+pub mod conditions;
 pub mod graph;
 pub mod heartbeat;
 pub mod job;

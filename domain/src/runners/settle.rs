@@ -44,13 +44,16 @@ pub fn settled_steps(
         .collect()
 }
 
-/// The outcome of a job whose steps all ended: succeeded when each
-/// succeeded or was forgiven by `continue-on-error`, failed otherwise (a
-/// skipped step means one before it failed or the job was stopped) — the
-/// runner's own rule for the status it would have completed with.
+/// The outcome of a job whose steps all ended: failed when a step failed
+/// and `continue-on-error` did not forgive it, succeeded otherwise — the
+/// runner's own rule for the status it would have completed with. A
+/// skipped step fails nothing by itself: its `if:` was false, or a step
+/// before it failed (which says so), as on GitHub. (A job stopped from
+/// outside, whose rest is skipped, is completed with its reason, never
+/// settled by its steps.)
 pub fn settled_outcome(steps: &[StepResult]) -> JobOutcome {
-    let succeeded = steps.iter().all(|step| step.status == baton_api::facts::StepStatus::Succeeded || step.soft_failed);
-    if succeeded {
+    let failed = steps.iter().any(|step| step.status == baton_api::facts::StepStatus::Failed && !step.soft_failed);
+    if !failed {
         JobOutcome::Succeeded
     } else {
         JobOutcome::Failed
@@ -117,7 +120,11 @@ mod tests {
         let forgiven = StepResult { soft_failed: true, ..failed.clone() };
         let skipped = result(execution, 2, StepStatus::Skipped);
         assert_eq!(settled_outcome(&[ok.clone(), forgiven.clone()]), JobOutcome::Succeeded);
-        assert_eq!(settled_outcome(&[ok.clone(), failed]), JobOutcome::Failed);
-        assert_eq!(settled_outcome(&[ok, forgiven, skipped]), JobOutcome::Failed);
+        assert_eq!(settled_outcome(&[ok.clone(), failed.clone()]), JobOutcome::Failed);
+        assert_eq!(settled_outcome(&[ok.clone(), failed.clone(), skipped.clone()]), JobOutcome::Failed);
+        // A step whose `if:` was false; and an `if: failure()` step that
+        // ran after a failure does not make the job succeed.
+        assert_eq!(settled_outcome(&[ok.clone(), forgiven, skipped]), JobOutcome::Succeeded);
+        assert_eq!(settled_outcome(&[failed, ok]), JobOutcome::Failed);
     }
 }

@@ -174,6 +174,13 @@ pub struct StepDefinition {
     /// (resolved when the job is queued, as `env`'s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_directory: Option<String>,
+    /// `if:`, as written (`${{ }}` optional): decided by the runner just
+    /// before the step would run ([`expressions::Dialect::Step`]); `None`
+    /// is GitHub's default, `success()`.
+    ///
+    /// [`expressions::Dialect::Step`]: super::expressions::Dialect::Step
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 /// Where a job output's value comes from: the key a step wrote to

@@ -64,7 +64,8 @@ pub enum Reference {
     Event(Vec<String>),
     /// `github.<name>`, `runner.<name>`, `steps.<id>.outcome|conclusion`:
     /// what only the runner knows, read by an action's own `action.yml`
-    /// ([`Dialect::Action`]); a workflow's expressions cannot name them.
+    /// ([`Dialect::Action`]) and a step's `if:` ([`Dialect::Step`]); a
+    /// workflow's other expressions cannot name them.
     /// The context's words are lower-cased (GitHub reads them so).
     Runner(Vec<String>),
 }
@@ -79,6 +80,11 @@ pub enum Dialect {
     /// action's steps and outputs), read by the runner only when the action
     /// runs: the workflow's references and [`Reference::Runner`]'s.
     Action,
+    /// A step's `if:`: the workflow's references, resolved when the job is
+    /// queued, and what only the runner knows when the step is about to
+    /// run ([`Reference::Runner`]'s, `steps.<id>.outputs.<name>`), with the
+    /// status functions anywhere (the runner knows every status).
+    Step,
 }
 
 /// The `baton` context: what a job knows of where it runs.
@@ -136,7 +142,8 @@ pub enum Expr {
     Literal(Value),
     Ref(Reference),
     /// `success()`, `failure()`, `always()`, `cancelled()`: only as the
-    /// first term of an `if:` (see [`split_condition`]).
+    /// first term of a job's `if:` (see [`split_condition`]); anywhere in
+    /// a step's ([`Dialect::Step`]) or an action's.
     Status(String),
     Not(Box<Expr>),
     /// Its left operand when that is falsy, else its right one.
@@ -285,6 +292,21 @@ pub fn text_references(text: &str) -> Result<Vec<Reference>, String> {
     Ok(found)
 }
 
+/// A condition's text without the `${{ }}` around it, which is optional
+/// in an `if:`.
+fn condition_text(text: &str) -> &str {
+    let text = text.trim();
+    text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")).map_or(text, str::trim)
+}
+
+/// Every reference a condition (an `if:`, `${{ }}` optional) of `dialect`
+/// reads.
+pub fn condition_references(text: &str, dialect: Dialect) -> Result<Vec<Reference>, String> {
+    let mut found = Vec::new();
+    references(&parse_in(condition_text(text), dialect)?, &mut found);
+    Ok(found)
+}
+
 /// An `if:` split into its status function (`success()` when it names
 /// none, as in GitHub Actions) and the rest, which must hold as well. A
 /// status function may only be the whole condition or its first `&&` term,
@@ -343,11 +365,7 @@ fn leading_status(expr: Expr) -> (Option<String>, Option<Expr>) {
 /// an `if:` naming no status function means `success() && (it)`. The
 /// `${{ }}` around it is optional.
 pub fn condition_holds(text: &str, dialect: Dialect, scope: &dyn Scope) -> Result<bool, String> {
-    let mut text = text.trim();
-    if let Some(inner) = text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")) {
-        text = inner.trim();
-    }
-    let expr = parse_in(text, dialect)?;
+    let expr = parse_in(condition_text(text), dialect)?;
     let holds = evaluate(&expr, scope)?.truthy();
     Ok(if contains_status(&expr) { holds } else { scope.status("success").unwrap_or(true) && holds })
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
 use super::definition::{DefinitionError, JobDefinition, WorkflowDefinition};
-use super::expressions::{self, BatonField, Reference, Scope};
+use super::expressions::{self, BatonField, Dialect, Reference, Scope};
 use super::matrix::MatrixLeg;
 use super::status::JobStatus;
 
@@ -99,6 +99,7 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 expressions::text_references(text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
             checked.extend(found.into_iter().map(|r| (field.clone(), r, visible.clone())));
         }
+        checked.extend(step_condition_references(job)?);
         if let Some(when) = job.listen.as_ref().and_then(|l| l.when.as_ref()) {
             let mut found = Vec::new();
             let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("listen.if"), e))?;
@@ -204,6 +205,61 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
     Ok(())
 }
 
+/// A reference, the field it is in, and the env names visible there.
+type Located<'a> = (String, Reference, Vec<&'a str>);
+
+/// The references of `job`'s step conditions that the queue resolves,
+/// with their field (`steps[2].if`) and the env names visible there, for
+/// the checks every reference of the job goes through. What the runner
+/// resolves is checked here: a step's `steps.<id>` must be an earlier
+/// step's (GitHub reads a later or unknown one as empty, silently).
+fn step_condition_references(job: &JobDefinition) -> Result<Vec<Located<'_>>, DefinitionError> {
+    let mut checked = Vec::new();
+    for (index, step) in job.steps.iter().enumerate() {
+        let Some(condition) = &step.condition else { continue };
+        let field = format!("steps[{index}].if");
+        let refuse = |message: String| DefinitionError::in_job(&job.key, Some(&field), message);
+        let found = expressions::condition_references(condition, Dialect::Step).map_err(refuse)?;
+        let mut visible: Vec<&str> = job.env.keys().map(String::as_str).collect();
+        visible.extend(step.env.keys().map(String::as_str));
+        for reference in found {
+            let read = match &reference {
+                Reference::StepOutput { step, .. } => step.as_str(),
+                Reference::Runner(path) if path.first().is_some_and(|c| c == "steps") => {
+                    path.get(1).map_or("", String::as_str)
+                }
+                // `github.*`, `runner.*`: the runner's, as an action reads them.
+                Reference::Runner(_) => continue,
+                _ => {
+                    checked.push((field.clone(), reference, visible.clone()));
+                    continue;
+                }
+            };
+            let is = |s: &super::definition::StepDefinition| s.id.as_deref() == Some(read);
+            if !job.steps[..index].iter().any(is) {
+                let why = if job.steps[index..].iter().any(is) {
+                    format!("step `{read}` does not run before this one: a step's `if:` reads only the steps before it")
+                } else {
+                    format!("no step before this one has id `{read}`")
+                };
+                return Err(refuse(format!("{reference}: {why}")));
+            }
+        }
+    }
+    Ok(checked)
+}
+
+/// The references of `job`'s step conditions that the queue resolves
+/// (what the runner reads itself left out).
+fn step_condition_queue_references(job: &JobDefinition) -> Vec<Reference> {
+    job.steps
+        .iter()
+        .filter_map(|step| step.condition.as_deref())
+        .flat_map(|condition| expressions::condition_references(condition, Dialect::Step).unwrap_or_default())
+        .filter(|reference| !matches!(reference, Reference::Runner(_) | Reference::StepOutput { .. }))
+        .collect()
+}
+
 fn document(field: &str, message: &str) -> DefinitionError {
     DefinitionError { job: None, field: Some(field.to_string()), message: message.to_string() }
 }
@@ -268,6 +324,11 @@ pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
             add(&format!("${{{{ {when} }}}}"));
         }
     }
+    for reference in definition.jobs.iter().flat_map(step_condition_queue_references) {
+        if let Reference::Input(name) = reference {
+            used.insert(name);
+        }
+    }
     used
 }
 
@@ -281,8 +342,11 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     if let Some(when) = &job.when {
         texts.push(format!("${{{{ {when} }}}}"));
     }
-    for text in texts {
-        for reference in expressions::text_references(&text).unwrap_or_default() {
+    let conditions = step_condition_queue_references(job);
+    for references in
+        texts.iter().map(|text| expressions::text_references(text).unwrap_or_default()).chain([conditions])
+    {
+        for reference in references {
             match reference {
                 Reference::Input(_) => inputs = true,
                 Reference::NeedsOutput { job, .. } => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::definition::{JobDefinition, WorkflowDefinition};
-use super::expressions;
+use super::expressions::{self, Reference};
 use super::references::{self, JobScope};
 use crate::ids::step_id;
 use baton_api::facts::{JobSpec, OutputFrom, StepSpec};
@@ -24,9 +24,15 @@ pub fn job_spec(
     scope: Option<&JobScope<'_>>,
 ) -> JobSpec {
     let minutes = |m: u32| u64::from(m) * minute.as_secs();
-    let mut budget = EXPANSION_BUDGET;
-    let mut resolve = |text: &str, scope: Option<&JobScope<'_>>| match scope {
-        Some(scope) => expand(text, scope, &mut budget),
+    // Shared by the texts and the step conditions' values.
+    let budget = std::cell::Cell::new(EXPANSION_BUDGET);
+    let resolve = |text: &str, scope: Option<&JobScope<'_>>| match scope {
+        Some(scope) => {
+            let mut left = budget.get();
+            let expanded = expand(text, scope, &mut left);
+            budget.set(left);
+            expanded
+        }
         None => text.to_string(),
     };
     let mut env = BTreeMap::new();
@@ -51,6 +57,7 @@ pub fn job_spec(
             StepSpec {
                 id: step_ids[index],
                 name: step.name.clone(),
+                key: step.id.clone(),
                 run: match &step.uses {
                     Some(uses) => too_old_for_actions(uses),
                     None => resolve(&step.run, step_scope.as_ref()),
@@ -64,6 +71,16 @@ pub fn job_spec(
                 // runner gets the step's own values.
                 shell: step.shell.clone(),
                 working_directory: step.working_directory.as_deref().map(|dir| resolve(dir, step_scope.as_ref())),
+                if_condition: step.condition.clone(),
+                if_values: match (&step.condition, &step_scope) {
+                    (Some(condition), Some(scope)) => {
+                        let mut left = budget.get();
+                        let values = condition_values(condition, scope, &mut left);
+                        budget.set(left);
+                        values
+                    }
+                    _ => BTreeMap::new(),
+                },
             }
         })
         .collect();
@@ -125,6 +142,36 @@ fn decided(continue_on_error: Option<&str>, scope: Option<&JobScope<'_>>) -> boo
         (Some(text), Some(scope)) => expressions::interpolate(text, scope).trim() == "true",
         (Some(text), None) => text == "true",
     }
+}
+
+/// The values of the references a step's `if:` reads that the queue
+/// knows (the runner reads the earlier steps, the statuses, `github.*` and
+/// `runner.*` itself), keyed as [`expressions::MapScope`] looks them up. A
+/// reference with no value is left out (it reads as null, as in the job's
+/// other expressions); a secret never goes in (the definition reader
+/// refuses one in a condition). Values are charged to the job's expansion
+/// `budget`: past it a value is a note saying so, as in `expand`.
+fn condition_values(condition: &str, scope: &JobScope<'_>, budget: &mut usize) -> BTreeMap<String, String> {
+    let mut values = BTreeMap::new();
+    let references = expressions::condition_references(condition, expressions::Dialect::Step).unwrap_or_default();
+    for reference in references {
+        if matches!(reference, Reference::Runner(_) | Reference::StepOutput { .. } | Reference::Secret(_)) {
+            continue;
+        }
+        let key = reference.to_string();
+        if values.contains_key(&key) {
+            continue;
+        }
+        let Some(value) = expressions::Scope::resolve(scope, &reference) else { continue };
+        let value = if value.len() <= *budget {
+            *budget -= value.len();
+            value
+        } else {
+            format!("[not expanded: the job's expressions expand past {EXPANSION_BUDGET} bytes]")
+        };
+        values.insert(key, value);
+    }
+    values
 }
 
 /// How many bytes the expressions of one job may expand to: outputs are

@@ -219,6 +219,7 @@ mod tests {
                 name: None,
                 // An input that spelled another secret's placeholder gets nothing.
                 run: format!("deploy {} {}", placeholder("DEPLOY_TOKEN"), placeholder("OTHER")),
+                key: None,
                 uses: None,
                 with: BTreeMap::new(),
                 env: BTreeMap::from([("KEY".into(), placeholder("SIGNING_KEY"))]),
@@ -226,6 +227,8 @@ mod tests {
                 continue_on_error: false,
                 shell: None,
                 working_directory: None,
+                if_condition: None,
+                if_values: Default::default(),
             }],
             outputs: BTreeMap::new(),
             mask_env: Vec::new(),

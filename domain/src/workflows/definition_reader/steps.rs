@@ -4,6 +4,7 @@
 use super::fields::{Fields, Location};
 use super::values::{read_continue_on_error, read_env, read_text, read_text_list, read_timeout};
 use crate::workflows::definition::{DefinitionError, StepDefinition, MAX_JOB_ID_LEN, MAX_STEPS_PER_JOB};
+use crate::workflows::expressions::{self, Dialect};
 use crate::workflows::yaml::YamlNode;
 
 const STEP_FIELDS: &[&str] = &[
@@ -20,6 +21,7 @@ const STEP_FIELDS: &[&str] = &[
     "continue-on-error",
     "shell",
     "working-directory",
+    "if",
 ];
 /// What a step is: one of these, exactly.
 const STEP_KINDS: [&str; 5] = ["run", "uses", "upload", "download", "cache"];
@@ -211,7 +213,33 @@ fn read_step(node: &YamlNode, at: &Location, defaults: &RunDefaults) -> Result<S
     let env = read_env(fields.get("env"), &at.field("env"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?;
     let continue_on_error = read_continue_on_error(fields.get("continue-on-error"), &at.field("continue-on-error"))?;
-    Ok(StepDefinition { id, name, run, uses, with, env, timeout_minutes, continue_on_error, shell, working_directory })
+    let condition = fields.get("if").map(|n| read_step_condition(n, &at.field("if"))).transpose()?;
+    Ok(StepDefinition {
+        id,
+        name,
+        run,
+        uses,
+        with,
+        env,
+        timeout_minutes,
+        continue_on_error,
+        shell,
+        working_directory,
+        condition,
+    })
+}
+
+/// A step's `if:`: an expression of [`Dialect::Step`], `${{ }}` optional,
+/// stored as written. Its syntax and the contexts it names are checked
+/// here; what each reference names (an earlier step, a need, a matrix
+/// value) is checked with the job's other references.
+fn read_step_condition(node: &YamlNode, at: &Location) -> Result<String, DefinitionError> {
+    // YAML's `if: true` is the text `true`, as GitHub reads it.
+    let Some(text) = read_text(node, at)?.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) else {
+        return Err(at.error("required: a condition, e.g. `failure()` or `steps.build.outcome == 'success'`"));
+    };
+    expressions::condition_references(&text, Dialect::Step).map_err(|err| at.error(format!("`{text}`: {err}")))?;
+    Ok(text)
 }
 
 /// `uses:`: the action a step runs, checked for its form now so that a
@@ -570,5 +598,77 @@ mod tests {
             .map(|_| ())
             .expect_err("defaults on an approval");
         assert_eq!(err.field.as_deref(), Some("defaults"), "{}", err.message);
+    }
+
+    #[test]
+    fn any_step_takes_an_if_read_as_written_with_or_without_its_braces() {
+        let steps = read(
+            "      - id: a\n        run: x\n        continue-on-error: true\n      - if: steps.a.outcome == 'failure'\n        uses: acme/x@v1\n      - if: ${{ !cancelled() && steps.a.outputs.v != '' }}\n        upload: {name: n, path: p}\n      - if: failure()\n        download: {name: n}\n      - if: always()\n        cache: {key: k, path: p}\n      - if: true\n        run: y\n      - if: github.ref == 'refs/heads/main' && runner.os == 'Linux' && steps.A.conclusion != 'x'\n        id: A\n        run: z\n      - run: plain\n",
+        );
+        // `steps.A` is the step itself: refused; without it, read.
+        let err = steps.unwrap_err();
+        assert!(err.starts_with("steps[6].if: steps.A.conclusion: step `A` does not run before this one"), "{err}");
+        let steps = read(
+            "      - id: a\n        run: x\n      - if: steps.a.outcome == 'failure'\n        uses: acme/x@v1\n      - if: ${{ !cancelled() && steps.a.outputs.v != '' }}\n        upload: {name: n, path: p}\n      - if: failure()\n        download: {name: n}\n      - if: always()\n        cache: {key: k, path: p}\n      - if: true\n        run: y\n      - if: github.ref == 'refs/heads/main' && runner.os == 'Linux'\n        run: z\n      - run: plain\n",
+        )
+        .unwrap();
+        let conditions: Vec<Option<&str>> = steps.iter().map(|s| s.condition.as_deref()).collect();
+        assert_eq!(
+            conditions,
+            [
+                None,
+                Some("steps.a.outcome == 'failure'"),
+                Some("${{ !cancelled() && steps.a.outputs.v != '' }}"),
+                Some("failure()"),
+                Some("always()"),
+                Some("true"),
+                Some("github.ref == 'refs/heads/main' && runner.os == 'Linux'"),
+                None,
+            ]
+        );
+        // A definition stored before step conditions reads with none.
+        let old: crate::workflows::StepDefinition = serde_json::from_str(r#"{"run": "x", "env": {}}"#).unwrap();
+        assert_eq!(old.condition, None);
+    }
+
+    #[test]
+    fn a_step_if_reads_earlier_steps_and_what_a_jobs_if_may_and_is_refused_naming_its_field() {
+        let yaml = |condition: &str| {
+            format!(
+                "jobs:\n  build:\n    runs-on: linux\n    outputs: [v]\n    steps: [{{run: x}}]\n  test:\n    needs: build\n    runs-on: linux\n    env: {{JOB: j}}\n    strategy: {{matrix: {{os: [linux, mac]}}}}\n    steps:\n      - {{id: first, run: x}}\n      - {{run: y}}\n      - if: \"{condition}\"\n        env: {{STEP: s}}\n        run: z\n      - {{id: later, run: w}}\n"
+            )
+        };
+        for fine in [
+            "needs.build.outputs.v == 'x' && needs.build.result == 'success' && needs.build.outcome != ''",
+            "inputs.go && matrix.os == 'linux' && env.JOB && env.STEP && baton.attempt > 1",
+            "steps.first.outputs.x || steps.first.outcome || steps.first.conclusion",
+            "github.sha != '' || runner.os == 'Linux' || !cancelled() && (failure() || success())",
+        ] {
+            parse_definition(&yaml(fine)).unwrap_or_else(|e| panic!("{fine}: {e}"));
+        }
+        for (condition, says) in [
+            ("steps.later.outcome == 'success'", "steps.later.outcome: step `later` does not run before this one"),
+            ("steps.nope.outputs.x", "steps.nope.outputs.x: no step before this one has id `nope`"),
+            ("secrets.TOKEN != ''", "secrets are read only in `env`, `run` and `with`"),
+            ("needs.other.result", "`other` is not among this job's needs"),
+            ("matrix.arch", "no combination of `test` has `arch`"),
+            ("needs.build.outputs.w", "declares no output `w`"),
+            ("env.NOPE", "no such variable"),
+            ("vars.X", "unknown reference vars.X"),
+            ("hashFiles('x')", "hashFiles() runs on the runner"),
+            ("", "required: a condition"),
+        ] {
+            let err = parse_definition(&yaml(condition)).map(|_| ()).expect_err(condition);
+            let leg = err.job.as_deref().unwrap_or_default();
+            assert!(leg.starts_with("test"), "{condition}: {err}");
+            assert_eq!(err.field.as_deref(), Some("steps[2].if"), "{condition}: {err}");
+            assert!(err.message.contains(says), "{condition}: {err}");
+        }
+        // The run's inputs a step's `if:` reads must be given; the needs
+        // whose outputs it reads are read when the job is queued.
+        let definition = parse_definition(&yaml("inputs.go && needs.build.outputs.v")).unwrap();
+        assert!(crate::workflows::references::inputs_used(&definition).contains("go"));
+        let leg = &definition.jobs[1];
+        assert_eq!(crate::workflows::references::data_needed(&definition, leg), (true, ["build".to_string()].into()));
     }
 }

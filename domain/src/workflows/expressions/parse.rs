@@ -291,6 +291,9 @@ impl Parser {
                 known_reference(parts)
                     .filter(|r| matches!(r, Reference::Input(_) | Reference::Env(_) | Reference::StepOutput { .. }))
             }),
+            // A step's `if:` reads the workflow's contexts (the queue
+            // resolves them) and, on the runner, the steps before it.
+            Dialect::Step => runner_reference(parts).or_else(|| known_reference(parts)),
         };
         if let Some(reference) = known(&parts) {
             return Ok(reference);
@@ -310,10 +313,15 @@ impl Parser {
                 parts.join(".")
             ));
         }
+        let runner_side = if self.dialect == Dialect::Step {
+            ", steps.<id>.outcome|conclusion, github.<name>, runner.<name>"
+        } else {
+            ""
+        };
         Err(format!(
             "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, \
              secrets.<NAME>, inputs.<name>, env.<name>, baton.run_id|attempt|workspace_id|job, \
-             steps.<id>.outputs.<name> or (listening jobs) event.name|ref|payload.<path>",
+             steps.<id>.outputs.<name>{runner_side} or (listening jobs) event.name|ref|payload.<path>",
             parts.join(".")
         ))
     }

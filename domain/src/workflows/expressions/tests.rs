@@ -524,3 +524,29 @@ fn a_condition_with_no_status_function_means_success_and_it() {
     assert!(condition_holds("!cancelled()", Dialect::Action, &Failed).unwrap());
     assert!(condition_holds("always()", Dialect::Action, &MapScope::default()).unwrap(), "unknown status: true");
 }
+
+#[test]
+fn a_steps_dialect_reads_the_workflows_contexts_and_what_the_runner_knows() {
+    for (text, reference) in [
+        ("steps.build.outcome", Reference::Runner(vec!["steps".into(), "build".into(), "outcome".into()])),
+        ("Steps.build.Conclusion", Reference::Runner(vec!["steps".into(), "build".into(), "conclusion".into()])),
+        ("github.ref", Reference::Runner(vec!["github".into(), "ref".into()])),
+        ("runner.os", Reference::Runner(vec!["runner".into(), "os".into()])),
+        ("steps.a.outputs.x", Reference::StepOutput { step: "a".into(), name: "x".into() }),
+        ("needs.a.result", Reference::NeedsResult { job: "a".into() }),
+        ("matrix.os", Reference::Matrix("os".into())),
+        ("inputs.x", Reference::Input("x".into())),
+        ("baton.run_id", Reference::Baton(BatonField::RunId)),
+    ] {
+        assert_eq!(parse_in(text, Dialect::Step), Ok(Expr::Ref(reference)), "{text}");
+    }
+    let unknown = parse_in("vars.x", Dialect::Step).unwrap_err();
+    assert!(unknown.contains("unknown reference vars.x") && unknown.contains("github.<name>"), "{unknown}");
+    assert_eq!(
+        condition_references("${{ !cancelled() && steps.a.outcome == 'failure' || matrix.os }}", Dialect::Step),
+        Ok(vec![Reference::Runner(vec!["steps".into(), "a".into(), "outcome".into()]), Reference::Matrix("os".into())])
+    );
+    // A status function anywhere, negated too: the runner knows them all.
+    assert!(condition_holds("inputs.x == 'yes' && (failure() || !cancelled())", Dialect::Step, &Failed).unwrap());
+    assert!(!condition_holds("inputs.x == 'yes'", Dialect::Step, &Failed).unwrap(), "success() && it");
+}

@@ -135,3 +135,59 @@ fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
     let action = serde_json::to_value(&spec.steps[2]).unwrap();
     assert!(action.get("shell").is_none() && action.get("working_directory").is_none(), "{action}");
 }
+
+/// A step's `if:` travels as written with the values the queue knows of
+/// what it reads; what only the runner knows (earlier steps, `github.*`)
+/// is left to it, and a step without `if:` or `id:` has neither field.
+#[test]
+fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
+    let definition = parse_definition(
+        "jobs:\n  a:\n    runs-on: l\n    outputs: [v]\n    steps: [{run: x}]\n  b:\n    needs: a\n    runs-on: l\n    env: {MODE: fast}\n    steps:\n      - {id: first, run: x}\n      - if: \"${{ needs.a.outputs.v == '1' && needs.a.result == 'success' && inputs.go && inputs.missing == '' }}\"\n        run: y\n      - if: steps.first.outputs.x == env.MODE && github.sha != '' || baton.job == 'b' && env.STEP\n        env: {STEP: on}\n        run: z\n      - run: w\n",
+    )
+    .unwrap();
+    let outputs = BTreeMap::from([("v".to_string(), "1".to_string())]);
+    let inputs = serde_json::json!({"go": true}).as_object().cloned().unwrap();
+    let scope = JobScope {
+        run_id: Uuid::now_v7(),
+        attempt: 1,
+        workspace_id: "ws",
+        job: "b",
+        matrix: None,
+        env: BTreeMap::new(),
+        inputs: Some(&inputs),
+        event: None,
+        needs: HashMap::from([(
+            "a".to_string(),
+            NeedState {
+                status: JobStatus::Succeeded,
+                soft_failed: false,
+                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
+            },
+        )]),
+    };
+    let spec = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, Some(&scope));
+    let keys: Vec<Option<&str>> = spec.steps.iter().map(|s| s.key.as_deref()).collect();
+    assert_eq!(keys, [Some("first"), None, None, None]);
+    let second = &spec.steps[1];
+    assert_eq!(
+        second.if_condition.as_deref(),
+        Some("${{ needs.a.outputs.v == '1' && needs.a.result == 'success' && inputs.go && inputs.missing == '' }}")
+    );
+    let values: Vec<(&str, &str)> = second.if_values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    // `inputs.missing` has no value: absent, it reads as null.
+    assert_eq!(values, [("inputs.go", "true"), ("needs.a.outputs.v", "1"), ("needs.a.result", "success")]);
+    let third = &spec.steps[2];
+    let values: Vec<(&str, &str)> = third.if_values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(values, [("baton.job", "b"), ("env.MODE", "fast"), ("env.STEP", "on")]);
+    // The runner reads the condition with these values as the action
+    // dialect's scope would, plus the earlier steps it knows.
+    let mut known = expressions::MapScope(third.if_values.clone());
+    known.0.insert("steps.first.outputs.x".into(), "fast".into());
+    let condition = third.if_condition.as_deref().unwrap();
+    assert!(expressions::condition_holds(condition, expressions::Dialect::Step, &known).unwrap());
+    let last = serde_json::to_value(&spec.steps[3]).unwrap();
+    assert!(last.get("if_condition").is_none() && last.get("if_values").is_none() && last.get("key").is_none());
+    // Measured without a scope: the condition, no values.
+    let measured = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, None);
+    assert!(measured.steps[1].if_condition.is_some() && measured.steps[1].if_values.is_empty());
+}

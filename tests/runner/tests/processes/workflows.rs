@@ -1662,3 +1662,73 @@ jobs:
     assert!(!logs.contains("never"), "{logs}");
     runner.stop().await;
 }
+
+/// A step's `if:`, decided by a real runner as GitHub's does: an earlier
+/// step's outcome (under `continue-on-error`) and outputs, a matrix value
+/// resolved at queue time, a plain step skipped after a real failure, and
+/// `failure()` and `always()` steps that still run; the job ends failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_always_steps_run() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: conditions
+{env}jobs:
+  checks:
+    runs-on: linux
+    strategy:
+      matrix:
+        os: [linux]
+    steps:
+      - id: a
+        continue-on-error: true
+        run: exit 5
+      - id: b
+        if: steps.a.outcome == 'failure' && steps.a.conclusion == 'success'
+        run: echo "changed=yes" >> "$GITHUB_OUTPUT"
+      - if: matrix.os == 'never'
+        run: touch "$SHARED/never"
+      - if: ${{{{ steps.b.outputs.changed == 'yes' }}}}
+        run: touch "$SHARED/read-output"
+      - run: exit 3
+      - run: touch "$SHARED/after-failure"
+      - if: failure()
+        run: touch "$SHARED/on-failure"
+      - if: always()
+        run: touch "$SHARED/always"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
+    let job = job_in(&view, 1, "checks (linux)");
+    assert_eq!(job["status"], "failed", "an `if: failure()` step that succeeds does not make the job succeed: {job:#}");
+    let execution = execution_of(&view, 1, "checks (linux)");
+    assert_eq!((&execution["status"], &execution["status_reason"]), (&json!("failed"), &json!("step_failed")));
+    let ran = |code: i64| ("succeeded".to_string(), json!(code));
+    assert_eq!(
+        step_outcomes(execution),
+        vec![
+            ("failed".into(), json!(5)),
+            ran(0),
+            ("skipped".into(), Value::Null),
+            ran(0),
+            ("failed".into(), json!(3)),
+            ("skipped".into(), Value::Null),
+            ran(0),
+            ran(0),
+        ],
+        "{execution:#}"
+    );
+    assert_eq!(execution["steps"][0]["soft_failed"], true, "{execution:#}");
+    for (file, exists) in
+        [("never", false), ("read-output", true), ("after-failure", false), ("on-failure", true), ("always", true)]
+    {
+        assert_eq!(shared.join(file).exists(), exists, "{file}");
+    }
+    runner.stop().await;
+    stack.assert_all_facts_valid();
+}

@@ -50,6 +50,7 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
         .map(|(index, (name, run))| StepSpec {
             id: baton_domain::ids::step_id(execution, index),
             name: Some(name.to_string()),
+            key: None,
             run: run.to_string(),
             uses: None,
             with: BTreeMap::new(),
@@ -58,6 +59,8 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
             continue_on_error: false,
             shell: None,
             working_directory: None,
+            if_condition: None,
+            if_values: BTreeMap::new(),
         })
         .collect();
     queued
