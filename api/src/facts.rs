@@ -194,7 +194,8 @@ impl From<&JobSpec> for QueuedJob {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+// Default: a nil id and an empty run, for building one field by field.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepSpec {
     pub id: Uuid,

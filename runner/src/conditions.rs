@@ -122,19 +122,10 @@ mod tests {
 
     fn step(condition: Option<&str>, values: &[(&str, &str)]) -> StepSpec {
         StepSpec {
-            id: uuid::Uuid::nil(),
-            name: None,
-            key: None,
             run: "true".into(),
-            uses: None,
-            with: BTreeMap::new(),
-            env: BTreeMap::new(),
-            timeout_s: None,
-            continue_on_error: false,
-            shell: None,
-            working_directory: None,
             if_condition: condition.map(String::from),
             if_values: values.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..StepSpec::default()
         }
     }
 

@@ -277,16 +277,7 @@ fn job_fact(
                 id: step_id(job_execution_id, index),
                 name: Some(format!("step-{index}")),
                 run: "true".into(),
-                key: None,
-                uses: None,
-                with: Default::default(),
-                env: Default::default(),
-                timeout_s: None,
-                continue_on_error: false,
-                shell: None,
-                working_directory: None,
-                if_condition: None,
-                if_values: Default::default(),
+                ..StepSpec::default()
             })
             .collect(),
         outputs: Default::default(),

@@ -215,20 +215,10 @@ mod tests {
             timeout_s: 60,
             env: BTreeMap::from([("TOKEN".into(), placeholder("DEPLOY_TOKEN"))]),
             steps: vec![StepSpec {
-                id: uuid::Uuid::nil(),
-                name: None,
                 // An input that spelled another secret's placeholder gets nothing.
                 run: format!("deploy {} {}", placeholder("DEPLOY_TOKEN"), placeholder("OTHER")),
-                key: None,
-                uses: None,
-                with: BTreeMap::new(),
                 env: BTreeMap::from([("KEY".into(), placeholder("SIGNING_KEY"))]),
-                timeout_s: None,
-                continue_on_error: false,
-                shell: None,
-                working_directory: None,
-                if_condition: None,
-                if_values: Default::default(),
+                ..StepSpec::default()
             }],
             outputs: BTreeMap::new(),
             mask_env: Vec::new(),

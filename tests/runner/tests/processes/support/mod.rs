@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
@@ -50,17 +50,8 @@ pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&st
         .map(|(index, (name, run))| StepSpec {
             id: baton_domain::ids::step_id(execution, index),
             name: Some(name.to_string()),
-            key: None,
             run: run.to_string(),
-            uses: None,
-            with: BTreeMap::new(),
-            env: BTreeMap::new(),
-            timeout_s: None,
-            continue_on_error: false,
-            shell: None,
-            working_directory: None,
-            if_condition: None,
-            if_values: BTreeMap::new(),
+            ..StepSpec::default()
         })
         .collect();
     queued
