@@ -11,6 +11,9 @@ pub enum ErrorCode {
     InvalidRequest,
     InvalidLabels,
     InvalidDefinition,
+    /// A dispatch's inputs do not fit the pipeline's
+    /// `on.workflow_dispatch.inputs` (the message names the input).
+    InvalidInputs,
     Unauthenticated,
     Forbidden,
     NotFound,
@@ -45,6 +48,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid-request",
             ErrorCode::InvalidLabels => "invalid-labels",
             ErrorCode::InvalidDefinition => "invalid-definition",
+            ErrorCode::InvalidInputs => "invalid-inputs",
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not-found",
@@ -70,7 +74,10 @@ impl ErrorCode {
     /// The HTTP status that goes with the code.
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::InvalidRequest | ErrorCode::InvalidLabels | ErrorCode::InvalidDefinition => 400,
+            ErrorCode::InvalidRequest
+            | ErrorCode::InvalidLabels
+            | ErrorCode::InvalidDefinition
+            | ErrorCode::InvalidInputs => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden | ErrorCode::SelfApproval => 403,
             ErrorCode::NotFound => 404,

@@ -14,6 +14,7 @@ pub mod health;
 pub mod logs;
 #[cfg(feature = "openapi")]
 pub mod openapi;
+pub mod pipelines;
 pub mod provisioners;
 pub mod runners;
 pub mod runs;

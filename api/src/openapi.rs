@@ -68,6 +68,11 @@ pub const PROVISIONER: &str = "provisioner";
         save_cache,
         complete_cache,
         create_run,
+        put_pipeline,
+        list_pipelines,
+        get_pipeline,
+        delete_pipeline,
+        dispatch_pipeline,
         list_runs,
         get_run,
         read_job_logs,
@@ -549,6 +554,65 @@ fn read_job_logs() {}
     ),
     security(("operator" = [])))]
 fn create_run() {}
+
+/// Stores a workflow definition as the named pipeline (a new one, or a new
+/// version); its `on:` says when it runs by itself. The same text again
+/// changes nothing.
+#[utoipa::path(put, path = "/v1/workspaces/{ws}/pipelines/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "The pipeline's name (the workspace id's pattern)")),
+    request_body = crate::pipelines::PutPipelineRequest,
+    responses(
+        (status = 201, description = "A new pipeline", body = crate::pipelines::PipelineSummary),
+        (status = 200, description = "A new version, or the same text again (nothing written)", body = crate::pipelines::PipelineSummary),
+        (status = 400, description = "`invalid-definition`, naming the job and field (`on.…` included), or `invalid-request`", body = ErrorBody),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn put_pipeline() {}
+
+/// The workspace's pipelines, by name, with their triggers.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/pipelines", tag = "operators",
+    params(WorkspaceParam),
+    responses(
+        (status = 200, description = "The pipelines", body = crate::pipelines::PipelineList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_pipelines() {}
+
+/// One pipeline, with its definition's text.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/pipelines/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "The pipeline's name")),
+    responses(
+        (status = 200, description = "The pipeline", body = crate::pipelines::Pipeline),
+        (status = 404, description = "`not-found`: no such pipeline in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn get_pipeline() {}
+
+/// Deletes a pipeline; the runs it started keep their own copy of it.
+#[utoipa::path(delete, path = "/v1/workspaces/{ws}/pipelines/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "The pipeline's name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not-found`: no such pipeline in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn delete_pipeline() {}
+
+/// Runs a pipeline now (a dispatch), its inputs typed by the pipeline's
+/// `on.workflow_dispatch.inputs` where it declares them.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/pipelines/{name}/runs", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "The pipeline's name")),
+    request_body = crate::pipelines::DispatchRequest,
+    responses(
+        (status = 201, description = "The new run, its `trigger` a dispatch and its `pipeline` the version it runs", body = RunView),
+        (status = 400, description = "`invalid-inputs` naming the input, `invalid-definition` or `invalid-request`", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such pipeline in the workspace", body = ErrorBody),
+        (status = 409, description = "`too-many-label-sets`: the workspace has queued work for too many label sets already", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn dispatch_pipeline() {}
 
 /// The workspace's runs, newest first.
 #[utoipa::path(get, path = "/v1/workspaces/{ws}/runs", tag = "operators",

@@ -58,6 +58,12 @@ pub struct RunView {
     /// run's approval jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// What started it (behaviour.md §18): a push, a pull request, a
+    /// schedule, a dispatch of a pipeline, or a file posted to the API.
+    pub trigger: crate::pipelines::RunTrigger,
+    /// The pipeline version it runs, when it came from a pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<crate::pipelines::PipelineVersion>,
     pub attempts: Vec<AttemptView>,
     /// The run's artifacts (behaviour.md §17), by name: what its jobs
     /// uploaded, in every attempt (a rerun's jobs see the ones carried over).

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use baton_api::artifacts::{ArtifactDownload, ArtifactList};
 use baton_api::logs::LogPage;
+use baton_api::pipelines::{DispatchRequest, Pipeline, PipelineList, PipelineSummary, PutPipelineRequest};
 use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
 use baton_api::runners::{CreateRegistrationToken, CreatedRegistrationToken};
 use baton_api::runs::{
@@ -82,6 +83,45 @@ impl Operator {
         let path = format!("/v1/workspaces/{}/secrets/{}", segment(workspace), segment(name));
         self.client.send::<(), serde_json::Value>(Method::DELETE, &path, &self.token, None, Duration::ZERO).await?;
         Ok(())
+    }
+
+    /// Stores a workflow definition as the pipeline `name`: a new one, a
+    /// new version, or (the same text) nothing.
+    pub async fn put_pipeline(
+        &self,
+        workspace: &str,
+        name: &str,
+        definition: String,
+    ) -> Result<PipelineSummary, ClientError> {
+        let path = format!("/v1/workspaces/{}/pipelines/{}", segment(workspace), segment(name));
+        self.client.send_for(Method::PUT, &path, &self.token, Some(&PutPipelineRequest { definition })).await
+    }
+
+    pub async fn list_pipelines(&self, workspace: &str) -> Result<PipelineList, ClientError> {
+        let path = format!("/v1/workspaces/{}/pipelines", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    pub async fn get_pipeline(&self, workspace: &str, name: &str) -> Result<Pipeline, ClientError> {
+        let path = format!("/v1/workspaces/{}/pipelines/{}", segment(workspace), segment(name));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    pub async fn delete_pipeline(&self, workspace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/workspaces/{}/pipelines/{}", segment(workspace), segment(name));
+        self.client.send::<(), serde_json::Value>(Method::DELETE, &path, &self.token, None, Duration::ZERO).await?;
+        Ok(())
+    }
+
+    /// Runs the pipeline `name` now (a dispatch), with its inputs.
+    pub async fn dispatch_pipeline(
+        &self,
+        workspace: &str,
+        name: &str,
+        body: &DispatchRequest,
+    ) -> Result<RunView, ClientError> {
+        let path = format!("/v1/workspaces/{}/pipelines/{}/runs", segment(workspace), segment(name));
+        self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
     }
 
     pub async fn list_artifacts(&self, workspace: &str, run: Uuid) -> Result<ArtifactList, ClientError> {

@@ -13,6 +13,7 @@
 pub mod error;
 pub mod ids;
 pub mod limits;
+pub mod pipelines;
 pub mod runners;
 pub mod time;
 pub mod tokens;

@@ -22,6 +22,10 @@ pub const MAX_TOKEN_NAME_LEN: usize = 200;
 
 /// A run's `inputs`, as JSON text.
 pub const MAX_INPUTS_BYTES: usize = 64 * 1024;
+/// The most a run keeps of what started it (its `github` context's fields,
+/// the forge's payload as `github.event` among them), stored on the run's
+/// item beside its inputs: a DynamoDB item holds 400 KB.
+pub const MAX_EVENT_BYTES: usize = 96 * 1024;
 
 pub use baton_api::runners::MAX_OUTPUTS_BYTES;
 

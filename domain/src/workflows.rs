@@ -12,6 +12,7 @@ pub mod definition;
 mod definition_reader;
 pub mod execution;
 pub mod expressions;
+pub mod github;
 pub mod graph;
 pub mod listening;
 pub mod matrix;

@@ -9,4 +9,5 @@ pub mod logs;
 pub mod orchestration;
 pub mod outcomes;
 pub mod push;
+pub mod run_creation;
 pub mod secrets;

@@ -208,6 +208,15 @@ pub fn workspace_provisioners_pk(workspace_id: &str) -> String {
     format!("PROVS#{workspace_id}")
 }
 
+/// A workspace's pipelines, one item a name (`pipelines`).
+pub fn pipelines_pk(workspace_id: &str) -> String {
+    format!("PIPELINES#{workspace_id}")
+}
+
+pub fn pipeline_sk(name: &str) -> String {
+    name.to_string()
+}
+
 /// The label sets a workspace's registered sessions offer
 /// (`runners::schedulable`).
 pub fn offers_pk(workspace_id: &str) -> String {

@@ -387,6 +387,7 @@ pub mod keys;
 pub mod leases;
 pub mod operators;
 pub mod outbox;
+pub mod pipelines;
 pub mod processed;
 pub mod provisioners;
 pub mod queue;

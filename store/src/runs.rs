@@ -82,6 +82,11 @@ pub struct NewRun<'a> {
     pub attempt: &'a AttemptState,
     pub definition: &'a WorkflowDefinition,
     pub idempotency_key: Option<&'a str>,
+    /// What started it, and the pipeline version it runs.
+    pub trigger: Option<baton_api::pipelines::RunTrigger>,
+    pub pipeline: Option<baton_api::pipelines::PipelineVersion>,
+    /// The `github` context's trigger fields, as JSON text.
+    pub github: Option<String>,
     pub now: DateTime<Utc>,
     pub outbox_ttl_days: u32,
 }
@@ -91,7 +96,7 @@ pub struct NewRun<'a> {
 pub enum RunCreated {
     /// The run as written, and how many times its number was lost to a
     /// concurrent create first.
-    New { run: RunState, number_retries: u32 },
+    New { run: Box<RunState>, number_retries: u32 },
     /// The idempotency key already names this run: nothing was written.
     Existing(Uuid),
 }
@@ -140,9 +145,12 @@ impl Store {
                 finished_at: None,
                 inputs: new.inputs.clone(),
                 created_by: new.created_by.clone(),
+                trigger: new.trigger.clone(),
+                pipeline: new.pipeline.clone(),
+                github: new.github.clone(),
             };
             match self.create_numbered_run(&new, &run, previous_number).await? {
-                CreateOutcome::Created => return Ok(RunCreated::New { run, number_retries }),
+                CreateOutcome::Created => return Ok(RunCreated::New { run: Box::new(run), number_retries }),
                 CreateOutcome::Existing(existing) => return Ok(RunCreated::Existing(existing)),
                 CreateOutcome::NumberTaken => contention::pause_after_lost_race().await,
             }

@@ -205,6 +205,15 @@ pub struct CreateScope<'a> {
     pub run_id: Uuid,
     /// For a job's group: its key and, for a matrix leg, its values.
     pub job: Option<(&'a str, Option<&'a super::matrix::MatrixLeg>)>,
+    /// The run's `github` context (its number not taken yet).
+    pub github: Option<&'a super::github::GithubData>,
+}
+
+impl CreateScope<'_> {
+    fn github_value(&self, path: &[String]) -> Option<serde_json::Value> {
+        let place = super::github::RunPlace { run_id: self.run_id, attempt: 1, job: self.job.map(|(key, _)| key) };
+        self.github?.value(path, place)
+    }
 }
 
 impl Scope for CreateScope<'_> {
@@ -219,7 +228,15 @@ impl Scope for CreateScope<'_> {
             Reference::Baton(BatonField::Job) => self.job.map(|(key, _)| key.to_string()),
             // As a job's scope reads it (`references::JobScope`).
             Reference::Matrix(name) => Some(self.job?.1?.value(name).unwrap_or_default().to_string()),
+            Reference::Github(path) => self.github_value(path).map(|value| super::github::as_text(&value)),
             _ => None,
+        }
+    }
+
+    fn resolve_value(&self, reference: &Reference) -> Option<super::expressions::Value> {
+        match reference {
+            Reference::Github(path) => self.github_value(path).map(|v| super::expressions::Value::from_serde(&v)),
+            other => self.resolve(other).map(super::expressions::Value::String),
         }
     }
 }
@@ -227,14 +244,20 @@ impl Scope for CreateScope<'_> {
 /// Whether `reference` may be read by a workflow's `concurrency:` (the rest
 /// is not known when the run is created).
 pub fn readable(reference: &Reference) -> bool {
-    matches!(reference, Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId))
+    match reference {
+        // The number is taken as the run is written, after its group.
+        Reference::Github(path) => !matches!(path.first().map(String::as_str), Some("run_number" | "job")),
+        other => matches!(other, Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId)),
+    }
 }
 
 /// Whether `reference` may be read by a job's `concurrency:`: what a
 /// workflow's may, and the job's key and matrix values, all known when the
 /// run is created (so a bad name is refused then, not when the job is due).
 pub fn readable_by_job(reference: &Reference) -> bool {
-    readable(reference) || matches!(reference, Reference::Baton(BatonField::Job) | Reference::Matrix(_))
+    readable(reference)
+        || matches!(reference, Reference::Baton(BatonField::Job) | Reference::Matrix(_))
+        || matches!(reference, Reference::Github(path) if path.first().is_some_and(|f| f == "job"))
 }
 
 /// The hold of `spec` as `scope` expands it: the group name and
@@ -432,7 +455,13 @@ mod tests {
     #[test]
     fn a_group_name_is_expanded_from_inputs_and_baton_when_the_run_is_created() {
         let inputs = serde_json::json!({"env": "prod"});
-        let scope = CreateScope { inputs: inputs.as_object(), workspace_id: "ws", run_id: Uuid::nil(), job: None };
+        let scope = CreateScope {
+            inputs: inputs.as_object(),
+            workspace_id: "ws",
+            run_id: Uuid::nil(),
+            job: None,
+            github: None,
+        };
         let spec = ConcurrencySpec {
             group: "deploy-${{ inputs.env }}".into(),
             cancel_in_progress: Some("${{ inputs.env == 'prod' }}".into()),

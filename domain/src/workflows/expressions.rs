@@ -62,6 +62,10 @@ pub enum Reference {
     /// `event.name`, `event.ref`, `event.payload.<path>`: the event a
     /// listening job's execution handles (behaviour.md §16).
     Event(Vec<String>),
+    /// `github.<field>` (and a path into `github.event`) that the server
+    /// resolves from what started the run (`workflows::github`); the
+    /// field's name lower-cased, the path into the event as written.
+    Github(Vec<String>),
     /// `github.<name>`, `runner.<name>`, `steps.<id>.outcome|conclusion`:
     /// what only the runner knows, read by an action's own `action.yml`
     /// ([`Dialect::Action`]) and a step's `if:` ([`Dialect::Step`]); a
@@ -109,6 +113,7 @@ impl fmt::Display for Reference {
             Reference::Baton(field) => write!(f, "baton.{}", field.name()),
             Reference::StepOutput { step, name } => write!(f, "steps.{step}.outputs.{name}"),
             Reference::Event(path) => write!(f, "event.{}", path.join(".")),
+            Reference::Github(path) => write!(f, "github.{}", path.join(".")),
             Reference::Runner(path) => write!(f, "{}", path.join(".")),
         }
     }
@@ -188,6 +193,13 @@ pub enum Segment {
 pub trait Scope {
     /// `None`: nothing by that name (resolves to null, rendered empty).
     fn resolve(&self, reference: &Reference) -> Option<String>;
+
+    /// The value of `reference` with its type, where the scope keeps one
+    /// (the `github` context's booleans and numbers compare as such:
+    /// `github.event.pull_request.draft == false`); text otherwise.
+    fn resolve_value(&self, reference: &Reference) -> Option<Value> {
+        self.resolve(reference).map(Value::String)
+    }
 
     /// A status function's value (`success`, `failure`, `always`,
     /// `cancelled`) where the scope knows it (a runner running an action's

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::definition::{DefinitionError, JobDefinition, WorkflowDefinition};
 use super::expressions::{self, BatonField, Dialect, Reference, Scope};
+use super::github::{self, GithubData};
 use super::matrix::MatrixLeg;
 use super::status::JobStatus;
 
@@ -61,10 +62,15 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
     for (name, value) in &definition.env {
         check_secret_expressions(&format!("env.{name}"), value).map_err(|e| document(&format!("env.{name}"), &e))?;
         for reference in expressions::text_references(value).map_err(|e| document(&format!("env.{name}"), &e))? {
-            if !matches!(reference, Reference::Input(_) | Reference::Baton(_) | Reference::Secret(_)) {
+            if !matches!(
+                reference,
+                Reference::Input(_) | Reference::Baton(_) | Reference::Secret(_) | Reference::Github(_)
+            ) {
                 return Err(document(
                     &format!("env.{name}"),
-                    &format!("{reference} cannot be used in the workflow's env: only inputs, baton and secrets"),
+                    &format!(
+                        "{reference} cannot be used in the workflow's env: only inputs, github, baton and secrets"
+                    ),
                 ));
             }
         }
@@ -333,7 +339,8 @@ pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
 }
 
 /// What queueing `job` needs to know beyond the attempt: whether its
-/// expressions read the run's inputs, and the needs whose outputs they read.
+/// expressions read the run's own data (its inputs or its `github`
+/// context), and the needs whose outputs they read.
 pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (bool, BTreeSet<String>) {
     let mut inputs = false;
     let mut needs = BTreeSet::new();
@@ -348,7 +355,7 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     {
         for reference in references {
             match reference {
-                Reference::Input(_) => inputs = true,
+                Reference::Input(_) | Reference::Github(_) => inputs = true,
                 Reference::NeedsOutput { job, .. } => {
                     needs.insert(job);
                 }
@@ -366,6 +373,8 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
 pub struct ExpressionData {
     /// `None` until read.
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The run's `github` context: read with its inputs.
+    pub github: Option<GithubData>,
     /// By execution id; an execution that reported none maps to nothing.
     pub outputs: HashMap<Uuid, BTreeMap<String, String>>,
     /// By job id: whether the job holds the group it joined.
@@ -389,6 +398,8 @@ pub struct JobScope<'a> {
     pub needs: HashMap<String, NeedState<'a>>,
     /// A listening job's execution: the event it handles.
     pub event: Option<&'a super::listening::JobEvent>,
+    /// The `github` context (`None` while unread, or where no job reads it).
+    pub github: Option<&'a GithubData>,
 }
 
 /// A need as its dependant's expressions see it: a job, or a matrix job
@@ -443,9 +454,24 @@ impl Scope for JobScope<'_> {
             }),
             Reference::StepOutput { .. } => None,
             Reference::Event(path) => super::listening::value_of(self.event?, path),
+            Reference::Github(path) => self.github_value(path).map(|value| github::as_text(&value)),
             // Only an action's own expressions name these, on the runner.
             Reference::Runner(_) => None,
         }
+    }
+
+    fn resolve_value(&self, reference: &Reference) -> Option<expressions::Value> {
+        match reference {
+            Reference::Github(path) => self.github_value(path).map(|value| expressions::Value::from_serde(&value)),
+            other => self.resolve(other).map(expressions::Value::String),
+        }
+    }
+}
+
+impl JobScope<'_> {
+    fn github_value(&self, path: &[String]) -> Option<serde_json::Value> {
+        let place = github::RunPlace { run_id: self.run_id, attempt: self.attempt, job: Some(self.job) };
+        self.github?.value(path, place)
     }
 }
 
@@ -478,8 +504,8 @@ mod tests {
         assert!(refused(&undeclared).contains("declares no output `version`"));
         let unknown_env = ok.replace("${{ env.V }}", "${{ env.W }}");
         assert!(refused(&unknown_env).contains("field `steps[0].run`: env.W"));
-        let unknown_context = ok.replace("${{ baton.run_id }}", "${{ github.sha }}");
-        assert!(refused(&unknown_context).contains("unknown reference github.sha"));
+        let unknown_context = ok.replace("${{ baton.run_id }}", "${{ github.retention_days }}");
+        assert!(refused(&unknown_context).contains("unknown reference github.retention_days"));
     }
 
     #[test]

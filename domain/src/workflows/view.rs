@@ -2,6 +2,7 @@
 //! view") from the stored states. The view types are the contract and live
 //! in `baton_api::runs`.
 
+use baton_api::pipelines::{RunTrigger, TriggerKind};
 use std::collections::{BTreeMap, HashMap};
 
 use baton_api::runs::{
@@ -91,6 +92,14 @@ pub fn build_run_view(
         finished_at,
         inputs: run.inputs.as_deref().and_then(|raw| serde_json::from_str(raw).ok()),
         created_by: run.created_by.clone(),
+        trigger: run.trigger.clone().unwrap_or_else(|| RunTrigger {
+            kind: TriggerKind::Api,
+            git_ref: None,
+            sha: None,
+            actor: run.created_by.clone(),
+            delivery: None,
+        }),
+        pipeline: run.pipeline.clone(),
         artifacts: Vec::new(),
         attempts: attempts
             .into_iter()

@@ -1,38 +1,24 @@
-//! `POST /v1/workspaces/{ws}/runs` (behaviour.md §8, api.md): validates the
-//! definition completely before anything is written (400
-//! `invalid-definition` naming job and field), then creates, in one
-//! transaction, the run with the next per-workflow number, attempt 1 with
-//! its jobs and executions, the frozen snapshot of the parsed definition,
-//! the idempotency key and the `workflows.run.attempt_created` fact.
+//! Creating runs, as an operator asks for them:
+//! - `POST /v1/workspaces/{ws}/runs` (behaviour.md §8, api.md): a whole
+//!   workflow file, validated completely before anything is written;
+//! - `POST /v1/workspaces/{ws}/pipelines/{name}/runs` (§18): a dispatch of
+//!   a stored pipeline, its inputs typed by `on.workflow_dispatch.inputs`
+//!   (400 `invalid-inputs` naming the input), the run recording the
+//!   pipeline's version.
 //!
-//! Idempotency: a repeated `idempotency_key` finds the key's item and
-//! answers 200 with the existing run, writing nothing; two concurrent
-//! creates with one key race on the key item's condition and the loser
-//! answers with the winner's run. Numbers: the counter item is written
-//! conditioned on the value read, so a create that lost the number to a
-//! concurrent one re-reads and retries (`Store::create_run`).
+//! Both end in `usecases::run_creation`, as a webhook's runs will.
 
-use std::collections::{BTreeMap, BTreeSet};
-
+use baton_api::pipelines::{DispatchRequest, PipelineVersion, RunTrigger, TriggerKind};
 use baton_api::runs::CreateRunRequest;
-use baton_domain::error::{ApiError, ErrorCode};
-use baton_domain::limits;
-use baton_domain::runners::labels::labelset_id;
-use baton_domain::workflows::attempt::{AttemptState, NewAttempt};
-use baton_domain::workflows::concurrency::{self, CreateScope};
-use baton_domain::workflows::parse_definition;
-use baton_domain::workflows::references;
-use baton_domain::workflows::view::RunRecords;
+use baton_domain::error::ApiError;
+use baton_domain::pipelines;
+use baton_domain::workflows::{github, parse_definition};
 use baton_service::context::Context;
-use baton_service::http::{authorize_operator, json_response, parse_json, path_workspace, respond};
-use baton_store::runs::{NewRun, RunCreated};
-use baton_telemetry::metrics::{emit, Unit};
+use baton_service::http::{authorize_operator, json_response, parse_json, path_param, path_workspace, respond};
+use baton_service::usecases::run_creation::{self, Created, RunRequest};
 use lambda_http::{Body, Request, Response};
 
-/// The longest idempotency key accepted.
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
-/// The name runs of a workflow without `name:` are numbered under.
-pub const UNNAMED_WORKFLOW: &str = "unnamed";
+pub use run_creation::{MAX_IDEMPOTENCY_KEY_LEN, UNNAMED_WORKFLOW};
 
 pub async fn handle(context: &Context, req: Request) -> Response<Body> {
     respond(create_run(context, &req).await)
@@ -40,102 +26,51 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 
 async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_workspace(req)?;
-    let creator = authorize_operator(&context.store, req, &workspace_id).await?;
-    let body: CreateRunRequest = parse_json(req)?;
-    let definition = parse_definition(&body.definition)?;
-    // Expressions read inputs by name: one the run is not given would
-    // silently be empty in every job that reads it.
-    for name in references::inputs_used(&definition) {
-        if !body.inputs.as_ref().is_some_and(|inputs| inputs.contains_key(&name)) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidDefinition,
-                format!("`inputs.{name}` is read by the definition, but the run is created without input `{name}`"),
-            ));
-        }
-    }
-    let new_sets: BTreeSet<String> = definition.jobs.iter().map(|job| labelset_id(&job.labels)).collect();
-    let pending_sets = context.store.label_sets(&workspace_id).await?.into_iter().map(|set| set.sk).collect();
-    limits::pending_label_sets(&pending_sets, &new_sets)?;
-    if let Some(inputs) = &body.inputs {
-        limits::storable_json("inputs", &serde_json::Value::Object(inputs.clone()), limits::MAX_INPUTS_BYTES)?;
-    }
-    if let Some(key) = &body.idempotency_key {
-        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN {
-            return Err(ApiError::invalid_request(format!(
-                "idempotency_key must hold 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters"
-            )));
-        }
-        if let Some(existing) = context.store.run_for_idempotency_key(&workspace_id, key).await? {
-            return existing_run(context, &workspace_id, existing).await;
-        }
-    }
-    let inputs = body
-        .inputs
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| ApiError::invalid_request(format!("inputs: {e}")))?;
-    let name = definition.name.clone().unwrap_or_else(|| UNNAMED_WORKFLOW.to_string());
-    let run_id = baton_domain::ids::new_id();
-    let now = chrono::Utc::now();
-    let mut attempt = AttemptState::new(NewAttempt::first(run_id, &workspace_id, &definition, now));
-    if let Some(spec) = &definition.concurrency {
-        let scope = CreateScope { inputs: body.inputs.as_ref(), workspace_id: &workspace_id, run_id, job: None };
-        let hold = concurrency::hold_of(spec, &scope)
-            .map_err(|(field, why)| ApiError::new(ErrorCode::InvalidDefinition, format!("{field}: {why}")))?;
-        attempt.concurrency = Some(hold);
-    }
-    // A job's group is expanded when the job is due, from what is known
-    // now: a name that comes out bad is refused here, not then.
-    for job in definition.jobs.iter().filter(|job| job.concurrency.is_some()) {
-        let Some(spec) = &job.concurrency else { continue };
-        let scope = CreateScope {
-            inputs: body.inputs.as_ref(),
+    let creator = authorize_operator(&context.store, req, &workspace_id).await?.identity();
+    let is_dispatch = req.uri().path().contains("/pipelines/");
+    let request = if is_dispatch {
+        let name = path_param(req, "name")?;
+        pipelines::name(&name)?;
+        let body: DispatchRequest = parse_json(req)?;
+        let stored = context
+            .store
+            .pipeline(&workspace_id, &name)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("pipeline {name}")))?;
+        // Stored texts were read when put; read again, as the reader may
+        // have grown stricter since (a refusal here names the field).
+        let read = pipelines::read(&stored.definition)?;
+        let inputs = pipelines::dispatch_inputs(&read.triggers, body.inputs.as_ref())?;
+        RunRequest {
             workspace_id: &workspace_id,
-            run_id,
-            job: Some((&job.key, job.matrix.as_ref())),
-        };
-        concurrency::hold_of(spec, &scope).map_err(|(field, why)| {
-            ApiError::new(ErrorCode::InvalidDefinition, format!("jobs.{}.{field}: {why}", job.key))
-        })?;
-    }
-    let created = context
-        .store
-        .create_run(NewRun {
-            id: run_id,
-            workspace_id: &workspace_id,
-            name: &name,
-            inputs,
-            created_by: Some(creator.identity()),
-            attempt: &attempt,
-            definition: &definition,
-            idempotency_key: body.idempotency_key.as_deref(),
-            now,
-            outbox_ttl_days: context.config.outbox_ttl_days,
-        })
-        .await?;
-    match created {
-        RunCreated::New { run, number_retries } => {
-            tracing::info!(%run_id, workspace_id, number = run.number, jobs = attempt.jobs.len(), "run created");
-            emit(
-                "create-run",
-                &[("runs_created", 1.0, Unit::Count), ("number_retries", f64::from(number_retries), Unit::Count)],
-            );
-            let records = RunRecords {
-                run,
-                attempts: vec![attempt],
-                definitions: BTreeMap::from([(1, definition)]),
-                results: Default::default(),
-                artifacts: Vec::new(),
-            };
-            Ok(json_response(http::StatusCode::CREATED, &records.view()))
+            definition: read.definition,
+            github: github::for_dispatch(Some(&creator), Some(&inputs)),
+            inputs: Some(inputs),
+            idempotency_key: None,
+            trigger: trigger(TriggerKind::Dispatch, &creator),
+            pipeline: Some(PipelineVersion { name: stored.name, version: stored.version }),
+            creator: Some(creator),
         }
-        RunCreated::Existing(existing) => existing_run(context, &workspace_id, existing).await,
-    }
+    } else {
+        let body: CreateRunRequest = parse_json(req)?;
+        let definition = parse_definition(&body.definition)?;
+        RunRequest {
+            workspace_id: &workspace_id,
+            definition,
+            github: github::for_dispatch(Some(&creator), body.inputs.as_ref()),
+            inputs: body.inputs,
+            idempotency_key: body.idempotency_key,
+            trigger: trigger(TriggerKind::Api, &creator),
+            pipeline: None,
+            creator: Some(creator),
+        }
+    };
+    Ok(match run_creation::create_run(context, request).await? {
+        Created::New(view) => json_response(http::StatusCode::CREATED, &view),
+        Created::Existing(view) => json_response(http::StatusCode::OK, &view),
+    })
 }
 
-async fn existing_run(context: &Context, workspace_id: &str, run_id: uuid::Uuid) -> Result<Response<Body>, ApiError> {
-    let view = context.store.run_records(workspace_id, run_id).await?.ok_or_else(|| ApiError::not_found("run"))?.view();
-    tracing::info!(%run_id, workspace_id, "repeated idempotency key: existing run");
-    Ok(json_response(http::StatusCode::OK, &view))
+fn trigger(kind: TriggerKind, actor: &str) -> RunTrigger {
+    RunTrigger { kind, git_ref: None, sha: None, actor: Some(actor.to_string()), delivery: None }
 }

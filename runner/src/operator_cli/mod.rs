@@ -6,6 +6,7 @@
 //!   decisions, event deliveries and log reads, `run_lines` how a run
 //!   view is printed.
 //! - `provisioners`, `fleet`: `baton provisioner …` and `baton fleet`.
+//! - `pipelines`: `baton pipeline …` (put, list, show, run, delete).
 //! - `secrets`, `tokens`, `artifacts`: `baton secret …`, `baton token
 //!   create`, `baton artifact download`.
 //! - `answer`: the JSON answer and the error every command shares.
@@ -15,6 +16,7 @@ mod approvals;
 mod artifacts;
 mod fleet;
 mod logs;
+mod pipelines;
 mod provisioners;
 mod run_lines;
 mod runs;
@@ -29,6 +31,7 @@ use clap::{Parser, Subcommand};
 use answer::CliError;
 use artifacts::{artifact_command, ArtifactCommand};
 use fleet::fleet_token;
+use pipelines::{pipeline_command, PipelineCommand};
 use provisioners::{provisioner_command, ProvisionerCommand};
 use runs::{run_command, RunCommand};
 use secrets::{secret_command, SecretCommand};
@@ -71,6 +74,11 @@ enum Command {
     Artifact {
         #[command(subcommand)]
         command: ArtifactCommand,
+    },
+    /// Pipelines: workflow files kept under a name, run on demand.
+    Pipeline {
+        #[command(subcommand)]
+        command: PipelineCommand,
     },
     /// Workspace secrets, read by jobs as `${{ secrets.NAME }}`.
     Secret {
@@ -119,6 +127,7 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Token { command } => token_command(&operator()?, command, cli.json).await,
         Command::Run { command } => run_command(&operator()?, command, cli.json).await,
         Command::Provisioner { command } => provisioner_command(&operator()?, command, cli.json).await,
+        Command::Pipeline { command } => pipeline_command(&operator()?, command, cli.json).await,
         Command::Secret { command } => secret_command(&operator()?, command, cli.json).await,
         Command::Artifact { command } => artifact_command(&operator()?, command, cli.json).await,
         // The one command that acts as the provisioner, not the operator.

@@ -153,7 +153,7 @@ pub(super) enum RunCommand {
 }
 
 /// Seconds between the polls of `run watch`.
-const DEFAULT_WATCH_INTERVAL_S: u64 = 1;
+pub(super) const DEFAULT_WATCH_INTERVAL_S: u64 = 1;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(super) enum StatusFilter {
@@ -188,7 +188,7 @@ pub(super) enum Mode {
     All,
 }
 
-fn parse_input(raw: &str) -> Result<(String, String), String> {
+pub(super) fn parse_input(raw: &str) -> Result<(String, String), String> {
     raw.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .ok_or_else(|| format!("expected KEY=VALUE, got {raw:?}"))
@@ -338,7 +338,7 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
 /// Polls the run view and prints what changed, until the run is terminal:
 /// lines coloured on a terminal (not with `NO_COLOR`), or with `--json`
 /// one view per change as a JSON line.
-async fn watch(
+pub(super) async fn watch(
     operator: &Operator,
     workspace: &str,
     run: Uuid,

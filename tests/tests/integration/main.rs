@@ -12,6 +12,7 @@ mod fuzz;
 mod health;
 mod limits;
 mod logs;
+mod pipelines;
 mod provisioners;
 mod runners_auth;
 mod runners_leases;

@@ -64,8 +64,8 @@ pub struct Change {
 /// and the concurrency groups jobs must join or leave first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MissingData {
-    /// The run's inputs.
-    pub inputs: bool,
+    /// The run's own data: its inputs and its `github` context.
+    pub run: bool,
     /// The outputs of these (finished) executions.
     pub outputs: Vec<Uuid>,
     /// Groups to join (jobs due to start) or leave (jobs that ended); the
@@ -78,7 +78,7 @@ pub struct MissingData {
 
 impl MissingData {
     pub fn is_empty(&self) -> bool {
-        !self.inputs && self.outputs.is_empty() && self.groups.is_empty()
+        !self.run && self.outputs.is_empty() && self.groups.is_empty()
     }
 }
 

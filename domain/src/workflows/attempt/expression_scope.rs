@@ -47,8 +47,8 @@ impl AttemptState {
     ) -> Option<JobScope<'a>> {
         let (wants_inputs, outputs_of) = references::data_needed(definition, job);
         let mut complete = true;
-        if wants_inputs && data.inputs.is_none() {
-            missing.inputs = true;
+        if wants_inputs && (data.inputs.is_none() || data.github.is_none()) {
+            missing.run = true;
             complete = false;
         }
         let mut needs = HashMap::new();
@@ -113,6 +113,7 @@ impl AttemptState {
             inputs: data.inputs.as_ref(),
             needs,
             event: None,
+            github: data.github.as_ref(),
         })
     }
 }

@@ -38,6 +38,16 @@ pub struct RunState {
     /// approve the run's approval jobs (`workflows::approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// What started it (none for a run stored before triggers: the API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<baton_api::pipelines::RunTrigger>,
+    /// The pipeline version it runs, when it came from a pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<baton_api::pipelines::PipelineVersion>,
+    /// The `github` context's trigger fields (`workflows::github`), as JSON
+    /// text: read with the inputs when a job's expressions want them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<String>,
 }
 
 /// One attempt: its status and every job's state.

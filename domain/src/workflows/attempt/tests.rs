@@ -386,6 +386,7 @@ jobs:
     .unwrap();
     let data = |tolerate: &str| ExpressionData {
         inputs: serde_json::json!({"tolerate": tolerate}).as_object().cloned(),
+        github: Some(Default::default()),
         ..ExpressionData::default()
     };
     let mut state = attempt(&definition);
@@ -1043,7 +1044,11 @@ jobs:
 }
 
 fn with_inputs(inputs: serde_json::Value) -> ExpressionData {
-    ExpressionData { inputs: inputs.as_object().cloned(), ..ExpressionData::default() }
+    ExpressionData {
+        inputs: inputs.as_object().cloned(),
+        github: Some(Default::default()),
+        ..ExpressionData::default()
+    }
 }
 
 #[test]

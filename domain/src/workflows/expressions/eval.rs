@@ -11,7 +11,7 @@ pub fn evaluate(expr: &Expr, scope: &dyn Scope) -> Result<Value, String> {
     Ok(match expr {
         Expr::Literal(value) => value.clone(),
         // Nothing by that name: null, as an absent context property is.
-        Expr::Ref(reference) => scope.resolve(reference).map_or(Value::Null, Value::String),
+        Expr::Ref(reference) => scope.resolve_value(reference).unwrap_or(Value::Null),
         // Where the scope does not know it, decided apart, from the needs'
         // statuses (split_condition).
         Expr::Status(function) => Value::Bool(scope.status(function).unwrap_or(true)),

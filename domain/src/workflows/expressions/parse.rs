@@ -293,7 +293,11 @@ impl Parser {
             }),
             // A step's `if:` reads the workflow's contexts (the queue
             // resolves them) and, on the runner, the steps before it.
-            Dialect::Step => runner_reference(parts).or_else(|| known_reference(parts)),
+            // The `github` fields a trigger gives are the queue's too.
+            Dialect::Step => known_reference(parts)
+                .filter(|r| matches!(r, Reference::Github(_)))
+                .or_else(|| runner_reference(parts))
+                .or_else(|| known_reference(parts)),
         };
         if let Some(reference) = known(&parts) {
             return Ok(reference);
@@ -305,6 +309,9 @@ impl Parser {
                 let (head, rest) = (parts[..end].join("."), parts[end..].join("."));
                 return Err(format!("{head} is text: to read into it, write fromJSON({head}).{rest}"));
             }
+        }
+        if self.dialect == Dialect::Workflow && parts.len() == 2 && parts[0].eq_ignore_ascii_case("github") {
+            return Err(crate::workflows::github::refusal(parts[1]));
         }
         if self.dialect == Dialect::Action {
             return Err(format!(
@@ -359,6 +366,12 @@ fn known_reference(parts: &[&str]) -> Option<Reference> {
         (["baton", field], _) => Reference::Baton(BatonField::parse(field)?),
         (["steps", _, "outputs", _], [_, step, _, name]) => {
             Reference::StepOutput { step: owned(step), name: owned(name) }
+        }
+        (["github", "event", ..], [_, _, rest @ ..]) => {
+            Reference::Github(std::iter::once("event").chain(rest.iter().copied()).map(owned).collect())
+        }
+        (["github", field], _) if crate::workflows::github::is_server_field(field) => {
+            Reference::Github(vec![owned(field)])
         }
         (["event", field @ ("name" | "ref")], _) => Reference::Event(vec![owned(field)]),
         (["event", "payload", ..], [_, _, rest @ ..]) => {

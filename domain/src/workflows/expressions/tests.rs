@@ -334,7 +334,7 @@ fn errors_name_the_construct() {
         ("hashFiles('**/package-lock.json')", Fails("hashFiles() runs on the runner and is not supported yet")),
         ("HASHFILES('a', 'b')", Fails("hashFiles() runs on the runner and is not supported yet")),
         ("foo(1, 2)", Fails("unknown function foo(); known: contains, startsWith, endsWith, format, join")),
-        ("github.sha == 'x' && toYaml(x)", Fails("unknown reference github.sha")),
+        ("github.workspace == 'x' && toYaml(x)", Fails("unknown reference github.workspace")),
         ("contains('a')", Fails("contains() takes 2 arguments, not 1")),
         ("startsWith('a', 'b', 'c')", Fails("startsWith() takes 2 arguments, not 3")),
         ("join()", Fails("join() takes 1 or 2 arguments, not 0")),
@@ -471,7 +471,8 @@ fn a_status_function_comes_first_or_alone() {
 #[test]
 fn unknown_references_and_malformed_text_are_refused() {
     for bad in [
-        "${{ github.sha }}",
+        "${{ github.workspace }}",
+        "${{ github.token }}",
         "${{ needs.a.outputs }}",
         "${{ baton.secret }}",
         "${{ inputs.x ",
@@ -530,7 +531,12 @@ fn a_steps_dialect_reads_the_workflows_contexts_and_what_the_runner_knows() {
     for (text, reference) in [
         ("steps.build.outcome", Reference::Runner(vec!["steps".into(), "build".into(), "outcome".into()])),
         ("Steps.build.Conclusion", Reference::Runner(vec!["steps".into(), "build".into(), "conclusion".into()])),
-        ("github.ref", Reference::Runner(vec!["github".into(), "ref".into()])),
+        ("github.ref", Reference::Github(vec!["ref".into()])),
+        (
+            "github.event.pull_request.draft",
+            Reference::Github(vec!["event".into(), "pull_request".into(), "draft".into()]),
+        ),
+        ("github.workspace", Reference::Runner(vec!["github".into(), "workspace".into()])),
         ("runner.os", Reference::Runner(vec!["runner".into(), "os".into()])),
         ("steps.a.outputs.x", Reference::StepOutput { step: "a".into(), name: "x".into() }),
         ("needs.a.result", Reference::NeedsResult { job: "a".into() }),

@@ -82,6 +82,11 @@ impl Value {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
+    /// A JSON value as an expression's (objects keep their keys' order).
+    pub fn from_serde(value: &serde_json::Value) -> Value {
+        serde_json::from_value(value.clone()).unwrap_or(Value::Null)
+    }
+
     /// Reads JSON text (`fromJSON`).
     pub fn from_json(text: &str) -> Result<Value, String> {
         serde_json::from_str(text).map_err(|err| err.to_string())

@@ -214,9 +214,9 @@ with: {target: x}",
 
 #[test]
 fn an_unknown_if_expression_is_refused() {
-    let err = error_of(&with_job_body("runs-on: l\nif: github.ref == 'main'\nsteps: [{run: x}]"));
+    let err = error_of(&with_job_body("runs-on: l\nif: github.server_urls == 'main'\nsteps: [{run: x}]"));
     assert_eq!(err.field.as_deref(), Some("if"));
-    assert!(err.message.contains("`github.ref == 'main'`: unknown reference github.ref"), "{err}");
+    assert!(err.message.contains("`github.server_urls == 'main'`: unknown reference github.server_urls"), "{err}");
     assert!(err.message.contains("always()"));
     assert!(error_of(&with_job_body("runs-on: l\nif: true\nsteps: [{run: x}]")).message.contains("found a boolean"));
 }

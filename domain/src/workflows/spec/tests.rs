@@ -38,6 +38,7 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
         env: BTreeMap::new(),
         inputs: None,
         event: None,
+        github: None,
         needs: HashMap::from([(
             "a".to_string(),
             NeedState {
@@ -73,6 +74,7 @@ fn an_action_steps_inputs_are_resolved_at_queue_time_and_its_action_kept_as_writ
         env: BTreeMap::new(),
         inputs: None,
         event: None,
+        github: None,
         needs: HashMap::from([(
             "a".to_string(),
             NeedState {
@@ -115,6 +117,7 @@ fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
         env: BTreeMap::new(),
         inputs: None,
         event: None,
+        github: None,
         needs: HashMap::from([(
             "a".to_string(),
             NeedState {
@@ -142,7 +145,7 @@ fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
 #[test]
 fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
     let definition = parse_definition(
-        "jobs:\n  a:\n    runs-on: l\n    outputs: [v]\n    steps: [{run: x}]\n  b:\n    needs: a\n    runs-on: l\n    env: {MODE: fast}\n    steps:\n      - {id: first, run: x}\n      - if: \"${{ needs.a.outputs.v == '1' && needs.a.result == 'success' && inputs.go && inputs.missing == '' }}\"\n        run: y\n      - if: steps.first.outputs.x == env.MODE && github.sha != '' || baton.job == 'b' && env.STEP\n        env: {STEP: on}\n        run: z\n      - run: w\n",
+        "jobs:\n  a:\n    runs-on: l\n    outputs: [v]\n    steps: [{run: x}]\n  b:\n    needs: a\n    runs-on: l\n    env: {MODE: fast}\n    steps:\n      - {id: first, run: x}\n      - if: \"${{ needs.a.outputs.v == '1' && needs.a.result == 'success' && inputs.go && inputs.missing == '' }}\"\n        run: y\n      - if: steps.first.outputs.x == env.MODE && github.workspace != '' || baton.job == 'b' && env.STEP\n        env: {STEP: on}\n        run: z\n      - run: w\n",
     )
     .unwrap();
     let outputs = BTreeMap::from([("v".to_string(), "1".to_string())]);
@@ -156,6 +159,7 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
         env: BTreeMap::new(),
         inputs: Some(&inputs),
         event: None,
+        github: None,
         needs: HashMap::from([(
             "a".to_string(),
             NeedState {

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 
 use baton_domain::workflows::attempt::{AttemptState, Emitted, GroupRequest, MissingData, RunnerEndings};
 use baton_domain::workflows::concurrency::{GroupHold, Member};
+use baton_domain::workflows::github::GithubData;
 use baton_domain::workflows::references::ExpressionData;
 use baton_domain::workflows::WorkflowDefinition;
 use baton_store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
@@ -286,10 +287,14 @@ pub async fn step(
                 if reads > contention::MAX_LOST_RACES {
                     return Err(contention::too_contended(format!("expression data of {run_id}/{attempt}")));
                 }
-                if missing.inputs {
+                if missing.run {
                     let run = store.get_run(&workspace_id, run_id).await?;
-                    let inputs = run.and_then(|run| run.inputs).and_then(|raw| serde_json::from_str(&raw).ok());
+                    let inputs = run
+                        .as_ref()
+                        .and_then(|run| run.inputs.as_deref())
+                        .and_then(|raw| serde_json::from_str(raw).ok());
                     data.inputs = Some(inputs.unwrap_or_default());
+                    data.github = Some(run.as_ref().map(GithubData::of_run).unwrap_or_default());
                 }
                 if !missing.outputs.is_empty() {
                     let found = store.execution_outputs(run_id, &missing.outputs).await?;

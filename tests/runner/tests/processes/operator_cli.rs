@@ -115,3 +115,52 @@ async fn the_cli_reports_api_errors_with_their_code_and_a_non_zero_exit() {
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("unauthenticated"), "{}", stderr(&refused));
 }
+
+const PIPELINE: &str = "name: release\non:\n  workflow_dispatch:\n    inputs:\n      env: {type: choice, options: [staging, prod], required: true}\njobs:\n  ship:\n    runs-on: linux\n    steps:\n      - run: test \"${{ github.event_name }}/${{ github.event.inputs.env }}/${{ github.workflow }}\" = workflow_dispatch/prod/release\n";
+
+/// An operator keeps a workflow as a pipeline and runs it from the CLI with
+/// an input; a real runner runs it, its step reading the `github` context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_stores_a_pipeline_and_runs_it_with_inputs_from_the_cli() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let file = scratch().join("release.yml");
+    std::fs::write(&file, PIPELINE).expect("write the pipeline");
+    let path = file.display().to_string();
+    let put = baton(&stack, &["pipeline", "put", "--workspace", &ws, "release", &path]).await;
+    assert!(put.status.success(), "{}", stderr(&put));
+    assert!(stdout(&put).starts_with("pipeline release stored: version sha256:"), "{}", stdout(&put));
+    let listed = baton(&stack, &["pipeline", "list", "--workspace", &ws]).await;
+    assert!(
+        stdout(&listed).contains("release  sha256:") && stdout(&listed).contains("on: workflow_dispatch"),
+        "{}",
+        stdout(&listed)
+    );
+    let shown = baton(&stack, &["pipeline", "show", "--workspace", &ws, "release"]).await;
+    assert_eq!(stdout(&shown), PIPELINE, "the text as stored");
+
+    let refused = baton(&stack, &["pipeline", "run", "--workspace", &ws, "release"]).await;
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("invalid-inputs") && stderr(&refused).contains("inputs.env"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let token = stdout(&baton(&stack, &["token", "create", "--workspace", &ws]).await).trim().to_string();
+    let _runner = Runner::start(&stack, &token, "linux", &[]);
+    let ran = tokio::time::timeout(
+        WAIT,
+        baton(&stack, &["pipeline", "run", "--workspace", &ws, "release", "--input", "env=prod", "--watch"]),
+    )
+    .await
+    .expect("the run ends");
+    let lines = stdout(&ran);
+    assert!(ran.status.success(), "the dispatched run succeeds:\n{lines}\n{}", stderr(&ran));
+    assert!(lines.lines().any(|l| l == "run release #1 (attempt 1): succeeded"), "{lines}");
+
+    let deleted = baton(&stack, &["pipeline", "delete", "--workspace", &ws, "release"]).await;
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    let gone = baton(&stack, &["pipeline", "show", "--workspace", &ws, "release"]).await;
+    assert!(stderr(&gone).contains("404 not-found"), "{}", stderr(&gone));
+}
