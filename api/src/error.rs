@@ -15,6 +15,8 @@ pub enum ErrorCode {
     /// `on.workflow_dispatch.inputs` (the message names the input).
     InvalidInputs,
     Unauthenticated,
+    /// A webhook delivery whose signature does not hold (or is missing).
+    BadSignature,
     Forbidden,
     NotFound,
     MethodNotAllowed,
@@ -38,6 +40,8 @@ pub enum ErrorCode {
     /// Another job of the run stored an artifact of that name, or this
     /// execution stored a different one under it.
     ArtifactExists,
+    /// A webhook delivery's body over the most Baton reads.
+    PayloadTooLarge,
     Unavailable,
     Internal,
 }
@@ -50,6 +54,7 @@ impl ErrorCode {
             ErrorCode::InvalidDefinition => "invalid-definition",
             ErrorCode::InvalidInputs => "invalid-inputs",
             ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::BadSignature => "bad-signature",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not-found",
             ErrorCode::MethodNotAllowed => "method-not-allowed",
@@ -66,6 +71,7 @@ impl ErrorCode {
             ErrorCode::TooManyEvents => "too-many-events",
             ErrorCode::ArtifactCap => "artifact-cap",
             ErrorCode::ArtifactExists => "artifact-exists",
+            ErrorCode::PayloadTooLarge => "payload-too-large",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
@@ -78,7 +84,7 @@ impl ErrorCode {
             | ErrorCode::InvalidLabels
             | ErrorCode::InvalidDefinition
             | ErrorCode::InvalidInputs => 400,
-            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Unauthenticated | ErrorCode::BadSignature => 401,
             ErrorCode::Forbidden | ErrorCode::SelfApproval => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
@@ -93,7 +99,7 @@ impl ErrorCode {
             | ErrorCode::NotListening
             | ErrorCode::TooManyEvents
             | ErrorCode::ArtifactExists => 409,
-            ErrorCode::ArtifactCap => 413,
+            ErrorCode::ArtifactCap | ErrorCode::PayloadTooLarge => 413,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }

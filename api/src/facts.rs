@@ -434,6 +434,24 @@ impl FactDetail for RunCancelled {
     const CONTEXT: Context = Context::Workflows;
 }
 
+/// Something asked for a run of a pipeline that is not created yet (a
+/// forge's delivery matched it): the run request `run_id` names, kept in
+/// the table, is to be created as that run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunRequested {
+    pub run_id: Uuid,
+    pub pipeline: String,
+    /// `push`, `pull_request`, `schedule`.
+    pub trigger: String,
+    /// The forge's delivery id, for a run a webhook asked for.
+    pub delivery: Option<String>,
+}
+
+impl FactDetail for RunRequested {
+    const DETAIL_TYPE: &'static str = "baton.workflows.run.requested";
+    const CONTEXT: Context = Context::Workflows;
+}
+
 /// The identity of a lease: which execution, held by which session, under which epoch.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LeaseRef {
@@ -588,6 +606,7 @@ impl FactDetail for InstanceTerminateRequested {
 
 /// Every detail type Baton publishes.
 pub const ALL_DETAIL_TYPES: &[&str] = &[
+    RunRequested::DETAIL_TYPE,
     RunAttemptCreated::DETAIL_TYPE,
     JobExecutionQueued::DETAIL_TYPE,
     JobExecutionTerminated::DETAIL_TYPE,

@@ -11,6 +11,7 @@ pub mod caches;
 pub mod error;
 pub mod facts;
 pub mod health;
+pub mod hooks;
 pub mod logs;
 #[cfg(feature = "openapi")]
 pub mod openapi;

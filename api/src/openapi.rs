@@ -73,6 +73,11 @@ pub const PROVISIONER: &str = "provisioner";
         get_pipeline,
         delete_pipeline,
         dispatch_pipeline,
+        create_hook,
+        list_hooks,
+        rotate_hook_secret,
+        delete_hook,
+        deliver_to_hook,
         list_runs,
         get_run,
         read_job_logs,
@@ -99,6 +104,7 @@ pub const PROVISIONER: &str = "provisioner";
         (name = "meta", description = "Health and this document"),
         (name = "operators", description = "Registration tokens and runs, with an operator API token (`bat_`)"),
         (name = "runners", description = "Registration, claims and leases, as a runner agent uses them"),
+        (name = "hooks", description = "Forges' webhook deliveries, verified by their signatures"),
         (name = "provisioners", description = "Elastic fleets: demand, reservations and instances, with a provisioner token (`bpt_`)"),
     )
 )]
@@ -614,6 +620,68 @@ fn delete_pipeline() {}
     security(("operator" = [])))]
 fn dispatch_pipeline() {}
 
+/// Creates a webhook for one forge: the URL to give it and its secret,
+/// shown this once (kept in the secret store, never answered again).
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/hooks", tag = "operators",
+    params(WorkspaceParam),
+    request_body = crate::hooks::CreateHookRequest,
+    responses(
+        (status = 201, description = "The new hook, its URL and secret", body = crate::hooks::HookCreated),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn create_hook() {}
+
+/// The workspace's hooks, oldest first, never their secrets.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/hooks", tag = "operators",
+    params(WorkspaceParam),
+    responses(
+        (status = 200, description = "The hooks", body = crate::hooks::HookList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_hooks() {}
+
+/// A new secret for a hook, shown this once; the old one keeps verifying
+/// deliveries for 24 hours, while the forge's settings are changed.
+#[utoipa::path(post, path = "/v1/workspaces/{ws}/hooks/{id}/rotate", tag = "operators",
+    params(WorkspaceParam, ("id" = uuid::Uuid, Path, description = "The hook's id")),
+    responses(
+        (status = 200, description = "The new secret", body = crate::hooks::HookSecretRotated),
+        (status = 404, description = "`not-found`: no such hook in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn rotate_hook_secret() {}
+
+/// Deletes a hook and its secret; its deliveries are refused from then on.
+#[utoipa::path(delete, path = "/v1/workspaces/{ws}/hooks/{id}", tag = "operators",
+    params(WorkspaceParam, ("id" = uuid::Uuid, Path, description = "The hook's id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not-found`: no such hook in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn delete_hook() {}
+
+/// A forge's delivery, verified by the hook's provider's signature before
+/// anything of it is read or stored: GitHub `X-Hub-Signature-256`, GitLab
+/// `X-Gitlab-Token`, generic `X-Baton-Signature: t=<unix s>,v1=<hex
+/// HMAC-SHA256 of "t.body">` (within 300 s of now). Each of the hook's
+/// pipelines the event starts gets one run; a redelivery (same
+/// `X-GitHub-Delivery`, `X-Gitlab-Event-UUID` or `X-Baton-Delivery`)
+/// answers the first delivery's runs and starts nothing.
+#[utoipa::path(post, path = "/v1/hooks/{id}", tag = "hooks",
+    params(("id" = uuid::Uuid, Path, description = "The hook's id")),
+    request_body(content = Object, description = "The forge's payload, as it sends it (JSON)", content_type = "application/json"),
+    responses(
+        (status = 202, description = "What the delivery started, and why the other pipelines did not", body = crate::hooks::DeliveryAnswer),
+        (status = 400, description = "`invalid-request`: a verified body that is not the provider's JSON", body = ErrorBody),
+        (status = 401, description = "`bad-signature`: a missing or wrong signature (nothing stored)", body = ErrorBody),
+        (status = 404, description = "`not-found`: no such hook", body = ErrorBody),
+        (status = 413, description = "`payload-too-large`: a body over 1 MiB", body = ErrorBody),
+    ))]
+fn deliver_to_hook() {}
+
 /// The workspace's runs, newest first.
 #[utoipa::path(get, path = "/v1/workspaces/{ws}/runs", tag = "operators",
     params(
@@ -784,7 +852,9 @@ mod tests {
                         assert_eq!(schema, "#/components/schemas/ErrorBody", "{method} {path} {status}");
                     }
                 }
-                let authenticated = op.security.as_ref().is_some_and(|s| !s.is_empty());
+                // A webhook delivery carries no token but a signature, refused with 401 too.
+                let authenticated =
+                    op.security.as_ref().is_some_and(|s| !s.is_empty()) || path.starts_with("/v1/hooks/");
                 assert_eq!(authenticated, json.get("401").is_some(), "{method} {path}");
                 assert!(json.get("503").is_some(), "{method} {path}");
             }

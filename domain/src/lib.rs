@@ -11,6 +11,7 @@
 //! edge.
 
 pub mod error;
+pub mod hooks;
 pub mod ids;
 pub mod limits;
 pub mod pipelines;

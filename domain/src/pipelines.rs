@@ -121,6 +121,25 @@ pub fn dispatch_inputs(
     Ok(typed.into_iter().collect())
 }
 
+/// The inputs of a run an event started (a push, a pull request): each
+/// declared dispatch input's default, or GitHub's empty value for its type,
+/// as GitHub gives a workflow that reads `inputs.*` outside a dispatch.
+pub fn event_inputs(triggers: &Triggers) -> Map<String, Value> {
+    let Some(dispatch) = &triggers.workflow_dispatch else { return Map::new() };
+    dispatch
+        .inputs
+        .iter()
+        .map(|input| {
+            let value = input.default.clone().unwrap_or(match input.kind {
+                InputType::Boolean => Value::Bool(false),
+                InputType::Number => Value::from(0),
+                InputType::String | InputType::Choice | InputType::Environment => Value::String(String::new()),
+            });
+            (input.id.clone(), value)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,10 @@ export const PENDING_JOB_METRIC = { namespace: 'Baton', metricName: 'OldestPendi
 
 /** The EMF metric of events for listening jobs the external-events function dropped (`functions/external-events`). */
 export const EXTERNAL_EVENTS_DROPPED_METRIC = { namespace: 'Baton', metricName: 'external_events_dropped' } as const;
+/** Run requests of webhook deliveries that could not become runs (`functions/run-requests`). */
+export const RUN_REQUESTS_DROPPED_METRIC = { namespace: 'Baton', metricName: 'run_requests_dropped' } as const;
+/** Webhook deliveries refused for their signature (`functions/hooks`). */
+export const HOOK_BAD_SIGNATURES_METRIC = { namespace: 'Baton', metricName: 'bad_signatures' } as const;
 
 /**
  * IAM actions granted on `Resource: "*"`, and why. These are the only
@@ -110,6 +114,11 @@ export const PROVISIONER_METRICS = {
 /** Where workspace secrets are kept (`service/src/usecases/secrets.rs`): `<path>/<workspace>/<NAME>`. */
 export function secretsPath(stage: string): string {
   return `/baton/${stage}/secrets`;
+}
+
+/** Where webhook secrets are kept (`SecretStore::hook_path`): apart from workspace secrets, so no job can name one. */
+export function hookSecretsPath(stage: string): string {
+  return `/baton/${stage}/hooks`;
 }
 
 /** Where the AWS provisioner hands runner tokens to instances (`plan::token_path`). */
@@ -414,6 +423,8 @@ export class BatonStack extends Stack {
   readonly secretsKey: kms.Key;
   /** `secretsPath(stage)`. */
   private readonly secretsRoot: string;
+  /** `hookSecretsPath(stage)`. */
+  private readonly hookSecretsRoot: string;
 
   private readonly repo: RepoPaths;
   private readonly alarmAction?: cloudwatch.IAlarmAction;
@@ -548,6 +559,7 @@ export class BatonStack extends Stack {
 
     // ---- workspace secrets: SecureStrings under secretsPath, this key's
     this.secretsRoot = secretsPath(cfg.stage);
+    this.hookSecretsRoot = hookSecretsPath(cfg.stage);
     this.secretsKey = new kms.Key(this, 'SecretsKey', {
       description: `Baton (${cfg.stage}): workspace secrets`,
       enableKeyRotation: true,
@@ -851,6 +863,32 @@ export class BatonStack extends Stack {
         period: Duration.minutes(5),
       }),
       threshold: 1,
+    });
+    // Runs a forge's delivery asked for (its answer named them) that
+    // could not be created: acknowledged, so no dead-letter queue shows them.
+    this.alarm('AlarmRunRequestsDropped', {
+      alarmName: `${naming.prefix}run-requests-dropped`,
+      alarmDescription: 'Runs webhook deliveries asked for were not created (pipeline deleted or refused, label sets full): see the run-requests logs',
+      metric: new cloudwatch.Metric({
+        ...RUN_REQUESTS_DROPPED_METRIC,
+        dimensionsMap: { function: 'run-requests' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
+    });
+    // A forge whose secret no longer matches gets 401s in its own delivery
+    // log, which nobody reads: pushes silently stop starting runs.
+    this.alarm('AlarmHookBadSignatures', {
+      alarmName: `${naming.prefix}hook-bad-signatures`,
+      alarmDescription: 'Webhook deliveries were refused for their signature: a forge with a stale secret, or someone probing a hook URL',
+      metric: new cloudwatch.Metric({
+        ...HOOK_BAD_SIGNATURES_METRIC,
+        dimensionsMap: { function: 'hooks' },
+        statistic: 'Sum',
+        period: Duration.minutes(15),
+      }),
+      threshold: 5,
     });
 
     // ---- outputs
@@ -1328,6 +1366,22 @@ export class BatonStack extends Stack {
         iam.Grant.addToPrincipal({ grantee, actions: ['ssm:GetParameters'], resourceArns: [this.secretsArn('*')] });
         this.secretsKey.grant(grantee, 'kms:Decrypt');
         return;
+      // The hooks function keeps each hook's secret and reads it back to
+      // verify a delivery: the only parameters it may touch.
+      case 'ssm:hook-secrets': {
+        const hooks = this.formatArn({
+          service: 'ssm',
+          resource: 'parameter',
+          resourceName: `${this.hookSecretsRoot.replace(/^\//, '')}/*`,
+        });
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['ssm:PutParameter', 'ssm:GetParameter', 'ssm:DeleteParameter'],
+          resourceArns: [hooks],
+        });
+        this.secretsKey.grant(grantee, 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:Decrypt');
+        return;
+      }
       case 'ec2:runner-instances':
       case 'ssm:runner-tokens':
       case 'ssm:provisioner-token':

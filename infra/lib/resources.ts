@@ -202,6 +202,7 @@ export const PROVISIONER_PERMISSIONS = ['ec2:runner-instances', 'ssm:runner-toke
  * | `ssm:provisioner-token` | AWS provisioner only: `ssm:GetParameter` on the token parameter its props name |
  * | `ssm:secrets`           | put/delete/list (never get) parameters under `/baton/<stage>/secrets`, encrypt with the secrets key |
  * | `ssm:secrets-read`      | `ssm:GetParameters` under `/baton/<stage>/secrets`, decrypt with the secrets key (the claim only) |
+ * | `ssm:hook-secrets`      | put/get/delete parameters under `/baton/<stage>/hooks`, encrypt and decrypt with the secrets key (the hooks function) |
  */
 export type Permission =
   | { readonly kind: 'table:read' }
@@ -226,7 +227,8 @@ export type Permission =
   | { readonly kind: 'ssm:runner-tokens' }
   | { readonly kind: 'ssm:provisioner-token' }
   | { readonly kind: 'ssm:secrets' }
-  | { readonly kind: 'ssm:secrets-read' };
+  | { readonly kind: 'ssm:secrets-read' }
+  | { readonly kind: 'ssm:hook-secrets' };
 
 const SIMPLE = new Set([
   'table:read',
@@ -246,6 +248,7 @@ const SIMPLE = new Set([
   'push:post',
   'ssm:secrets',
   'ssm:secrets-read',
+  'ssm:hook-secrets',
   ...PROVISIONER_PERMISSIONS,
 ]);
 
@@ -273,7 +276,7 @@ export function parsePermission(raw: string): Permission {
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
       'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, artifacts:write, artifacts:read, push:post, ' +
-      'ssm:secrets, ssm:secrets-read, ' +
+      'ssm:secrets, ssm:secrets-read, ssm:hook-secrets, ' +
       PROVISIONER_PERMISSIONS.join(', '),
   );
 }

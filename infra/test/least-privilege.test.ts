@@ -73,6 +73,7 @@ const STATES_READ = [
 const CALLBACK = ['states:SendTaskSuccess', 'states:SendTaskFailure', 'states:SendTaskHeartbeat'];
 /** Every workspace's secrets of stage "test" (`secretsPath`). */
 const SECRETS_ARN = 'arn:aws:ssm:us-east-1:123456789012:parameter/baton/test/secrets/*';
+const HOOK_SECRETS_ARN = 'arn:aws:ssm:us-east-1:123456789012:parameter/baton/test/hooks/*';
 
 /** The ARN of a bucket's objects under `logs/` (every key the functions write). */
 const logsObjects = (bucketId: string) => ({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/logs/*']] });
@@ -199,6 +200,18 @@ function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
       return [
         { why: raw, actions, on: [], arn: SECRETS_ARN, required: actions },
         { why: raw, actions: ['kms:Encrypt', 'kms:GenerateDataKey'], on: [ids.secretsKey], required: ['kms:Encrypt'] },
+      ];
+    }
+    case 'ssm:hook-secrets': {
+      const actions = ['ssm:PutParameter', 'ssm:GetParameter', 'ssm:DeleteParameter'];
+      return [
+        { why: raw, actions, on: [], arn: HOOK_SECRETS_ARN, required: actions },
+        {
+          why: raw,
+          actions: ['kms:Encrypt', 'kms:GenerateDataKey', 'kms:Decrypt'],
+          on: [ids.secretsKey],
+          required: ['kms:Encrypt', 'kms:Decrypt'],
+        },
       ];
     }
     case 'ssm:secrets-read':

@@ -58,6 +58,9 @@ pub enum Permission {
     /// `ssm:secrets-read`: read secret values under `/baton/<stage>/secrets`
     /// (the claim, for the job it hands out).
     SsmSecretsRead,
+    /// `ssm:hook-secrets`: write, read and delete the webhook secrets under
+    /// `/baton/<stage>/hooks` (the hooks function, which verifies with them).
+    SsmHookSecrets,
 }
 
 impl Permission {
@@ -83,6 +86,7 @@ impl Permission {
             "ssm:provisioner-token" => Permission::SsmProvisionerToken,
             "ssm:secrets" => Permission::SsmSecrets,
             "ssm:secrets-read" => Permission::SsmSecretsRead,
+            "ssm:hook-secrets" => Permission::SsmHookSecrets,
             scoped => {
                 let target = |prefix: &str| scoped.strip_prefix(prefix).filter(|t| !t.is_empty()).map(str::to_string);
                 if let Some(machine) = target("states:start:") {
@@ -162,9 +166,18 @@ fn is_runner_token_path(name: &str) -> bool {
 
 /// `/baton/<stage>/secrets`, or a workspace's directory or secret under it.
 fn is_secrets_path(name: &str) -> bool {
+    is_stage_path(name, "secrets")
+}
+
+fn is_hook_secrets_path(name: &str) -> bool {
+    is_stage_path(name, "hooks")
+}
+
+/// Whether `name` is under `/baton/<stage>/<dir>/`.
+fn is_stage_path(name: &str, dir: &str) -> bool {
     let mut parts = name.strip_prefix("/baton/").unwrap_or("").splitn(3, '/');
-    let (stage, dir) = (parts.next(), parts.next());
-    stage.is_some_and(|s| !s.is_empty()) && dir == Some("secrets")
+    let (stage, found) = (parts.next(), parts.next());
+    stage.is_some_and(|s| !s.is_empty()) && found == Some(dir)
 }
 
 fn allows(permission: &Permission, action: &Action<'_>) -> bool {
@@ -227,6 +240,10 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
                 && action.resource.is_some_and(is_secrets_path)
         }
         (Permission::SsmSecretsRead, "ssm") => op == "GetParameters" && action.resource.is_some_and(is_secrets_path),
+        (Permission::SsmHookSecrets, "ssm") => {
+            matches!(op, "PutParameter" | "GetParameter" | "DeleteParameter")
+                && action.resource.is_some_and(is_hook_secrets_path)
+        }
         _ => false,
     }
 }

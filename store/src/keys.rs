@@ -208,6 +208,30 @@ pub fn workspace_provisioners_pk(workspace_id: &str) -> String {
     format!("PROVS#{workspace_id}")
 }
 
+/// A webhook, found by the id its delivery URL names (`hooks`).
+pub fn hook_pk(id: Uuid) -> String {
+    format!("HOOK#{id}")
+}
+
+pub const HOOK_SK: &str = "HOOK";
+
+/// A delivery's answer, under its hook.
+pub fn hook_delivery_sk(delivery: &str) -> String {
+    format!("DELIVERY#{delivery}")
+}
+
+/// A requested run, by the id it is to be created with (`run_requests`).
+pub fn run_request_pk(run_id: Uuid) -> String {
+    format!("RUNREQ#{run_id}")
+}
+
+pub const RUN_REQUEST_SK: &str = "REQUEST";
+
+/// A workspace's hooks, one entry a hook.
+pub fn hooks_pk(workspace_id: &str) -> String {
+    format!("HOOKS#{workspace_id}")
+}
+
 /// A workspace's pipelines, one item a name (`pipelines`).
 pub fn pipelines_pk(workspace_id: &str) -> String {
     format!("PIPELINES#{workspace_id}")

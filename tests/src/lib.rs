@@ -6,6 +6,7 @@
 //! `BATON_AWS_ENDPOINT`. Nothing here mocks AWS.
 
 pub mod history;
+pub mod hooks;
 pub mod http;
 pub mod provisioners;
 pub mod runners;

@@ -43,6 +43,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
         let inputs = pipelines::dispatch_inputs(&read.triggers, body.inputs.as_ref())?;
         RunRequest {
             workspace_id: &workspace_id,
+            run_id: None,
             definition: read.definition,
             github: github::for_dispatch(Some(&creator), Some(&inputs)),
             inputs: Some(inputs),
@@ -56,6 +57,7 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
         let definition = parse_definition(&body.definition)?;
         RunRequest {
             workspace_id: &workspace_id,
+            run_id: None,
             definition,
             github: github::for_dispatch(Some(&creator), body.inputs.as_ref()),
             inputs: body.inputs,

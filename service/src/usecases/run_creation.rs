@@ -40,6 +40,9 @@ pub const UNNAMED_WORKFLOW: &str = "unnamed";
 /// A run to create, its definition read already.
 pub struct RunRequest<'a> {
     pub workspace_id: &'a str,
+    /// The id a run request reserved for it (`store::run_requests`); a new
+    /// one otherwise.
+    pub run_id: Option<uuid::Uuid>,
     pub definition: WorkflowDefinition,
     pub inputs: Option<Map<String, Value>>,
     pub idempotency_key: Option<String>,
@@ -58,7 +61,8 @@ pub enum Created {
 }
 
 pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Created, ApiError> {
-    let RunRequest { workspace_id, definition, inputs, idempotency_key, creator, trigger, pipeline, github } = request;
+    let RunRequest { workspace_id, run_id, definition, inputs, idempotency_key, creator, trigger, pipeline, github } =
+        request;
     // Expressions read inputs by name: one the run is not given would
     // silently be empty in every job that reads it.
     for name in references::inputs_used(&definition) {
@@ -94,7 +98,7 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
         .map_err(|e| ApiError::invalid_request(format!("inputs: {e}")))?;
     let name = definition.name.clone().unwrap_or_else(|| UNNAMED_WORKFLOW.to_string());
     let github_data = GithubData { fields: github, workflow: name.clone(), run_number: None };
-    let run_id = baton_domain::ids::new_id();
+    let run_id = run_id.unwrap_or_else(baton_domain::ids::new_id);
     let now = chrono::Utc::now();
     let mut attempt = AttemptState::new(NewAttempt::first(run_id, workspace_id, &definition, now));
     if let Some(spec) = &definition.concurrency {

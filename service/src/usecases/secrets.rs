@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 
 use baton_api::runners::ClaimedJob;
 use baton_api::secrets::SecretSummary;
+use baton_domain::hooks::HookSecrets;
 use baton_store::StoreError;
 
 /// GetParameters takes at most this many names.
@@ -82,6 +83,9 @@ pub struct SecretStore {
     client: aws_sdk_ssm::Client,
     /// `/baton/<stage>/secrets`
     root: String,
+    /// `/baton/<stage>/hooks`: webhook secrets, apart from the workspaces'
+    /// so that no job can name one.
+    hooks_root: String,
     /// The KMS key values are encrypted with (the stack's); SSM's default
     /// key when none is configured.
     kms_key_id: Option<String>,
@@ -89,7 +93,12 @@ pub struct SecretStore {
 
 impl SecretStore {
     pub fn new(client: aws_sdk_ssm::Client, stage: &str, kms_key_id: Option<String>) -> Self {
-        Self { client, root: format!("/baton/{stage}/secrets"), kms_key_id }
+        Self {
+            client,
+            root: format!("/baton/{stage}/secrets"),
+            hooks_root: format!("/baton/{stage}/hooks"),
+            kms_key_id,
+        }
     }
 
     fn dir(&self, workspace_id: &str) -> String {
@@ -157,6 +166,54 @@ impl SecretStore {
         match self.client.delete_parameter().name(self.path(workspace_id, name)).send().await {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(false),
+            Err(e) => {
+                Err(StoreError::Other(format!("ssm DeleteParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e))))
+            }
+        }
+    }
+
+    fn hook_path(&self, hook_id: uuid::Uuid) -> String {
+        format!("{}/{hook_id}", self.hooks_root)
+    }
+
+    /// Keeps a hook's secrets (a new hook's, or after a rotation).
+    pub async fn put_hook_secrets(&self, hook_id: uuid::Uuid, secrets: &HookSecrets) -> Result<(), StoreError> {
+        let value = serde_json::to_string(secrets).map_err(|e| StoreError::Other(format!("hook secrets: {e}")))?;
+        self.client
+            .put_parameter()
+            .name(self.hook_path(hook_id))
+            .value(value)
+            .r#type(ParameterType::SecureString)
+            .set_key_id(self.kms_key_id.clone())
+            .overwrite(true)
+            .send()
+            .await
+            .map_err(|e| {
+                StoreError::Other(format!("ssm PutParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))
+            })?;
+        Ok(())
+    }
+
+    /// A hook's secrets, decrypted; `None` when it has none (deleted).
+    pub async fn hook_secrets(&self, hook_id: uuid::Uuid) -> Result<Option<HookSecrets>, StoreError> {
+        match self.client.get_parameter().name(self.hook_path(hook_id)).with_decryption(true).send().await {
+            Ok(out) => {
+                let Some(value) = out.parameter.and_then(|p| p.value) else { return Ok(None) };
+                serde_json::from_str(&value)
+                    .map(Some)
+                    .map_err(|_| StoreError::Malformed(format!("the secrets of hook {hook_id}")))
+            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(None),
+            Err(e) => {
+                Err(StoreError::Other(format!("ssm GetParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e))))
+            }
+        }
+    }
+
+    pub async fn delete_hook_secrets(&self, hook_id: uuid::Uuid) -> Result<(), StoreError> {
+        match self.client.delete_parameter().name(self.hook_path(hook_id)).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(()),
             Err(e) => {
                 Err(StoreError::Other(format!("ssm DeleteParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e))))
             }

@@ -25,7 +25,7 @@ use baton_api::facts::{
     source_of, ApprovalDecided, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted,
     JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, JobUnschedulable,
     JobWaiting, LeaseRef, QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled,
-    RunTerminated, SettledBy, StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
+    RunRequested, RunTerminated, SettledBy, StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
 };
 use baton_api::provisioners::TerminateReason;
 use baton_api::runs::Decision;
@@ -207,6 +207,7 @@ fn parse_as(detail_type: &str, detail: &Value) -> Result<Value, String> {
     }
     let delivered = Delivered { detail_type: detail_type.to_owned(), detail: detail.clone() };
     match detail_type {
+        RunRequested::DETAIL_TYPE => typed::<RunRequested>(&delivered),
         RunAttemptCreated::DETAIL_TYPE => typed::<RunAttemptCreated>(&delivered),
         JobExecutionQueued::DETAIL_TYPE => typed::<JobExecutionQueued>(&delivered),
         JobExecutionTerminated::DETAIL_TYPE => typed::<JobExecutionTerminated>(&delivered),
@@ -268,6 +269,14 @@ fn every_detail_type_has_a_valid_schema_and_a_sample() {
 
 #[test]
 fn every_fact_built_in_rust_conforms_to_its_schema() {
+    for (trigger, delivery) in [("push", Some("72d3162e-cc78-11e3-81ab-4c9367dc0958")), ("schedule", None)] {
+        check(RunRequested {
+            run_id: id(),
+            pipeline: "ci".into(),
+            trigger: trigger.into(),
+            delivery: delivery.map(str::to_owned),
+        });
+    }
     for rerun_mode in [None, Some("all"), Some("failed")] {
         check(RunAttemptCreated {
             run_id: id(),

@@ -10,6 +10,7 @@ mod facts_pipeline;
 mod faults;
 mod fuzz;
 mod health;
+mod hooks;
 mod limits;
 mod logs;
 mod pipelines;
