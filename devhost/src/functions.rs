@@ -217,6 +217,13 @@ impl Functions {
                 }
                 Ok(())
             }
+            "schedules" => {
+                let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };
+                if let Err(err) = baton_schedules::handle(context, invocation).await {
+                    tracing::error!(error = %err, "schedules sweep failed; the next tick sweeps on from the last minute marked");
+                }
+                Ok(())
+            }
             other => Err(UnknownFunction { trigger: "schedule", function: other.to_string() }),
         }
     }

@@ -16,6 +16,7 @@ pub mod ids;
 pub mod limits;
 pub mod pipelines;
 pub mod runners;
+pub mod schedules;
 pub mod time;
 pub mod tokens;
 pub mod triggers;

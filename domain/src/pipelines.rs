@@ -159,7 +159,11 @@ mod tests {
     fn a_pipeline_refuses_an_on_it_cannot_honour_naming_the_field() {
         let refused = |on: &str| read(&format!("{on}{JOBS}")).unwrap_err().message;
         assert!(refused("on:\n  release:\n    types: [published]\n").contains("on.release"));
-        assert!(refused("on:\n  schedule:\n    - cron: '* * * * *'\n").contains("on.schedule[0].cron"));
+        assert!(refused("on:\n  schedule:\n    - cron: '61 * * * *'\n").contains("on.schedule[0].cron"));
+        assert!(
+            read(&format!("on:\n  schedule:\n    - cron: '* * * * *'\n{JOBS}")).is_ok(),
+            "every minute is honoured"
+        );
         assert!(refused("on:\n  push:\n    branches: ['[x']\n").contains("on.push.branches[0]"));
         let read = read(&format!("on:\n  push:\n    branches: [main]\n    paths-ignore: ['docs/**']\n{JOBS}")).unwrap();
         let view = triggers_view(&read.triggers);

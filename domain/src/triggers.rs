@@ -155,19 +155,6 @@ impl Triggers {
     /// `on:` Baton cannot honour is a 400 naming the field at store time").
     pub fn unsupported(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for (index, cron) in self.schedule.iter().enumerate() {
-            if cron.too_frequent() {
-                out.push((
-                    format!("on.schedule[{index}].cron"),
-                    format!(
-                        "`{}` runs every {} minute(s): the shortest interval is once every {} minutes, as on GitHub",
-                        cron.text(),
-                        cron.shortest_interval_minutes(),
-                        cron::MIN_INTERVAL_MINUTES
-                    ),
-                ));
-            }
-        }
         for event in &self.other {
             let why = match event.name.as_str() {
                 "workflow_call" => "reusable workflows are not supported: Baton runs a pipeline itself".to_string(),

@@ -577,6 +577,8 @@ export class BatonStack extends Stack {
       BATON_FIRST_HEARTBEAT_GRACE_S: String(cfg.firstHeartbeatGraceS),
       BATON_REAPER_PERIOD_S: String(cfg.reaperPeriodS),
       BATON_DEMAND_METRICS_PERIOD_S: String(cfg.demandMetricsPeriodS),
+      // Pipelines' `on.schedule` crons are minute-grained: swept every minute.
+      BATON_SCHEDULES_PERIOD_S: '60',
       BATON_SESSION_TTL_S: String(cfg.sessionTtlS),
       BATON_POLL_INTERVAL_S: String(cfg.pollIntervalS),
       BATON_UNSCHEDULABLE_FAIL_S: String(cfg.unschedulableFailS),

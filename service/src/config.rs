@@ -22,6 +22,10 @@ pub struct Config {
     pub lease: LeaseConfig,
     /// `BATON_REAPER_PERIOD_S` (default 60): how often the lease reaper runs.
     pub reaper_period: Duration,
+    /// `BATON_SCHEDULES_PERIOD_S` (default 60): how often pipelines'
+    /// schedules are swept (their crons are minute-grained; a shorter
+    /// period only fires each tick sooner after its minute starts).
+    pub schedules_period: Duration,
     /// `BATON_DEMAND_METRICS_PERIOD_S` (default 60, 1 s to an hour): how
     /// often each provisioner-served label set's demand is published as a
     /// metric (the `demand-metrics` schedule), whether or not anything polls
@@ -189,6 +193,7 @@ impl Config {
             stage: lookup("BATON_STAGE").filter(|s| !s.is_empty()).unwrap_or_else(|| "dev".into()),
             lease,
             reaper_period: seconds("BATON_REAPER_PERIOD_S", 60, 1, 3_600)?,
+            schedules_period: seconds("BATON_SCHEDULES_PERIOD_S", 60, 1, 60)?,
             demand_metrics_period: seconds("BATON_DEMAND_METRICS_PERIOD_S", 60, 1, 3_600)?,
             session_ttl: seconds("BATON_SESSION_TTL_S", 3_600, 60, 7 * 86_400)?,
             poll_interval: seconds("BATON_POLL_INTERVAL_S", 5, 1, 300)?,
@@ -229,6 +234,7 @@ impl Config {
         match period_config {
             "BATON_REAPER_PERIOD_S" => Some(self.reaper_period),
             "BATON_DEMAND_METRICS_PERIOD_S" => Some(self.demand_metrics_period),
+            "BATON_SCHEDULES_PERIOD_S" => Some(self.schedules_period),
             _ => None,
         }
     }

@@ -396,6 +396,7 @@ pub mod records;
 pub mod run_requests;
 pub mod runner_items;
 pub mod runs;
+pub mod schedules;
 pub mod serialize;
 pub mod sessions;
 pub mod specs;

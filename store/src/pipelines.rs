@@ -9,7 +9,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{pipeline_sk, pipelines_pk};
-use super::{contention, from_item, n, query_all, s, to_item, Store};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+
+use super::schedules::ScheduleTick;
+use super::{build, contention, from_item, n, query_all, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -65,12 +68,16 @@ impl Store {
     /// the one stored. A put that lost the revision it read to a concurrent
     /// one reads again and writes on top (the last put wins, as with any
     /// "put" of a named thing, but never over a write it did not see).
+    /// With it, in the same transaction, the first tick of each of its
+    /// crons (`schedule`: index, cron, due), under the new revision: the
+    /// ticks of an earlier revision are dropped when reached.
     pub async fn put_pipeline(
         &self,
         workspace_id: &str,
         name: &str,
         definition: &str,
         version: &str,
+        schedule: &[(usize, String, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> Result<PipelinePut, StoreError> {
         for _ in 0..=contention::MAX_LOST_RACES {
@@ -90,14 +97,19 @@ impl Store {
                 created_at: current.as_ref().map_or(now, |c| c.created_at),
                 updated_at: now,
             };
-            let put = self.client.put_item().table_name(&self.table).set_item(Some(to_item(&item)?));
+            let put = Put::builder().table_name(&self.table).set_item(Some(to_item(&item)?));
             let put = match &current {
                 None => put.condition_expression("attribute_not_exists(pk)"),
                 Some(read) => {
                     put.condition_expression("revision = :read").expression_attribute_values(":read", n(read.revision))
                 }
             };
-            if super::condition_may_fail(|| put.clone().send()).await? {
+            let mut writes = vec![TransactWriteItem::builder().put(build(put.build())?).build()];
+            for (index, cron, due) in schedule {
+                let tick = ScheduleTick::new(workspace_id, name, *index, cron, item.revision, *due);
+                writes.push(self.item_put(&tick)?);
+            }
+            if matches!(self.transact(writes).await?, TxOutcome::Committed) {
                 return Ok(match current {
                     None => PipelinePut::Created(item),
                     Some(_) => PipelinePut::Changed(item),

@@ -109,36 +109,7 @@ impl Store {
         };
         let mut items: Vec<TransactWriteItem> = vec![self.new_item_put(&record)?];
         for request in requests {
-            let item = RunRequestItem {
-                pk: run_request_pk(request.run_id),
-                sk: RUN_REQUEST_SK.into(),
-                kind: "run_request".into(),
-                run_id: request.run_id,
-                workspace_id: workspace_id.to_string(),
-                pipeline: request.pipeline.clone(),
-                pipeline_version: request.pipeline_version.clone(),
-                trigger: request.trigger.clone(),
-                github: request.github.clone(),
-                inputs: request.inputs.clone(),
-                idempotency_key: request.idempotency_key.clone(),
-                requested_at: now,
-                ttl: (now + chrono::Duration::days(REQUEST_KEPT_DAYS)).timestamp(),
-            };
-            items.push(self.new_item_put(&item)?);
-            let fact = Fact::new(
-                workspace_id,
-                now,
-                RunRequested {
-                    run_id: request.run_id,
-                    pipeline: request.pipeline.clone(),
-                    trigger: serde_json::to_value(request.trigger.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
-                    delivery: request.trigger.delivery.clone(),
-                },
-            );
-            items.push(self.outbox_put(&fact, outbox_ttl_days)?);
+            items.extend(self.request_writes(workspace_id, request, now, outbox_ttl_days)?);
         }
         match self.transact(items).await? {
             TxOutcome::Committed => Ok(Accepted::New),
@@ -147,6 +118,47 @@ impl Store {
                 None => Err(StoreError::Other(format!("delivery {delivery} lost its condition but has no answer"))),
             },
         }
+    }
+
+    /// The writes of one run request: its item and its `run.requested`
+    /// fact, for the transaction of what asked for it.
+    pub(crate) fn request_writes(
+        &self,
+        workspace_id: &str,
+        request: &NewRunRequest,
+        now: DateTime<Utc>,
+        outbox_ttl_days: u32,
+    ) -> Result<[TransactWriteItem; 2], StoreError> {
+        let item = RunRequestItem {
+            pk: run_request_pk(request.run_id),
+            sk: RUN_REQUEST_SK.into(),
+            kind: "run_request".into(),
+            run_id: request.run_id,
+            workspace_id: workspace_id.to_string(),
+            pipeline: request.pipeline.clone(),
+            pipeline_version: request.pipeline_version.clone(),
+            trigger: request.trigger.clone(),
+            github: request.github.clone(),
+            inputs: request.inputs.clone(),
+            idempotency_key: request.idempotency_key.clone(),
+            requested_at: now,
+            ttl: (now + chrono::Duration::days(REQUEST_KEPT_DAYS)).timestamp(),
+        };
+        let trigger = serde_json::to_value(request.trigger.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let fact = Fact::new(
+            workspace_id,
+            now,
+            RunRequested {
+                run_id: request.run_id,
+                pipeline: request.pipeline.clone(),
+                trigger,
+                delivery: request.trigger.delivery.clone(),
+            },
+        );
+        Ok([self.new_item_put(&item)?, self.outbox_put(&fact, outbox_ttl_days)?])
     }
 
     /// The request of run `run_id`, if it is still kept.

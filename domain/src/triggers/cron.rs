@@ -14,9 +14,6 @@ use std::fmt;
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Timelike, Utc};
 
-/// GitHub's shortest interval between two runs of a schedule.
-pub const MIN_INTERVAL_MINUTES: i64 = 5;
-
 /// How far [`Cron::next_after`] looks: a cron like `0 0 29 2 1` (the 29th
 /// of February when a Monday) fires only every 28 years.
 const HORIZON_YEARS: i32 = 60;
@@ -140,8 +137,8 @@ impl Cron {
     }
 
     /// The shortest time between two consecutive firings, in minutes,
-    /// counted up to a day (what matters is whether it is under GitHub's
-    /// 5 minutes; longer gaps between firing days are not measured).
+    /// counted up to a day (longer gaps between firing days are not
+    /// measured): GitHub refuses under 5, Baton runs every minute.
     pub fn shortest_interval_minutes(&self) -> i64 {
         let minutes: Vec<i64> = (0..60).filter(|m| self.minutes & (1 << m) != 0).map(i64::from).collect();
         let hours: Vec<u32> = (0..24).filter(|h| self.hours & (1 << h) != 0).collect();
@@ -157,12 +154,6 @@ impl Cron {
             shortest = shortest.min(across_hours);
         }
         shortest.min(24 * 60)
-    }
-
-    /// Whether the cron fires more often than GitHub's shortest interval
-    /// (once every 5 minutes).
-    pub fn too_frequent(&self) -> bool {
-        self.shortest_interval_minutes() < MIN_INTERVAL_MINUTES
     }
 
     fn month_fires(&self, month: u32) -> bool {
@@ -353,9 +344,6 @@ mod tests {
         assert_eq!(interval("0,58 0,23 * * *"), 2, "across midnight every day");
         assert_eq!(interval("0,58 0,23 1 * *"), 58, "the next day does not fire");
         assert_eq!(interval("30 5 * * *"), 24 * 60);
-        assert!(Cron::parse("*/2 * * * *").unwrap().too_frequent());
-        assert!(!Cron::parse("*/5 * * * *").unwrap().too_frequent());
-        assert!(!Cron::parse("*/30 * * * *").unwrap().too_frequent());
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! /v1/workspaces/{ws}/pipelines`. A put reads the definition as a run
 //! would and its `on:` as a pipeline must mean it (400
 //! `invalid-definition` naming the field, `on.…` included) before
-//! anything is written; the same text again is 200 and writes nothing.
+//! anything is written; the same text again is 200 and writes nothing. A
+//! new version keeps its crons' first ticks for the `schedules` sweep; a
+//! deleted pipeline's ticks are dropped when reached.
 //! Running one is `create-run`'s (`POST …/pipelines/{name}/runs`).
 
 use baton_api::pipelines::{Pipeline, PipelineList, PipelineSummary, PutPipelineRequest};
@@ -34,10 +36,19 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         (Method::PUT, false) => {
             let name = pipeline_name(&req)?;
             let body: PutPipelineRequest = parse_json(&req)?;
-            pipelines::read(&body.definition)?;
+            let read = pipelines::read(&body.definition)?;
             let version = pipelines::version_of(&body.definition);
             let now = chrono::Utc::now();
-            let put = context.store.put_pipeline(&workspace, &name, &body.definition, &version, now).await?;
+            // Each cron's first tick, kept with the new version (the
+            // `schedules` sweep fires it and keeps the next).
+            let schedule: Vec<_> = read
+                .triggers
+                .schedule
+                .iter()
+                .enumerate()
+                .filter_map(|(index, cron)| Some((index, cron.text().to_string(), cron.next_after(now)?)))
+                .collect();
+            let put = context.store.put_pipeline(&workspace, &name, &body.definition, &version, &schedule, now).await?;
             let (status, item) = match put {
                 PipelinePut::Created(item) => (StatusCode::CREATED, item),
                 PipelinePut::Changed(item) | PipelinePut::Unchanged(item) => (StatusCode::OK, item),

@@ -18,6 +18,7 @@ mod provisioners;
 mod runners_auth;
 mod runners_leases;
 mod runners_queue;
+mod schedules;
 mod secrets;
 mod unschedulable;
 mod workflows_approvals;

@@ -74,7 +74,7 @@ async fn pipelines_are_put_versioned_listed_read_and_deleted_and_a_bad_on_is_ref
 
     // Bad input is refused with the field it is about, and writes nothing.
     for (name, definition, code, field) in [
-        ("nightly", "on:\n  schedule:\n    - cron: '* * * * *'\njobs:\n  a: {runs-on: linux, steps: [{run: x}]}\n", "invalid-definition", "on.schedule[0].cron"),
+        ("nightly", "on:\n  schedule:\n    - cron: '61 * * * *'\njobs:\n  a: {runs-on: linux, steps: [{run: x}]}\n", "invalid-definition", "on.schedule[0].cron"),
         ("nightly", "on:\n  release:\n    types: [published]\njobs:\n  a: {runs-on: linux, steps: [{run: x}]}\n", "invalid-definition", "on.release"),
         ("nightly", "on:\n  push:\n    branches: [main]\n    branches-ignore: [dev]\njobs:\n  a: {runs-on: linux, steps: [{run: x}]}\n", "invalid-definition", "on.push.branches-ignore"),
         ("nightly", "jobs:\n  a: {runs-on: linux}\n", "invalid-definition", "steps"),
