@@ -288,6 +288,16 @@ pub struct RunAttemptCreated {
     pub workflow_name: String,
     pub run_number: u64,
     pub rerun_mode: Option<String>,
+    /// What started the run: `push`, `pull_request`, `schedule`,
+    /// `dispatch` or `api`.
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// The forge's delivery that started it, for a run a webhook started.
+    #[serde(default)]
+    pub delivery: Option<String>,
+    /// The pipeline it runs, when it came from one.
+    #[serde(default)]
+    pub pipeline: Option<String>,
 }
 
 impl FactDetail for RunAttemptCreated {

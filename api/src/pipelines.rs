@@ -137,8 +137,9 @@ pub struct DispatchRequest {
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-/// What started a run (a run's view, `trigger`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// What started a run (a run's view, `trigger`). A view from a server
+/// before triggers has none: it was a run posted to the API.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunTrigger {
     pub kind: TriggerKind,
@@ -155,7 +156,7 @@ pub struct RunTrigger {
     pub delivery: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TriggerKind {
@@ -164,6 +165,7 @@ pub enum TriggerKind {
     Schedule,
     Dispatch,
     /// A whole workflow file posted to `POST …/runs`.
+    #[default]
     Api,
 }
 

@@ -60,6 +60,7 @@ pub struct RunView {
     pub created_by: Option<String>,
     /// What started it (behaviour.md §18): a push, a pull request, a
     /// schedule, a dispatch of a pipeline, or a file posted to the API.
+    #[serde(default)]
     pub trigger: crate::pipelines::RunTrigger,
     /// The pipeline version it runs, when it came from a pipeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -385,6 +386,13 @@ pub struct RunSummary {
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// What started it: `push`, `pull_request`, `schedule`, `dispatch` or
+    /// `api` (its view has the details).
+    #[serde(default)]
+    pub trigger: crate::pipelines::TriggerKind,
+    /// The pipeline it runs, when it came from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
 }
 
 /// `GET …/runs`: newest first.

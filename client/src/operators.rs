@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use baton_api::artifacts::{ArtifactDownload, ArtifactList};
+use baton_api::hooks::{CreateHookRequest, HookCreated, HookList, HookSecretRotated};
 use baton_api::logs::LogPage;
 use baton_api::pipelines::{DispatchRequest, Pipeline, PipelineList, PipelineSummary, PutPipelineRequest};
 use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
@@ -122,6 +123,29 @@ impl Operator {
     ) -> Result<RunView, ClientError> {
         let path = format!("/v1/workspaces/{}/pipelines/{}/runs", segment(workspace), segment(name));
         self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
+    }
+
+    /// A new webhook: its URL and its secret (answered this once).
+    pub async fn create_hook(&self, workspace: &str, body: &CreateHookRequest) -> Result<HookCreated, ClientError> {
+        let path = format!("/v1/workspaces/{}/hooks", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(body)).await
+    }
+
+    pub async fn list_hooks(&self, workspace: &str) -> Result<HookList, ClientError> {
+        let path = format!("/v1/workspaces/{}/hooks", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    /// A new secret for the hook; the old one verifies for a grace period.
+    pub async fn rotate_hook(&self, workspace: &str, id: Uuid) -> Result<HookSecretRotated, ClientError> {
+        let path = format!("/v1/workspaces/{}/hooks/{id}/rotate", segment(workspace));
+        self.client.send_for(Method::POST, &path, &self.token, Some(&serde_json::json!({}))).await
+    }
+
+    pub async fn delete_hook(&self, workspace: &str, id: Uuid) -> Result<(), ClientError> {
+        let path = format!("/v1/workspaces/{}/hooks/{id}", segment(workspace));
+        self.client.send::<(), serde_json::Value>(Method::DELETE, &path, &self.token, None, Duration::ZERO).await?;
+        Ok(())
     }
 
     pub async fn list_artifacts(&self, workspace: &str, run: Uuid) -> Result<ArtifactList, ClientError> {

@@ -173,6 +173,9 @@ impl Store {
                 workflow_name: run.name.clone(),
                 run_number: run.number,
                 rerun_mode: None,
+                trigger: Some(run.trigger_name()),
+                delivery: run.trigger.as_ref().and_then(|t| t.delivery.clone()),
+                pipeline: run.pipeline.as_ref().map(|p| p.name.clone()),
             },
         );
         let counter = Put::builder()
@@ -476,6 +479,9 @@ impl Store {
                 workflow_name: run.name.clone(),
                 run_number: run.number,
                 rerun_mode: Some(mode.to_string()),
+                trigger: Some(run.trigger_name()),
+                delivery: run.trigger.as_ref().and_then(|t| t.delivery.clone()),
+                pipeline: run.pipeline.as_ref().map(|p| p.name.clone()),
             },
         );
         let items = vec![

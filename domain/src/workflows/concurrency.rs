@@ -226,6 +226,7 @@ impl Scope for CreateScope<'_> {
             Reference::Baton(BatonField::WorkspaceId) => Some(self.workspace_id.to_string()),
             Reference::Baton(BatonField::RunId) => Some(self.run_id.to_string()),
             Reference::Baton(BatonField::Job) => self.job.map(|(key, _)| key.to_string()),
+            Reference::Baton(BatonField::Trigger) => self.github.map(|github| github.trigger.clone()),
             // As a job's scope reads it (`references::JobScope`).
             Reference::Matrix(name) => Some(self.job?.1?.value(name).unwrap_or_default().to_string()),
             Reference::Github(path) => self.github_value(path).map(|value| super::github::as_text(&value)),
@@ -247,7 +248,10 @@ pub fn readable(reference: &Reference) -> bool {
     match reference {
         // The number is taken as the run is written, after its group.
         Reference::Github(path) => !matches!(path.first().map(String::as_str), Some("run_number" | "job")),
-        other => matches!(other, Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId)),
+        other => matches!(
+            other,
+            Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId | BatonField::Trigger)
+        ),
     }
 }
 

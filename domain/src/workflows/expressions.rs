@@ -7,7 +7,7 @@
 //! numbers as `711`, `-9.2`, `0xff`, `-2.99e-2`, strings in single quotes),
 //! references (`needs.<job>.outputs.<name>`, `needs.<job>.result|outcome`,
 //! `matrix.<name>`, `secrets.<NAME>`, `inputs.<name>`, `env.<name>`,
-//! `baton.run_id|attempt|workspace_id|job`, `steps.<id>.outputs.<name>` in
+//! `baton.run_id|attempt|workspace_id|job|trigger`, `steps.<id>.outputs.<name>` in
 //! job `outputs`, `event.name|ref|payload.<path>` in listening jobs),
 //! `( )`, `[ ]`, `.`, `!`, `< <= > >= == !=`, `&&` and `||` (which give one
 //! of their operands), and the functions `contains`, `startsWith`,
@@ -98,6 +98,9 @@ pub enum BatonField {
     Attempt,
     WorkspaceId,
     Job,
+    /// What started the run: `push`, `pull_request`, `schedule`,
+    /// `dispatch` or `api`.
+    Trigger,
 }
 
 impl fmt::Display for Reference {
@@ -126,6 +129,7 @@ impl BatonField {
             "attempt" => BatonField::Attempt,
             "workspace_id" => BatonField::WorkspaceId,
             "job" => BatonField::Job,
+            "trigger" => BatonField::Trigger,
             _ => return None,
         })
     }
@@ -136,6 +140,7 @@ impl BatonField {
             BatonField::Attempt => "attempt",
             BatonField::WorkspaceId => "workspace_id",
             BatonField::Job => "job",
+            BatonField::Trigger => "trigger",
         }
     }
 }

@@ -11,6 +11,7 @@
 //!
 //! [`Reference::Runner`]: super::expressions::Reference::Runner
 
+use baton_api::pipelines::TriggerKind;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -69,6 +70,9 @@ pub struct GithubData {
     /// `None` while the run has no number yet (a workflow's concurrency
     /// group is expanded before the number is taken).
     pub run_number: Option<u64>,
+    /// What started the run (`baton.trigger`): `push`, `pull_request`,
+    /// `schedule`, `dispatch` or `api`.
+    pub trigger: String,
 }
 
 /// The run a `github.*` reference is resolved for.
@@ -118,8 +122,14 @@ impl GithubData {
             let inputs = run.inputs.as_deref().and_then(|text| serde_json::from_str::<Map<String, Value>>(text).ok());
             for_dispatch(run.created_by.as_deref(), inputs.as_ref())
         });
-        GithubData { fields, workflow: run.name.clone(), run_number: Some(run.number) }
+        let trigger = run.trigger.as_ref().map_or(TriggerKind::Api, |t| t.kind);
+        GithubData { fields, workflow: run.name.clone(), run_number: Some(run.number), trigger: trigger_name(trigger) }
     }
+}
+
+/// A trigger kind's name, as `baton.trigger` and the facts spell it.
+pub fn trigger_name(kind: TriggerKind) -> String {
+    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }
 
 /// A key of `map` read exactly, else ignoring case (as GitHub reads its
@@ -180,6 +190,7 @@ mod tests {
             .unwrap_or_default(),
             workflow: "CI".into(),
             run_number: Some(12),
+            trigger: "pull_request".into(),
         };
         let text = |p: &str| data.value(&path(p), place()).map(|v| as_text(&v));
         assert_eq!(text("event_name").as_deref(), Some("pull_request"));

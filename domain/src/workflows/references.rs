@@ -355,7 +355,7 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     {
         for reference in references {
             match reference {
-                Reference::Input(_) | Reference::Github(_) => inputs = true,
+                Reference::Input(_) | Reference::Github(_) | Reference::Baton(BatonField::Trigger) => inputs = true,
                 Reference::NeedsOutput { job, .. } => {
                     needs.insert(job);
                 }
@@ -451,6 +451,7 @@ impl Scope for JobScope<'_> {
                 BatonField::Attempt => self.attempt.to_string(),
                 BatonField::WorkspaceId => self.workspace_id.to_string(),
                 BatonField::Job => self.job.to_string(),
+                BatonField::Trigger => self.github?.trigger.clone(),
             }),
             Reference::StepOutput { .. } => None,
             Reference::Event(path) => super::listening::value_of(self.event?, path),

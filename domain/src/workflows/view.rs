@@ -31,6 +31,8 @@ pub fn run_summary(run: &RunState) -> RunSummary {
         created_at: run.created_at,
         started_at: run.started_at,
         finished_at: run.finished_at,
+        trigger: run.trigger.as_ref().map_or(TriggerKind::Api, |t| t.kind),
+        pipeline: run.pipeline.as_ref().map(|p| p.name.clone()),
     }
 }
 
@@ -78,8 +80,9 @@ pub fn build_run_view(
     let mut attempts: Vec<&AttemptState> = attempts.iter().collect();
     attempts.sort_by_key(|a| a.attempt);
     // The view opens with what a listing says of the run.
-    let RunSummary { id, workspace_id, name, number, status, current_attempt, created_at, started_at, finished_at } =
-        run_summary(run);
+    let RunSummary {
+        id, workspace_id, name, number, status, current_attempt, created_at, started_at, finished_at, ..
+    } = run_summary(run);
     RunView {
         id,
         workspace_id,

@@ -6,7 +6,8 @@
 //!   decisions, event deliveries and log reads, `run_lines` how a run
 //!   view is printed.
 //! - `provisioners`, `fleet`: `baton provisioner …` and `baton fleet`.
-//! - `pipelines`: `baton pipeline …` (put, list, show, run, delete).
+//! - `pipelines`, `hooks`: `baton pipeline …` (set, list, get, run, rm)
+//!   and `baton hook …` (create, list, rotate, rm).
 //! - `secrets`, `tokens`, `artifacts`: `baton secret …`, `baton token
 //!   create`, `baton artifact download`.
 //! - `answer`: the JSON answer and the error every command shares.
@@ -15,6 +16,7 @@ mod answer;
 mod approvals;
 mod artifacts;
 mod fleet;
+mod hooks;
 mod logs;
 mod pipelines;
 mod provisioners;
@@ -31,6 +33,7 @@ use clap::{Parser, Subcommand};
 use answer::CliError;
 use artifacts::{artifact_command, ArtifactCommand};
 use fleet::fleet_token;
+use hooks::{hook_command, HookCommand};
 use pipelines::{pipeline_command, PipelineCommand};
 use provisioners::{provisioner_command, ProvisionerCommand};
 use runs::{run_command, RunCommand};
@@ -74,6 +77,11 @@ enum Command {
     Artifact {
         #[command(subcommand)]
         command: ArtifactCommand,
+    },
+    /// Webhooks: the doors a workspace's forges deliver pushes through.
+    Hook {
+        #[command(subcommand)]
+        command: HookCommand,
     },
     /// Pipelines: workflow files kept under a name, run on demand.
     Pipeline {
@@ -127,6 +135,7 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Token { command } => token_command(&operator()?, command, cli.json).await,
         Command::Run { command } => run_command(&operator()?, command, cli.json).await,
         Command::Provisioner { command } => provisioner_command(&operator()?, command, cli.json).await,
+        Command::Hook { command } => hook_command(&operator()?, command, cli.json).await,
         Command::Pipeline { command } => pipeline_command(&operator()?, command, cli.json).await,
         Command::Secret { command } => secret_command(&operator()?, command, cli.json).await,
         Command::Artifact { command } => artifact_command(&operator()?, command, cli.json).await,

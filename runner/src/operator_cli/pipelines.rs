@@ -15,6 +15,7 @@ use super::runs::{parse_input, watch, DEFAULT_WATCH_INTERVAL_S};
 pub(super) enum PipelineCommand {
     /// Store a workflow file as the pipeline NAME (a new one, or a new
     /// version; the same text again changes nothing).
+    #[command(visible_alias = "set")]
     Put {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,
@@ -27,6 +28,7 @@ pub(super) enum PipelineCommand {
         workspace: String,
     },
     /// Print a pipeline's workflow file as stored.
+    #[command(visible_alias = "get")]
     Show {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,
@@ -46,6 +48,7 @@ pub(super) enum PipelineCommand {
         watch: bool,
     },
     /// Delete a pipeline; its runs keep their own copy of it.
+    #[command(visible_alias = "rm")]
     Delete {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,

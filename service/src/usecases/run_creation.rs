@@ -97,7 +97,12 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
         .transpose()
         .map_err(|e| ApiError::invalid_request(format!("inputs: {e}")))?;
     let name = definition.name.clone().unwrap_or_else(|| UNNAMED_WORKFLOW.to_string());
-    let github_data = GithubData { fields: github, workflow: name.clone(), run_number: None };
+    let github_data = GithubData {
+        fields: github,
+        workflow: name.clone(),
+        run_number: None,
+        trigger: baton_domain::workflows::github::trigger_name(trigger.kind),
+    };
     let run_id = run_id.unwrap_or_else(baton_domain::ids::new_id);
     let now = chrono::Utc::now();
     let mut attempt = AttemptState::new(NewAttempt::first(run_id, workspace_id, &definition, now));

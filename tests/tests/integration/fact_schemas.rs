@@ -284,6 +284,9 @@ fn every_fact_built_in_rust_conforms_to_its_schema() {
             workflow_name: "ci".into(),
             run_number: 42,
             rerun_mode: rerun_mode.map(str::to_owned),
+            trigger: Some("push".into()),
+            delivery: Some("72d3162e-cc78-11e3-81ab-4c9367dc0958".into()),
+            pipeline: Some("ci".into()),
         });
     }
 

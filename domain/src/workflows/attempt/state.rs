@@ -50,6 +50,14 @@ pub struct RunState {
     pub github: Option<String>,
 }
 
+impl RunState {
+    /// What started it, by name (`api` for a run stored before triggers).
+    pub fn trigger_name(&self) -> String {
+        let kind = self.trigger.as_ref().map_or(baton_api::pipelines::TriggerKind::Api, |t| t.kind);
+        crate::workflows::github::trigger_name(kind)
+    }
+}
+
 /// One attempt: its status and every job's state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptState {

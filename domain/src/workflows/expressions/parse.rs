@@ -327,7 +327,7 @@ impl Parser {
         };
         Err(format!(
             "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, \
-             secrets.<NAME>, inputs.<name>, env.<name>, baton.run_id|attempt|workspace_id|job, \
+             secrets.<NAME>, inputs.<name>, env.<name>, baton.run_id|attempt|workspace_id|job|trigger, \
              steps.<id>.outputs.<name>{runner_side} or (listening jobs) event.name|ref|payload.<path>",
             parts.join(".")
         ))

@@ -277,6 +277,21 @@ jobs:
 /// How many runs the grouped scenario creates at once.
 const GROUPED_RUNS: usize = 3;
 
+/// A pipeline a forge's pushes start (the Triggered scenario).
+const TRIGGERED: &str = "name: chaos-triggered
+on:
+  push:
+    branches: [main]
+jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: test -n \"${{ github.sha }}\" && test \"${{ github.ref_name }}\" = main
+";
+
+/// How many distinct pushes the Triggered scenario delivers.
+const TRIGGERED_DELIVERIES: usize = 3;
+
 /// How many sibling jobs the siblings scenario runs at once.
 const SIBLINGS: usize = 40;
 
@@ -396,9 +411,12 @@ enum Scenario {
     Siblings,
     /// A cancel racing the claims of the jobs it cancels.
     CancelRacingClaims,
+    /// Pushes a forge delivers, each twice at once and once more later (its
+    /// redelivery), retried when an answer is lost: one run a delivery.
+    Triggered,
 }
 
-const SCENARIOS: [Scenario; 11] = [
+const SCENARIOS: [Scenario; 12] = [
     Scenario::FanOut,
     Scenario::Chain,
     Scenario::CancelMidRun,
@@ -410,6 +428,7 @@ const SCENARIOS: [Scenario; 11] = [
     Scenario::Listening,
     Scenario::Siblings,
     Scenario::CancelRacingClaims,
+    Scenario::Triggered,
 ];
 
 /// The scenarios this process plays: all of them, or those named in
@@ -628,6 +647,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::CancelRacingClaims => CANCEL_RACE.to_string(),
         // Several runs, not one.
         Scenario::Grouped => return play_grouped(stack, ws).await,
+        Scenario::Triggered => return play_triggered(stack, ws).await,
     };
     // The idempotency key makes a create retried after a lost answer the
     // same run.
@@ -640,7 +660,12 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
     let wait = wait_for_rate(180);
     match scenario {
-        Scenario::FanOut | Scenario::Chain | Scenario::Elastic | Scenario::Grouped | Scenario::Siblings => {}
+        Scenario::FanOut
+        | Scenario::Chain
+        | Scenario::Elastic
+        | Scenario::Grouped
+        | Scenario::Siblings
+        | Scenario::Triggered => {}
         Scenario::CancelRacingClaims => {
             // As soon as one job is queued, the runners are claiming.
             let queued = |v: &Value| {
@@ -861,6 +886,97 @@ async fn play_grouped(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
     }
     if outcomes.windows(2).any(|pair| pair[0] != pair[1]) {
         return Err(format!("the grouped runs ended differently: {outcomes:?}"));
+    }
+    Ok(outcomes.remove(0))
+}
+
+/// A forge's delivery, sent again while its answer is lost (a 502 or 504
+/// from the gateway, a 503 from a busy store), as GitHub's redelivery does.
+async fn deliver_retried(
+    stack: &TestStack,
+    hook: &baton_tests::hooks::Hook,
+    delivery: &str,
+    payload: &Value,
+) -> baton_tests::http::Answer {
+    let deadline = Instant::now() + wait_for_rate(60);
+    loop {
+        let answer = stack.github_delivery(hook, "push", delivery, payload).await;
+        if ![502, 503, 504].contains(&answer.status) || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Pushes delivered as a forge delivers them under faults: each delivery
+/// twice at once and once more after (a redelivery), each copy retried
+/// while its answer is lost. Each delivery must start exactly one run, the
+/// same one whichever copy answered.
+async fn play_triggered(stack: &TestStack, ws: &str) -> Result<Outcome, String> {
+    let put = call(
+        stack,
+        reqwest::Method::PUT,
+        &format!("/v1/workspaces/{ws}/pipelines/chaos-triggered"),
+        Some(json!({ "definition": TRIGGERED })),
+    )
+    .await;
+    if put.status != 201 && put.status != 200 {
+        return Err(format!("the pipeline's put answered {}: {}", put.status, put.body));
+    }
+    // A hook created twice (a retried create) is two hooks: one is used.
+    let created =
+        call(stack, reqwest::Method::POST, &format!("/v1/workspaces/{ws}/hooks"), Some(json!({"provider": "github"})))
+            .await;
+    if created.status != 201 {
+        return Err(format!("the hook's create answered {}: {}", created.status, created.body));
+    }
+    let text = |key: &str| created.body[key].as_str().unwrap_or_default().to_string();
+    let hook = baton_tests::hooks::Hook { id: text("id"), url: text("url"), secret: text("secret") };
+    let push = baton_tests::hooks::fixture("github/push.json");
+    let mut paths = Vec::new();
+    for i in 0..TRIGGERED_DELIVERIES {
+        let mut payload = push.clone();
+        payload["after"] = json!(format!("{:040x}", i + 1));
+        let delivery = format!("chaos-delivery-{i}");
+        let (first, second) = tokio::join!(
+            deliver_retried(stack, &hook, &delivery, &payload),
+            deliver_retried(stack, &hook, &delivery, &payload)
+        );
+        let again = deliver_retried(stack, &hook, &delivery, &payload).await;
+        let mut runs = Vec::new();
+        for answer in [&first, &second, &again] {
+            if answer.status != 202 {
+                return Err(format!("delivery {delivery} answered {}: {}", answer.status, answer.body));
+            }
+            runs.push(answer.body["runs"].clone());
+        }
+        if runs.windows(2).any(|pair| pair[0] != pair[1]) || runs[0].as_array().map(Vec::len) != Some(1) {
+            return Err(format!("delivery {delivery}'s copies answered different runs: {runs:?}"));
+        }
+        let run_id = runs[0][0]["run_id"].as_str().unwrap_or_default();
+        paths.push(format!("/v1/workspaces/{ws}/runs/{run_id}"));
+    }
+    // The runs are created after the answers: wait for each to exist.
+    for path in &paths {
+        let deadline = Instant::now() + wait_for_rate(180);
+        while call(stack, reqwest::Method::GET, path, None).await.status != 200 {
+            if Instant::now() >= deadline {
+                return Err(format!("the run {path} an answer named was not created"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let views = wait_runs(stack, &paths, wait_for_rate(180), "the triggered runs finished", finished).await?;
+    let listed = call(stack, reqwest::Method::GET, &format!("/v1/workspaces/{ws}/runs?limit=100"), None).await;
+    // The workspace holds the other scenarios' runs too.
+    let items = listed.body["items"].as_array().cloned().unwrap_or_default();
+    let count = items.iter().filter(|run| run["pipeline"] == "chaos-triggered").count();
+    if count != TRIGGERED_DELIVERIES {
+        return Err(format!("{TRIGGERED_DELIVERIES} deliveries started {count} runs"));
+    }
+    let mut outcomes: Vec<Outcome> = views.iter().map(outcome).collect();
+    if outcomes.windows(2).any(|pair| pair[0] != pair[1]) {
+        return Err(format!("the triggered runs ended differently: {outcomes:?}"));
     }
     Ok(outcomes.remove(0))
 }
@@ -1236,6 +1352,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
     assert_eq!(calm[&Scenario::Grouped].status, "succeeded", "a group's runs each run in turn: {calm:?}");
     assert_eq!(calm[&Scenario::Approved].status, "succeeded", "the approvers' input reaches the deploy: {calm:?}");
     assert_eq!(calm[&Scenario::Listening].status, "succeeded", "each event ran once, then the dependant: {calm:?}");
+    assert_eq!(calm[&Scenario::Triggered].status, "succeeded", "one run a delivery, each reading its push: {calm:?}");
     let siblings = &calm[&Scenario::Siblings];
     assert_eq!((siblings.status.as_str(), siblings.jobs.len()), ("succeeded", SIBLINGS + 1), "{calm:?}");
     let raced = &calm[&Scenario::CancelRacingClaims];

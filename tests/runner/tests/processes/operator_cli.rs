@@ -164,3 +164,49 @@ async fn an_operator_stores_a_pipeline_and_runs_it_with_inputs_from_the_cli() {
     let gone = baton(&stack, &["pipeline", "show", "--workspace", &ws, "release"]).await;
     assert!(stderr(&gone).contains("404 not-found"), "{}", stderr(&gone));
 }
+
+/// An operator makes a GitHub hook from the CLI (the URL and the secret
+/// printed once), GitHub delivers a signed push, and a real runner runs the
+/// pipeline it started, which reads the push's ref and commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_creates_a_hook_from_the_cli_and_a_signed_push_runs_the_pipeline() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let file = scratch().join("ci.yml");
+    std::fs::write(
+        &file,
+        "name: ci\non:\n  push:\n    branches: [main]\njobs:\n  test:\n    runs-on: linux\n    steps:\n      - run: test \"${{ github.ref_name }}@${{ github.sha }}\" = \"main@$EXPECTED\"\n        env: {EXPECTED: fbaef36f3f7a88143d85708201b2ec1d472061d4}\n",
+    )
+    .expect("write the pipeline");
+    let set = baton(&stack, &["pipeline", "set", "--workspace", &ws, "ci", &file.display().to_string()]).await;
+    assert!(set.status.success(), "{}", stderr(&set));
+
+    let created = baton(&stack, &["hook", "create", "--workspace", &ws, "--provider", "github"]).await;
+    assert!(created.status.success(), "{}", stderr(&created));
+    let printed = stdout(&created);
+    let field = |name: &str| {
+        printed.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).map(str::to_string).unwrap_or_default()
+    };
+    let (url, secret) = (field("url"), field("secret"));
+    let id = url.rsplit('/').next().unwrap_or_default().to_string();
+    assert!(url.ends_with(&format!("/v1/hooks/{id}")) && !secret.is_empty(), "{printed}");
+    let listed = baton(&stack, &["hook", "list", "--workspace", &ws]).await;
+    assert!(stdout(&listed).contains(&id) && !stdout(&listed).contains(&secret), "{}", stdout(&listed));
+
+    let token = stdout(&baton(&stack, &["token", "create", "--workspace", &ws]).await).trim().to_string();
+    let _runner = Runner::start(&stack, &token, "linux", &[]);
+    let hook = baton_tests::hooks::Hook { id: id.clone(), url, secret };
+    let push = baton_tests::hooks::fixture("github/push.json");
+    let answer = stack.github_delivery(&hook, "push", "cli-push-1", &push).await;
+    assert_eq!(answer.status, 202, "{:#}", answer.body);
+    let run_id = answer.body["runs"][0]["run_id"].as_str().unwrap_or_default().to_string();
+    stack.wait_requested_runs(&ws, &answer.body).await;
+    let done = stack.wait_run_status(&ws, &run_id, "succeeded").await;
+    assert_eq!(done["trigger"]["kind"], "push");
+
+    let rotated = baton(&stack, &["hook", "rotate", "--workspace", &ws, &id]).await;
+    assert!(rotated.status.success() && stdout(&rotated).starts_with("secret: "), "{}", stderr(&rotated));
+    let removed = baton(&stack, &["hook", "rm", "--workspace", &ws, &id]).await;
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    assert_eq!(stack.github_delivery(&hook, "push", "cli-push-2", &push).await.status, 404);
+}
