@@ -111,10 +111,16 @@ impl SecretStore {
 
     /// Sets (or replaces) a secret of `workspace_id`.
     pub async fn put(&self, workspace_id: &str, name: &str, value: &str) -> Result<(), StoreError> {
+        self.put_secure(self.path(workspace_id, name), stored_form(value)).await
+    }
+
+    /// Writes `value` as a SecureString under the stack's key, replacing
+    /// what was there.
+    async fn put_secure(&self, name: String, value: String) -> Result<(), StoreError> {
         self.client
             .put_parameter()
-            .name(self.path(workspace_id, name))
-            .value(stored_form(value))
+            .name(name)
+            .value(value)
             .r#type(ParameterType::SecureString)
             .set_key_id(self.kms_key_id.clone())
             .overwrite(true)
@@ -124,6 +130,17 @@ impl SecretStore {
                 StoreError::Other(format!("ssm PutParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))
             })?;
         Ok(())
+    }
+
+    /// Deletes the parameter `name`; `false` when there is none.
+    async fn delete_parameter(&self, name: String) -> Result<bool, StoreError> {
+        match self.client.delete_parameter().name(name).send().await {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(false),
+            Err(e) => {
+                Err(StoreError::Other(format!("ssm DeleteParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e))))
+            }
+        }
     }
 
     /// The secrets of `workspace_id`, names and update times, sorted.
@@ -163,13 +180,7 @@ impl SecretStore {
 
     /// Deletes a secret; `false` when `workspace_id` has none by that name.
     pub async fn delete(&self, workspace_id: &str, name: &str) -> Result<bool, StoreError> {
-        match self.client.delete_parameter().name(self.path(workspace_id, name)).send().await {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(false),
-            Err(e) => {
-                Err(StoreError::Other(format!("ssm DeleteParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e))))
-            }
-        }
+        self.delete_parameter(self.path(workspace_id, name)).await
     }
 
     fn hook_path(&self, hook_id: uuid::Uuid) -> String {
@@ -179,19 +190,7 @@ impl SecretStore {
     /// Keeps a hook's secrets (a new hook's, or after a rotation).
     pub async fn put_hook_secrets(&self, hook_id: uuid::Uuid, secrets: &HookSecrets) -> Result<(), StoreError> {
         let value = serde_json::to_string(secrets).map_err(|e| StoreError::Other(format!("hook secrets: {e}")))?;
-        self.client
-            .put_parameter()
-            .name(self.hook_path(hook_id))
-            .value(value)
-            .r#type(ParameterType::SecureString)
-            .set_key_id(self.kms_key_id.clone())
-            .overwrite(true)
-            .send()
-            .await
-            .map_err(|e| {
-                StoreError::Other(format!("ssm PutParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e)))
-            })?;
-        Ok(())
+        self.put_secure(self.hook_path(hook_id), value).await
     }
 
     /// A hook's secrets, decrypted; `None` when it has none (deleted).
@@ -211,13 +210,7 @@ impl SecretStore {
     }
 
     pub async fn delete_hook_secrets(&self, hook_id: uuid::Uuid) -> Result<(), StoreError> {
-        match self.client.delete_parameter().name(self.hook_path(hook_id)).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => Ok(()),
-            Err(e) => {
-                Err(StoreError::Other(format!("ssm DeleteParameter: {}", aws_sdk_ssm::error::DisplayErrorContext(e))))
-            }
-        }
+        self.delete_parameter(self.hook_path(hook_id)).await.map(|_| ())
     }
 
     /// The values of `names` in `workspace_id` that exist, decrypted; in
