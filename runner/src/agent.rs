@@ -122,7 +122,11 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
         kill_grace: config.kill_grace,
         json_output: config.json_logs,
         keep_work_dir: config.keep_work_dirs,
-        logs: crate::logs::LogSettings { cap_bytes: config.log_cap_bytes, ..Default::default() },
+        logs: crate::logs::LogSettings {
+            cap_bytes: config.log_cap_bytes,
+            queue_bytes: config.log_cap_bytes,
+            ..Default::default()
+        },
         nudges: Arc::new(Nudges::default()),
         actions: config.actions.clone(),
     };

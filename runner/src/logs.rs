@@ -1,8 +1,11 @@
 //! Ships a job's output to the log store while it runs: lines go through a
 //! bounded queue to one shipper task that cuts them into numbered chunks
 //! (by size, or a few seconds after a chunk's first line) and uploads each with a URL the API issues
-//! under the lease, straight to the bucket. The job never waits for it: a
-//! full queue drops lines (and says how many), a failed upload is retried
+//! under the lease, straight to the bucket. The job never waits for it: the
+//! queue holds up to a whole log's cap in bytes (a fast step prints
+//! megabytes in a second, far faster than chunks upload, and a queue
+//! counted in lines dropped thousands of them), and only past that drops
+//! lines (saying how many); a failed upload is retried
 //! within a budget and then given up. Secrets are masked before a line
 //! leaves the step: values the job declares secret, and values a step
 //! registers with an `::add-mask::` line.
@@ -41,8 +44,10 @@ pub struct LogSettings {
     /// (each chunk is an object of the log store, and a read fetches them
     /// one by one).
     pub max_age: Duration,
-    /// Lines waiting for the shipper; past this, lines are dropped.
-    pub queue_lines: usize,
+    /// Bytes of lines waiting for the shipper; past this, lines are
+    /// dropped. As much as a log may weigh: a queue that holds a whole log
+    /// drops nothing that the cap would have kept, and bounds the memory.
+    pub queue_bytes: u64,
     /// How long the end of a job waits for the last chunks.
     pub drain_timeout: Duration,
 }
@@ -53,7 +58,7 @@ impl Default for LogSettings {
             cap_bytes: 32 * 1024 * 1024,
             chunk_bytes: 256 * 1024,
             max_age: Duration::from_secs(5),
-            queue_lines: 10_000,
+            queue_bytes: 32 * 1024 * 1024,
             drain_timeout: Duration::from_secs(30),
         }
     }
@@ -72,9 +77,43 @@ pub struct Shipped {
 /// The step side of the log: cheap to clone, never blocks.
 #[derive(Clone)]
 pub struct LogSink {
-    tx: mpsc::Sender<LogLine>,
-    dropped: Arc<AtomicU64>,
+    tx: mpsc::UnboundedSender<LogLine>,
+    queue: Arc<Queue>,
     masks: Arc<Mutex<Vec<String>>>,
+}
+
+/// What waits for the shipper, in bytes, against its bound.
+#[derive(Debug)]
+struct Queue {
+    bytes: AtomicU64,
+    limit: u64,
+    dropped: AtomicU64,
+}
+
+impl Queue {
+    fn new(limit: u64) -> Arc<Self> {
+        Arc::new(Self { bytes: AtomicU64::new(0), limit: limit.max(1), dropped: AtomicU64::new(0) })
+    }
+
+    /// Makes room for `line`, or counts it dropped.
+    fn admit(&self, line: &LogLine) -> bool {
+        let cost = cost(line);
+        if self.bytes.fetch_add(cost, Ordering::AcqRel) + cost > self.limit {
+            self.bytes.fetch_sub(cost, Ordering::AcqRel);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn release(&self, line: &LogLine) {
+        self.bytes.fetch_sub(cost(line), Ordering::AcqRel);
+    }
+}
+
+/// A queued line's weight: its text and the line's own fields.
+fn cost(line: &LogLine) -> u64 {
+    line.text.len() as u64 + 64
 }
 
 impl LogSink {
@@ -99,11 +138,14 @@ impl LogSink {
     }
 
     /// Queues one line (already masked) of `step`; drops it if the shipper
-    /// is behind.
+    /// is a whole log's cap behind.
     pub fn line(&self, step_id: Uuid, stream: LogStream, text: String) {
         let line = LogLine { at: Utc::now(), step_id, stream, text };
-        if self.tx.try_send(line).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        if self.queue.admit(&line) {
+            if let Err(unsent) = self.tx.send(line) {
+                // The shipper is gone (the job is ending): nothing waits.
+                self.queue.release(&unsent.0);
+            }
         }
     }
 }
@@ -171,13 +213,13 @@ pub struct Lease {
 /// Starts the shipper of one job. Drop every [`LogSink`] clone, then await
 /// the handle (within `drain_timeout`) to flush the last lines.
 pub fn start(lease: Lease, settings: LogSettings, secrets: Vec<String>) -> (LogSink, JoinHandle<Shipped>) {
-    let (tx, rx) = mpsc::channel(settings.queue_lines.max(1));
-    let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let sink = LogSink { tx, queue: Queue::new(settings.queue_bytes), masks: Arc::new(Mutex::new(Vec::new())) };
     for secret in &secrets {
         sink.add_mask(secret);
     }
-    let dropped = sink.dropped.clone();
-    let handle = tokio::spawn(ship(lease, settings, rx, dropped));
+    let queue = sink.queue.clone();
+    let handle = tokio::spawn(ship(lease, settings, rx, queue));
     (sink, handle)
 }
 
@@ -186,8 +228,8 @@ pub fn start(lease: Lease, settings: LogSettings, secrets: Vec<String>) -> (LogS
 async fn ship(
     lease: Lease,
     settings: LogSettings,
-    mut rx: mpsc::Receiver<LogLine>,
-    dropped: Arc<AtomicU64>,
+    mut rx: mpsc::UnboundedReceiver<LogLine>,
+    queue: Arc<Queue>,
 ) -> Shipped {
     let mut shipped = Shipped::default();
     let mut chunk = Vec::<u8>::new();
@@ -211,11 +253,12 @@ async fn ship(
             },
         };
         let Some(line) = next else { break };
+        queue.release(&line);
         last_step = line.step_id;
         if shipped.truncated {
             continue;
         }
-        let drops = dropped.load(Ordering::Relaxed);
+        let drops = queue.dropped.load(Ordering::Relaxed);
         let mut lines = Vec::with_capacity(2);
         if drops > reported_drops {
             lines.push(system_line(
@@ -257,7 +300,7 @@ async fn ship(
             first_line_at = None;
         }
     }
-    let drops = dropped.load(Ordering::Relaxed);
+    let drops = queue.dropped.load(Ordering::Relaxed);
     if drops > reported_drops && !shipped.truncated {
         let note =
             system_line(last_step, format!("[{} lines dropped: the log store fell behind]", drops - reported_drops));
@@ -312,11 +355,11 @@ pub fn secret_values(env: &BTreeMap<String, String>, secret_names: &[String]) ->
     secret_names.iter().filter_map(|name| env.get(name)).filter(|v| !v.trim().is_empty()).cloned().collect()
 }
 
-/// A sink whose lines wait in the returned queue (of `queue_lines`).
+/// A sink whose lines wait in the returned queue (of `queue_bytes`).
 #[cfg(test)]
-pub(crate) fn test_sink(queue_lines: usize) -> (LogSink, mpsc::Receiver<LogLine>) {
-    let (tx, rx) = mpsc::channel(queue_lines);
-    (LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) }, rx)
+pub(crate) fn test_sink(queue_bytes: u64) -> (LogSink, mpsc::UnboundedReceiver<LogLine>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (LogSink { tx, queue: Queue::new(queue_bytes), masks: Arc::new(Mutex::new(Vec::new())) }, rx)
 }
 
 #[cfg(test)]
@@ -325,8 +368,7 @@ mod tests {
 
     #[test]
     fn a_secret_containing_another_is_masked_whole_and_add_mask_registers_more() {
-        let (tx, _rx) = mpsc::channel(1);
-        let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+        let (sink, _rx) = test_sink(1024);
         sink.add_mask("hunter2");
         sink.add_mask("hunter2-extended");
         assert_eq!(sink.mask("pw=hunter2-extended and hunter2"), "pw=*** and ***");
@@ -336,8 +378,7 @@ mod tests {
 
     #[test]
     fn each_line_of_a_multi_line_secret_is_masked_in_the_lines_it_is_printed_on() {
-        let (tx, _rx) = mpsc::channel(1);
-        let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+        let (sink, _rx) = test_sink(1024);
         sink.add_mask("-----BEGIN KEY-----\r\nMIIEpAIBAAKCAQEA\n\n  tail-of-the-key  \n");
         // Printed over its lines, as `echo "$KEY"` does.
         assert_eq!(sink.mask("-----BEGIN KEY-----"), "***");
@@ -396,11 +437,29 @@ mod tests {
 
     #[test]
     fn a_full_queue_drops_lines_and_counts_them_instead_of_blocking() {
-        let (tx, _rx) = mpsc::channel(1);
-        let sink = LogSink { tx, dropped: Arc::new(AtomicU64::new(0)), masks: Arc::new(Mutex::new(Vec::new())) };
+        // Room for two lines of this size, not three.
+        let (sink, _rx) = test_sink(2 * (6 + 64) + 10);
         for n in 0..5 {
             sink.line(Uuid::nil(), LogStream::Stdout, format!("line {n}"));
         }
-        assert_eq!(sink.dropped.load(Ordering::Relaxed), 4);
+        assert_eq!(sink.queue.dropped.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_default_queue_holds_a_fast_steps_hundred_thousand_lines() {
+        // `seq 1 100000` prints its ~1 MB in milliseconds, long before the
+        // first chunk is uploaded: none of it may be dropped.
+        let (sink, mut rx) = test_sink(LogSettings::default().queue_bytes);
+        for n in 1..=100_000 {
+            sink.line(Uuid::nil(), LogStream::Stdout, format!("line {n}"));
+        }
+        assert_eq!(sink.queue.dropped.load(Ordering::Relaxed), 0);
+        let mut received = 0;
+        while let Ok(line) = rx.try_recv() {
+            sink.queue.release(&line);
+            received += 1;
+        }
+        assert_eq!(received, 100_000);
+        assert_eq!(sink.queue.bytes.load(Ordering::Relaxed), 0, "the shipper's reads give the room back");
     }
 }

@@ -183,7 +183,7 @@ mod tests {
     /// Reads `stdout` and `stderr`, written in full (and closed) beforehand,
     /// as a step's output; returns what was shipped.
     async fn shipped(stdout: &[u8], stderr: &[u8]) -> Vec<(LogStream, String)> {
-        let (sink, mut rx) = logs::test_sink(100_000);
+        let (sink, mut rx) = logs::test_sink(64 * 1024 * 1024);
         let mut pipes = Vec::new();
         for bytes in [stdout, stderr] {
             let (mut writer, reader) = tokio::io::duplex(bytes.len() + 1);
@@ -245,7 +245,7 @@ mod tests {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let (sink, mut rx) = logs::test_sink(100);
+        let (sink, mut rx) = logs::test_sink(1024 * 1024);
         let shown = Shown { prefix: "job/step".into(), json: false };
         read_step_output(child.stdout.take(), child.stderr.take(), shown, sink, Uuid::nil()).await;
         child.wait().await.unwrap();
