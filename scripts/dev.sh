@@ -37,6 +37,11 @@ workspace="${BATON_DEV_WORKSPACE:-demo}"
 
 ensure_venv
 cargo build -q -p baton-devhost -p baton-runner --bins
+# The web console, served by the dev host at / (BATON_CONSOLE_BUILT=1: the
+# caller built web/dist already, as `make test` does before its browser tests).
+if [ -z "${BATON_CONSOLE_BUILT:-}" ]; then
+  (cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s build >/dev/null)
+fi
 # The dev host stores this token as the admin's; the runners' registration
 # token is made with it, and it is printed for the CLI.
 export BATON_ADMIN_TOKEN="${BATON_ADMIN_TOKEN:-bat_$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')}"
@@ -77,7 +82,8 @@ $max_instances at once) and each goes when its job ended. Watch it with:
 
   BATON_PROVISIONER_TOKEN=$token target/debug/baton fleet --watch
 
-Submit the example workflow and follow it, from another terminal in this directory:
+Open the console at $BATON_API/ (sign in with the admin token and workspace $workspace), or
+submit the example workflow and follow it, from another terminal in this directory:
 
   export BATON_API=$BATON_API BATON_ADMIN_TOKEN=$BATON_ADMIN_TOKEN BATON_WORKSPACE=$workspace
   target/debug/baton run submit --watch examples/ci.yml
@@ -93,7 +99,8 @@ elif [ "$runners" -gt 0 ]; then
   cat <<MSG
 
 $runners local runner(s) with the labels linux,x64 are waiting for jobs in workspace $workspace.
-Submit the example workflow and follow it, from another terminal in this directory:
+Open the console at $BATON_API/ (sign in with the admin token and workspace $workspace), or
+submit the example workflow and follow it, from another terminal in this directory:
 
   export BATON_API=$BATON_API BATON_ADMIN_TOKEN=$BATON_ADMIN_TOKEN BATON_WORKSPACE=$workspace
   target/debug/baton run submit --watch examples/ci.yml

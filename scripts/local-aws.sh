@@ -31,6 +31,18 @@ ensure_venv() {
   echo "$want" > "$stamp"
 }
 
+# Debian's Chromium for the console's browser tests (web/tests), driven by
+# playwright-core at its executable path: no test tool downloads a browser.
+ensure_chromium() {
+  local chromium="${BATON_CHROMIUM:-/usr/bin/chromium}"
+  [ -x "$chromium" ] && return 0
+  echo "local-aws: installing Debian's chromium for the browser tests …" >&2
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -q >/dev/null || return 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium >/dev/null || return 1
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }

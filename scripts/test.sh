@@ -39,6 +39,11 @@ if [ -n "${BATON_CI:-}" ]; then
   rm -rf "$ROOT/target/lint"
 fi
 
+echo "== the console: its API types against the OpenAPI document, type check, lint, unit tests, build"
+ensure_chromium
+(cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check:api && npm run -s typecheck \
+  && npm run -s lint && npx vitest run --reporter=dot && npm run -s build)
+
 echo "== Rust tests (unit, and integration against moto)"
 start_moto "${BATON_MOTO_PORT:-$(free_port)}"
 if command -v cargo-nextest >/dev/null 2>&1; then
@@ -47,6 +52,9 @@ else
   cargo test --workspace --no-fail-fast
 fi
 stop_moto
+
+echo "== the console in headless Chromium, against the stack as make dev starts it"
+(cd web && time node --test --test-concurrency=1 tests/)
 
 if [ -f infra/package.json ]; then
   echo "== infra tests"

@@ -133,7 +133,7 @@ pub struct DispatchRequest {
     /// Typed by `on.workflow_dispatch.inputs` where the pipeline declares
     /// them (text is taken for a number or a boolean, as a form sends it).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>))]
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 

@@ -26,7 +26,7 @@ pub enum RerunMode {
 pub struct CreateRunRequest {
     pub definition: String,
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>))]
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
     pub idempotency_key: Option<String>,

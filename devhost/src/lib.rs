@@ -4,6 +4,7 @@
 //! that run on Lambda.
 
 pub mod api;
+pub mod console;
 pub mod contract;
 pub mod functions;
 pub mod instances;
@@ -66,6 +67,10 @@ pub struct HostOptions {
     /// Gateway's 504 (`lost` on one route rather than a whole function's;
     /// a test holds the list, nothing sets it otherwise).
     pub answers_lost: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The built web console (`web/dist`), served at `/` beside the API as
+    /// CloudFront serves it on AWS: same origin, so the console needs no
+    /// CORS. `None`: the API alone.
+    pub console_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for HostOptions {
@@ -81,6 +86,7 @@ impl Default for HostOptions {
             integration_timeout: api::INTEGRATION_TIMEOUT,
             outage: Arc::default(),
             answers_lost: Arc::default(),
+            console_dir: None,
         }
     }
 }
@@ -177,9 +183,15 @@ impl DevHost {
                 resources.push.keepalive_action.clone(),
             ))
         });
+        let console = options.console_dir.as_ref().map(|dir| console::service(dir));
         let mut app = axum::Router::new().fallback(move |req: axum::extract::Request| {
-            let gateway = gateway.clone();
-            async move { gateway.serve(req).await }
+            let (gateway, console) = (gateway.clone(), console.clone());
+            async move {
+                match console {
+                    Some(console) if console::serves(&req) => console::serve(console, req).await,
+                    _ => gateway.serve(req).await,
+                }
+            }
         });
         if let Some(push_gateway) = &push_gateway {
             app = app.merge(push_gateway.clone().router());

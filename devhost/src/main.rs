@@ -80,10 +80,16 @@ async fn run() -> Result<(), String> {
         faults: faults.clone(),
         push: std::env::var("BATON_DEV_PUSH").map_or(true, |v| v != "0"),
         grants: std::env::var("BATON_DEV_GRANTS").map_or(true, |v| v != "0"),
+        console_dir: console_dir(),
         ..HostOptions::default()
     };
+    let options_console = options.console_dir.clone();
     let host = DevHost::start(&clients, &provisioned, &env, options).await.map_err(|e| e.to_string())?;
     println!("Baton dev stack is up (stage {stage}, emulator {endpoint})");
+    match &options_console {
+        Some(dir) => println!("  Console:     {}/  (from {})", host.api_url, dir.display()),
+        None => println!("  Console:     not built (make dev builds it: web/dist)"),
+    }
     println!("  API:         {}", host.api_url);
     println!("  Admin token: {admin_token}");
     if let Some(url) = &host.config.push.url {
@@ -107,6 +113,13 @@ async fn run() -> Result<(), String> {
     }
     host.stop().await;
     Ok(())
+}
+
+/// The console's built files: `BATON_CONSOLE_DIR`, else `web/dist` under the
+/// current directory (where `make dev` runs), when it holds a build.
+fn console_dir() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("BATON_CONSOLE_DIR").map_or_else(|| std::path::PathBuf::from("web/dist"), Into::into);
+    dir.join("index.html").is_file().then_some(dir)
 }
 
 #[tokio::main]

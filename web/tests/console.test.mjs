@@ -1,0 +1,435 @@
+// The console in headless Chromium (Debian's package, driven by
+// playwright-core: nothing downloads a browser) against a real stack as
+// `make dev` starts it. Figures (times, heap, bundle size) are printed, not
+// asserted; screenshots of every page, light and dark, go to target/console/.
+import assert from "node:assert/strict";
+import { createHash, createHmac, randomBytes } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { after, before, test } from "node:test";
+import { gzipSync } from "node:zlib";
+import axe from "axe-core";
+import { chromium } from "playwright-core";
+import { apiOf, ROOT, startStack, until } from "./stack.mjs";
+
+const SHOTS = `${ROOT}target/console`;
+const CHROMIUM = process.env.BATON_CHROMIUM ?? "/usr/bin/chromium";
+// As root, without the sandbox; without the background-networking flags
+// Chromium reaches for Google's hosts at every start (a closed network here).
+const ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  // Pages of the tests are never in front: their timers must not be throttled.
+  "--disable-background-timer-throttling",
+  "--disable-renderer-backgrounding",
+  "--disable-backgrounding-occluded-windows",
+];
+const started = Date.now();
+
+let stack, api, browser, ws;
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  stack = await startStack();
+  api = apiOf(stack);
+  ws = stack.workspace;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  console.log(`# stack up in ${Date.now() - started} ms at ${stack.url}`);
+});
+
+after(async () => {
+  await browser?.close();
+  await stack?.stop();
+  console.log(`# browser tests took ${((Date.now() - started) / 1000).toFixed(1)} s in all`);
+});
+
+/** A page already signed in (the sign-in itself is tested once, by typing). */
+async function signedIn(path = "/runs", colorScheme = "light") {
+  const context = await browser.newContext({ colorScheme, acceptDownloads: true, viewport: { width: 1280, height: 900 } });
+  await context.addInitScript(
+    ({ token, workspace }) => window.sessionStorage.setItem("baton.credentials", JSON.stringify({ token, workspace })),
+    { token: stack.token, workspace: ws },
+  );
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.errors = errors;
+  // Every API request the page makes, for what watching costs.
+  page.requests = [];
+  page.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.startsWith("/v1/")) page.requests.push({ path, at: Date.now() });
+  });
+  await page.goto(`${stack.url}${path}`);
+  return page;
+}
+
+async function submit(definition, inputs) {
+  const { status, body } = await api("POST", `/v1/workspaces/${ws}/runs`, { definition, inputs });
+  assert.equal(status, 201, JSON.stringify(body));
+  return body;
+}
+
+const run = async (id) => (await api("GET", `/v1/workspaces/${ws}/runs/${id}`)).body;
+const job = (view, key) => view.attempts.at(-1).jobs.find((j) => j.key === key);
+
+async function noSeriousA11yViolations(page, name) {
+  await page.addScriptTag({ content: axe.source });
+  const result = await page.evaluate(async () => {
+    const { violations } = await axe.run(document, { resultTypes: ["violations"] });
+    return violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  });
+  const serious = result.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(serious, [], `${name}: axe-core found serious or critical violations`);
+}
+
+/** The page, light and dark, under target/console/. */
+async function shots(page, name) {
+  for (const scheme of ["light", "dark"]) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.screenshot({ path: `${SHOTS}/${name}-${scheme}.png`, fullPage: true });
+  }
+  await page.emulateMedia({ colorScheme: "light" });
+}
+
+async function heapMb(page) {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Performance.enable");
+  const { metrics } = await cdp.send("Performance.getMetrics");
+  const used = metrics.find((m) => m.name === "JSHeapUsedSize")?.value ?? 0;
+  return (used / 1024 / 1024).toFixed(1);
+}
+
+test("the first page's JavaScript, gzipped", () => {
+  const assets = `${ROOT}web/dist/assets`;
+  const js = readdirSync(assets).filter((f) => f.endsWith(".js"));
+  assert.ok(js.length > 0, "web/dist holds the built console");
+  const bytes = js.reduce((sum, f) => sum + gzipSync(readFileSync(`${assets}/${f}`)).length, 0);
+  console.log(`# bundle: ${js.length} JS file(s), ${(bytes / 1024).toFixed(1)} kB gzipped (aim: under 200 kB)`);
+});
+
+test("an operator signs in with a token kept only in the tab's session, and signs out", async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(stack.url);
+  await shots(page, "sign-in");
+  await noSeriousA11yViolations(page, "sign-in");
+  await page.getByLabel("Operator token").fill("bat_wrong");
+  await page.getByLabel("Workspace").fill(ws);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").waitFor();
+  assert.match(await page.getByRole("alert").innerText(), /unauthorized|token/i);
+
+  await page.getByLabel("Operator token").fill(stack.token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Runs" }).waitFor();
+  const stored = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, url: location.href }));
+  assert.equal(stored.session, 1);
+  assert.equal(stored.local, 0, "nothing in localStorage");
+  assert.ok(!stored.url.includes(stack.token), "the token is never in the URL");
+
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Sign in to Baton" }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0, "signing out clears the token");
+  await context.close();
+});
+
+test("a run submitted through the API appears in the list within 3 s, and its graph shows every job", async () => {
+  const page = await signedIn("/runs");
+  await page.getByRole("heading", { name: "Runs" }).waitFor();
+  const created = await submit(`name: graph
+jobs:
+  build: {runs-on: [linux], steps: [{run: echo built}]}
+  lint: {runs-on: [linux], steps: [{run: echo linted}]}
+  test: {needs: [build], runs-on: [linux], steps: [{run: echo tested}]}
+  report: {needs: [test, lint], runs-on: [linux], steps: [{run: echo reported}]}
+`);
+  const submittedAt = Date.now();
+  await page.locator(`tr[data-run="${created.id}"]`).waitFor({ timeout: 3000 });
+  console.log(`# a new run in the list after ${Date.now() - submittedAt} ms`);
+  await page.locator(`tr[data-run="${created.id}"] a`).click();
+  await page.getByTestId("graph").waitFor();
+  const groups = await page.locator("[data-group]").evaluateAll((nodes) => nodes.map((n) => n.getAttribute("data-group")).sort());
+  assert.deepEqual(groups, ["build", "lint", "report", "test"]);
+  await until("the run to succeed", async () => (await run(created.id)).status === "succeeded");
+  await page.locator('[data-group="report"] [data-status="succeeded"]').waitFor({ timeout: 5000 });
+  await shots(page, "run");
+  await noSeriousA11yViolations(page, "run");
+  await page.goto(`${stack.url}/runs`);
+  await page.locator(`tr[data-run="${created.id}"] [data-status="succeeded"]`).waitFor();
+  await shots(page, "runs");
+  await noSeriousA11yViolations(page, "runs");
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("a running job's new log lines appear live", async () => {
+  const created = await submit(`name: live
+jobs:
+  ticker:
+    runs-on: [linux]
+    steps:
+      - name: tick
+        run: for i in $(seq 1 24); do echo "tick $i"; sleep 0.5; done
+`);
+  const view = await until("the ticker to run", async () => {
+    const v = await run(created.id);
+    return job(v, "ticker")?.status === "running" && v;
+  });
+  const page = await signedIn(`/runs/${created.id}/jobs/${job(view, "ticker").id}`);
+  await page.getByText("tick 2", { exact: true }).waitFor({ timeout: 15_000 });
+  // Lines shipped after the page opened: each seen while the job still runs.
+  const latencies = [];
+  for (const n of [8, 12, 16]) {
+    await page.getByText(`tick ${n}`, { exact: true }).waitFor({ timeout: 15_000 });
+    const seen = Date.now();
+    const lines = (await api("GET", `/v1/workspaces/${ws}/runs/${created.id}/jobs/${job(view, "ticker").id}/logs`)).body.lines;
+    const line = lines.find((l) => l.text === `tick ${n}`);
+    if (line) latencies.push(seen - Date.parse(line.at));
+  }
+  assert.equal(job(await run(created.id), "ticker").status, "running", "the lines were seen while the job ran");
+  const window = (Date.now() - page.requests[0].at) / 1000;
+  const count = (pattern) => page.requests.filter((r) => pattern.test(r.path)).length;
+  const [views, logs] = [count(/\/runs\/[^/]+$/), count(/\/logs$/)];
+  console.log(
+    `# watching a running job: ${views} run-view and ${logs} log reads in ${window.toFixed(1)} s ` +
+      `(≈ ${Math.round((views * 3600) / window)} and ${Math.round((logs * 3600) / window)} an hour; docs/console.md prices them)`,
+  );
+  console.log(`# live log: a line printed by the job is on the page after ${latencies.map((l) => `${l} ms`).join(", ")} (runner batching included)`);
+  await page.getByLabel("Timestamps").check();
+  assert.ok((await page.locator(".row time").count()) > 0, "per-line timestamps are shown on request");
+  await until("the ticker to end", async () => (await run(created.id)).status === "succeeded");
+  await page.getByText("tick 24", { exact: true }).waitFor();
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("an approval is approved by clicking, and a self-approval is refused on the page with the API's reason", async () => {
+  const definition = `name: release
+on: {push: {branches: [main]}}
+jobs:
+  sign-off:
+    approval: {required: 1}
+  deploy:
+    needs: sign-off
+    runs-on: [linux]
+    steps: [{run: echo deployed}]
+`;
+  // The admin created this run: the page refuses the admin's approval.
+  const own = await submit(definition);
+  const ownView = await until("the approval to wait", async () => {
+    const v = await run(own.id);
+    return job(v, "sign-off")?.status === "waiting" && v;
+  });
+  let page = await signedIn(`/runs/${own.id}/jobs/${job(ownView, "sign-off").id}`);
+  await page.getByRole("button", { name: "Approve" }).click();
+  const refusal = await page.locator(".approval [role=alert]").innerText();
+  assert.match(refusal, /self-approval/);
+  console.log(`# self-approval refused on the page: ${refusal}`);
+  assert.equal(job(await run(own.id), "sign-off").status, "waiting");
+  await api("POST", `/v1/workspaces/${ws}/runs/${own.id}/cancel`);
+  await page.context().close();
+
+  // A push started this one (a signed hook delivery): the admin may approve it.
+  assert.equal((await api("PUT", `/v1/workspaces/${ws}/pipelines/release`, { definition })).status < 300, true);
+  const hook = (await api("POST", `/v1/workspaces/${ws}/hooks`, { provider: "generic", pipelines: ["release"] })).body;
+  const body = JSON.stringify({ event: "push", ref: "refs/heads/main", sha: "a".repeat(40), actor: "ci-bot", repository: "acme/app" });
+  const t = Math.floor(Date.now() / 1000);
+  const signature = createHmac("sha256", hook.secret).update(`${t}.${body}`).digest("hex");
+  const delivered = await fetch(`${stack.url}/v1/hooks/${hook.id}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-baton-signature": `t=${t},v1=${signature}`, "x-baton-delivery": randomBytes(8).toString("hex") },
+    body,
+  });
+  assert.equal(delivered.status, 202);
+  const { runs } = await delivered.json();
+  const pushed = runs[0].run_id;
+  const view = await until("the pushed run's approval to wait", async () => {
+    const v = await run(pushed);
+    return v?.attempts && job(v, "sign-off")?.status === "waiting" && v;
+  });
+  page = await signedIn(`/runs/${pushed}/jobs/${job(view, "sign-off").id}`);
+  await page.getByLabel("Comment").fill("ship it");
+  await shots(page, "approval");
+  await page.getByRole("button", { name: "Approve" }).click();
+  await until("deploy to run and the run to succeed", async () => (await run(pushed)).status === "succeeded");
+  const decided = job(await run(pushed), "sign-off").approval.decisions;
+  assert.deepEqual(decided.map((d) => [d.decision, d.comment]), [["approve", "ship it"]]);
+  await page.getByText("approved at").waitFor();
+  await page.context().close();
+});
+
+test("cancel and rerun failed, by clicking, change the run as the API reports it", async () => {
+  const failing = await submit(`name: flaky
+jobs:
+  ok: {runs-on: [linux], steps: [{run: echo fine}]}
+  broken: {runs-on: [linux], steps: [{run: exit 3}]}
+`);
+  await until("the run to fail", async () => (await run(failing.id)).status === "failed");
+  let page = await signedIn(`/runs/${failing.id}`);
+  await page.getByRole("button", { name: "Rerun failed jobs" }).click();
+  const rerun = await until("attempt 2", async () => {
+    const v = await run(failing.id);
+    return v.current_attempt === 2 && v;
+  });
+  assert.equal(rerun.attempts.at(-1).rerun_mode, "failed");
+  assert.equal(job(rerun, "ok").carried_over, true, "the job that passed is carried over, not run again");
+  await page.context().close();
+
+  const slow = await submit(`name: slow
+jobs:
+  wait: {runs-on: [linux], steps: [{run: sleep 120}]}
+`);
+  await until("the slow job to run", async () => job(await run(slow.id), "wait")?.status === "running");
+  page = await signedIn(`/runs/${slow.id}`);
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  await until("the run to be cancelled", async () => (await run(slow.id)).status === "cancelled");
+  await page.locator("h1 [data-status=cancelled]").waitFor({ timeout: 5000 });
+  await page.context().close();
+});
+
+test("an artifact downloads byte-identical", async () => {
+  const created = await submit(`name: artifact
+jobs:
+  make:
+    runs-on: [linux]
+    steps:
+      - run: head -c 300000 /dev/urandom > payload.bin
+      - upload: {name: payload, path: payload.bin}
+`);
+  const view = await until("the artifact to be stored", async () => {
+    const v = await run(created.id);
+    return v.status === "succeeded" && v.artifacts?.[0]?.status === "stored" && v;
+  });
+  const page = await signedIn(`/runs/${created.id}`);
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download payload" }).click()]);
+  const bytes = readFileSync(await download.path());
+  assert.equal(createHash("sha256").update(bytes).digest("hex"), view.artifacts[0].sha256);
+  assert.equal(bytes.length, view.artifacts[0].bytes);
+  await page.context().close();
+});
+
+test("a secret set on the settings page reaches a job and is never displayed", async () => {
+  const value = `s3cr3t-${randomBytes(12).toString("hex")}`;
+  const page = await signedIn("/settings");
+  await page.getByLabel("Name").first().fill("DEPLOY_KEY");
+  await page.getByLabel("Value").fill(value);
+  await page.getByRole("button", { name: "Save secret" }).click();
+  await page.locator('tr[data-secret="DEPLOY_KEY"]').waitFor();
+  await page.getByRole("button", { name: "Create a token" }).click();
+  await page.getByTestId("new-token").waitFor();
+  await shots(page, "settings");
+  await noSeriousA11yViolations(page, "settings");
+  assert.ok(!(await page.content()).includes(value), "the settings page never shows the value");
+
+  const digest = createHash("sha256").update(value).digest("hex");
+  const created = await submit(`name: uses-secret
+jobs:
+  check:
+    runs-on: [linux]
+    env: {DEPLOY_KEY: "\${{ secrets.DEPLOY_KEY }}"}
+    steps: [{run: 'printf %s "$DEPLOY_KEY" | sha256sum'}]
+`);
+  const view = await until("the job to succeed", async () => {
+    const v = await run(created.id);
+    return v.status === "succeeded" && v;
+  });
+  await page.goto(`${stack.url}/runs/${created.id}/jobs/${job(view, "check").id}`);
+  await page.getByText(digest).waitFor();
+  assert.ok(!(await page.content()).includes(value), "the run page never shows the value");
+  await page.context().close();
+});
+
+test("the fleet page shows the elastic fleet going up and back to zero", async () => {
+  const page = await signedIn("/fleet");
+  const instances = page.locator('tr[data-provisioner="dev-fleet"] [data-testid="instances-now"]');
+  await instances.waitFor();
+  const created = await submit(`name: fleet
+jobs:
+  a: {runs-on: [linux], steps: [{run: sleep 4}]}
+  b: {runs-on: [linux], steps: [{run: sleep 4}]}
+  c: {runs-on: [linux], steps: [{run: sleep 4}]}
+`);
+  const peak = await until("instances to come up", async () => {
+    const n = Number(await instances.innerText());
+    return n > 0 && n;
+  }, 30_000);
+  await shots(page, "fleet");
+  await noSeriousA11yViolations(page, "fleet");
+  await until("the run to succeed", async () => (await run(created.id)).status === "succeeded", 90_000);
+  await until("the fleet back to zero", async () => (await instances.innerText()) === "0", 90_000);
+  console.log(`# fleet: up to ${peak} instance(s) on the page, then back to 0`);
+  await page.context().close();
+});
+
+test("a 256-job fan-out's graph renders with its legs grouped", async () => {
+  const created = await submit(`name: fanout
+jobs:
+  prepare: {runs-on: [linux], steps: [{run: echo ready}]}
+  shard:
+    needs: prepare
+    runs-on: [nobody-offers-this]
+    strategy: {matrix: {n: [${Array.from({ length: 254 }, (_, i) => i).join(", ")}]}}
+    steps: [{run: echo shard}]
+  merge: {needs: shard, runs-on: [linux], steps: [{run: echo merged}]}
+`);
+  const page = await signedIn("/runs");
+  const t0 = Date.now();
+  await page.goto(`${stack.url}/runs/${created.id}`);
+  await page.locator('[data-group="shard"]').waitFor();
+  const shown = Date.now() - t0;
+  // 256 jobs (the most a run may have): 254 matrix legs in one node.
+  assert.equal(await page.locator("[data-group]").count(), 3, "the legs are one node");
+  assert.equal(await page.locator('[data-group="shard"]').getAttribute("data-legs"), "254");
+  assert.equal(await page.locator("table.jobs tbody tr").count(), 256, "every job is listed");
+  await page.locator('[data-group="shard"] button').click();
+  assert.equal(await page.locator(".legs li").count(), 254, "opened, the node lists every leg");
+  console.log(`# 256-job run page: graph shown after ${shown} ms; JS heap ${await heapMb(page)} MB`);
+  await shots(page, "fanout");
+  await api("POST", `/v1/workspaces/${ws}/runs/${created.id}/cancel`);
+  await page.context().close();
+});
+
+test("a 100,000-line log opens, searches to its end and is never cut", async () => {
+  const created = await submit(`name: big-log
+jobs:
+  noisy:
+    runs-on: [linux]
+    steps:
+      - name: print
+        run: seq 1 100000 | sed 's/^/line /'
+`);
+  const view = await until("the noisy job to end", async () => {
+    const v = await run(created.id);
+    return v.status !== "running" && v.status !== "pending" && v;
+  }, 180_000);
+  assert.equal(view.status, "succeeded");
+  const page = await signedIn("/runs");
+  const t0 = Date.now();
+  await page.goto(`${stack.url}/runs/${created.id}/jobs/${job(view, "noisy").id}`);
+  await page.getByText("line 1", { exact: true }).waitFor({ timeout: 30_000 });
+  const first = Date.now() - t0;
+  await page.getByLabel("Search this job").fill("line 99990");
+  await until("the search to find the line near the end", async () => {
+    const [count, state] = [await page.getByTestId("match-count").innerText(), await page.getByTestId("log-state").innerText()];
+    return count === "1 of 1" || (state.endsWith("· live") ? false : { count, state });
+  }, 120_000, 500);
+  assert.equal(await page.getByTestId("match-count").innerText(), "1 of 1");
+  await page.getByLabel("Search this job").press("Enter");
+  const hitRow = page.locator(".row.hit", { hasText: "line 99990" });
+  await hitRow.waitFor({ timeout: 10_000 });
+  const hit = Date.now() - t0;
+  const hitLine = await hitRow.getAttribute("data-line");
+  await page.getByTestId("log-state").filter({ hasText: /^10000\d lines$/ }).waitFor({ timeout: 60_000 });
+  const rendered = await page.locator(".row").count();
+  assert.ok(rendered < 500, `virtualized: ${rendered} rows in the DOM`);
+  console.log(`# 100,000-line log: first lines after ${first} ms, a search hit near the end after ${hit} ms, ${rendered} rows in the DOM, JS heap ${await heapMb(page)} MB`);
+  // A line link survives a reload.
+  await page.goto(`${stack.url}/runs/${created.id}/jobs/${job(view, "noisy").id}#L${hitLine}`);
+  await page.locator(`.row.target[data-line="${hitLine}"]`, { hasText: "line 99990" }).waitFor({ timeout: 120_000 });
+  await page.context().close();
+});
