@@ -6,15 +6,17 @@
  *
  * Account and region come from the CLI's profile (CDK_DEFAULT_ACCOUNT /
  * CDK_DEFAULT_REGION); offline synth falls back to dummies.
- * `BATON_SKIP_BUNDLING=1` skips building the Rust functions.
+ * `BATON_SKIP_BUNDLING=1` skips building the Rust functions and the web
+ * console; otherwise the console is built from web/ (`npm ci && npm run
+ * build`) unless `-c consoleDir=<built files>` is given.
  */
 import { App } from 'aws-cdk-lib';
 
 import { BatonStack, BatonStackProps } from '../lib/baton-stack';
 import { contextProps } from '../lib/context';
 
-// BATON_SKIP_BUNDLING=1 synthesizes without building the Rust functions (lint,
-// quick checks); the template is the same, the assets are not built.
+// BATON_SKIP_BUNDLING=1 synthesizes without building the Rust functions nor
+// the console (lint, quick checks); the template is the same, the assets are not built.
 const skipBundling = ['1', 'true', 'yes'].includes((process.env.BATON_SKIP_BUNDLING ?? '').toLowerCase());
 const app = new App(skipBundling ? { postCliContext: { 'aws:cdk:bundling-stacks': [] } } : {});
 const props: BatonStackProps = contextProps((key) => app.node.tryGetContext(key));

@@ -7,7 +7,9 @@
  * stack agree (the agreement test proves it). Buckets are the exception to the
  * naming: S3 names are global, so CloudFormation names them and the functions
  * learn the name from their environment. The push socket (`push`, an API
- * Gateway WebSocket API) exists on AWS only: the dev host serves its own.
+ * Gateway WebSocket API) exists on AWS only: the dev host serves its own. So
+ * does the web console's hosting (`lib/console.ts`): a private bucket behind
+ * CloudFront, which also routes `/v1/*` to the HTTP API.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -38,6 +40,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 
+import { BatonConsole, consoleSource } from './console';
 import { RepoPaths } from './repo';
 import {
   AwsProvisionerSpec,
@@ -240,8 +243,18 @@ export interface BatonStackProps extends StackProps {
   readonly resources?: Resources;
   /** Directory of the `*.asl.json` definitions (tests). @default infra/statemachines */
   readonly stateMachineDir?: string;
-  /** `placeholder` builds a function whose crate is missing from an empty asset (tests, lint). @default "error" */
+  /**
+   * `placeholder` builds a function whose crate is missing from an empty
+   * asset, and the console from a placeholder page when `web/` is missing
+   * (tests, lint). @default "error"
+   */
   readonly missingCrates?: MissingCrates;
+  /**
+   * A directory of the web console's built files (`index.html` at its root),
+   * deployed as is: the tests' fixture, or a `web/dist` CI built beforehand.
+   * @default `web/` of the checkout, built at synth (`npm ci && npm run build`)
+   */
+  readonly consoleDir?: string;
   /** Where the checkout is. @default found from process.cwd() */
   readonly repo?: RepoPaths;
   /** The AWS reference provisioner; none unless given. */
@@ -417,6 +430,8 @@ export class BatonStack extends Stack {
   readonly buckets = new Map<string, s3.Bucket>();
   /** The role of the AWS provisioner's runner instances (with props `provisioner` only). */
   runnerInstanceRole?: iam.Role;
+  /** The web console: its bucket and the CloudFront distribution in front of it and of the API. */
+  readonly console: BatonConsole;
   /** The configuration every function gets. */
   readonly functionEnvironment: Readonly<Record<string, string>>;
   /** The key workspace secrets are encrypted with (SSM SecureStrings). */
@@ -781,6 +796,15 @@ export class BatonStack extends Stack {
       templateSelectionExpression: '\\$default',
     });
 
+    // ---- the web console (web/), on the API's origin: after the functions,
+    // so a missing crate is reported before a missing console.
+    this.console = new BatonConsole(this, 'Console', {
+      naming,
+      api: this.api,
+      source: consoleSource(this, this.repo, props.consoleDir, props.missingCrates ?? 'error'),
+      logRetention: RETENTION[cfg.logRetentionDays],
+    });
+
     // ---- the AWS provisioner (optional), before the alarms: its function
     // gets the errors and throttles alarms of every function.
     if (props.provisioner) {
@@ -895,6 +919,7 @@ export class BatonStack extends Stack {
 
     // ---- outputs
     new CfnOutput(this, 'ApiUrl', { value: this.apiStage.url, description: 'Base URL of the HTTP API' });
+    new CfnOutput(this, 'ConsoleUrl', { value: this.console.url, description: 'The web console (its CloudFront distribution; /v1/* is the API)' });
     new CfnOutput(this, 'PushUrl', { value: this.pushStage.url, description: 'WebSocket URL of the push socket (runners connect to it)' });
     new CfnOutput(this, 'PushCallbackUrl', {
       value: this.pushStage.callbackUrl,

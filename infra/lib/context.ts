@@ -25,7 +25,8 @@ const NUMBERS = [
   'relayRetryAttempts',
 ] as const;
 
-const STRINGS = ['stage', 'logLevel', 'alarmTopicArn'] as const;
+/** `consoleDir`: a directory of the console's built files, relative to where `cdk` runs (infra/). */
+const STRINGS = ['stage', 'logLevel', 'alarmTopicArn', 'consoleDir'] as const;
 
 /** Context keys of the AWS provisioner's props (`provisioner`), by the prop they set. */
 const PROVISIONER_KEYS = {

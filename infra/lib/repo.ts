@@ -60,6 +60,11 @@ export class RepoPaths {
     return path.join(this.infraDir, 'statemachines');
   }
 
+  /** The web console's sources (a Vite app: `npm run build` writes `dist/`). */
+  get webDir(): string {
+    return path.join(this.root, 'web');
+  }
+
   /** The crate of a function: `functions/<name>/Cargo.toml`. */
   functionManifest(name: string): string {
     return path.join(this.root, 'functions', name, 'Cargo.toml');

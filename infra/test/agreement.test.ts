@@ -143,7 +143,8 @@ describe(`AGREEMENT: the Rust plan and the CDK template (stage ${STAGE})`, () =>
 
   it('has the same buckets: one per planned bucket, private, encrypted, expiring after retention_days, named to the functions by the same variable', () => {
     assert.ok(Array.isArray(plan.buckets), 'the plan has no "buckets": it predates them, write it again');
-    const synthesized = t.ofType('AWS::S3::Bucket').map(([id]) => id);
+    // The web console's bucket exists on AWS only, like the push socket: it holds build output, no data of Baton's.
+    const synthesized = t.dataBuckets().map(([id]) => id);
     assert.equal(synthesized.length, plan.buckets.length, 'one bucket per planned bucket');
     const planned = new Set<string>();
     for (const b of plan.buckets) {

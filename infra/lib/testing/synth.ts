@@ -41,13 +41,22 @@ export interface CfnTemplate {
   readonly Outputs?: Record<string, { Value: unknown; Description?: string }>;
 }
 
-/** Synthesizes a stack (stage "test", placeholder code for missing crates unless said otherwise). */
+/** The web console the tests deploy: a fixture, so they never need `web/` built (or present). */
+export function consoleFixtureDir(repo: RepoPaths = new RepoPaths()): string {
+  return path.join(repo.infraDir, 'test', 'fixtures', 'console');
+}
+
+/**
+ * Synthesizes a stack (stage "test", placeholder code for missing crates and
+ * the fixture console unless said otherwise).
+ */
 export function synth(props: BatonStackProps = {}): Synthesized {
   const repo = props.repo ?? new RepoPaths();
   const app = new App({ context: { ...cdkJsonContext(repo), 'aws:cdk:bundling-stacks': [] } });
   const stack = new BatonStack(app, 'BatonTest', {
     stage: 'test',
     missingCrates: 'placeholder',
+    consoleDir: consoleFixtureDir(repo),
     env: TEST_ENV,
     ...props,
     repo,

@@ -101,6 +101,65 @@ export class TemplateView {
     throw new Error(`cannot render ${JSON.stringify(expr)}`);
   }
 
+  /**
+   * `[logicalId, resource]` of Baton's functions: each is named
+   * `baton-<stage>-…`. The only other function, the handler CDK adds for the
+   * console's BucketDeployment (`consoleDeploymentHandler`), has no name.
+   */
+  batonFunctions(): [string, CfnResource][] {
+    return this.ofType('AWS::Lambda::Function').filter(([, r]) => String(r.Properties?.FunctionName ?? '').startsWith('baton-'));
+  }
+
+  /** The web console's CloudFront distribution (there is one). */
+  consoleDistribution(): [string, CfnResource] {
+    const found = this.ofType('AWS::CloudFront::Distribution');
+    if (found.length !== 1) {
+      throw new Error(`expected one CloudFront distribution, found ${found.length}`);
+    }
+    return found[0];
+  }
+
+  /** The origin of one of the console distribution's behaviours (the default one unless `pathPattern`). */
+  consoleOrigin(pathPattern?: string): Record<string, any> {
+    const config = this.consoleDistribution()[1].Properties?.DistributionConfig;
+    const behaviour =
+      pathPattern === undefined
+        ? config.DefaultCacheBehavior
+        : (config.CacheBehaviors ?? []).find((b: { PathPattern: string }) => b.PathPattern === pathPattern);
+    if (!behaviour) {
+      throw new Error(`the console distribution has no behaviour ${pathPattern}`);
+    }
+    const origin = (config.Origins as Record<string, any>[]).find((o) => o.Id === behaviour.TargetOriginId);
+    if (!origin) {
+      throw new Error(`no origin ${behaviour.TargetOriginId} in the console distribution`);
+    }
+    return origin;
+  }
+
+  /**
+   * The logical id of the web console's bucket: the origin of the
+   * distribution's default behaviour. It is not a bucket of resources.json
+   * (AWS only, no variable on the functions, build output only).
+   */
+  consoleBucket(): string {
+    return this.target(this.consoleOrigin().DomainName, 'RegionalDomainName');
+  }
+
+  /** `[logicalId, resource]` of every bucket but the console's: the buckets of resources.json. */
+  dataBuckets(): [string, CfnResource][] {
+    const consoleId = this.consoleBucket();
+    return this.ofType('AWS::S3::Bucket').filter(([id]) => id !== consoleId);
+  }
+
+  /** The logical id of the function behind the console's `Custom::CDKBucketDeployment` (there is one). */
+  consoleDeploymentHandler(): string {
+    const found = this.ofType('Custom::CDKBucketDeployment');
+    if (found.length !== 1) {
+      throw new Error(`expected one Custom::CDKBucketDeployment, found ${found.length}`);
+    }
+    return this.target(found[0][1].Properties?.ServiceToken, 'Arn');
+  }
+
   /** The logical id of the function whose FunctionName is `name`. */
   functionNamed(name: string): string {
     return this.byProp('AWS::Lambda::Function', 'FunctionName', name)[0];
@@ -112,13 +171,13 @@ export class TemplateView {
   }
 
   /**
-   * The logical id of the bucket every function gets as variable `env`.
-   * Buckets have no physical name in the template (CloudFormation names
-   * them), so the variable is what identifies one; it throws unless every
-   * function has `env` and all of them point at the same bucket.
+   * The logical id of the bucket every function of Baton gets as variable
+   * `env`. Buckets have no physical name in the template (CloudFormation
+   * names them), so the variable is what identifies one; it throws unless
+   * every function has `env` and all of them point at the same bucket.
    */
   bucketByEnv(env: string): string {
-    const functions = this.ofType('AWS::Lambda::Function');
+    const functions = this.batonFunctions();
     const ids = new Set<string>();
     for (const [fnId, f] of functions) {
       const value = f.Properties?.Environment?.Variables?.[env];
