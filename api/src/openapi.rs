@@ -89,6 +89,7 @@ pub const PROVISIONER: &str = "provisioner";
         rerun_run,
         create_provisioner,
         list_provisioners,
+        read_provisioner_fleet,
         remove_provisioner,
         read_demand,
         reserve_instances,
@@ -281,6 +282,19 @@ fn create_provisioner() {}
     ),
     security(("operator" = [])))]
 fn list_provisioners() {}
+
+/// A provisioner's fleet for people: each served label set's queued,
+/// reserved and running jobs, idle runners and oldest queued job, and its
+/// live instances with their terminate intents. Read only: it decides and
+/// writes nothing.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/provisioners/{id}", tag = "operators",
+    params(WorkspaceParam, ("id" = uuid::Uuid, Path, description = "The provisioner's id")),
+    responses(
+        (status = 200, description = "The fleet", body = ProvisionerFleet),
+        (status = 404, description = "`not-found`: no such provisioner in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn read_provisioner_fleet() {}
 
 /// Removes a provisioner: its token stops working at once, its live
 /// instances get `provisioner-removed` intents, its reservations are released.

@@ -71,6 +71,22 @@ pub struct ProvisionerList {
     pub items: Vec<ProvisionerSummary>,
 }
 
+/// `GET /v1/workspaces/{ws}/provisioners/{id}` (operators): the fleet as
+/// its provisioner sees it, for people: the demand of each served label
+/// set and the instances that are not gone.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProvisionerFleet {
+    pub provisioner: ProvisionerSummary,
+    /// As `GET /v1/provisioners/demand` answers them.
+    pub label_sets: Vec<LabelSetDemand>,
+    /// Instances not `terminated` or `failed`, by `provider_runner_id`.
+    pub instances: Vec<InstanceView>,
+    /// Instances that ended (`terminated` or `failed`) and are still on
+    /// record.
+    pub ended_instances: u64,
+}
+
 /// Demand for one label set a provisioner serves. A job counts toward it
 /// when the job's labels are a subset of `labels`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

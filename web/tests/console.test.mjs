@@ -346,7 +346,7 @@ jobs:
 
 test("the fleet page shows the elastic fleet going up and back to zero", async () => {
   const page = await signedIn("/fleet");
-  const instances = page.locator('tr[data-provisioner="dev-fleet"] [data-testid="instances-now"]');
+  const instances = page.locator('[data-provisioner="dev-fleet"] [data-testid="instances-now"]');
   await instances.waitFor();
   const created = await submit(`name: fleet
 jobs:
@@ -358,6 +358,8 @@ jobs:
     const n = Number(await instances.innerText());
     return n > 0 && n;
   }, 30_000);
+  // The instances themselves, each with its state.
+  await page.locator('[data-provisioner="dev-fleet"] tr[data-instance]').first().waitFor({ timeout: 30_000 });
   await shots(page, "fleet");
   await noSeriousA11yViolations(page, "fleet");
   await until("the run to succeed", async () => (await run(created.id)).status === "succeeded", 90_000);

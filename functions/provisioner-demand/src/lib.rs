@@ -10,16 +10,14 @@
 //! metrics are not published here but by the `demand-metrics` schedule,
 //! one datapoint a served set a period, however often anything polls.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use baton_api::provisioners::{Demand, LabelSetDemand, MAX_DEMAND_WAIT_S};
+use baton_api::provisioners::{Demand, MAX_DEMAND_WAIT_S};
 use baton_domain::error::ApiError;
 use baton_domain::runners::labels::is_subset;
 use baton_domain::runners::provisioners::demand::{served_demand, SetCounts};
 use baton_service::context::Context;
 use baton_service::http::{authorize_provisioner, json_response, method_not_allowed, query_param, respond};
-use baton_store::provisioners::fleet::demand_of;
 use baton_store::runner_items::LabelSet;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
@@ -90,39 +88,7 @@ async fn demand(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
     }
     let now = chrono::Utc::now();
     let (fleet, _) = context.store.fleet_pass(provisioner.id, now).await?.ok_or_else(ApiError::unauthenticated)?;
-    let mut label_sets = Vec::new();
-    // A job set fits several served sets (its labels are a subset of each):
-    // its head is read once a request, not once a served set it fits.
-    let mut heads: HashMap<String, Option<chrono::DateTime<chrono::Utc>>> = HashMap::new();
-    for (labels, served_now, idle_sessions) in demand_of(&fleet) {
-        let mut oldest = None;
-        for set in &served_now.waiting_sets {
-            let head = match heads.get(set) {
-                Some(head) => *head,
-                None => {
-                    let head = context
-                        .store
-                        .pending_head(&provisioner.workspace_id, set, 1)
-                        .await?
-                        .first()
-                        .map(|h| h.queued_at);
-                    heads.insert(set.clone(), head);
-                    head
-                }
-            };
-            if let Some(queued_at) = head {
-                oldest = Some(oldest.map_or(queued_at, |o: chrono::DateTime<chrono::Utc>| o.min(queued_at)));
-            }
-        }
-        label_sets.push(LabelSetDemand {
-            labels,
-            queued: served_now.queued,
-            reserved: served_now.reserved,
-            running: served_now.running,
-            idle_sessions,
-            oldest_queued_at: oldest,
-        });
-    }
+    let label_sets = baton_service::usecases::fleet::label_set_demand(&context.store, &fleet).await?;
     let version = version(served, &fleet.sets);
     tracing::info!(provisioner_id = %provisioner.id, workspace_id = %provisioner.workspace_id, %version, "demand read");
     Ok(json_response(StatusCode::OK, &Demand { label_sets, version }))

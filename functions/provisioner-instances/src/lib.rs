@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 
 use baton_api::provisioners::{
-    HonoredIntent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceView, TerminateIntent,
-    MAX_INSTANCES_PER_PAGE, MAX_INSTANCE_EVENTS,
+    HonoredIntent, InstanceList, InstanceReport, InstanceReportAnswer, InstanceView, MAX_INSTANCES_PER_PAGE,
+    MAX_INSTANCE_EVENTS,
 };
 use baton_domain::error::ApiError;
 use baton_service::context::Context;
@@ -126,24 +126,12 @@ async fn list(context: &Context, provisioner: &Provisioner, req: &Request) -> Re
     };
     let (fleet, _) =
         context.store.fleet_pass(provisioner.id, chrono::Utc::now()).await?.ok_or_else(ApiError::unauthenticated)?;
-    let items = fleet
-        .instances
-        .iter()
-        .filter(|i| !only_terminate || (i.terminate_reason.is_some() && !i.state.is_terminal()))
+    let mut items: Vec<InstanceView> = fleet
+        .instance_views()
+        .into_iter()
+        .filter(|i| !only_terminate || (i.terminate.is_some() && !i.state.is_terminal()))
         .filter(|i| cursor.as_deref().is_none_or(|after| i.provider_runner_id.as_str() > after))
-        .map(|i| InstanceView {
-            provider_runner_id: i.provider_runner_id.clone(),
-            state: i.state,
-            reservation_id: i.reservation_id,
-            runner_session_id: i
-                .session_id
-                .or_else(|| fleet.reservations.iter().find(|r| Some(r.id) == i.reservation_id)?.session_id),
-            terminate: i.terminate_reason.zip(i.terminate_at).map(|(reason, at)| TerminateIntent { reason, at }),
-            first_seen_at: Some(i.first_seen_at),
-        })
-        .collect::<Vec<_>>();
-    let mut items = items;
-    items.sort_by(|a, b| a.provider_runner_id.cmp(&b.provider_runner_id));
+        .collect();
     let next_cursor = (items.len() > limit).then(|| items[limit - 1].provider_runner_id.clone());
     items.truncate(limit);
     Ok(json_response(StatusCode::OK, &InstanceList { items, next_cursor }))

@@ -2,8 +2,11 @@
 //! `/v1/workspaces/{ws}/provisioners` (behaviour.md §15). The `bpt_` token
 //! is shown once, in the 201; only its hash is stored. Removing one stops
 //! its token at once and asks its instances to go (`provisioner-removed`).
+//! `GET …/provisioners/{id}` shows one fleet to people (the console's fleet
+//! page): a read of the fleet that decides and writes nothing, so an
+//! operator watching it never races the provisioner's own passes.
 
-use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerList};
+use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerFleet, ProvisionerList};
 use baton_domain::error::ApiError;
 use baton_domain::runners::provisioners::settings;
 use baton_service::context::Context;
@@ -29,6 +32,29 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             tracing::info!(workspace_id = %workspace, provisioner_id = %provisioner.id, "provisioner created");
             Ok(json_response(StatusCode::CREATED, &CreatedProvisioner { provisioner: provisioner.summary(), token }))
         }
+        Method::GET if has_id(&req) => {
+            let id = path_id(&req, "id")?;
+            let fleet = context
+                .store
+                .fleet(id)
+                .await?
+                // Another workspace's provisioner is no more visible than a
+                // missing one; a removed one is gone for its operators too.
+                .filter(|f| f.provisioner.workspace_id == workspace && f.provisioner.removed_at.is_none())
+                .ok_or_else(|| ApiError::not_found("provisioner"))?;
+            let label_sets = baton_service::usecases::fleet::label_set_demand(&context.store, &fleet).await?;
+            let (ended, live): (Vec<_>, Vec<_>) =
+                fleet.instance_views().into_iter().partition(|i| i.state.is_terminal());
+            Ok(json_response(
+                StatusCode::OK,
+                &ProvisionerFleet {
+                    provisioner: fleet.provisioner.summary(),
+                    label_sets,
+                    instances: live,
+                    ended_instances: ended.len() as u64,
+                },
+            ))
+        }
         Method::GET => {
             let items = context.store.list_provisioners(&workspace).await?.iter().map(|p| p.summary()).collect();
             Ok(json_response(StatusCode::OK, &ProvisionerList { items }))
@@ -44,4 +70,9 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         }
         _ => Err(method_not_allowed()),
     }
+}
+
+fn has_id(req: &Request) -> bool {
+    use lambda_http::RequestExt;
+    req.path_parameters().first("id").is_some()
 }

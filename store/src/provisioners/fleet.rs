@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use baton_api::provisioners::TerminateReason;
+use baton_api::provisioners::{InstanceView, TerminateIntent, TerminateReason};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -66,6 +66,25 @@ impl Fleet {
                 None => LeaseView { live: true, cancel_requested: false },
             })
             .collect()
+    }
+
+    /// Its instances as the API shows them (provisioners and operators
+    /// alike), by `provider_runner_id`.
+    pub fn instance_views(&self) -> Vec<InstanceView> {
+        let mut views: Vec<InstanceView> = self
+            .instances
+            .iter()
+            .map(|i| InstanceView {
+                provider_runner_id: i.provider_runner_id.clone(),
+                state: i.state,
+                reservation_id: i.reservation_id,
+                runner_session_id: i.session_id.or_else(|| self.reservation(i.reservation_id)?.session_id),
+                terminate: i.terminate_reason.zip(i.terminate_at).map(|(reason, at)| TerminateIntent { reason, at }),
+                first_seen_at: Some(i.first_seen_at),
+            })
+            .collect();
+        views.sort_by(|a, b| a.provider_runner_id.cmp(&b.provider_runner_id));
+        views
     }
 
     /// Whether unreserved demand exists that a runner with `labels` could take.

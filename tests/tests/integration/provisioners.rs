@@ -606,3 +606,52 @@ async fn a_report_sent_again_after_its_answer_was_lost_still_releases_the_ended_
     let held: Vec<_> = reservations.iter().filter(|r| !r.contains_key("released_at")).collect();
     assert!(held.is_empty(), "no reservation held by an ended instance: {held:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reads_a_fleet_as_its_provisioner_sees_it_and_another_workspace_cannot() {
+    let stack = TestStack::start().await;
+    for labels in [&["linux"][..], &["linux"], &["gpu"]] {
+        stack.queue_job("ws1", labels, Utc::now()).await;
+    }
+    let (id, token) = stack.create_provisioner("ws1", settings(json!([["linux", "x64"]]), 10)).await;
+    let reserved = reserve(&stack, &token, &["linux", "x64"], 1).await;
+    report(
+        &stack,
+        &token,
+        json!([{"provider_runner_id": "i-2", "state": "booting", "reservation_id": reserved[0]["id"]},
+               {"provider_runner_id": "i-1", "state": "failed"}]),
+    )
+    .await;
+
+    let fleet = stack.get_ok(&format!("/v1/workspaces/ws1/provisioners/{id}"), &stack.admin_token).await;
+    // The same figures the provisioner polls: one linux job queued, one reserved.
+    let polled = demand(&stack, &token).await;
+    assert_eq!(fleet["label_sets"][0]["labels"], json!(["linux", "x64"]));
+    assert_eq!(figures(&fleet, &["linux", "x64"]), figures(&polled, &["linux", "x64"]));
+    assert_eq!(figures(&fleet, &["linux", "x64"]), (1, 1, 0, 0));
+    assert!(fleet["label_sets"][0]["oldest_queued_at"].is_string());
+    assert_eq!(fleet["provisioner"]["id"], json!(id));
+    assert_eq!(fleet["provisioner"]["reserved_instances"], 1);
+    // Live instances are listed with their reservation; ended ones counted.
+    let instances = fleet["instances"].as_array().expect("instances");
+    assert_eq!(instances.len(), 1, "{fleet}");
+    assert_eq!(
+        (instances[0]["provider_runner_id"].as_str(), instances[0]["state"].as_str()),
+        (Some("i-2"), Some("booting"))
+    );
+    assert_eq!(instances[0]["reservation_id"], reserved[0]["id"]);
+    assert_eq!(fleet["ended_instances"], 1);
+
+    // Another workspace's operator, a provisioner's token, a made-up id: none sees it.
+    let other = stack.workspace_token("ws2").await;
+    let path = format!("/v1/workspaces/ws2/provisioners/{id}");
+    assert_eq!(stack.get(&path, &other).await.status, 404);
+    assert_eq!(stack.get(&format!("/v1/workspaces/ws1/provisioners/{id}"), &token).await.status, 401);
+    let unknown = format!("/v1/workspaces/ws1/provisioners/{}", uuid::Uuid::now_v7());
+    assert_eq!(stack.get(&unknown, &stack.admin_token).await.status, 404);
+    // Once removed, it is gone for its operators too.
+    let removed =
+        stack.send(Method::DELETE, &format!("/v1/workspaces/ws1/provisioners/{id}"), &stack.admin_token, None).await;
+    assert_eq!(removed.status, 204);
+    assert_eq!(stack.get(&format!("/v1/workspaces/ws1/provisioners/{id}"), &stack.admin_token).await.status, 404);
+}

@@ -511,7 +511,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * A provisioner's fleet for people: each served label set's queued,
+         *     reserved and running jobs, idle runners and oldest queued job, and its
+         *     live instances with their terminate intents. Read only: it decides and
+         *     writes nothing.
+         */
+        get: operations["read_provisioner_fleet"];
         put?: never;
         post?: never;
         /**
@@ -1618,6 +1624,24 @@ export interface components {
         PipelineVersion: {
             name: string;
             version: string;
+        };
+        /**
+         * @description `GET /v1/workspaces/{ws}/provisioners/{id}` (operators): the fleet as
+         *     its provisioner sees it, for people: the demand of each served label
+         *     set and the instances that are not gone.
+         */
+        ProvisionerFleet: {
+            provisioner: components["schemas"]["ProvisionerSummary"];
+            /** @description As `GET /v1/provisioners/demand` answers them. */
+            label_sets: components["schemas"]["LabelSetDemand"][];
+            /** @description Instances not `terminated` or `failed`, by `provider_runner_id`. */
+            instances: components["schemas"]["InstanceView"][];
+            /**
+             * Format: int64
+             * @description Instances that ended (`terminated` or `failed`) and are still on
+             *     record.
+             */
+            ended_instances: number;
         };
         ProvisionerList: {
             items: components["schemas"]["ProvisionerSummary"][];
@@ -4265,6 +4289,78 @@ export interface operations {
                 };
             };
             /** @description `not-found`: a workspace the token cannot see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal`: a bug; nothing the client sent */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the store is busy; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    read_provisioner_fleet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit */
+                ws: string;
+                /** @description The provisioner's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The fleet */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProvisionerFleet"];
+                };
+            };
+            /** @description `invalid-request`: a malformed body, path or query parameter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthenticated`: a missing, unknown, expired or wrong-kind token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`: no such provisioner in the workspace */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -9,6 +9,11 @@ const ICONS: Record<string, string> = {
   failed: "✗",
   cancelled: "⊘",
   skipped: "↷",
+  // An instance's states.
+  requested: "○",
+  booting: "◌",
+  terminating: "⊘",
+  terminated: "■",
 };
 
 export function Status({ status, soft }: { status: string; soft?: boolean }) {

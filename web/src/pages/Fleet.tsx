@@ -1,59 +1,99 @@
 import { errorText, type Schemas } from "../api/client";
+import { Status } from "../components/Status";
 import { useSession } from "../context";
 import { usePoll } from "../lib/poll";
-import { when } from "../lib/time";
+import { duration, ms, when } from "../lib/time";
 
-/** The workspace's provisioners and the instance slots each holds now. */
+type Fleet = Schemas["ProvisionerFleet"];
+
+/** Each provisioner's fleet: demand per label set, its instances and their intents. */
 export function FleetPage() {
   const { api, credentials } = useSession();
   const ws = credentials.workspace;
-  const provisioners = usePoll<Schemas["ProvisionerList"]>(
+  const fleets = usePoll<Fleet[]>(
     async () => {
-      const { data, error, response } = await api.GET("/v1/workspaces/{ws}/provisioners", { params: { path: { ws } } });
-      return data ? { data } : { error: errorText(error, response) };
+      const list = await api.GET("/v1/workspaces/{ws}/provisioners", { params: { path: { ws } } });
+      if (!list.data) return { error: errorText(list.error, list.response) };
+      const reads = await Promise.all(
+        list.data.items.map((p) => api.GET("/v1/workspaces/{ws}/provisioners/{id}", { params: { path: { ws, id: p.id } } })),
+      );
+      const failed = reads.find((r) => !r.data);
+      if (failed) return { error: errorText(failed.error, failed.response) };
+      return { data: reads.flatMap((r) => (r.data ? [r.data] : [])) };
     },
     2000,
     [ws],
   );
-  const items = provisioners.data?.items ?? [];
+  const now = Date.now();
   return (
     <section>
       <h1>Fleet</h1>
-      {provisioners.error && (
+      {fleets.error && (
         <p role="alert" class="error">
-          {provisioners.error}
+          {fleets.error}
         </p>
       )}
-      <table class="fleet">
-        <caption class="visually-hidden">Provisioners</caption>
-        <thead>
-          <tr>
-            <th scope="col">Provisioner</th>
-            <th scope="col">Label sets</th>
-            <th scope="col">Instances now</th>
-            <th scope="col">At most</th>
-            <th scope="col">Jobs an instance</th>
-            <th scope="col">Warm</th>
-            <th scope="col">Idle timeout</th>
-            <th scope="col">Created</th>
-          </tr>
-        </thead>
-        <tbody>
-          {items.map((p) => (
-            <tr data-provisioner={p.name}>
-              <td>{p.name}</td>
-              <td>{p.label_sets.map((set) => set.join(", ")).join(" · ")}</td>
-              <td data-testid="instances-now">{p.reserved_instances}</td>
-              <td>{p.max_instances}</td>
-              <td>{p.jobs_per_instance}</td>
-              <td>{p.warm}</td>
-              <td>{p.idle_timeout_s} s</td>
-              <td>{when(p.created_at)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {provisioners.data && items.length === 0 && <p class="muted">No provisioner in this workspace.</p>}
+      {fleets.data && fleets.data.length === 0 && <p class="muted">No provisioner in this workspace.</p>}
+      {(fleets.data ?? []).map(({ provisioner: p, label_sets, instances, ended_instances }) => (
+        <section class="provisioner" data-provisioner={p.name} aria-labelledby={`prov-${p.id}`}>
+          <h2 id={`prov-${p.id}`}>{p.name}</h2>
+          <p class="muted">
+            <span data-testid="instances-now">{p.reserved_instances}</span> of at most {p.max_instances} instances held now · {p.jobs_per_instance} job(s) an
+            instance · {p.warm} warm · idle timeout {p.idle_timeout_s} s · created {when(p.created_at)}
+          </p>
+          <table>
+            <caption class="visually-hidden">Demand by label set</caption>
+            <thead>
+              <tr>
+                <th scope="col">Label set</th>
+                <th scope="col">Queued</th>
+                <th scope="col">Reserved</th>
+                <th scope="col">Running</th>
+                <th scope="col">Idle runners</th>
+                <th scope="col">Oldest queued</th>
+              </tr>
+            </thead>
+            <tbody>
+              {label_sets.map((set) => (
+                <tr data-labels={set.labels.join(",")}>
+                  <td>{set.labels.join(", ")}</td>
+                  <td>{set.queued}</td>
+                  <td>{set.reserved}</td>
+                  <td>{set.running}</td>
+                  <td>{set.idle_sessions}</td>
+                  <td>{set.oldest_queued_at ? `${duration(ms(set.oldest_queued_at, null, now))} ago` : "—"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <table>
+            <caption class="visually-hidden">Instances</caption>
+            <thead>
+              <tr>
+                <th scope="col">Instance</th>
+                <th scope="col">State</th>
+                <th scope="col">Terminate intent</th>
+                <th scope="col">First seen</th>
+              </tr>
+            </thead>
+            <tbody>
+              {instances.map((i) => (
+                <tr data-instance={i.provider_runner_id}>
+                  <td>{i.provider_runner_id}</td>
+                  <td>
+                    <Status status={i.state} />
+                  </td>
+                  <td>{i.terminate ? `${i.terminate.reason.replace(/-/g, " ")} (${when(i.terminate.at)})` : "—"}</td>
+                  <td>{when(i.first_seen_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <p class="muted">
+            {instances.length} live instance(s){ended_instances ? `, ${ended_instances} ended` : ""}.
+          </p>
+        </section>
+      ))}
     </section>
   );
 }
