@@ -42,7 +42,7 @@ fi
 echo "== the console: its API types against the OpenAPI document, type check, lint, unit tests, build"
 ensure_chromium
 (cd web && npm ci --no-audit --no-fund --loglevel=error && npm run -s check:api && npm run -s typecheck \
-  && npm run -s lint && npx vitest run --reporter=dot && npm run -s build)
+  && npm run -s lint && npm run -s test:unit -- --reporter=dot && npm run -s build)
 
 echo "== Rust tests (unit, and integration against moto)"
 start_moto "${BATON_MOTO_PORT:-$(free_port)}"

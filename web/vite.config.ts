@@ -1,3 +1,4 @@
+/// <reference types="vitest/config" />
 import { defineConfig } from "vite";
 import preact from "@preact/preset-vite";
 
@@ -10,4 +11,6 @@ export default defineConfig({
   server: {
     proxy: { "/v1": process.env.BATON_API ?? "http://127.0.0.1:8080" },
   },
+  // Unit tests of the pure parts; tests/ holds the browser tests (node --test).
+  test: { include: ["src/**/*.test.ts"] },
 });

@@ -157,8 +157,15 @@ jobs:
   assert.deepEqual(groups, ["build", "lint", "report", "test"]);
   await until("the run to succeed", async () => (await run(created.id)).status === "succeeded");
   await page.locator('[data-group="report"] [data-status="succeeded"]').waitFor({ timeout: 5000 });
+  // One search across every job's log, then to the match in its job.
+  await page.getByLabel("Search every job's log").fill("TESTED");
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.getByTestId("run-search-count").filter({ hasText: "1 match in 1 job" }).waitFor();
   await shots(page, "run");
   await noSeriousA11yViolations(page, "run");
+  await page.getByRole("link", { name: "test: 1 match" }).click();
+  await page.locator(".row.hit", { hasText: "tested" }).waitFor();
+  assert.equal(await page.getByTestId("match-count").innerText(), "1 of 1");
   await page.goto(`${stack.url}/runs`);
   await page.locator(`tr[data-run="${created.id}"] [data-status="succeeded"]`).waitFor();
   await shots(page, "runs");

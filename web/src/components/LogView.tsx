@@ -5,6 +5,7 @@
 // `#L<n>` links that survive a reload, search across the job's steps with a
 // count and next/previous, and the raw text for download.
 import { AnsiUp } from "ansi_up";
+import { useLocation } from "preact-iso";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { errorText, type Schemas } from "../api/client";
 import { useSession } from "../context";
@@ -34,7 +35,9 @@ export function LogView({
   const store = useRef({ lines: [] as Line[], byStep: new Map<string, Line[]>(), ansi: new Map<string, AnsiUp>() });
   const [closed, setClosed] = useState<Set<string>>(new Set());
   const [timestamps, setTimestamps] = useState(false);
-  const [needle, setNeedle] = useState("");
+  // `?q=`: a search across the run's jobs led here; its needle is kept.
+  const { query } = useLocation();
+  const [needle, setNeedle] = useState(query.q ?? "");
   const [hit, setHit] = useState(0);
   const [target, setTarget] = useState<number | null>(() => lineFromHash());
   const scroller = useRef<HTMLDivElement>(null);
@@ -111,6 +114,14 @@ export function LogView({
     if (index >= 0) virtualizer.scrollToIndex(index, { align: "center" });
   }, [target, rows]);
 
+  // Arriving from a search of the whole run: show its first match once the log has it.
+  const [jumped, setJumped] = useState(!query.q);
+  useEffect(() => {
+    if (jumped || !hits.length) return;
+    setJumped(true);
+    setTarget(hits[0] ?? null);
+  }, [hits, jumped]);
+
   function goto(delta: number) {
     if (!hits.length) return;
     const next = (hit + delta + hits.length) % hits.length;
@@ -154,7 +165,9 @@ export function LogView({
             onKeyDown={(e) => {
               if (e.key === "Enter") {
                 e.preventDefault();
-                goto(e.shiftKey ? -1 : hits.length && current === undefined ? 0 : 1);
+                // The first Enter shows the current match; the next ones move on.
+                if (!e.shiftKey && current !== undefined && target !== current) setTarget(current);
+                else goto(e.shiftKey ? -1 : 1);
               }
             }}
           />

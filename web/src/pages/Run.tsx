@@ -3,6 +3,7 @@ import { useState } from "preact/hooks";
 import { errorText, type Schemas } from "../api/client";
 import { Graph } from "../components/Graph";
 import { LogView } from "../components/LogView";
+import { RunSearch } from "../components/RunSearch";
 import { Status } from "../components/Status";
 import { useSession } from "../context";
 import { latestExecution, queueMs, TERMINAL, whyWaiting } from "../lib/jobs";
@@ -85,6 +86,7 @@ export function RunPage({ runId, jobId }: { runId: string; jobId?: string }) {
         }}
       />
       <JobTable jobs={jobs} href={href} />
+      <RunSearch runId={runId} attempt={attempt.attempt} jobs={jobs} href={href} />
       {selected && <JobDetail run={data} attempt={attempt.attempt} job={selected} onDone={refresh} />}
       <Artifacts run={data} />
     </section>
