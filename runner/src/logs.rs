@@ -88,11 +88,18 @@ struct Queue {
     bytes: AtomicU64,
     limit: u64,
     dropped: AtomicU64,
+    /// Dropped lines no note has told of yet.
+    unannounced: AtomicU64,
 }
 
 impl Queue {
     fn new(limit: u64) -> Arc<Self> {
-        Arc::new(Self { bytes: AtomicU64::new(0), limit: limit.max(1), dropped: AtomicU64::new(0) })
+        Arc::new(Self {
+            bytes: AtomicU64::new(0),
+            limit: limit.max(1),
+            dropped: AtomicU64::new(0),
+            unannounced: AtomicU64::new(0),
+        })
     }
 
     /// Makes room for `line`, or counts it dropped.
@@ -101,9 +108,16 @@ impl Queue {
         if self.bytes.fetch_add(cost, Ordering::AcqRel) + cost > self.limit {
             self.bytes.fetch_sub(cost, Ordering::AcqRel);
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.unannounced.fetch_add(1, Ordering::AcqRel);
             return false;
         }
         true
+    }
+
+    /// Counts `line` in, room or not (a note about dropped lines is small
+    /// and must not be dropped itself).
+    fn charge(&self, line: &LogLine) {
+        self.bytes.fetch_add(cost(line), Ordering::AcqRel);
     }
 
     fn release(&self, line: &LogLine) {
@@ -141,11 +155,25 @@ impl LogSink {
     /// is a whole log's cap behind.
     pub fn line(&self, step_id: Uuid, stream: LogStream, text: String) {
         let line = LogLine { at: Utc::now(), step_id, stream, text };
-        if self.queue.admit(&line) {
-            if let Err(unsent) = self.tx.send(line) {
-                // The shipper is gone (the job is ending): nothing waits.
-                self.queue.release(&unsent.0);
-            }
+        if !self.queue.admit(&line) {
+            return;
+        }
+        // The note goes where the gap is: right before the first line kept
+        // after it (a note written when the shipper noticed could land
+        // before lines that came ahead of the gap).
+        let unannounced = self.queue.unannounced.swap(0, Ordering::AcqRel);
+        if unannounced > 0 {
+            let note = dropped_note(step_id, unannounced);
+            self.queue.charge(&note);
+            self.send(note);
+        }
+        self.send(line);
+    }
+
+    fn send(&self, line: LogLine) {
+        if let Err(unsent) = self.tx.send(line) {
+            // The shipper is gone (the job is ending): nothing waits.
+            self.queue.release(&unsent.0);
         }
     }
 }
@@ -236,7 +264,6 @@ async fn ship(
     // When the chunk's first line came (None while it is empty).
     let mut first_line_at: Option<Instant> = None;
     let mut seq = 0u64;
-    let mut reported_drops = 0u64;
     let mut last_step = Uuid::nil();
     let note_room = 512u64;
     loop {
@@ -258,16 +285,7 @@ async fn ship(
         if shipped.truncated {
             continue;
         }
-        let drops = queue.dropped.load(Ordering::Relaxed);
-        let mut lines = Vec::with_capacity(2);
-        if drops > reported_drops {
-            lines.push(system_line(
-                last_step,
-                format!("[{} lines dropped: the log store fell behind]", drops - reported_drops),
-            ));
-            reported_drops = drops;
-        }
-        lines.push(line);
+        let lines = [line];
         for line in lines {
             let Ok(mut encoded) = serde_json::to_vec(&line) else { continue };
             encoded.push(b'\n');
@@ -300,11 +318,10 @@ async fn ship(
             first_line_at = None;
         }
     }
-    let drops = queue.dropped.load(Ordering::Relaxed);
-    if drops > reported_drops && !shipped.truncated {
-        let note =
-            system_line(last_step, format!("[{} lines dropped: the log store fell behind]", drops - reported_drops));
-        if let Ok(mut encoded) = serde_json::to_vec(&note) {
+    // Lines dropped after the last one kept: told at the end.
+    let unannounced = queue.unannounced.swap(0, Ordering::AcqRel);
+    if unannounced > 0 && !shipped.truncated {
+        if let Ok(mut encoded) = serde_json::to_vec(&dropped_note(last_step, unannounced)) {
             encoded.push(b'\n');
             chunk.extend_from_slice(&encoded);
         }
@@ -312,8 +329,12 @@ async fn ship(
     if !chunk.is_empty() {
         upload(&lease, seq, chunk, &mut shipped).await;
     }
-    shipped.dropped_lines = drops;
+    shipped.dropped_lines = queue.dropped.load(Ordering::Relaxed);
     shipped
+}
+
+fn dropped_note(step_id: Uuid, lines: u64) -> LogLine {
+    system_line(step_id, format!("[{lines} lines dropped: the log store fell behind]"))
 }
 
 fn system_line(step_id: Uuid, text: String) -> LogLine {
@@ -443,6 +464,26 @@ mod tests {
             sink.line(Uuid::nil(), LogStream::Stdout, format!("line {n}"));
         }
         assert_eq!(sink.queue.dropped.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_note_of_dropped_lines_stands_where_they_were_dropped() {
+        // Room for two lines: the third and fourth are dropped, the fifth
+        // kept once the shipper took the first two.
+        let (sink, mut rx) = test_sink(2 * (6 + 64) + 10);
+        for n in 0..4 {
+            sink.line(Uuid::nil(), LogStream::Stdout, format!("line {n}"));
+        }
+        let mut texts = Vec::new();
+        while let Ok(line) = rx.try_recv() {
+            sink.queue.release(&line);
+            texts.push(line.text);
+        }
+        sink.line(Uuid::nil(), LogStream::Stdout, "line 4".into());
+        while let Ok(line) = rx.try_recv() {
+            texts.push(line.text);
+        }
+        assert_eq!(texts, ["line 0", "line 1", "[2 lines dropped: the log store fell behind]", "line 4"]);
     }
 
     #[test]
