@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::expressions::{self, Reference, Scope, Value};
+
 /// When a job runs once its needs are terminal.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -22,10 +24,14 @@ pub enum JobCondition {
     Always,
     /// `cancelled()`: runs only when the attempt was cancelled.
     Cancelled,
+    /// `!cancelled()`: runs whatever happened upstream, unless the attempt
+    /// was cancelled (GitHub's "report, but not after a cancel"): like
+    /// `always()`, except that a cancel cancels it.
+    NotCancelled,
 }
 
 /// The expressions accepted in `if:`, for error messages.
-pub const SUPPORTED_CONDITIONS: &str = "success(), failure(), always() or cancelled()";
+pub const SUPPORTED_CONDITIONS: &str = "success(), failure(), always(), cancelled() or !cancelled()";
 
 impl JobCondition {
     /// Parses an `if:` value: one of the four functions, optionally wrapped
@@ -41,6 +47,7 @@ impl JobCondition {
             return None;
         }
         match name.trim().to_ascii_lowercase().as_str() {
+            "!cancelled" => Some(JobCondition::NotCancelled),
             "success" => Some(JobCondition::Success),
             "failure" => Some(JobCondition::Failure),
             "always" => Some(JobCondition::Always),
@@ -56,6 +63,7 @@ impl JobCondition {
             JobCondition::Failure => "failure()",
             JobCondition::Always => "always()",
             JobCondition::Cancelled => "cancelled()",
+            JobCondition::NotCancelled => "!cancelled()",
         }
     }
 
@@ -64,6 +72,31 @@ impl JobCondition {
     /// terminal.
     pub fn runs_after_cancel(self) -> bool {
         matches!(self, JobCondition::Always | JobCondition::Cancelled)
+    }
+
+    /// Whether a job's `when` (its `if:` as written, the status function
+    /// included) holds in `scope`, once this condition held. The status
+    /// function in it reads as true (it was decided apart), but for
+    /// `!cancelled()` that would make the whole `if:` false: `cancelled()`
+    /// reads as what the condition says the attempt is.
+    pub fn when_holds(self, when: &str, scope: &dyn Scope) -> bool {
+        struct Decided<'a> {
+            scope: &'a dyn Scope,
+            cancelled: bool,
+        }
+        impl Scope for Decided<'_> {
+            fn resolve(&self, reference: &Reference) -> Option<String> {
+                self.scope.resolve(reference)
+            }
+            fn resolve_value(&self, reference: &Reference) -> Option<Value> {
+                self.scope.resolve_value(reference)
+            }
+            fn status(&self, function: &str) -> Option<bool> {
+                (function == "cancelled").then_some(self.cancelled)
+            }
+        }
+        let decided = Decided { scope, cancelled: self == JobCondition::Cancelled };
+        expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &decided))
     }
 }
 
@@ -77,6 +110,18 @@ mod tests {
         assert_eq!(JobCondition::parse("failure()"), Some(JobCondition::Failure));
         assert_eq!(JobCondition::parse("always()"), Some(JobCondition::Always));
         assert_eq!(JobCondition::parse("cancelled()"), Some(JobCondition::Cancelled));
+        assert_eq!(JobCondition::parse("${{ !cancelled() }}"), Some(JobCondition::NotCancelled));
+        assert!(!JobCondition::NotCancelled.runs_after_cancel(), "a cancel cancels it");
+    }
+
+    #[test]
+    fn the_rest_of_a_not_cancelled_if_decides_and_its_status_reads_as_it_held() {
+        let scope = expressions::MapScope::default();
+        assert!(JobCondition::NotCancelled.when_holds("!cancelled() && 1 == 1", &scope));
+        assert!(!JobCondition::NotCancelled.when_holds("!cancelled() && 1 == 2", &scope));
+        assert!(JobCondition::Cancelled.when_holds("cancelled() && 1 == 1", &scope));
+        assert!(JobCondition::Success.when_holds("success() && 1 == 1", &scope));
+        assert!(JobCondition::Success.when_holds("1 == 1", &scope));
     }
 
     #[test]
@@ -93,7 +138,9 @@ mod tests {
 
     #[test]
     fn other_expressions_are_rejected() {
-        for raw in ["", "always", "true", "!cancelled()", "success() && failure()", "always(1)", "${{ }}", "foo()"] {
+        for raw in
+            ["", "always", "true", "!failure()", "! always()", "success() && failure()", "always(1)", "${{ }}", "foo()"]
+        {
             assert_eq!(JobCondition::parse(raw), None, "{raw:?}");
         }
     }

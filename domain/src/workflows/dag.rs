@@ -14,7 +14,8 @@
 //!   upstream failed (a failure behind an `always()` job still counts);
 //! - `failure()`: attempt not cancelled and some job upstream failed;
 //! - `always()`: always;
-//! - `cancelled()`: the attempt was cancelled.
+//! - `cancelled()`: the attempt was cancelled;
+//! - `!cancelled()`: the attempt was not cancelled, whatever failed.
 //!
 //! Cancellation is expressed by the scheduler too, so the cancel route and
 //! the orchestrator apply one rule: in a cancelled attempt every
@@ -103,6 +104,7 @@ pub fn plan_advance(jobs: &[JobSnapshot], attempt_cancelled: bool) -> AdvancePla
                 JobCondition::Failure => !attempt_cancelled && upstream_failed[job],
                 JobCondition::Always => true,
                 JobCondition::Cancelled => attempt_cancelled,
+                JobCondition::NotCancelled => !attempt_cancelled,
             };
             (status[job], decision[job]) = if holds {
                 (JobStatus::Queued, Some(Decision::Start))

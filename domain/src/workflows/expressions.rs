@@ -333,28 +333,27 @@ pub fn split_condition(raw: &str) -> Result<(Option<String>, Option<Expr>), Stri
     if let Some(inner) = text.strip_prefix("${{").and_then(|rest| rest.strip_suffix("}}")) {
         text = inner.trim();
     }
-    let parsed = parse(text)?;
-    // GitHub's `!cancelled()` (run unless cancelled, whatever failed) has
-    // no status of Baton's four: said as such, not as a misplaced call.
-    let mut negated = None;
-    walk(&parsed, &mut |e| {
-        if let Expr::Not(inner) = e {
-            if let Expr::Status(status) = inner.as_ref() {
-                negated.get_or_insert_with(|| status.clone());
-            }
-        }
-    });
-    if let Some(status) = negated {
-        return Err(format!(
-            "!{status}() is not supported yet: an if: starts with one of success(), failure(), always() or \
-             cancelled(), never negated (always() runs whatever happened)"
-        ));
-    }
-    let (status, rest) = leading_status(parsed);
+    let (status, rest) = leading_status(parse(text)?);
     if let Some(rest) = &rest {
+        // A negated status other than a leading `!cancelled()` has no
+        // status of Baton's: said as such, not as a misplaced call.
+        let mut negated = None;
+        walk(rest, &mut |e| {
+            if let Expr::Not(inner) = e {
+                if let Expr::Status(status) = inner.as_ref() {
+                    negated.get_or_insert_with(|| status.clone());
+                }
+            }
+        });
+        if let Some(status) = negated {
+            return Err(format!(
+                "!{status}() is not supported: an if: starts with one of success(), failure(), always(), \
+                 cancelled() or !cancelled(), and only !cancelled() is negated (always() runs whatever happened)"
+            ));
+        }
         if contains_status(rest) {
-            return Err("a status function (success(), failure(), always(), cancelled()) may only come first, \
-                        joined to the rest by &&"
+            return Err("a status function (success(), failure(), always(), cancelled(), !cancelled()) may only \
+                        come first, joined to the rest by &&"
                 .into());
         }
     }
@@ -368,6 +367,11 @@ pub fn split_condition(raw: &str) -> Result<(Option<String>, Option<Expr>), Stri
 fn leading_status(expr: Expr) -> (Option<String>, Option<Expr>) {
     match expr {
         Expr::Status(status) => (Some(status), None),
+        // GitHub's "unless cancelled": the one negated status with a
+        // meaning of its own (`JobCondition::NotCancelled`).
+        Expr::Not(inner) if matches!(inner.as_ref(), Expr::Status(s) if s == "cancelled") => {
+            (Some("!cancelled".to_string()), None)
+        }
         Expr::And(left, right) => match leading_status(*left) {
             (Some(status), None) => (Some(status), Some(*right)),
             (Some(status), Some(left)) => (Some(status), Some(Expr::And(Box::new(left), right))),

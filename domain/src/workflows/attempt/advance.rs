@@ -14,7 +14,6 @@ use super::state::AttemptState;
 use super::transitions::scaled;
 use crate::workflows::dag::{plan_advance, Decision, JobSnapshot};
 use crate::workflows::definition::WorkflowDefinition;
-use crate::workflows::expressions;
 use crate::workflows::references::ExpressionData;
 use crate::workflows::spec::job_spec;
 use crate::workflows::status::{derive_attempt_status, AttemptStatus, ExecutionStatus, JobStatus, StatusReason};
@@ -305,10 +304,7 @@ impl AttemptState {
         let Some(scope) = self.scope_for(definition, defined, data, &mut change.missing) else {
             return Start::Blocked;
         };
-        let admitted = defined
-            .when
-            .as_deref()
-            .is_none_or(|when| expressions::parse(when).is_ok_and(|e| expressions::holds(&e, &scope)));
+        let admitted = defined.when.as_deref().is_none_or(|when| defined.condition.when_holds(when, &scope));
         // A job in a concurrency group starts only holding it.
         let turn = if admitted { self.job_group_turn(index, defined, &scope, data) } else { GroupTurn::Free };
         let holds = match turn {

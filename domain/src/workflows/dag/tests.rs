@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use JobCondition::{Always, Cancelled as IfCancelled, Failure, Success};
+use JobCondition::{Always, Cancelled as IfCancelled, Failure, NotCancelled, Success};
 use JobStatus::{Cancelled, Failed, Pending, Queued, Running, Skipped, Succeeded};
 
 fn job(key: &str, needs: &[&str], condition: JobCondition, status: JobStatus) -> JobSnapshot {
@@ -112,6 +112,17 @@ fn a_success_job_behind_an_always_job_is_skipped_after_an_upstream_failure() {
         job("publish", &["report"], Success, Pending),
     ];
     assert_eq!(plan_advance(&jobs, false).skip, keys(&["publish"]));
+}
+
+#[test]
+fn a_not_cancelled_job_runs_after_a_failure_but_a_cancel_cancels_it() {
+    // GitHub's `if: ${{ !cancelled() }}`: report whatever failed, unless cancelled.
+    let jobs = vec![job("test", &[], Success, Failed), job("report", &["test"], NotCancelled, Pending)];
+    assert_eq!(plan_advance(&jobs, false).start, keys(&["report"]));
+    let cancelled = vec![job("test", &[], Success, Cancelled), job("report", &["test"], NotCancelled, Pending)];
+    let plan = plan_advance(&cancelled, true);
+    assert_eq!(plan.cancel, keys(&["report"]));
+    assert!(plan.start.is_empty());
 }
 
 #[test]

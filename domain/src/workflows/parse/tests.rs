@@ -82,6 +82,17 @@ fn a_definition_survives_a_json_snapshot_round_trip() {
 }
 
 #[test]
+fn not_cancelled_is_a_condition_of_its_own_alone_or_before_more() {
+    for body in [
+        "runs-on: l\nif: ${{ !cancelled() }}\nsteps: [{run: x}]",
+        "runs-on: l\nif: \"!cancelled() && github.event_name == 'push'\"\nsteps: [{run: x}]",
+    ] {
+        let job = parse_definition(&with_job_body(body)).unwrap_or_else(|e| panic!("{body}: {e}")).jobs.remove(0);
+        assert_eq!(job.condition, JobCondition::NotCancelled, "{body}");
+    }
+}
+
+#[test]
 fn labels_in_runs_on_are_canonicalised() {
     let definition = parse_definition(&with_job_body("runs-on: [' X64', Linux, linux]\nsteps: [{run: x}]")).unwrap();
     assert_eq!(definition.jobs[0].labels, ["linux", "x64"]);
@@ -477,10 +488,10 @@ jobs:
 
 #[test]
 fn what_is_not_supported_yet_is_refused_as_such_not_as_a_type_or_a_place() {
-    let err = error_of(&with_job_body("runs-on: l\nif: ${{ !cancelled() }}\nsteps: [{run: x}]"));
-    assert!(err.message.contains("!cancelled() is not supported yet"), "{err}");
+    let err = error_of(&with_job_body("runs-on: l\nif: ${{ !failure() }}\nsteps: [{run: x}]"));
+    assert!(err.message.contains("!failure() is not supported"), "{err}");
     let err = error_of(&with_job_body("runs-on: l\nif: (!cancelled() && !failure())\nsteps: [{run: x}]"));
-    assert!(err.message.contains("!cancelled() is not supported yet"), "{err}");
+    assert!(err.message.contains("!failure() is not supported"), "{err}");
     let err = error_of(&with_job_body("runs-on: l\ntimeout-minutes: ${{ inputs.t }}\nsteps: [{run: x}]"));
     assert_eq!(err.field.as_deref(), Some("timeout-minutes"));
     assert!(err.message.contains("an expression is not supported here yet"), "{err}");
