@@ -134,6 +134,20 @@ pub struct JobView {
     /// whether it waits for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<ConcurrencyView>,
+    /// The job's `environment:` as written (GitHub's deployment target):
+    /// shown, not enforced; Baton's gate for a deploy is an `approval:` job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<JobEnvironment>,
+}
+
+/// A job's `environment:` (`name`, or `{name, url}`), as written: an
+/// expression in either is kept as text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobEnvironment {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// What an approval job waits for, and the decisions so far.

@@ -133,6 +133,10 @@ pub struct JobDefinition {
     /// takes turns in across the workspace's runs (`workflows::concurrency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<super::concurrency::ConcurrencySpec>,
+    /// `environment:` as written (GitHub's deployment target), shown in the
+    /// run view; nothing is enforced by it (an `approval:` job gates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<baton_api::runs::JobEnvironment>,
 }
 
 /// One step of a job: a shell command the runner executes, or an action

@@ -143,6 +143,7 @@ fn attempt_view(
                     labels: defined.map(|d| d.labels.clone()).unwrap_or_default(),
                     needs: defined.map(|d| d.needs.clone()).unwrap_or_default(),
                     carried_over: job.carried_over,
+                    environment: defined.and_then(|d| d.environment.clone()),
                     concurrency: job.concurrency.as_ref().map(|hold| ConcurrencyView {
                         group: hold.group.clone(),
                         waiting: hold.status == HoldStatus::Waiting && !job.status.is_terminal(),

@@ -1414,6 +1414,14 @@ export interface components {
             first_seen_at?: string | null;
         };
         /**
+         * @description A job's `environment:` (`name`, or `{name, url}`), as written: an
+         *     expression in either is kept as text.
+         */
+        JobEnvironment: {
+            name: string;
+            url?: string | null;
+        };
+        /**
          * @description The outcome a runner reports for a whole job.
          * @enum {string}
          */
@@ -1456,6 +1464,7 @@ export interface components {
             approval?: null | components["schemas"]["ApprovalView"];
             listening?: null | components["schemas"]["ListeningView"];
             concurrency?: null | components["schemas"]["ConcurrencyView"];
+            environment?: null | components["schemas"]["JobEnvironment"];
         };
         /**
          * @description Demand for one label set a provisioner serves. A job counts toward it

@@ -175,6 +175,21 @@ function JobDetail({ run, attempt, job, onDone }: { run: RunView; attempt: numbe
         {job.key} <Status status={job.status} soft={job.soft_failed} />
       </h2>
       <p class="why">{whyWaiting(job, [job]) ?? ""}</p>
+      {job.environment && (
+        <p data-testid="environment">
+          Environment: <strong>{job.environment.name}</strong>
+          {job.environment.url ? (
+            /^https?:\/\//.test(job.environment.url) ? (
+              <>
+                {" "}
+                · <a href={job.environment.url} rel="noopener noreferrer">{job.environment.url}</a>
+              </>
+            ) : (
+              <span class="muted"> · {job.environment.url}</span>
+            )
+          ) : null}
+        </p>
+      )}
       {job.approval && <Approval run={run} job={job} onDone={onDone} />}
       {job.listening && <Listening run={run} job={job} onDone={onDone} />}
       {job.executions.length > 1 && (

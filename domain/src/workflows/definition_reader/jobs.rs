@@ -20,6 +20,7 @@ use crate::workflows::definition::{
 use crate::workflows::expressions::{self, Reference};
 use crate::workflows::matrix::{MatrixGroup, Strategy};
 use crate::workflows::yaml::YamlNode;
+use baton_api::runs::JobEnvironment;
 
 const JOB_FIELDS: &[&str] = &[
     "name",
@@ -41,6 +42,7 @@ const JOB_FIELDS: &[&str] = &[
     "concurrency",
     "permissions",
     "defaults",
+    "environment",
 ];
 /// What an approval job cannot have: it runs on no runner.
 const NOT_FOR_APPROVALS: &[&str] = &[
@@ -168,6 +170,7 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
             approval: Some(approval),
             listen: None,
             concurrency: read_concurrency(fields.get("concurrency"), &at.field("concurrency"), Level::Job)?,
+            environment: read_environment(fields.get("environment"), &at.field("environment"))?,
         };
         return Ok((job, None));
     }
@@ -232,8 +235,38 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
         approval: None,
         listen,
         concurrency: read_concurrency(fields.get("concurrency"), &at.field("concurrency"), Level::Job)?,
+        environment: read_environment(fields.get("environment"), &at.field("environment"))?,
     };
     Ok((job, matrix))
+}
+
+/// The longest environment name or URL kept.
+const MAX_ENVIRONMENT_TEXT: usize = 1024;
+
+/// `environment:`: a name, or `{name, url}` (GitHub's two forms). Kept as
+/// written: GitHub evaluates it after the job, so its URL may read step
+/// outputs, and Baton only shows it.
+fn read_environment(node: Option<&YamlNode>, at: &Location) -> Result<Option<JobEnvironment>, DefinitionError> {
+    let Some(node) = node else { return Ok(None) };
+    let text = |node: &YamlNode, at: &Location| -> Result<String, DefinitionError> {
+        let Some(text) = node.scalar_text().filter(|t| !t.trim().is_empty()) else {
+            return Err(at.expected("a name", node));
+        };
+        if text.len() > MAX_ENVIRONMENT_TEXT {
+            return Err(at.error(format!("{} characters, at most {MAX_ENVIRONMENT_TEXT}", text.len())));
+        }
+        Ok(text)
+    };
+    if let YamlNode::Mapping(_) = node {
+        let fields = Fields::read(node, &["name", "url"], at, "a name, or a mapping with `name` and `url`")?;
+        let Some(name) = fields.get("name") else {
+            return Err(at.field("name").error("required: the environment's name"));
+        };
+        let name = text(name, &at.field("name"))?;
+        let url = fields.get("url").map(|url| text(url, &at.field("url"))).transpose()?;
+        return Ok(Some(JobEnvironment { name, url }));
+    }
+    Ok(Some(JobEnvironment { name: text(node, at)?, url: None }))
 }
 
 /// `outputs:`: a list of names (each the key of that name a step wrote),

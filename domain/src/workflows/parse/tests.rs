@@ -93,6 +93,29 @@ fn not_cancelled_is_a_condition_of_its_own_alone_or_before_more() {
 }
 
 #[test]
+fn an_environment_is_kept_as_written_in_either_of_githubs_forms() {
+    let job = parse_definition(&with_job_body("runs-on: l\nenvironment: production\nsteps: [{run: x}]"))
+        .unwrap()
+        .jobs
+        .remove(0);
+    let environment = job.environment.expect("an environment");
+    assert_eq!((environment.name.as_str(), environment.url), ("production", None));
+    let body = "runs-on: l\nenvironment:\n  name: ${{ inputs.target }}\n  url: ${{ steps.deploy.outputs.url }}\nsteps: [{run: x}]";
+    let environment =
+        parse_definition(&with_job_body(body)).unwrap().jobs.remove(0).environment.expect("an environment");
+    assert_eq!(environment.name, "${{ inputs.target }}");
+    assert_eq!(environment.url.as_deref(), Some("${{ steps.deploy.outputs.url }}"));
+    for (body, field) in [
+        ("runs-on: l\nenvironment: {url: x}\nsteps: [{run: x}]", "environment.name"),
+        ("runs-on: l\nenvironment: {name: p, reviewers: [a]}\nsteps: [{run: x}]", "environment.reviewers"),
+        ("runs-on: l\nenvironment: [p]\nsteps: [{run: x}]", "environment"),
+    ] {
+        let err = error_of(&with_job_body(body));
+        assert_eq!(err.field.as_deref(), Some(field), "{body}: {err}");
+    }
+}
+
+#[test]
 fn labels_in_runs_on_are_canonicalised() {
     let definition = parse_definition(&with_job_body("runs-on: [' X64', Linux, linux]\nsteps: [{run: x}]")).unwrap();
     assert_eq!(definition.jobs[0].labels, ["linux", "x64"]);
