@@ -3,7 +3,7 @@
 const ICONS: Record<string, string> = {
   pending: "○",
   queued: "◌",
-  waiting: "⏸",
+  waiting: "◔",
   running: "●",
   succeeded: "✓",
   failed: "✗",

@@ -224,7 +224,8 @@ function JobDetail({ run, attempt, job, onDone }: { run: RunView; attempt: numbe
           ))}
         </ol>
       )}
-      {execution && execution.status !== "pending" && (
+      {/* An approval job runs on no runner: it has no log. */}
+      {execution && execution.status !== "pending" && !job.approval && (
         <LogView key={execution.id} runId={run.id} job={job} attempt={attempt} execution={execution} />
       )}
     </section>
