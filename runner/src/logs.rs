@@ -285,11 +285,8 @@ async fn ship(
         if shipped.truncated {
             continue;
         }
-        let lines = [line];
-        for line in lines {
-            let Ok(mut encoded) = serde_json::to_vec(&line) else { continue };
-            encoded.push(b'\n');
-            let total = shipped.bytes + chunk.len() as u64 + encoded.len() as u64;
+        if let Some(bytes) = encoded(&line) {
+            let total = shipped.bytes + chunk.len() as u64 + bytes.len() as u64;
             if total + note_room > settings.cap_bytes {
                 let note = system_line(
                     line.step_id,
@@ -298,14 +295,11 @@ async fn ship(
                         settings.cap_bytes
                     ),
                 );
-                if let Ok(mut encoded) = serde_json::to_vec(&note) {
-                    encoded.push(b'\n');
-                    chunk.extend_from_slice(&encoded);
-                }
+                chunk.extend(encoded(&note).unwrap_or_default());
                 shipped.truncated = true;
-                break;
+            } else {
+                chunk.extend_from_slice(&bytes);
             }
-            chunk.extend_from_slice(&encoded);
         }
         if chunk.is_empty() {
             continue;
@@ -321,16 +315,20 @@ async fn ship(
     // Lines dropped after the last one kept: told at the end.
     let unannounced = queue.unannounced.swap(0, Ordering::AcqRel);
     if unannounced > 0 && !shipped.truncated {
-        if let Ok(mut encoded) = serde_json::to_vec(&dropped_note(last_step, unannounced)) {
-            encoded.push(b'\n');
-            chunk.extend_from_slice(&encoded);
-        }
+        chunk.extend(encoded(&dropped_note(last_step, unannounced)).unwrap_or_default());
     }
     if !chunk.is_empty() {
         upload(&lease, seq, chunk, &mut shipped).await;
     }
     shipped.dropped_lines = queue.dropped.load(Ordering::Relaxed);
     shipped
+}
+
+/// One line as the log store keeps it: JSON and a newline.
+fn encoded(line: &LogLine) -> Option<Vec<u8>> {
+    let mut encoded = serde_json::to_vec(line).ok()?;
+    encoded.push(b'\n');
+    Some(encoded)
 }
 
 fn dropped_note(step_id: Uuid, lines: u64) -> LogLine {
