@@ -20,6 +20,11 @@ export function apiClient(source: CredentialSource, baseUrl = window.location.or
   return client;
 }
 
+/** A read's answer as a poll keeps it: the data, or what went wrong in words. */
+export function settled<T>(answer: { data?: T; error?: unknown; response: Response }): { data?: T; error?: string } {
+  return answer.data !== undefined ? { data: answer.data } : { error: errorText(answer.error, answer.response) };
+}
+
 /** The API's error (`{error: {code, message}}`) in words, or what went wrong on the way. */
 export function errorText(error: unknown, response?: Response): string {
   const detail = (error as { error?: { code?: string; message?: string } } | undefined)?.error;

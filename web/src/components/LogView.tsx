@@ -12,6 +12,7 @@ import { useSession } from "../context";
 import { rows as rowsOf, search, type Line, type StepInfo } from "../lib/logrows";
 import { clock } from "../lib/time";
 import { useVirtualizer } from "../lib/virtual";
+import { Alert } from "./Alert";
 
 const ROW = 20;
 /** A page shorter than this answered everything shipped so far. */
@@ -188,11 +189,7 @@ export function LogView({
           {store.current.lines.length} lines{complete ? "" : " · live"}
         </span>
       </div>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
       <div class="log-lines" ref={scroller} tabIndex={0} data-testid="log-lines">
         <div style={{ height: `${virtualizer.getTotalSize()}px`, position: "relative" }}>
           {virtualizer.getVirtualItems().map((item) => {

@@ -5,6 +5,7 @@ import { useState } from "preact/hooks";
 import { errorText, type Schemas } from "../api/client";
 import { useSession } from "../context";
 import { latestExecution } from "../lib/jobs";
+import { Alert } from "./Alert";
 
 interface Found {
   job: Schemas["JobView"];
@@ -92,11 +93,7 @@ export function RunSearch({ runId, attempt, jobs, href }: { runId: string; attem
           ))}
         </ul>
       )}
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
     </form>
   );
 }

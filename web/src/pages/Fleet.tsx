@@ -3,6 +3,7 @@ import { Status } from "../components/Status";
 import { useSession } from "../context";
 import { usePoll } from "../lib/poll";
 import { duration, ms, when } from "../lib/time";
+import { Alert } from "../components/Alert";
 
 type Fleet = Schemas["ProvisionerFleet"];
 
@@ -28,11 +29,7 @@ export function FleetPage() {
   return (
     <section>
       <h1>Fleet</h1>
-      {fleets.error && (
-        <p role="alert" class="error">
-          {fleets.error}
-        </p>
-      )}
+      <Alert message={fleets.error} />
       {fleets.data && fleets.data.length === 0 && <p class="muted">No provisioner in this workspace.</p>}
       {(fleets.data ?? []).map(({ provisioner: p, label_sets, instances, ended_instances }) => (
         <section class="provisioner" data-provisioner={p.name} aria-labelledby={`prov-${p.id}`}>

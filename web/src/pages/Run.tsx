@@ -1,6 +1,6 @@
 import { useLocation } from "preact-iso";
 import { useState } from "preact/hooks";
-import { errorText, type Schemas } from "../api/client";
+import { errorText, settled, type Schemas } from "../api/client";
 import { Graph } from "../components/Graph";
 import { LogView } from "../components/LogView";
 import { RunSearch } from "../components/RunSearch";
@@ -9,6 +9,7 @@ import { useSession } from "../context";
 import { latestExecution, queueMs, TERMINAL, whyWaiting } from "../lib/jobs";
 import { usePoll } from "../lib/poll";
 import { duration, ms, when } from "../lib/time";
+import { Alert } from "../components/Alert";
 
 type RunView = Schemas["RunView"];
 type Job = Schemas["JobView"];
@@ -27,7 +28,7 @@ export function RunPage({ runId, jobId }: { runId: string; jobId?: string }) {
       // A run that ended changes only when someone reruns it (from here,
       // which refreshes): polling it further would cost for nothing.
       if (data) setLive(!TERMINAL.has(data.status));
-      return data ? { data } : { error: errorText(error, response) };
+      return settled({ data, error, response });
     },
     2000,
     [ws, runId],
@@ -36,7 +37,7 @@ export function RunPage({ runId, jobId }: { runId: string; jobId?: string }) {
   const [open, setOpen] = useState<Set<string>>(new Set());
   const data = run.data;
   if (!data) {
-    return <section>{run.error ? <p role="alert" class="error">{run.error}</p> : <p>Loading…</p>}</section>;
+    return <section>{run.error ? <Alert message={run.error} /> : <p>Loading…</p>}</section>;
   }
   const attemptNo = Number(query.attempt ?? data.current_attempt);
   const attempt = data.attempts.find((a) => a.attempt === attemptNo) ?? data.attempts[data.attempts.length - 1];
@@ -120,11 +121,7 @@ function RunActions({ run, onDone }: { run: RunView; onDone: () => Promise<void>
       <button type="button" disabled={!ended} onClick={() => act("all")}>
         Rerun all jobs
       </button>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
     </div>
   );
 }
@@ -297,11 +294,7 @@ function Approval({ run, job, onDone }: { run: RunView; job: Job; onDone: () => 
           </button>
         </form>
       )}
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
     </section>
   );
 }
@@ -412,11 +405,7 @@ function Artifacts({ run }: { run: RunView }) {
           ))}
         </tbody>
       </table>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alert message={error} />
     </section>
   );
 }

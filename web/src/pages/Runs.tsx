@@ -1,10 +1,11 @@
 import { useLocation } from "preact-iso";
 import { useState } from "preact/hooks";
-import { errorText, type Schemas } from "../api/client";
+import { errorText, settled, type Schemas } from "../api/client";
 import { Status } from "../components/Status";
 import { useSession } from "../context";
 import { usePoll } from "../lib/poll";
 import { duration, ms, when } from "../lib/time";
+import { Alert } from "../components/Alert";
 
 const STATUSES: Schemas["RunStatus"][] = ["pending", "running", "succeeded", "failed", "cancelled"];
 const PAGE = 25;
@@ -21,12 +22,7 @@ export function RunsPage() {
   const cursor = cursors[cursors.length - 1];
 
   const runs = usePoll<Schemas["RunList"]>(
-    async () => {
-      const { data, error, response } = await api.GET("/v1/workspaces/{ws}/runs", {
-        params: { path: { ws }, query: { status, limit: PAGE, cursor } },
-      });
-      return data ? { data } : { error: errorText(error, response) };
-    },
+    async () => settled(await api.GET("/v1/workspaces/{ws}/runs", { params: { path: { ws }, query: { status, limit: PAGE, cursor } } })),
     2000,
     [ws, status, cursor],
   );
@@ -64,11 +60,7 @@ export function RunsPage() {
           <input type="search" value={workflow} onInput={(e) => filter({ workflow: e.currentTarget.value })} />
         </label>
       </div>
-      {runs.error && (
-        <p role="alert" class="error">
-          {runs.error}
-        </p>
-      )}
+      <Alert message={runs.error} />
       <table class="runs">
         <caption class="visually-hidden">Runs, newest first</caption>
         <thead>
@@ -161,11 +153,7 @@ function NewRun() {
           <input name="inputs" value={inputs} onInput={(e) => setInputs(e.currentTarget.value)} />
         </label>
         <button type="submit">Start the run</button>
-        {error && (
-          <p role="alert" class="error">
-            {error}
-          </p>
-        )}
+        <Alert message={error} />
       </form>
     </details>
   );

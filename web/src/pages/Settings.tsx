@@ -1,8 +1,9 @@
 import { useState } from "preact/hooks";
-import { errorText, type Schemas } from "../api/client";
+import { errorText, settled, type Schemas } from "../api/client";
 import { useSession } from "../context";
 import { usePoll } from "../lib/poll";
 import { when } from "../lib/time";
+import { Alert } from "../components/Alert";
 
 export function SettingsPage() {
   return (
@@ -19,10 +20,7 @@ function Secrets() {
   const { api, credentials } = useSession();
   const ws = credentials.workspace;
   const secrets = usePoll<Schemas["SecretList"]>(
-    async () => {
-      const { data, error, response } = await api.GET("/v1/workspaces/{ws}/secrets", { params: { path: { ws } } });
-      return data ? { data } : { error: errorText(error, response) };
-    },
+    async () => settled(await api.GET("/v1/workspaces/{ws}/secrets", { params: { path: { ws } } })),
     10000,
     [ws],
   );
@@ -92,11 +90,7 @@ function Secrets() {
         <button type="submit">Save secret</button>
       </form>
       {message && <p role="status">{message}</p>}
-      {secrets.error && (
-        <p role="alert" class="error">
-          {secrets.error}
-        </p>
-      )}
+      <Alert message={secrets.error} />
     </section>
   );
 }
@@ -106,10 +100,7 @@ function RegistrationTokens() {
   const { api, credentials } = useSession();
   const ws = credentials.workspace;
   const tokens = usePoll<Schemas["RegistrationTokenList"]>(
-    async () => {
-      const { data, error, response } = await api.GET("/v1/workspaces/{ws}/registration-tokens", { params: { path: { ws } } });
-      return data ? { data } : { error: errorText(error, response) };
-    },
+    async () => settled(await api.GET("/v1/workspaces/{ws}/registration-tokens", { params: { path: { ws } } })),
     10000,
     [ws],
   );

@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks";
 import { errorText, type Api } from "../api/client";
 import type { CredentialSource } from "../auth/session";
+import { Alert } from "../components/Alert";
 
 /** The operator token, typed once, checked against the workspace before it is kept. */
 export function SignIn({ api, source }: { api: Api; source: CredentialSource }) {
@@ -46,11 +47,7 @@ export function SignIn({ api, source }: { api: Api; source: CredentialSource }) 
         <button type="submit" disabled={busy}>
           Sign in
         </button>
-        {error && (
-          <p role="alert" class="error">
-            {error}
-          </p>
-        )}
+        <Alert message={error} />
       </form>
       <p class="hint">The token is kept for this tab only and is cleared when you sign out or close it.</p>
     </main>
