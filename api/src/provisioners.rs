@@ -82,8 +82,8 @@ pub struct ProvisionerFleet {
     pub label_sets: Vec<LabelSetDemand>,
     /// Instances not `terminated` or `failed`, by `provider_runner_id`.
     pub instances: Vec<InstanceView>,
-    /// Instances that ended (`terminated` or `failed`) and are still on
-    /// record.
+    /// Instances that ended (`terminated` or `failed`) since the
+    /// provisioner was created.
     pub ended_instances: u64,
 }
 

@@ -9,6 +9,7 @@ use baton_store::Store;
 use baton_tests::runners::{queued_fact, queued_steps_fact, Queued};
 use baton_tests::{unique_stage, TestStack};
 use chrono::Utc;
+use futures::FutureExt;
 use serde_json::json;
 
 use crate::recorder::Recorder;
@@ -289,6 +290,42 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
     )
     .await;
     assert_eq!(listed.status, 200, "{}", listed.body);
+    all.push(f);
+
+    // A fleet with a year of history (issue 42): 10 or 10,000 one-job
+    // machines that came and went, moved to the fleet's history as passes
+    // leave them. One live instance each; a provisioner's tick is a report,
+    // a demand read and an instances page. Then the same 10,000 left in the
+    // partition, as every release and report left them before the history
+    // existed: the read each of those calls made then (through the gateway
+    // it passes 30 s on the emulator, so it is measured at the store).
+    let history_ws = format!("{ws}-history");
+    let ended_at = Utc::now() - chrono::Duration::days(200);
+    for (ended, shape) in [(10, "10 ended"), (10_000, "10,000 ended")] {
+        let (id, token) = stack.create_provisioner(&history_ws, served(&subsets[..1])).await;
+        let id: uuid::Uuid = id.parse().expect("a provisioner id");
+        stack.pile_up_ended_instances(&history_ws, id, ended, ended_at, true).await;
+        let live = json!({"events": [{"provider_runner_id": "i-live", "state": "running"}]});
+        for (name, call) in [
+            ("instance report", stack.post("/v1/provisioners/instances", &token, live.clone()).boxed()),
+            ("demand read", stack.get("/v1/provisioners/demand", &token).boxed()),
+            ("instances page", stack.get("/v1/provisioners/instances", &token).boxed()),
+        ] {
+            let (f, answer) = measure(recorder, &format!("{name} (1 live instance, {shape})"), call).await;
+            assert_eq!(answer.status, 200, "{}", answer.body);
+            all.push(f);
+        }
+    }
+    let (id, _) = stack.create_provisioner(&history_ws, served(&subsets[..1])).await;
+    let id: uuid::Uuid = id.parse().expect("a provisioner id");
+    stack.pile_up_ended_instances(&history_ws, id, 10_000, ended_at, false).await;
+    let (f, fleet) = measure(
+        recorder,
+        "fleet read of every call before the history (10,000 ended in the partition)",
+        stack.store.fleet(id),
+    )
+    .await;
+    assert_eq!(fleet.expect("the read").expect("the fleet").instances.len(), 10_000);
     all.push(f);
 
     for f in &mut all {

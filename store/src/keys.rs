@@ -24,6 +24,7 @@
 //! | provisioner registry entry (its workspace, served sets), for the demand metrics | `PROVREG` | `<ws>#<id>` | |
 //! | reservation | `PROV#<provisioner>` | `RESV#<id>` | |
 //! | runner instance | `PROV#<provisioner>` | `INST#<provider runner id>` | |
+//! | an ended instance or released reservation, once settled (`ttl`), and the ended count | `PROVHIST#<provisioner>` | `INST#…`, `RESV#…`, `ENDED` | |
 //! | operator API token | `APITOKEN#<sha256>` | `APITOKEN` | |
 //! | outbox (a fact to relay) | `OUTBOX#<event id>` | `OUTBOX` | |
 //! | concurrency group (its holder and waiting attempts) | `CGROUP#<ws>#<group>` | `CGROUP` | |
@@ -180,10 +181,20 @@ pub fn registration_token_listing_sk(created_at: DateTime<Utc>, id: Uuid) -> Str
 }
 
 /// The partition of a provisioner, its reservations and its instances: one
-/// `Query` reads its whole fleet.
+/// `Query` reads its whole live fleet (what ended moves to its history).
 pub fn provisioner_pk(id: Uuid) -> String {
     format!("PROV#{id}")
 }
+
+/// The history of a provisioner's fleet: its ended instances and released
+/// reservations, moved out of `provisioner_pk` once settled (same sort keys,
+/// a `ttl`), so the fleet a pass reads does not grow with months of
+/// machines; and the count of ended instances (`PROVISIONER_HISTORY_COUNT_SK`).
+pub fn provisioner_history_pk(id: Uuid) -> String {
+    format!("PROVHIST#{id}")
+}
+
+pub const PROVISIONER_HISTORY_COUNT_SK: &str = "ENDED";
 
 pub fn reservation_sk(id: Uuid) -> String {
     format!("{RESERVATION_PREFIX}{id}")

@@ -12,6 +12,10 @@
 //! - `PROV#<id>` / `INST#<provider runner id>`: an instance as reported, with
 //!   the terminate intent Baton decided for it (written once).
 //!
+//! What ended (an instance's terminal state, a reservation's release) moves
+//! to the fleet's history (`PROVHIST#<id>`, `history`) once settled, so the
+//! partition read on every call holds the live fleet, not its past.
+//!
 //! Demand is not stored here: it is the label-set registry's counts
 //! (`store::queue`), summed per served set (`runners::provisioners::demand`).
 //! A reservation adds to a job set's `reserved` on the condition that the
@@ -28,8 +32,8 @@
 //!
 //! The operations are here by concern: the provisioner's own item (create,
 //! read, remove), its fleet as read and what it decides (`fleet`), the
-//! reservations it makes and releases (`reservations`), and its instance
-//! reports (`instances`).
+//! reservations it makes and releases (`reservations`), its instance
+//! reports (`instances`), and what ended (`history`).
 
 use aws_sdk_dynamodb::types::{Delete, TransactWriteItem, Update};
 use baton_api::provisioners::{InstanceState, TerminateReason};
@@ -46,6 +50,7 @@ use baton_domain::runners::provisioners::settings::ProvisionerSettings;
 use baton_domain::tokens::{self, hash_token};
 
 pub mod fleet;
+pub mod history;
 mod instances;
 mod reservations;
 
@@ -141,6 +146,9 @@ pub struct ReservationItem {
     pub session_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_runner_id: Option<String>,
+    /// When its instance's runner first claimed (the hold on demand ends).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
+    pub first_claim_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
     pub released_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +156,12 @@ pub struct ReservationItem {
 }
 
 impl ReservationItem {
+    /// Whether it was read from the fleet's history: released, and its
+    /// instance (if any) ended, more than the grace ago.
+    pub fn in_history(&self) -> bool {
+        self.pk == keys::provisioner_history_pk(self.provisioner_id)
+    }
+
     pub fn link(&self) -> ReservationLink {
         ReservationLink {
             provisioner_id: self.provisioner_id,

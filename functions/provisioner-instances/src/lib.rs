@@ -78,7 +78,17 @@ async fn report(
             )));
         }
     }
-    let outcome = context.store.report_instances(provisioner, &body.events, chrono::Utc::now()).await?;
+    // An event about an instance whose reservation moved to the fleet's
+    // history is late: that instance ended and was settled minutes ago.
+    // Writing it would bring a machine back from the dead (a state never
+    // moves backwards), so it is accepted and changes nothing.
+    let events: Vec<_> = body
+        .events
+        .iter()
+        .filter(|e| !e.reservation_id.and_then(|id| known.get(&id)).is_some_and(|r| r.in_history()))
+        .cloned()
+        .collect();
+    let outcome = context.store.report_instances(provisioner, &events, chrono::Utc::now()).await?;
     tracing::info!(
         provisioner_id = %provisioner.id,
         events = body.events.len(),
@@ -103,8 +113,11 @@ async fn report(
 
 /// One page of the provisioner's instances, by `provider_runner_id`:
 /// `limit` (1 to 1,000) from after `cursor` (the previous page's last id).
-/// The fleet pass reads them all (its decisions need every one); only the
-/// answer is paged, so it stays far under Lambda's 6 MB.
+/// The fleet is read whole (its decisions need every instance; what ended
+/// has moved to its history, so whole is the live fleet) and only the
+/// answer is paged, so it stays far under Lambda's 6 MB. The first page
+/// runs the fleet pass; the pages after it only read, so a walk through
+/// the pages decides once.
 async fn list(context: &Context, provisioner: &Provisioner, req: &Request) -> Result<Response<Body>, ApiError> {
     let limit = match query_param(req, "limit") {
         None => MAX_INSTANCES_PER_PAGE,
@@ -124,8 +137,11 @@ async fn list(context: &Context, provisioner: &Provisioner, req: &Request) -> Re
         Some("terminate") => true,
         Some(other) => return Err(ApiError::invalid_request(format!("intent must be `terminate` (got `{other}`)"))),
     };
-    let (fleet, _) =
-        context.store.fleet_pass(provisioner.id, chrono::Utc::now()).await?.ok_or_else(ApiError::unauthenticated)?;
+    let fleet = match cursor {
+        None => context.store.fleet_pass(provisioner.id, chrono::Utc::now()).await?.map(|(fleet, _)| fleet),
+        Some(_) => context.store.fleet(provisioner.id).await?,
+    }
+    .ok_or_else(ApiError::unauthenticated)?;
     let mut items: Vec<InstanceView> = fleet
         .instance_views()
         .into_iter()

@@ -45,13 +45,14 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             let label_sets = baton_service::usecases::fleet::label_set_demand(&context.store, &fleet).await?;
             let (ended, live): (Vec<_>, Vec<_>) =
                 fleet.instance_views().into_iter().partition(|i| i.state.is_terminal());
+            let moved = context.store.ended_instances(id).await?;
             Ok(json_response(
                 StatusCode::OK,
                 &ProvisionerFleet {
                     provisioner: fleet.provisioner.summary(),
                     label_sets,
                     instances: live,
-                    ended_instances: ended.len() as u64,
+                    ended_instances: ended.len() as u64 + moved,
                 },
             ))
         }

@@ -10,6 +10,7 @@ use baton_api::provisioners::{InstanceView, TerminateIntent, TerminateReason};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::history::MOVES_PER_PASS;
 use super::{
     InstanceItem, Provisioner, ReservationItem, RELEASED_EXPIRED_UNUSED, RELEASED_INSTANCE_ENDED,
     RELEASED_PROVISIONER_REMOVED,
@@ -131,13 +132,7 @@ impl Fleet {
             if reservation.released_at.is_some() {
                 continue;
             }
-            // Its instance by the link, or by the instance's own record of
-            // its reservation (written with its state, so it holds even
-            // when the link's write was lost).
-            let instance = self.instances.iter().find(|i| {
-                reservation.provider_runner_id.as_ref() == Some(&i.provider_runner_id)
-                    || i.reservation_id == Some(reservation.id)
-            });
+            let instance = self.instances.iter().find(|i| links(reservation, i));
             let leases = reservation.session_id.and_then(|id| self.sessions.get(&id)).map(|s| self.leases_of(s));
             if self.provisioner.removed_at.is_some()
                 && leases.as_deref().is_none_or(|l| !l.iter().any(LeaseView::blocks_release))
@@ -152,6 +147,37 @@ impl Fleet {
         released
     }
 
+    /// The reservation an instance belongs to: by the link, or by the
+    /// instance's own record of it.
+    fn reservation_for(&self, instance: &InstanceItem) -> Option<&ReservationItem> {
+        self.reservations.iter().find(|r| links(r, instance))
+    }
+
+    /// What moves to the fleet's history now (`intents::moves_to_history`):
+    /// instances terminal for the grace whose reservation is released (or
+    /// gone), and reservations released for the grace whose instance, if
+    /// any, is terminal. Neither moves while the other still decides
+    /// something with it (a release needs the instance; an intent the
+    /// reservation's session).
+    pub fn settled(&self, now: DateTime<Utc>) -> (Vec<usize>, Vec<usize>) {
+        let instances = (0..self.instances.len())
+            .filter(|i| {
+                let instance = &self.instances[*i];
+                instance.state.is_terminal()
+                    && intents::moves_to_history(instance.state_at, now)
+                    && self.reservation_for(instance).is_none_or(|r| r.released_at.is_some())
+            })
+            .collect();
+        let reservations = (0..self.reservations.len())
+            .filter(|r| {
+                let reservation = &self.reservations[*r];
+                reservation.released_at.is_some_and(|at| intents::moves_to_history(at, now))
+                    && !self.instances.iter().any(|i| !i.state.is_terminal() && links(reservation, i))
+            })
+            .collect();
+        (instances, reservations)
+    }
+
     /// Idle registered runners of this fleet that could take work of `served`.
     pub fn idle_sessions(&self, served: &[String]) -> u64 {
         self.reservations
@@ -161,6 +187,14 @@ impl Fleet {
             .filter(|s| !s.is_capped_out() && !self.leases_of(s).iter().any(|l| l.live))
             .count() as u64
     }
+}
+
+/// Whether `instance` is `reservation`'s: by the reservation's link, or by
+/// the instance's own record of it (written with its state, so it holds
+/// even when the link's write was lost).
+fn links(reservation: &ReservationItem, instance: &InstanceItem) -> bool {
+    reservation.provider_runner_id.as_ref() == Some(&instance.provider_runner_id)
+        || instance.reservation_id == Some(reservation.id)
 }
 
 /// Demand per served set, as the demand route answers it.
@@ -270,7 +304,43 @@ impl Store {
                 released += 1;
             }
         }
+        self.move_settled_to_history(&mut fleet, now).await;
         Ok((fleet, released))
+    }
+
+    /// Moves what the fleet has settled to its history, at most
+    /// `MOVES_PER_PASS` items a pass. Housekeeping: a failure is logged and
+    /// left to the next pass, never the caller's (a demand read, a report).
+    async fn move_settled_to_history(&self, fleet: &mut Fleet, now: DateTime<Utc>) {
+        let (instances, reservations) = fleet.settled(now);
+        let mut moved = (Vec::new(), Vec::new());
+        for i in instances.into_iter().take(MOVES_PER_PASS) {
+            match self.move_instance_to_history(&fleet.instances[i], now).await {
+                Ok(true) => moved.0.push(i),
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(provisioner_id = %fleet.provisioner.id, error = %err, "moving an ended instance to history");
+                    break;
+                }
+            }
+        }
+        for r in reservations.into_iter().take(MOVES_PER_PASS.saturating_sub(moved.0.len())) {
+            match self.move_reservation_to_history(&fleet.reservations[r], now).await {
+                Ok(true) => moved.1.push(r),
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(provisioner_id = %fleet.provisioner.id, error = %err, "moving a released reservation to history");
+                    break;
+                }
+            }
+        }
+        // The fleet as answered is the live one (indices ascending: removed from the end).
+        for i in moved.0.into_iter().rev() {
+            fleet.instances.remove(i);
+        }
+        for r in moved.1.into_iter().rev() {
+            fleet.reservations.remove(r);
+        }
     }
 
     /// Writes an instance's terminate intent with its fact, once. A machine

@@ -209,6 +209,7 @@ impl Store {
                     holds_demand: Some(true),
                     session_id: None,
                     provider_runner_id: None,
+                    first_claim_at: None,
                     released_at: None,
                     release_reason: None,
                 };
@@ -275,17 +276,32 @@ impl Store {
             .build())
     }
 
-    /// The reservations of `provisioner_id` among `ids` (others' and unknown
-    /// ones are simply absent).
+    /// The reservations of `provisioner_id` among `ids`, live or moved to
+    /// the fleet's history (others' and unknown ones are simply absent): a
+    /// late report naming one that ended, or a reserve tried again, meets
+    /// it as it was.
     pub async fn reservations_of(
         &self,
         provisioner_id: Uuid,
         ids: &[Uuid],
     ) -> Result<BTreeMap<Uuid, ReservationItem>, StoreError> {
-        let found: Vec<ReservationItem> = self
+        let live: Vec<ReservationItem> = self
             .batch_get(ids.iter().map(|id| (keys::provisioner_pk(provisioner_id), keys::reservation_sk(*id))))
             .await?;
-        Ok(found.into_iter().map(|r| (r.id, r)).collect())
+        let mut found: BTreeMap<Uuid, ReservationItem> = live.into_iter().map(|r| (r.id, r)).collect();
+        // Each is in one partition or the other (its move is one
+        // transaction); the history is read only for those not live, which
+        // a report's events seldom name.
+        let rest: Vec<Uuid> = ids.iter().filter(|id| !found.contains_key(id)).copied().collect();
+        if !rest.is_empty() {
+            let moved: Vec<ReservationItem> = self
+                .batch_get(
+                    rest.iter().map(|id| (keys::provisioner_history_pk(provisioner_id), keys::reservation_sk(*id))),
+                )
+                .await?;
+            found.extend(moved.into_iter().map(|r| (r.id, r)));
+        }
+        Ok(found)
     }
 
     /// Releases a reservation as read, with its fact: the provisioner's slot

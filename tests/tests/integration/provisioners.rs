@@ -655,3 +655,77 @@ async fn an_operator_reads_a_fleet_as_its_provisioner_sees_it_and_another_worksp
     assert_eq!(removed.status, 204);
     assert_eq!(stack.get(&format!("/v1/workspaces/ws1/provisioners/{id}"), &stack.admin_token).await.status, 404);
 }
+
+/// A year of one-job machines: what ended leaves the partition every call
+/// reads, so a demand read, a report or an instances page costs what the
+/// live fleet costs, not what its past does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_with_a_year_of_ended_machines_reads_only_what_is_alive() {
+    let stack = TestStack::start().await;
+    let (id, token) = stack.create_provisioner("ws1", settings(json!([["linux"]]), 10)).await;
+    let provisioner_id: uuid::Uuid = id.parse().unwrap();
+    report(&stack, &token, json!([{"provider_runner_id": "i-live", "state": "running"}])).await;
+    const ENDED: usize = 200;
+    stack.pile_up_ended_instances("ws1", provisioner_id, ENDED, Utc::now() - chrono::Duration::days(200), false).await;
+    let partition = |pk: String| {
+        let dynamodb = stack.clients.dynamodb.clone();
+        let table = stack.store.table.clone();
+        async move {
+            let out = dynamodb
+                .query()
+                .table_name(table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", aws_sdk_dynamodb::types::AttributeValue::S(pk))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .send()
+                .await
+                .unwrap();
+            out.count() as usize
+        }
+    };
+    let live_pk = baton_store::keys::provisioner_pk(provisioner_id);
+    assert_eq!(partition(live_pk.clone()).await, 2 + 2 * ENDED, "the history as the partition held it");
+
+    // Each first page's pass moves a bounded share (instances first, then
+    // their reservations): the provisioner's polling empties the partition
+    // of its past within a few dozen calls.
+    let passes = 2 * ENDED / baton_store::provisioners::history::MOVES_PER_PASS;
+    let mut calls = 0;
+    while partition(live_pk.clone()).await > 2 {
+        assert!(calls <= passes + 5, "the past still in the partition after {calls} passes");
+        stack.instances(&token).await;
+        calls += 1;
+    }
+    assert_eq!(stack.instances(&token).await.len(), 1, "the list holds the live instance only");
+    let fleet = stack.store.fleet(provisioner_id).await.unwrap().expect("the fleet");
+    assert_eq!((fleet.instances.len(), fleet.reservations.len()), (1, 0), "a fleet read reads the live fleet");
+    let history = baton_store::keys::provisioner_history_pk(provisioner_id);
+    assert_eq!(partition(history).await, 2 * ENDED + 1, "every ended item kept in the history, with the count");
+    let operator = stack.get_ok(&format!("/v1/workspaces/ws1/provisioners/{id}"), &stack.admin_token).await;
+    assert_eq!(operator["ended_instances"], ENDED, "the operator still sees how many ended");
+    let live_key = aws_sdk_dynamodb::types::AttributeValue::S(live_pk.clone());
+    let moved = stack.items_of("instance").await.into_iter().filter(|i| i.get("pk") != Some(&live_key));
+    assert!(
+        moved.clone().count() == ENDED && moved.into_iter().all(|i| i.contains_key("ttl")),
+        "kept for a while, then expired"
+    );
+
+    // A late report about an instance of the past names a reservation in
+    // the history: accepted as known, and it brings nothing back.
+    let past = stack.items_of("reservation").await.into_iter().next().expect("a past reservation");
+    let (past_id, past_instance) = match (&past["id"], &past["provider_runner_id"]) {
+        (aws_sdk_dynamodb::types::AttributeValue::S(r), aws_sdk_dynamodb::types::AttributeValue::S(i)) => {
+            (r.clone(), i.clone())
+        }
+        other => panic!("a reservation with its instance: {other:?}"),
+    };
+    let late = report(
+        &stack,
+        &token,
+        json!([{"provider_runner_id": past_instance, "state": "running", "reservation_id": past_id}]),
+    )
+    .await;
+    assert_eq!(late["accepted"], 0, "{late}");
+    assert_eq!(stack.instances(&token).await.len(), 1, "the ended machine stays ended");
+    assert_eq!(partition(live_pk).await, 2);
+}

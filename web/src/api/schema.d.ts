@@ -1647,8 +1647,8 @@ export interface components {
             instances: components["schemas"]["InstanceView"][];
             /**
              * Format: int64
-             * @description Instances that ended (`terminated` or `failed`) and are still on
-             *     record.
+             * @description Instances that ended (`terminated` or `failed`) since the
+             *     provisioner was created.
              */
             ended_instances: number;
         };

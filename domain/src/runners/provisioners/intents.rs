@@ -129,6 +129,20 @@ pub fn expired_unused(expires_at: DateTime<Utc>, registered: bool, now: DateTime
     !registered && expires_at <= now
 }
 
+/// How long an ended instance, or a released reservation, stays in its
+/// fleet before it moves to the fleet's history, in seconds. Long enough
+/// that a report sent again after a lost answer, a reserve tried again or
+/// an intent's honour still meets it where it was; short enough that the
+/// fleet a pass reads is what is alive now plus a few minutes of churn,
+/// whatever months of one-job machines came before.
+pub const HISTORY_AFTER_S: i64 = 600;
+
+/// Whether something that ended (an instance's terminal state, a
+/// reservation's release) at `ended_at` moves to the fleet's history now.
+pub fn moves_to_history(ended_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    now - ended_at >= Duration::seconds(HISTORY_AFTER_S)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +249,13 @@ mod tests {
         assert!(expired_unused(t(900), false, t(900)));
         assert!(!expired_unused(t(900), false, t(899)));
         assert!(!expired_unused(t(900), true, t(1_000)));
+    }
+
+    #[test]
+    fn what_ended_moves_to_history_only_after_the_grace() {
+        let ended = Utc::now();
+        assert!(!moves_to_history(ended, ended), "a report sent again at once still finds it");
+        assert!(!moves_to_history(ended, ended + Duration::seconds(HISTORY_AFTER_S - 1)));
+        assert!(moves_to_history(ended, ended + Duration::seconds(HISTORY_AFTER_S)));
     }
 }
