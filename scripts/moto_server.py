@@ -22,6 +22,12 @@ cancellation it puts those items back and truncates the stream, in the same
 table object. Then it runs moto's own server entry point with its arguments.
 SQS long polls and every other service stay concurrent.
 
+S3: moto does not check a presigned URL's validity. AWS refuses a request
+through one past its signing instant plus `X-Amz-Expires` (403
+AccessDenied, "Request has expired"); the launcher does the same for the
+object routes (puts, parts, gets), so an upload slower than its URLs fails
+here as it would on AWS. Signatures themselves stay unchecked.
+
 Step Functions: moto's SendTaskFailure handler drops the request's `cause`
 (its execution engine takes one), so a `Catch` sees `"Cause": null` where
 AWS gives the cause sent. The run-attempt state machine reads the next
@@ -33,12 +39,16 @@ import copy
 import functools
 import sys
 import threading
+from datetime import datetime, timedelta, timezone
+from urllib.parse import parse_qs, urlparse
 
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
 from moto.core.responses import EmptyResult
+from moto.s3.exceptions import S3ClientError
+from moto.s3.responses import S3Response
 from moto.server import main
 from moto.stepfunctions.responses import StepFunctionResponse
 
@@ -138,6 +148,26 @@ def _send_task_failure(self):
 
 
 StepFunctionResponse.send_task_failure = _send_task_failure
+
+class _RequestExpired(S3ClientError):
+    def __init__(self):
+        super().__init__("AccessDenied", "Request has expired")
+
+
+_original_key_response = S3Response._key_response
+
+
+def _key_response_unless_expired(self, request, full_url):
+    query = parse_qs(urlparse(full_url).query)
+    signed_at, valid_s = query.get("X-Amz-Date"), query.get("X-Amz-Expires")
+    if signed_at and valid_s:
+        signed = datetime.strptime(signed_at[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        if datetime.now(timezone.utc) > signed + timedelta(seconds=int(valid_s[0])):
+            raise _RequestExpired()
+    return _original_key_response(self, request, full_url)
+
+
+S3Response._key_response = _key_response_unless_expired
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -95,13 +95,15 @@ pub fn unpack(bytes: &[u8], into: &Path) -> Result<(), String> {
     tar::Archive::new(GzDecoder::new(bytes)).unpack(into).map_err(|e| format!("unpacking into {}: {e}", into.display()))
 }
 
-/// Sends `archive` as artifact `name` of the job whose lease `token` holds.
+/// Sends `archive` as artifact `name` of the job whose lease `token` holds,
+/// each part no faster than `pace` allows.
 pub async fn upload(
     client: &Client,
     token: &str,
     execution: Uuid,
     name: &str,
     archive: &Archive,
+    pace: Pace,
 ) -> Result<Option<Artifact>, ClientError> {
     let body = ArtifactUploadRequest {
         name: name.to_string(),
@@ -109,14 +111,17 @@ pub async fn upload(
         sha256: archive.sha256.clone(),
     };
     let path = format!("/v1/runners/leases/{execution}/artifacts");
-    let begun: ArtifactUploadResponse = with_retries("artifact upload", RETRY_BUDGET, || {
-        client.send_for(reqwest::Method::POST, &path, token, Some(&body))
-    })
-    .await?;
+    // Asked again, the same request gives fresh URLs for the same upload.
+    let begin = || {
+        with_retries("artifact upload", RETRY_BUDGET, || {
+            client.send_for(reqwest::Method::POST, &path, token, Some(&body))
+        })
+    };
+    let begun: ArtifactUploadResponse = begin().await?;
     if begun.stored {
         return Ok(None);
     }
-    let complete = ArtifactCompleteRequest { parts: send_parts(client, &begun, archive).await? };
+    let complete = ArtifactCompleteRequest { parts: send_parts(client, begun, archive, pace, begin).await? };
     let path = format!("/v1/runners/leases/{execution}/artifacts/{}/complete", segment(name));
     let stored: Artifact = with_retries("artifact complete", RETRY_BUDGET, || {
         client.send_for(reqwest::Method::POST, &path, token, Some(&complete))
@@ -125,27 +130,84 @@ pub async fn upload(
     Ok(Some(stored))
 }
 
+/// The most bytes a second an upload sends (`None`: as fast as it goes).
+/// Tests slow a runner down with it, as a slow link would, without `tc`.
+pub type Pace = Option<u64>;
+
+/// How close to their expiry URLs are asked again before a part: half
+/// their validity, at most 30 s (enough for a part's request to start).
+fn renew_margin(validity: chrono::Duration) -> chrono::Duration {
+    (validity / 2).min(chrono::Duration::seconds(30))
+}
+
 /// Sends each part of `archive` to the URL the server issued for it; the
 /// parts' ETags, in order (what completing the upload names).
-pub async fn send_parts(
+///
+/// The server signs URLs valid no longer than the lease as it stands when
+/// they are asked (a runner that lost its lease cannot send on), and the
+/// lease is extended by heartbeats, not the URLs: an upload longer than
+/// the lease's remaining time would otherwise meet expired URLs and fail
+/// every time. So URLs close to their expiry are asked again (`renew`:
+/// the same request to the upload route, which answers fresh URLs for the
+/// same upload) before the next part, and a part refused 403 (a clock
+/// ahead of the server's) is sent once more with fresh ones.
+pub async fn send_parts<F, Fut>(
     client: &Client,
-    begun: &ArtifactUploadResponse,
+    begun: ArtifactUploadResponse,
     archive: &Archive,
-) -> Result<Vec<ArtifactPartDone>, ClientError> {
-    let mut done = Vec::with_capacity(begun.parts.len());
+    pace: Pace,
+    renew: F,
+) -> Result<Vec<ArtifactPartDone>, ClientError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<ArtifactUploadResponse, ClientError>>,
+{
+    let parts_refused =
+        |message: &str| ClientError::Permanent { status: 0, code: "artifact-parts".into(), message: message.into() };
+    let count = begun.parts.len();
+    let mut urls = begun;
+    let mut got_at = chrono::Utc::now();
+    let mut done = Vec::with_capacity(count);
     let mut offset = 0usize;
-    for part in &begun.parts {
+    let started = tokio::time::Instant::now();
+    for index in 0..count {
+        let expiring = urls.expires_at.is_some_and(|at| at - chrono::Utc::now() < renew_margin(at - got_at));
+        if expiring {
+            (urls, got_at) = (renew().await?, chrono::Utc::now());
+            if urls.parts.len() != count {
+                return Err(parts_refused("the server's parts changed while sending them"));
+            }
+        }
+        let part = urls.parts[index].clone();
         let end = offset + part.bytes as usize;
-        let slice = archive.bytes.get(offset..end).ok_or_else(|| ClientError::Permanent {
-            status: 0,
-            code: "artifact-parts".into(),
-            message: "the server's parts do not cover the archive".into(),
-        })?;
-        let etag = with_retries("archive part", RETRY_BUDGET, || client.put_part(&part.url, slice.to_vec())).await?;
+        let slice = archive
+            .bytes
+            .get(offset..end)
+            .ok_or_else(|| parts_refused("the server's parts do not cover the archive"))?;
+        if let Some(rate) = pace.filter(|r| *r > 0) {
+            // The part starts when the bytes before it would have gone at `rate`.
+            tokio::time::sleep_until(started + Duration::from_secs_f64(offset as f64 / rate as f64)).await;
+        }
+        let etag = match send_part(client, &part.url, slice).await {
+            Err(ClientError::Permanent { status: 403, .. }) => {
+                (urls, got_at) = (renew().await?, chrono::Utc::now());
+                let again = urls
+                    .parts
+                    .get(index)
+                    .ok_or_else(|| parts_refused("the server's parts changed while sending them"))?;
+                send_part(client, &again.url, slice).await?
+            }
+            sent => sent?,
+        };
         done.push(ArtifactPartDone { part_number: part.part_number, etag });
         offset = end;
     }
     Ok(done)
+}
+
+/// One part to its URL, transient failures retried.
+async fn send_part(client: &Client, url: &str, slice: &[u8]) -> Result<String, ClientError> {
+    with_retries("archive part", RETRY_BUDGET, || client.put_part(url, slice.to_vec())).await
 }
 
 /// Fetches a download's archive and checks it is the one stored (size and

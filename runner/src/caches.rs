@@ -155,13 +155,15 @@ async fn send(
         sha256: archive.sha256.clone(),
     };
     let path = format!("/v1/runners/leases/{execution}/caches");
-    let begun: ArtifactUploadResponse =
+    // Asked again, the same request gives fresh URLs for the same upload.
+    let begin = || {
         with_retries("cache save", RETRY_BUDGET, || client.send_for(reqwest::Method::POST, &path, token, Some(&body)))
-            .await?;
+    };
+    let begun: ArtifactUploadResponse = begin().await?;
     if begun.stored {
         return Ok(false);
     }
-    let parts = artifacts::send_parts(client, &begun, archive).await?;
+    let parts = artifacts::send_parts(client, begun, archive, None, begin).await?;
     let complete = CacheCompleteRequest { key: save.key.clone(), scope: save.scope.clone(), parts };
     let path = format!("/v1/runners/leases/{execution}/caches/complete");
     let _: CacheEntry = with_retries("cache complete", RETRY_BUDGET, || {

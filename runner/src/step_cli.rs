@@ -30,6 +30,10 @@ struct Args {
     /// Paths are relative to this directory (default: the job's).
     #[arg(long, env = "BATON_WORK_DIR")]
     work_dir: Option<PathBuf>,
+    /// The most bytes a second an artifact upload sends (tests slow a
+    /// runner down with it, as a slow link would).
+    #[arg(long, env = "BATON_UPLOAD_BYTES_PER_S", hide = true)]
+    upload_bytes_per_s: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,7 +133,16 @@ async fn run(args: Args) -> Result<(), String> {
         Command::Upload { name, paths } => {
             let archive = artifacts::pack(&dir, &paths)?;
             let size = archive.bytes.len();
-            match artifacts::upload(&client, &args.lease_token, args.execution, &name, &archive).await {
+            match artifacts::upload(
+                &client,
+                &args.lease_token,
+                args.execution,
+                &name,
+                &archive,
+                args.upload_bytes_per_s,
+            )
+            .await
+            {
                 Ok(_) => {
                     println!("artifact {name}: {} files, {size} bytes, sha256 {}", archive.files, archive.sha256);
                     Ok(())

@@ -204,3 +204,48 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
     assert!(listed.contents().len() >= 2, "the scan read the artifact and the cache entry too");
     runner.stop().await;
 }
+
+/// An upload longer than the lease's remaining time: the URLs the server
+/// signs are valid no longer than the lease as it stood when asked, and
+/// heartbeats extend the lease, not the URLs. Here leases last 3 s (a
+/// heartbeat a second) and the runner sends at 8 MB/s, so the 40 MB
+/// archive's last part starts about 4 s after its URLs were signed: the
+/// local stack refuses an expired URL as S3 does (403), and the runner asks
+/// again for fresh URLs of the same upload before they run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identical() {
+    let stack = fast_lease_stack().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: slow-link
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: |
+          head -c 40000000 /dev/urandom > big.bin
+          sha256sum big.bin | cut -d' ' -f1 > "$SHARED/built.sha"
+      - upload: {{name: big, path: [big.bin]}}
+  check:
+    needs: build
+    runs-on: linux
+    steps:
+      - download: {{name: big}}
+      - run: sha256sum big.bin | cut -d' ' -f1 > "$SHARED/fetched.sha"
+"#,
+        env = shared_env(&shared)
+    );
+    let slow = [("BATON_UPLOAD_BYTES_PER_S", "8000000".to_string())];
+    let mut runner = Runner::start_with_env(&stack, &token, "linux", &[], &slow);
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+        .await;
+    assert_eq!(view["status"], "succeeded", "{view:#}");
+    let built = std::fs::read_to_string(shared.join("built.sha")).expect("build ran");
+    let fetched = std::fs::read_to_string(shared.join("fetched.sha")).expect("check ran");
+    assert_eq!(built, fetched, "the download is the bytes built");
+    assert!(view["artifacts"][0]["bytes"].as_u64().unwrap() > 40_000_000, "three parts: {view}");
+    runner.stop().await;
+}
