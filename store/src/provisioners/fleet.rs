@@ -88,9 +88,14 @@ impl Fleet {
         views
     }
 
-    /// Whether unreserved demand exists that a runner with `labels` could take.
-    fn demand_fits(&self, labels: &[String]) -> bool {
-        self.sets.iter().any(|set| set.counts().unreserved() > 0 && is_subset(&set.labels, labels))
+    /// Whether work is waiting that the machine of `reservation` could
+    /// take: its own reservation still holds a queued job's demand (that
+    /// job waits for this very machine, and counts as reserved, not as
+    /// unreserved demand), or unreserved demand fits its labels.
+    fn demand_fits(&self, reservation: &ReservationItem) -> bool {
+        let own = reservation.holds_demand.is_some()
+            && self.sets.iter().any(|set| set.sk == reservation.labelset && set.queued > 0);
+        own || self.sets.iter().any(|set| set.counts().unreserved() > 0 && is_subset(&set.labels, &reservation.labels))
     }
 
     /// The intent each live instance without one gets now.
@@ -114,7 +119,7 @@ impl Fleet {
                     first_seen_at: instance.first_seen_at,
                     reservation_expires_at: reservation.map(|r| r.expires_at),
                     session,
-                    demand_fits: reservation.is_some_and(|r| self.demand_fits(&r.labels)),
+                    demand_fits: reservation.is_some_and(|r| self.demand_fits(r)),
                 }
             })
             .collect();
@@ -500,5 +505,52 @@ mod tests {
         // Its job ended: the one-job machine is exhausted.
         let ended = fleet(Some(record(RunnerStatus::Completed)), execution, now);
         assert_eq!(ended.decide_intents(now), vec![(0, TerminateReason::Exhausted)]);
+    }
+
+    #[test]
+    fn a_machine_whose_own_reservation_still_holds_a_queued_job_is_not_idle() {
+        let now = Utc::now();
+        // Registered an hour ago (past the 300 s idle timeout), no claim yet.
+        let mut fleet = fleet(None, Uuid::now_v7(), now - Duration::hours(1));
+        let session = fleet.sessions.values_mut().next().expect("a session");
+        session.executions.clear();
+        session.claims = 0;
+        session.last_claim_at = None;
+        let reservation = ReservationItem {
+            pk: fleet.provisioner.pk.clone(),
+            sk: keys::reservation_sk(Uuid::now_v7()),
+            kind: "reservation".into(),
+            id: Uuid::now_v7(),
+            provisioner_id: fleet.provisioner.id,
+            workspace_id: "ws1".into(),
+            labels: vec!["linux".into()],
+            labelset: "linux".into(),
+            expires_at: now + Duration::minutes(15),
+            created_at: now - Duration::hours(1),
+            holds_demand: Some(true),
+            session_id: Some(session.id),
+            provider_runner_id: Some("i-1".into()),
+            first_claim_at: None,
+            released_at: None,
+            release_reason: None,
+        };
+        fleet.instances[0].reservation_id = Some(reservation.id);
+        fleet.reservations.push(reservation);
+        // The job it was reserved for is still queued: counted reserved, so
+        // no *unreserved* demand fits, yet that job waits for this machine.
+        let set = |queued| LabelSet {
+            pk: "QREG#ws1".into(),
+            sk: "linux".into(),
+            labels: vec!["linux".into()],
+            v: String::new(),
+            queued,
+            running: 0,
+            reserved: 1,
+        };
+        fleet.sets = vec![set(1)];
+        assert_eq!(fleet.decide_intents(now), vec![], "its own job waits for it");
+        // That job went (cancelled, or another runner took it): idle.
+        fleet.sets = vec![set(0)];
+        assert_eq!(fleet.decide_intents(now), vec![(0, TerminateReason::Idle)]);
     }
 }
