@@ -28,10 +28,15 @@ pub enum JobCondition {
     /// was cancelled (GitHub's "report, but not after a cancel"): like
     /// `always()`, except that a cancel cancels it.
     NotCancelled,
+    /// `!cancelled() && !failure()`: runs when no upstream job failed and
+    /// the attempt was not cancelled; unlike `success()`, a skipped need
+    /// does not skip it (GitHub's "all passed, or none had to run").
+    NoFailure,
 }
 
 /// The expressions accepted in `if:`, for error messages.
-pub const SUPPORTED_CONDITIONS: &str = "success(), failure(), always(), cancelled() or !cancelled()";
+pub const SUPPORTED_CONDITIONS: &str =
+    "success(), failure(), always(), cancelled(), !cancelled() or !cancelled() && !failure()";
 
 impl JobCondition {
     /// Parses an `if:` value: one of the four functions, optionally wrapped
@@ -46,8 +51,14 @@ impl JobCondition {
         if arguments.trim() != ")" {
             return None;
         }
-        match name.trim().to_ascii_lowercase().as_str() {
+        Self::of_status(&name.trim().to_ascii_lowercase())
+    }
+
+    /// The condition a leading status names (`expressions::split_condition`).
+    pub fn of_status(status: &str) -> Option<Self> {
+        match status {
             "!cancelled" => Some(JobCondition::NotCancelled),
+            "!cancelled && !failure" => Some(JobCondition::NoFailure),
             "success" => Some(JobCondition::Success),
             "failure" => Some(JobCondition::Failure),
             "always" => Some(JobCondition::Always),
@@ -64,6 +75,7 @@ impl JobCondition {
             JobCondition::Always => "always()",
             JobCondition::Cancelled => "cancelled()",
             JobCondition::NotCancelled => "!cancelled()",
+            JobCondition::NoFailure => "!cancelled() && !failure()",
         }
     }
 

@@ -105,6 +105,7 @@ pub fn plan_advance(jobs: &[JobSnapshot], attempt_cancelled: bool) -> AdvancePla
                 JobCondition::Always => true,
                 JobCondition::Cancelled => attempt_cancelled,
                 JobCondition::NotCancelled => !attempt_cancelled,
+                JobCondition::NoFailure => !attempt_cancelled && !upstream_failed[job],
             };
             (status[job], decision[job]) = if holds {
                 (JobStatus::Queued, Some(Decision::Start))

@@ -372,6 +372,21 @@ fn leading_status(expr: Expr) -> (Option<String>, Option<Expr>) {
         Expr::Not(inner) if matches!(inner.as_ref(), Expr::Status(s) if s == "cancelled") => {
             (Some("!cancelled".to_string()), None)
         }
+        // `!cancelled() && failure()` is `failure()` (which never runs
+        // after a cancel); `!cancelled() && !failure()` is GitHub's "every
+        // need passed or was skipped, and no cancel"
+        // (`JobCondition::NoFailure`).
+        Expr::And(left, right)
+            if is_not_cancelled(&left) && matches!(right.as_ref(), Expr::Status(s) if s == "failure") =>
+        {
+            (Some("failure".to_string()), None)
+        }
+        Expr::And(left, right)
+            if is_not_cancelled(&left)
+                && matches!(right.as_ref(), Expr::Not(inner) if matches!(inner.as_ref(), Expr::Status(s) if s == "failure")) =>
+        {
+            (Some("!cancelled && !failure".to_string()), None)
+        }
         Expr::And(left, right) => match leading_status(*left) {
             (Some(status), None) => (Some(status), Some(*right)),
             (Some(status), Some(left)) => (Some(status), Some(Expr::And(Box::new(left), right))),
@@ -379,6 +394,10 @@ fn leading_status(expr: Expr) -> (Option<String>, Option<Expr>) {
         },
         other => (None, Some(other)),
     }
+}
+
+fn is_not_cancelled(expr: &Expr) -> bool {
+    matches!(expr, Expr::Not(inner) if matches!(inner.as_ref(), Expr::Status(s) if s == "cancelled"))
 }
 
 /// Whether an `if:` of `dialect` holds where `scope` knows the status

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use JobCondition::{Always, Cancelled as IfCancelled, Failure, NotCancelled, Success};
+use JobCondition::{Always, Cancelled as IfCancelled, Failure, NoFailure, NotCancelled, Success};
 use JobStatus::{Cancelled, Failed, Pending, Queued, Running, Skipped, Succeeded};
 
 fn job(key: &str, needs: &[&str], condition: JobCondition, status: JobStatus) -> JobSnapshot {
@@ -123,6 +123,16 @@ fn a_not_cancelled_job_runs_after_a_failure_but_a_cancel_cancels_it() {
     let plan = plan_advance(&cancelled, true);
     assert_eq!(plan.cancel, keys(&["report"]));
     assert!(plan.start.is_empty());
+}
+
+#[test]
+fn a_no_failure_job_runs_after_skipped_needs_but_not_after_a_failure_or_a_cancel() {
+    // GitHub's `if: !cancelled() && !failure()`: "every leg passed, or none had to run".
+    let gate = |test| vec![job("test", &[], Success, test), job("passed", &["test"], NoFailure, Pending)];
+    assert_eq!(plan_advance(&gate(Skipped), false).start, keys(&["passed"]), "success() would skip it");
+    assert_eq!(plan_advance(&gate(Succeeded), false).start, keys(&["passed"]));
+    assert_eq!(plan_advance(&gate(Failed), false).skip, keys(&["passed"]));
+    assert_eq!(plan_advance(&gate(Cancelled), true).cancel, keys(&["passed"]));
 }
 
 #[test]

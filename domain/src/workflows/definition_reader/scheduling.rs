@@ -61,7 +61,7 @@ pub(super) fn read_condition(
         ))
     })?;
     let condition = match status {
-        Some(status) => JobCondition::parse(&format!("{status}()")).unwrap_or_default(),
+        Some(status) => JobCondition::of_status(&status).unwrap_or_default(),
         None => JobCondition::default(),
     };
     let mut text = raw.trim();

@@ -458,6 +458,12 @@ fn a_status_function_comes_first_or_alone() {
     assert!(split_condition("needs.a.result == 'success' || failure()").is_err());
     assert!(split_condition("inputs.a && success()").is_err());
     assert!(split_condition("!always()").is_err());
+    // GitHub's two guards around a matrix's result, parentheses and all.
+    assert_eq!(split_condition("(!cancelled() && !failure())").unwrap(), (Some("!cancelled && !failure".into()), None));
+    assert_eq!(split_condition("${{ !cancelled() && failure() }}").unwrap(), (Some("failure".into()), None));
+    let (status, rest) = split_condition("!cancelled() && !failure() && inputs.a == '1'").unwrap();
+    assert_eq!((status.as_deref(), rest.is_some()), (Some("!cancelled && !failure"), true));
+    assert!(split_condition("!failure()").is_err(), "alone it would run after a cancel: said, not guessed");
     // First of a longer `&&` chain: the rest keeps its meaning.
     let (status, rest) = split_condition("always() && inputs.a == '1' && inputs.b == '2'").unwrap();
     assert_eq!(status.as_deref(), Some("always"));
