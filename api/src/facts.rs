@@ -245,12 +245,21 @@ pub struct StepSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub if_condition: Option<String>,
     /// The values, resolved when the job was queued, of the workflow's
-    /// references `if_condition` reads (`needs.*`, `inputs.*`, `matrix.*`,
+    /// references `if_condition` and the `deferred` fields read (`needs.*`, `inputs.*`, `matrix.*`,
     /// `env.*`, `baton.*`), keyed by the reference as written in its
     /// canonical form (`needs.build.outputs.version`). A reference that had
     /// no value is absent (it reads as null); secrets are never here.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub if_values: BTreeMap<String, String>,
+    /// The fields whose `${{ … }}` the runner resolves just before the step
+    /// runs, because they read what only it knows (an earlier step's
+    /// `steps.<id>.outputs.<name>`, `runner.*`, the `github.*` of the
+    /// machine): `run`, `working_directory`, `env.<NAME>`, `with.<name>`.
+    /// Such a field is left as written; the workflow's references it reads
+    /// are in `if_values`, so each expression is evaluated once, on the
+    /// runner (a value the queue put in is never read as an expression).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! A step's `if:`, decided just before the step would run, as GitHub's
-//! runner decides it. The queue resolved what the workflow knows (needs,
+//! runner decides it, and the step's fields that read what only the runner
+//! knows, resolved then too. The queue resolved what the workflow knows (needs,
 //! inputs, matrix, env, baton: the spec's `if_values`); what only the runner
 //! knows is read here: the earlier steps' `steps.<id>.outcome|conclusion`
 //! and `steps.<id>.outputs.<name>`, `github.*` and `runner.*` (as an
@@ -77,6 +78,50 @@ pub fn decide(step: &StepSpec, earlier: &Earlier) -> Decision {
     }
 }
 
+/// `step` with its deferred fields (`StepSpec::deferred`: a `run`,
+/// `working_directory`, `env.<NAME>` or `with.<name>` that reads an
+/// earlier step's outputs, `runner.*` or the machine's `github.*`)
+/// resolved now, just before it runs, in the same scope as its `if:`. Each
+/// of their expressions is evaluated here and only here (the queue left the
+/// field as written), so a value never becomes an expression. An error
+/// names the field; the step then fails without starting.
+pub fn resolve_deferred(step: &StepSpec, earlier: &Earlier) -> Result<StepSpec, String> {
+    if step.deferred.is_empty() {
+        return Ok(step.clone());
+    }
+    let evaluate = |field: &str, text: &str, values: &BTreeMap<String, String>| {
+        let scope = StepScope { earlier, values };
+        expressions::try_interpolate_in(text, Dialect::Step, &scope).map_err(|err| format!("{field}: `{text}`: {err}"))
+    };
+    let mut resolved = step.clone();
+    // The step's env first: its other fields read `env.NAME` as resolved
+    // (the queue only had the text of a deferred one).
+    let mut values = step.if_values.clone();
+    for field in &step.deferred {
+        let Some(name) = field.strip_prefix("env.") else { continue };
+        if let Some(value) = step.env.get(name) {
+            let value = evaluate(field, value, &step.if_values)?;
+            values.insert(field.clone(), value.clone());
+            resolved.env.insert(name.to_string(), value);
+        }
+    }
+    let resolve = |field: &str, text: &str| evaluate(field, text, &values);
+    for field in &step.deferred {
+        if field == "run" {
+            resolved.run = resolve(field, &step.run)?;
+        } else if field == "working_directory" {
+            if let Some(dir) = &step.working_directory {
+                resolved.working_directory = Some(resolve(field, dir)?);
+            }
+        } else if let Some(name) = field.strip_prefix("with.") {
+            if let Some(value) = step.with.get(name) {
+                resolved.with.insert(name.to_string(), resolve(field, value)?);
+            }
+        }
+    }
+    Ok(resolved)
+}
+
 /// A key of `map` read ignoring case, as GitHub's contexts are.
 fn lookup<'a, V>(map: &'a BTreeMap<String, V>, key: &str) -> Option<&'a V> {
     map.get(key).or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v))
@@ -103,6 +148,11 @@ impl Scope for StepScope<'_> {
             // The queue's: keyed as the reference prints.
             other => self.values.get(&other.to_string()).cloned(),
         }
+    }
+
+    fn hash_files(&self, patterns: &[String]) -> Option<Result<String, String>> {
+        let root = self.earlier.github.get("workspace")?;
+        Some(crate::hash_files::hash_files(std::path::Path::new(root), patterns))
     }
 
     fn status(&self, function: &str) -> Option<bool> {
@@ -181,5 +231,34 @@ mod tests {
         let bad = step(Some("fromJSON(needs.a.outputs.v).x"), &[("needs.a.outputs.v", "{")]);
         let Decision::Fail(why) = decide(&bad, &earlier(false)) else { panic!("fails") };
         assert!(why.starts_with("if: `fromJSON(needs.a.outputs.v).x`: "), "{why}");
+    }
+
+    #[test]
+    fn deferred_fields_read_earlier_steps_the_runner_and_the_queues_values_once() {
+        let mut step = StepSpec {
+            run: "echo ${{ steps.lint.outputs.changed }}-${{ runner.os }}-${{ matrix.m }} ${{ env.TAG }}".into(),
+            env: BTreeMap::from([
+                ("TAG".to_string(), "${{ steps.lint.outputs.changed }}".to_string()),
+                ("PLAIN".to_string(), "${{ not-deferred }}".to_string()),
+            ]),
+            with: BTreeMap::from([("key".to_string(), "${{ runner.os }}-cache".to_string())]),
+            if_values: BTreeMap::from([
+                ("matrix.m".to_string(), "${{ steps.lint.outputs.changed }}".to_string()),
+                // What the queue had of the deferred env value: its text.
+                ("env.TAG".to_string(), "${{ steps.lint.outputs.changed }}".to_string()),
+            ]),
+            deferred: vec!["run".into(), "env.TAG".into(), "with.key".into()],
+            ..StepSpec::default()
+        };
+        let mut earlier = earlier(false);
+        earlier.runner.insert("os".into(), "Linux".into());
+        let resolved = resolve_deferred(&step, &earlier).unwrap();
+        // The queue's value is text, never evaluated again.
+        assert_eq!(resolved.run, "echo true-Linux-${{ steps.lint.outputs.changed }} true", "env.TAG as resolved");
+        assert_eq!(resolved.env["TAG"], "true");
+        assert_eq!(resolved.env["PLAIN"], "${{ not-deferred }}", "a field not listed is left alone");
+        assert_eq!(resolved.with["key"], "Linux-cache");
+        step.run = "echo ${{ fromJSON('not json') }}".into();
+        assert!(resolve_deferred(&step, &earlier).unwrap_err().starts_with("run: "));
     }
 }

@@ -265,7 +265,16 @@ async fn run_steps(
         }
         earlier.failed = failed;
         // A cancel stops every step (see `crate::conditions`).
-        let decision = if halted || stop == Stop::Cancel { Decision::Skip } else { conditions::decide(step, &earlier) };
+        let mut decision =
+            if halted || stop == Stop::Cancel { Decision::Skip } else { conditions::decide(step, &earlier) };
+        // Its fields that read what only the runner knows, resolved now.
+        let resolved = match decision {
+            Decision::Run => {
+                conditions::resolve_deferred(step, &earlier).map_err(|why| decision = Decision::Fail(why)).ok()
+            }
+            _ => None,
+        };
+        let step = resolved.as_ref().unwrap_or(step);
         if decision == Decision::Skip {
             tracing::info!(job = %claim.job.key, step = %name, status = %"skipped", "step skipped");
             let result = skipped(step.id);

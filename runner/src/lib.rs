@@ -35,6 +35,7 @@ pub mod caches;
 pub mod complete;
 pub mod conditions;
 pub mod graph;
+pub mod hash_files;
 pub mod heartbeat;
 pub mod job;
 pub mod logs;

@@ -213,6 +213,13 @@ pub trait Scope {
     fn status(&self, _function: &str) -> Option<bool> {
         None
     }
+
+    /// `hashFiles(patterns…)` where the scope has the job's files (a step
+    /// on the runner): the hex SHA-256 of the matched files, empty when
+    /// none matches. `None`: the files are not here.
+    fn hash_files(&self, _patterns: &[String]) -> Option<Result<String, String>> {
+        None
+    }
 }
 
 /// Parses one expression (the text between `${{` and `}}`) of a workflow.
@@ -300,13 +307,49 @@ pub fn references(expr: &Expr, into: &mut Vec<Reference>) {
 
 /// Every reference in a string with expressions.
 pub fn text_references(text: &str) -> Result<Vec<Reference>, String> {
+    text_references_in(text, Dialect::Workflow)
+}
+
+/// Every reference in a string with expressions of `dialect`.
+pub fn text_references_in(text: &str, dialect: Dialect) -> Result<Vec<Reference>, String> {
     let mut found = Vec::new();
-    for segment in segments(text)? {
+    for segment in segments_in(text, dialect)? {
         if let Segment::Expr(expr) = segment {
             references(&expr, &mut found);
         }
     }
     Ok(found)
+}
+
+impl Reference {
+    /// What only the runner knows when a step is about to run: an earlier
+    /// step's outputs and outcome, `runner.*`, the machine's `github.*`.
+    pub fn is_runner_side(&self) -> bool {
+        matches!(self, Reference::Runner(_) | Reference::StepOutput { .. })
+    }
+}
+
+/// Whether a step's field (its `run`, an `env` or `with` value, its
+/// `working-directory`) reads something only the runner knows (a
+/// reference, or the files `hashFiles()` hashes), so the runner resolves
+/// it (`StepSpec::deferred`).
+pub fn reads_runner_side(text: &str) -> bool {
+    if !text.contains("${{") {
+        return false;
+    }
+    let Ok(segments) = segments_in(text, Dialect::Step) else { return false };
+    segments.iter().any(|segment| match segment {
+        Segment::Expr(expr) => {
+            let mut runner_side = false;
+            walk(expr, &mut |e| match e {
+                Expr::Ref(reference) => runner_side |= reference.is_runner_side(),
+                Expr::Call(Function::HashFiles, _) => runner_side = true,
+                _ => {}
+            });
+            runner_side
+        }
+        Segment::Text(_) => false,
+    })
 }
 
 /// A condition's text without the `${{ }}` around it, which is optional

@@ -13,46 +13,83 @@ use super::github::{self, GithubData};
 use super::matrix::MatrixLeg;
 use super::status::JobStatus;
 
-/// Every field of `job` that may hold expressions, with its location, and
-/// the env names visible there.
-fn expression_fields(job: &JobDefinition) -> Vec<(String, &str, Vec<&str>)> {
+/// A field of a job that may hold expressions: its location, its text, the
+/// env names visible there, and, for a step's `run`, `working-directory`,
+/// `env` and `with` values, the step's index (the runner may resolve those
+/// just before the step runs: what earlier steps wrote, `runner.*`).
+type ExpressionField<'a> = (String, &'a str, Vec<&'a str>, Option<usize>);
+
+/// Every field of `job` that may hold expressions.
+fn expression_fields(job: &JobDefinition) -> Vec<ExpressionField<'_>> {
     let job_env: Vec<&str> = job.env.keys().map(String::as_str).collect();
     let mut fields = Vec::new();
     for (name, value) in &job.env {
-        fields.push((format!("env.{name}"), value.as_str(), Vec::new()));
+        fields.push((format!("env.{name}"), value.as_str(), Vec::new(), None));
     }
     if let Some(text) = &job.continue_on_error {
-        fields.push(("continue-on-error".into(), text.as_str(), job_env.clone()));
+        fields.push(("continue-on-error".into(), text.as_str(), job_env.clone(), None));
     }
     if let Some(text) = &job.priority {
-        fields.push(("priority".into(), text.as_str(), job_env.clone()));
+        fields.push(("priority".into(), text.as_str(), job_env.clone(), None));
     }
     if let Some(spec) = &job.concurrency {
-        fields.push(("concurrency.group".into(), spec.group.as_str(), Vec::new()));
+        fields.push(("concurrency.group".into(), spec.group.as_str(), Vec::new(), None));
         if let Some(text) = &spec.cancel_in_progress {
-            fields.push(("concurrency.cancel-in-progress".into(), text.as_str(), Vec::new()));
+            fields.push(("concurrency.cancel-in-progress".into(), text.as_str(), Vec::new(), None));
         }
     }
     for (index, step) in job.steps.iter().enumerate() {
         let mut visible = job_env.clone();
         visible.extend(step.env.keys().map(String::as_str));
-        fields.push((format!("steps[{index}].run"), step.run.as_str(), visible.clone()));
+        fields.push((format!("steps[{index}].run"), step.run.as_str(), visible.clone(), Some(index)));
         if let Some(text) = &step.continue_on_error {
-            fields.push((format!("steps[{index}].continue-on-error"), text.as_str(), visible.clone()));
+            fields.push((format!("steps[{index}].continue-on-error"), text.as_str(), visible.clone(), None));
         }
         if let Some(text) = &step.working_directory {
-            fields.push((format!("steps[{index}].working-directory"), text.as_str(), visible.clone()));
+            fields.push((format!("steps[{index}].working-directory"), text.as_str(), visible.clone(), Some(index)));
         }
         for (name, value) in &step.env {
-            fields.push((format!("steps[{index}].env.{name}"), value.as_str(), job_env.clone()));
+            fields.push((format!("steps[{index}].env.{name}"), value.as_str(), job_env.clone(), Some(index)));
         }
         // An action's inputs read what its `env` values may, and see the
         // step's env as `run` does.
         for (name, value) in &step.with {
-            fields.push((format!("steps[{index}].with.{name}"), value.as_str(), visible.clone()));
+            fields.push((format!("steps[{index}].with.{name}"), value.as_str(), visible.clone(), Some(index)));
         }
     }
     fields
+}
+
+/// Whether `reference`, read by step `index` of `job`, is the runner's to
+/// resolve; refused when it names a step that does not run before that
+/// one (GitHub reads a later or unknown one as empty, silently).
+fn runner_side(job: &JobDefinition, index: usize, reference: &Reference) -> Result<bool, String> {
+    let read = match reference {
+        Reference::StepOutput { step, .. } => step.as_str(),
+        Reference::Runner(path) if path.first().is_some_and(|c| c == "steps") => path.get(1).map_or("", String::as_str),
+        // `github.*`, `runner.*`: the runner's, as an action reads them;
+        // only what it knows (anything else would read as empty, silently).
+        Reference::Runner(path) => {
+            return match path.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                ["github", "workspace"] | ["runner", "os" | "arch" | "temp"] => Ok(true),
+                ["github", other] => Err(github::refusal(other)),
+                _ => Err(format!(
+                    "unknown reference {reference}: the runner knows runner.os|arch|temp and github.workspace"
+                )),
+            }
+        }
+        _ => return Ok(false),
+    };
+    let is = |s: &super::definition::StepDefinition| s.id.as_deref() == Some(read);
+    if job.steps[..index].iter().any(is) {
+        return Ok(true);
+    }
+    let why = if job.steps[index..].iter().any(is) {
+        format!("step `{read}` does not run before this one: a step reads only the steps before it")
+    } else {
+        format!("no step before this one has id `{read}`")
+    };
+    Err(format!("{reference}: {why}"))
 }
 
 /// Checks every expression of `definition`: each reference names something
@@ -99,11 +136,34 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
             }
         }
         let mut checked: Vec<(String, Reference, Vec<&str>)> = Vec::new();
-        for (field, text, visible) in expression_fields(job) {
-            check_secret_expressions(&field, text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
-            let found =
-                expressions::text_references(text).map_err(|e| DefinitionError::in_job(&job.key, Some(&field), e))?;
-            checked.extend(found.into_iter().map(|r| (field.clone(), r, visible.clone())));
+        for (field, text, visible, step) in expression_fields(job) {
+            let refuse = |e: String| DefinitionError::in_job(&job.key, Some(&field), e);
+            check_secret_expressions(&field, text).map_err(refuse)?;
+            let Some(index) = step else {
+                let found = expressions::text_references(text).map_err(refuse)?;
+                checked.extend(found.into_iter().map(|r| (field.clone(), r, visible.clone())));
+                continue;
+            };
+            // A step's field may read what the runner knows; then the
+            // runner resolves all of it (`StepSpec::deferred`).
+            let found = expressions::text_references_in(text, Dialect::Step).map_err(refuse)?;
+            let mut deferred = false;
+            for reference in found {
+                if runner_side(job, index, &reference).map_err(refuse)? {
+                    deferred = true;
+                } else {
+                    checked.push((field.clone(), reference, visible.clone()));
+                }
+            }
+            // The claim puts a secret's value in where it stands; the runner
+            // would then read that value as text to evaluate.
+            if deferred && checked.iter().any(|(f, r, _)| f == &field && matches!(r, Reference::Secret(_))) {
+                return Err(refuse(
+                    "a field that reads steps.* or runner.* (resolved on the runner) reads no secret: \
+                     pass the secret in through the step's env"
+                        .into(),
+                ));
+            }
         }
         checked.extend(step_condition_references(job)?);
         if let Some(when) = job.listen.as_ref().and_then(|l| l.when.as_ref()) {
@@ -184,7 +244,11 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 {
                     return refuse("no such variable in the workflow's, the job's or the step's env".into());
                 }
-                Reference::StepOutput { .. } => return refuse("step outputs are read in the job's `outputs:`".into()),
+                Reference::StepOutput { .. } => {
+                    return refuse(
+                        "step outputs are read in a step's `if:`, `run`, `env`, `with` or the job's `outputs:`".into(),
+                    )
+                }
                 _ => {}
             }
         }
@@ -229,26 +293,8 @@ fn step_condition_references(job: &JobDefinition) -> Result<Vec<Located<'_>>, De
         let mut visible: Vec<&str> = job.env.keys().map(String::as_str).collect();
         visible.extend(step.env.keys().map(String::as_str));
         for reference in found {
-            let read = match &reference {
-                Reference::StepOutput { step, .. } => step.as_str(),
-                Reference::Runner(path) if path.first().is_some_and(|c| c == "steps") => {
-                    path.get(1).map_or("", String::as_str)
-                }
-                // `github.*`, `runner.*`: the runner's, as an action reads them.
-                Reference::Runner(_) => continue,
-                _ => {
-                    checked.push((field.clone(), reference, visible.clone()));
-                    continue;
-                }
-            };
-            let is = |s: &super::definition::StepDefinition| s.id.as_deref() == Some(read);
-            if !job.steps[..index].iter().any(is) {
-                let why = if job.steps[index..].iter().any(is) {
-                    format!("step `{read}` does not run before this one: a step's `if:` reads only the steps before it")
-                } else {
-                    format!("no step before this one has id `{read}`")
-                };
-                return Err(refuse(format!("{reference}: {why}")));
+            if !runner_side(job, index, &reference).map_err(refuse)? {
+                checked.push((field.clone(), reference, visible.clone()));
             }
         }
     }
@@ -275,9 +321,10 @@ fn document(field: &str, message: &str) -> DefinitionError {
 pub fn secrets_used(definition: &WorkflowDefinition, job: &JobDefinition) -> Vec<String> {
     let mut names = BTreeSet::new();
     let texts =
-        definition.env.values().map(String::as_str).chain(expression_fields(job).into_iter().map(|(_, t, _)| t));
+        definition.env.values().map(String::as_str).chain(expression_fields(job).into_iter().map(|(_, t, _, _)| t));
     for text in texts {
-        for reference in expressions::text_references(text).unwrap_or_default() {
+        // (The step dialect reads every field, runner-resolved ones too.)
+        for reference in expressions::text_references_in(text, Dialect::Step).unwrap_or_default() {
             if let Reference::Secret(name) = reference {
                 names.insert(name);
             }
@@ -293,7 +340,8 @@ fn check_secret_expressions(field: &str, text: &str) -> Result<(), String> {
     if !text.contains("secrets") {
         return Ok(());
     }
-    for segment in expressions::segments(text)? {
+    // (The step dialect reads every field, runner-resolved ones too.)
+    for segment in expressions::segments_in(text, Dialect::Step)? {
         if let expressions::Segment::Expr(expr) = segment {
             let mut found = Vec::new();
             expressions::references(&expr, &mut found);
@@ -311,7 +359,8 @@ fn check_secret_expressions(field: &str, text: &str) -> Result<(), String> {
 pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     let mut add = |text: &str| {
-        for reference in expressions::text_references(text).unwrap_or_default() {
+        // (The step dialect reads every field, runner-resolved ones too.)
+        for reference in expressions::text_references_in(text, Dialect::Step).unwrap_or_default() {
             if let Reference::Input(name) = reference {
                 used.insert(name);
             }
@@ -323,7 +372,7 @@ pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
         spec.cancel_in_progress.iter().for_each(|text| add(text));
     }
     for job in &definition.jobs {
-        for (_, text, _) in expression_fields(job) {
+        for (_, text, _, _) in expression_fields(job) {
             add(text);
         }
         if let Some(when) = &job.when {
@@ -345,13 +394,18 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     let mut inputs = false;
     let mut needs = BTreeSet::new();
     let mut texts: Vec<String> = definition.env.values().cloned().collect();
-    texts.extend(expression_fields(job).into_iter().map(|(_, text, _)| text.to_string()));
+    texts.extend(expression_fields(job).into_iter().map(|(_, text, _, _)| text.to_string()));
     if let Some(when) = &job.when {
         texts.push(format!("${{{{ {when} }}}}"));
     }
     let conditions = step_condition_queue_references(job);
     for references in
-        texts.iter().map(|text| expressions::text_references(text).unwrap_or_default()).chain([conditions])
+        // (The step dialect reads every field, runner-resolved ones too: their
+        // workflow references are resolved at the queue all the same.)
+        texts
+            .iter()
+            .map(|text| expressions::text_references_in(text, Dialect::Step).unwrap_or_default())
+            .chain([conditions])
     {
         for reference in references {
             match reference {
@@ -517,5 +571,28 @@ mod tests {
         assert_eq!((source.step.as_deref(), source.key.as_str()), (Some("make"), "version"));
         assert!(refused(&yaml.replace("{id: make,", "{id: other,")).contains("no step has id `make`"));
         assert!(refused(&yaml.replace("${{ steps.make.outputs.version }}", "literal")).contains("expected `${{ steps"));
+    }
+
+    #[test]
+    fn a_steps_fields_read_earlier_steps_and_what_the_runner_knows_and_nothing_else() {
+        let job = |steps: &str| format!("jobs:\n  a:\n    runs-on: linux\n    steps:\n{steps}");
+        let ok = job("      - {id: meta, run: x}\n      - run: echo ${{ steps.meta.outputs.tag }} ${{ runner.os }} ${{ github.workspace }}\n        env: {T: '${{ steps.meta.outputs.tag }}'}\n        working-directory: '${{ runner.temp }}'\n      - uses: actions/cache@v4\n        with: {key: '${{ runner.arch }}-${{ steps.meta.outputs.tag }}'}\n");
+        parse_definition(&ok).unwrap();
+        for (steps, says) in [
+            (
+                "      - run: echo ${{ steps.later.outputs.x }}\n      - {id: later, run: x}\n",
+                "step `later` does not run before this one",
+            ),
+            ("      - run: echo ${{ steps.nope.outputs.x }}\n", "no step before this one has id `nope`"),
+            ("      - run: echo ${{ runner.name }}\n", "the runner knows runner.os|arch|temp"),
+            ("      - {run: x, env: {GH_TOKEN: '${{ github.token }}'}}\n", "Baton holds no GitHub token"),
+            (
+                "      - {id: m, run: x}\n      - run: echo ${{ secrets.S }} ${{ steps.m.outputs.x }}\n",
+                "reads no secret",
+            ),
+        ] {
+            let message = refused(&job(steps));
+            assert!(message.contains(says), "{steps}: {message}");
+        }
     }
 }

@@ -54,33 +54,65 @@ pub fn job_spec(
                 env.extend(step.env.iter().map(|(k, v)| (k.clone(), expressions::interpolate(v, scope))));
                 JobScope { env, needs: scope.needs.clone(), ..*scope }
             });
+            // The fields the runner resolves: left as written (never
+            // expanded here too, so nothing is evaluated twice), the
+            // workflow's references they read put in `if_values`.
+            let mut deferred: Vec<(String, &str)> = Vec::new();
+            if step.uses.is_none() {
+                deferred.push(("run".into(), step.run.as_str()));
+            }
+            if let Some(dir) = &step.working_directory {
+                deferred.push(("working_directory".into(), dir.as_str()));
+            }
+            deferred.extend(step.env.iter().map(|(k, v)| (format!("env.{k}"), v.as_str())));
+            deferred.extend(step.with.iter().map(|(k, v)| (format!("with.{k}"), v.as_str())));
+            deferred.retain(|(_, text)| expressions::reads_runner_side(text));
+            let is_deferred = |field: &str| deferred.iter().any(|(f, _)| f == field);
+            let field = |name: String, text: &str| {
+                if is_deferred(&name) {
+                    text.to_string()
+                } else {
+                    resolve(text, step_scope.as_ref())
+                }
+            };
+            let mut read_by_runner: Vec<Reference> = Vec::new();
+            if let Some(condition) = &step.condition {
+                read_by_runner.extend(
+                    expressions::condition_references(condition, expressions::Dialect::Step).unwrap_or_default(),
+                );
+            }
+            for (_, text) in &deferred {
+                read_by_runner
+                    .extend(expressions::text_references_in(text, expressions::Dialect::Step).unwrap_or_default());
+            }
             StepSpec {
                 id: step_ids[index],
                 name: step.name.clone(),
                 key: step.id.clone(),
                 run: match &step.uses {
                     Some(uses) => too_old_for_actions(uses),
-                    None => resolve(&step.run, step_scope.as_ref()),
+                    None => field("run".into(), &step.run),
                 },
                 uses: step.uses.clone(),
-                with: step.with.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
-                env: step.env.iter().map(|(k, v)| (k.clone(), resolve(v, step_scope.as_ref()))).collect(),
+                with: step.with.iter().map(|(k, v)| (k.clone(), field(format!("with.{k}"), v))).collect(),
+                env: step.env.iter().map(|(k, v)| (k.clone(), field(format!("env.{k}"), v))).collect(),
                 timeout_s: step.timeout_minutes.map(minutes),
                 continue_on_error: decided(step.continue_on_error.as_deref(), step_scope.as_ref()),
                 // Defaults were applied when the definition was read: the
                 // runner gets the step's own values.
                 shell: step.shell.clone(),
-                working_directory: step.working_directory.as_deref().map(|dir| resolve(dir, step_scope.as_ref())),
+                working_directory: step.working_directory.as_deref().map(|dir| field("working_directory".into(), dir)),
                 if_condition: step.condition.clone(),
-                if_values: match (&step.condition, &step_scope) {
-                    (Some(condition), Some(scope)) => {
+                if_values: match &step_scope {
+                    Some(scope) => {
                         let mut left = budget.get();
-                        let values = condition_values(condition, scope, &mut left);
+                        let values = queue_values(read_by_runner, scope, &mut left);
                         budget.set(left);
                         values
                     }
-                    _ => BTreeMap::new(),
+                    None => BTreeMap::new(),
                 },
+                deferred: deferred.into_iter().map(|(name, _)| name).collect(),
             }
         })
         .collect();
@@ -144,18 +176,18 @@ fn decided(continue_on_error: Option<&str>, scope: Option<&JobScope<'_>>) -> boo
     }
 }
 
-/// The values of the references a step's `if:` reads that the queue
-/// knows (the runner reads the earlier steps, the statuses, `github.*` and
-/// `runner.*` itself), keyed as [`expressions::MapScope`] looks them up. A
-/// reference with no value is left out (it reads as null, as in the job's
-/// other expressions); a secret never goes in (the definition reader
-/// refuses one in a condition). Values are charged to the job's expansion
-/// `budget`: past it a value is a note saying so, as in `expand`.
-fn condition_values(condition: &str, scope: &JobScope<'_>, budget: &mut usize) -> BTreeMap<String, String> {
+/// The values of the references the runner's expressions read (a step's
+/// `if:` and its deferred fields) that the queue knows (the runner reads
+/// the earlier steps, the statuses, `github.*` and `runner.*` itself),
+/// keyed as the reference prints. A reference with no value is left out
+/// (it reads as null, as in the job's other expressions); a secret never
+/// goes in (the definition reader refuses one in a condition or a deferred
+/// field). Values are charged to the job's expansion `budget`: past it a
+/// value is a note saying so, as in `expand`.
+fn queue_values(references: Vec<Reference>, scope: &JobScope<'_>, budget: &mut usize) -> BTreeMap<String, String> {
     let mut values = BTreeMap::new();
-    let references = expressions::condition_references(condition, expressions::Dialect::Step).unwrap_or_default();
     for reference in references {
-        if matches!(reference, Reference::Runner(_) | Reference::StepOutput { .. } | Reference::Secret(_)) {
+        if reference.is_runner_side() || matches!(reference, Reference::Secret(_)) {
             continue;
         }
         let key = reference.to_string();

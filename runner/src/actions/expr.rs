@@ -8,8 +8,8 @@
 //! reading `inputs.<name>`, `steps.<id>.outputs.<name>`,
 //! `steps.<id>.outcome|conclusion`, `env.<NAME>`, `github.<name>` and
 //! `runner.<name>` (a `github.*` or `runner.*` the runner does not know
-//! reads as empty), with the status functions answered from the action's
-//! steps so far. Anything the language refuses fails the step, naming it.
+//! reads as empty) and `hashFiles()` of the job's directory, with the
+//! status functions answered from the action's steps so far. Anything the language refuses fails the step, naming it.
 
 use std::collections::BTreeMap;
 
@@ -58,6 +58,11 @@ impl Scope for Context {
             },
             _ => None,
         }
+    }
+
+    fn hash_files(&self, patterns: &[String]) -> Option<Result<String, String>> {
+        let root = lookup(&self.github, "workspace")?;
+        Some(crate::hash_files::hash_files(std::path::Path::new(root), patterns))
     }
 
     fn status(&self, function: &str) -> Option<bool> {

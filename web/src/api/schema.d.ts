@@ -2041,7 +2041,7 @@ export interface components {
             if_condition?: string | null;
             /**
              * @description The values, resolved when the job was queued, of the workflow's
-             *     references `if_condition` reads (`needs.*`, `inputs.*`, `matrix.*`,
+             *     references `if_condition` and the `deferred` fields read (`needs.*`, `inputs.*`, `matrix.*`,
              *     `env.*`, `baton.*`), keyed by the reference as written in its
              *     canonical form (`needs.build.outputs.version`). A reference that had
              *     no value is absent (it reads as null); secrets are never here.
@@ -2049,6 +2049,16 @@ export interface components {
             if_values?: {
                 [key: string]: string;
             };
+            /**
+             * @description The fields whose `${{ … }}` the runner resolves just before the step
+             *     runs, because they read what only it knows (an earlier step's
+             *     `steps.<id>.outputs.<name>`, `runner.*`, the `github.*` of the
+             *     machine): `run`, `working_directory`, `env.<NAME>`, `with.<name>`.
+             *     Such a field is left as written; the workflow's references it reads
+             *     are in `if_values`, so each expression is evaluated once, on the
+             *     runner (a value the queue put in is never read as an expression).
+             */
+            deferred?: string[];
         };
         /**
          * @description Status of one step as reported by the runner (api.md: step progress and

@@ -2,6 +2,7 @@
 //! their operands (GitHub's `a && 'yes' || 'no'`), comparisons coerce as
 //! GitHub's do, and indexes read into arrays and objects, `*` filtering.
 
+use super::functions::{Function, RUNNER_ONLY};
 use super::value::{greater, less, loose_eq, Value};
 use super::{Comparison, Expr, Index, Scope};
 
@@ -45,7 +46,12 @@ pub fn evaluate(expr: &Expr, scope: &dyn Scope) -> Result<Value, String> {
         }
         Expr::Call(function, args) => {
             let values = args.iter().map(|arg| evaluate(arg, scope)).collect::<Result<Vec<_>, _>>()?;
-            function.call(&values)?
+            if *function == Function::HashFiles {
+                let patterns: Vec<String> = values.iter().map(Value::coerce_string).collect();
+                Value::String(scope.hash_files(&patterns).unwrap_or_else(|| Err(RUNNER_ONLY.into()))?)
+            } else {
+                function.call(&values)?
+            }
         }
         Expr::Index(..) => indexed(expr, scope)?.value,
     })

@@ -15,9 +15,13 @@ pub enum Function {
     Join,
     ToJson,
     FromJson,
+    /// `hashFiles(pattern…)`: the SHA-256 of the files the patterns match
+    /// in the job's directory. It needs the runner's files: evaluated only
+    /// where the scope has them (`Scope::hash_files`, a step on the runner).
+    HashFiles,
 }
 
-const ALL: [Function; 7] = [
+const ALL: [Function; 8] = [
     Function::Contains,
     Function::StartsWith,
     Function::EndsWith,
@@ -25,15 +29,12 @@ const ALL: [Function; 7] = [
     Function::Join,
     Function::ToJson,
     Function::FromJson,
+    Function::HashFiles,
 ];
 
 /// Every function an expression may call, for error messages.
 pub const KNOWN: &str =
-    "contains, startsWith, endsWith, format, join, toJSON, fromJSON, success, failure, always, cancelled";
-
-/// Functions GitHub has that need the runner's files or state: refused
-/// until Baton's runner evaluates expressions itself.
-pub const RUNNER_SIDE: [&str; 1] = ["hashFiles"];
+    "contains, startsWith, endsWith, format, join, toJSON, fromJSON, hashFiles, success, failure, always, cancelled";
 
 impl Function {
     /// The function called `name` (ignoring case, as GitHub does).
@@ -50,6 +51,7 @@ impl Function {
             Function::Join => "join",
             Function::ToJson => "toJSON",
             Function::FromJson => "fromJSON",
+            Function::HashFiles => "hashFiles",
         }
     }
 
@@ -60,6 +62,7 @@ impl Function {
             Function::Join => (!(1..=2).contains(&count)).then_some("1 or 2 arguments"),
             Function::ToJson | Function::FromJson => (count != 1).then_some("1 argument"),
             Function::Format => (count == 0).then_some("a format string and the values it puts in"),
+            Function::HashFiles => (count == 0).then_some("at least one pattern"),
         }?;
         Some(format!("{}() takes {expected}, not {count}", self.name()))
     }
@@ -80,9 +83,14 @@ impl Function {
             Function::Join => Value::String(join(arg(0), args.get(1))),
             Function::ToJson => Value::String(arg(0).to_json()),
             Function::FromJson => from_json(&arg(0).coerce_string())?,
+            // Evaluated with the scope's files (`eval`), never from values alone.
+            Function::HashFiles => return Err(RUNNER_ONLY.into()),
         })
     }
 }
+
+/// Why `hashFiles()` has no value where the files are not.
+pub const RUNNER_ONLY: &str = "hashFiles() reads the job's files: only a step's fields and `if:` may call it";
 
 /// `contains(search, item)`: a substring of a string, or an element of an
 /// array (compared as `==` does), ignoring case.

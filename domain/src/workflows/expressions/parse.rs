@@ -4,7 +4,7 @@
 //! definition naming something Baton does not know is refused when the run
 //! is created.
 
-use super::functions::{check_format, Function, KNOWN, RUNNER_SIDE};
+use super::functions::{check_format, Function, KNOWN, RUNNER_ONLY};
 use super::lex::{tokenize, Token};
 use super::value::Value;
 use super::{BatonField, Comparison, Dialect, Expr, Index, Reference};
@@ -209,8 +209,10 @@ impl Parser {
     fn call(&mut self, name: String) -> Result<Expr, String> {
         let status = ["success", "failure", "always", "cancelled"].into_iter().find(|s| s.eq_ignore_ascii_case(&name));
         let function = Function::named(&name);
-        if let Some(runner_side) = RUNNER_SIDE.into_iter().find(|f| f.eq_ignore_ascii_case(&name)) {
-            return Err(format!("{runner_side}() runs on the runner and is not supported yet"));
+        // The job's files are the runner's: a step's fields and `if:` (the
+        // step dialect) and an action's own expressions may hash them.
+        if function == Some(Function::HashFiles) && self.dialect == Dialect::Workflow {
+            return Err(RUNNER_ONLY.into());
         }
         if status.is_none() && function.is_none() {
             return Err(format!("unknown function {name}(); known: {KNOWN}"));

@@ -331,8 +331,8 @@ fn errors_name_the_construct() {
     let long_chain = ["inputs.x"; 600].join(" || ");
     let long_index = format!("fromJSON('[]'){}", "[0]".repeat(600));
     check(&[
-        ("hashFiles('**/package-lock.json')", Fails("hashFiles() runs on the runner and is not supported yet")),
-        ("HASHFILES('a', 'b')", Fails("hashFiles() runs on the runner and is not supported yet")),
+        ("hashFiles('**/package-lock.json')", Fails("hashFiles() reads the job's files")),
+        ("HASHFILES('a', 'b')", Fails("hashFiles() reads the job's files")),
         ("foo(1, 2)", Fails("unknown function foo(); known: contains, startsWith, endsWith, format, join")),
         ("github.workspace == 'x' && toYaml(x)", Fails("unknown reference github.workspace")),
         ("contains('a')", Fails("contains() takes 2 arguments, not 1")),

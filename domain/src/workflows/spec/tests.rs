@@ -195,3 +195,55 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
     let measured = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, None);
     assert!(measured.steps[1].if_condition.is_some() && measured.steps[1].if_values.is_empty());
 }
+
+/// A field that reads what only the runner knows travels as written, for
+/// the runner to resolve once, with the queue's values of the rest; a
+/// field that does not is resolved here as before.
+#[test]
+fn fields_reading_earlier_steps_or_the_runner_are_left_to_it_with_the_queues_values() {
+    let definition = parse_definition(
+        "jobs:\n  b:\n    runs-on: l\n    strategy: {matrix: {m: [one]}}\n    steps:\n      - {id: meta, run: x}\n      - uses: docker/build-push-action@v6\n        with: {labels: '${{ steps.meta.outputs.labels }}', push: '${{ matrix.m }}'}\n      - run: echo ${{ runner.os }}-${{ matrix.m }} ${{ github.workspace }}\n        env: {TAG: '${{ steps.meta.outputs.tag }}', PLAIN: '${{ matrix.m }}'}\n",
+    )
+    .unwrap();
+    let job = &definition.jobs[0];
+    let scope = JobScope {
+        run_id: Uuid::now_v7(),
+        attempt: 1,
+        workspace_id: "ws",
+        job: &job.key,
+        matrix: job.matrix.as_ref(),
+        env: BTreeMap::new(),
+        inputs: None,
+        event: None,
+        github: None,
+        needs: HashMap::new(),
+    };
+    let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
+    let action = &spec.steps[1];
+    assert_eq!(action.deferred, ["with.labels"]);
+    assert_eq!(action.with["labels"], "${{ steps.meta.outputs.labels }}");
+    assert_eq!(action.with["push"], "one", "a field the queue knows whole is resolved here");
+    let run = &spec.steps[2];
+    assert_eq!(run.deferred, ["run", "env.TAG"]);
+    assert_eq!(run.run, "echo ${{ runner.os }}-${{ matrix.m }} ${{ github.workspace }}");
+    assert_eq!(run.env["PLAIN"], "one");
+    assert_eq!(run.if_values, BTreeMap::from([("matrix.m".to_string(), "one".to_string())]));
+    assert!(spec.steps[0].deferred.is_empty() && spec.steps[0].if_values.is_empty());
+}
+
+/// `hashFiles()` reads the job's files: a field calling it is the runner's.
+#[test]
+fn a_field_hashing_files_is_left_to_the_runner() {
+    let definition = parse_definition(
+        "jobs:\n  b:\n    runs-on: l\n    steps:\n      - uses: actions/cache@v4\n        with: {key: \"deps-${{ hashFiles('**/Cargo.lock', '!vendor/**') }}\", path: target}\n",
+    )
+    .unwrap();
+    let spec = job_spec(&definition, &definition.jobs[0], Uuid::now_v7(), MINUTE, None);
+    assert_eq!(spec.steps[0].deferred, ["with.key"]);
+    assert!(parse_definition(
+        "jobs:\n  b:\n    runs-on: l\n    env: {K: \"${{ hashFiles('x') }}\"}\n    steps: [{run: x}]\n"
+    )
+    .unwrap_err()
+    .to_string()
+    .contains("hashFiles() reads the job's files"));
+}

@@ -1732,3 +1732,42 @@ async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_al
     runner.stop().await;
     stack.assert_all_facts_valid();
 }
+
+/// A step's `run`, `env` and `with` read what only the runner knows (an
+/// earlier step's outputs, `runner.os`) beside the workflow's values (a
+/// matrix value), as GitHub's runner lets them; each expression is
+/// evaluated once, so an output that looks like an expression stays text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_reads_an_earlier_steps_outputs_and_the_runner_in_its_run_and_env() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: runner-side
+{env}jobs:
+  build:
+    runs-on: linux
+    strategy: {{matrix: {{arch: [x64]}}}}
+    steps:
+      - id: meta
+        run: |
+          echo "tag=v1.2" >> "$GITHUB_OUTPUT"
+          printf 'sly=$%s{{ runner.arch }}}}\n' '{{' >> "$GITHUB_OUTPUT"
+      - env: {{TAG: '${{{{ steps.meta.outputs.tag }}}}'}}
+        run: |
+          echo "${{{{ steps.meta.outputs.tag }}}}-${{{{ runner.os }}}}-${{{{ matrix.arch }}}}" > "$SHARED/said"
+          echo "$TAG" > "$SHARED/env"
+          echo '${{{{ steps.meta.outputs.sly }}}}' > "$SHARED/sly"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
+    assert_eq!(view["status"], "succeeded");
+    let read = |name: &str| std::fs::read_to_string(shared.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(read("said"), format!("v1.2-{}-x64\n", baton_runner::step::runner_os()));
+    assert_eq!(read("env"), "v1.2\n");
+    assert_eq!(read("sly"), "${{ runner.arch }}\n", "an output is text, never evaluated");
+    runner.stop().await;
+}
