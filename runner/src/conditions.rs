@@ -11,6 +11,7 @@
 //! cancel stops every step, whatever its `if:` (the job is being ended
 //! under the runner), so `cancelled()` is never true when a step is asked.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use baton_api::facts::StepSpec;
@@ -85,9 +86,10 @@ pub fn decide(step: &StepSpec, earlier: &Earlier) -> Decision {
 /// of their expressions is evaluated here and only here (the queue left the
 /// field as written), so a value never becomes an expression. An error
 /// names the field; the step then fails without starting.
-pub fn resolve_deferred(step: &StepSpec, earlier: &Earlier) -> Result<StepSpec, String> {
+pub fn resolve_deferred<'a>(step: &'a StepSpec, earlier: &Earlier) -> Result<Cow<'a, StepSpec>, String> {
     if step.deferred.is_empty() {
-        return Ok(step.clone());
+        // Most steps: nothing to resolve, nothing copied.
+        return Ok(Cow::Borrowed(step));
     }
     let evaluate = |field: &str, text: &str, values: &BTreeMap<String, String>| {
         let scope = StepScope { earlier, values };
@@ -119,7 +121,7 @@ pub fn resolve_deferred(step: &StepSpec, earlier: &Earlier) -> Result<StepSpec, 
             }
         }
     }
-    Ok(resolved)
+    Ok(Cow::Owned(resolved))
 }
 
 /// A key of `map` read ignoring case, as GitHub's contexts are.

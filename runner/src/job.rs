@@ -274,7 +274,7 @@ async fn run_steps(
             }
             _ => None,
         };
-        let step = resolved.as_ref().unwrap_or(step);
+        let step = resolved.as_deref().unwrap_or(step);
         if decision == Decision::Skip {
             tracing::info!(job = %claim.job.key, step = %name, status = %"skipped", "step skipped");
             let result = skipped(step.id);

@@ -123,9 +123,11 @@ impl Store {
     }
 
     /// How many of the provisioner's instances ended and moved to its
-    /// history since it was created (one item read, whatever the history).
+    /// history since it was created (one item read, whatever the history;
+    /// eventually consistent: an operator's figure, a moment's lag is fine).
     pub async fn ended_instances(&self, provisioner_id: Uuid) -> Result<u64, StoreError> {
-        let item = self.get(&keys::provisioner_history_pk(provisioner_id), keys::PROVISIONER_HISTORY_COUNT_SK).await?;
+        let pk = keys::provisioner_history_pk(provisioner_id);
+        let item = self.get_eventually(&pk, keys::PROVISIONER_HISTORY_COUNT_SK).await?;
         Ok(match item.as_ref().and_then(|i| i.get("instances")) {
             Some(AttributeValue::N(count)) => count.parse().unwrap_or(0),
             _ => 0,
