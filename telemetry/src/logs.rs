@@ -11,6 +11,16 @@ use tracing_subscriber::EnvFilter;
 /// the line when it ingests it, but the dev host's output, a soak's
 /// evidence and a log exported elsewhere have only the line's own time.
 pub fn init() {
+    init_writing_to(std::io::stdout);
+}
+
+/// The same lines, written to `writer` instead of stdout: a test that runs
+/// the functions in its own process (the chaos soak) keeps them beside its
+/// evidence.
+pub fn init_writing_to<W>(writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .json()
@@ -18,5 +28,6 @@ pub fn init() {
         .with_current_span(true)
         .with_span_list(false)
         .with_target(false)
+        .with_writer(writer)
         .try_init();
 }

@@ -1295,6 +1295,34 @@ async fn calm() -> BTreeMap<Scenario, Outcome> {
         .collect()
 }
 
+/// Where the functions of this test process log (their JSON lines, as on
+/// CloudWatch): a violation names it; a process without one removes it.
+static FUNCTION_LOG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sends the functions' logs of this process to [`FUNCTION_LOG`] (once,
+/// before the first stack, which would send them to stdout).
+fn log_functions() {
+    FUNCTION_LOG.get_or_init(|| {
+        let path = std::env::temp_dir().join(format!("baton-chaos-functions-{}.log", uuid::Uuid::now_v7().simple()));
+        match std::fs::File::create(&path) {
+            Ok(file) => baton_telemetry::logs::init_writing_to(std::sync::Mutex::new(file)),
+            Err(err) => eprintln!("chaos: the functions' logs go nowhere: {err}"),
+        }
+        path
+    });
+}
+
+/// Removes the functions' logs of a process that found nothing to read them
+/// for, unless `BATON_CHAOS_KEEP_LOGS` asks to keep them (to read a slow run).
+fn drop_function_log() {
+    if std::env::var_os("BATON_CHAOS_KEEP_LOGS").is_some() {
+        return;
+    }
+    if let Some(log) = FUNCTION_LOG.get() {
+        let _ = std::fs::remove_file(log);
+    }
+}
+
 /// One seed's run of every scenario with faults, measured against `calm`:
 /// the violations, the faults injected by kind, the runners' retries.
 async fn stormy(
@@ -1315,7 +1343,12 @@ async fn stormy(
     }
     if !violations.is_empty() {
         // A violation depends on timing and rarely replays: keep what the
-        // runners logged and every fact the bus carried, to read it back.
+        // runners logged, every fact the bus carried and what the functions
+        // logged, to read it back.
+        if let Some(log) = FUNCTION_LOG.get() {
+            violations
+                .push(format!("seed {seed}: the functions' logs (every stack of this test) in {}", log.display()));
+        }
         let facts: String = stack
             .all_facts()
             .iter()
@@ -1335,6 +1368,8 @@ async fn stormy(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does() {
+    // Before any stack starts: the first to set the process's log output wins.
+    log_functions();
     // `make chaos` sets these to soak many seeds at one rate (docs/faults.md).
     if let Ok(range) = std::env::var("BATON_CHAOS_SEEDS") {
         let (first, last) = range.split_once('-').expect("BATON_CHAOS_SEEDS is first-last");
@@ -1366,6 +1401,7 @@ async fn workflows_end_as_they_do_without_faults_when_aws_fails_the_way_it_does(
         assert!(violations.is_empty(), "{violations:#?}");
         assert!(injected.len() >= 8, "seed {seed}: many kinds of fault met the runs: {injected:?}");
     }
+    drop_function_log();
 }
 
 /// `make chaos`: every scenario over many seeds at one fault rate for every
@@ -1407,6 +1443,7 @@ async fn soak(first: u64, last: u64, rate: f64) {
         violations.len()
     );
     assert!(violations.is_empty(), "{violations:#?}");
+    drop_function_log();
 }
 
 /// How long the outage test keeps the API down.
