@@ -85,6 +85,8 @@ export const PENDING_JOB_METRIC = { namespace: 'Baton', metricName: 'OldestPendi
 export const EXTERNAL_EVENTS_DROPPED_METRIC = { namespace: 'Baton', metricName: 'external_events_dropped' } as const;
 /** Run requests of webhook deliveries that could not become runs (`functions/run-requests`). */
 export const RUN_REQUESTS_DROPPED_METRIC = { namespace: 'Baton', metricName: 'run_requests_dropped' } as const;
+/** Lease shards whose expiry index the lease reaper could not read on a tick (`functions/lease-reaper`). */
+export const REAPER_SHARDS_SKIPPED_METRIC = { namespace: 'Baton', metricName: 'expiry_shards_skipped' } as const;
 /** Webhook deliveries refused for their signature (`functions/hooks`). */
 export const HOOK_BAD_SIGNATURES_METRIC = { namespace: 'Baton', metricName: 'bad_signatures' } as const;
 
@@ -889,6 +891,22 @@ export class BatonStack extends Stack {
         period: Duration.minutes(5),
       }),
       threshold: 1,
+    });
+    // The reaper skips a shard whose expiry index read was throttled past
+    // the SDK's retries and goes on with the others; one skip is the next
+    // tick's to make up. Skips in every period for 15 minutes mean leases of
+    // dead runners are not expiring: their jobs hold and nothing else fails.
+    this.alarm('AlarmReaperShardsSkipped', {
+      alarmName: `${naming.prefix}reaper-shards-skipped`,
+      alarmDescription: 'The lease reaper could not read a shard of the lease expiry index for 15 minutes: leases of dead runners may not expire',
+      metric: new cloudwatch.Metric({
+        ...REAPER_SHARDS_SKIPPED_METRIC,
+        dimensionsMap: { function: 'lease-reaper' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
+      evaluationPeriods: 3,
     });
     // Runs a forge's delivery asked for (its answer named them) that
     // could not be created: acknowledged, so no dead-letter queue shows them.

@@ -438,7 +438,7 @@ impl TestStack {
             page: baton_lease_reaper::REAPER_PAGE,
             stop_at: std::time::Instant::now() + std::time::Duration::from_secs(60),
         };
-        baton_lease_reaper::reap(&self.context(), now, 0, limits).await.unwrap().expired()
+        baton_lease_reaper::reap(&self.context(), now, limits).await.unwrap().expired()
     }
 }
 

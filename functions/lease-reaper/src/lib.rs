@@ -8,9 +8,11 @@
 //! [`REAPER_PAGE`] leases per shard and stops [`DEADLINE_MARGIN`] before the
 //! invocation's deadline (Lambda's, whatever the function timeout is set
 //! to), so on a backlog it ends by itself instead of being killed mid-write.
-//! It visits the shards in turn from a starting shard that rotates: the next
-//! invocation starts at the shard after the one this one stopped in (or
-//! after the one it started at), so one busy shard cannot starve the others.
+//! The shards are read side by side, each from its first page: a shard with
+//! a backlog, or one whose reads are throttled and retried with the SDK's
+//! backoff, never delays the leases of another. (Read one after the other,
+//! a pass on a busy table took seconds per shard, and a dead runner's lease
+//! in the last shard waited minutes past its expiry.)
 //!
 //! Each tick is also the orchestrations' watchdog: an attempt whose
 //! `run-attempt` execution died (its `Step`'s own service call failed past
@@ -18,7 +20,6 @@
 //! (`orchestration::revive_dead_executions`, which reads Step Functions'
 //! lists of dead executions, and the table only for those).
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_api::facts::{Fact, JobLeaseExpired};
@@ -26,6 +27,7 @@ use baton_domain::runners::lease::read_page_again;
 use baton_service::context::{Context, Scheduled};
 use baton_service::usecases::orchestration::revive_dead_executions;
 use baton_store::keys::{lease_shard_key, LEASE_SHARDS};
+use baton_store::runner_items::LeaseItem;
 use baton_store::StoreError;
 use baton_telemetry::metrics::{emit, Unit};
 use chrono::{DateTime, Utc};
@@ -36,29 +38,26 @@ pub const REAPER_PAGE: i32 = 100;
 /// pages: a page of expiries (one transaction each) must fit in it.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
-/// The shard the next invocation of this instance starts at.
-static NEXT_SHARD: AtomicU32 = AtomicU32::new(0);
-
 /// How one pass of the reaper is bounded.
 #[derive(Debug, Clone, Copy)]
 pub struct ReapLimits {
     /// Leases read per query.
     pub page: i32,
-    /// No page is started after this instant (one page always is, so every
-    /// invocation makes progress).
+    /// No page is started after this instant (each shard's first page
+    /// always is, so every invocation makes progress everywhere).
     pub stop_at: Instant,
 }
 
 /// What one pass did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reaped {
-    /// Leases expired, by shard, in the order the shards were visited.
+    /// Leases expired, by shard, in shard order.
     pub expired_by_shard: Vec<(u32, usize)>,
-    /// Whether the pass stopped at its time limit with shards left to visit
-    /// or a shard's backlog left to drain.
+    /// Whether the pass stopped at its time limit with a shard's backlog
+    /// left to drain.
     pub stopped_early: bool,
-    /// Where the next pass starts.
-    pub next_shard: u32,
+    /// Shards whose expiry index could not be read this pass.
+    pub shards_skipped: u32,
 }
 
 impl Reaped {
@@ -73,20 +72,34 @@ pub fn stop_at(deadline: SystemTime, now: SystemTime, now_instant: Instant) -> I
     now_instant + left.saturating_sub(DEADLINE_MARGIN)
 }
 
-/// The scheduled invocation: one pass, bounded by the invocation's deadline,
-/// from the shard where the previous pass of this instance left off.
+/// The scheduled invocation: one pass, bounded by the invocation's
+/// deadline, and the orchestrations' watchdog beside it (neither waits for
+/// the other: the next tick comes no later for the watchdog's reads).
 pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, StoreError> {
     let limits =
         ReapLimits { page: REAPER_PAGE, stop_at: stop_at(invocation.deadline, SystemTime::now(), Instant::now()) };
-    let start = NEXT_SHARD.load(Ordering::Relaxed) % LEASE_SHARDS;
-    let reaped = reap(context, Utc::now(), start, limits).await;
-    let revived = revive_orchestrations(context).await;
+    let began = Instant::now();
+    let timed = |future| async move {
+        let out = future.await;
+        (out, began.elapsed())
+    };
+    let ((reaped, reaping), (revived, reviving)) = tokio::join!(timed(reap(context, Utc::now(), limits)), async {
+        let revived = revive_orchestrations(context).await;
+        (revived, began.elapsed())
+    });
+    // How long a lease that expired waits past its expiry is this pass's
+    // time plus the schedule's period: the figure to watch on a busy table.
+    tracing::info!(
+        reap_ms = reaping.as_millis() as u64,
+        revive_ms = reviving.as_millis() as u64,
+        expired = reaped.as_ref().map_or(0, Reaped::expired),
+        revived,
+        "reaper pass"
+    );
     let reaped = reaped?;
-    NEXT_SHARD.store(reaped.next_shard, Ordering::Relaxed);
     if reaped.stopped_early {
         tracing::warn!(
             expired = reaped.expired(),
-            next_shard = reaped.next_shard,
             "reaper stopped before its deadline; the rest waits for the next tick"
         );
     }
@@ -94,6 +107,9 @@ pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, S
         "lease-reaper",
         &[
             ("leases_expired", reaped.expired() as f64, Unit::Count),
+            // Watched by the `reaper-shards-skipped` alarm: a shard skipped
+            // tick after tick holds its dead runners' jobs.
+            ("expiry_shards_skipped", f64::from(reaped.shards_skipped), Unit::Count),
             ("orchestrations_revived", revived as f64, Unit::Count),
         ],
     );
@@ -114,100 +130,147 @@ async fn revive_orchestrations(context: &Context) -> usize {
     }
 }
 
-/// Expires the leases that expired before `now`, visiting every shard once
-/// from `start`, within `limits`.
-pub async fn reap(context: &Context, now: DateTime<Utc>, start: u32, limits: ReapLimits) -> Result<Reaped, StoreError> {
-    let mut reaped =
-        Reaped { expired_by_shard: Vec::new(), stopped_early: false, next_shard: (start + 1) % LEASE_SHARDS };
-    let mut pages = 0;
-    for offset in 0..LEASE_SHARDS {
-        let shard = (start + offset) % LEASE_SHARDS;
-        let mut expired = 0;
-        // The leases this pass already handled in this shard: the index is
-        // eventually consistent, so a page read again right after a write
-        // may still list them.
-        let mut handled = std::collections::HashSet::new();
-        loop {
-            if pages > 0 && Instant::now() >= limits.stop_at {
-                reaped.stopped_early = true;
-                reaped.next_shard = (shard + 1) % LEASE_SHARDS;
+/// Expires the leases that expired before `now`, reading every shard side
+/// by side, within `limits`.
+pub async fn reap(context: &Context, now: DateTime<Utc>, limits: ReapLimits) -> Result<Reaped, StoreError> {
+    let shards =
+        futures::future::join_all((0..LEASE_SHARDS).map(|shard| reap_shard(context, now, shard, limits))).await;
+    let mut reaped = Reaped { expired_by_shard: Vec::new(), stopped_early: false, shards_skipped: 0 };
+    for (shard, outcome) in (0..LEASE_SHARDS).zip(shards) {
+        match outcome? {
+            ShardPass::Read { expired, stopped_early } => {
                 reaped.expired_by_shard.push((shard, expired));
-                return Ok(reaped);
+                reaped.stopped_early |= stopped_early;
             }
-            pages += 1;
-            let page = context.store.expired_leases(&lease_shard_key(shard), now, limits.page).await?;
-            let mut saved_or_gone = 0;
-            let mut seen_before = 0;
-            for lease in &page {
-                if !handled.insert(lease.execution_id) {
-                    seen_before += 1;
-                    continue;
-                }
-                if lease.expires_at > now {
-                    // Heartbeated since its index entry was set: move the
-                    // entry up; the lease leaves this range of the index.
-                    if let Err(err) = context.store.advance_lease_index(lease).await {
-                        if !err.is_retriable() {
-                            return Err(err);
-                        }
-                        tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease index left for the next pass");
-                        saved_or_gone += 1;
-                    }
-                    continue;
-                }
-                // The step reports are on the runner record; the expiry
-                // writes only if none landed since this read.
-                let reported = match context.store.reported_steps(lease).await {
-                    Ok(Some(reported)) => reported,
-                    Ok(None) => {
-                        saved_or_gone += 1;
-                        continue;
-                    }
-                    Err(err) if err.is_retriable() => {
-                        tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
-                        saved_or_gone += 1;
-                        continue;
-                    }
-                    Err(err) => return Err(err),
-                };
-                let fact = Fact::new(
-                    lease.workspace_id.clone(),
-                    now,
-                    JobLeaseExpired {
-                        lease: lease.lease_ref(),
-                        expired_at: now,
-                        steps: reported.steps.values().cloned().collect(),
-                        claimed_at: Some(lease.claimed_at),
-                    },
-                );
-                match context.store.expire_lease(lease, &reported, now, &fact, context.config.outbox_ttl_days).await {
-                    Ok(true) => {
-                        expired += 1;
-                        tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
-                        if let Some(link) = &lease.reservation {
-                            if let Err(err) = context.store.converge_reservation(link, now).await {
-                                tracing::warn!(job_execution_id = %lease.execution_id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
-                            }
-                        }
-                    }
-                    Ok(false) => saved_or_gone += 1,
-                    // A heartbeat or a complete kept holding the lease, or
-                    // the table throttled: this lease waits for the next
-                    // pass; the other leases and shards go on.
-                    Err(err) if err.is_retriable() => {
-                        tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
-                        saved_or_gone += 1;
-                    }
-                    Err(err) => return Err(err),
-                }
-            }
-            if !read_page_again(page.len(), limits.page as usize, saved_or_gone, seen_before) {
-                break;
-            }
+            ShardPass::Skipped => reaped.shards_skipped += 1,
         }
-        reaped.expired_by_shard.push((shard, expired));
     }
     Ok(reaped)
+}
+
+/// What a pass did in one shard.
+enum ShardPass {
+    /// Its expiry index was read: the leases expired, and whether its
+    /// backlog was left for the next pass at the time limit.
+    Read { expired: usize, stopped_early: bool },
+    /// Its first read failed past the SDK's retries (throttled): the shard
+    /// waits for the next tick.
+    Skipped,
+}
+
+/// One shard's part of a pass: pages of its expiry index until its backlog
+/// is drained or the time is up (its first page is always read).
+async fn reap_shard(
+    context: &Context,
+    now: DateTime<Utc>,
+    shard: u32,
+    limits: ReapLimits,
+) -> Result<ShardPass, StoreError> {
+    let mut expired = 0;
+    // The leases this pass already handled in this shard: the index is
+    // eventually consistent, so a page read again right after a write may
+    // still list them.
+    let mut handled = std::collections::HashSet::new();
+    let mut first = true;
+    loop {
+        if !first && Instant::now() >= limits.stop_at {
+            return Ok(ShardPass::Read { expired, stopped_early: true });
+        }
+        let page = match context.store.expired_leases(&lease_shard_key(shard), now, limits.page).await {
+            Ok(page) => page,
+            // A throttled shard waits for the next tick; the others are read
+            // beside it all the same.
+            Err(err) if err.is_retriable() => {
+                tracing::warn!(shard, error = %err, "expiry index read failed; the shard waits for the next tick");
+                return Ok(if first { ShardPass::Skipped } else { ShardPass::Read { expired, stopped_early: true } });
+            }
+            Err(err) => return Err(err),
+        };
+        first = false;
+        let mut saved_or_gone = 0;
+        let mut seen_before = 0;
+        for lease in &page {
+            if !handled.insert(lease.execution_id) {
+                seen_before += 1;
+                continue;
+            }
+            match expire(context, now, lease).await? {
+                Handled::Expired => expired += 1,
+                Handled::MovedOn => {}
+                Handled::Stays => saved_or_gone += 1,
+            }
+        }
+        if !read_page_again(page.len(), limits.page as usize, saved_or_gone, seen_before) {
+            return Ok(ShardPass::Read { expired, stopped_early: false });
+        }
+    }
+}
+
+/// What became of a lease read from the expiry index.
+enum Handled {
+    Expired,
+    /// Heartbeated since: its index entry moved up, out of the page's range.
+    MovedOn,
+    /// Saved by a write in between, gone, or left for the next pass: a page
+    /// read again would list it again.
+    Stays,
+}
+
+/// Expires one lease read from the index, unless it was heartbeated since.
+async fn expire(context: &Context, now: DateTime<Utc>, lease: &LeaseItem) -> Result<Handled, StoreError> {
+    if lease.expires_at > now {
+        // Heartbeated since its index entry was set: move the entry up; the
+        // lease leaves this range of the index.
+        if let Err(err) = context.store.advance_lease_index(lease).await {
+            if !err.is_retriable() {
+                return Err(err);
+            }
+            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease index left for the next pass");
+            return Ok(Handled::Stays);
+        }
+        return Ok(Handled::MovedOn);
+    }
+    // The step reports are on the runner record; the expiry writes only if
+    // none landed since this read.
+    let reported = match context.store.reported_steps(lease).await {
+        Ok(Some(reported)) => reported,
+        Ok(None) => return Ok(Handled::Stays),
+        Err(err) if err.is_retriable() => {
+            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
+            return Ok(Handled::Stays);
+        }
+        Err(err) => return Err(err),
+    };
+    let fact = Fact::new(
+        lease.workspace_id.clone(),
+        now,
+        JobLeaseExpired {
+            lease: lease.lease_ref(),
+            expired_at: now,
+            steps: reported.steps.values().cloned().collect(),
+            claimed_at: Some(lease.claimed_at),
+        },
+    );
+    match context.store.expire_lease(lease, &reported, now, &fact, context.config.outbox_ttl_days).await {
+        Ok(true) => {
+            tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
+            if let Some(link) = &lease.reservation {
+                if let Err(err) = context.store.converge_reservation(link, now).await {
+                    tracing::warn!(job_execution_id = %lease.execution_id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
+                }
+            }
+            Ok(Handled::Expired)
+        }
+        Ok(false) => Ok(Handled::Stays),
+        // A heartbeat or a complete kept holding the lease, or the table
+        // throttled: this lease waits for the next pass; the other leases
+        // and shards go on.
+        Err(err) if err.is_retriable() => {
+            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
+            Ok(Handled::Stays)
+        }
+        Err(err) => Err(err),
+    }
 }
 
 #[cfg(test)]

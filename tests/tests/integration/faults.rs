@@ -118,11 +118,57 @@ async fn a_reaper_pass_that_meets_conflicts_goes_on_and_the_next_pass_expires_th
         page: baton_lease_reaper::REAPER_PAGE,
         stop_at: Instant::now() + Duration::from_secs(60),
     };
-    let first = baton_lease_reaper::reap(&faulty, later, 0, limits).await.expect("conflicts do not fail the pass");
+    let first = baton_lease_reaper::reap(&faulty, later, limits).await.expect("conflicts do not fail the pass");
     assert!(conflicts(&plan) > 0);
     let second = stack.reap_at(later).await;
     assert_eq!(first.expired() + second, 6, "every lease expired, each once");
     assert_eq!(stack.reap_at(later).await, 0);
+}
+
+/// A shard whose expiry index read is throttled past the SDK's retries is
+/// skipped for this pass; the other shards are read beside it all the same,
+/// and the pass does not fail (it used to stop at the first such shard, and
+/// start there again on the next tick: the shards after it were never read
+/// while the table throttled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_shard_of_the_expiry_index_is_skipped_and_every_other_shard_is_reaped() {
+    let stack = TestStack::start().await;
+    let runner = stack.runner("ws1", &["linux"]).await;
+    let mut by_shard = Vec::new();
+    for shard in 0..baton_store::keys::LEASE_SHARDS as u8 {
+        let mut fact = queued_fact("ws1", &["linux"], Utc::now());
+        let mut id = *fact.detail.job_execution_id.as_bytes();
+        id[15] = shard;
+        fact.detail.job_execution_id = uuid::Uuid::from_bytes(id);
+        stack.publish(&fact).await;
+        stack.wait_runner_record(fact.detail.job_execution_id).await;
+        assert!(stack.claim(&runner.session_token).await.is_some(), "each job is claimed");
+        by_shard.push(fact.detail.job_execution_id);
+    }
+    let later = Utc::now() + Span::seconds(61);
+    let plan = Arc::new(FaultPlan::parse("seed=5;dynamodb.Query:throttle=0.8").expect("a valid plan").expect("rules"));
+    let throttled =
+        Context::new(stack.host.config.clone(), baton_localstack::with_faults(&stack.clients, plan.clone()));
+    let limits = baton_lease_reaper::ReapLimits {
+        page: baton_lease_reaper::REAPER_PAGE,
+        stop_at: Instant::now() + Duration::from_secs(60),
+    };
+    let pass =
+        baton_lease_reaper::reap(&throttled, later, limits).await.expect("a throttled shard does not fail the pass");
+    let read = pass.expired_by_shard.len() as u32;
+    assert!(pass.shards_skipped > 0 && read > 0, "seed 5 throttles some shards past the retries, not all: {pass:?}");
+    assert_eq!(read + pass.shards_skipped, baton_store::keys::LEASE_SHARDS, "every shard read or skipped: {pass:?}");
+    assert!(pass.expired_by_shard.iter().all(|(_, n)| *n == 1), "each shard read expired its lease: {pass:?}");
+    for (shard, id) in by_shard.iter().enumerate() {
+        let live = stack.store.lease(*id).await.expect("read").is_some();
+        let read = pass.expired_by_shard.iter().any(|(s, _)| *s == shard as u32);
+        assert_eq!(live, !read, "shard {shard}: its lease lives on only if the shard was skipped");
+    }
+    assert_eq!(
+        stack.reap_at(later).await,
+        pass.shards_skipped as usize,
+        "the next pass expires the skipped shards' leases"
+    );
 }
 
 /// The expiry index lags behind the reaper's own writes (`index_lag_ms`),
@@ -152,7 +198,7 @@ async fn a_reaper_pass_under_a_lagging_expiry_index_ends_without_rereading_and_n
     let lagging = Context::new(stack.host.config.clone(), baton_localstack::with_faults(&stack.clients, plan.clone()));
     let past_the_grace = Utc::now() + Span::seconds(61);
     let limits = baton_lease_reaper::ReapLimits { page: 2, stop_at: Instant::now() + Duration::from_secs(20) };
-    let pass = baton_lease_reaper::reap(&lagging, past_the_grace, 2, limits).await.expect("a pass");
+    let pass = baton_lease_reaper::reap(&lagging, past_the_grace, limits).await.expect("a pass");
     let queries = plan.requests("dynamodb", "Query");
     assert!(!pass.stopped_early, "the pass re-read a lagging page until its deadline ({queries} queries)");
     assert_eq!(pass.expired(), 0, "heartbeated leases live on");
@@ -173,7 +219,7 @@ async fn a_reaper_pass_under_a_lagging_expiry_index_ends_without_rereading_and_n
     }
     let reap = |now| {
         let limits = baton_lease_reaper::ReapLimits { page: 2, stop_at: Instant::now() + Duration::from_secs(20) };
-        baton_lease_reaper::reap(&lagging, now, 2, limits)
+        baton_lease_reaper::reap(&lagging, now, limits)
     };
     assert_eq!(reap(past_the_grace).await.expect("a pass").expired(), 0);
     assert_eq!(reap(latest + Span::seconds(1)).await.expect("a pass").expired(), 4);
