@@ -191,7 +191,7 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
         stop_at: std::time::Instant::now() + std::time::Duration::from_secs(60),
     };
     let (f, reaped) =
-        measure(recorder, "reaper (expires one lease)", baton_lease_reaper::reap(context, later, 0, limits)).await;
+        measure(recorder, "reaper (expires one lease)", baton_lease_reaper::reap(context, later, limits)).await;
     assert_eq!(reaped.expect("the reaper runs").expired(), 1, "the reaper expired the lease");
     all.push(f);
 

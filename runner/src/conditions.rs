@@ -28,6 +28,9 @@ pub struct Earlier {
     pub github: BTreeMap<String, String>,
     /// `runner.*` values (`os`, `arch`, `temp`).
     pub runner: BTreeMap<String, String>,
+    /// What earlier steps put in `$GITHUB_ENV`: `env.NAME` of no env the
+    /// queue knew reads it (setup-python's `env.pythonLocation`).
+    pub env: BTreeMap<String, String>,
 }
 
 /// One earlier step with an `id:`.
@@ -147,6 +150,11 @@ impl Scope for StepScope<'_> {
                 ["runner", name] => lookup(&self.earlier.runner, name).cloned(),
                 _ => None,
             },
+            // The queue's env first (a step's own `env:` wins), then what
+            // an earlier step exported.
+            Reference::Env(name) => {
+                self.values.get(&reference.to_string()).or_else(|| lookup(&self.earlier.env, name)).cloned()
+            }
             // The queue's: keyed as the reference prints.
             other => self.values.get(&other.to_string()).cloned(),
         }

@@ -264,6 +264,7 @@ async fn run_steps(
             break;
         }
         earlier.failed = failed;
+        earlier.env.clone_from(&carried.env);
         // A cancel stops every step (see `crate::conditions`).
         let mut decision =
             if halted || stop == Stop::Cancel { Decision::Skip } else { conditions::decide(step, &earlier) };

@@ -43,20 +43,15 @@ pub fn is_server_field(field: &str) -> bool {
 }
 
 /// Why a workflow may not read `github.<field>`, for the fields people
-/// write that Baton does not give.
+/// write that Baton does not give (`github.token` reads the `GITHUB_TOKEN`
+/// secret: see the expression parser).
 pub fn refusal(field: &str) -> String {
-    match field.to_ascii_lowercase().as_str() {
-        "token" => {
-            "unknown reference github.token: Baton holds no GitHub token; store one as a workspace secret and read \
-                    secrets.GITHUB_TOKEN"
-                .to_string()
-        }
-        other => format!(
-            "unknown reference github.{other}: a workflow reads github.{} and github.{}",
-            TRIGGER_FIELDS.join("|"),
-            RUN_FIELDS.join("|")
-        ),
-    }
+    format!(
+        "unknown reference github.{}: a workflow reads github.{}, github.{} and github.token",
+        field.to_ascii_lowercase(),
+        TRIGGER_FIELDS.join("|"),
+        RUN_FIELDS.join("|")
+    )
 }
 
 /// What the run's expressions read of the run itself, beside the fields
@@ -219,8 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fields_people_write_that_baton_does_not_give_are_refused_saying_what_to_write() {
-        assert!(refusal("token").contains("secrets.GITHUB_TOKEN"));
+    fn the_fields_people_write_that_baton_does_not_give_are_refused_saying_what_a_workflow_reads() {
         assert!(refusal("retention_days").contains("github.event_name"));
         assert!(is_server_field("SHA") && is_server_field("run_number") && !is_server_field("workspace"));
     }

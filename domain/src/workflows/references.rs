@@ -92,6 +92,25 @@ fn runner_side(job: &JobDefinition, index: usize, reference: &Reference) -> Resu
     Err(format!("{reference}: {why}"))
 }
 
+/// Whether `reference` is `env.NAME` of no env the queue knows
+/// (`queue_env`): a step reads it as an earlier step's `$GITHUB_ENV` left
+/// it (setup-python's `env.pythonLocation`), on the runner, and as empty
+/// when none did, as GitHub does. Only a step's `if:` and fields read it so;
+/// elsewhere an unknown env name is refused.
+fn set_on_the_runner(reference: &Reference, queue_env: impl Fn(&str) -> bool) -> bool {
+    matches!(reference, Reference::Env(name) if !queue_env(name))
+}
+
+/// Whether a step field's `text` reads an env variable of no env the queue
+/// knows (`queue_env`): the runner resolves the field ([`set_on_the_runner`]).
+pub fn reads_env_set_on_the_runner(text: &str, queue_env: &dyn Fn(&str) -> bool) -> bool {
+    text.contains("${{")
+        && expressions::text_references_in(text, Dialect::Step)
+            .unwrap_or_default()
+            .iter()
+            .any(|reference| set_on_the_runner(reference, queue_env))
+}
+
 /// Checks every expression of `definition`: each reference names something
 /// that will exist when the job is queued.
 pub fn check_references(definition: &WorkflowDefinition) -> Result<(), DefinitionError> {
@@ -149,7 +168,10 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
             let found = expressions::text_references_in(text, Dialect::Step).map_err(refuse)?;
             let mut deferred = false;
             for reference in found {
-                if runner_side(job, index, &reference).map_err(refuse)? {
+                if set_on_the_runner(&reference, |name| {
+                    workflow_env.contains(name) || job.env.contains_key(name) || visible.contains(&name)
+                }) || runner_side(job, index, &reference).map_err(refuse)?
+                {
                     deferred = true;
                 } else {
                     checked.push((field.clone(), reference, visible.clone()));
@@ -165,7 +187,7 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 ));
             }
         }
-        checked.extend(step_condition_references(job)?);
+        checked.extend(step_condition_references(job, &workflow_env)?);
         if let Some(when) = job.listen.as_ref().and_then(|l| l.when.as_ref()) {
             let mut found = Vec::new();
             let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("listen.if"), e))?;
@@ -283,7 +305,10 @@ type Located<'a> = (String, Reference, Vec<&'a str>);
 /// the checks every reference of the job goes through. What the runner
 /// resolves is checked here: a step's `steps.<id>` must be an earlier
 /// step's (GitHub reads a later or unknown one as empty, silently).
-fn step_condition_references(job: &JobDefinition) -> Result<Vec<Located<'_>>, DefinitionError> {
+fn step_condition_references<'a>(
+    job: &'a JobDefinition,
+    workflow_env: &BTreeSet<&str>,
+) -> Result<Vec<Located<'a>>, DefinitionError> {
     let mut checked = Vec::new();
     for (index, step) in job.steps.iter().enumerate() {
         let Some(condition) = &step.condition else { continue };
@@ -293,7 +318,8 @@ fn step_condition_references(job: &JobDefinition) -> Result<Vec<Located<'_>>, De
         let mut visible: Vec<&str> = job.env.keys().map(String::as_str).collect();
         visible.extend(step.env.keys().map(String::as_str));
         for reference in found {
-            if !runner_side(job, index, &reference).map_err(refuse)? {
+            let queue_env = |name: &str| workflow_env.contains(name) || visible.contains(&name);
+            if !set_on_the_runner(&reference, queue_env) && !runner_side(job, index, &reference).map_err(refuse)? {
                 checked.push((field.clone(), reference, visible.clone()));
             }
         }
@@ -557,8 +583,20 @@ mod tests {
         assert!(message.contains("`build` is not among this job's needs"), "{message}");
         let undeclared = ok.replace("outputs: [version]", "outputs: [other]");
         assert!(refused(&undeclared).contains("declares no output `version`"));
-        let unknown_env = ok.replace("${{ env.V }}", "${{ env.W }}");
-        assert!(refused(&unknown_env).contains("field `steps[0].run`: env.W"));
+        // A step may read what an earlier step exported (`$GITHUB_ENV`): the
+        // runner resolves it. A job's own fields have no earlier step.
+        let exported = ok.replace("${{ env.V }}", "${{ env.W }}");
+        let reads_exported = parse_definition(&exported).unwrap();
+        let spec = crate::workflows::spec::job_spec(
+            &reads_exported,
+            reads_exported.job("test").unwrap(),
+            uuid::Uuid::nil(),
+            std::time::Duration::from_secs(60),
+            None,
+        );
+        assert_eq!(spec.steps[0].deferred, ["run"], "the runner resolves env.W");
+        let unknown_env = ok.replace("if: needs.build.outputs.version != ''", "if: env.W != ''");
+        assert!(refused(&unknown_env).contains("field `if`: env.W"), "{}", refused(&unknown_env));
         let unknown_context = ok.replace("${{ baton.run_id }}", "${{ github.retention_days }}");
         assert!(refused(&unknown_context).contains("unknown reference github.retention_days"));
     }
@@ -576,6 +614,10 @@ mod tests {
     #[test]
     fn a_steps_fields_read_earlier_steps_and_what_the_runner_knows_and_nothing_else() {
         let job = |steps: &str| format!("jobs:\n  a:\n    runs-on: linux\n    steps:\n{steps}");
+        // `github.token` is the workspace's `GITHUB_TOKEN` secret, as GitHub documents it.
+        let token = parse_definition(&job("      - {run: x, env: {GH_TOKEN: '${{ github.token }}'}}\n")).unwrap();
+        let secrets = super::secrets_used(&token, token.job("a").unwrap());
+        assert_eq!(secrets, ["GITHUB_TOKEN"]);
         let ok = job("      - {id: meta, run: x}\n      - run: echo ${{ steps.meta.outputs.tag }} ${{ runner.os }} ${{ github.workspace }}\n        env: {T: '${{ steps.meta.outputs.tag }}'}\n        working-directory: '${{ runner.temp }}'\n      - uses: actions/cache@v4\n        with: {key: '${{ runner.arch }}-${{ steps.meta.outputs.tag }}'}\n");
         parse_definition(&ok).unwrap();
         for (steps, says) in [
@@ -585,7 +627,6 @@ mod tests {
             ),
             ("      - run: echo ${{ steps.nope.outputs.x }}\n", "no step before this one has id `nope`"),
             ("      - run: echo ${{ runner.name }}\n", "the runner knows runner.os|arch|temp"),
-            ("      - {run: x, env: {GH_TOKEN: '${{ github.token }}'}}\n", "Baton holds no GitHub token"),
             (
                 "      - {id: m, run: x}\n      - run: echo ${{ secrets.S }} ${{ steps.m.outputs.x }}\n",
                 "reads no secret",

@@ -66,7 +66,12 @@ pub fn job_spec(
             }
             deferred.extend(step.env.iter().map(|(k, v)| (format!("env.{k}"), v.as_str())));
             deferred.extend(step.with.iter().map(|(k, v)| (format!("with.{k}"), v.as_str())));
-            deferred.retain(|(_, text)| expressions::reads_runner_side(text));
+            // `env.NAME` of no env the queue knows is an earlier step's
+            // `$GITHUB_ENV` (setup-python's `pythonLocation`): the runner's.
+            let queue_env = |name: &str| env.contains_key(name) || step.env.contains_key(name);
+            deferred.retain(|(_, text)| {
+                expressions::reads_runner_side(text) || references::reads_env_set_on_the_runner(text, &queue_env)
+            });
             let is_deferred = |field: &str| deferred.iter().any(|(f, _)| f == field);
             let field = |name: String, text: &str| {
                 if is_deferred(&name) {

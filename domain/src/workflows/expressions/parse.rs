@@ -285,6 +285,17 @@ impl Parser {
             path.push(part);
         }
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        // `github.token` is, as GitHub documents it, the `GITHUB_TOKEN`
+        // secret: Baton mints no GitHub token, so it is the workspace's
+        // secret of that name (a job whose workspace has none fails at its
+        // claim saying so, as for any missing secret).
+        if self.dialect != Dialect::Action
+            && parts.len() == 2
+            && parts[0].eq_ignore_ascii_case("github")
+            && parts[1].eq_ignore_ascii_case("token")
+        {
+            return Ok(Reference::Secret(GITHUB_TOKEN_SECRET.into()));
+        }
         let known = |parts: &[&str]| match self.dialect {
             Dialect::Workflow => known_reference(parts),
             // An action reads its own inputs, its steps and env, and what
@@ -335,6 +346,9 @@ impl Parser {
         ))
     }
 }
+
+/// The secret `github.token` reads.
+pub const GITHUB_TOKEN_SECRET: &str = "GITHUB_TOKEN";
 
 /// What only the runner knows, as an action's own expressions read it:
 /// `github.<name>`, `runner.<name>`, `steps.<id>.outcome|conclusion`.

@@ -1737,6 +1737,58 @@ async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_al
 /// earlier step's outputs, `runner.os`) beside the workflow's values (a
 /// matrix value), as GitHub's runner lets them; each expression is
 /// evaluated once, so an output that looks like an expression stays text.
+/// What GitHub workflows read that is set on the runner or stored as a
+/// secret: `env.NAME` an earlier step exported through `$GITHUB_ENV` (as
+/// setup-python's `env.pythonLocation`), in a step's `if:`, `run` and
+/// `env`, and `github.token`, which is the workspace's `GITHUB_TOKEN`
+/// secret (masked like any secret).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_reads_what_an_earlier_step_exported_and_github_token_is_the_workspaces_secret() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let body = json!({ "value": "ghs_s3cr3t-t0ken" }).to_string();
+    let set = stack
+        .send(
+            reqwest::Method::PUT,
+            &format!("/v1/workspaces/{ws}/secrets/GITHUB_TOKEN"),
+            &stack.admin_token,
+            Some(body),
+        )
+        .await;
+    assert!(set.status < 300, "{}", set.body);
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: exported
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - run: echo "pythonLocation=/opt/python/3.12" >> "$GITHUB_ENV"
+      - if: env.pythonLocation != ''
+        env: {{PY: '${{{{ env.pythonLocation }}}}/bin', GH_TOKEN: '${{{{ github.token }}}}'}}
+        run: |
+          echo "${{{{ env.pythonLocation }}}}" > "$SHARED/said"
+          echo "$PY" > "$SHARED/env"
+          test "$GH_TOKEN" = ghs_s3cr3t-t0ken && echo "token $GH_TOKEN"
+      - if: env.neverExported != ''
+        run: touch "$SHARED/ran-unset"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
+    let read = |name: &str| std::fs::read_to_string(shared.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(read("said"), "/opt/python/3.12\n");
+    assert_eq!(read("env"), "/opt/python/3.12/bin\n");
+    assert!(!shared.join("ran-unset").exists(), "a variable no step exported reads as empty");
+    let job_id = job_in(&view, 1, "build")["id"].as_str().unwrap().to_string();
+    let logs = stack.get_ok(&format!("/v1/workspaces/{ws}/runs/{run_id}/jobs/{job_id}/logs"), &stack.admin_token).await;
+    let logs = log_texts(&logs);
+    assert!(logs.iter().any(|line| line == "token ***"), "the token is masked: {logs:?}");
+    runner.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_reads_an_earlier_steps_outputs_and_the_runner_in_its_run_and_env() {
     let stack = TestStack::start().await;
