@@ -48,6 +48,9 @@ pub enum Reference {
     NeedsOutcome {
         job: String,
     },
+    /// `needs` itself, an object of each need's `result` and `outputs`
+    /// (`needs.*.result`, `toJSON(needs)`).
+    Needs,
     /// `matrix.<name>`: a matrix leg's value.
     Matrix(String),
     /// `secrets.<NAME>`: a workspace secret, put in when the job is claimed.
@@ -109,6 +112,7 @@ impl fmt::Display for Reference {
             Reference::NeedsOutput { job, name } => write!(f, "needs.{job}.outputs.{name}"),
             Reference::NeedsResult { job } => write!(f, "needs.{job}.result"),
             Reference::NeedsOutcome { job } => write!(f, "needs.{job}.outcome"),
+            Reference::Needs => write!(f, "needs"),
             Reference::Matrix(name) => write!(f, "matrix.{name}"),
             Reference::Secret(name) => write!(f, "secrets.{name}"),
             Reference::Input(name) => write!(f, "inputs.{name}"),
@@ -203,7 +207,15 @@ pub trait Scope {
     /// (the `github` context's booleans and numbers compare as such:
     /// `github.event.pull_request.draft == false`); text otherwise.
     fn resolve_value(&self, reference: &Reference) -> Option<Value> {
-        self.resolve(reference).map(Value::String)
+        let text = self.resolve(reference)?;
+        // `needs` is an object, carried as JSON text where values are text
+        // (the queue's values for a step's `if:` on the runner).
+        if *reference == Reference::Needs {
+            if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
+                return Some(Value::from_serde(&json));
+            }
+        }
+        Some(Value::String(text))
     }
 
     /// A status function's value (`success`, `failure`, `always`,

@@ -439,6 +439,8 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
                 Reference::NeedsOutput { job, .. } => {
                     needs.insert(job);
                 }
+                // The whole context shows every need's outputs.
+                Reference::Needs => needs.extend(job.needs.iter().cloned()),
                 _ => {}
             }
         }
@@ -536,6 +538,8 @@ impl Scope for JobScope<'_> {
             Reference::StepOutput { .. } => None,
             Reference::Event(path) => super::listening::value_of(self.event?, path),
             Reference::Github(path) => self.github_value(path).map(|value| github::as_text(&value)),
+            // JSON text: the runner reads it back as an object (a step's `if:`).
+            Reference::Needs => Some(self.needs_value().to_string()),
             // Only an action's own expressions name these, on the runner.
             Reference::Runner(_) => None,
         }
@@ -544,12 +548,33 @@ impl Scope for JobScope<'_> {
     fn resolve_value(&self, reference: &Reference) -> Option<expressions::Value> {
         match reference {
             Reference::Github(path) => self.github_value(path).map(|value| expressions::Value::from_serde(&value)),
+            Reference::Needs => Some(expressions::Value::from_serde(&self.needs_value())),
             other => self.resolve(other).map(expressions::Value::String),
         }
     }
 }
 
 impl JobScope<'_> {
+    /// The `needs` context: each need's `result` (GitHub's word) and the
+    /// `outputs` the job reads (empty when it reads none by name).
+    fn needs_value(&self) -> serde_json::Value {
+        let needs: serde_json::Map<String, serde_json::Value> = self
+            .needs
+            .iter()
+            .map(|(job, need)| {
+                let outputs: serde_json::Map<String, serde_json::Value> = need
+                    .outputs
+                    .iter()
+                    .flat_map(|outputs| outputs.iter())
+                    .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
+                    .collect();
+                let result = serde_json::Value::String(result_word(need.status).to_string());
+                (job.clone(), serde_json::json!({ "result": result, "outputs": outputs }))
+            })
+            .collect();
+        serde_json::Value::Object(needs)
+    }
+
     fn github_value(&self, path: &[String]) -> Option<serde_json::Value> {
         let place = github::RunPlace { run_id: self.run_id, attempt: self.attempt, job: Some(self.job) };
         self.github?.value(path, place)
@@ -599,6 +624,53 @@ mod tests {
         assert!(refused(&unknown_env).contains("field `if`: env.W"), "{}", refused(&unknown_env));
         let unknown_context = ok.replace("${{ baton.run_id }}", "${{ github.retention_days }}");
         assert!(refused(&unknown_context).contains("unknown reference github.retention_days"));
+    }
+
+    #[test]
+    fn a_jobs_expressions_filter_the_needs_and_the_triggers_event_as_values() {
+        use crate::workflows::expressions::{self, Scope};
+        use crate::workflows::status::JobStatus;
+        let github = crate::workflows::github::GithubData {
+            fields:
+                serde_json::json!({"event": {"pull_request": {"labels": [{"name": "bug"}, {"name": "benchmark"}]}}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ..Default::default()
+        };
+        let outputs = std::collections::BTreeMap::from([("v".to_string(), "1".to_string())]);
+        fn need(
+            status: JobStatus,
+            outputs: Option<&std::collections::BTreeMap<String, String>>,
+        ) -> super::NeedState<'_> {
+            super::NeedState { status, soft_failed: false, outputs: outputs.map(std::borrow::Cow::Borrowed) }
+        }
+        let scope = super::JobScope {
+            run_id: uuid::Uuid::nil(),
+            attempt: 1,
+            workspace_id: "ws",
+            job: "bench",
+            matrix: None,
+            env: Default::default(),
+            inputs: None,
+            needs: [
+                ("build".to_string(), need(JobStatus::Succeeded, Some(&outputs))),
+                ("lint".to_string(), need(JobStatus::Failed, None)),
+            ]
+            .into_iter()
+            .collect(),
+            event: None,
+            github: Some(&github),
+        };
+        let holds = |text: &str| expressions::evaluate(&expressions::parse(text).unwrap(), &scope).unwrap().truthy();
+        assert!(holds("contains(github.event.pull_request.labels.*.name, 'benchmark')"));
+        assert!(!holds("contains(github.event.pull_request.labels.*.name, 'docs')"));
+        assert!(holds("contains(needs.*.result, 'failure')"));
+        assert!(holds("join(needs.*.outputs.v) == '1'"), "a filter's elements read on; a need without it gives nothing");
+        let text = scope.resolve(&expressions::Reference::Needs).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["lint"]["result"], "failure", "the queue's values carry needs as JSON: {text}");
+        assert_eq!(json["build"]["outputs"]["v"], "1");
     }
 
     #[test]

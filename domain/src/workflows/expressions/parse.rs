@@ -173,10 +173,16 @@ impl Parser {
                 }
                 _ => return Ok(expr),
             };
-            if let Expr::Ref(reference) = &expr {
+            match &expr {
+                // `needs.*`, `github.event.labels.*.name`: values with a
+                // structure, read into as values.
+                Expr::Ref(Reference::Needs | Reference::Github(_)) => {}
                 // `(needs.a.outputs.x).y`: a reference reads the whole path
                 // it can, and its value is text.
-                return Err(format!("{reference} is text: to read into it, use fromJSON({reference})"));
+                Expr::Ref(reference) => {
+                    return Err(format!("{reference} is text: to read into it, use fromJSON({reference})"))
+                }
+                _ => {}
             }
             self.operator()?;
             expr = Expr::Index(Box::new(expr), Box::new(index));
@@ -262,9 +268,19 @@ impl Parser {
             let part = match (self.peek(), self.peek_at(1), self.peek_at(2)) {
                 (Some(Token::Dot), Some(Token::Ident(part)), _) => part.clone(),
                 (Some(Token::Dot), Some(Token::Star), _) | (Some(Token::LBracket), Some(Token::Star), _) => {
+                    // What has a structured value is filtered as a value
+                    // (`needs.*.result`, `github.event.commits.*.id`);
+                    // other contexts' values are text.
+                    if path.len() == 1 && path[0].eq_ignore_ascii_case("needs") && self.dialect != Dialect::Action {
+                        return Ok(Reference::Needs);
+                    }
+                    if path.len() > 1 && path[0].eq_ignore_ascii_case("github") {
+                        break;
+                    }
                     return Err(format!(
-                        "{shown}.*: an object filter over a context is not supported yet; read each one by name"
-                    ))
+                        "{shown}.*: an object filter over this context is not supported: its values are text; \
+                         filter needs.* or github.event"
+                    ));
                 }
                 (Some(Token::Dot), other, _) => {
                     let found = other.map_or("nothing".into(), |t| t.describe());
@@ -285,6 +301,9 @@ impl Parser {
             path.push(part);
         }
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        if parts.len() == 1 && parts[0].eq_ignore_ascii_case("needs") && self.dialect != Dialect::Action {
+            return Ok(Reference::Needs);
+        }
         // `github.token` is, as GitHub documents it, the `GITHUB_TOKEN`
         // secret: Baton mints no GitHub token, so it is the workspace's
         // secret of that name (a job whose workspace has none fails at its

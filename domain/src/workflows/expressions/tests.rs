@@ -34,6 +34,7 @@ fn table_scope() -> MapScope {
         ),
         ("needs.a.outputs.labels", r#"[{"name":"bug"},{"name":"help wanted"}]"#),
         ("needs.a.result", "success"),
+        ("needs", r#"{"a": {"result": "success", "outputs": {"v": "1"}}, "b": {"result": "failure", "outputs": {}}}"#),
     ])
 }
 
@@ -321,6 +322,12 @@ fn indexes_and_object_filters_read_into_values() {
         ("join(fromJSON('[{\"a\": 1}, {\"b\": 2}, 3]').*.a)", Is("1")),
         ("toJSON(fromJSON('1').*)", Is("[]")),
         ("contains(fromJSON(needs.a.outputs.vegetables).*.colors.*, 'PINK')", Holds(true)),
+        // The `needs` context itself (GitHub's all-green gate).
+        ("contains(needs.*.result, 'failure')", Holds(true)),
+        ("!contains(needs.*.result, 'cancelled')", Holds(true)),
+        ("join(needs[*].result)", Is("success,failure")),
+        ("join(needs.*.outputs.v)", Is("1")),
+        ("fromJSON(toJSON(needs)).b.result", Is("failure")),
     ]);
 }
 
@@ -343,8 +350,8 @@ fn errors_name_the_construct() {
         ("success(1)", Fails("success() takes no arguments")),
         ("fromJSON('{')", Fails("fromJSON('{'): not JSON")),
         ("fromJSON('')", Fails("not JSON")),
-        ("needs.*.result", Fails("needs.*: an object filter over a context is not supported yet")),
-        ("needs[*]", Fails("an object filter over a context is not supported yet")),
+        ("matrix.*", Fails("matrix.*: an object filter over this context is not supported: its values are text")),
+        ("inputs[*]", Fails("an object filter over this context is not supported")),
         (
             "needs.a.outputs.cfg.targets",
             Fails("needs.a.outputs.cfg is text: to read into it, write fromJSON(needs.a.outputs.cfg).targets"),

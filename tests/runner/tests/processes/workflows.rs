@@ -1737,6 +1737,46 @@ async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_al
 /// earlier step's outputs, `runner.os`) beside the workflow's values (a
 /// matrix value), as GitHub's runner lets them; each expression is
 /// evaluated once, so an output that looks like an expression stays text.
+/// GitHub's all-green gate: a job that needs the others reads their results
+/// through the `needs` context's object filter, in a step's `if:` (decided
+/// on the runner from the queue's values) and in its `run` (resolved when
+/// the job is queued).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_job_filters_its_needs_results_in_its_steps() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: gate
+{env}jobs:
+  a:
+    runs-on: linux
+    steps: [{{run: 'true'}}]
+  b:
+    runs-on: linux
+    steps: [{{run: 'exit 1'}}]
+  gate:
+    needs: [a, b]
+    if: always()
+    runs-on: linux
+    steps:
+      - if: contains(needs.*.result, 'failure')
+        run: echo "${{{{ join(needs.*.result, ',') }}}}" > "$SHARED/results"
+      - if: ${{{{ !contains(needs.*.result, 'failure') }}}}
+        run: touch "$SHARED/all-green"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
+    assert_eq!(job_in(&view, 1, "gate")["status"], "succeeded", "{view:#}");
+    let results = std::fs::read_to_string(shared.join("results")).expect("the failure step ran");
+    assert_eq!(results, "success,failure\n", "each need's result, in the needs' order by name");
+    assert!(!shared.join("all-green").exists(), "a need failed: not all green");
+    runner.stop().await;
+}
+
 /// What GitHub workflows read that is set on the runner or stored as a
 /// secret: `env.NAME` an earlier step exported through `$GITHUB_ENV` (as
 /// setup-python's `env.pythonLocation`), in a step's `if:`, `run` and
