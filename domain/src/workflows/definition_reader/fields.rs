@@ -67,6 +67,13 @@ impl<'a> Fields<'a> {
                     .field(&key)
                     .error("reusable workflows (a job's `uses:`) are not supported: a job runs its own `steps`"));
             }
+            if (key == "services" || key == "container") && at.is_job() {
+                return Err(at.field(&key).error(format!(
+                    "a job's `{key}:` runs in Docker containers, which a Baton runner does not start: run the \
+                     service or tool on the runner's machine (a runner with it installed, chosen by `runs-on` or \
+                     `tools`), or start it in a step"
+                )));
+            }
             if !allowed.contains(&key.as_str()) {
                 return Err(at.field(&key).error(format!("unknown field, expected one of: {}", allowed.join(", "))));
             }

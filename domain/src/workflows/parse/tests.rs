@@ -202,6 +202,19 @@ fn invalid_job_ids_are_refused() {
 }
 
 #[test]
+fn what_needs_docker_or_another_workflow_is_refused_saying_why() {
+    for (body, field, says) in [
+        ("runs-on: l\nservices: {db: {image: postgres}}\nsteps: [{run: x}]", "services", "Docker containers"),
+        ("runs-on: l\ncontainer: node:20\nsteps: [{run: x}]", "container", "Docker containers"),
+        ("uses: ./.github/workflows/lint.yml", "uses", "reusable workflows"),
+    ] {
+        let err = error_of(&with_job_body(body));
+        assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some(field)), "{err}");
+        assert!(err.message.contains(says) && !err.message.contains("unknown field"), "{err}");
+    }
+}
+
+#[test]
 fn a_job_without_runs_on_is_refused() {
     let err = error_of(&with_job_body("steps: [{run: x}]"));
     assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some("runs-on")));
