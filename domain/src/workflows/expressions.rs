@@ -53,6 +53,8 @@ pub enum Reference {
     Needs,
     /// `matrix.<name>`: a matrix leg's value.
     Matrix(String),
+    /// `strategy.fail-fast|job-index|job-total|max-parallel` (lower-cased).
+    Strategy(String),
     /// `secrets.<NAME>`: a workspace secret, put in when the job is claimed.
     Secret(String),
     Input(String),
@@ -114,6 +116,7 @@ impl fmt::Display for Reference {
             Reference::NeedsOutcome { job } => write!(f, "needs.{job}.outcome"),
             Reference::Needs => write!(f, "needs"),
             Reference::Matrix(name) => write!(f, "matrix.{name}"),
+            Reference::Strategy(field) => write!(f, "strategy.{field}"),
             Reference::Secret(name) => write!(f, "secrets.{name}"),
             Reference::Input(name) => write!(f, "inputs.{name}"),
             Reference::Env(name) => write!(f, "env.{name}"),

@@ -54,6 +54,22 @@ pub struct MatrixGroup {
 pub struct MatrixLeg {
     pub job: String,
     pub values: Combination,
+    /// Where the leg stands among its matrix's (`strategy.job-index`, from
+    /// 0) and how many there are (`strategy.job-total`); the matrix's
+    /// `fail-fast` and `max-parallel` (`strategy.*`). A leg stored before
+    /// these were kept reads 0 of 0: nothing read them then.
+    #[serde(default)]
+    pub index: u32,
+    #[serde(default)]
+    pub total: u32,
+    #[serde(default = "fail_fast_default")]
+    pub fail_fast: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
+}
+
+fn fail_fast_default() -> bool {
+    true
 }
 
 impl MatrixLeg {
@@ -62,6 +78,27 @@ impl MatrixLeg {
         self.values.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
     }
 }
+
+/// `strategy.<field>` (`fail-fast`, `job-index`, `job-total`,
+/// `max-parallel`) of a job: its leg's, or, as GitHub gives a job without a
+/// matrix, one job of one that fails fast. `max-parallel` unset is every
+/// leg at once.
+pub fn strategy_value(leg: Option<&MatrixLeg>, field: &str) -> Option<String> {
+    let (index, total, fail_fast, max_parallel) = match leg {
+        Some(leg) => (leg.index, leg.total, leg.fail_fast, leg.max_parallel.unwrap_or(leg.total)),
+        None => (0, 1, true, 1),
+    };
+    Some(match field {
+        "job-index" => index.to_string(),
+        "job-total" => total.to_string(),
+        "fail-fast" => fail_fast.to_string(),
+        "max-parallel" => max_parallel.to_string(),
+        _ => return None,
+    })
+}
+
+/// The fields of the `strategy` context.
+pub const STRATEGY_FIELDS: &[&str] = &["fail-fast", "job-index", "job-total", "max-parallel"];
 
 /// Every combination of `strategy`, in order (see the module doc).
 pub fn combinations(strategy: &Strategy) -> Vec<Combination> {

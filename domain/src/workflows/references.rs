@@ -512,6 +512,7 @@ impl Scope for JobScope<'_> {
         match reference {
             Reference::NeedsOutput { job, name } => self.needs.get(job)?.outputs.as_ref()?.get(name).cloned(),
             Reference::Matrix(name) => Some(self.matrix?.value(name).unwrap_or_default().to_string()),
+            Reference::Strategy(field) => crate::workflows::matrix::strategy_value(self.matrix, field),
             // Left for the claim to put in (`secrets::put_in`): never in
             // the job's stored spec, a fact or the view.
             Reference::Secret(name) => Some(secret_placeholder(name)),
@@ -666,11 +667,52 @@ mod tests {
         assert!(holds("contains(github.event.pull_request.labels.*.name, 'benchmark')"));
         assert!(!holds("contains(github.event.pull_request.labels.*.name, 'docs')"));
         assert!(holds("contains(needs.*.result, 'failure')"));
-        assert!(holds("join(needs.*.outputs.v) == '1'"), "a filter's elements read on; a need without it gives nothing");
+        assert!(
+            holds("join(needs.*.outputs.v) == '1'"),
+            "a filter's elements read on; a need without it gives nothing"
+        );
         let text = scope.resolve(&expressions::Reference::Needs).unwrap();
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(json["lint"]["result"], "failure", "the queue's values carry needs as JSON: {text}");
         assert_eq!(json["build"]["outputs"]["v"], "1");
+    }
+
+    #[test]
+    fn the_strategy_context_tells_a_leg_where_it_stands_and_a_plain_job_it_is_one_of_one() {
+        use crate::workflows::expressions::{self, Scope};
+        let yaml = "jobs:\n  build:\n    runs-on: linux\n    strategy: {fail-fast: false, max-parallel: 2, matrix: {os: [a, b, c]}}\n    steps: [{run: 'echo ${{ strategy.job-index }}'}]\n  plain:\n    runs-on: linux\n    steps: [{run: 'echo ${{ strategy.job-total }}'}]\n";
+        let definition = parse_definition(yaml).unwrap();
+        let scope_of = |key: &str| {
+            let job = definition.jobs.iter().find(|j| j.key.starts_with(key)).unwrap();
+            super::JobScope {
+                run_id: uuid::Uuid::nil(),
+                attempt: 1,
+                workspace_id: "ws",
+                job: &job.key,
+                matrix: job.matrix.as_ref(),
+                env: Default::default(),
+                inputs: None,
+                needs: Default::default(),
+                event: None,
+                github: None,
+            }
+        };
+        let read = |scope: &super::JobScope<'_>, text: &str| expressions::interpolate(text, scope);
+        let legs: Vec<_> = definition.jobs.iter().filter_map(|j| j.matrix.as_ref()).collect();
+        assert_eq!(legs.iter().map(|leg| leg.index).collect::<Vec<_>>(), [0, 1, 2]);
+        let last = scope_of("build (c)");
+        assert_eq!(
+            read(&last, "${{ strategy.job-index }}/${{ strategy.job-total }} ${{ strategy.fail-fast }} ${{ strategy.max-parallel }}"),
+            "2/3 false 2"
+        );
+        let plain = scope_of("plain");
+        assert_eq!(
+            read(&plain, "${{ strategy.job-index }}/${{ strategy.job-total }} ${{ strategy.fail-fast }}"),
+            "0/1 true"
+        );
+        assert_eq!(plain.resolve(&expressions::Reference::Strategy("max-parallel".into())).as_deref(), Some("1"));
+        assert!(refused(&yaml.replace("strategy.job-total", "strategy.job-count"))
+            .contains("unknown reference strategy.job-count"));
     }
 
     #[test]

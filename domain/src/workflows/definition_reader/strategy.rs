@@ -32,12 +32,20 @@ pub(super) fn expand_matrix(
             .error(format!("{} combinations, at most {MAX_JOBS} legs are accepted", combinations.len())));
     }
     let mut legs = Vec::with_capacity(combinations.len());
-    for values in combinations {
+    let total = combinations.len() as u32;
+    for (index, values) in combinations.into_iter().enumerate() {
         let key = matrix::leg_key(&job.key, &values);
         if legs.iter().any(|leg: &JobDefinition| leg.key == key) {
             return Err(at.field("strategy.matrix").error(format!("two combinations make the same leg `{key}`")));
         }
-        let leg = MatrixLeg { job: job.key.clone(), values };
+        let leg = MatrixLeg {
+            job: job.key.clone(),
+            values,
+            index: index as u32,
+            total,
+            fail_fast: strategy.fail_fast,
+            max_parallel: strategy.max_parallel,
+        };
         let raw =
             runs_on.iter().map(|label| leg_label(label, &leg, &at.field("runs-on"))).collect::<Result<Vec<_>, _>>()?;
         let labels =

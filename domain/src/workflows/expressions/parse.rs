@@ -359,7 +359,7 @@ impl Parser {
         };
         Err(format!(
             "unknown reference {}: use needs.<job>.outputs.<name>, needs.<job>.result|outcome, matrix.<name>, \
-             secrets.<NAME>, inputs.<name>, env.<name>, baton.run_id|attempt|workspace_id|job|trigger, \
+             strategy.job-index|job-total|fail-fast|max-parallel, secrets.<NAME>, inputs.<name>, env.<name>, baton.run_id|attempt|workspace_id|job|trigger, \
              steps.<id>.outputs.<name>{runner_side} or (listening jobs) event.name|ref|payload.<path>",
             parts.join(".")
         ))
@@ -395,6 +395,9 @@ fn known_reference(parts: &[&str]) -> Option<Reference> {
         (["needs", _, "result"], [_, job, _]) => Reference::NeedsResult { job: owned(job) },
         (["needs", _, "outcome"], [_, job, _]) => Reference::NeedsOutcome { job: owned(job) },
         (["matrix", _], [_, name]) => Reference::Matrix(owned(name)),
+        (["strategy", field], _) if crate::workflows::matrix::STRATEGY_FIELDS.contains(field) => {
+            Reference::Strategy(owned(field))
+        }
         (["secrets", _], [_, name]) => Reference::Secret(owned(name)),
         (["inputs", _], [_, name]) => Reference::Input(owned(name)),
         (["env", _], [_, name]) => Reference::Env(owned(name)),
