@@ -8,9 +8,10 @@ use super::fields::{Fields, Location};
 use super::permissions::check_permissions;
 use super::scheduling::{read_condition, read_needs, read_priority, read_retry, read_runs_on, read_tools};
 use super::steps::{read_defaults, read_steps, RunDefaults};
-use super::strategy::{expand_matrix, read_strategy};
+use super::strategy::{expand_matrix, leg_timeout, read_strategy};
 use super::values::{
-    check_output_name, read_continue_on_error, read_env, read_names, read_text, read_text_list, read_timeout,
+    check_output_name, is_expression, read_continue_on_error, read_env, read_names, read_text, read_text_list,
+    read_timeout,
 };
 use super::waiting_jobs::{read_approval, read_listen};
 use crate::workflows::definition::{
@@ -85,8 +86,8 @@ pub(super) fn read_jobs(
         let (job, matrix) = read_job(&key, body, defaults)?;
         match matrix {
             None => jobs.push(job),
-            Some((strategy, runs_on)) => {
-                let (legs, group) = expand_matrix(job, &strategy, &runs_on)?;
+            Some((strategy, runs_on, timeout)) => {
+                let (legs, group) = expand_matrix(job, &strategy, &runs_on, timeout.as_deref())?;
                 jobs.extend(legs);
                 matrices.push(group);
             }
@@ -135,7 +136,9 @@ fn check_job_id(key: &str) -> Result<(), DefinitionError> {
 
 /// A job as written; with a `strategy`, also the strategy and its `runs-on`
 /// as written (each leg puts its values in before it is checked).
-type ReadJob = (JobDefinition, Option<(Strategy, Vec<String>)>);
+/// A job as read, and for a matrix job what each leg works out: its
+/// strategy, its `runs-on` labels and its `timeout-minutes` expression.
+type ReadJob = (JobDefinition, Option<(Strategy, Vec<String>, Option<String>)>);
 
 fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJob, DefinitionError> {
     let at = Location::job(key);
@@ -189,10 +192,19 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
             (Vec::new(), Some((strategy, runs_on)))
         }
     };
+    // `timeout-minutes: ${{ … }}` reads a leg's matrix values (CodeQL's
+    // longer timeout for one language): worked out per leg when the run is
+    // created, like `runs-on`.
+    let timeout_node = fields.get("timeout-minutes");
+    let timeout_expression = timeout_node.filter(|node| is_expression(node)).and_then(YamlNode::scalar_text);
+    let matrix = matrix.map(|(strategy, runs_on)| (strategy, runs_on, timeout_expression.clone()));
     let needs = read_needs(fields.get("needs"), &at.field("needs"))?;
     let (condition, when) = read_condition(fields.get("if"), &at.field("if"))?;
-    let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &at.field("timeout-minutes"))?
-        .unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES);
+    let timeout_minutes = match (&timeout_expression, &matrix) {
+        (Some(text), None) => leg_timeout(text, None, &at.field("timeout-minutes"))?,
+        (Some(_), Some(_)) => DEFAULT_JOB_TIMEOUT_MINUTES,
+        (None, _) => read_timeout(timeout_node, &at.field("timeout-minutes"))?.unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES),
+    };
     let env = read_env(fields.get("env"), &at.field("env"))?;
     check_permissions(fields.get("permissions"), &at.field("permissions"))?;
     // The job's `defaults.run` over the workflow's, field by field.

@@ -4,7 +4,7 @@
 use super::fields::{Fields, Location};
 use super::values::is_expression;
 use crate::runners::labels;
-use crate::workflows::definition::{DefinitionError, JobDefinition, MAX_JOBS, MAX_JOB_ID_LEN};
+use crate::workflows::definition::{DefinitionError, JobDefinition, MAX_JOBS, MAX_JOB_ID_LEN, MAX_TIMEOUT_MINUTES};
 use crate::workflows::expressions::{self, Reference, Scope};
 use crate::workflows::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
 use crate::workflows::yaml::YamlNode;
@@ -20,6 +20,7 @@ pub(super) fn expand_matrix(
     job: JobDefinition,
     strategy: &Strategy,
     runs_on: &[String],
+    timeout: Option<&str>,
 ) -> Result<(Vec<JobDefinition>, MatrixGroup), DefinitionError> {
     let at = Location::job(&job.key);
     let combinations = matrix::combinations(strategy);
@@ -50,7 +51,12 @@ pub(super) fn expand_matrix(
             runs_on.iter().map(|label| leg_label(label, &leg, &at.field("runs-on"))).collect::<Result<Vec<_>, _>>()?;
         let labels =
             labels::canonicalize(&raw).map_err(|err| at.field("runs-on").error(format!("in leg `{key}`: {err}")))?;
-        legs.push(JobDefinition { key, labels, matrix: Some(leg), ..job.clone() });
+        let timeout_minutes = match timeout {
+            Some(text) => leg_timeout(text, Some(&leg), &at.field("timeout-minutes"))
+                .map_err(|err| at.field("timeout-minutes").error(format!("in leg `{key}`: {}", err.message)))?,
+            None => job.timeout_minutes,
+        };
+        legs.push(JobDefinition { key, labels, timeout_minutes, matrix: Some(leg), ..job.clone() });
     }
     let group = MatrixGroup {
         job: job.key.clone(),
@@ -74,6 +80,29 @@ fn leg_label(label: &str, leg: &MatrixLeg, at: &Location) -> Result<String, Defi
         }
     }
     expressions::try_interpolate(label, &LegScope(leg)).map_err(|err| at.error(err))
+}
+
+/// A job's `timeout-minutes` written as an expression, worked out over the
+/// leg's matrix values (`${{ (matrix.language == 'swift' && 120) || 360 }}`):
+/// as for `runs-on`, the only data known when the run is created.
+pub(super) fn leg_timeout(text: &str, leg: Option<&MatrixLeg>, at: &Location) -> Result<u32, DefinitionError> {
+    for reference in expressions::text_references(text).map_err(|err| at.error(err))? {
+        let known = matches!(reference, Reference::Matrix(_)) && leg.is_some();
+        if !known {
+            return Err(at.error(format!(
+                "{reference} is not known when the run is created: timeout-minutes reads only a matrix job's \
+                 matrix.<name>"
+            )));
+        }
+    }
+    let value = match leg {
+        Some(leg) => expressions::try_interpolate(text, &LegScope(leg)),
+        None => expressions::try_interpolate(text, &expressions::MapScope::default()),
+    }
+    .map_err(|err| at.error(err))?;
+    value.trim().parse::<u32>().ok().filter(|minutes| (1..=MAX_TIMEOUT_MINUTES).contains(minutes)).ok_or_else(|| {
+        at.error(format!("`{text}` comes to `{value}`: a whole number of minutes from 1 to {MAX_TIMEOUT_MINUTES}"))
+    })
 }
 
 /// A leg's matrix values, as `runs-on` reads them.

@@ -202,6 +202,21 @@ fn invalid_job_ids_are_refused() {
 }
 
 #[test]
+fn a_matrix_jobs_timeout_may_be_worked_out_from_each_legs_values() {
+    let body = "runs-on: l\nstrategy: {matrix: {language: [go, swift]}}\ntimeout-minutes: ${{ (matrix.language == 'swift' && 120) || 360 }}\nsteps: [{run: x}]";
+    let definition = parse_definition(&with_job_body(body)).unwrap();
+    let timeouts: Vec<(&str, u32)> = definition.jobs.iter().map(|j| (j.key.as_str(), j.timeout_minutes)).collect();
+    assert_eq!(timeouts, [("a (go)", 360), ("a (swift)", 120)]);
+    let constant =
+        parse_definition(&with_job_body("runs-on: l\ntimeout-minutes: ${{ 30 }}\nsteps: [{run: x}]")).unwrap();
+    assert_eq!(constant.jobs[0].timeout_minutes, 30);
+    let zero = body.replace("|| 360", "|| 0");
+    let err = error_of(&with_job_body(&zero));
+    assert_eq!(err.field.as_deref(), Some("timeout-minutes"));
+    assert!(err.message.contains("in leg `a (go)`") && err.message.contains("comes to `0`"), "{err}");
+}
+
+#[test]
 fn what_needs_docker_or_another_workflow_is_refused_saying_why() {
     for (body, field, says) in [
         ("runs-on: l\nservices: {db: {image: postgres}}\nsteps: [{run: x}]", "services", "Docker containers"),
@@ -541,7 +556,7 @@ fn what_is_not_supported_yet_is_refused_as_such_not_as_a_type_or_a_place() {
     assert!(err.message.contains("!failure() is not supported"), "{err}");
     let err = error_of(&with_job_body("runs-on: l\ntimeout-minutes: ${{ inputs.t }}\nsteps: [{run: x}]"));
     assert_eq!(err.field.as_deref(), Some("timeout-minutes"));
-    assert!(err.message.contains("an expression is not supported here yet"), "{err}");
+    assert!(err.message.contains("inputs.t is not known when the run is created"), "{err}");
     let matrix =
         "runs-on: l\nstrategy:\n  matrix:\n    pkg: ${{ fromJSON(needs.plan.outputs.pkgs) }}\nsteps: [{run: x}]";
     let err = error_of(&with_job_body(matrix));
