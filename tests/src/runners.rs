@@ -247,10 +247,12 @@ impl Publishable for Queued {
     }
 }
 
-/// A queued one-step job. Its step id is not derived from the execution
-/// (as Baton's are), so no step report settles it: the complete does.
+/// A queued one-step job. Its step id is one Baton derives for the
+/// execution, but at the index after its last (`ids::step_id(_, 1)`), so
+/// the step route knows it and no step report settles the job: the
+/// complete does.
 pub fn queued_fact(workspace: &str, labels: &[&str], queued_at: DateTime<Utc>) -> Queued {
-    job_fact(workspace, labels, queued_at, 1, |_, _| Uuid::now_v7())
+    job_fact(workspace, labels, queued_at, 1, |execution, index| baton_domain::ids::step_id(execution, index + 1))
 }
 
 /// A queued job of `steps` steps with ids derived as Baton derives them

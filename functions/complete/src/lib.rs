@@ -28,6 +28,11 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 async fn report_step(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
     let lease = lease_credentials(&req)?;
     let step_id = path_id(&req, "step_id")?;
+    // Step ids are derived from the execution (`ids::step_id`): an id of
+    // none of its steps is refused without a read, and never recorded.
+    if baton_domain::ids::step_index(lease.execution_id, step_id).is_none() {
+        return Err(ApiError::not_found("step"));
+    }
     let report: StepReport = parse_json(&req)?;
     check_outputs(&report.outputs)?;
     let step = StepResult {

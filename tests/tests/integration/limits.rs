@@ -111,15 +111,19 @@ async fn runner_reports_are_bounded_and_a_refused_one_leaves_the_lease_usable() 
     ] {
         assert_refused(&complete(body).await, "invalid-request", what);
     }
-    // Step reports: as many distinct steps as a job may have, not one more.
+    // Step reports: every step id a job may have (Baton derives them from
+    // the execution: `ids::step_id`), then an id of no step of the job,
+    // refused before anything is recorded. (Running: no report settles it.)
     for i in 0..MAX_STEPS_PER_JOB {
-        let path = format!("/v1/runners/leases/{id}/steps/{}", uuid::Uuid::now_v7());
-        let answer = stack.post(&path, &token, json!({"status": "succeeded", "exit_code": 0})).await;
+        let path = format!("/v1/runners/leases/{id}/steps/{}", baton_domain::ids::step_id(id, i));
+        let answer = stack.post(&path, &token, json!({"status": "running"})).await;
         assert_eq!(answer.status, 200, "step {i}: {}", answer.body);
     }
-    let path = format!("/v1/runners/leases/{id}/steps/{}", uuid::Uuid::now_v7());
-    let answer = stack.post(&path, &token, json!({"status": "succeeded", "exit_code": 0})).await;
-    assert_refused(&answer, "invalid-request", "a step past the job's maximum");
+    for unknown in [uuid::Uuid::now_v7(), baton_domain::ids::step_id(id, MAX_STEPS_PER_JOB)] {
+        let path = format!("/v1/runners/leases/{id}/steps/{unknown}");
+        let answer = stack.post(&path, &token, json!({"status": "succeeded", "exit_code": 0})).await;
+        assert_eq!((answer.status, answer.code()), (404, "not-found"), "a step of no step of the job: {}", answer.body);
+    }
     // Nothing refused touched the lease: it completes.
     let done = complete(json!({"status": "succeeded", "outputs": {"version": "1.2.3"}})).await;
     assert_eq!(done.status, 200, "{}", done.body);
