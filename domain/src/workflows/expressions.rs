@@ -213,9 +213,18 @@ pub trait Scope {
         let text = self.resolve(reference)?;
         // `needs` is an object, carried as JSON text where values are text
         // (the queue's values for a step's `if:` on the runner).
-        if *reference == Reference::Needs {
+        // A matrix's mapping or list value travels the same way; read back
+        // as one only if it is one (other matrix values are text).
+        let structured = match reference {
+            Reference::Needs => true,
+            Reference::Matrix(_) => text.starts_with('{') || text.starts_with('['),
+            _ => false,
+        };
+        if structured {
             if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
-                return Some(Value::from_serde(&json));
+                if json.is_object() || json.is_array() {
+                    return Some(Value::from_serde(&json));
+                }
             }
         }
         Some(Value::String(text))

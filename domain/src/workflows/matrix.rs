@@ -35,6 +35,22 @@ pub struct Strategy {
     /// `fail-fast` (GitHub's default: true).
     pub fail_fast: bool,
     pub max_parallel: Option<u32>,
+    /// The names given a mapping or a list as a value somewhere (kept as
+    /// JSON text, read into as values: `matrix.pair.otp`).
+    pub structured: std::collections::BTreeSet<String>,
+}
+
+/// Whether `value` of the name `name` is a mapping or a list kept as JSON
+/// text, given the names that had one (`Strategy::structured`).
+pub fn structured_value(
+    structured: &std::collections::BTreeSet<String>,
+    name: &str,
+    value: &str,
+) -> Option<serde_json::Value> {
+    if !structured.contains(name) || !(value.starts_with('{') || value.starts_with('[')) {
+        return None;
+    }
+    serde_json::from_str::<serde_json::Value>(value).ok().filter(|v| v.is_object() || v.is_array())
 }
 
 /// The legs of one matrix job, what the attempt decides on together.
@@ -66,6 +82,9 @@ pub struct MatrixLeg {
     pub fail_fast: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
+    /// The names of its values that are a mapping or a list (as JSON text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub structured: Vec<String>,
 }
 
 fn fail_fast_default() -> bool {
@@ -76,6 +95,18 @@ impl MatrixLeg {
     /// `${{ matrix.<name> }}`: the leg's value, if its combination has it.
     pub fn value(&self, name: &str) -> Option<&str> {
         self.values.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    }
+
+    /// `matrix.<name>` with its structure: a mapping or a list as such (read
+    /// into: `matrix.pair.otp`), anything else as text.
+    pub fn typed_value(&self, name: &str) -> Option<serde_json::Value> {
+        let text = self.value(name)?;
+        if self.structured.iter().any(|s| s == name) {
+            if let Ok(value) = serde_json::from_str(text) {
+                return Some(value);
+            }
+        }
+        Some(serde_json::Value::String(text.to_string()))
     }
 }
 
@@ -155,7 +186,27 @@ fn matches(combo: &Combination, pattern: &Combination) -> bool {
 
 /// A leg's key: `test (x64, stable)`.
 pub fn leg_key(job: &str, combo: &Combination) -> String {
-    let values: Vec<&str> = combo.iter().map(|(_, value)| value.as_str()).collect();
+    leg_key_of(job, combo, &std::collections::BTreeSet::new())
+}
+
+/// [`leg_key`], a mapping's or a list's values shown by their scalars in
+/// order (`test (1.15, 25, lint)`, not its JSON).
+pub fn leg_key_of(job: &str, combo: &Combination, structured: &std::collections::BTreeSet<String>) -> String {
+    fn leaves(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+            serde_json::Value::String(text) => out.push(text.clone()),
+            other => out.push(other.to_string()),
+        }
+    }
+    let mut values = Vec::new();
+    for (name, value) in combo {
+        match structured_value(structured, name, value) {
+            Some(json) => leaves(&json, &mut values),
+            None => values.push(value.clone()),
+        }
+    }
     format!("{job} ({})", values.join(", "))
 }
 

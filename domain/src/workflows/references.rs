@@ -550,6 +550,11 @@ impl Scope for JobScope<'_> {
         match reference {
             Reference::Github(path) => self.github_value(path).map(|value| expressions::Value::from_serde(&value)),
             Reference::Needs => Some(expressions::Value::from_serde(&self.needs_value())),
+            Reference::Matrix(name) => self
+                .matrix?
+                .typed_value(name)
+                .map(|value| expressions::Value::from_serde(&value))
+                .or(Some(expressions::Value::String(String::new()))),
             other => self.resolve(other).map(expressions::Value::String),
         }
     }

@@ -54,6 +54,27 @@ impl YamlNode {
     }
 }
 
+impl YamlNode {
+    /// The value as JSON (a mapping's keys as their text; the last of
+    /// duplicate keys wins): what a matrix's object values are kept as.
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            YamlNode::Null => Value::Null,
+            YamlNode::Bool(value) => Value::Bool(*value),
+            YamlNode::Integer(value) => {
+                i64::try_from(*value).map_or_else(|_| Value::String(value.to_string()), Value::from)
+            }
+            YamlNode::Float(value) => serde_json::Number::from_f64(*value).map_or(Value::Null, Value::Number),
+            YamlNode::String(text) => Value::String(text.clone()),
+            YamlNode::Sequence(items) => Value::Array(items.iter().map(YamlNode::to_json).collect()),
+            YamlNode::Mapping(entries) => Value::Object(
+                entries.iter().map(|(key, value)| (key.scalar_text().unwrap_or_default(), value.to_json())).collect(),
+            ),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for YamlNode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(NodeVisitor)

@@ -35,13 +35,19 @@ pub(super) fn expand_matrix(
     let mut legs = Vec::with_capacity(combinations.len());
     let total = combinations.len() as u32;
     for (index, values) in combinations.into_iter().enumerate() {
-        let key = matrix::leg_key(&job.key, &values);
+        let key = matrix::leg_key_of(&job.key, &values, &strategy.structured);
         if legs.iter().any(|leg: &JobDefinition| leg.key == key) {
             return Err(at.field("strategy.matrix").error(format!("two combinations make the same leg `{key}`")));
         }
+        let structured = values
+            .iter()
+            .filter(|(name, value)| matrix::structured_value(&strategy.structured, name, value).is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
         let leg = MatrixLeg {
             job: job.key.clone(),
             values,
+            structured,
             index: index as u32,
             total,
             fail_fast: strategy.fail_fast,
@@ -115,6 +121,13 @@ impl Scope for LegScope<'_> {
             _ => None,
         }
     }
+
+    fn resolve_value(&self, reference: &Reference) -> Option<expressions::Value> {
+        match reference {
+            Reference::Matrix(name) => self.0.typed_value(name).map(|v| expressions::Value::from_serde(&v)),
+            _ => None,
+        }
+    }
 }
 
 /// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
@@ -125,11 +138,19 @@ pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, 
     let at_matrix = at.field("matrix");
     let YamlNode::Mapping(entries) = matrix else { return Err(at_matrix.expected("a mapping of dimensions", matrix)) };
     let mut strategy = Strategy { fail_fast: true, ..Strategy::default() };
-    let scalar = |node: &YamlNode, at: &Location| match node {
+    // The names given a mapping or a list somewhere: such a value is kept as
+    // JSON text and read into as a value (`matrix.pair.otp`, GitHub's
+    // `include: [{pair: {elixir: "1.17", otp: "27"}}]`).
+    let structured = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let scalar = |name: &str, node: &YamlNode, at: &Location| match node {
         YamlNode::String(_) | YamlNode::Integer(_) | YamlNode::Float(_) | YamlNode::Bool(_) => {
             node.scalar_text().ok_or_else(|| at.expected("a scalar value", node))
         }
-        other => Err(at.expected("a string, number or boolean", other)),
+        YamlNode::Mapping(_) | YamlNode::Sequence(_) => {
+            structured.borrow_mut().insert(name.to_string());
+            Ok(node.to_json().to_string())
+        }
+        other => Err(at.expected("a string, number, boolean, mapping or list", other)),
     };
     let combination = |node: &YamlNode, at: &Location| -> Result<Combination, DefinitionError> {
         let YamlNode::Mapping(pairs) = node else { return Err(at.expected("a mapping of names to values", node)) };
@@ -137,7 +158,7 @@ pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, 
         for (name, value) in pairs {
             let Some(name) = name.scalar_text() else { return Err(at.expected("names as text", name)) };
             check_matrix_name(&name, at)?;
-            combo.push((name.clone(), scalar(value, &at.field(&name))?));
+            combo.push((name.clone(), scalar(&name, value, &at.field(&name))?));
         }
         Ok(combo)
     };
@@ -168,11 +189,12 @@ pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, 
                 if items.is_empty() || items.len() > MAX_MATRIX_ENTRIES {
                     return Err(at.error(format!("1 to {MAX_MATRIX_ENTRIES} values")));
                 }
-                let values = items.iter().map(|item| scalar(item, &at)).collect::<Result<Vec<_>, _>>()?;
+                let values = items.iter().map(|item| scalar(&name, item, &at)).collect::<Result<Vec<_>, _>>()?;
                 strategy.dimensions.push((name, values));
             }
         }
     }
+    strategy.structured = structured.take();
     if strategy.dimensions.is_empty() && strategy.include.is_empty() {
         return Err(at_matrix.error("at least one dimension, or `include`"));
     }

@@ -176,7 +176,7 @@ impl Parser {
             match &expr {
                 // `needs.*`, `github.event.labels.*.name`: values with a
                 // structure, read into as values.
-                Expr::Ref(Reference::Needs | Reference::Github(_)) => {}
+                Expr::Ref(Reference::Needs | Reference::Github(_) | Reference::Matrix(_)) => {}
                 // `(needs.a.outputs.x).y`: a reference reads the whole path
                 // it can, and its value is text.
                 Expr::Ref(reference) => {
@@ -264,6 +264,11 @@ impl Parser {
     fn reference(&mut self, context: String) -> Result<Reference, String> {
         let mut path = vec![context];
         loop {
+            // `matrix.<name>` is the reference; what follows reads into its
+            // value (a mapping or a list given in the matrix: `matrix.pair.otp`).
+            if path.len() == 2 && path[0].eq_ignore_ascii_case("matrix") && self.dialect != Dialect::Action {
+                break;
+            }
             let shown = path.join(".");
             let part = match (self.peek(), self.peek_at(1), self.peek_at(2)) {
                 (Some(Token::Dot), Some(Token::Ident(part)), _) => part.clone(),

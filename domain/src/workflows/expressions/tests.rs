@@ -35,6 +35,8 @@ fn table_scope() -> MapScope {
         ("needs.a.outputs.labels", r#"[{"name":"bug"},{"name":"help wanted"}]"#),
         ("needs.a.result", "success"),
         ("needs", r#"{"a": {"result": "success", "outputs": {"v": "1"}}, "b": {"result": "failure", "outputs": {}}}"#),
+        ("matrix.pair", r#"{"elixir": "1.17", "otp": "27"}"#),
+        ("matrix.os", "linux"),
     ])
 }
 
@@ -328,6 +330,10 @@ fn indexes_and_object_filters_read_into_values() {
         ("join(needs[*].result)", Is("success,failure")),
         ("join(needs.*.outputs.v)", Is("1")),
         ("fromJSON(toJSON(needs)).b.result", Is("failure")),
+        // A matrix value given as a mapping (as the queue hands it on).
+        ("matrix.pair.otp", Is("27")),
+        ("matrix.pair['elixir'] == '1.17'", Holds(true)),
+        ("matrix.os.name", Is("")),
     ]);
 }
 
@@ -358,7 +364,6 @@ fn errors_name_the_construct() {
         ),
         ("needs.a.outputs.cfg[0]", Fails("needs.a.outputs.cfg is text")),
         ("(needs.a.outputs.cfg).targets", Fails("needs.a.outputs.cfg is text: to read into it, use fromJSON")),
-        ("matrix.os.name", Fails("matrix.os is text")),
         ("matrix[inputs.x]", Fails("matrix[…]: a context is indexed by a quoted name")),
         ("inputs", Fails("unknown reference inputs")),
         ("inputs.1", Fails("'inputs.' is followed by the number 1, not a name")),

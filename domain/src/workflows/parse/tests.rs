@@ -575,6 +575,19 @@ fn a_legs_runs_on_is_an_expression_over_its_matrix_values() {
 }
 
 #[test]
+fn a_matrix_value_may_be_a_mapping_read_into_by_name() {
+    let yaml = "jobs:\n  test:\n    runs-on: linux\n    strategy:\n      matrix:\n        include:\n          - pair: {elixir: '1.15', otp: '25'}\n          - pair: {elixir: '1.17', otp: '27'}\n            lint: lint\n    timeout-minutes: ${{ (matrix.pair.otp == '27' && 20) || 10 }}\n    steps:\n      - run: echo ${{ matrix.pair.elixir }}-${{ matrix.pair['otp'] }}\n";
+    let definition = parse_definition(yaml).unwrap();
+    let keys: Vec<&str> = definition.jobs.iter().map(|job| job.key.as_str()).collect();
+    assert_eq!(keys, ["test (1.15, 25)", "test (1.17, 27, lint)"], "a mapping's values shown, not its JSON");
+    let timeouts: Vec<u32> = definition.jobs.iter().map(|job| job.timeout_minutes).collect();
+    assert_eq!(timeouts, [10, 20], "read into when the run is created");
+    let leg = definition.jobs[1].matrix.as_ref().unwrap();
+    assert_eq!(leg.typed_value("pair"), Some(serde_json::json!({"elixir": "1.17", "otp": "27"})));
+    assert_eq!(leg.typed_value("lint"), Some(serde_json::json!("lint")), "a scalar stays text");
+}
+
+#[test]
 fn matrix_mistakes_are_refused_naming_the_job_and_the_field() {
     let with = |strategy: &str, extra: &str| {
         parse_definition(&format!(
@@ -584,7 +597,7 @@ fn matrix_mistakes_are_refused_naming_the_job_and_the_field() {
     for (strategy, extra, says) in [
         ("{matrix: {}}", "", "at least one dimension"),
         ("{matrix: {os: []}}", "", "1 to 256 values"),
-        ("{matrix: {os: [{a: 1}]}}", "", "a string, number or boolean"),
+        ("{matrix: {os: [~]}}", "", "a string, number, boolean, mapping or list"),
         ("{matrix: {os: [a], exclude: [{os: a}]}}", "", "every one is excluded"),
         (
             "{matrix: {a: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17], b: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}",

@@ -1737,6 +1737,46 @@ async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_al
 /// earlier step's outputs, `runner.os`) beside the workflow's values (a
 /// matrix value), as GitHub's runner lets them; each expression is
 /// evaluated once, so an output that looks like an expression stays text.
+/// A matrix given as `include` entries whose values are mappings (an
+/// Elixir/OTP pair per leg): each leg reads into its pair in `run` (resolved
+/// when queued) and in a step's `if:` (decided on the runner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matrix_legs_read_into_mapping_values() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let yaml = format!(
+        r#"name: pairs
+{env}jobs:
+  test:
+    runs-on: linux
+    strategy:
+      matrix:
+        include:
+          - pair: {{elixir: "1.15", otp: "25"}}
+          - pair: {{elixir: "1.17", otp: "27"}}
+    steps:
+      - run: echo "${{{{ matrix.pair.elixir }}}}" > "$SHARED/otp-${{{{ matrix.pair.otp }}}}"
+      - if: matrix.pair.otp == '27'
+        run: touch "$SHARED/newest-${{{{ matrix.pair['otp'] }}}}"
+"#,
+        env = shared_env(&shared)
+    );
+    let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "2"]);
+    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
+    for key in ["test (1.15, 25)", "test (1.17, 27)"] {
+        assert_eq!(job_in(&view, 1, key)["status"], "succeeded", "{key}: {view:#}");
+    }
+    let read = |name: &str| std::fs::read_to_string(shared.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!((read("otp-25"), read("otp-27")), ("1.15\n".to_string(), "1.17\n".to_string()));
+    assert!(
+        shared.join("newest-27").exists() && !shared.join("newest-25").exists(),
+        "the step ran on the newest pair only"
+    );
+    runner.stop().await;
+}
+
 /// GitHub's all-green gate: a job that needs the others reads their results
 /// through the `needs` context's object filter, in a step's `if:` (decided
 /// on the runner from the queue's values) and in its `run` (resolved when
