@@ -67,15 +67,23 @@ pub(crate) fn fallback(program: &str) -> Option<&'static str> {
     (program == "python").then_some("python3")
 }
 
-/// Where a step with `working-directory` runs: `dir` under the job's
-/// directory `job_dir`. The definition refuses an absolute path or one
-/// climbing out with `..` when the run is created; what an expression came
-/// to is checked here the same way. A directory that is not there fails
-/// the step (as on GitHub), saying so.
+/// Where a step with `working-directory` runs: a relative `dir` under the
+/// job's directory `job_dir`, an absolute one where it names (as on GitHub:
+/// `${{ runner.temp }}/digests`, `/tmp/out`). The definition refuses a
+/// relative path climbing out with `..` when the run is created; what an
+/// expression came to is checked here the same way. A directory that is
+/// not there fails the step (as on GitHub), saying so.
 pub(crate) fn working_dir(job_dir: &Path, dir: &str) -> Result<PathBuf, String> {
     let shown = format!("working-directory `{dir}`");
-    if dir.starts_with('/') {
-        return Err(format!("{shown} is not inside the job's directory: it is relative to it"));
+    if Path::new(dir).is_absolute() {
+        return match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => Ok(PathBuf::from(dir)),
+            Ok(_) => Err(format!("{shown} is not a directory")),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("{shown} does not exist (an earlier step makes it)"))
+            }
+            Err(err) => Err(format!("{shown}: {err}")),
+        };
     }
     let mut depth = 0usize;
     for part in dir.split('/') {
@@ -134,14 +142,17 @@ mod tests {
     }
 
     #[test]
-    fn a_working_directory_is_inside_the_jobs_and_must_exist() {
+    fn a_relative_working_directory_is_inside_the_jobs_an_absolute_one_as_is_and_either_must_exist() {
         let job = std::env::temp_dir().join(format!("baton-shell-test-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(job.join("a/b")).unwrap();
         std::fs::write(job.join("file"), "").unwrap();
         assert_eq!(working_dir(&job, "a/b").unwrap(), job.join("a/b"));
         assert_eq!(working_dir(&job, "./a/../a").unwrap(), job.join("./a/../a"));
+        let absolute = job.join("a").display().to_string();
+        assert_eq!(working_dir(Path::new("/elsewhere"), &absolute).unwrap(), job.join("a"), "an absolute path as is");
+        let gone = job.join("gone").display().to_string();
+        assert!(working_dir(&job, &gone).unwrap_err().contains("does not exist"));
         for (dir, says) in [
-            ("/etc", "not inside the job's directory"),
             ("../x", "climbs out"),
             ("a/../../x", "climbs out"),
             ("missing", "does not exist in the job's directory"),

@@ -83,16 +83,16 @@ fn read_shell(node: &YamlNode, at: &Location) -> Result<String, DefinitionError>
     Err(at.error(format!("`{shell}` is not a shell: expected {expected}")))
 }
 
-/// `working-directory:`: a path inside the job's directory, relative to
-/// it. An absolute path or one climbing out with `..` is refused: the job's
-/// directory is the job's own and goes with it, while a step run elsewhere
-/// leaves its files on the runner for the jobs after it (a script may
-/// still `cd` anywhere: this is no sandbox). Expressions are checked with
-/// the job's others and resolved when it is queued; the runner checks the
-/// value they come to the same way.
+/// `working-directory:`: a path relative to the job's directory, or an
+/// absolute one, as on GitHub (`/tmp/digests`, `${{ runner.temp }}/out`).
+/// A relative path climbing out with `..` is refused: a relative path means
+/// the job's own directory, which goes with the job (a script may still
+/// `cd` anywhere: this is no sandbox). Expressions are checked with the
+/// job's others and resolved when it is queued or on the runner, which
+/// checks the value they come to the same way.
 fn read_working_directory(node: &YamlNode, at: &Location) -> Result<String, DefinitionError> {
     let Some(dir) = read_text(node, at)?.filter(|d| !d.trim().is_empty()) else {
-        return Err(at.error("required: a directory, relative to the job's"));
+        return Err(at.error("required: a directory, relative to the job's or absolute"));
     };
     // Each expression stands for one plain name here: what it comes to
     // is checked by the runner.
@@ -104,9 +104,12 @@ fn read_working_directory(node: &YamlNode, at: &Location) -> Result<String, Defi
         rest = rest[start..].find("}}").map_or("", |end| &rest[start + end + 2..]);
     }
     shape.push_str(rest);
-    if shape.starts_with('/') || shape.starts_with('~') {
+    if shape.starts_with('/') {
+        return Ok(dir);
+    }
+    if shape.starts_with('~') {
         return Err(at.error(format!(
-            "`{dir}` is not inside the job's directory: a working directory is relative to it (no absolute path)"
+            "`{dir}`: `~` is not expanded here (nor on GitHub): write the absolute path, or one relative to the job's directory"
         )));
     }
     let mut depth = 0usize;
@@ -544,9 +547,9 @@ mod tests {
                 "only a `run` step",
             ),
             (
-                steps("      - run: x\n        working-directory: /tmp/x\n"),
+                steps("      - run: x\n        working-directory: ~/x\n"),
                 "steps[0].working-directory",
-                "no absolute path",
+                "`~` is not expanded",
             ),
             (
                 steps("      - run: x\n        working-directory: a/../../x\n"),
@@ -575,9 +578,9 @@ mod tests {
                 "is not a shell",
             ),
             (
-                job("    defaults: {run: {working-directory: /srv}}\n    steps: [{run: x}]\n"),
+                job("    defaults: {run: {working-directory: ../srv}}\n    steps: [{run: x}]\n"),
                 "defaults.run.working-directory",
-                "no absolute path",
+                "climbs out",
             ),
             (job("    defaults: {run: {shel: sh}}\n    steps: [{run: x}]\n"), "defaults.run.shel", "unknown field"),
             (job("    defaults: {bash: {}}\n    steps: [{run: x}]\n"), "defaults.bash", "unknown field"),
