@@ -207,14 +207,24 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
 
 /// An upload longer than the lease's remaining time: the URLs the server
 /// signs are valid no longer than the lease as it stood when asked, and
-/// heartbeats extend the lease, not the URLs. Here leases last 3 s (a
-/// heartbeat a second) and the runner sends at 8 MB/s, so the 40 MB
-/// archive's last part starts about 4 s after its URLs were signed: the
-/// local stack refuses an expired URL as S3 does (403), and the runner asks
-/// again for fresh URLs of the same upload before they run out.
+/// heartbeats extend the lease, not the URLs. Here leases last 10 s (a
+/// heartbeat every 2 s) and the runner sends at 2 MB/s, so the 40 MB
+/// archive takes about 20 s and its last parts start well after its first
+/// URLs ran out: the local stack refuses an expired URL as S3 does (403),
+/// and the runner asks again for fresh URLs of the same upload before they
+/// run out. (With 3 s leases a loaded machine let the lease itself lapse
+/// between two heartbeats, and the upload was refused for that instead.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identical() {
-    let stack = fast_lease_stack().await;
+    let stack = TestStack::start_with(
+        |_| {},
+        std::collections::HashMap::from([
+            ("BATON_HEARTBEAT_INTERVAL_S".into(), "2".into()),
+            ("BATON_LEASE_DURATION_S".into(), "10".into()),
+            ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), "10".into()),
+        ]),
+    )
+    .await;
     let (ws, token) = stack.new_workspace().await;
     let shared = scratch();
     let yaml = format!(
@@ -236,7 +246,7 @@ async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identi
 "#,
         env = shared_env(&shared)
     );
-    let slow = [("BATON_UPLOAD_BYTES_PER_S", "8000000".to_string())];
+    let slow = [("BATON_UPLOAD_BYTES_PER_S", "2000000".to_string())];
     let mut runner = Runner::start_with_env(&stack, &token, "linux", &[], &slow);
     let run_id = stack.create_run(&ws, &yaml).await.id();
     let view = stack
