@@ -355,9 +355,11 @@ impl Reference {
 
 /// Whether a step's field (its `run`, an `env` or `with` value, its
 /// `working-directory`) reads something only the runner knows (a
-/// reference, or the files `hashFiles()` hashes), so the runner resolves
-/// it (`StepSpec::deferred`).
-pub fn reads_runner_side(text: &str) -> bool {
+/// reference, the files `hashFiles()` hashes, or what the caller says is
+/// the runner's: `also`), so the runner resolves it (`StepSpec::deferred`).
+/// The text is parsed once for all of them: this runs for every step field
+/// of every job queued.
+pub fn reads_runner_side(text: &str, also: impl Fn(&Reference) -> bool) -> bool {
     if !text.contains("${{") {
         return false;
     }
@@ -366,7 +368,7 @@ pub fn reads_runner_side(text: &str) -> bool {
         Segment::Expr(expr) => {
             let mut runner_side = false;
             walk(expr, &mut |e| match e {
-                Expr::Ref(reference) => runner_side |= reference.is_runner_side(),
+                Expr::Ref(reference) => runner_side |= reference.is_runner_side() || also(reference),
                 Expr::Call(Function::HashFiles, _) => runner_side = true,
                 _ => {}
             });

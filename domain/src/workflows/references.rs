@@ -97,18 +97,8 @@ fn runner_side(job: &JobDefinition, index: usize, reference: &Reference) -> Resu
 /// it (setup-python's `env.pythonLocation`), on the runner, and as empty
 /// when none did, as GitHub does. Only a step's `if:` and fields read it so;
 /// elsewhere an unknown env name is refused.
-fn set_on_the_runner(reference: &Reference, queue_env: impl Fn(&str) -> bool) -> bool {
+pub(crate) fn set_on_the_runner(reference: &Reference, queue_env: impl Fn(&str) -> bool) -> bool {
     matches!(reference, Reference::Env(name) if !queue_env(name))
-}
-
-/// Whether a step field's `text` reads an env variable of no env the queue
-/// knows (`queue_env`): the runner resolves the field ([`set_on_the_runner`]).
-pub fn reads_env_set_on_the_runner(text: &str, queue_env: &dyn Fn(&str) -> bool) -> bool {
-    text.contains("${{")
-        && expressions::text_references_in(text, Dialect::Step)
-            .unwrap_or_default()
-            .iter()
-            .any(|reference| set_on_the_runner(reference, queue_env))
 }
 
 /// Checks every expression of `definition`: each reference names something

@@ -70,7 +70,7 @@ pub fn job_spec(
             // `$GITHUB_ENV` (setup-python's `pythonLocation`): the runner's.
             let queue_env = |name: &str| env.contains_key(name) || step.env.contains_key(name);
             deferred.retain(|(_, text)| {
-                expressions::reads_runner_side(text) || references::reads_env_set_on_the_runner(text, &queue_env)
+                expressions::reads_runner_side(text, |reference| references::set_on_the_runner(reference, queue_env))
             });
             let is_deferred = |field: &str| deferred.iter().any(|(f, _)| f == field);
             let field = |name: String, text: &str| {
