@@ -42,11 +42,18 @@ pub struct ArtifactUploadRequest {
     pub bytes: u64,
     /// The archive's SHA-256, lowercase hex: a downloader checks it.
     pub sha256: String,
+    /// The first part whose URL is wanted (default 1): an answer holds the
+    /// URLs of a window of parts, and a big archive's later parts are asked
+    /// for by the same request from the part after the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_part: Option<u32>,
 }
 
-/// The upload's answer: one presigned `PUT` a part, valid no longer than
-/// the lease. Asking again (same name, size and digest) gives fresh URLs
-/// for the same upload and charges nothing twice.
+/// The upload's answer: one presigned `PUT` a part of a window of the
+/// archive's parts (`first_part` on, at most the deployment's
+/// `BATON_UPLOAD_URLS_PER_ANSWER`), valid no longer than the lease. Asking
+/// again (same name, size and digest) gives fresh URLs for the same upload
+/// and charges nothing twice.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ArtifactUploadResponse {
@@ -55,6 +62,9 @@ pub struct ArtifactUploadResponse {
     pub stored: bool,
     #[serde(default)]
     pub parts: Vec<ArtifactPartUpload>,
+    /// How many parts the archive has in all (`parts` may hold fewer).
+    #[serde(default)]
+    pub part_count: u32,
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
 }

@@ -83,6 +83,9 @@ pub struct CacheSaveRequest {
     pub scope: String,
     pub bytes: u64,
     pub sha256: String,
+    /// The first part whose URL is wanted (default 1), as an artifact's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_part: Option<u32>,
 }
 
 /// `POST /v1/runners/leases/{execution_id}/caches/complete`.

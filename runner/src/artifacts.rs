@@ -109,15 +109,21 @@ pub async fn upload(
         name: name.to_string(),
         bytes: archive.bytes.len() as u64,
         sha256: archive.sha256.clone(),
+        first_part: None,
     };
-    let path = format!("/v1/runners/leases/{execution}/artifacts");
-    // Asked again, the same request gives fresh URLs for the same upload.
-    let begin = || {
-        with_retries("artifact upload", RETRY_BUDGET, || {
-            client.send_for(reqwest::Method::POST, &path, token, Some(&body))
-        })
+    let path = &format!("/v1/runners/leases/{execution}/artifacts");
+    // Asked again, the same request gives fresh URLs for the same upload
+    // (from `first_part` on).
+    let begin = |first_part: Option<u32>| {
+        let body = ArtifactUploadRequest { first_part, ..body.clone() };
+        async move {
+            with_retries("artifact upload", RETRY_BUDGET, || {
+                client.send_for(reqwest::Method::POST, path, token, Some(&body))
+            })
+            .await
+        }
     };
-    let begun: ArtifactUploadResponse = begin().await?;
+    let begun: ArtifactUploadResponse = begin(None).await?;
     if begun.stored {
         return Ok(None);
     }
@@ -143,14 +149,18 @@ fn renew_margin(validity: chrono::Duration) -> chrono::Duration {
 /// Sends each part of `archive` to the URL the server issued for it; the
 /// parts' ETags, in order (what completing the upload names).
 ///
+/// An answer holds the URLs of a window of parts (a big archive's would not
+/// fit one answer); the next window is asked for (`renew` with the first
+/// part wanted: the same request to the upload route, which answers fresh
+/// URLs for the same upload) when a part is not in the one at hand.
+///
 /// The server signs URLs valid no longer than the lease as it stands when
 /// they are asked (a runner that lost its lease cannot send on), and the
 /// lease is extended by heartbeats, not the URLs: an upload longer than
 /// the lease's remaining time would otherwise meet expired URLs and fail
-/// every time. So URLs close to their expiry are asked again (`renew`:
-/// the same request to the upload route, which answers fresh URLs for the
-/// same upload) before the next part, and a part refused 403 (a clock
-/// ahead of the server's) is sent once more with fresh ones.
+/// every time. So URLs close to their expiry are asked again before the
+/// next part, and a part refused 403 (a clock ahead of the server's) is
+/// sent once more with fresh ones.
 pub async fn send_parts<F, Fut>(
     client: &Client,
     begun: ArtifactUploadResponse,
@@ -159,48 +169,55 @@ pub async fn send_parts<F, Fut>(
     renew: F,
 ) -> Result<Vec<ArtifactPartDone>, ClientError>
 where
-    F: Fn() -> Fut,
+    F: Fn(Option<u32>) -> Fut,
     Fut: std::future::Future<Output = Result<ArtifactUploadResponse, ClientError>>,
 {
-    let parts_refused =
-        |message: &str| ClientError::Permanent { status: 0, code: "artifact-parts".into(), message: message.into() };
-    let count = begun.parts.len();
+    let parts_refused = |message: String| ClientError::Permanent { status: 0, code: "artifact-parts".into(), message };
+    // A server older than windows answers every part and no count.
+    let count = if begun.part_count > 0 { begun.part_count } else { begun.parts.len() as u32 };
     let mut urls = begun;
     let mut got_at = chrono::Utc::now();
-    let mut done = Vec::with_capacity(count);
+    let mut done = Vec::with_capacity(count as usize);
     let mut offset = 0usize;
     let started = tokio::time::Instant::now();
-    for index in 0..count {
-        let expiring = urls.expires_at.is_some_and(|at| at - chrono::Utc::now() < renew_margin(at - got_at));
-        if expiring {
-            (urls, got_at) = (renew().await?, chrono::Utc::now());
-            if urls.parts.len() != count {
-                return Err(parts_refused("the server's parts changed while sending them"));
-            }
+    let renewed = |urls: ArtifactUploadResponse| {
+        if urls.part_count > 0 && urls.part_count != count {
+            return Err(parts_refused("the server's parts changed while sending them".into()));
         }
-        let part = urls.parts[index].clone();
+        Ok((urls, chrono::Utc::now()))
+    };
+    let part_in =
+        |urls: &ArtifactUploadResponse, number: u32| urls.parts.iter().find(|p| p.part_number == number).cloned();
+    for number in 1..=count {
+        let expiring = urls.expires_at.is_some_and(|at| at - chrono::Utc::now() < renew_margin(at - got_at));
+        if expiring || part_in(&urls, number).is_none() {
+            (urls, got_at) = renewed(renew(Some(number)).await?)?;
+        }
+        let part = part_in(&urls, number)
+            .ok_or_else(|| parts_refused(format!("the server's answer holds no URL for part {number}")))?;
         let end = offset + part.bytes as usize;
         let slice = archive
             .bytes
             .get(offset..end)
-            .ok_or_else(|| parts_refused("the server's parts do not cover the archive"))?;
+            .ok_or_else(|| parts_refused("the server's parts do not cover the archive".into()))?;
         if let Some(rate) = pace.filter(|r| *r > 0) {
             // The part starts when the bytes before it would have gone at `rate`.
             tokio::time::sleep_until(started + Duration::from_secs_f64(offset as f64 / rate as f64)).await;
         }
         let etag = match send_part(client, &part.url, slice).await {
             Err(ClientError::Permanent { status: 403, .. }) => {
-                (urls, got_at) = (renew().await?, chrono::Utc::now());
-                let again = urls
-                    .parts
-                    .get(index)
-                    .ok_or_else(|| parts_refused("the server's parts changed while sending them"))?;
+                (urls, got_at) = renewed(renew(Some(number)).await?)?;
+                let again = part_in(&urls, number)
+                    .ok_or_else(|| parts_refused("the server's parts changed while sending them".into()))?;
                 send_part(client, &again.url, slice).await?
             }
             sent => sent?,
         };
         done.push(ArtifactPartDone { part_number: part.part_number, etag });
         offset = end;
+    }
+    if offset != archive.bytes.len() {
+        return Err(parts_refused("the server's parts do not cover the archive".into()));
     }
     Ok(done)
 }

@@ -153,13 +153,21 @@ async fn send(
         scope: save.scope.clone(),
         bytes: archive.bytes.len() as u64,
         sha256: archive.sha256.clone(),
+        first_part: None,
     };
-    let path = format!("/v1/runners/leases/{execution}/caches");
-    // Asked again, the same request gives fresh URLs for the same upload.
-    let begin = || {
-        with_retries("cache save", RETRY_BUDGET, || client.send_for(reqwest::Method::POST, &path, token, Some(&body)))
+    let path = &format!("/v1/runners/leases/{execution}/caches");
+    // Asked again, the same request gives fresh URLs for the same upload
+    // (from `first_part` on).
+    let begin = |first_part: Option<u32>| {
+        let body = CacheSaveRequest { first_part, ..body.clone() };
+        async move {
+            with_retries("cache save", RETRY_BUDGET, || {
+                client.send_for(reqwest::Method::POST, path, token, Some(&body))
+            })
+            .await
+        }
     };
-    let begun: ArtifactUploadResponse = begin().await?;
+    let begun: ArtifactUploadResponse = begin(None).await?;
     if begun.stored {
         return Ok(false);
     }

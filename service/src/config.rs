@@ -93,6 +93,10 @@ pub struct ArtifactConfig {
     /// days after it was saved (default 7, 1 to 365; never past the
     /// bucket's own retention, which removes its archive).
     pub cache_retention_days: u32,
+    /// `BATON_UPLOAD_URLS_PER_ANSWER`: the most part URLs one answer to an
+    /// artifact's or a cache's upload carries (default 256, 1 to 1,000):
+    /// about 2 KB each on AWS, so an answer stays far below Lambda's 6 MB.
+    pub upload_urls_per_answer: u32,
 }
 
 /// Push to waiting runners (`crate::usecases::push`). Without an endpoint nothing is
@@ -215,6 +219,7 @@ impl Config {
                 retention_days: whole("BATON_ARTIFACT_RETENTION_DAYS", "days", 30, 1, 3_650)? as u32,
                 cache_entry_cap_bytes: bytes("BATON_CACHE_ENTRY_CAP_BYTES", 2 << 30, 1024, 50 << 30)?,
                 cache_retention_days: whole("BATON_CACHE_RETENTION_DAYS", "days", 7, 1, 365)? as u32,
+                upload_urls_per_answer: whole("BATON_UPLOAD_URLS_PER_ANSWER", "URLs", 256, 1, 1_000)? as u32,
             },
             push: PushConfig {
                 url: lookup("BATON_PUSH_URL").filter(|s| !s.trim().is_empty()),

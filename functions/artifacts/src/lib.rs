@@ -84,6 +84,11 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
         let message = format!("{} bytes: a job's artifacts may weigh at most {} bytes", body.bytes, caps.job_bytes);
         return Err(ApiError::new(ErrorCode::ArtifactCap, message));
     }
+    let asked = archives::PartsAsked {
+        first_part: body.first_part,
+        per_answer: context.config.artifacts.upload_urls_per_answer,
+    };
+    asked.window(body.bytes)?;
     let bucket = bucket(&context.config)?;
     let lease = held_lease(&context.store, &credentials).await?;
     let now = Utc::now();
@@ -124,7 +129,8 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
     };
     let s3 = &context.clients.s3;
     let answer =
-        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, now, valid_for).await?;
+        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, &asked, now, valid_for)
+            .await?;
     tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, bytes = item.bytes, parts = answer.parts.len(), "artifact upload URLs issued");
     Ok(json_response(StatusCode::OK, &answer))
 }

@@ -127,6 +127,11 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         let message = format!("{} bytes: a cache entry weighs 1 to {cap} bytes", body.bytes);
         return Err(ApiError::new(ErrorCode::ArtifactCap, message));
     }
+    let asked = archives::PartsAsked {
+        first_part: body.first_part,
+        per_answer: context.config.artifacts.upload_urls_per_answer,
+    };
+    asked.window(body.bytes)?;
     let bucket = bucket(&context.config)?;
     let lease = held_lease(&context.store, &credentials).await?;
     let now = Utc::now();
@@ -176,7 +181,8 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     };
     let s3 = &context.clients.s3;
     let answer =
-        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, now, valid_for).await?;
+        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, &asked, now, valid_for)
+            .await?;
     tracing::info!(job_execution_id = %lease.execution_id, workspace_id = %ws, key = %item.key, bytes = item.bytes, parts = answer.parts.len(), "cache save URLs issued");
     Ok(json_response(StatusCode::OK, &answer))
 }

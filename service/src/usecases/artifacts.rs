@@ -128,21 +128,38 @@ pub async fn abort_open_upload(
     }
 }
 
-/// A presigned `PUT` of every part of an upload, signed at `now`.
+/// The part numbers one answer carries URLs for: `first` (1 when not
+/// asked) and after it, at most `per_answer`; `None` when `first` is no
+/// part of an archive of `bytes`.
+///
+/// Why a window: each URL carries the signer's session token (about 2 KB on
+/// AWS), so a 50 GiB archive's 3,200 parts would make an answer of about
+/// 6 MB, at Lambda's response limit; a window keeps every answer small
+/// whatever the archive's size, and the runner asks for the next one.
+pub fn part_window(bytes: u64, first: Option<u32>, per_answer: u32) -> Option<std::ops::RangeInclusive<u64>> {
+    let first = u64::from(first.unwrap_or(1));
+    let parts = artifact_parts(bytes);
+    (first >= 1 && first <= parts).then(|| first..=parts.min(first + u64::from(per_answer.max(1)) - 1))
+}
+
+/// A presigned `PUT` of each part of `window` of an upload, signed at `now`.
+#[allow(clippy::too_many_arguments)]
 pub async fn presign_parts(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
     upload_id: &str,
     bytes: u64,
+    window: std::ops::RangeInclusive<u64>,
     now: DateTime<Utc>,
     valid_for: Duration,
 ) -> Result<Vec<ArtifactPartUpload>, String> {
     let config =
         PresigningConfig::builder().start_time(now.into()).expires_in(valid_for).build().map_err(|e| e.to_string())?;
     let mut parts = Vec::new();
-    for (index, size) in part_sizes(bytes).into_iter().enumerate() {
-        let part_number = i32::try_from(index + 1).map_err(|e| e.to_string())?;
+    let sizes = part_sizes(bytes).into_iter().enumerate().map(|(index, size)| (index as u64 + 1, size));
+    for (number, size) in sizes.filter(|(number, _)| window.contains(number)) {
+        let part_number = i32::try_from(number).map_err(|e| e.to_string())?;
         let presigned = s3
             .upload_part()
             .bucket(bucket)
@@ -162,27 +179,50 @@ pub async fn presign_parts(
     Ok(parts)
 }
 
+/// Where an upload's URLs are asked for: its part window.
+pub struct PartsAsked {
+    /// The first part wanted (the request's `first_part`).
+    pub first_part: Option<u32>,
+    /// The most URLs one answer carries (`BATON_UPLOAD_URLS_PER_ANSWER`).
+    pub per_answer: u32,
+}
+
+impl PartsAsked {
+    /// The window asked of an archive of `bytes`; a 400 when `first_part`
+    /// is none of its parts. Checked before anything is charged or begun.
+    pub fn window(&self, bytes: u64) -> Result<std::ops::RangeInclusive<u64>, ApiError> {
+        part_window(bytes, self.first_part, self.per_answer).ok_or_else(|| {
+            ApiError::invalid_request(format!("first_part: a part of this archive's 1 to {}", artifact_parts(bytes)))
+        })
+    }
+}
+
 /// The answer to an upload's start or resume (artifacts' and caches'):
-/// one presigned `PUT` a part, valid for `valid_for` from `now`.
+/// one presigned `PUT` a part of the window asked, valid for `valid_for`
+/// from `now`. A `first_part` past the archive's last part is a 400.
+#[allow(clippy::too_many_arguments)]
 pub async fn upload_answer(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
     upload_id: &str,
     bytes: u64,
+    asked: &PartsAsked,
     now: DateTime<Utc>,
     valid_for: Duration,
 ) -> Result<ArtifactUploadResponse, ApiError> {
-    let parts = presign_parts(s3, bucket, key, upload_id, bytes, now, valid_for)
+    let window = asked.window(bytes)?;
+    let parts = presign_parts(s3, bucket, key, upload_id, bytes, window, now, valid_for)
         .await
         .map_err(|e| s3_failed("presigning", e))?;
     let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|_| ApiError::internal())?;
-    Ok(ArtifactUploadResponse { stored: false, parts, expires_at: Some(expires_at) })
+    let part_count = u32::try_from(artifact_parts(bytes)).map_err(|_| ApiError::internal())?;
+    Ok(ArtifactUploadResponse { stored: false, parts, part_count, expires_at: Some(expires_at) })
 }
 
 /// The answer when the upload is stored already: nothing is left to send.
 pub fn already_stored() -> ArtifactUploadResponse {
-    ArtifactUploadResponse { stored: true, parts: Vec::new(), expires_at: None }
+    ArtifactUploadResponse { stored: true, parts: Vec::new(), part_count: 0, expires_at: None }
 }
 
 /// Completes an upload from its parts' ETags. An upload that is gone
@@ -252,6 +292,22 @@ mod tests {
         assert_eq!(part_sizes(ARTIFACT_PART_BYTES), vec![ARTIFACT_PART_BYTES]);
         assert_eq!(part_sizes(2 * ARTIFACT_PART_BYTES + 5), vec![ARTIFACT_PART_BYTES, ARTIFACT_PART_BYTES, 5]);
         assert_eq!(part_sizes(100_000_000).iter().sum::<u64>(), 100_000_000);
+    }
+
+    #[test]
+    fn an_answer_carries_a_window_of_parts_from_the_first_asked() {
+        let bytes = 5 * ARTIFACT_PART_BYTES + 1; // six parts
+        assert_eq!(part_window(bytes, None, 256), Some(1..=6), "a small archive: every part at once");
+        assert_eq!(part_window(bytes, None, 4), Some(1..=4));
+        assert_eq!(part_window(bytes, Some(5), 4), Some(5..=6), "the last window is short");
+        assert_eq!(part_window(bytes, Some(6), 4), Some(6..=6));
+        assert_eq!(part_window(bytes, Some(7), 4), None, "past the last part");
+        assert_eq!(part_window(bytes, Some(0), 4), None, "parts count from 1");
+        // 50 GiB (the largest cap) in answers of 256 URLs: 13 asks.
+        let huge = 50 << 30;
+        let asks =
+            std::iter::successors(part_window(huge, None, 256), |w| part_window(huge, Some(*w.end() as u32 + 1), 256));
+        assert_eq!(asks.count(), 13);
     }
 
     #[test]

@@ -76,6 +76,15 @@ async fn an_artifact_goes_to_s3_in_parts_under_the_lease_and_a_later_job_and_an_
     let sizes: Vec<u64> =
         begun.body["parts"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).collect();
     assert_eq!(sizes, vec![ARTIFACT_PART_BYTES, 1_000]);
+    assert_eq!(begun.body["part_count"], 2);
+    // A window from a later part (how a big archive's URLs are asked for).
+    let path = format!("/v1/runners/leases/{}/artifacts", run.build.job_execution_id);
+    let body = json!({"name": "dist", "bytes": size, "sha256": digest, "first_part": 2});
+    let window = stack.post(&path, &run.build.lease.token, body).await;
+    assert_eq!(window.status, 200, "{}", window.body);
+    let numbers: Vec<u64> =
+        window.body["parts"].as_array().unwrap().iter().map(|p| p["part_number"].as_u64().unwrap()).collect();
+    assert_eq!((numbers, window.body["part_count"].as_u64()), (vec![2], Some(2)));
     // The runner asks again (its answer lost): the same upload, charged once.
     let again = begin(&stack, &run.build, "dist", size, &digest).await;
     assert_eq!(again.status, 200, "{}", again.body);
@@ -158,6 +167,7 @@ async fn caps_names_other_workspaces_and_an_ended_lease_are_refused_and_charge_n
         (json!({"name": "../up", "bytes": 10, "sha256": digest}), "a name with a path"),
         (json!({"name": "dist", "bytes": 0, "sha256": digest}), "an empty archive"),
         (json!({"name": "dist", "bytes": 10, "sha256": "XYZ"}), "not a SHA-256"),
+        (json!({"name": "dist", "bytes": 10, "sha256": digest, "first_part": 2}), "a part a 1-part archive lacks"),
     ] {
         let path = format!("/v1/runners/leases/{}/artifacts", run.build.job_execution_id);
         let refused = stack.post(&path, &run.build.lease.token, body).await;
@@ -252,4 +262,36 @@ async fn an_expired_artifact_whose_item_ttl_has_not_deleted_yet_is_neither_liste
     let runner =
         stack.get(&format!("/v1/runners/leases/{}/artifacts/dist", test.job_execution_id), &test.lease.token).await;
     assert_eq!((runner.status, runner.code()), (404, "not-found"), "{}", runner.body);
+}
+
+/// A 50 GiB archive (the largest cap) has 3,200 parts, and on AWS each URL
+/// carries the signer's session token (about 2 KB): one answer listing
+/// them all would be about 6 MB, at Lambda's response limit. Answers carry
+/// a window of at most 256 URLs, and the runner asks for the next window
+/// from the part after it: 13 answers cover every part, once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_50_gib_archive_is_answered_in_windows_of_part_urls_that_cover_every_part_once() {
+    let overrides = HashMap::from([
+        ("BATON_ARTIFACT_JOB_CAP_BYTES".to_string(), (50u64 << 30).to_string()),
+        ("BATON_ARTIFACT_RUN_CAP_BYTES".to_string(), (50u64 << 30).to_string()),
+    ]);
+    let stack = TestStack::start_with(|_| {}, overrides).await;
+    let run = run_with_build_leased(&stack).await;
+    let (size, digest) = (50u64 << 30, sha256(b"a big build"));
+    let path = format!("/v1/runners/leases/{}/artifacts", run.build.job_execution_id);
+    let (mut numbers, mut answers, mut first_part) = (Vec::new(), 0, 1u64);
+    while first_part <= 3_200 {
+        let body = json!({"name": "huge", "bytes": size, "sha256": digest, "first_part": first_part});
+        let answer = stack.post(&path, &run.build.lease.token, body).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(answer.body["part_count"], 3_200);
+        let parts = answer.body["parts"].as_array().unwrap();
+        assert!(!parts.is_empty() && parts.len() <= 256, "{} URLs in one answer", parts.len());
+        numbers.extend(parts.iter().map(|p| p["part_number"].as_u64().unwrap()));
+        first_part = numbers.last().unwrap() + 1;
+        answers += 1;
+    }
+    assert_eq!(answers, 13);
+    assert_eq!(numbers, (1..=3_200).collect::<Vec<u64>>());
+    assert_eq!(charged(&stack, &run.id, &run.build).await, (size, size), "charged once, whatever the asks");
 }

@@ -914,11 +914,20 @@ export interface components {
             bytes: number;
             /** @description The archive's SHA-256, lowercase hex: a downloader checks it. */
             sha256: string;
+            /**
+             * Format: int32
+             * @description The first part whose URL is wanted (default 1): an answer holds the
+             *     URLs of a window of parts, and a big archive's later parts are asked
+             *     for by the same request from the part after the window.
+             */
+            first_part?: number | null;
         };
         /**
-         * @description The upload's answer: one presigned `PUT` a part, valid no longer than
-         *     the lease. Asking again (same name, size and digest) gives fresh URLs
-         *     for the same upload and charges nothing twice.
+         * @description The upload's answer: one presigned `PUT` a part of a window of the
+         *     archive's parts (`first_part` on, at most the deployment's
+         *     `BATON_UPLOAD_URLS_PER_ANSWER`), valid no longer than the lease. Asking
+         *     again (same name, size and digest) gives fresh URLs for the same upload
+         *     and charges nothing twice.
          */
         ArtifactUploadResponse: {
             /**
@@ -927,6 +936,11 @@ export interface components {
              */
             stored: boolean;
             parts?: components["schemas"]["ArtifactPartUpload"][];
+            /**
+             * Format: int32
+             * @description How many parts the archive has in all (`parts` may hold fewer).
+             */
+            part_count?: number;
             /** Format: date-time */
             expires_at?: string | null;
         };
@@ -999,6 +1013,11 @@ export interface components {
             /** Format: int64 */
             bytes: number;
             sha256: string;
+            /**
+             * Format: int32
+             * @description The first part whose URL is wanted (default 1), as an artifact's.
+             */
+            first_part?: number | null;
         };
         /** @description `ok`, or `error: <why>`, for each backend. */
         Checks: {
