@@ -45,6 +45,10 @@ pub struct RunView {
     pub id: Uuid,
     pub workspace_id: String,
     pub name: String,
+    /// The workflow's `run-name` as expanded for this run (`deploy 1.4.2 to
+    /// production`), shown in its name's place; none without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     pub number: u64,
     pub status: RunStatus,
     pub current_attempt: u32,
@@ -394,6 +398,10 @@ pub struct RunSummary {
     pub id: Uuid,
     pub workspace_id: String,
     pub name: String,
+    /// The workflow's `run-name` as expanded for this run (`deploy 1.4.2 to
+    /// production`), shown in its name's place; none without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     pub number: u64,
     pub status: RunStatus,
     pub current_attempt: u32,

@@ -20,6 +20,7 @@ mod parse;
 pub mod references;
 pub mod rerun;
 pub mod retry;
+pub mod run_name;
 pub mod spec;
 pub mod status;
 pub mod view;

@@ -77,6 +77,8 @@ pub struct NewRun<'a> {
     pub name: &'a str,
     /// The create request's `inputs`, as JSON text.
     pub inputs: Option<String>,
+    /// Its `run-name` as expanded (`workflows::run_name`).
+    pub title: Option<String>,
     /// Who created it (`OperatorToken::identity`).
     pub created_by: Option<String>,
     pub attempt: &'a AttemptState,
@@ -144,6 +146,7 @@ impl Store {
                 started_at: None,
                 finished_at: None,
                 inputs: new.inputs.clone(),
+                title: new.title.clone(),
                 created_by: new.created_by.clone(),
                 trigger: new.trigger.clone(),
                 pipeline: new.pipeline.clone(),

@@ -141,17 +141,25 @@ test("an operator signs in with a token kept only in the tab's session, and sign
 test("a run submitted through the API appears in the list within 3 s, and its graph shows every job", async () => {
   const page = await signedIn("/runs");
   await page.getByRole("heading", { name: "Runs" }).waitFor();
-  const created = await submit(`name: graph
+  const created = await submit(
+    `name: graph
+run-name: graph of \${{ inputs.sha }}
 jobs:
   build: {runs-on: [linux], steps: [{run: echo built}]}
   lint: {runs-on: [linux], steps: [{run: echo linted}]}
   test: {needs: [build], runs-on: [linux], steps: [{run: echo tested}]}
   report: {needs: [test, lint], runs-on: [linux], steps: [{run: echo reported}]}
-`);
+`,
+    { sha: "abc1234" },
+  );
   const submittedAt = Date.now();
   await page.locator(`tr[data-run="${created.id}"]`).waitFor({ timeout: 3000 });
   console.log(`# a new run in the list after ${Date.now() - submittedAt} ms`);
-  await page.locator(`tr[data-run="${created.id}"] a`).click();
+  // Listed under its run-name's title, its workflow beside it.
+  const link = page.locator(`tr[data-run="${created.id}"] a`);
+  assert.equal(await link.innerText(), "graph of abc1234");
+  await link.click();
+  await page.getByRole("heading", { name: /^graph of abc1234 #\d+/ }).waitFor();
   await page.getByTestId("graph").waitFor();
   const groups = await page.locator("[data-group]").evaluateAll((nodes) => nodes.map((n) => n.getAttribute("data-group")).sort());
   assert.deepEqual(groups, ["build", "lint", "report", "test"]);

@@ -52,6 +52,10 @@ pub struct WorkflowDefinition {
     /// The workflow's `name`, if it has one.
     #[serde(default)]
     pub name: Option<String>,
+    /// `run-name`: the title a run is shown under, expanded when it is
+    /// created (`workflows::run_name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_name: Option<String>,
     /// Variables given to every job (a job's own `env` overrides them).
     #[serde(default)]
     pub env: BTreeMap<String, String>,

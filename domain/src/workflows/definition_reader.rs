@@ -24,7 +24,7 @@ use permissions::check_permissions;
 use values::{read_env, read_names, read_text, read_timeout};
 
 const WORKFLOW_FIELDS: &[&str] =
-    &["name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on", "permissions", "defaults"];
+    &["name", "run-name", "env", "mask-env", "timeout-minutes", "concurrency", "jobs", "on", "permissions", "defaults"];
 
 /// Reads the whole workflow; see the module doc.
 pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, DefinitionError> {
@@ -35,6 +35,11 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     let fields = Fields::read(root, WORKFLOW_FIELDS, &top, "a mapping with `jobs`")?;
     check_on(fields.get("on"))?;
     let name = fields.get("name").map(|node| read_text(node, &top.field("name"))).transpose()?.flatten();
+    let run_name_at = top.field("run-name");
+    let run_name = fields.get("run-name").map(|node| read_text(node, &run_name_at)).transpose()?.flatten();
+    if let Some(text) = &run_name {
+        crate::workflows::run_name::check(text).map_err(|why| run_name_at.error(why))?;
+    }
     let env = read_env(fields.get("env"), &top.field("env"))?;
     check_permissions(fields.get("permissions"), &top.field("permissions"))?;
     let timeout_minutes = read_timeout(fields.get("timeout-minutes"), &top.field("timeout-minutes"))?
@@ -43,7 +48,7 @@ pub(super) fn read_workflow(root: &YamlNode) -> Result<WorkflowDefinition, Defin
     let (jobs, matrices) = read_jobs(fields.get("jobs"), &top.field("jobs"), &defaults)?;
     let mask_env = read_names(fields.get("mask-env"), &top.field("mask-env"))?;
     let concurrency = read_concurrency(fields.get("concurrency"), &top.field("concurrency"), Level::Workflow)?;
-    Ok(WorkflowDefinition { name, env, mask_env, timeout_minutes, concurrency, jobs, matrices })
+    Ok(WorkflowDefinition { name, run_name, env, mask_env, timeout_minutes, concurrency, jobs, matrices })
 }
 
 /// `on:` must be valid GitHub syntax (a bad cron or glob is refused here,

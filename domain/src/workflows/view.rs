@@ -25,6 +25,7 @@ pub fn run_summary(run: &RunState) -> RunSummary {
         id: run.id,
         workspace_id: run.workspace_id.clone(),
         name: run.name.clone(),
+        title: run.title.clone(),
         number: run.number,
         status: run.status,
         current_attempt: run.current_attempt,
@@ -81,12 +82,23 @@ pub fn build_run_view(
     attempts.sort_by_key(|a| a.attempt);
     // The view opens with what a listing says of the run.
     let RunSummary {
-        id, workspace_id, name, number, status, current_attempt, created_at, started_at, finished_at, ..
+        id,
+        workspace_id,
+        name,
+        title,
+        number,
+        status,
+        current_attempt,
+        created_at,
+        started_at,
+        finished_at,
+        ..
     } = run_summary(run);
     RunView {
         id,
         workspace_id,
         name,
+        title,
         number,
         status,
         current_attempt,

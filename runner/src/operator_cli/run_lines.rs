@@ -72,7 +72,9 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
             status.push_str(&format!(" ({reason})"));
         }
     }
-    let mut out = vec![(format!("run {} #{} (attempt {})", view.name, view.number, view.current_attempt), status)];
+    let title = view.title.as_ref().map_or(String::new(), |title| format!(" · {title}"));
+    let heading = format!("run {} #{}{title} (attempt {})", view.name, view.number, view.current_attempt);
+    let mut out = vec![(heading, status)];
     let Some(attempt) = current else { return out };
     for job in &attempt.jobs {
         let mut status = job.status.to_string();
@@ -181,6 +183,13 @@ mod tests {
             "attempts": [attempt]
         }))
         .expect("a run view")
+    }
+
+    #[test]
+    fn a_run_with_a_title_shows_it_after_its_number() {
+        let mut titled = view("pending", "pending", None);
+        titled.title = Some("deploy 1.4.2 to production".into());
+        assert_eq!(changes(None, &titled)[0], "run ci #7 · deploy 1.4.2 to production (attempt 1): running");
     }
 
     #[test]

@@ -221,8 +221,9 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
             } else {
                 for run in &list.items {
                     let finished = run.finished_at.map_or("-".to_string(), |t| t.to_rfc3339());
+                    let title = run.title.as_ref().map_or(String::new(), |title| format!("  {title}"));
                     println!(
-                        "{}  {} #{}  {}  created {}  finished {}",
+                        "{}  {} #{}  {}  created {}  finished {}{title}",
                         run.id,
                         run.name,
                         run.number,

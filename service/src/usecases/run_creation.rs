@@ -23,9 +23,9 @@ use baton_domain::runners::labels::labelset_id;
 use baton_domain::workflows::attempt::{AttemptState, NewAttempt};
 use baton_domain::workflows::concurrency::{self, CreateScope};
 use baton_domain::workflows::github::GithubData;
-use baton_domain::workflows::references;
 use baton_domain::workflows::view::RunRecords;
 use baton_domain::workflows::WorkflowDefinition;
+use baton_domain::workflows::{references, run_name};
 use baton_store::runs::{NewRun, RunCreated};
 use baton_telemetry::metrics::{emit, Unit};
 use serde_json::{Map, Value};
@@ -105,6 +105,11 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
     };
     let run_id = run_id.unwrap_or_else(baton_domain::ids::new_id);
     let now = chrono::Utc::now();
+    let title = definition.run_name.as_deref().and_then(|run_name| {
+        let scope =
+            CreateScope { inputs: inputs.as_ref(), workspace_id, run_id, job: None, github: Some(&github_data) };
+        run_name::title(run_name, &scope)
+    });
     let mut attempt = AttemptState::new(NewAttempt::first(run_id, workspace_id, &definition, now));
     if let Some(spec) = &definition.concurrency {
         let scope =
@@ -135,6 +140,7 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
             workspace_id,
             name: &name,
             inputs: inputs_text,
+            title,
             created_by: creator,
             attempt: &attempt,
             definition: &definition,

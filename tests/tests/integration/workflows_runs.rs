@@ -133,6 +133,35 @@ async fn a_repeated_idempotency_key_returns_the_same_run_and_writes_nothing() {
     assert_eq!(ci_runs, 2, "one run per key");
 }
 
+/// GitHub's `run-name`: the title a run is listed under, expanded from its
+/// inputs when it is created; an expression reading what is only known
+/// later (a job's outputs) is refused naming the field, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_titled_by_its_run_name_expanded_from_its_inputs() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let path = format!("/v1/workspaces/{ws}/runs");
+    let definition = "name: deploy\nrun-name: deploy ${{ inputs.version }} to ${{ inputs.environment }}\n\
+                      jobs:\n  go:\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
+    let inputs = json!({"version": "1.4.2", "environment": "production"});
+    let body = json!({"definition": definition, "inputs": inputs});
+    let Answer { status, body: created } = stack.post(&path, &stack.admin_token, body).await;
+    assert_eq!(status, 201, "{created:#}");
+    assert_eq!(
+        (created["name"].as_str(), created["title"].as_str()),
+        (Some("deploy"), Some("deploy 1.4.2 to production"))
+    );
+    let Answer { status: _, body: list } = stack.get(&path, &stack.admin_token).await;
+    assert_eq!(list["items"][0]["title"], "deploy 1.4.2 to production", "{list:#}");
+    let view = stack.get(&format!("{path}/{}", created.id()), &stack.admin_token).await;
+    assert_eq!(view.body["title"], "deploy 1.4.2 to production");
+
+    let later = "name: deploy\nrun-name: ${{ needs.go.outputs.v }}\njobs:\n  go:\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
+    let Answer { status, body } = stack.post(&path, &stack.admin_token, json!({"definition": later})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid-definition")), "{body:#}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("run-name"), "{body:#}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_numbers_are_consecutive_under_eight_concurrent_creates() {
     let stack = TestStack::start().await;

@@ -1858,6 +1858,11 @@ export interface components {
             id: string;
             workspace_id: string;
             name: string;
+            /**
+             * @description The workflow's `run-name` as expanded for this run (`deploy 1.4.2 to
+             *     production`), shown in its name's place; none without one.
+             */
+            title?: string | null;
             /** Format: int64 */
             number: number;
             status: components["schemas"]["RunStatus"];
@@ -1896,6 +1901,11 @@ export interface components {
             id: string;
             workspace_id: string;
             name: string;
+            /**
+             * @description The workflow's `run-name` as expanded for this run (`deploy 1.4.2 to
+             *     production`), shown in its name's place; none without one.
+             */
+            title?: string | null;
             /** Format: int64 */
             number: number;
             status: components["schemas"]["RunStatus"];

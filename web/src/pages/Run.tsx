@@ -54,9 +54,10 @@ export function RunPage({ runId, jobId }: { runId: string; jobId?: string }) {
   return (
     <section class="run">
       <h1>
-        {data.name} #{data.number} <Status status={data.status} />
+        {data.title ?? data.name} #{data.number} <Status status={data.status} />
       </h1>
       <p class="muted">
+        {data.title ? `${data.name} · ` : ""}
         {data.trigger ? `${data.trigger.kind}${data.trigger.ref ? ` of ${data.trigger.ref}` : ""}${data.trigger.actor ? ` by ${data.trigger.actor}` : ""}` : ""}
         {data.pipeline ? ` · pipeline ${data.pipeline.name}` : ""} · created {when(data.created_at)}
         {data.created_by ? ` by ${data.created_by}` : ""} · queued {duration(ms(data.created_at, data.started_at))} · ran{" "}

@@ -38,7 +38,9 @@ export function RunsPage() {
   }
 
   const needle = workflow.toLowerCase();
-  const items = (runs.data?.items ?? []).filter((run) => !needle || run.name.toLowerCase().includes(needle));
+  const items = (runs.data?.items ?? []).filter(
+    (run) => !needle || [run.name, run.title ?? ""].some((text) => text.toLowerCase().includes(needle)),
+  );
   const now = Date.now();
 
   return (
@@ -82,7 +84,8 @@ export function RunsPage() {
                 <Status status={run.status} />
               </td>
               <td>
-                <a href={`/runs/${run.id}`}>{run.name}</a>
+                <a href={`/runs/${run.id}`}>{run.title ?? run.name}</a>
+                {run.title ? <span class="muted"> · {run.name}</span> : null}
                 {run.pipeline ? <span class="muted"> · {run.pipeline}</span> : null}
               </td>
               <td>#{run.number}</td>

@@ -34,6 +34,10 @@ pub struct RunState {
     /// The `inputs` of the create request, as JSON text.
     #[serde(default)]
     pub inputs: Option<String>,
+    /// Its title: the definition's `run-name` as expanded when it was
+    /// created (`workflows::run_name`); none without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// The identity of the operator token that created it: it may not
     /// approve the run's approval jobs (`workflows::approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
