@@ -40,6 +40,9 @@ pub enum ErrorCode {
     /// Another job of the run stored an artifact of that name, or this
     /// execution stored a different one under it.
     ArtifactExists,
+    /// An `idempotency_key` already made something this request does not
+    /// match (other settings, or a provisioner since removed).
+    IdempotencyConflict,
     /// A webhook delivery's body over the most Baton reads.
     PayloadTooLarge,
     Unavailable,
@@ -71,6 +74,7 @@ impl ErrorCode {
             ErrorCode::TooManyEvents => "too-many-events",
             ErrorCode::ArtifactCap => "artifact-cap",
             ErrorCode::ArtifactExists => "artifact-exists",
+            ErrorCode::IdempotencyConflict => "idempotency-conflict",
             ErrorCode::PayloadTooLarge => "payload-too-large",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
@@ -98,7 +102,8 @@ impl ErrorCode {
             | ErrorCode::NotWaiting
             | ErrorCode::NotListening
             | ErrorCode::TooManyEvents
-            | ErrorCode::ArtifactExists => 409,
+            | ErrorCode::ArtifactExists
+            | ErrorCode::IdempotencyConflict => 409,
             ErrorCode::ArtifactCap | ErrorCode::PayloadTooLarge => 413,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,

@@ -267,8 +267,10 @@ fn delete_secret() {}
     request_body = CreateProvisioner,
     responses(
         (status = 201, description = "Created; `token` is shown once", body = CreatedProvisioner),
+        (status = 200, description = "The provisioner an earlier create with the same `idempotency_key` made, with a new token (the earlier one stops working)", body = CreatedProvisioner),
         (status = 400, description = "`invalid-request` naming the field, or `invalid-labels`", body = ErrorBody),
         (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+        (status = 409, description = "`idempotency-conflict`: the key made a provisioner with other settings, or one removed since", body = ErrorBody),
     ),
     security(("operator" = [])))]
 fn create_provisioner() {}

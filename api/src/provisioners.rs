@@ -38,6 +38,13 @@ pub struct CreateProvisioner {
     /// Idle instances to keep ready, 0–`max_instances`.
     #[serde(default)]
     pub warm: Option<u32>,
+    /// 1–200 characters: a create retried with the same key (its answer
+    /// lost) makes no second provisioner. The repeat answers 200 with the
+    /// same provisioner and a new token (a token is shown once, so the one
+    /// the lost answer held stops working); a repeat with other settings,
+    /// or after the provisioner was removed, is a 409 `idempotency-conflict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! | the run's artifact bytes (its cap) | `RUN#<run>` | `ARTIFACTS` | |
 //! | run counter | `RUNNUM#<ws>#<workflow>` | `COUNTER` | |
 //! | idempotency key | `RUNIDEM#<ws>#<key>` | `IDEM` | |
+//! | a provisioner create's idempotency key | `PROVIDEM#<ws>#<key>` | `IDEM` | |
 //! | runners' record of an execution (tombstone; the step reports) | `EXEC#<execution>` | `RUNNER` | |
 //! | job spec (steps, env: what a runner runs) | `EXEC#<execution>` | `SPEC` | |
 //! | lease | `EXEC#<execution>` | `LEASE` | `leases-by-expiry`: `lx_shard = L#<0..8>`, `lx_expires_at` (ms, a lower bound of the expiry) |
@@ -123,6 +124,10 @@ pub fn run_counter_pk(workspace_id: &str, workflow: &str) -> String {
 
 pub fn idempotency_pk(workspace_id: &str, key: &str) -> String {
     format!("RUNIDEM#{workspace_id}#{key}")
+}
+
+pub fn provisioner_idempotency_pk(workspace_id: &str, key: &str) -> String {
+    format!("PROVIDEM#{workspace_id}#{key}")
 }
 
 /// The partition of an execution on the runners side: its record and its lease.

@@ -43,7 +43,7 @@ use uuid::Uuid;
 
 use super::keys::{self, timestamp};
 use super::runner_items::ReservationLink;
-use super::{build, from_item, query_all, s, Store};
+use super::{build, from_item, query_all, s, Store, TxOutcome};
 use crate::error::StoreError;
 use baton_domain::runners::provisioners::intents::FleetPolicy;
 use baton_domain::runners::provisioners::settings::ProvisionerSettings;
@@ -53,6 +53,15 @@ pub mod fleet;
 pub mod history;
 mod instances;
 mod reservations;
+
+/// What a provisioner create did.
+#[derive(Debug)]
+pub enum ProvisionerCreated {
+    /// A new provisioner, and its token (shown once).
+    New(Provisioner, String),
+    /// The one an earlier create with the same idempotency key made.
+    Existing(Provisioner),
+}
 
 /// Why a reservation was released (the fact's `reason`).
 pub const RELEASED_INSTANCE_ENDED: &str = "instance-ended";
@@ -217,8 +226,9 @@ impl Store {
         &self,
         workspace_id: &str,
         settings: ProvisionerSettings,
+        idempotency_key: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Result<(Provisioner, String), StoreError> {
+    ) -> Result<ProvisionerCreated, StoreError> {
         let id = baton_domain::ids::new_id();
         let token = tokens::new_provisioner_token(id);
         let provisioner = Provisioner {
@@ -248,9 +258,68 @@ impl Store {
         // failed condition is this very transaction, applied before its
         // answer was lost (the SDK's retry carries the same request token,
         // so it is answered done; a conflict's resend is not).
-        let items = vec![self.new_item_put(&provisioner)?, self.item_put(&entry)?];
-        self.transact(items).await?;
-        Ok((provisioner, token))
+        let mut items = vec![self.new_item_put(&provisioner)?, self.item_put(&entry)?];
+        // The key in the same transaction: of two creates with one key,
+        // racing or a retry after a lost answer, exactly one writes anything.
+        if let Some(key) = idempotency_key {
+            let put = build(
+                aws_sdk_dynamodb::types::Put::builder()
+                    .table_name(&self.table)
+                    .item("pk", s(keys::provisioner_idempotency_pk(workspace_id, key)))
+                    .item("sk", s(keys::IDEMPOTENCY_SK))
+                    .item("type", s("provisioner_idempotency"))
+                    .item("provisioner_id", s(id.to_string()))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .build(),
+            )?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        match self.transact(items).await? {
+            TxOutcome::Committed => Ok(ProvisionerCreated::New(provisioner, token)),
+            TxOutcome::ConditionFailed { .. } => {
+                let made = match idempotency_key {
+                    Some(key) => self.provisioner_for_idempotency_key(workspace_id, key).await?,
+                    None => None,
+                };
+                made.map(ProvisionerCreated::Existing)
+                    .ok_or_else(|| StoreError::DynamoDb("a new provisioner's write found its item there".into()))
+            }
+        }
+    }
+
+    /// The provisioner an earlier create with `key` made, removed or not.
+    async fn provisioner_for_idempotency_key(
+        &self,
+        workspace_id: &str,
+        key: &str,
+    ) -> Result<Option<Provisioner>, StoreError> {
+        let item = self.get(&keys::provisioner_idempotency_pk(workspace_id, key), keys::IDEMPOTENCY_SK).await?;
+        let id = item
+            .as_ref()
+            .and_then(|item| item.get("provisioner_id"))
+            .and_then(|v| v.as_s().ok())
+            .and_then(|text| Uuid::parse_str(text).ok());
+        match id {
+            Some(id) => self.provisioner(id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Gives provisioner `id` a new token; the old one stops working at
+    /// once. `None` when it is gone or removed (nothing written).
+    pub async fn rotate_provisioner_token(&self, id: Uuid) -> Result<Option<String>, StoreError> {
+        let token = tokens::new_provisioner_token(id);
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::provisioner_pk(id)))
+            .key("sk", s(keys::PROVISIONER_SK))
+            .update_expression("SET secret_hash = :hash")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(removed_at)")
+            .expression_attribute_values(":hash", s(hash_token(&token)));
+        let rotated = super::condition_may_fail(|| update.clone().send()).await?;
+        Ok(rotated.then_some(token))
     }
 
     /// Every live provisioner of the stage, by workspace: the registry the

@@ -1,18 +1,22 @@
 //! Provisioners (operators): `POST`, `GET` and `DELETE` under
 //! `/v1/workspaces/{ws}/provisioners` (behaviour.md §15). The `bpt_` token
-//! is shown once, in the 201; only its hash is stored. Removing one stops
+//! is shown once, in the 201; only its hash is stored (a create repeated
+//! with its `idempotency_key` answers the same provisioner with a new
+//! token: `repeated_create`). Removing one stops
 //! its token at once and asks its instances to go (`provisioner-removed`).
 //! `GET …/provisioners/{id}` shows one fleet to people (the console's fleet
 //! page): a read of the fleet that decides and writes nothing, so an
 //! operator watching it never races the provisioner's own passes.
 
 use baton_api::provisioners::{CreateProvisioner, CreatedProvisioner, ProvisionerFleet, ProvisionerList};
-use baton_domain::error::ApiError;
-use baton_domain::runners::provisioners::settings;
+use baton_domain::error::{ApiError, ErrorCode};
+use baton_domain::runners::provisioners::settings::{self, ProvisionerSettings};
 use baton_service::context::Context;
 use baton_service::http::{
     empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
 };
+use baton_service::usecases::run_creation::MAX_IDEMPOTENCY_KEY_LEN;
+use baton_store::provisioners::{Provisioner, ProvisionerCreated};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
 
@@ -28,9 +32,19 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         Method::POST => {
             let body: CreateProvisioner = parse_json(&req)?;
             let settings = settings::validate(&body)?;
-            let (provisioner, token) = context.store.create_provisioner(&workspace, settings, now).await?;
-            tracing::info!(workspace_id = %workspace, provisioner_id = %provisioner.id, "provisioner created");
-            Ok(json_response(StatusCode::CREATED, &CreatedProvisioner { provisioner: provisioner.summary(), token }))
+            let key = body.idempotency_key.as_deref();
+            if key.is_some_and(|key| key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN) {
+                let message = format!("idempotency_key must hold 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters");
+                return Err(ApiError::invalid_request(message));
+            }
+            match context.store.create_provisioner(&workspace, settings.clone(), key, now).await? {
+                ProvisionerCreated::New(provisioner, token) => {
+                    tracing::info!(workspace_id = %workspace, provisioner_id = %provisioner.id, "provisioner created");
+                    let created = CreatedProvisioner { provisioner: provisioner.summary(), token };
+                    Ok(json_response(StatusCode::CREATED, &created))
+                }
+                ProvisionerCreated::Existing(provisioner) => repeated_create(context, provisioner, &settings).await,
+            }
         }
         Method::GET if has_id(&req) => {
             let id = path_id(&req, "id")?;
@@ -71,6 +85,32 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         }
         _ => Err(method_not_allowed()),
     }
+}
+
+/// A create repeated with its idempotency key (its answer was lost): the
+/// same provisioner. Its token was shown once and is stored hashed, so the
+/// repeat answers a new one and the old one stops working: the caller that
+/// lost the first answer never held it.
+async fn repeated_create(
+    context: &Context,
+    provisioner: Provisioner,
+    asked: &ProvisionerSettings,
+) -> Result<Response<Body>, ApiError> {
+    let conflict = |why: String| ApiError::new(ErrorCode::IdempotencyConflict, why);
+    if provisioner.removed_at.is_some() {
+        return Err(conflict(format!("this idempotency_key created provisioner {}, removed since", provisioner.id)));
+    }
+    if provisioner.settings != *asked {
+        return Err(conflict(format!(
+            "this idempotency_key created provisioner {} with other settings",
+            provisioner.id
+        )));
+    }
+    let token = context.store.rotate_provisioner_token(provisioner.id).await?.ok_or_else(|| {
+        conflict(format!("this idempotency_key created provisioner {}, removed since", provisioner.id))
+    })?;
+    tracing::info!(workspace_id = %provisioner.workspace_id, provisioner_id = %provisioner.id, "provisioner create repeated: token replaced");
+    Ok(json_response(StatusCode::OK, &CreatedProvisioner { provisioner: provisioner.summary(), token }))
 }
 
 fn has_id(req: &Request) -> bool {

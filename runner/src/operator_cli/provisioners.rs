@@ -36,6 +36,11 @@ pub(super) enum ProvisionerCommand {
         /// Idle instances to keep ready (default 0).
         #[arg(long)]
         warm: Option<u32>,
+        /// Makes the command safe to run again after an answer was lost: the
+        /// same key creates nothing new and prints the same provisioner
+        /// with a new token (the earlier one stops working).
+        #[arg(long)]
+        idempotency_key: Option<String>,
     },
     /// List the workspace's provisioners (no tokens).
     List {
@@ -74,6 +79,7 @@ pub(super) async fn provisioner_command(
             idle_timeout_s,
             boot_timeout_s,
             warm,
+            idempotency_key,
         } => {
             let body = CreateProvisioner {
                 name,
@@ -83,6 +89,7 @@ pub(super) async fn provisioner_command(
                 idle_timeout_s,
                 boot_timeout_s,
                 warm,
+                idempotency_key,
             };
             let created = operator.create_provisioner(&workspace, &body).await?;
             if json {

@@ -431,6 +431,7 @@ mod tests {
             idle_timeout_s: None,
             boot_timeout_s: None,
             warm: None,
+            idempotency_key: None,
         };
         let provisioner_id = Uuid::now_v7();
         let session_id = Uuid::now_v7();

@@ -134,6 +134,56 @@ async fn bad_settings_are_400_naming_the_field_and_a_token_reaches_only_its_own_
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1, "the removed one is no longer listed");
 }
 
+/// A create whose answer was lost is sent again with its idempotency key
+/// (by a deploy script, by an HTTP client's retry): no second provisioner,
+/// whose machines would double the fleet. The token is shown once and only
+/// its hash is stored, so the repeat answers a new one and the lost one
+/// stops working; other settings under the same key, or a key whose
+/// provisioner was removed, are a conflict that changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_repeated_with_its_idempotency_key_makes_one_provisioner_and_answers_a_fresh_token() {
+    let stack = TestStack::start().await;
+    let path = "/v1/workspaces/ws1/provisioners";
+    let mut body = settings(json!([["linux"]]), 3);
+    body["idempotency_key"] = json!("fleet-2026-12");
+    let first = stack.post(path, &stack.admin_token, body.clone()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let lost_token = first.body["token"].as_str().unwrap().to_string();
+    let again = stack.post(path, &stack.admin_token, body.clone()).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["id"], first.body["id"], "the same provisioner");
+    let token = again.body["token"].as_str().unwrap().to_string();
+    assert!(token.starts_with("bpt_") && token != lost_token, "a new token");
+    assert_eq!(stack.get("/v1/provisioners/demand", &token).await.status, 200);
+    let refused = stack.get("/v1/provisioners/demand", &lost_token).await;
+    assert_eq!((refused.status, refused.code()), (401, "unauthenticated"), "the lost answer's token stops working");
+
+    // Four concurrent creates with one new key: one provisioner between them.
+    body["idempotency_key"] = json!("fleet-race");
+    let answers = futures::future::join_all((0..4).map(|_| stack.post(path, &stack.admin_token, body.clone()))).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 200, 201], "{answers:?}");
+    assert!(answers.iter().all(|a| a.body["id"] == answers[0].body["id"]));
+    assert_eq!(stack.get(path, &stack.admin_token).await.body["items"].as_array().unwrap().len(), 2);
+
+    // Other settings under a used key: a conflict, nothing changed.
+    let mut other = settings(json!([["linux"]]), 9);
+    other["idempotency_key"] = json!("fleet-2026-12");
+    let conflict = stack.post(path, &stack.admin_token, other).await;
+    assert_eq!((conflict.status, conflict.code()), (409, "idempotency-conflict"), "{}", conflict.body);
+    assert_eq!(stack.get("/v1/provisioners/demand", &token).await.status, 200, "the token still works");
+    // A key whose provisioner was removed makes nothing again.
+    let id = first.body["id"].as_str().unwrap();
+    assert_eq!(stack.send(Method::DELETE, &format!("{path}/{id}"), &stack.admin_token, None).await.status, 204);
+    body["idempotency_key"] = json!("fleet-2026-12");
+    let after = stack.post(path, &stack.admin_token, body.clone()).await;
+    assert_eq!((after.status, after.code()), (409, "idempotency-conflict"), "{}", after.body);
+    body["idempotency_key"] = json!("");
+    assert_eq!(stack.post(path, &stack.admin_token, body).await.status, 400, "an empty key");
+    assert_eq!(stack.get(path, &stack.admin_token).await.body["items"].as_array().unwrap().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demand_counts_the_jobs_a_served_set_covers_and_a_reservation_takes_it_once_for_every_provisioner() {
     let stack = TestStack::start().await;

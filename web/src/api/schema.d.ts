@@ -1154,6 +1154,14 @@ export interface components {
              * @description Idle instances to keep ready, 0–`max_instances`.
              */
             warm?: number | null;
+            /**
+             * @description 1–200 characters: a create retried with the same key (its answer
+             *     lost) makes no second provisioner. The repeat answers 200 with the
+             *     same provisioner and a new token (a token is shown once, so the one
+             *     the lost answer held stops working); a repeat with other settings,
+             *     or after the provisioner was removed, is a 409 `idempotency-conflict`.
+             */
+            idempotency_key?: string | null;
         };
         CreateRegistrationToken: {
             name?: string | null;
@@ -1241,7 +1249,7 @@ export interface components {
          * @description Every error code the API can answer with.
          * @enum {string}
          */
-        ErrorCode: "invalid-request" | "invalid-labels" | "invalid-definition" | "invalid-inputs" | "unauthenticated" | "bad-signature" | "forbidden" | "not-found" | "method-not-allowed" | "registration-token-consumed" | "session-exhausted" | "lease-lost" | "run-already-finished" | "run-not-terminal" | "no-failed-jobs" | "too-many-label-sets" | "self-approval" | "not-waiting" | "not-listening" | "too-many-events" | "artifact-cap" | "artifact-exists" | "payload-too-large" | "unavailable" | "internal";
+        ErrorCode: "invalid-request" | "invalid-labels" | "invalid-definition" | "invalid-inputs" | "unauthenticated" | "bad-signature" | "forbidden" | "not-found" | "method-not-allowed" | "registration-token-consumed" | "session-exhausted" | "lease-lost" | "run-already-finished" | "run-not-terminal" | "no-failed-jobs" | "too-many-label-sets" | "self-approval" | "not-waiting" | "not-listening" | "too-many-events" | "artifact-cap" | "artifact-exists" | "idempotency-conflict" | "payload-too-large" | "unavailable" | "internal";
         ErrorDetail: {
             /** @description One of the stable codes; clients switch on it. */
             code: components["schemas"]["ErrorCode"];
@@ -4309,6 +4317,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description The provisioner an earlier create with the same `idempotency_key` made, with a new token (the earlier one stops working) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedProvisioner"];
+                };
+            };
             /** @description Created; `token` is shown once */
             201: {
                 headers: {
@@ -4338,6 +4355,15 @@ export interface operations {
             };
             /** @description `not-found`: a workspace the token cannot see */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotency-conflict`: the key made a provisioner with other settings, or one removed since */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -107,6 +107,7 @@ mod tests {
             idle_timeout_s: None,
             boot_timeout_s: None,
             warm: None,
+            idempotency_key: None,
         }
     }
 
