@@ -217,14 +217,22 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
 /// and the runner asks again for fresh URLs of the same upload before they
 /// run out. (With 3 s leases a loaded machine let the lease itself lapse
 /// between two heartbeats, and the upload was refused for that instead.)
+///
+/// `make chaos` runs it once more at full size (`BATON_SLOW_UPLOAD_BYTES`,
+/// `_RATE`, `_LEASE_S`: 1 GiB at 4 MB/s under 60 s leases, about 4.5
+/// minutes of sending) and prints how long it took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identical() {
+    let setting = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let bytes = setting("BATON_SLOW_UPLOAD_BYTES", 40_000_000);
+    let rate = setting("BATON_SLOW_UPLOAD_RATE", 2_000_000);
+    let lease_s = setting("BATON_SLOW_UPLOAD_LEASE_S", 10);
     let stack = TestStack::start_with(
         |_| {},
         std::collections::HashMap::from([
-            ("BATON_HEARTBEAT_INTERVAL_S".into(), "2".into()),
-            ("BATON_LEASE_DURATION_S".into(), "10".into()),
-            ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), "10".into()),
+            ("BATON_HEARTBEAT_INTERVAL_S".into(), (lease_s / 5).max(1).to_string()),
+            ("BATON_LEASE_DURATION_S".into(), lease_s.to_string()),
+            ("BATON_FIRST_HEARTBEAT_GRACE_S".into(), lease_s.to_string()),
         ]),
     )
     .await;
@@ -237,7 +245,7 @@ async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identi
     runs-on: linux
     steps:
       - run: |
-          head -c 40000000 /dev/urandom > big.bin
+          head -c {bytes} /dev/urandom > big.bin
           sha256sum big.bin | cut -d' ' -f1 > "$SHARED/built.sha"
       - upload: {{name: big, path: [big.bin]}}
   check:
@@ -249,16 +257,23 @@ async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identi
 "#,
         env = shared_env(&shared)
     );
-    let slow = [("BATON_UPLOAD_BYTES_PER_S", "2000000".to_string())];
+    let slow = [("BATON_UPLOAD_BYTES_PER_S", rate.to_string())];
     let mut runner = Runner::start_with_env(&stack, &token, "linux", &[], &slow);
+    let started = std::time::Instant::now();
     let run_id = stack.create_run(&ws, &yaml).await.id();
-    let view = stack
-        .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
-        .await;
+    // A ceiling, not a figure: three times the sending time, and two minutes.
+    let within = std::time::Duration::from_secs(120 + 3 * bytes / rate);
+    let ended = |v: &serde_json::Value| matches!(v["status"].as_str(), Some("succeeded" | "failed"));
+    let view = stack.wait_view_within(&ws, &run_id, "the run to end", within, ended).await;
     assert_eq!(view["status"], "succeeded", "{view:#}");
     let built = std::fs::read_to_string(shared.join("built.sha")).expect("build ran");
     let fetched = std::fs::read_to_string(shared.join("fetched.sha")).expect("check ran");
     assert_eq!(built, fetched, "the download is the bytes built");
-    assert!(view["artifacts"][0]["bytes"].as_u64().unwrap() > 40_000_000, "three parts: {view}");
+    let stored = view["artifacts"][0]["bytes"].as_u64().unwrap();
+    assert!(stored > bytes, "random bytes do not compress: {view}");
+    println!(
+        "slow upload: {stored} bytes at {rate} B/s under {lease_s} s leases, run done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     runner.stop().await;
 }
