@@ -254,10 +254,7 @@ impl Store {
             label_sets: provisioner.settings.label_sets.clone(),
         };
         // Both or neither: a provisioner missing from the registry would
-        // never have its demand published on the schedule. A new id: a
-        // failed condition is this very transaction, applied before its
-        // answer was lost (the SDK's retry carries the same request token,
-        // so it is answered done; a conflict's resend is not).
+        // never have its demand published on the schedule.
         let mut items = vec![self.new_item_put(&provisioner)?, self.item_put(&entry)?];
         // The key in the same transaction: of two creates with one key,
         // racing or a retry after a lost answer, exactly one writes anything.
@@ -274,16 +271,20 @@ impl Store {
             )?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        match self.transact(items).await? {
-            TxOutcome::Committed => Ok(ProvisionerCreated::New(provisioner, token)),
-            TxOutcome::ConditionFailed { .. } => {
-                let made = match idempotency_key {
-                    Some(key) => self.provisioner_for_idempotency_key(workspace_id, key).await?,
-                    None => None,
-                };
+        let key_index = 2;
+        match (self.transact(items).await?, idempotency_key) {
+            (TxOutcome::ConditionFailed { reasons }, Some(key))
+                if reasons.get(key_index).is_some_and(Option::is_some) =>
+            {
+                let made = self.provisioner_for_idempotency_key(workspace_id, key).await?;
                 made.map(ProvisionerCreated::Existing)
-                    .ok_or_else(|| StoreError::DynamoDb("a new provisioner's write found its item there".into()))
+                    .ok_or_else(|| StoreError::DynamoDb(format!("idempotency key {key:?} names no provisioner")))
             }
+            // A new id: a failed condition on its own item is this very
+            // transaction, applied before its answer was lost (the SDK's
+            // retry carries the same request token, so it is answered done;
+            // a conflict's resend is not).
+            _ => Ok(ProvisionerCreated::New(provisioner, token)),
         }
     }
 
