@@ -8,6 +8,7 @@
 pub mod history;
 pub mod hooks;
 pub mod http;
+pub mod logs;
 pub mod provisioners;
 pub mod runners;
 pub mod runs;

@@ -238,6 +238,7 @@ async fn gitlab_and_generic_deliveries_are_verified_their_way_and_start_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_secret_verifies_as_the_old_one_does_during_its_grace_and_a_deleted_hook_refuses() {
+    let logs = baton_tests::logs::capture();
     let stack = TestStack::start().await;
     let ws = workspace();
     put_pipeline(&stack, &ws, "ci", CI).await;
@@ -264,6 +265,18 @@ async fn a_rotated_secret_verifies_as_the_old_one_does_during_its_grace_and_a_de
     assert_eq!(stack.send(Method::DELETE, &path, &stack.admin_token, None).await.status, 204);
     assert_eq!(stack.github_delivery(&new_hook, "push", "rot-3", &push).await.status, 404);
     assert_eq!(stack.send(Method::DELETE, &path, &stack.admin_token, None).await.status, 404);
+
+    // Neither secret, nor a signature made with one, is in any log line
+    // the functions wrote (what CloudWatch would keep), and the scan does
+    // read their lines: the hook's id is there.
+    let logged = logs.text();
+    assert!(logged.contains(&hook.id), "the functions' log lines were captured");
+    let signature = github_signature(&hook.secret, &serde_json::to_vec(&push).unwrap_or_default());
+    for (what, value) in
+        [("the secret", &hook.secret), ("the rotated secret", &new_secret), ("a signature", &signature)]
+    {
+        assert!(!logged.contains(value.as_str()), "{what} was logged");
+    }
 }
 
 /// A hundred distinct pushes delivered at once start a hundred runs, and
