@@ -21,3 +21,4 @@ pub mod runners;
 pub mod runs;
 pub mod secrets;
 pub mod status;
+pub mod variables;

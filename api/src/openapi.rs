@@ -55,6 +55,9 @@ pub const PROVISIONER: &str = "provisioner";
         put_secret,
         list_secrets,
         delete_secret,
+        put_variable,
+        list_variables,
+        delete_variable,
         register_runner,
         claim_job,
         heartbeat_lease,
@@ -260,6 +263,39 @@ fn list_secrets() {}
     ),
     security(("operator" = [])))]
 fn delete_secret() {}
+
+/// Sets (or replaces) a workspace variable, read by workflows as
+/// `${{ vars.NAME }}`; a run reads the value it had when it was created.
+#[utoipa::path(put, path = "/v1/workspaces/{ws}/variables/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "A letter or `_`, then letters, digits and `_` (at most 100), not `GITHUB_…`; case-insensitive")),
+    request_body = crate::variables::PutVariableRequest,
+    responses(
+        (status = 200, description = "Set: the variable as stored (its name upper-cased)", body = crate::variables::Variable),
+        (status = 400, description = "`invalid-request`: a bad name, a value over 48 KiB, or a 501st variable", body = ErrorBody),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn put_variable() {}
+
+/// The workspace's variables, with their values, by name.
+#[utoipa::path(get, path = "/v1/workspaces/{ws}/variables", tag = "operators",
+    params(WorkspaceParam),
+    responses(
+        (status = 200, description = "The variables, by name", body = crate::variables::VariableList),
+        (status = 404, description = "`not-found`: a workspace the token cannot see", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn list_variables() {}
+
+/// Deletes a workspace variable; runs created after read it as empty.
+#[utoipa::path(delete, path = "/v1/workspaces/{ws}/variables/{name}", tag = "operators",
+    params(WorkspaceParam, ("name" = String, Path, description = "The variable's name (any case)")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`not-found`: no such variable in the workspace", body = ErrorBody),
+    ),
+    security(("operator" = [])))]
+fn delete_variable() {}
 
 /// Registers a provisioner; its token is shown only in this answer.
 #[utoipa::path(post, path = "/v1/workspaces/{ws}/provisioners", tag = "operators",

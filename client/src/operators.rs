@@ -16,6 +16,7 @@ use baton_api::runs::{
 };
 use baton_api::secrets::{PutSecretRequest, SecretList};
 use baton_api::status::RunStatus;
+use baton_api::variables::{PutVariableRequest, Variable, VariableList};
 use reqwest::Method;
 use uuid::Uuid;
 
@@ -71,6 +72,24 @@ impl Operator {
         let path = format!("/v1/workspaces/{}/secrets/{}", segment(workspace), segment(name));
         let body = PutSecretRequest { value };
         self.client.send::<_, serde_json::Value>(Method::PUT, &path, &self.token, Some(&body), Duration::ZERO).await?;
+        Ok(())
+    }
+
+    /// Sets a workspace variable; the variable as stored (name upper-cased).
+    pub async fn set_variable(&self, workspace: &str, name: &str, value: String) -> Result<Variable, ClientError> {
+        let path = format!("/v1/workspaces/{}/variables/{}", segment(workspace), segment(name));
+        self.client.send_for(Method::PUT, &path, &self.token, Some(&PutVariableRequest { value })).await
+    }
+
+    /// The workspace's variables, with their values, by name.
+    pub async fn list_variables(&self, workspace: &str) -> Result<VariableList, ClientError> {
+        let path = format!("/v1/workspaces/{}/variables", segment(workspace));
+        self.client.send_for::<(), _>(Method::GET, &path, &self.token, None).await
+    }
+
+    pub async fn delete_variable(&self, workspace: &str, name: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/workspaces/{}/variables/{}", segment(workspace), segment(name));
+        self.client.send::<(), serde_json::Value>(Method::DELETE, &path, &self.token, None, Duration::ZERO).await?;
         Ok(())
     }
 

@@ -129,6 +129,7 @@ impl Functions {
             "logs" => baton_logs::handle(context, req).await,
             "provisioners" => baton_provisioners::handle(context, req).await,
             "secrets" => baton_secrets::handle(context, req).await,
+            "variables" => baton_variables::handle(context, req).await,
             "pipelines" => baton_pipelines::handle(context, req).await,
             "hooks" => baton_hooks::handle(context, req).await,
             "artifacts" => baton_artifacts::handle(context, req).await,

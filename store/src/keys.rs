@@ -11,6 +11,7 @@
 //! | the run's artifact bytes (its cap) | `RUN#<run>` | `ARTIFACTS` | |
 //! | run counter | `RUNNUM#<ws>#<workflow>` | `COUNTER` | |
 //! | idempotency key | `RUNIDEM#<ws>#<key>` | `IDEM` | |
+//! | workspace variable (`vars.NAME`) | `VARS#<ws>` | `<NAME>` | |
 //! | a provisioner create's idempotency key | `PROVIDEM#<ws>#<key>` | `IDEM` | |
 //! | runners' record of an execution (tombstone; the step reports) | `EXEC#<execution>` | `RUNNER` | |
 //! | job spec (steps, env: what a runner runs) | `EXEC#<execution>` | `SPEC` | |
@@ -265,6 +266,12 @@ pub fn hooks_pk(workspace_id: &str) -> String {
 /// A workspace's pipelines, one item a name (`pipelines`).
 pub fn pipelines_pk(workspace_id: &str) -> String {
     format!("PIPELINES#{workspace_id}")
+}
+
+/// A workspace's variables: one partition, so a run's create reads them all
+/// in one `Query`.
+pub fn variables_pk(workspace_id: &str) -> String {
+    format!("VARS#{workspace_id}")
 }
 
 pub fn pipeline_sk(name: &str) -> String {

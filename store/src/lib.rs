@@ -400,3 +400,4 @@ pub mod schedules;
 pub mod serialize;
 pub mod sessions;
 pub mod specs;
+pub mod variables;

@@ -79,6 +79,8 @@ pub struct NewRun<'a> {
     pub inputs: Option<String>,
     /// Its `run-name` as expanded (`workflows::run_name`).
     pub title: Option<String>,
+    /// The workspace variables it reads, as JSON object text.
+    pub vars: Option<String>,
     /// Who created it (`OperatorToken::identity`).
     pub created_by: Option<String>,
     pub attempt: &'a AttemptState,
@@ -147,6 +149,7 @@ impl Store {
                 finished_at: None,
                 inputs: new.inputs.clone(),
                 title: new.title.clone(),
+                vars: new.vars.clone(),
                 created_by: new.created_by.clone(),
                 trigger: new.trigger.clone(),
                 pipeline: new.pipeline.clone(),

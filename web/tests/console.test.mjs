@@ -328,13 +328,20 @@ jobs:
   await page.context().close();
 });
 
-test("a secret set on the settings page reaches a job and is never displayed", async () => {
+test("a secret and a variable set on the settings page reach a job, and the secret is never displayed", async () => {
   const value = `s3cr3t-${randomBytes(12).toString("hex")}`;
   const page = await signedIn("/settings");
-  await page.getByLabel("Name").first().fill("DEPLOY_KEY");
-  await page.getByLabel("Value").fill(value);
+  const secrets = page.locator('section[aria-labelledby="secrets"]');
+  await secrets.getByLabel("Name").fill("DEPLOY_KEY");
+  await secrets.getByLabel("Value").fill(value);
   await page.getByRole("button", { name: "Save secret" }).click();
   await page.locator('tr[data-secret="DEPLOY_KEY"]').waitFor();
+  // A variable is not secret: its value is listed, under its upper-cased name.
+  const variables = page.locator('section[aria-labelledby="variables"]');
+  await variables.getByLabel("Name").fill("deploy_region");
+  await variables.getByLabel("Value").fill("eu-west-1");
+  await page.getByRole("button", { name: "Save variable" }).click();
+  await page.locator('tr[data-variable="DEPLOY_REGION"]', { hasText: "eu-west-1" }).waitFor();
   await page.getByRole("button", { name: "Create a token" }).click();
   await page.getByTestId("new-token").waitFor();
   await shots(page, "settings");
@@ -347,7 +354,7 @@ jobs:
   check:
     runs-on: [linux]
     env: {DEPLOY_KEY: "\${{ secrets.DEPLOY_KEY }}"}
-    steps: [{run: 'printf %s "$DEPLOY_KEY" | sha256sum'}]
+    steps: [{run: 'printf %s "$DEPLOY_KEY" | sha256sum; echo "region \${{ vars.DEPLOY_REGION }}"'}]
 `);
   const view = await until("the job to succeed", async () => {
     const v = await run(created.id);
@@ -355,6 +362,7 @@ jobs:
   });
   await page.goto(`${stack.url}/runs/${created.id}/jobs/${job(view, "check").id}`);
   await page.getByText(digest).waitFor();
+  await page.getByText("region eu-west-1").waitFor();
   assert.ok(!(await page.content()).includes(value), "the run page never shows the value");
   await page.context().close();
 });

@@ -201,6 +201,8 @@ impl GroupState {
 /// group also its job key and matrix values.
 pub struct CreateScope<'a> {
     pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The workspace variables the run is created with.
+    pub vars: Option<&'a serde_json::Map<String, serde_json::Value>>,
     pub workspace_id: &'a str,
     pub run_id: Uuid,
     /// For a job's group: its key and, for a matrix leg, its values.
@@ -223,6 +225,7 @@ impl Scope for CreateScope<'_> {
                 serde_json::Value::String(text) => text.clone(),
                 other => other.to_string(),
             }),
+            Reference::Var(name) => Some(super::references::var_value(self.vars, name)),
             Reference::Baton(BatonField::WorkspaceId) => Some(self.workspace_id.to_string()),
             Reference::Baton(BatonField::RunId) => Some(self.run_id.to_string()),
             Reference::Baton(BatonField::Job) => self.job.map(|(key, _)| key.to_string()),
@@ -250,7 +253,9 @@ pub fn readable(reference: &Reference) -> bool {
         Reference::Github(path) => !matches!(path.first().map(String::as_str), Some("run_number" | "job")),
         other => matches!(
             other,
-            Reference::Input(_) | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId | BatonField::Trigger)
+            Reference::Input(_)
+                | Reference::Var(_)
+                | Reference::Baton(BatonField::WorkspaceId | BatonField::RunId | BatonField::Trigger)
         ),
     }
 }
@@ -461,6 +466,7 @@ mod tests {
         let inputs = serde_json::json!({"env": "prod"});
         let scope = CreateScope {
             inputs: inputs.as_object(),
+            vars: None,
             workspace_id: "ws",
             run_id: Uuid::nil(),
             job: None,

@@ -58,6 +58,9 @@ pub enum Reference {
     /// `secrets.<NAME>`: a workspace secret, put in when the job is claimed.
     Secret(String),
     Input(String),
+    /// `vars.<NAME>`: a workspace variable (`variables`), as the run was
+    /// created with it; an unset one is empty, as on GitHub.
+    Var(String),
     Env(String),
     Baton(BatonField),
     StepOutput {
@@ -119,6 +122,7 @@ impl fmt::Display for Reference {
             Reference::Strategy(field) => write!(f, "strategy.{field}"),
             Reference::Secret(name) => write!(f, "secrets.{name}"),
             Reference::Input(name) => write!(f, "inputs.{name}"),
+            Reference::Var(name) => write!(f, "vars.{name}"),
             Reference::Env(name) => write!(f, "env.{name}"),
             Reference::Baton(field) => write!(f, "baton.{}", field.name()),
             Reference::StepOutput { step, name } => write!(f, "steps.{step}.outputs.{name}"),

@@ -110,12 +110,16 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
         for reference in expressions::text_references(value).map_err(|e| document(&format!("env.{name}"), &e))? {
             if !matches!(
                 reference,
-                Reference::Input(_) | Reference::Baton(_) | Reference::Secret(_) | Reference::Github(_)
+                Reference::Input(_)
+                    | Reference::Var(_)
+                    | Reference::Baton(_)
+                    | Reference::Secret(_)
+                    | Reference::Github(_)
             ) {
                 return Err(document(
                     &format!("env.{name}"),
                     &format!(
-                        "{reference} cannot be used in the workflow's env: only inputs, github, baton and secrets"
+                        "{reference} cannot be used in the workflow's env: only inputs, vars, github, baton and secrets"
                     ),
                 ));
             }
@@ -373,16 +377,33 @@ fn check_secret_expressions(field: &str, text: &str) -> Result<(), String> {
 /// The run inputs the definition's expressions read, to check against the
 /// inputs a run is created with.
 pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
+    used_of(definition, |reference| match reference {
+        Reference::Input(name) => Some(name),
+        _ => None,
+    })
+}
+
+/// The workspace variables the definition's expressions read (upper-cased):
+/// what a run is created with a copy of.
+pub fn vars_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
+    used_of(definition, |reference| match reference {
+        Reference::Var(name) => Some(name),
+        _ => None,
+    })
+}
+
+/// The names `pick` takes from every reference of every expression of the
+/// definition that is resolved when its run is created or a job queued.
+fn used_of(definition: &WorkflowDefinition, pick: impl Fn(Reference) -> Option<String>) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     let mut add = |text: &str| {
         // (The step dialect reads every field, runner-resolved ones too.)
         for reference in expressions::text_references_in(text, Dialect::Step).unwrap_or_default() {
-            if let Reference::Input(name) = reference {
-                used.insert(name);
-            }
+            used.extend(pick(reference));
         }
     };
     definition.env.values().for_each(|v| add(v));
+    definition.run_name.iter().for_each(|text| add(text));
     if let Some(spec) = &definition.concurrency {
         add(&spec.group);
         spec.cancel_in_progress.iter().for_each(|text| add(text));
@@ -396,9 +417,7 @@ pub fn inputs_used(definition: &WorkflowDefinition) -> BTreeSet<String> {
         }
     }
     for reference in definition.jobs.iter().flat_map(step_condition_queue_references) {
-        if let Reference::Input(name) = reference {
-            used.insert(name);
-        }
+        used.extend(pick(reference));
     }
     used
 }
@@ -425,7 +444,10 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     {
         for reference in references {
             match reference {
-                Reference::Input(_) | Reference::Github(_) | Reference::Baton(BatonField::Trigger) => inputs = true,
+                Reference::Input(_)
+                | Reference::Var(_)
+                | Reference::Github(_)
+                | Reference::Baton(BatonField::Trigger) => inputs = true,
                 Reference::NeedsOutput { job, .. } => {
                     needs.insert(job);
                 }
@@ -445,6 +467,8 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
 pub struct ExpressionData {
     /// `None` until read.
     pub inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The workspace variables the run was created with: read with its inputs.
+    pub vars: Option<serde_json::Map<String, serde_json::Value>>,
     /// The run's `github` context: read with its inputs.
     pub github: Option<GithubData>,
     /// By execution id; an execution that reported none maps to nothing.
@@ -466,6 +490,8 @@ pub struct JobScope<'a> {
     /// The job's env, workflow's merged in (before interpolation).
     pub env: BTreeMap<String, String>,
     pub inputs: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The workspace variables the run was created with.
+    pub vars: Option<&'a serde_json::Map<String, serde_json::Value>>,
     /// By need: its status and outputs.
     pub needs: HashMap<String, NeedState<'a>>,
     /// A listening job's execution: the event it handles.
@@ -485,6 +511,16 @@ pub struct NeedState<'a> {
     /// `None` when no expression of the job reads them. A matrix job's
     /// are made here: each name's value is a JSON object of leg → value.
     pub outputs: Option<Cow<'a, BTreeMap<String, String>>>,
+}
+
+/// A workspace variable's value as the run was created with it; an unset
+/// one is empty, as GitHub's `vars` context gives it.
+pub fn var_value(vars: Option<&serde_json::Map<String, serde_json::Value>>, name: &str) -> String {
+    match vars.and_then(|vars| vars.get(name)) {
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
 }
 
 fn result_word(status: JobStatus) -> &'static str {
@@ -518,6 +554,7 @@ impl Scope for JobScope<'_> {
                 serde_json::Value::String(text) => text.clone(),
                 other => other.to_string(),
             }),
+            Reference::Var(name) => Some(var_value(self.vars, name)),
             Reference::Env(name) => self.env.get(name).cloned(),
             Reference::Baton(field) => Some(match field {
                 BatonField::RunId => self.run_id.to_string(),
@@ -592,6 +629,21 @@ mod tests {
     }
 
     #[test]
+    fn workspace_variables_are_read_by_name_case_insensitively_and_an_unset_one_is_empty() {
+        let yaml = "name: deploy\nrun-name: to ${{ vars.Target }}\nenv: {REGION: '${{ vars.region }}'}\njobs:\n  go:\n    runs-on: linux\n    if: vars.ENABLED != 'false'\n    steps: [{run: 'echo ${{ vars.TARGET }} ${{ vars.MISSING }}'}]\n";
+        let definition = parse_definition(yaml).unwrap();
+        let used: Vec<String> = super::vars_used(&definition).into_iter().collect();
+        assert_eq!(used, ["ENABLED", "MISSING", "REGION", "TARGET"]);
+        let job = definition.job("go").unwrap();
+        assert!(super::data_needed(&definition, job).0, "the run's data is read for its vars");
+        let vars = serde_json::json!({"TARGET": "production", "REGION": "eu-west-1"});
+        let vars = vars.as_object();
+        assert_eq!(super::var_value(vars, "TARGET"), "production");
+        assert_eq!(super::var_value(vars, "MISSING"), "", "unset: empty, as on GitHub");
+        assert_eq!(super::var_value(None, "TARGET"), "");
+    }
+
+    #[test]
     fn references_must_name_declared_outputs_of_needs_and_known_env() {
         let ok = "jobs:\n  build:\n    runs-on: linux\n    outputs: [version]\n    steps: [{run: 'echo version=1 >> $BATON_OUTPUT'}]\n  test:\n    runs-on: linux\n    needs: build\n    if: needs.build.outputs.version != ''\n    env: {V: '${{ needs.build.outputs.version }}'}\n    steps: [{run: 'echo ${{ env.V }} ${{ inputs.x }} ${{ baton.run_id }}'}]\n";
         let definition = parse_definition(ok).unwrap();
@@ -649,6 +701,7 @@ mod tests {
             matrix: None,
             env: Default::default(),
             inputs: None,
+            vars: None,
             needs: [
                 ("build".to_string(), need(JobStatus::Succeeded, Some(&outputs))),
                 ("lint".to_string(), need(JobStatus::Failed, None)),
@@ -687,6 +740,7 @@ mod tests {
                 matrix: job.matrix.as_ref(),
                 env: Default::default(),
                 inputs: None,
+                vars: None,
                 needs: Default::default(),
                 event: None,
                 github: None,

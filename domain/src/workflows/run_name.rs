@@ -19,8 +19,8 @@ pub fn check(run_name: &str) -> Result<(), String> {
     for reference in expressions::text_references(run_name)? {
         if !readable(&reference) {
             return Err(format!(
-                "{reference} is not known when the run is created: inputs, github (but github.run_number), \
-                 baton.workspace_id, baton.run_id and baton.trigger are"
+                "{reference} is not known when the run is created: inputs, vars, github (but \
+                 github.run_number), baton.workspace_id, baton.run_id and baton.trigger are"
             ));
         }
     }
@@ -47,7 +47,14 @@ mod tests {
     use uuid::Uuid;
 
     fn scope(inputs: &serde_json::Map<String, serde_json::Value>) -> CreateScope<'_> {
-        CreateScope { inputs: Some(inputs), workspace_id: "acme", run_id: Uuid::nil(), job: None, github: None }
+        CreateScope {
+            inputs: Some(inputs),
+            vars: None,
+            workspace_id: "acme",
+            run_id: Uuid::nil(),
+            job: None,
+            github: None,
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod run_lines;
 mod runs;
 mod secrets;
 mod tokens;
+mod variables;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,7 @@ use provisioners::{provisioner_command, ProvisionerCommand};
 use runs::{run_command, RunCommand};
 use secrets::{secret_command, SecretCommand};
 use tokens::{token_command, TokenCommand};
+use variables::{variable_command, VariableCommand};
 
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about = "Operate Baton: registration tokens, provisioners and runs")]
@@ -93,6 +95,11 @@ enum Command {
         #[command(subcommand)]
         command: SecretCommand,
     },
+    /// Workspace variables, read by workflows as `${{ vars.NAME }}`.
+    Var {
+        #[command(subcommand)]
+        command: VariableCommand,
+    },
     /// A provisioner's demand per label set and its instances, read with its
     /// own token (`--token bpt_…` or BATON_PROVISIONER_TOKEN).
     Fleet {
@@ -138,6 +145,7 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Hook { command } => hook_command(&operator()?, command, cli.json).await,
         Command::Pipeline { command } => pipeline_command(&operator()?, command, cli.json).await,
         Command::Secret { command } => secret_command(&operator()?, command, cli.json).await,
+        Command::Var { command } => variable_command(&operator()?, command, cli.json).await,
         Command::Artifact { command } => artifact_command(&operator()?, command, cli.json).await,
         // The one command that acts as the provisioner, not the operator.
         Command::Fleet { provisioner_token, watch } => {

@@ -79,6 +79,10 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
     if let Some(inputs) = &inputs {
         limits::storable_json("inputs", &Value::Object(inputs.clone()), limits::MAX_INPUTS_BYTES)?;
     }
+    // The workspace variables it reads, as they are now: a run under way
+    // never changes when one is set again.
+    let vars = context.store.variables_named(workspace_id, &references::vars_used(&definition)).await?;
+    let vars_text = (!vars.is_empty()).then(|| Value::Object(vars.clone()).to_string());
     let github_text = Value::Object(github.clone());
     limits::storable_json("the trigger's event", &github_text, limits::MAX_EVENT_BYTES)?;
     if let Some(key) = idempotency_key.as_deref() {
@@ -106,14 +110,26 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
     let run_id = run_id.unwrap_or_else(baton_domain::ids::new_id);
     let now = chrono::Utc::now();
     let title = definition.run_name.as_deref().and_then(|run_name| {
-        let scope =
-            CreateScope { inputs: inputs.as_ref(), workspace_id, run_id, job: None, github: Some(&github_data) };
+        let scope = CreateScope {
+            inputs: inputs.as_ref(),
+            vars: Some(&vars),
+            workspace_id,
+            run_id,
+            job: None,
+            github: Some(&github_data),
+        };
         run_name::title(run_name, &scope)
     });
     let mut attempt = AttemptState::new(NewAttempt::first(run_id, workspace_id, &definition, now));
     if let Some(spec) = &definition.concurrency {
-        let scope =
-            CreateScope { inputs: inputs.as_ref(), workspace_id, run_id, job: None, github: Some(&github_data) };
+        let scope = CreateScope {
+            inputs: inputs.as_ref(),
+            vars: Some(&vars),
+            workspace_id,
+            run_id,
+            job: None,
+            github: Some(&github_data),
+        };
         let hold = concurrency::hold_of(spec, &scope)
             .map_err(|(field, why)| ApiError::new(ErrorCode::InvalidDefinition, format!("{field}: {why}")))?;
         attempt.concurrency = Some(hold);
@@ -124,6 +140,7 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
         let Some(spec) = &job.concurrency else { continue };
         let scope = CreateScope {
             inputs: inputs.as_ref(),
+            vars: Some(&vars),
             workspace_id,
             run_id,
             job: Some((&job.key, job.matrix.as_ref())),
@@ -141,6 +158,7 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
             name: &name,
             inputs: inputs_text,
             title,
+            vars: vars_text,
             created_by: creator,
             attempt: &attempt,
             definition: &definition,

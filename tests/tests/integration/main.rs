@@ -21,6 +21,7 @@ mod runners_queue;
 mod schedules;
 mod secrets;
 mod unschedulable;
+mod variables;
 mod workflows_approvals;
 mod workflows_end_to_end;
 mod workflows_listening;

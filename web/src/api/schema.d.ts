@@ -773,6 +773,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workspaces/{ws}/variables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's variables, with their values, by name. */
+        get: operations["list_variables"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workspaces/{ws}/variables/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets (or replaces) a workspace variable, read by workflows as
+         *     `${{ vars.NAME }}`; a run reads the value it had when it was created.
+         */
+        put: operations["put_variable"];
+        post?: never;
+        /** Deletes a workspace variable; runs created after read it as empty. */
+        delete: operations["delete_variable"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1734,6 +1772,11 @@ export interface components {
             /** @description 1 to 4,096 bytes. Stored encrypted; never answered by any route. */
             value: string;
         };
+        /** @description `PUT /v1/workspaces/{ws}/variables/{name}`. */
+        PutVariableRequest: {
+            /** @description Up to 48 KiB (may be empty). */
+            value: string;
+        };
         RegisterRequest: {
             labels: string[];
             /**
@@ -2144,6 +2187,18 @@ export interface components {
              * @description It fails `unschedulable` then, unless a runner claims it first.
              */
             fails_at: string;
+        };
+        /** @description One variable of a workspace. */
+        Variable: {
+            /** @description Upper-cased, as `vars.NAME` reads it whatever its case. */
+            name: string;
+            value: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description `GET /v1/workspaces/{ws}/variables`: sorted by name. */
+        VariableList: {
+            items: components["schemas"]["Variable"][];
         };
     };
     responses: never;
@@ -5763,6 +5818,222 @@ export interface operations {
                 };
             };
             /** @description `not-found`: no such secret in the workspace */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal`: a bug; nothing the client sent */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the store is busy; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_variables: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit */
+                ws: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The variables, by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VariableList"];
+                };
+            };
+            /** @description `invalid-request`: a malformed body, path or query parameter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthenticated`: a missing, unknown, expired or wrong-kind token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`: a workspace the token cannot see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal`: a bug; nothing the client sent */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the store is busy; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_variable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit */
+                ws: string;
+                /** @description A letter or `_`, then letters, digits and `_` (at most 100), not `GITHUB_…`; case-insensitive */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutVariableRequest"];
+            };
+        };
+        responses: {
+            /** @description Set: the variable as stored (its name upper-cased) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Variable"];
+                };
+            };
+            /** @description `invalid-request`: a bad name, a value over 48 KiB, or a 501st variable */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthenticated`: a missing, unknown, expired or wrong-kind token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`: a workspace the token cannot see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal`: a bug; nothing the client sent */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the store is busy; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_variable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit */
+                ws: string;
+                /** @description The variable's name (any case) */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid-request`: a malformed body, path or query parameter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthenticated`: a missing, unknown, expired or wrong-kind token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`: no such variable in the workspace */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -10,6 +10,7 @@ export function SettingsPage() {
     <section>
       <h1>Settings</h1>
       <Secrets />
+      <Variables />
       <RegistrationTokens />
     </section>
   );
@@ -91,6 +92,98 @@ function Secrets() {
       </form>
       {message && <p role="status">{message}</p>}
       <Alert message={secrets.error} />
+    </section>
+  );
+}
+
+/** Workspace variables (`vars.NAME`): not secrets, so their values are shown. */
+function Variables() {
+  const { api, credentials } = useSession();
+  const ws = credentials.workspace;
+  const variables = usePoll<Schemas["VariableList"]>(
+    async () => settled(await api.GET("/v1/workspaces/{ws}/variables", { params: { path: { ws } } })),
+    10000,
+    [ws],
+  );
+  const [name, setName] = useState("");
+  const [value, setValue] = useState("");
+  const [message, setMessage] = useState<string | null>(null);
+
+  async function save(event: Event) {
+    event.preventDefault();
+    const { data, error, response } = await api.PUT("/v1/workspaces/{ws}/variables/{name}", {
+      params: { path: { ws, name } },
+      body: { value },
+    });
+    setMessage(data ? `Variable ${data.name} saved.` : errorText(error, response));
+    if (data) {
+      setValue("");
+      setName("");
+    }
+    await variables.refresh();
+  }
+
+  async function remove(variable: string) {
+    const { error, response } = await api.DELETE("/v1/workspaces/{ws}/variables/{name}", {
+      params: { path: { ws, name: variable } },
+    });
+    setMessage(response.ok ? `Variable ${variable} deleted.` : errorText(error, response));
+    await variables.refresh();
+  }
+
+  return (
+    <section aria-labelledby="variables">
+      <h2 id="variables">Variables</h2>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Value</th>
+            <th scope="col">Updated</th>
+            <th scope="col">
+              <span class="visually-hidden">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {(variables.data?.items ?? []).map((v) => (
+            <tr data-variable={v.name}>
+              <td>{v.name}</td>
+              <td>
+                <code>{v.value}</code>
+              </td>
+              <td>{when(v.updated_at)}</td>
+              <td>
+                <button
+                  type="button"
+                  onClick={() => {
+                    setName(v.name);
+                    setValue(v.value);
+                  }}
+                >
+                  Edit {v.name}
+                </button>
+                <button type="button" onClick={() => remove(v.name)}>
+                  Delete {v.name}
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <form onSubmit={save}>
+        <label>
+          Name
+          <input name="variable-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <label>
+          Value
+          <input name="variable-value" value={value} onInput={(e) => setValue(e.currentTarget.value)} />
+        </label>
+        <button type="submit">Save variable</button>
+      </form>
+      {message && <p role="status">{message}</p>}
+      <Alert message={variables.error} />
     </section>
   );
 }

@@ -111,6 +111,7 @@ impl AttemptState {
             matrix: job.matrix.as_ref(),
             env,
             inputs: data.inputs.as_ref(),
+            vars: data.vars.as_ref(),
             needs,
             event: None,
             github: data.github.as_ref(),

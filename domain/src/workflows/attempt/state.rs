@@ -38,6 +38,10 @@ pub struct RunState {
     /// created (`workflows::run_name`); none without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The workspace variables its expressions read, as they were when it
+    /// was created (JSON object text; unset ones left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vars: Option<String>,
     /// The identity of the operator token that created it: it may not
     /// approve the run's approval jobs (`workflows::approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

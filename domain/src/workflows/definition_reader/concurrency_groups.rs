@@ -26,8 +26,8 @@ impl Level {
 
     fn known(self) -> &'static str {
         match self {
-            Level::Workflow => "inputs, baton.workspace_id and baton.run_id are",
-            Level::Job => "inputs, matrix, baton.job, baton.workspace_id and baton.run_id are",
+            Level::Workflow => "inputs, vars, baton.workspace_id and baton.run_id are",
+            Level::Job => "inputs, vars, matrix, baton.job, baton.workspace_id and baton.run_id are",
         }
     }
 }

@@ -649,6 +649,8 @@ mod tests {
             "hashFiles('**/Cargo.lock') != ''",
             // Of no env the queue knows: what an earlier step exported.
             "env.pythonLocation != ''",
+            // A workspace variable, set or not (unset: empty, as on GitHub).
+            "vars.DEPLOY_TARGET == 'production'",
         ] {
             parse_definition(&yaml(fine)).unwrap_or_else(|e| panic!("{fine}: {e}"));
         }
@@ -659,7 +661,7 @@ mod tests {
             ("needs.other.result", "`other` is not among this job's needs"),
             ("matrix.arch", "no combination of `test` has `arch`"),
             ("needs.build.outputs.w", "declares no output `w`"),
-            ("vars.X", "unknown reference vars.X"),
+            ("sponge.X", "unknown reference sponge.X"),
             ("", "required: a condition"),
         ] {
             let err = parse_definition(&yaml(condition)).map(|_| ()).expect_err(condition);

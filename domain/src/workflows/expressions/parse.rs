@@ -405,6 +405,8 @@ fn known_reference(parts: &[&str]) -> Option<Reference> {
         }
         (["secrets", _], [_, name]) => Reference::Secret(owned(name)),
         (["inputs", _], [_, name]) => Reference::Input(owned(name)),
+        // GitHub's variable names are case-insensitive: kept upper-cased.
+        (["vars", _], [_, name]) => Reference::Var(name.to_ascii_uppercase()),
         (["env", _], [_, name]) => Reference::Env(owned(name)),
         (["baton", field], _) => Reference::Baton(BatonField::parse(field)?),
         (["steps", _, "outputs", _], [_, step, _, name]) => {

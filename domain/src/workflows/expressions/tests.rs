@@ -560,12 +560,13 @@ fn a_steps_dialect_reads_the_workflows_contexts_and_what_the_runner_knows() {
         ("needs.a.result", Reference::NeedsResult { job: "a".into() }),
         ("matrix.os", Reference::Matrix("os".into())),
         ("inputs.x", Reference::Input("x".into())),
+        ("vars.deploy_Target", Reference::Var("DEPLOY_TARGET".into())),
         ("baton.run_id", Reference::Baton(BatonField::RunId)),
     ] {
         assert_eq!(parse_in(text, Dialect::Step), Ok(Expr::Ref(reference)), "{text}");
     }
-    let unknown = parse_in("vars.x", Dialect::Step).unwrap_err();
-    assert!(unknown.contains("unknown reference vars.x") && unknown.contains("github.<name>"), "{unknown}");
+    let unknown = parse_in("sponge.x", Dialect::Step).unwrap_err();
+    assert!(unknown.contains("unknown reference sponge.x") && unknown.contains("github.<name>"), "{unknown}");
     assert_eq!(
         condition_references("${{ !cancelled() && steps.a.outcome == 'failure' || matrix.os }}", Dialect::Step),
         Ok(vec![Reference::Runner(vec!["steps".into(), "a".into(), "outcome".into()]), Reference::Matrix("os".into())])

@@ -37,6 +37,7 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
         matrix: None,
         env: BTreeMap::new(),
         inputs: None,
+        vars: None,
         event: None,
         github: None,
         needs: HashMap::from([(
@@ -73,6 +74,7 @@ fn an_action_steps_inputs_are_resolved_at_queue_time_and_its_action_kept_as_writ
         matrix: None,
         env: BTreeMap::new(),
         inputs: None,
+        vars: None,
         event: None,
         github: None,
         needs: HashMap::from([(
@@ -116,6 +118,7 @@ fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
         matrix: None,
         env: BTreeMap::new(),
         inputs: None,
+        vars: None,
         event: None,
         github: None,
         needs: HashMap::from([(
@@ -158,6 +161,7 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
         matrix: None,
         env: BTreeMap::new(),
         inputs: Some(&inputs),
+        vars: None,
         event: None,
         github: None,
         needs: HashMap::from([(
@@ -214,6 +218,7 @@ fn fields_reading_earlier_steps_or_the_runner_are_left_to_it_with_the_queues_val
         matrix: job.matrix.as_ref(),
         env: BTreeMap::new(),
         inputs: None,
+        vars: None,
         event: None,
         github: None,
         needs: HashMap::new(),

@@ -294,6 +294,9 @@ pub async fn step(
                         .and_then(|run| run.inputs.as_deref())
                         .and_then(|raw| serde_json::from_str(raw).ok());
                     data.inputs = Some(inputs.unwrap_or_default());
+                    let vars =
+                        run.as_ref().and_then(|run| run.vars.as_deref()).and_then(|raw| serde_json::from_str(raw).ok());
+                    data.vars = Some(vars.unwrap_or_default());
                     data.github = Some(run.as_ref().map(GithubData::of_run).unwrap_or_default());
                 }
                 if !missing.outputs.is_empty() {

@@ -179,6 +179,9 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
     use tokio::io::AsyncWriteExt;
     set.stdin.take().expect("stdin").write_all(secret.as_bytes()).await.expect("the secret is written");
     assert!(set.wait().await.expect("baton ends").success());
+    let var = baton(&stack, &["var", "set", "deploy_target", "production", "--workspace", &ws]).await;
+    assert!(var.status.success(), "{}", text(&var.stderr));
+    assert_eq!(text(&var.stdout).trim(), format!("variable DEPLOY_TARGET set in workspace {ws}"));
 
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/release.yml");
@@ -193,7 +196,11 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
     assert_eq!(view["artifacts"][0]["name"], "app");
     let logs = text(&baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await.stdout);
     assert!(logs.contains("toolchain built") && logs.contains("cache toolchain-v1: saved ("), "{logs}");
-    assert!(logs.contains("with token ***"), "the deploy had the secret, masked: {logs}");
+    assert!(
+        logs.contains("to production with token ***"),
+        "the deploy had the variable and the secret, masked: {logs}"
+    );
+    assert_eq!(view["title"], "release to production", "run-name read the variable");
     assert!(!logs.contains(secret), "{logs}");
     assert!(!view.to_string().contains(secret));
     // Nowhere at all but the secret store: no fact, outbox or other table
