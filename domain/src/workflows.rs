@@ -23,6 +23,7 @@ pub mod retry;
 pub mod run_name;
 pub mod spec;
 pub mod status;
+pub mod vars;
 pub mod view;
 pub(crate) mod yaml;
 

@@ -225,7 +225,7 @@ impl Scope for CreateScope<'_> {
                 serde_json::Value::String(text) => text.clone(),
                 other => other.to_string(),
             }),
-            Reference::Var(name) => Some(super::references::var_value(self.vars, name)),
+            Reference::Var(name) => Some(super::vars::value(self.vars, name)),
             Reference::Baton(BatonField::WorkspaceId) => Some(self.workspace_id.to_string()),
             Reference::Baton(BatonField::RunId) => Some(self.run_id.to_string()),
             Reference::Baton(BatonField::Job) => self.job.map(|(key, _)| key.to_string()),

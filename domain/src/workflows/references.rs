@@ -513,16 +513,6 @@ pub struct NeedState<'a> {
     pub outputs: Option<Cow<'a, BTreeMap<String, String>>>,
 }
 
-/// A workspace variable's value as the run was created with it; an unset
-/// one is empty, as GitHub's `vars` context gives it.
-pub fn var_value(vars: Option<&serde_json::Map<String, serde_json::Value>>, name: &str) -> String {
-    match vars.and_then(|vars| vars.get(name)) {
-        Some(serde_json::Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => String::new(),
-    }
-}
-
 fn result_word(status: JobStatus) -> &'static str {
     match status {
         JobStatus::Succeeded => "success",
@@ -554,7 +544,7 @@ impl Scope for JobScope<'_> {
                 serde_json::Value::String(text) => text.clone(),
                 other => other.to_string(),
             }),
-            Reference::Var(name) => Some(var_value(self.vars, name)),
+            Reference::Var(name) => Some(super::vars::value(self.vars, name)),
             Reference::Env(name) => self.env.get(name).cloned(),
             Reference::Baton(field) => Some(match field {
                 BatonField::RunId => self.run_id.to_string(),
@@ -638,9 +628,9 @@ mod tests {
         assert!(super::data_needed(&definition, job).0, "the run's data is read for its vars");
         let vars = serde_json::json!({"TARGET": "production", "REGION": "eu-west-1"});
         let vars = vars.as_object();
-        assert_eq!(super::var_value(vars, "TARGET"), "production");
-        assert_eq!(super::var_value(vars, "MISSING"), "", "unset: empty, as on GitHub");
-        assert_eq!(super::var_value(None, "TARGET"), "");
+        assert_eq!(crate::workflows::vars::value(vars, "TARGET"), "production");
+        assert_eq!(crate::workflows::vars::value(vars, "MISSING"), "", "unset: empty, as on GitHub");
+        assert_eq!(crate::workflows::vars::value(None, "TARGET"), "");
     }
 
     #[test]
