@@ -109,27 +109,19 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
     };
     let run_id = run_id.unwrap_or_else(baton_domain::ids::new_id);
     let now = chrono::Utc::now();
-    let title = definition.run_name.as_deref().and_then(|run_name| {
-        let scope = CreateScope {
-            inputs: inputs.as_ref(),
-            vars: Some(&vars),
-            workspace_id,
-            run_id,
-            job: None,
-            github: Some(&github_data),
-        };
-        run_name::title(run_name, &scope)
-    });
+    // What the workflow's create-time expressions read (its title, its
+    // group); a job's group reads its key and matrix leg besides.
+    let scope = CreateScope {
+        inputs: inputs.as_ref(),
+        vars: Some(&vars),
+        workspace_id,
+        run_id,
+        job: None,
+        github: Some(&github_data),
+    };
+    let title = definition.run_name.as_deref().and_then(|run_name| run_name::title(run_name, &scope));
     let mut attempt = AttemptState::new(NewAttempt::first(run_id, workspace_id, &definition, now));
     if let Some(spec) = &definition.concurrency {
-        let scope = CreateScope {
-            inputs: inputs.as_ref(),
-            vars: Some(&vars),
-            workspace_id,
-            run_id,
-            job: None,
-            github: Some(&github_data),
-        };
         let hold = concurrency::hold_of(spec, &scope)
             .map_err(|(field, why)| ApiError::new(ErrorCode::InvalidDefinition, format!("{field}: {why}")))?;
         attempt.concurrency = Some(hold);
@@ -138,14 +130,7 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
     // now: a name that comes out bad is refused here, not then.
     for job in definition.jobs.iter().filter(|job| job.concurrency.is_some()) {
         let Some(spec) = &job.concurrency else { continue };
-        let scope = CreateScope {
-            inputs: inputs.as_ref(),
-            vars: Some(&vars),
-            workspace_id,
-            run_id,
-            job: Some((&job.key, job.matrix.as_ref())),
-            github: Some(&github_data),
-        };
+        let scope = CreateScope { job: Some((&job.key, job.matrix.as_ref())), ..scope };
         concurrency::hold_of(spec, &scope).map_err(|(field, why)| {
             ApiError::new(ErrorCode::InvalidDefinition, format!("jobs.{}.{field}: {why}", job.key))
         })?;
