@@ -109,6 +109,10 @@ pub struct ConcurrencyView {
 pub struct JobView {
     pub id: Uuid,
     pub key: String,
+    /// Its `name:` when it has one written without expressions; a job of a
+    /// called workflow is "caller / job", as GitHub shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub status: JobStatus,
     pub status_reason: Option<StatusReason>,
     /// The job failed (`status_reason` says how) and its

@@ -13,7 +13,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::triggers::{self, Filter, InputType, PullRequestTrigger, Triggers};
-use crate::workflows::{parse_definition, DefinitionError, WorkflowDefinition};
+use crate::workflows::reusable::CalledWorkflows;
+use crate::workflows::{parse_definition_with, DefinitionError, WorkflowDefinition};
 
 /// A pipeline name: the workspace id's pattern (letters, digits, `-`, `_`
 /// and `.`, starting with a letter or digit, at most 64).
@@ -42,9 +43,10 @@ pub struct ReadPipeline {
 /// Reads `text` as a pipeline's definition: the workflow as a run would
 /// take it, and its `on:`, refusing what Baton cannot honour (a workflow
 /// posted as a run keeps such an `on:` as documentation; a pipeline's
-/// starts runs, so it must mean what it says).
-pub fn read(text: &str) -> Result<ReadPipeline, ApiError> {
-    let definition = parse_definition(text)?;
+/// starts runs, so it must mean what it says). Its calls of other
+/// pipelines are expanded from `called`.
+pub fn read(text: &str, called: &CalledWorkflows) -> Result<ReadPipeline, ApiError> {
+    let definition = parse_definition_with(text, called)?;
     let triggers = triggers::read_triggers(text).map_err(|err| DefinitionError {
         job: None,
         field: Some(err.field.clone()),
@@ -157,15 +159,19 @@ mod tests {
 
     #[test]
     fn a_pipeline_refuses_an_on_it_cannot_honour_naming_the_field() {
-        let refused = |on: &str| read(&format!("{on}{JOBS}")).unwrap_err().message;
+        let refused = |on: &str| read(&format!("{on}{JOBS}"), &CalledWorkflows::none()).unwrap_err().message;
         assert!(refused("on:\n  release:\n    types: [published]\n").contains("on.release"));
         assert!(refused("on:\n  schedule:\n    - cron: '61 * * * *'\n").contains("on.schedule[0].cron"));
         assert!(
-            read(&format!("on:\n  schedule:\n    - cron: '* * * * *'\n{JOBS}")).is_ok(),
+            read(&format!("on:\n  schedule:\n    - cron: '* * * * *'\n{JOBS}"), &CalledWorkflows::none()).is_ok(),
             "every minute is honoured"
         );
         assert!(refused("on:\n  push:\n    branches: ['[x']\n").contains("on.push.branches[0]"));
-        let read = read(&format!("on:\n  push:\n    branches: [main]\n    paths-ignore: ['docs/**']\n{JOBS}")).unwrap();
+        let read = read(
+            &format!("on:\n  push:\n    branches: [main]\n    paths-ignore: ['docs/**']\n{JOBS}"),
+            &CalledWorkflows::none(),
+        )
+        .unwrap();
         let view = triggers_view(&read.triggers);
         let push = view.push.unwrap();
         assert_eq!(push.branches.unwrap().patterns, vec!["main"]);
@@ -186,7 +192,7 @@ mod tests {
         let text = format!(
             "on:\n  workflow_dispatch:\n    inputs:\n      env: {{type: choice, options: [staging, prod], required: true}}\n      dry: {{type: boolean, default: true}}\n      n: {{type: number}}\n{JOBS}"
         );
-        let triggers = read(&text).unwrap().triggers;
+        let triggers = read(&text, &CalledWorkflows::none()).unwrap().triggers;
         let given = json!({"env": "prod", "n": "3"});
         let inputs = dispatch_inputs(&triggers, given.as_object()).unwrap();
         assert_eq!(Value::Object(inputs), json!({"env": "prod", "dry": true, "n": 3}));
@@ -195,7 +201,7 @@ mod tests {
         assert!(missing.message.contains("inputs.env"), "{}", missing.message);
         let wrong = dispatch_inputs(&triggers, json!({"env": "qa"}).as_object()).unwrap_err();
         assert!(wrong.message.contains("not one of the options"), "{}", wrong.message);
-        let untyped = read(JOBS).unwrap().triggers;
+        let untyped = read(JOBS, &CalledWorkflows::none()).unwrap().triggers;
         let given = json!({"anything": 1});
         assert_eq!(Value::Object(dispatch_inputs(&untyped, given.as_object()).unwrap()), given);
     }

@@ -155,13 +155,13 @@ impl Triggers {
     /// `on:` Baton cannot honour is a 400 naming the field at store time").
     pub fn unsupported(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for event in &self.other {
-            let why = match event.name.as_str() {
-                "workflow_call" => "reusable workflows are not supported: Baton runs a pipeline itself".to_string(),
-                name => format!(
-                    "Baton does not start runs on `{name}` events; it starts them on push, pull_request, pull_request_target, schedule and workflow_dispatch"
-                ),
-            };
+        // `workflow_call` starts nothing: it makes the pipeline callable by
+        // a job's `uses:` (`workflows::reusable`).
+        for event in self.other.iter().filter(|event| event.name != "workflow_call") {
+            let why = format!(
+                "Baton does not start runs on `{}` events; it starts them on push, pull_request, pull_request_target, schedule and workflow_dispatch",
+                event.name
+            );
             out.push((format!("on.{}", event.name), why));
         }
         out

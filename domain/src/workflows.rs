@@ -20,6 +20,7 @@ mod parse;
 pub mod references;
 pub mod rerun;
 pub mod retry;
+pub mod reusable;
 pub mod run_name;
 pub mod spec;
 pub mod status;
@@ -31,7 +32,7 @@ pub use condition::JobCondition;
 pub use dag::{plan_advance, AdvancePlan, JobSnapshot};
 pub use definition::{DefinitionError, JobDefinition, StepDefinition, WorkflowDefinition};
 pub use execution::{apply_execution_event, apply_execution_events, ExecutionEvent, ExecutionState, ExecutionUpdate};
-pub use parse::parse_definition;
+pub use parse::{parse_definition, parse_definition_with};
 pub use rerun::{plan_rerun, PlannedJob, PreviousJob, RerunAction, RerunError, RerunMode};
 pub use status::{
     derive_attempt_status, transition, AttemptStatus, ExecutionStatus, JobStatus, Lifecycle, RunStatus, StatusReason,

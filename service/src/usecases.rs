@@ -3,6 +3,7 @@
 //! its change and the change's facts in one conditional transaction.
 
 pub mod artifacts;
+pub mod called_workflows;
 pub mod fleet;
 pub mod health;
 pub mod job_events;

@@ -575,7 +575,7 @@ mod tests {
     }
 
     #[test]
-    fn other_events_are_kept_and_listed_as_unsupported() {
+    fn other_events_are_kept_and_listed_as_unsupported_but_workflow_call() {
         let on = map(vec![
             ("release", map(vec![("types", list(&["published"]))])),
             ("workflow_call", map(vec![("inputs", map(vec![]))])),
@@ -585,7 +585,8 @@ mod tests {
         assert_eq!(triggers.other.len(), 3);
         assert_eq!(triggers.other[0].settings, ["types"]);
         let fields: Vec<String> = triggers.unsupported().into_iter().map(|(field, _)| field).collect();
-        assert_eq!(fields, ["on.release", "on.workflow_call", "on.delete"]);
+        // `workflow_call` starts nothing: it makes a pipeline callable.
+        assert_eq!(fields, ["on.release", "on.delete"]);
         let err = error(map(vec![("release", s("published"))]));
         assert_eq!(err.field, "on.release");
     }

@@ -25,12 +25,14 @@ mod eval;
 mod functions;
 mod lex;
 mod parse;
+mod rewrite;
 mod value;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 pub use functions::Function;
+pub use rewrite::{as_expression, quote, replace_in_condition, replace_in_expression, replace_in_text, Replace};
 pub use value::Value;
 
 /// Something an expression refers to.

@@ -20,11 +20,20 @@ use super::definition::{
 };
 use super::definition_reader::read_workflow;
 use super::references::check_references;
+use super::reusable::{expand_calls, CalledWorkflows};
 use super::spec::job_spec;
 use super::yaml::YamlNode;
 
-/// Parses and fully validates a YAML workflow definition.
+/// Parses and fully validates a YAML workflow definition that calls no
+/// reusable workflow (a call is refused, naming the pipeline missing).
 pub fn parse_definition(yaml: &str) -> Result<WorkflowDefinition, DefinitionError> {
+    parse_definition_with(yaml, &CalledWorkflows::none())
+}
+
+/// Parses and fully validates a YAML workflow definition, its calls of
+/// reusable workflows expanded from `called` (`reusable::missing_calls`
+/// says what to fetch first).
+pub fn parse_definition_with(yaml: &str, called: &CalledWorkflows) -> Result<WorkflowDefinition, DefinitionError> {
     if yaml.len() > MAX_DEFINITION_BYTES {
         return Err(DefinitionError::document(format!(
             "the definition is {} bytes, at most {MAX_DEFINITION_BYTES} are accepted",
@@ -32,6 +41,7 @@ pub fn parse_definition(yaml: &str) -> Result<WorkflowDefinition, DefinitionErro
         )));
     }
     let root = YamlNode::parse(yaml).map_err(|err| DefinitionError::document(format!("invalid YAML: {err}")))?;
+    let root = expand_calls(root, called)?;
     let definition = read_workflow(&root)?;
     check_needs(&definition)?;
     check_references(&definition)?;

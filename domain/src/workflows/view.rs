@@ -148,6 +148,7 @@ fn attempt_view(
                 JobView {
                     id: job.id,
                     key: job.key.clone(),
+                    name: defined.and_then(|d| d.name.clone()).filter(|name| !name.contains("${{")),
                     status: job.status,
                     status_reason: job.reason,
                     soft_failed: job.soft_failed,

@@ -12,9 +12,10 @@ use baton_api::pipelines::{DispatchRequest, PipelineVersion, RunTrigger, Trigger
 use baton_api::runs::CreateRunRequest;
 use baton_domain::error::ApiError;
 use baton_domain::pipelines;
-use baton_domain::workflows::{github, parse_definition};
+use baton_domain::workflows::{github, parse_definition_with};
 use baton_service::context::Context;
 use baton_service::http::{authorize_operator, json_response, parse_json, path_param, path_workspace, respond};
+use baton_service::usecases::called_workflows;
 use baton_service::usecases::run_creation::{self, Created, RunRequest};
 use lambda_http::{Body, Request, Response};
 
@@ -39,7 +40,8 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
             .ok_or_else(|| ApiError::not_found(format!("pipeline {name}")))?;
         // Stored texts were read when put; read again, as the reader may
         // have grown stricter since (a refusal here names the field).
-        let read = pipelines::read(&stored.definition)?;
+        let called = called_workflows::read(&context.store, &workspace_id, &stored.definition).await?;
+        let read = pipelines::read(&stored.definition, &called)?;
         let inputs = pipelines::dispatch_inputs(&read.triggers, body.inputs.as_ref())?;
         RunRequest {
             workspace_id: &workspace_id,
@@ -54,7 +56,8 @@ async fn create_run(context: &Context, req: &Request) -> Result<Response<Body>, 
         }
     } else {
         let body: CreateRunRequest = parse_json(req)?;
-        let definition = parse_definition(&body.definition)?;
+        let called = called_workflows::read(&context.store, &workspace_id, &body.definition).await?;
+        let definition = parse_definition_with(&body.definition, &called)?;
         RunRequest {
             workspace_id: &workspace_id,
             run_id: None,

@@ -29,6 +29,7 @@ use baton_service::context::Context;
 use baton_service::http::{
     authorize_operator, empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
 };
+use baton_service::usecases::called_workflows;
 use baton_store::hooks::{HookItem, DELIVERY_KEPT_DAYS};
 use baton_store::run_requests::{Accepted, NewRunRequest, MAX_RUNS_PER_DELIVERY};
 use baton_telemetry::metrics::{emit, Unit};
@@ -214,7 +215,8 @@ async fn match_pipelines(
             ignore("the workspace has no pipeline by that name".into());
             continue;
         };
-        let read = match pipelines::read(&pipeline.definition) {
+        let read = match pipelines::read(&pipeline.definition, &called_workflows::among(&stored, &pipeline.definition))
+        {
             Ok(read) => read,
             Err(err) => {
                 ignore(format!("its definition is refused now: {}", err.message));

@@ -16,6 +16,7 @@ use baton_service::http::{
     authorize_operator, empty_response, json_response, method_not_allowed, parse_json, path_param, path_workspace,
     respond,
 };
+use baton_service::usecases::called_workflows;
 use baton_store::pipelines::{PipelineItem, PipelinePut};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
@@ -36,7 +37,10 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         (Method::PUT, false) => {
             let name = pipeline_name(&req)?;
             let body: PutPipelineRequest = parse_json(&req)?;
-            let read = pipelines::read(&body.definition)?;
+            // A call of another pipeline is checked now, against the
+            // pipelines stored: call one that exists, as a run would.
+            let called = called_workflows::read(&context.store, &workspace, &body.definition).await?;
+            let read = pipelines::read(&body.definition, &called)?;
             let version = pipelines::version_of(&body.definition);
             let now = chrono::Utc::now();
             // Each cron's first tick, kept with the new version (the

@@ -18,6 +18,7 @@ use baton_domain::error::ErrorCode;
 use baton_domain::pipelines;
 use baton_service::context::Context;
 use baton_service::facts::subscriber::{consume, Delivered, HandlerError};
+use baton_service::usecases::called_workflows;
 use baton_service::usecases::run_creation::{self, Created, RunRequest};
 use baton_telemetry::metrics::{emit, Unit};
 
@@ -47,7 +48,9 @@ async fn take(context: &Context, delivered: Delivered) -> Result<(), HandlerErro
     else {
         return dropped(&workspace_id, run_id, &format!("pipeline {} was deleted", request.pipeline));
     };
-    let read = match pipelines::read(&pipeline.definition) {
+    let called =
+        called_workflows::read(&context.store, &workspace_id, &pipeline.definition).await.map_err(transient)?;
+    let read = match pipelines::read(&pipeline.definition, &called) {
         Ok(read) => read,
         Err(err) => return dropped(&workspace_id, run_id, &format!("its definition is refused: {}", err.message)),
     };

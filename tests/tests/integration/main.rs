@@ -15,6 +15,7 @@ mod limits;
 mod logs;
 mod pipelines;
 mod provisioners;
+mod reusable_workflows;
 mod runners_auth;
 mod runners_leases;
 mod runners_queue;

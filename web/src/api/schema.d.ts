@@ -1501,6 +1501,11 @@ export interface components {
             /** Format: uuid */
             id: string;
             key: string;
+            /**
+             * @description Its `name:` when it has one written without expressions; a job of a
+             *     called workflow is "caller / job", as GitHub shows it.
+             */
+            name?: string | null;
             status: components["schemas"]["JobStatus"];
             status_reason?: null | components["schemas"]["StatusReason"];
             /**

@@ -103,7 +103,7 @@ function Node({
   const only = group.jobs.length === 1 ? group.jobs[0] : undefined;
   if (only) {
     return (
-      <a href={href(only)} aria-current={only.id === selected ? "true" : undefined}>
+      <a href={href(only)} aria-current={only.id === selected ? "true" : undefined} title={only.name ?? undefined}>
         <span class="name">{only.key}</span>
         <Status status={only.status} soft={only.soft_failed} />
       </a>

@@ -147,6 +147,7 @@ function JobTable({ jobs, href }: { jobs: Job[]; href: (job: Job) => string }) {
           <tr data-job={job.key}>
             <td>
               <a href={href(job)}>{job.key}</a>
+              {job.name && job.name !== job.key ? <span class="muted"> {job.name}</span> : null}
             </td>
             <td>
               <Status status={job.status} soft={job.soft_failed} />
@@ -172,6 +173,7 @@ function JobDetail({ run, attempt, job, onDone }: { run: RunView; attempt: numbe
       <h2>
         {job.key} <Status status={job.status} soft={job.soft_failed} />
       </h2>
+      {job.name && job.name !== job.key ? <p class="muted">{job.name}</p> : null}
       <p class="why">{whyWaiting(job, [job]) ?? ""}</p>
       {job.environment && (
         <p data-testid="environment">

@@ -62,11 +62,6 @@ impl<'a> Fields<'a> {
             if entries.iter().any(|(seen, _)| *seen == key) {
                 return Err(at.field(&key).error("given more than once"));
             }
-            if key == "uses" && at.is_job() {
-                return Err(at
-                    .field(&key)
-                    .error("reusable workflows (a job's `uses:`) are not supported: a job runs its own `steps`"));
-            }
             if (key == "services" || key == "container") && at.is_job() {
                 return Err(at.field(&key).error(format!(
                     "a job's `{key}:` runs in Docker containers, which a Baton runner does not start: run the \

@@ -178,13 +178,28 @@ pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, 
             _ => {
                 check_matrix_name(&name, &at_matrix)?;
                 let YamlNode::Sequence(items) = values else {
-                    if is_expression(values) {
-                        return Err(at.error(
-                            "a matrix made by an expression (fromJSON of an earlier job's output) is not supported yet: \
-                             list its values",
-                        ));
+                    let Some(text) = values.scalar_text().filter(|_| is_expression(values)) else {
+                        return Err(at.expected("a list of values", values));
+                    };
+                    let items = literal_values(&text).map_err(|why| at.error(why))?;
+                    if items.is_empty() || items.len() > MAX_MATRIX_ENTRIES {
+                        return Err(
+                            at.error(format!("`{text}` gives {} values, 1 to {MAX_MATRIX_ENTRIES}", items.len()))
+                        );
                     }
-                    return Err(at.expected("a list of values", values));
+                    let mut values = Vec::with_capacity(items.len());
+                    for item in items {
+                        values.push(match item {
+                            expressions::Value::String(text) => text,
+                            expressions::Value::Array(_) | expressions::Value::Object(_) => {
+                                structured.borrow_mut().insert(name.clone());
+                                serde_json::to_string(&item).unwrap_or_default()
+                            }
+                            scalar => scalar.render(),
+                        });
+                    }
+                    strategy.dimensions.push((name, values));
+                    continue;
                 };
                 if items.is_empty() || items.len() > MAX_MATRIX_ENTRIES {
                     return Err(at.error(format!("1 to {MAX_MATRIX_ENTRIES} values")));
@@ -211,6 +226,30 @@ pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, 
         }
     }
     Ok(strategy)
+}
+
+/// A dimension written as one expression that reads nothing but literals
+/// (`${{ fromJSON('["3.11", "3.12"]') }}`, what a called workflow's
+/// `fromJSON(inputs.versions)` becomes when its caller gives the list):
+/// its values, worked out when the run is created.
+fn literal_values(text: &str) -> Result<Vec<expressions::Value>, String> {
+    let inner = text.trim().trim_start_matches("${{").trim_end_matches("}}");
+    let expr = expressions::parse(inner).map_err(|err| format!("`{}`: {err}", text.trim()))?;
+    let mut read = Vec::new();
+    expressions::references(&expr, &mut read);
+    if !read.is_empty() {
+        return Err(format!(
+            "`{}`: a matrix made by an expression over `{}` is not supported yet: list its values (an expression of \
+             literals, as a called workflow's input given as a list, is worked out when the run is created)",
+            text.trim(),
+            read[0]
+        ));
+    }
+    match expressions::evaluate(&expr, &expressions::MapScope::default()) {
+        Ok(expressions::Value::Array(items)) => Ok(items),
+        Ok(other) => Err(format!("`{}` gives {}, not a list of values", text.trim(), other.render())),
+        Err(err) => Err(format!("`{}`: {err}", text.trim())),
+    }
 }
 
 /// A matrix name is what `${{ matrix.<name> }}` can spell.

@@ -217,11 +217,11 @@ fn a_matrix_jobs_timeout_may_be_worked_out_from_each_legs_values() {
 }
 
 #[test]
-fn what_needs_docker_or_another_workflow_is_refused_saying_why() {
+fn what_needs_docker_or_a_missing_workflow_is_refused_saying_why() {
     for (body, field, says) in [
         ("runs-on: l\nservices: {db: {image: postgres}}\nsteps: [{run: x}]", "services", "Docker containers"),
         ("runs-on: l\ncontainer: node:20\nsteps: [{run: x}]", "container", "Docker containers"),
-        ("uses: ./.github/workflows/lint.yml", "uses", "reusable workflows"),
+        ("uses: ./.github/workflows/lint.yml", "uses", "no pipeline `lint` to call"),
     ] {
         let err = error_of(&with_job_body(body));
         assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some(field)), "{err}");
@@ -278,13 +278,13 @@ fn a_docker_action_is_refused_with_a_reason() {
 }
 
 #[test]
-fn a_reusable_workflow_is_refused_as_one_not_as_an_action() {
+fn a_call_of_a_workflow_not_stored_is_refused_as_one_not_as_an_action() {
     let err = error_of(&with_job_body(
         "uses: ./.github/workflows/build.yml
 with: {target: x}",
     ));
     assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some("uses")), "{err}");
-    assert!(err.message.contains("reusable workflows"), "{err}");
+    assert!(err.message.contains("no pipeline `build` to call"), "{err}");
 }
 
 #[test]
