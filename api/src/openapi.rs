@@ -739,6 +739,7 @@ fn deliver_to_hook() {}
     params(
         WorkspaceParam,
         ("status" = Option<RunStatus>, Query, description = "Only runs with this status"),
+        ("workflow" = Option<String>, Query, description = "Only runs of workflows whose name holds this text (case as written)"),
         ("limit" = Option<u32>, Query, description = "Runs per page (1 to 100, default 20)"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),

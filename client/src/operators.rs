@@ -197,12 +197,16 @@ impl Operator {
         &self,
         workspace: &str,
         status: Option<RunStatus>,
+        workflow: Option<&str>,
         limit: Option<u32>,
         cursor: Option<&str>,
     ) -> Result<RunList, ClientError> {
         let mut query = form_urlencoded::Serializer::new(String::new());
         if let Some(status) = status {
             query.append_pair("status", status.as_str());
+        }
+        if let Some(workflow) = workflow {
+            query.append_pair("workflow", workflow);
         }
         if let Some(limit) = limit {
             query.append_pair("limit", &limit.to_string());

@@ -390,13 +390,15 @@ impl Store {
         Ok(run.filter(|run| run.workspace_id == workspace_id))
     }
 
-    /// The runs of a workspace, newest first, optionally of one status:
-    /// at most `limit`, after the run `cursor` (the last id of the previous
-    /// page). Returns the runs and the next cursor.
+    /// The runs of a workspace, newest first, optionally of one status and
+    /// of workflows whose name holds `workflow` (as written, case
+    /// included): at most `limit`, after the run `cursor` (the last id of
+    /// the previous page). Returns the runs and the next cursor.
     pub async fn list_runs(
         &self,
         workspace_id: &str,
         status: Option<RunStatus>,
+        workflow: Option<&str>,
         limit: usize,
         cursor: Option<Uuid>,
     ) -> Result<(Vec<RunState>, Option<Uuid>), StoreError> {
@@ -413,7 +415,15 @@ impl Store {
         // evaluates a bounded page and the scan stops after a bounded number
         // of pages, answering a cursor where it stopped (a cursor is a run
         // id: the index keys of any run are derived from it).
-        let page = if status.is_some() { FILTERED_PAGE.max(limit) } else { limit };
+        let filtered = status.is_some() || workflow.is_some();
+        let page = if filtered { FILTERED_PAGE.max(limit) } else { limit };
+        let mut conditions = Vec::new();
+        if status.is_some() {
+            conditions.push("#state.#status = :status");
+        }
+        if workflow.is_some() {
+            conditions.push("contains(#state.#name, :workflow)");
+        }
         for _ in 0..MAX_PAGES {
             let mut query = self
                 .client
@@ -425,12 +435,18 @@ impl Store {
                 .scan_index_forward(false)
                 .limit(page as i32)
                 .set_exclusive_start_key(start.take());
+            if filtered {
+                query = query.filter_expression(conditions.join(" AND ")).expression_attribute_names("#state", "state");
+            }
             if let Some(status) = status {
                 query = query
-                    .filter_expression("#state.#status = :status")
-                    .expression_attribute_names("#state", "state")
                     .expression_attribute_names("#status", "status")
                     .expression_attribute_values(":status", s(status.as_str()));
+            }
+            if let Some(workflow) = workflow {
+                query = query
+                    .expression_attribute_names("#name", "name")
+                    .expression_attribute_values(":workflow", s(workflow));
             }
             let out = query.send().await?;
             let more = out.last_evaluated_key.filter(|key| !key.is_empty());

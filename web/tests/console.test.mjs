@@ -176,6 +176,15 @@ jobs:
   assert.equal(await page.getByTestId("match-count").innerText(), "1 of 1");
   await page.goto(`${stack.url}/runs`);
   await page.locator(`tr[data-run="${created.id}"] [data-status="succeeded"]`).waitFor();
+  // The workflow filter is the API's: the run stays under "gra", goes
+  // under a name no workflow holds, and the address keeps the filter.
+  await page.getByLabel("Workflow").fill("gra");
+  await page.locator(`tr[data-run="${created.id}"]`).waitFor();
+  await page.getByLabel("Workflow").fill("no-such-workflow");
+  await page.locator(`tr[data-run="${created.id}"]`).waitFor({ state: "detached" });
+  assert.match(page.url(), /[?&]workflow=no-such-workflow/);
+  await page.getByLabel("Workflow").fill("");
+  await page.locator(`tr[data-run="${created.id}"] [data-status="succeeded"]`).waitFor();
   await shots(page, "runs");
   await noSeriousA11yViolations(page, "runs");
   assert.deepEqual(page.errors, []);

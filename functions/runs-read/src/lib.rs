@@ -1,11 +1,12 @@
 //! `GET /v1/workspaces/{ws}/runs/{run_id}` (the run view: every attempt
 //! with its jobs, executions and steps, read with one `Query` of the run's
-//! partition) and `GET /v1/workspaces/{ws}/runs?status=&limit=&cursor=`
+//! partition) and `GET /v1/workspaces/{ws}/runs?status=&workflow=&limit=&cursor=`
 //! (newest first, from the `runs-by-workspace` index; never a Scan).
 //! Read-only: nothing here writes.
 
 use baton_api::runs::RunList;
 use baton_domain::error::ApiError;
+use baton_domain::workflows::definition::MAX_WORKFLOW_NAME_LEN;
 use baton_domain::workflows::status::RunStatus;
 use baton_domain::workflows::view::run_summary;
 use baton_service::context::Context;
@@ -56,7 +57,16 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         .filter(|s| !s.is_empty())
         .map(|raw| baton_domain::ids::parse_id(&raw).ok_or_else(|| ApiError::invalid_request("cursor is malformed")))
         .transpose()?;
-    let (runs, next) = context.store.list_runs(&workspace_id, status, limit, cursor).await?;
+    let workflow = query_param(req, "workflow").filter(|w| !w.is_empty());
+    if let Some(workflow) = &workflow {
+        if workflow.len() > MAX_WORKFLOW_NAME_LEN {
+            return Err(ApiError::invalid_request(format!(
+                "workflow is {} bytes, a workflow's name at most {MAX_WORKFLOW_NAME_LEN}",
+                workflow.len()
+            )));
+        }
+    }
+    let (runs, next) = context.store.list_runs(&workspace_id, status, workflow.as_deref(), limit, cursor).await?;
     let list = RunList { items: runs.iter().map(run_summary).collect(), next_cursor: next.map(|id| id.to_string()) };
     Ok(json_response(http::StatusCode::OK, &list))
 }

@@ -41,6 +41,9 @@ pub(super) enum RunCommand {
         /// Only runs with this status.
         #[arg(long, value_enum)]
         status: Option<StatusFilter>,
+        /// Only runs of workflows whose name holds this text.
+        #[arg(long)]
+        workflow: Option<String>,
         /// Runs per page (1 to 100).
         #[arg(long)]
         limit: Option<u32>,
@@ -214,8 +217,9 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
             }
             view
         }
-        RunCommand::List { workspace, status, limit, cursor } => {
-            let list = operator.list_runs(&workspace, status.map(RunStatus::from), limit, cursor.as_deref()).await?;
+        RunCommand::List { workspace, status, workflow, limit, cursor } => {
+            let status = status.map(RunStatus::from);
+            let list = operator.list_runs(&workspace, status, workflow.as_deref(), limit, cursor.as_deref()).await?;
             if json {
                 print_json(&list);
             } else {

@@ -285,10 +285,47 @@ async fn runs_are_listed_newest_first_in_pages_and_filtered_by_status() {
     let only: Vec<&str> = cancelled["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(only, [ids[1].as_str()]);
 
-    for bad in ["limit=0", "limit=1000", "status=done", "cursor=zzz"] {
+    let long = "w".repeat(201);
+    for bad in ["limit=0", "limit=1000", "status=done", "cursor=zzz", &format!("workflow={long}")] {
         let Answer { status, body } = stack.get(&format!("{path}?{bad}"), &stack.admin_token).await;
         assert_eq!(status, 400, "{bad}: {body:#}");
     }
+}
+
+/// The workflow filter is the API's, so a page holds a page of matching
+/// runs however many others came between them (a filter of the page the
+/// console had read would show an empty page and a "next").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_filtered_by_workflow_across_pages_and_with_status() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let run_of = |name: &str| format!("name: {name}\njobs:\n  a: {{runs-on: linux, steps: [{{run: x}}]}}\n");
+    let mut deploys = Vec::new();
+    for n in 0..6 {
+        if n % 3 == 0 {
+            deploys.push(stack.create_run(&ws, &run_of("deploy-prod")).await.id());
+        } else {
+            stack.create_run(&ws, &run_of("ci")).await;
+        }
+    }
+    let path = format!("/v1/workspaces/{ws}/runs");
+    let ids = |page: &serde_json::Value| -> Vec<String> {
+        page["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+    };
+    let Answer { status, body: page } = stack.get(&format!("{path}?workflow=deploy&limit=1"), &stack.admin_token).await;
+    assert_eq!(status, 200, "{page:#}");
+    assert_eq!(ids(&page), [deploys[1].clone()], "newest first, the ci runs between skipped");
+    let cursor = page["next_cursor"].as_str().expect("a next page");
+    let page = stack.get_ok(&format!("{path}?workflow=deploy&limit=1&cursor={cursor}"), &stack.admin_token).await;
+    assert_eq!(ids(&page), [deploys[0].clone()]);
+    let page = stack.get_ok(&format!("{path}?workflow=Deploy"), &stack.admin_token).await;
+    assert_eq!(ids(&page), Vec::<String>::new(), "the name as written, case included");
+
+    stack.post(&format!("{path}/{}/cancel", deploys[0]), &stack.admin_token, json!({})).await;
+    let page = stack.get_ok(&format!("{path}?workflow=deploy&status=cancelled"), &stack.admin_token).await;
+    assert_eq!(ids(&page), [deploys[0].clone()], "both filters hold");
+    let page = stack.get_ok(&format!("{path}?workflow=ci&status=cancelled"), &stack.admin_token).await;
+    assert_eq!(ids(&page), Vec::<String>::new());
 }
 
 /// A claim is not written to the attempt: the view reads the runner

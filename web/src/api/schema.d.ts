@@ -4814,6 +4814,8 @@ export interface operations {
             query?: {
                 /** @description Only runs with this status */
                 status?: components["schemas"]["RunStatus"];
+                /** @description Only runs of workflows whose name holds this text (case as written) */
+                workflow?: string;
                 /** @description Runs per page (1 to 100, default 20) */
                 limit?: number;
                 /** @description `next_cursor` of the previous page */
