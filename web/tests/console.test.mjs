@@ -178,12 +178,12 @@ jobs:
   await page.locator(`tr[data-run="${created.id}"] [data-status="succeeded"]`).waitFor();
   // The workflow filter is the API's: the run stays under "gra", goes
   // under a name no workflow holds, and the address keeps the filter.
-  await page.getByLabel("Workflow").fill("gra");
+  await page.getByRole("searchbox", { name: "Workflow" }).fill("gra");
   await page.locator(`tr[data-run="${created.id}"]`).waitFor();
-  await page.getByLabel("Workflow").fill("no-such-workflow");
+  await page.getByRole("searchbox", { name: "Workflow" }).fill("no-such-workflow");
   await page.locator(`tr[data-run="${created.id}"]`).waitFor({ state: "detached" });
   assert.match(page.url(), /[?&]workflow=no-such-workflow/);
-  await page.getByLabel("Workflow").fill("");
+  await page.getByRole("searchbox", { name: "Workflow" }).fill("");
   await page.locator(`tr[data-run="${created.id}"] [data-status="succeeded"]`).waitFor();
   await shots(page, "runs");
   await noSeriousA11yViolations(page, "runs");
@@ -302,6 +302,15 @@ jobs:
   });
   assert.equal(rerun.attempts.at(-1).rerun_mode, "failed");
   assert.equal(job(rerun, "ok").carried_over, true, "the job that passed is carried over, not run again");
+  // Every attempt stays readable: the first one, chosen on the page, is the
+  // page's (its address says so and survives a reload).
+  const attempt = page.getByLabel("Attempt");
+  await until("the page to offer attempt 2", async () => (await attempt.locator("option").count()) === 2);
+  await attempt.selectOption("1");
+  await page.waitForURL(/[?&]attempt=1/);
+  await page.reload();
+  assert.match(await page.getByLabel("Attempt").locator("option:checked").innerText(), /^1 \(failed\)/);
+  await page.locator('tr[data-job="broken"] [data-status="failed"]').waitFor();
   await page.context().close();
 
   const slow = await submit(`name: slow
@@ -313,6 +322,72 @@ jobs:
   await page.getByRole("button", { name: "Cancel run" }).click();
   await until("the run to be cancelled", async () => (await run(slow.id)).status === "cancelled");
   await page.locator("h1 [data-status=cancelled]").waitFor({ timeout: 5000 });
+  await page.context().close();
+});
+
+test("events sent from the page run a listening job, and resolve ends it", async () => {
+  const created = await submit(`name: listener
+jobs:
+  on-review:
+    runs-on: [linux]
+    listen: {events: [review], timeout-minutes: 10}
+    steps:
+      - run: echo "review \${{ event.ref }} \${{ event.payload.state }}"
+`);
+  const view = await until("the job to listen", async () => {
+    const v = await run(created.id);
+    return job(v, "on-review")?.status === "waiting" && v;
+  });
+  const page = await signedIn(`/runs/${created.id}/jobs/${job(view, "on-review").id}`);
+  const form = page.getByRole("form", { name: "Send an event" });
+  await form.getByLabel(/^Ref/).fill("review-1");
+  await form.getByLabel("Payload (JSON)").fill('{"state": "approved"}');
+  await form.getByRole("button", { name: "Send event" }).click();
+  await form.getByRole("status").filter({ hasText: "Sent." }).waitFor();
+  const ran = (v) => job(v, "on-review").executions.find((e) => e.event?.ref === "review-1");
+  await until("review-1's execution to succeed", async () => ran(await run(created.id))?.status === "succeeded");
+  await page.getByText("review review-1 approved", { exact: true }).waitFor({ timeout: 15_000 });
+  // A payload that is not JSON is said so, and sends nothing.
+  await form.getByLabel("Payload (JSON)").fill("{state");
+  await form.getByRole("button", { name: "Send event" }).click();
+  await form.getByRole("status").filter({ hasText: "must be JSON" }).waitFor();
+  await form.getByLabel(/^Ref/).fill("done");
+  await form.getByLabel("Payload (JSON)").fill("");
+  await form.getByLabel("Disposition").selectOption("resolve");
+  await form.getByRole("button", { name: "Send event" }).click();
+  const ended = await until("the run to succeed", async () => {
+    const v = await run(created.id);
+    return v.status === "succeeded" && v;
+  });
+  assert.equal(job(ended, "on-review").executions.length, 1, "resolve ended it without running it again");
+  await noSeriousA11yViolations(page, "listening job");
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("a called workflow's jobs are shown as the caller's, named as GitHub names them", async () => {
+  const callee = `on: {workflow_call: {inputs: {target: {type: string, required: true}}}}
+jobs:
+  compile: {runs-on: [linux], steps: [{run: 'echo compiling \${{ inputs.target }}'}]}
+`;
+  const stored = await api("PUT", `/v1/workspaces/${ws}/pipelines/shared-build`, { definition: callee });
+  assert.ok([200, 201].includes(stored.status), JSON.stringify(stored.body));
+  const created = await submit(`name: caller
+jobs:
+  build:
+    name: Build
+    uses: ./.github/workflows/shared-build.yml
+    with: {target: web}
+`);
+  const done = await until("the run to succeed", async () => {
+    const v = await run(created.id);
+    return v.status === "succeeded" && v;
+  });
+  const page = await signedIn(`/runs/${created.id}`);
+  await page.locator('tr[data-job="build--compile"]', { hasText: "Build / compile" }).waitFor();
+  await page.goto(`${stack.url}/runs/${created.id}/jobs/${job(done, "build--compile").id}`);
+  await page.getByText("compiling web", { exact: true }).waitFor();
+  assert.deepEqual(page.errors, []);
   await page.context().close();
 });
 
@@ -351,8 +426,15 @@ test("a secret and a variable set on the settings page reach a job, and the secr
   await variables.getByLabel("Value").fill("eu-west-1");
   await page.getByRole("button", { name: "Save variable" }).click();
   await page.locator('tr[data-variable="DEPLOY_REGION"]', { hasText: "eu-west-1" }).waitFor();
+  const tokens = page.locator('section[aria-labelledby="tokens"]');
+  await tokens.getByLabel("Name").fill("ci-fleet");
   await page.getByRole("button", { name: "Create a token" }).click();
-  await page.getByTestId("new-token").waitFor();
+  const token = await page.getByTestId("new-token").innerText();
+  const register = (labels) => api("POST", "/v1/runners/register", { labels }, token);
+  assert.equal((await register(["linux"])).status, 201, "the token shown registers a runner");
+  await page.getByRole("button", { name: "Revoke ci-fleet" }).click();
+  await tokens.locator("tr", { hasText: "ci-fleet" }).filter({ hasText: "revoked" }).waitFor();
+  assert.equal((await register(["linux"])).status, 401, "a revoked token registers nothing");
   await shots(page, "settings");
   await noSeriousA11yViolations(page, "settings");
   assert.ok(!(await page.content()).includes(value), "the settings page never shows the value");
