@@ -67,6 +67,7 @@ pub const PROVISIONER: &str = "provisioner";
         begin_artifact_upload,
         complete_artifact_upload,
         runner_artifact_download,
+        runner_artifact_list,
         restore_cache,
         save_cache,
         complete_cache,
@@ -510,6 +511,19 @@ fn complete_artifact_upload() {}
     ),
     security(("lease" = [])))]
 fn runner_artifact_download() {}
+
+/// The run's stored artifacts, for a job holding its lease (a download of
+/// several, as GitHub's `actions/download-artifact` without a name or by
+/// `pattern`).
+#[utoipa::path(get, path = "/v1/runners/leases/{execution_id}/artifacts", tag = "runners",
+    params(ExecutionParam),
+    responses(
+        (status = 200, description = "The run's stored artifacts", body = crate::artifacts::ArtifactList),
+        (status = 404, description = "`not-found`: no such lease", body = ErrorBody),
+        (status = 409, description = "`lease-lost`", body = ErrorBody),
+    ),
+    security(("lease" = [])))]
+fn runner_artifact_list() {}
 
 /// Restores a cache entry of the lease's workspace: the exact key, else the
 /// newest entry under each restore prefix in turn, in `scope` then the

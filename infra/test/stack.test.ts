@@ -607,6 +607,7 @@ describe('stack from infra/resources.json: artifacts', () => {
     const keys = [
       'POST /v1/runners/leases/{execution_id}/artifacts',
       'POST /v1/runners/leases/{execution_id}/artifacts/{name}/complete',
+      'GET /v1/runners/leases/{execution_id}/artifacts',
       'GET /v1/runners/leases/{execution_id}/artifacts/{name}',
       'GET /v1/workspaces/{ws}/runs/{run_id}/artifacts',
       'GET /v1/workspaces/{ws}/runs/{run_id}/artifacts/{name}',

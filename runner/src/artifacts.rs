@@ -48,29 +48,92 @@ pub fn pack(dir: &Path, patterns: &[String]) -> Result<Archive, String> {
     let dir = dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut paths: Vec<PathBuf> = Vec::new();
     for pattern in patterns {
-        let full = dir.join(pattern);
-        let matched = glob::glob(&full.to_string_lossy()).map_err(|e| format!("{pattern}: {e}"))?;
-        let before = paths.len();
-        for entry in matched {
-            let path = entry.map_err(|e| format!("{pattern}: {e}"))?;
-            let path = path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))?;
-            if !path.starts_with(&dir) {
-                return Err(format!("{pattern}: {} is outside the job's directory", path.display()));
-            }
-            if !paths.contains(&path) {
-                paths.push(path);
-            }
-        }
-        if paths.len() == before {
+        if matches(&dir, pattern, &mut paths)? == 0 {
             return Err(format!("{pattern}: no file matches"));
         }
     }
+    archive(&dir, &paths)
+}
+
+/// Archives what `patterns` match as GitHub's `actions/upload-artifact`
+/// does: a pattern that matches nothing is passed over, and the entries sit
+/// at their paths relative to the search paths' least common ancestor
+/// (`dist/` uploads `dist`'s contents, so a download into `dist` gives them
+/// back where they were). `None` when nothing matched at all (the action's
+/// `if-no-files-found` decides what that means).
+pub fn pack_as_github(dir: &Path, patterns: &[String]) -> Result<Option<Archive>, String> {
+    let dir = dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut searched: Vec<PathBuf> = Vec::new();
+    for pattern in patterns {
+        if matches(&dir, pattern, &mut paths)? > 0 {
+            searched.push(search_path(&dir, pattern));
+        }
+    }
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let mut root = searched.iter().skip(1).fold(searched[0].clone(), |common, path| {
+        common.components().zip(path.components()).take_while(|(a, b)| a == b).map(|(a, _)| a).collect()
+    });
+    if !root.is_dir() {
+        root = root.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
+    }
+    // A search path above the job's directory cannot be: every match is in it.
+    if !root.starts_with(&dir) {
+        root = dir.clone();
+    }
+    archive(&root, &paths).map(Some)
+}
+
+/// The part of `pattern` before its first segment with a wildcard, as a
+/// path under `dir` (GitHub's search path).
+fn search_path(dir: &Path, pattern: &str) -> PathBuf {
+    let literal: PathBuf = pattern.split('/').take_while(|segment| !segment.contains(['*', '?', '['])).collect();
+    let path = dir.join(literal);
+    path.canonicalize().unwrap_or(path)
+}
+
+/// Adds what `pattern` matches under `dir` to `paths` (each once); how many
+/// it matched.
+fn matches(dir: &Path, pattern: &str, paths: &mut Vec<PathBuf>) -> Result<usize, String> {
+    let full = dir.join(pattern);
+    let matched = glob::glob(&full.to_string_lossy()).map_err(|e| format!("{pattern}: {e}"))?;
+    let mut count = 0;
+    for entry in matched {
+        let path = entry.map_err(|e| format!("{pattern}: {e}"))?;
+        let path = path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))?;
+        if !path.starts_with(dir) {
+            return Err(format!("{pattern}: {} is outside the job's directory", path.display()));
+        }
+        count += 1;
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    Ok(count)
+}
+
+/// The gzipped tar of `paths`, each at its path relative to `root` (the
+/// root itself as its contents).
+fn archive(root: &Path, paths: &[PathBuf]) -> Result<Archive, String> {
     let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), flate2::Compression::fast()));
     builder.follow_symlinks(false);
     let mut files = 0;
-    for path in &paths {
-        let relative = path.strip_prefix(&dir).map_err(|e| e.to_string())?;
-        if path.is_dir() {
+    for path in paths {
+        let relative = path.strip_prefix(root).map_err(|e| e.to_string())?;
+        if relative.as_os_str().is_empty() {
+            for child in std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?.flatten() {
+                let (child, name) = (child.path(), child.file_name());
+                if child.is_dir() {
+                    files += count_files(&child);
+                    builder.append_dir_all(&name, &child).map_err(|e| format!("{}: {e}", child.display()))?;
+                } else {
+                    files += 1;
+                    builder.append_path_with_name(&child, &name).map_err(|e| format!("{}: {e}", child.display()))?;
+                }
+            }
+        } else if path.is_dir() {
             files += count_files(path);
             builder.append_dir_all(relative, path).map_err(|e| format!("{}: {e}", relative.display()))?;
         } else {
@@ -268,6 +331,17 @@ pub async fn runner_download(
         .await
 }
 
+/// The run's stored artifacts, for the job holding `token`'s lease.
+pub async fn runner_list(
+    client: &Client,
+    token: &str,
+    execution: Uuid,
+) -> Result<baton_api::artifacts::ArtifactList, ClientError> {
+    let path = format!("/v1/runners/leases/{execution}/artifacts");
+    with_retries("artifact list", RETRY_BUDGET, || client.send_for::<(), _>(reqwest::Method::GET, &path, token, None))
+        .await
+}
+
 fn segment(name: &str) -> String {
     form_urlencoded::byte_serialize(name.as_bytes()).collect()
 }
@@ -301,6 +375,47 @@ mod tests {
         assert!(pack(&root, &["missing/*".into()]).unwrap_err().contains("no file matches"));
         assert!(pack(&root, &["..".into()]).unwrap_err().contains("outside"));
         assert!(pack(&root, &[]).is_err());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The files of a packed archive, as unpacked, relative to its root.
+    fn unpacked(archive: &Archive, root: &Path) -> Vec<String> {
+        let out = root.join(format!("out-{}", Uuid::new_v4()));
+        unpack(&archive.bytes, &out).unwrap();
+        let mut files: Vec<String> = glob::glob(&format!("{}/**/*", out.display()))
+            .unwrap()
+            .flatten()
+            .filter(|p| p.is_file())
+            .map(|p| p.strip_prefix(&out).unwrap().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn githubs_upload_lays_files_out_under_the_search_paths_common_ancestor() {
+        let root = std::env::temp_dir().join(format!("baton-pack-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(root.join("dist/bin")).unwrap();
+        std::fs::create_dir_all(root.join("reports/unit")).unwrap();
+        std::fs::write(root.join("dist/bin/app"), b"binary").unwrap();
+        std::fs::write(root.join("dist/index.html"), b"<p>").unwrap();
+        std::fs::write(root.join("reports/unit/junit.xml"), b"<x/>").unwrap();
+        let pack = |patterns: &[&str]| {
+            pack_as_github(&root, &patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+        };
+        // A directory: its contents at the root (GitHub's `path: dist/`).
+        assert_eq!(unpacked(&pack(&["dist/"]).unwrap(), &root), ["bin/app", "index.html"]);
+        // A file: alone at the root.
+        assert_eq!(unpacked(&pack(&["dist/bin/app"]).unwrap(), &root), ["app"]);
+        // A glob: from where its wildcard starts.
+        assert_eq!(unpacked(&pack(&["reports/**/*.xml"]).unwrap(), &root), ["unit/junit.xml"]);
+        // Several: under their common ancestor; one matching nothing passes.
+        assert_eq!(
+            unpacked(&pack(&["dist/index.html", "reports/unit", "missing/*"]).unwrap(), &root),
+            ["dist/index.html", "reports/unit/junit.xml"]
+        );
+        assert!(pack(&["missing/*", "none.txt"]).is_none(), "nothing at all: the action decides");
+        assert!(pack_as_github(&root, &["..".into()]).unwrap_err().contains("outside"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

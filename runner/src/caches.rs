@@ -27,6 +27,9 @@ pub struct Restore {
     pub restore_keys: Vec<String>,
     pub scope: String,
     pub paths: Vec<String>,
+    /// Whether the job saves the key after it succeeded when the key itself
+    /// was not found (`actions/cache/restore` only restores).
+    pub save: bool,
 }
 
 /// A save the runner makes after the job (one JSON line of
@@ -87,12 +90,41 @@ pub async fn restore(
         },
         _ => println!("cache {}: miss", restore.key),
     }
-    if hit != CacheHit::Exact {
+    // GitHub's `cache-hit` output: `true` for the key itself, `false` for
+    // a restore prefix's entry, empty for a miss (`steps.<id>.outputs`).
+    let cache_hit = match hit {
+        CacheHit::Exact => "true",
+        CacheHit::Prefix => "false",
+        CacheHit::Miss => "",
+    };
+    write_output("cache-hit", cache_hit)?;
+    if hit != CacheHit::Exact && restore.save {
         let save = PendingSave { key: restore.key.clone(), scope: restore.scope, paths: restore.paths };
         note_save(&save)?;
         println!("cache {}: will be saved if the job succeeds", restore.key);
     }
     Ok(())
+}
+
+/// The `cache save` command (`actions/cache/save`): saves `save` under its
+/// key once the job's steps all succeeded (a save needs the job's lease,
+/// which the runner holds; an entry is never replaced).
+pub fn save_later(save: PendingSave) -> Result<(), String> {
+    note_save(&save)?;
+    println!("cache {}: will be saved if the job succeeds", save.key);
+    Ok(())
+}
+
+/// `name=value` appended to the step's `$GITHUB_OUTPUT`, when it has one.
+fn write_output(name: &str, value: &str) -> Result<(), String> {
+    let Some(file) = std::env::var_os("GITHUB_OUTPUT") else { return Ok(()) };
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| writeln!(f, "{name}={value}"))
+        .map_err(|e| format!("{}: {e}", Path::new(&file).display()))
 }
 
 async fn fetch_into(client: &Client, entry: &CacheEntry, url: &str, dir: &Path) -> Result<(), String> {

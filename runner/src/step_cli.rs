@@ -50,6 +50,14 @@ enum StepCommand {
     },
 }
 
+/// What an upload in GitHub's way does when nothing matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum NoFiles {
+    Error,
+    Warn,
+    Ignore,
+}
+
 #[derive(Debug, Subcommand)]
 enum CacheCommand {
     /// Restores KEY (else the newest entry under each --restore-key) into
@@ -67,6 +75,19 @@ enum CacheCommand {
         /// Look here first, then workspace-wide; save here.
         #[arg(long, default_value = "")]
         scope: String,
+        /// Restore only: save nothing after the job
+        /// (`actions/cache/restore`).
+        #[arg(long)]
+        no_save: bool,
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Saves PATHs under KEY after the job succeeded (`actions/cache/save`).
+    Save {
+        #[arg(long)]
+        key: String,
+        #[arg(long, default_value = "")]
+        scope: String,
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -78,15 +99,28 @@ enum Command {
     Upload {
         #[arg(long)]
         name: String,
+        /// Upload as GitHub's `actions/upload-artifact` does (paths that
+        /// match nothing passed over, entries under the paths' common
+        /// ancestor), and when nothing matches at all: fail (`error`), say
+        /// so as a warning (`warn`) or pass quietly (`ignore`).
+        #[arg(long, value_enum)]
+        if_no_files_found: Option<NoFiles>,
         #[arg(required = true)]
         paths: Vec<String>,
     },
-    /// Unpacks the run's artifact NAME into DIR (default: the job's directory).
+    /// Unpacks the run's artifact NAME into DIR (default: the job's
+    /// directory); without NAME, every artifact of the run (or those
+    /// `--pattern` matches), each into DIR/<its name> unless
+    /// `--merge-multiple` (GitHub's `actions/download-artifact`).
     Download {
         #[arg(long)]
-        name: String,
+        name: Option<String>,
         #[arg(long = "into", short = 'o')]
         into: Option<PathBuf>,
+        #[arg(long, conflicts_with = "name")]
+        pattern: Option<String>,
+        #[arg(long, conflicts_with = "name")]
+        merge_multiple: bool,
     },
 }
 
@@ -123,15 +157,43 @@ async fn run(args: Args) -> Result<(), String> {
     };
     let command = match args.command {
         StepCommand::Artifact { command } => command,
-        StepCommand::Cache { command: CacheCommand::Restore { key, key_files, restore_keys, scope, paths } } => {
+        StepCommand::Cache {
+            command: CacheCommand::Restore { key, key_files, restore_keys, scope, no_save, paths },
+        } => {
             let key = crate::caches::effective_key(&dir, &key, &key_files)?;
-            let restore = crate::caches::Restore { key, restore_keys, scope, paths };
+            let restore = crate::caches::Restore { key, restore_keys, scope, paths, save: !no_save };
             return crate::caches::restore(&client, &args.lease_token, args.execution, &dir, restore).await;
+        }
+        StepCommand::Cache { command: CacheCommand::Save { key, scope, paths } } => {
+            return crate::caches::save_later(crate::caches::PendingSave { key, scope, paths });
         }
     };
     match command {
-        Command::Upload { name, paths } => {
-            let archive = artifacts::pack(&dir, &paths)?;
+        Command::Upload { name, if_no_files_found, paths } => {
+            let archive = match if_no_files_found {
+                None => artifacts::pack(&dir, &paths)?,
+                Some(when_none) => match artifacts::pack_as_github(&dir, &paths)? {
+                    Some(archive) => archive,
+                    None => {
+                        let none = format!(
+                            "No files were found with the provided path: {}. No artifacts will be uploaded.",
+                            paths.join(", ")
+                        );
+                        return match when_none {
+                            NoFiles::Error => Err(format!("artifact {name}: {none}")),
+                            // A workflow command: the log shows it as a warning.
+                            NoFiles::Warn => {
+                                println!("::warning::{none}");
+                                Ok(())
+                            }
+                            NoFiles::Ignore => {
+                                println!("{none}");
+                                Ok(())
+                            }
+                        };
+                    }
+                },
+            };
             let size = archive.bytes.len();
             match artifacts::upload(
                 &client,
@@ -150,20 +212,54 @@ async fn run(args: Args) -> Result<(), String> {
                 Err(err) => Err(format!("artifact {name}: {err}")),
             }
         }
-        Command::Download { name, into } => {
-            let download = artifacts::runner_download(&client, &args.lease_token, args.execution, &name)
-                .await
-                .map_err(|e| format!("artifact {name}: {e}"))?;
-            let bytes = artifacts::fetch(&client, &download).await?;
+        Command::Download { name, into, pattern, merge_multiple } => {
+            // The job's lease: what every request of the step acts under.
+            let lease = (args.lease_token.clone(), args.execution);
             let into = into.map(|d| if d.is_absolute() { d } else { dir.join(d) }).unwrap_or(dir);
-            artifacts::unpack(&bytes, &into)?;
-            println!(
-                "artifact {name}: {} bytes from job {} unpacked into {}",
-                bytes.len(),
-                download.artifact.job_key,
-                into.display()
-            );
+            if let Some(name) = name {
+                return download_one(&client, &lease, &name, &into).await;
+            }
+            let pattern =
+                pattern.map(|p| glob::Pattern::new(&p).map_err(|e| format!("--pattern {p}: {e}"))).transpose()?;
+            let listed = artifacts::runner_list(&client, &lease.0, lease.1)
+                .await
+                .map_err(|e| format!("listing the run's artifacts: {e}"))?;
+            let names: Vec<String> = listed
+                .artifacts
+                .into_iter()
+                .filter(|a| a.status == baton_api::artifacts::ArtifactStatus::Stored)
+                .map(|a| a.name)
+                .filter(|name| pattern.as_ref().is_none_or(|p| p.matches(name)))
+                .collect();
+            if names.is_empty() {
+                println!("no artifact of the run matches; nothing downloaded");
+            }
+            for name in names {
+                let target = if merge_multiple { into.clone() } else { into.join(&name) };
+                download_one(&client, &lease, &name, &target).await?;
+            }
             Ok(())
         }
     }
+}
+
+/// Downloads the run's artifact `name`, checked, and unpacks it into `into`.
+async fn download_one(
+    client: &Client,
+    lease: &(String, Uuid),
+    name: &str,
+    into: &std::path::Path,
+) -> Result<(), String> {
+    let download = artifacts::runner_download(client, &lease.0, lease.1, name)
+        .await
+        .map_err(|e| format!("artifact {name}: {e}"))?;
+    let bytes = artifacts::fetch(client, &download).await?;
+    artifacts::unpack(&bytes, into)?;
+    println!(
+        "artifact {name}: {} bytes from job {} unpacked into {}",
+        bytes.len(),
+        download.artifact.job_key,
+        into.display()
+    );
+    Ok(())
 }

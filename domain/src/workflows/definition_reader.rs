@@ -4,6 +4,7 @@
 //! Cross-job rules (unknown needs, cycles) are checked afterwards by
 //! `parse::parse_definition`, once every job has been read.
 
+mod artifact_actions;
 mod concurrency_groups;
 mod fields;
 mod jobs;

@@ -771,7 +771,7 @@ mod tests {
         let token = parse_definition(&job("      - {run: x, env: {GH_TOKEN: '${{ github.token }}'}}\n")).unwrap();
         let secrets = super::secrets_used(&token, token.job("a").unwrap());
         assert_eq!(secrets, ["GITHUB_TOKEN"]);
-        let ok = job("      - {id: meta, run: x}\n      - run: echo ${{ steps.meta.outputs.tag }} ${{ runner.os }} ${{ github.workspace }}\n        env: {T: '${{ steps.meta.outputs.tag }}'}\n        working-directory: '${{ runner.temp }}'\n      - uses: actions/cache@v4\n        with: {key: '${{ runner.arch }}-${{ steps.meta.outputs.tag }}'}\n");
+        let ok = job("      - {id: meta, run: x}\n      - run: echo ${{ steps.meta.outputs.tag }} ${{ runner.os }} ${{ github.workspace }}\n        env: {T: '${{ steps.meta.outputs.tag }}'}\n        working-directory: '${{ runner.temp }}'\n      - uses: acme/remember@v4\n        with: {key: '${{ runner.arch }}-${{ steps.meta.outputs.tag }}'}\n");
         parse_definition(&ok).unwrap();
         for (steps, says) in [
             (

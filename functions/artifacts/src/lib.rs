@@ -6,7 +6,7 @@
 //! - `POST …/artifacts/{name}/complete`: every part sent; S3 assembles the
 //!   archive and the artifact is stored, only while the lease is held.
 //! - `GET …/artifacts/{name}`: a presigned `GET` of one of the run's stored
-//!   artifacts (a later job's `download`).
+//!   artifacts (a later job's `download`); `GET …/artifacts` lists them.
 //!
 //! For operators (`bat_`): `GET /v1/workspaces/{ws}/runs/{run_id}/artifacts`
 //! lists a run's artifacts, `GET …/artifacts/{name}` gives a presigned `GET`.
@@ -44,6 +44,7 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         (Method::POST, true, false) => begin_upload(context, &req).await,
         (Method::POST, true, true) => complete_upload(context, &req).await,
         (Method::GET, true, true) => runner_download(context, &req).await,
+        (Method::GET, true, false) => runner_list(context, &req).await,
         (Method::GET, false, false) => list(context, &req).await,
         (Method::GET, false, true) => operator_download(context, &req).await,
         _ => Err(baton_service::http::method_not_allowed()),
@@ -238,6 +239,24 @@ async fn runner_download(context: &Context, req: &Request) -> Result<Response<Bo
     download(context, bucket, item, &name).await
 }
 
+/// The run's stored artifacts, for a job holding its lease (GitHub's
+/// `actions/download-artifact` without a name, or by `pattern`).
+async fn runner_list(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
+    let credentials = lease_credentials(req)?;
+    let lease = held_lease(&context.store, &credentials).await?;
+    let artifacts = context.store.run_artifacts(&lease.workspace_id, lease.run_id).await?.unwrap_or_default();
+    Ok(json_response(StatusCode::OK, &ArtifactList { artifacts: listed(&artifacts) }))
+}
+
+/// What a list shows of `artifacts`. An expired artifact is gone from the
+/// bucket (its lifecycle rule acts on time) while DynamoDB's TTL deletes its
+/// item up to days later: listing it would offer a download that answers
+/// 403.
+fn listed(artifacts: &[ArtifactItem]) -> Vec<baton_api::artifacts::Artifact> {
+    let now = Utc::now();
+    artifacts.iter().filter(|a| a.expires_at > now).map(ArtifactItem::view).collect()
+}
+
 async fn list(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let workspace_id = path_workspace(req)?;
     authorize_operator(&context.store, req, &workspace_id).await?;
@@ -247,12 +266,7 @@ async fn list(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         .run_artifacts(&workspace_id, run_id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("run {run_id}")))?;
-    // An expired artifact is gone from the bucket (its lifecycle rule acts
-    // on time) while DynamoDB's TTL deletes its item up to days later:
-    // listing it would offer a download that answers 403.
-    let now = Utc::now();
-    let artifacts = artifacts.iter().filter(|a| a.expires_at > now).map(ArtifactItem::view).collect();
-    Ok(json_response(StatusCode::OK, &ArtifactList { artifacts }))
+    Ok(json_response(StatusCode::OK, &ArtifactList { artifacts: listed(&artifacts) }))
 }
 
 async fn operator_download(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {

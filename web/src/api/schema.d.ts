@@ -155,7 +155,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The run's stored artifacts, for a job holding its lease (a download of
+         *     several, as GitHub's `actions/download-artifact` without a name or by
+         *     `pattern`).
+         */
+        get: operations["runner_artifact_list"];
         put?: never;
         /**
          * Begins (or resumes) the upload of an artifact: the archive's bytes are
@@ -2676,6 +2681,85 @@ export interface operations {
                 };
             };
             /** @description `session-exhausted`: the session used every claim its registration token allows */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `internal`: a bug; nothing the client sent */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unavailable`: the store is busy; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    runner_artifact_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The `job_execution_id` of the claim */
+                execution_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run's stored artifacts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArtifactList"];
+                };
+            };
+            /** @description `invalid-request`: a malformed body, path or query parameter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `unauthenticated`: a missing, unknown, expired or wrong-kind token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `not-found`: no such lease */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `lease-lost` */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -161,9 +161,20 @@ fn read_step(node: &YamlNode, at: &Location, defaults: &RunDefaults) -> Result<S
         return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`, or an action (`uses`)"));
     }
     let uses = fields.get("uses").map(|node| read_uses(node, &at.field("uses"))).transpose()?;
-    let with = read_env(fields.get("with"), &at.field("with"))?;
+    let mut with = read_env(fields.get("with"), &at.field("with"))?;
     if uses.is_none() && fields.get("with").is_some() {
         return Err(at.field("with").error("only a step that `uses:` an action takes inputs"));
+    }
+    // GitHub's artifact and cache actions run as Baton's own steps
+    // (`artifact_actions`): the step becomes the runner's command.
+    let as_baton = match &uses {
+        Some(action) => super::artifact_actions::as_baton_step(action, &with, &at.field("with")).transpose()?,
+        None => None,
+    };
+    if let Some((command, label)) = as_baton {
+        name.get_or_insert(label);
+        with.clear();
+        return finish_step(&fields, at, id, name, command, None, with, false, defaults);
     }
     let run = match (fields.get("run"), fields.get("upload"), fields.get("download")) {
         _ if uses.is_some() => String::new(),
@@ -196,10 +207,26 @@ fn read_step(node: &YamlNode, at: &Location, defaults: &RunDefaults) -> Result<S
         },
         _ => return Err(at.error("a step has one of `run`, `upload`, `download` and `cache`, or an action (`uses`)")),
     };
+    let is_run = uses.is_none() && fields.get("run").is_some();
+    finish_step(&fields, at, id, name, run, uses, with, is_run, defaults)
+}
+
+/// A step's fields that every kind of step shares, and the step.
+#[allow(clippy::too_many_arguments)]
+fn finish_step(
+    fields: &Fields<'_>,
+    at: &Location,
+    id: Option<String>,
+    name: Option<String>,
+    run: String,
+    uses: Option<String>,
+    with: std::collections::BTreeMap<String, String>,
+    is_run: bool,
+    defaults: &RunDefaults,
+) -> Result<StepDefinition, DefinitionError> {
     // A shell and a directory are a `run` step's: an action, an upload, a
     // download or a cache step runs what the runner chooses, where it
     // chooses (on GitHub too, `uses:` takes neither).
-    let is_run = uses.is_none() && fields.get("run").is_some();
     let (shell, working_directory) = if is_run {
         let shell = fields.get("shell").map(|n| read_shell(n, &at.field("shell"))).transpose()?;
         let working_directory = fields

@@ -240,7 +240,7 @@ fn fields_reading_earlier_steps_or_the_runner_are_left_to_it_with_the_queues_val
 #[test]
 fn a_field_hashing_files_is_left_to_the_runner() {
     let definition = parse_definition(
-        "jobs:\n  b:\n    runs-on: l\n    steps:\n      - uses: actions/cache@v4\n        with: {key: \"deps-${{ hashFiles('**/Cargo.lock', '!vendor/**') }}\", path: target}\n",
+        "jobs:\n  b:\n    runs-on: l\n    steps:\n      - uses: acme/remember@v4\n        with: {key: \"deps-${{ hashFiles('**/Cargo.lock', '!vendor/**') }}\", path: target}\n",
     )
     .unwrap();
     let spec = job_spec(&definition, &definition.jobs[0], Uuid::now_v7(), MINUTE, None);

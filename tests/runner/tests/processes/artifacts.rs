@@ -284,3 +284,123 @@ async fn an_upload_slower_than_its_lease_renews_its_urls_and_arrives_byte_identi
     );
     runner.stop().await;
 }
+
+/// GitHub's own artifact actions, as their READMEs use them: a build
+/// uploads `dist/` and two reports, a test job downloads `dist` back where
+/// it was, a report job takes every `report-*` merged into one directory.
+/// They run as Baton's artifact commands (bytes to S3 under the lease).
+fn github_artifacts(shared: &Path) -> String {
+    format!(
+        r#"name: github-artifacts
+{env}jobs:
+  build:
+    runs-on: linux
+    strategy:
+      matrix:
+        part: [unit, lint]
+    steps:
+      - run: mkdir -p dist/bin reports && echo app > dist/bin/app && echo "<${{{{ matrix.part }}}}/>" > reports/${{{{ matrix.part }}}}.xml
+      - uses: actions/upload-artifact@v4
+        if: matrix.part == 'unit'
+        with:
+          name: dist
+          path: dist/
+      - uses: actions/upload-artifact@v4
+        with:
+          name: report-${{{{ matrix.part }}}}
+          path: |
+            reports/*.xml
+            coverage/missing-*.txt
+      - uses: actions/upload-artifact@v4
+        with:
+          name: nothing-${{{{ matrix.part }}}}
+          path: no-such-dir/
+  test:
+    needs: build
+    runs-on: linux
+    steps:
+      - uses: actions/download-artifact@v4
+        with:
+          name: dist
+          path: dist
+      - uses: actions/download-artifact@v4
+        with:
+          pattern: report-*
+          merge-multiple: true
+          path: all-reports
+      - uses: actions/download-artifact@v4
+        with:
+          path: every
+      - run: |
+          cat dist/bin/app > "$SHARED/app"
+          ls all-reports > "$SHARED/merged"
+          ls every > "$SHARED/every"
+"#,
+        env = shared_env(shared)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn githubs_upload_and_download_artifact_actions_run_as_batons_own_steps() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    let run_id = stack.create_run(&ws, &github_artifacts(&shared)).await.id();
+    let view = stack
+        .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+        .await;
+    assert_eq!(view["status"], "succeeded", "{view:#}");
+    let read = |name: &str| std::fs::read_to_string(shared.join(name)).unwrap_or_default();
+    assert_eq!(read("app"), "app\n", "dist/ went up as its contents and came back into dist/");
+    assert_eq!(read("merged").lines().collect::<Vec<_>>(), ["lint.xml", "unit.xml"], "merged, the reports' root");
+    assert_eq!(
+        read("every").lines().collect::<Vec<_>>(),
+        ["dist", "report-lint", "report-unit"],
+        "without a name: every artifact, each in its own directory (the empty uploads made none)"
+    );
+    let logs = text(&baton(&stack, &["run", "logs", "--workspace", &ws, &run_id]).await.stdout);
+    assert!(logs.contains("warning: No files were found with the provided path: no-such-dir/"), "{logs}");
+    runner.stop().await;
+}
+
+/// `actions/cache` as its README uses it: `cache-hit` tells a later step
+/// whether the key itself was restored.
+fn github_cache(shared: &Path) -> String {
+    format!(
+        r#"name: github-cache
+{env}jobs:
+  build:
+    runs-on: linux
+    steps:
+      - id: deps
+        uses: actions/cache@v4
+        with:
+          path: deps
+          key: deps-${{{{ hashFiles('lock.txt') }}}}
+          restore-keys: deps-
+      - if: steps.deps.outputs.cache-hit != 'true'
+        run: mkdir -p deps && echo built > deps/marker
+      - run: echo "hit=[${{{{ steps.deps.outputs.cache-hit }}}}] $(cat deps/marker)" >> "$SHARED/seen"
+"#,
+        env = shared_env(shared)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn githubs_cache_action_restores_saves_and_says_cache_hit() {
+    let stack = TestStack::start().await;
+    let (ws, token) = stack.new_workspace().await;
+    let shared = scratch();
+    let mut runner = Runner::start(&stack, &token, "linux", &[]);
+    for _ in 0..2 {
+        let run_id = stack.create_run(&ws, &github_cache(&shared)).await.id();
+        let view = stack
+            .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
+            .await;
+        assert_eq!(view["status"], "succeeded", "{view:#}");
+    }
+    let seen = std::fs::read_to_string(shared.join("seen")).expect("the runs recorded what they found");
+    assert_eq!(seen.lines().collect::<Vec<_>>(), ["hit=[] built", "hit=[true] built"], "a miss, then the key itself");
+    runner.stop().await;
+}
