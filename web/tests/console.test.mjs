@@ -346,6 +346,9 @@ jobs:
   await form.getByRole("status").filter({ hasText: "Sent." }).waitFor();
   const ran = (v) => job(v, "on-review").executions.find((e) => e.event?.ref === "review-1");
   await until("review-1's execution to succeed", async () => ran(await run(created.id))?.status === "succeeded");
+  // The job listens on in a new, empty try: the page stays on the one that ran.
+  await page.getByText("review review-1 approved", { exact: true }).waitFor({ timeout: 15_000 });
+  await page.reload();
   await page.getByText("review review-1 approved", { exact: true }).waitFor({ timeout: 15_000 });
   // A payload that is not JSON is said so, and sends nothing.
   await form.getByLabel("Payload (JSON)").fill("{state");

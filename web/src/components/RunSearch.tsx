@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { errorText, type Schemas } from "../api/client";
 import { useSession } from "../context";
-import { latestExecution } from "../lib/jobs";
+import { shownExecution } from "../lib/jobs";
 import { Alert } from "./Alert";
 
 interface Found {
@@ -23,7 +23,7 @@ export function RunSearch({ runId, attempt, jobs, href }: { runId: string; attem
   const [error, setError] = useState<string | null>(null);
 
   async function count(job: Schemas["JobView"], lower: string): Promise<number> {
-    const execution = latestExecution(job);
+    const execution = shownExecution(job);
     if (!execution || execution.status === "pending") return 0;
     let cursor: string | undefined;
     let matches = 0;

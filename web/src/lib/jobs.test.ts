@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Schemas } from "../api/client";
-import { aggregate, groupJobs, groupOf, queueMs, whyWaiting } from "./jobs";
+import { aggregate, groupJobs, groupOf, queueMs, shownExecution, whyWaiting } from "./jobs";
 
 type Job = Schemas["JobView"];
 
@@ -84,5 +84,25 @@ describe("matrix legs", () => {
     expect(groupOf("deploy")).toBeNull();
     expect(aggregate(["succeeded", "running"])).toBe("running");
     expect(aggregate(["skipped", "skipped"])).toBe("skipped");
+  });
+});
+
+describe("the try a job's page opens on", () => {
+  const tried = (id: string, started?: string) => ({
+    id,
+    status: (started ? "succeeded" : "waiting") as Schemas["ExecutionView"]["status"],
+    started_at: started ?? null,
+    steps: [],
+  });
+  it("is the latest that started, past a listening job's empty try", () => {
+    const listening = job("on-review", {
+      status: "waiting",
+      executions: [tried("1", "2026-12-06T11:00:00Z"), tried("2", "2026-12-06T11:05:00Z"), tried("3")],
+    });
+    expect(shownExecution(listening)?.id).toBe("2");
+  });
+  it("is the latest when none started", () => {
+    expect(shownExecution(job("new", { executions: [tried("1")] }))?.id).toBe("1");
+    expect(shownExecution(job("none"))).toBeUndefined();
   });
 });

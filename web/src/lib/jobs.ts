@@ -13,6 +13,16 @@ export function latestExecution(job: Job): Execution | undefined {
   return job.executions[job.executions.length - 1];
 }
 
+/**
+ * The try whose log a job's page opens on: the latest that started. A
+ * listening job waits for its next event in a new, empty try, and a retry
+ * waits out its backoff: until it starts, the log worth reading is the
+ * previous one's. The latest when none started.
+ */
+export function shownExecution(job: Job): Execution | undefined {
+  return [...job.executions].reverse().find((e) => e.started_at) ?? latestExecution(job);
+}
+
 /** From the latest execution's queueing to its start (so far, while it waits). */
 export function queueMs(job: Job, now = Date.now()): number | null {
   const execution = latestExecution(job);

@@ -6,7 +6,7 @@ import { LogView } from "../components/LogView";
 import { RunSearch } from "../components/RunSearch";
 import { Status } from "../components/Status";
 import { useSession } from "../context";
-import { latestExecution, queueMs, TERMINAL, whyWaiting } from "../lib/jobs";
+import { queueMs, shownExecution, TERMINAL, whyWaiting } from "../lib/jobs";
 import { usePoll } from "../lib/poll";
 import { duration, ms, when } from "../lib/time";
 import { Alert } from "../components/Alert";
@@ -166,7 +166,7 @@ function JobTable({ jobs, href }: { jobs: Job[]; href: (job: Job) => string }) {
 
 function JobDetail({ run, attempt, job, onDone }: { run: RunView; attempt: number; job: Job; onDone: () => Promise<void> }) {
   const [executionId, setExecutionId] = useState<string | null>(null);
-  const execution = job.executions.find((e) => e.id === executionId) ?? latestExecution(job);
+  const execution = job.executions.find((e) => e.id === executionId) ?? shownExecution(job);
   const outputs = Object.entries(job.outputs ?? {});
   return (
     <section class="job" aria-label={`Job ${job.key}`}>
