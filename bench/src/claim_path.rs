@@ -161,7 +161,7 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
     // (one SSM GetParameters for up to 10 names) and puts them in.
     let names: Vec<String> = (1..=5).map(|i| format!("BENCH_SECRET_{i}")).collect();
     for name in &names {
-        context.secrets.put(&ws, name, "bench-value").await.expect("a secret is set");
+        context.secrets().put(&ws, name, "bench-value").await.expect("a secret is set");
     }
     {
         let mut queued = queued_fact(&ws, LABELS, Utc::now());

@@ -253,7 +253,7 @@ pub async fn bench_shape(
     runs: usize,
 ) -> ShapeFigures {
     let operator = Operator::new(&stack.api, &stack.admin_token).expect("an operator client");
-    let watcher = Store::new(quiet.dynamodb.clone(), stack.provisioned.table.clone());
+    let watcher = Store::new(quiet.dynamodb().clone(), stack.provisioned.table.clone());
     let state_machine = stack.provisioned.state_machines.get("run-attempt").cloned().unwrap_or_default();
     let mut figures = Vec::new();
     let mut idle_minutes = 0.0;
@@ -306,8 +306,14 @@ async fn count_transitions(quiet: &AwsClients, state_machine: &str, run_id: Uuid
     let arn = format!("{}:{run_id}-1", state_machine.replace(":stateMachine:", ":execution:"));
     let mut token = None;
     loop {
-        let Ok(page) =
-            quiet.sfn.get_execution_history().execution_arn(&arn).max_results(1000).set_next_token(token).send().await
+        let Ok(page) = quiet
+            .sfn()
+            .get_execution_history()
+            .execution_arn(&arn)
+            .max_results(1000)
+            .set_next_token(token)
+            .send()
+            .await
         else {
             return total;
         };

@@ -90,7 +90,7 @@ mod tests {
     /// request made tell whether its client still had retries to spend.
     async fn tries_of_one_request(instance: &Context, plan: &FaultPlan) -> u64 {
         let before: u64 = plan.injected().values().sum();
-        let answer = instance.clients.dynamodb.describe_table().table_name("baton").send().await;
+        let answer = instance.clients.dynamodb().describe_table().table_name("baton").send().await;
         assert!(answer.is_err(), "every try is throttled");
         plan.injected().values().sum::<u64>() - before
     }

@@ -148,7 +148,7 @@ impl DevHost {
         if let Some(token) = &config.bootstrap_admin_token {
             // As an operator would with a first deploy: the admin token's hash
             // is stored like any other operator token; the secret never is.
-            let store = baton_store::Store::new(clients.dynamodb.clone(), config.table_name.clone());
+            let store = baton_store::Store::new(clients.dynamodb().clone(), config.table_name.clone());
             // A stack whose table is unreachable still starts (its health
             // check says what is wrong); the token is simply not usable yet.
             if let Err(err) = store.put_operator_token(token, None, Some("bootstrap admin")).await {
@@ -229,7 +229,7 @@ impl DevHost {
                 queue_arn: addresses.arn.clone(),
                 batch_size: queue.batch_size as i32,
                 retry_delay: options.sqs_retry_delay,
-                sqs: clients.sqs.clone(),
+                sqs: clients.sqs().clone(),
                 faults: options.faults.clone(),
                 sent: std::sync::Mutex::default(),
             });
@@ -243,7 +243,7 @@ impl DevHost {
                 batch_size: function.batch_size.unwrap_or(100) as i32,
                 idle_delay: options.stream_idle_delay,
                 retry_delay: options.sqs_retry_delay,
-                streams: clients.dynamodb_streams.clone(),
+                streams: clients.dynamodb_streams().clone(),
                 functions: functions.clone(),
                 faults: options.faults.clone(),
             };

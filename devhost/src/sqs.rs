@@ -179,7 +179,7 @@ impl QueuePoller {
             }
             None => url,
         };
-        baton_service::aws::AwsClients::local(origin).await.sfn
+        baton_service::aws::AwsClients::local(origin).await.sfn().clone()
     }
 
     /// Invokes the function with `event` (abandoning the invocation after

@@ -49,53 +49,9 @@ pub fn function_clients(
     plan: Arc<faults::FaultPlan>,
     grants: Option<Arc<grants::Grants>>,
 ) -> AwsClients {
-    let partition = baton_service::aws::retry_partition;
     let http =
         faults::FaultyHttpClient::new(aws_smithy_http_client::Builder::new().build_http(), plan).with_grants(grants);
-    AwsClients {
-        dynamodb: aws_sdk_dynamodb::Client::from_conf(
-            clients
-                .dynamodb
-                .config()
-                .to_builder()
-                .http_client(http.clone())
-                .retry_partition(partition("dynamodb"))
-                .build(),
-        ),
-        dynamodb_streams: aws_sdk_dynamodbstreams::Client::from_conf(
-            clients
-                .dynamodb_streams
-                .config()
-                .to_builder()
-                .http_client(http.clone())
-                .retry_partition(partition("dynamodbstreams"))
-                .build(),
-        ),
-        sqs: aws_sdk_sqs::Client::from_conf(
-            clients.sqs.config().to_builder().http_client(http.clone()).retry_partition(partition("sqs")).build(),
-        ),
-        eventbridge: aws_sdk_eventbridge::Client::from_conf(
-            clients
-                .eventbridge
-                .config()
-                .to_builder()
-                .http_client(http.clone())
-                .retry_partition(partition("eventbridge"))
-                .build(),
-        ),
-        sfn: aws_sdk_sfn::Client::from_conf(
-            clients.sfn.config().to_builder().http_client(http.clone()).retry_partition(partition("sfn")).build(),
-        ),
-        s3: aws_sdk_s3::Client::from_conf(
-            clients.s3.config().to_builder().http_client(http.clone()).retry_partition(partition("s3")).build(),
-        ),
-        push: aws_sdk_apigatewaymanagement::Client::from_conf(
-            clients.push.config().to_builder().http_client(http.clone()).retry_partition(partition("push")).build(),
-        ),
-        ssm: aws_sdk_ssm::Client::from_conf(
-            clients.ssm.config().to_builder().http_client(http).retry_partition(partition("ssm")).build(),
-        ),
-    }
+    clients.with_http_client(aws_sdk_dynamodb::config::SharedHttpClient::new(http))
 }
 
 #[cfg(test)]

@@ -226,7 +226,7 @@ fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> ProvisionError + '
 /// stack creates the same resources.
 pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned, ProvisionError> {
     let stream_arn = create_table(clients, &plan.table).await?;
-    let bus = clients.eventbridge.create_event_bus().name(&plan.bus).send().await;
+    let bus = clients.eventbridge().create_event_bus().name(&plan.bus).send().await;
     if let Err(e) = bus {
         let exists = e.as_service_error().is_some_and(|s| s.is_resource_already_exists_exception());
         if !exists {
@@ -251,7 +251,7 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
             .and_then(|q| queues.get(&q.logical))
             .ok_or_else(|| ProvisionError(format!("rule {} targets unknown queue", rule.name)))?;
         clients
-            .eventbridge
+            .eventbridge()
             .put_rule()
             .name(&rule.name)
             .event_bus_name(&plan.bus)
@@ -262,7 +262,7 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
         let target =
             aws_sdk_eventbridge::types::Target::builder().id("queue").arn(&queue.arn).build().map_err(err("target"))?;
         clients
-            .eventbridge
+            .eventbridge()
             .put_targets()
             .rule(&rule.name)
             .event_bus_name(&plan.bus)
@@ -304,7 +304,7 @@ async fn create_bucket(clients: &AwsClients, bucket: &PlannedBucket) -> Result<(
     use aws_sdk_s3::types::{
         BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
     };
-    if let Err(e) = clients.s3.create_bucket().bucket(&bucket.name).send().await {
+    if let Err(e) = clients.s3().create_bucket().bucket(&bucket.name).send().await {
         let exists =
             e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists());
         if !exists {
@@ -320,7 +320,7 @@ async fn create_bucket(clients: &AwsClients, bucket: &PlannedBucket) -> Result<(
         .map_err(err("lifecycle rule"))?;
     let lifecycle = BucketLifecycleConfiguration::builder().rules(rule).build().map_err(err("lifecycle"))?;
     clients
-        .s3
+        .s3()
         .put_bucket_lifecycle_configuration()
         .bucket(&bucket.name)
         .lifecycle_configuration(lifecycle)
@@ -335,17 +335,17 @@ async fn create_bucket(clients: &AwsClients, bucket: &PlannedBucket) -> Result<(
 async fn create_state_machine(clients: &AwsClients, name: &str, definition: String) -> Result<String, ProvisionError> {
     let failed = |e: String| ProvisionError(format!("state machine {name}: {e}"));
     let created =
-        clients.sfn.create_state_machine().name(name).definition(&definition).role_arn(LOCAL_ROLE_ARN).send().await;
+        clients.sfn().create_state_machine().name(name).definition(&definition).role_arn(LOCAL_ROLE_ARN).send().await;
     match created {
         Ok(out) => Ok(out.state_machine_arn().to_string()),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_state_machine_already_exists()) => {
-            let mut pages = clients.sfn.list_state_machines().into_paginator().send();
+            let mut pages = clients.sfn().list_state_machines().into_paginator().send();
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| failed(display_sdk_error(&e)))?;
                 if let Some(existing) = page.state_machines().iter().find(|m| m.name() == name) {
                     let arn = existing.state_machine_arn().to_string();
                     clients
-                        .sfn
+                        .sfn()
                         .update_state_machine()
                         .state_machine_arn(&arn)
                         .definition(&definition)
@@ -387,7 +387,7 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
         );
     }
     let created = clients
-        .dynamodb
+        .dynamodb()
         .create_table()
         .table_name(&table.name)
         .billing_mode(BillingMode::PayPerRequest)
@@ -410,7 +410,7 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
         // its items and its stream.
         Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {
             let described = clients
-                .dynamodb
+                .dynamodb()
                 .describe_table()
                 .table_name(&table.name)
                 .send()
@@ -425,7 +425,7 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
         Err(e) => return Err(ProvisionError(format!("table {}: {}", table.name, display_sdk_error(&e)))),
     };
     clients
-        .dynamodb
+        .dynamodb()
         .update_time_to_live()
         .table_name(&table.name)
         .time_to_live_specification(
@@ -445,7 +445,7 @@ async fn create_table(clients: &AwsClients, table: &PlannedTable) -> Result<Stri
 
 async fn create_queue(clients: &AwsClients, queue: &PlannedQueue) -> Result<QueueRef, ProvisionError> {
     let dlq = clients
-        .sqs
+        .sqs()
         .create_queue()
         .queue_name(&queue.dlq_name)
         .attributes(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_S)
@@ -456,7 +456,7 @@ async fn create_queue(clients: &AwsClients, queue: &PlannedQueue) -> Result<Queu
     let dlq_arn = queue_arn(clients, &dlq_url).await?;
     let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count});
     let created = clients
-        .sqs
+        .sqs()
         .create_queue()
         .queue_name(&queue.name)
         .attributes(QueueAttributeName::VisibilityTimeout, queue.visibility_timeout_s.to_string())
@@ -471,7 +471,7 @@ async fn create_queue(clients: &AwsClients, queue: &PlannedQueue) -> Result<Queu
 
 async fn queue_arn(clients: &AwsClients, url: &str) -> Result<String, ProvisionError> {
     let out = clients
-        .sqs
+        .sqs()
         .get_queue_attributes()
         .queue_url(url)
         .attribute_names(QueueAttributeName::QueueArn)

@@ -69,7 +69,7 @@ async fn admin_token(
     groups: Vec<String>,
 ) -> Result<(), String> {
     let clients = AwsClients::from_env().await;
-    let store = Store::new(clients.dynamodb.clone(), table);
+    let store = Store::new(clients.dynamodb().clone(), table);
     let token = baton_domain::tokens::new_operator_token();
     let default = if workspace.is_some() { "operator" } else { "admin" };
     let name = name.unwrap_or_else(|| default.to_string());
@@ -88,9 +88,9 @@ async fn republish_outbox(
     until: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), String> {
     let clients = AwsClients::from_env().await;
-    let store = Store::new(clients.dynamodb.clone(), table);
+    let store = Store::new(clients.dynamodb().clone(), table);
     let published =
-        baton_service::facts::relay::republish_outbox(&store, &clients.eventbridge, &bus, since, until).await?;
+        baton_service::facts::relay::republish_outbox(&store, clients.eventbridge(), &bus, since, until).await?;
     println!("published {published} facts again (consumers ignore the ones they had)");
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! function's `main` is one call.
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use aws_lambda_events::cloudwatch_events::CloudWatchEvent;
@@ -24,22 +25,33 @@ pub struct Context {
     pub config: Config,
     pub clients: AwsClients,
     pub store: Store,
-    /// Nudges connected runners (a no-op without a push endpoint).
-    pub push: crate::usecases::push::Pusher,
-    /// Workspace secrets (only the secrets route and the claim use it).
-    pub secrets: crate::usecases::secrets::SecretStore,
+    /// Built on first use, as the clients are: most functions never nudge
+    /// a runner or read a secret.
+    push: Arc<OnceLock<crate::usecases::push::Pusher>>,
+    secrets: Arc<OnceLock<crate::usecases::secrets::SecretStore>>,
 }
 
 impl Context {
     pub fn new(config: Config, clients: AwsClients) -> Self {
-        let store = Store::new(clients.dynamodb.clone(), config.table_name.clone());
-        let push = crate::usecases::push::Pusher::new(&config.push, &clients.push);
-        let secrets = crate::usecases::secrets::SecretStore::new(
-            clients.ssm.clone(),
-            &config.stage,
-            config.secrets_kms_key_id.clone(),
-        );
-        Self { config, clients, store, push, secrets }
+        let store = Store::new(clients.dynamodb().clone(), config.table_name.clone());
+        Self { config, clients, store, push: Arc::default(), secrets: Arc::default() }
+    }
+
+    /// Nudges connected runners (a no-op without a push endpoint).
+    pub fn push(&self) -> &crate::usecases::push::Pusher {
+        self.push.get_or_init(|| crate::usecases::push::Pusher::new(&self.config.push, self.clients.push()))
+    }
+
+    /// Workspace and hook secrets (the secrets and hooks routes and the
+    /// claim use them).
+    pub fn secrets(&self) -> &crate::usecases::secrets::SecretStore {
+        self.secrets.get_or_init(|| {
+            crate::usecases::secrets::SecretStore::new(
+                self.clients.ssm().clone(),
+                &self.config.stage,
+                self.config.secrets_kms_key_id.clone(),
+            )
+        })
     }
 
     /// A function's start-up: JSON logs, configuration validated from the

@@ -137,7 +137,7 @@ impl TestStack {
             .collect();
         let mut unprocessed = Some(std::collections::HashMap::from([(self.store.table.clone(), requests)]));
         while let Some(items) = unprocessed.filter(|items| !items.is_empty()) {
-            let written = self.clients.dynamodb.batch_write_item().set_request_items(Some(items)).send().await;
+            let written = self.clients.dynamodb().batch_write_item().set_request_items(Some(items)).send().await;
             unprocessed = written.expect("the emulator takes a batch write").unprocessed_items;
         }
     }

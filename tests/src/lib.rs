@@ -191,7 +191,7 @@ impl TestStack {
         let env = function_env(&provisioned, &env);
         let host = DevHost::start(&clients, &provisioned, &env, options.clone()).await.expect("dev host starts");
         let api = host.api_url.clone();
-        let store = Store::new(clients.dynamodb.clone(), provisioned.table.clone());
+        let store = Store::new(clients.dynamodb().clone(), provisioned.table.clone());
         Self {
             admin_token,
             captured,

@@ -123,7 +123,7 @@ impl TestStack {
     async fn publish_again(&self, item: baton_store::outbox::OutboxItem) {
         let pending = vec![baton_service::facts::relay::PendingFact { sequence_number: None, item }];
         let response =
-            baton_service::facts::relay::publish(&self.clients.eventbridge, &self.provisioned.bus, &pending).await;
+            baton_service::facts::relay::publish(self.clients.eventbridge(), &self.provisioned.bus, &pending).await;
         assert!(response.batch_item_failures.is_empty());
     }
 
@@ -148,7 +148,7 @@ impl TestStack {
         wait_for(&format!("queue {logical} to drain"), Duration::from_secs(30), || async {
             let out = self
                 .clients
-                .sqs
+                .sqs()
                 .get_queue_attributes()
                 .queue_url(&url)
                 .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
@@ -318,8 +318,14 @@ impl TestStack {
         let mut found = Vec::new();
         let mut start = None;
         loop {
-            let out =
-                self.clients.dynamodb.scan().table_name(&self.store.table).set_exclusive_start_key(start).send().await;
+            let out = self
+                .clients
+                .dynamodb()
+                .scan()
+                .table_name(&self.store.table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await;
             let out = out.expect("a scan of the table");
             for item in out.items() {
                 if format!("{item:?}").contains(needle) {
@@ -343,11 +349,11 @@ impl TestStack {
 
     /// Every object of `bucket` (its first listing page), as `(key, bytes)`.
     pub async fn objects(&self, bucket: &str) -> Vec<(String, Vec<u8>)> {
-        let listed = self.clients.s3.list_objects_v2().bucket(bucket).send().await.expect("a listing");
+        let listed = self.clients.s3().list_objects_v2().bucket(bucket).send().await.expect("a listing");
         let mut objects = Vec::new();
         for object in listed.contents() {
             let key = object.key().unwrap_or_default();
-            let body = self.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("an object");
+            let body = self.clients.s3().get_object().bucket(bucket).key(key).send().await.expect("an object");
             let bytes = body.body.collect().await.expect("its bytes").into_bytes();
             objects.push((key.to_string(), bytes.to_vec()));
         }
@@ -362,7 +368,7 @@ impl TestStack {
         loop {
             let out = self
                 .clients
-                .dynamodb
+                .dynamodb()
                 .scan()
                 .table_name(&self.store.table)
                 .filter_expression("#t = :t")
@@ -403,7 +409,7 @@ impl TestStack {
         for (logical, queue) in &self.provisioned.queues {
             let out = self
                 .clients
-                .sqs
+                .sqs()
                 .get_queue_attributes()
                 .queue_url(&queue.dlq_url)
                 .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
@@ -427,7 +433,7 @@ impl TestStack {
     pub async fn wait_dead_letter(&self, logical: &str) -> Value {
         let dlq = &self.provisioned.queues[logical].dlq_url;
         let body = wait_for(&format!("a dead letter of {logical}"), Duration::from_secs(90), || async {
-            let out = self.clients.sqs.receive_message().queue_url(dlq).wait_time_seconds(1).send().await.ok()?;
+            let out = self.clients.sqs().receive_message().queue_url(dlq).wait_time_seconds(1).send().await.ok()?;
             out.messages().first().and_then(|m| m.body().map(str::to_string))
         })
         .await;

@@ -45,7 +45,7 @@ async fn take(context: &Context, delivered: Delivered) -> Result<(), HandlerErro
     for open in
         artifacts.iter().filter(|a| a.execution_id == lease.job_execution_id && a.status == ArtifactStatus::Uploading)
     {
-        abort_open_upload(&context.clients.s3, bucket, &open.object_key, &open.upload_id)
+        abort_open_upload(context.clients.s3(), bucket, &open.object_key, &open.upload_id)
             .await
             .map_err(HandlerError::Transient)?;
         tracing::info!(workspace_id = %workspace_id, run_id = %lease.run_id, job_execution_id = %lease.job_execution_id, artifact = %open.name, "open artifact upload aborted at its lease's end");

@@ -128,7 +128,7 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
         // a rerun): begin, replacing it.
         _ => begin(context, bucket, &lease, job_key, &body, caps, now).await?,
     };
-    let s3 = &context.clients.s3;
+    let s3 = context.clients.s3();
     let answer =
         archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, &asked, now, valid_for)
             .await?;
@@ -149,7 +149,7 @@ async fn begin(
 ) -> Result<ArtifactItem, ApiError> {
     let key = object_key(&lease.workspace_id, lease.run_id, lease.execution_id, &body.name);
     let upload_id =
-        archives::create_upload(&context.clients.s3, bucket, &key).await.map_err(|e| s3_failed("upload start", e))?;
+        archives::create_upload(context.clients.s3(), bucket, &key).await.map_err(|e| s3_failed("upload start", e))?;
     let retention = chrono::Duration::days(i64::from(context.config.artifacts.retention_days));
     let item = ArtifactItem {
         pk: run_pk(lease.run_id),
@@ -176,7 +176,7 @@ async fn begin(
         Ok(()) => return Ok(item),
         Err(refused) => refused,
     };
-    archives::abort_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id).await;
+    archives::abort_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id).await;
     // Another try of this very request (a retry after a 504 runs beside
     // the original) began it first: its upload is this one's.
     if let Some(mine) = context
@@ -219,7 +219,7 @@ async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Bo
             "parts: every part from 1 to {wanted}, in order, each with the ETag S3 answered"
         )));
     }
-    archives::complete_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
+    archives::complete_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
         .await
         .map_err(|err| {
             tracing::warn!(job_execution_id = %lease.execution_id, artifact = %name, error = %err, "completing an artifact upload failed");
@@ -293,7 +293,7 @@ async fn download(
     let item = item
         .filter(|a| a.status == ArtifactStatus::Stored && a.expires_at > now)
         .ok_or_else(|| ApiError::not_found(format!("artifact {name:?} in this run")))?;
-    let (url, expires_at) = archives::presign_get(&context.clients.s3, bucket, &item.object_key, now)
+    let (url, expires_at) = archives::presign_get(context.clients.s3(), bucket, &item.object_key, now)
         .await
         .map_err(|e| s3_failed("presigning", e))?;
     Ok(json_response(StatusCode::OK, &ArtifactDownload { artifact: item.view(), url, expires_at }))

@@ -104,7 +104,7 @@ async fn restore(context: &Context, req: &Request) -> Result<Response<Body>, Api
     let answer = match found {
         None => CacheRestoreResponse { hit: CacheHit::Miss, entry: None, url: None },
         Some((hit, item)) => {
-            let (url, _) = archives::presign_get(&context.clients.s3, bucket, &item.object_key, now)
+            let (url, _) = archives::presign_get(context.clients.s3(), bucket, &item.object_key, now)
                 .await
                 .map_err(|e| s3_failed("presigning", e))?;
             CacheRestoreResponse { hit, entry: Some(item.entry()), url: Some(url) }
@@ -154,12 +154,12 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         }
         _ => {
             let object_key = cache_object_key(&ws, &body.scope, &body.key, lease.execution_id);
-            let upload_id = archives::create_upload(&context.clients.s3, bucket, &object_key)
+            let upload_id = archives::create_upload(context.clients.s3(), bucket, &object_key)
                 .await
                 .map_err(|e| s3_failed("upload start", e))?;
             let item = new_item(context, &ws, &body, object_key, upload_id, lease.execution_id, now);
             if !context.store.begin_cache_save(&item, now).await? {
-                archives::abort_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id).await;
+                archives::abort_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id).await;
                 let current = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
                 if stored(current.clone()).is_some() {
                     return Ok(json_response(StatusCode::OK, &archives::already_stored()));
@@ -179,7 +179,7 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
             }
         }
     };
-    let s3 = &context.clients.s3;
+    let s3 = context.clients.s3();
     let answer =
         archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, &asked, now, valid_for)
             .await?;
@@ -239,7 +239,7 @@ async fn complete(context: &Context, req: &Request) -> Result<Response<Body>, Ap
             artifact_parts(item.bytes)
         )));
     }
-    archives::complete_upload(&context.clients.s3, bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
+    archives::complete_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
         .await
         .map_err(|err| {
             tracing::warn!(job_execution_id = %lease.execution_id, key = %item.key, error = %err, "completing a cache save failed");

@@ -105,7 +105,7 @@ async fn claim(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
                         // Read with this function's own grant, for this job
                         // only; an SSM failure answers an error, and the
                         // runner's retry of this claim gets the same job again.
-                        let found = context.secrets.read(&job.workspace_id, &secrets).await?;
+                        let found = context.secrets().read(&job.workspace_id, &secrets).await?;
                         baton_service::usecases::secrets::put_in(&mut job.job, &secrets, &found);
                         tracing::info!(job_execution_id = %job.job_execution_id, secrets = secrets.len(),
                             missing = job.job.missing_secrets.len(), "secrets put in");

@@ -36,7 +36,7 @@ async fn enqueue(context: &Context, delivered: Delivered) -> Result<(), HandlerE
     // spares the job a wait for the runners' safety poll; a job claimed
     // meanwhile (the usual case) costs nothing more.
     if matches!(outcome, Enqueued::Queued | Enqueued::StillPending) {
-        context.push.nudge_work(&context.store, &fact.header.workspace_id, std::slice::from_ref(&labels)).await;
+        context.push().nudge_work(&context.store, &fact.header.workspace_id, std::slice::from_ref(&labels)).await;
         flag_if_unschedulable(context, &fact, labels).await?;
     }
     tracing::info!(

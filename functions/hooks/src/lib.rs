@@ -72,7 +72,7 @@ async fn manage(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
             let id = baton_domain::ids::new_id();
             let secrets = HookSecrets::new();
             // The secret first: a hook whose item exists always has one.
-            context.secrets.put_hook_secrets(id, &secrets).await?;
+            context.secrets().put_hook_secrets(id, &secrets).await?;
             context.store.create_hook(id, &workspace, body.provider, body.pipelines, chrono::Utc::now()).await?;
             tracing::info!(workspace_id = %workspace, hook = %id, provider = Provider::from(body.provider).as_str(), "hook created");
             let url = public_url(&req, &format!("/v1/hooks/{id}"));
@@ -85,9 +85,9 @@ async fn manage(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
         (Method::POST, false, true) => {
             let hook = workspace_hook(context, &req, &workspace).await?;
             let now = chrono::Utc::now();
-            let current = context.secrets.hook_secrets(hook.id).await?.unwrap_or_default();
+            let current = context.secrets().hook_secrets(hook.id).await?.unwrap_or_default();
             let rotated = current.rotated(now);
-            context.secrets.put_hook_secrets(hook.id, &rotated).await?;
+            context.secrets().put_hook_secrets(hook.id, &rotated).await?;
             tracing::info!(workspace_id = %workspace, hook = %hook.id, "hook secret rotated");
             let previous_valid_until = rotated.previous_until.unwrap_or(now);
             Ok(json_response(StatusCode::OK, &HookSecretRotated { secret: rotated.current, previous_valid_until }))
@@ -99,7 +99,7 @@ async fn manage(context: &Context, req: Request) -> Result<Response<Body>, ApiEr
             if !context.store.delete_hook(&workspace, hook.id).await? {
                 return Err(ApiError::not_found(format!("hook {}", hook.id)));
             }
-            context.secrets.delete_hook_secrets(hook.id).await?;
+            context.secrets().delete_hook_secrets(hook.id).await?;
             tracing::info!(workspace_id = %workspace, hook = %hook.id, "hook deleted");
             Ok(empty_response(StatusCode::NO_CONTENT))
         }
@@ -145,7 +145,7 @@ async fn deliver(context: &Context, req: &Request) -> Result<Response<Body>, Api
         ));
     }
     let hook = context.store.hook(id).await?.ok_or_else(|| ApiError::not_found(format!("hook {id}")))?;
-    let secrets = context.secrets.hook_secrets(id).await?.ok_or_else(|| ApiError::not_found(format!("hook {id}")))?;
+    let secrets = context.secrets().hook_secrets(id).await?.ok_or_else(|| ApiError::not_found(format!("hook {id}")))?;
     let provider = Provider::from(hook.provider);
     let header =
         |name: &str| req.headers().get(name).and_then(|value| value.to_str().ok()).map(|value| value.to_string());

@@ -116,7 +116,7 @@ async fn flag_unschedulable(context: &Context, fact: &Fact<JobUnschedulable>) ->
     let Some(updated) = updated else { return Ok(()) };
     tracing::info!(run_id = %detail.run_id, job_execution_id = %detail.job_execution_id, marked = updated.writes > 0, event_id = %fact.header.event_id, "flagged unschedulable");
     // A replay wakes again only if the orchestration still waits for it.
-    wake(&context.clients.sfn, &updated.item, context.config.orchestration.max_wait).await?;
+    wake(context.clients.sfn(), &updated.item, context.config.orchestration.max_wait).await?;
     Ok(())
 }
 

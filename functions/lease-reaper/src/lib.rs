@@ -121,7 +121,7 @@ pub async fn handle(context: &Context, invocation: Scheduled) -> Result<usize, S
 async fn revive_orchestrations(context: &Context) -> usize {
     let Some(arn) = context.config.run_state_machine_arn.as_deref() else { return 0 };
     let max_wait = context.config.orchestration.max_wait;
-    match revive_dead_executions(&context.clients.sfn, &context.store, arn, Utc::now(), max_wait).await {
+    match revive_dead_executions(context.clients.sfn(), &context.store, arn, Utc::now(), max_wait).await {
         Ok(revived) => revived,
         Err(err) => {
             tracing::warn!(error = %err, "orchestration watchdog failed; the next tick looks again");

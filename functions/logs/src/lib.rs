@@ -84,7 +84,7 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
     for chunk in &body.chunks {
         let key = chunk_key(&item.workspace_id, item.run_id, item.execution_id, chunk.seq);
         let upload = baton_service::usecases::logs::presign_put(
-            &context.clients.s3,
+            context.clients.s3(),
             bucket,
             &key,
             (chunk.seq, chunk.bytes),
@@ -179,7 +179,7 @@ async fn read(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         let budget = ReadBudget { lines: MAX_LINES_PER_READ, bytes: MAX_READ_BYTES };
         let read_by = tokio::time::Instant::now() + READ_TIME_BUDGET;
         let read = baton_service::usecases::logs::read_lines(
-            &context.clients.s3,
+            context.clients.s3(),
             bucket,
             &prefix,
             cursor,

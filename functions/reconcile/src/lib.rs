@@ -22,9 +22,9 @@ async fn reconcile(context: &Context, delivered: Delivered) -> Result<(), Handle
     if flagged {
         let execution_id = fact.detail.job_execution_id;
         if let Some(lease) = context.store.lease(execution_id).await? {
-            if context.push.is_enabled() {
+            if context.push().is_enabled() {
                 // A redelivery nudges again: harmless, the runner only heartbeats.
-                context.push.nudge_cancel(&context.store, ws, lease.session_id, execution_id).await;
+                context.push().nudge_cancel(&context.store, ws, lease.session_id, execution_id).await;
             }
             // A provisioned machine's job was cancelled: its `job-cancelled`
             // intent is decided now, so the machine can be stopped rather

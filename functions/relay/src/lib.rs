@@ -8,5 +8,5 @@ use baton_service::facts::relay::{outbox_records, publish};
 
 pub async fn handle(context: &Context, event: Event) -> DynamoDbEventResponse {
     let facts = outbox_records(&event);
-    publish(&context.clients.eventbridge, &context.config.bus_name, &facts).await
+    publish(context.clients.eventbridge(), &context.config.bus_name, &facts).await
 }

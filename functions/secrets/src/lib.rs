@@ -27,18 +27,18 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             if body.value.is_empty() || body.value.len() > MAX_SECRET_BYTES {
                 return Err(ApiError::invalid_request(format!("value must be 1 to {MAX_SECRET_BYTES} bytes")));
             }
-            context.secrets.put(&workspace, &name, &body.value).await?;
+            context.secrets().put(&workspace, &name, &body.value).await?;
             // The name only: a value is never logged.
             tracing::info!(workspace_id = %workspace, secret = %name, "secret set");
             Ok(empty_response(StatusCode::NO_CONTENT))
         }
         Method::GET => {
-            let items = context.secrets.list(&workspace).await?;
+            let items = context.secrets().list(&workspace).await?;
             Ok(json_response(StatusCode::OK, &SecretList { items }))
         }
         Method::DELETE => {
             let name = secret_name(&req)?;
-            if !context.secrets.delete(&workspace, &name).await? {
+            if !context.secrets().delete(&workspace, &name).await? {
                 return Err(ApiError::not_found(format!("secret {name}")));
             }
             tracing::info!(workspace_id = %workspace, secret = %name, "secret deleted");

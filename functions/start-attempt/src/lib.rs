@@ -30,7 +30,7 @@ async fn start(context: &Context, delivered: Delivered) -> Result<(), HandlerErr
         attempt: fact.detail.attempt,
     };
     let execution =
-        start_attempt_execution(&context.clients.sfn, arn, &attempt, context.config.orchestration.max_wait).await?;
+        start_attempt_execution(context.clients.sfn(), arn, &attempt, context.config.orchestration.max_wait).await?;
     tracing::info!(run_id = %attempt.run_id, attempt = attempt.attempt, %execution, "attempt orchestration started");
     Ok(())
 }

@@ -22,16 +22,29 @@ async fn check<T, E: std::fmt::Display>(fut: impl std::future::Future<Output = R
 /// Checks every backend concurrently with read-only, cheap calls.
 pub async fn check_all(clients: &AwsClients, config: &Config) -> Health {
     let dynamodb = check(async {
-        clients.dynamodb.describe_table().table_name(&config.table_name).send().await.map_err(|e| display_sdk_error(&e))
+        clients
+            .dynamodb()
+            .describe_table()
+            .table_name(&config.table_name)
+            .send()
+            .await
+            .map_err(|e| display_sdk_error(&e))
     });
-    let sqs = check(async { clients.sqs.list_queues().max_results(1).send().await.map_err(|e| display_sdk_error(&e)) });
+    let sqs =
+        check(async { clients.sqs().list_queues().max_results(1).send().await.map_err(|e| display_sdk_error(&e)) });
     let eventbridge = check(async {
-        clients.eventbridge.describe_event_bus().name(&config.bus_name).send().await.map_err(|e| display_sdk_error(&e))
+        clients
+            .eventbridge()
+            .describe_event_bus()
+            .name(&config.bus_name)
+            .send()
+            .await
+            .map_err(|e| display_sdk_error(&e))
     });
     let stepfunctions = check(async {
         match &config.run_state_machine_arn {
             Some(arn) => clients
-                .sfn
+                .sfn()
                 .describe_state_machine()
                 .state_machine_arn(arn)
                 .send()
@@ -39,7 +52,7 @@ pub async fn check_all(clients: &AwsClients, config: &Config) -> Health {
                 .map(|_| ())
                 .map_err(|e| display_sdk_error(&e)),
             None => clients
-                .sfn
+                .sfn()
                 .list_state_machines()
                 .max_results(1)
                 .send()

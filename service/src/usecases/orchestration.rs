@@ -476,7 +476,7 @@ pub async fn replace_in_group(context: &Context, other: Member, group: &str) -> 
 /// orchestration's next step leaves instead of ending first.
 pub async fn wake_after_cancel(context: &Context, item: &AttemptItem) -> Result<(), StoreError> {
     leave_group_if_done(context, item).await?;
-    if let Err(err) = wake(&context.clients.sfn, item, context.config.orchestration.max_wait).await {
+    if let Err(err) = wake(context.clients.sfn(), item, context.config.orchestration.max_wait).await {
         tracing::warn!(run_id = %item.state.run_id, error = %err, "could not wake the orchestration");
     }
     Ok(())
@@ -536,7 +536,7 @@ pub async fn leave_group(context: &Context, workspace_id: &str, group: &str, me:
             match updated {
                 Some(updated) if updated.writes > 0 || (next.job.is_none() && !updated.item.state.is_done()) => {
                     let max_wait = context.config.orchestration.max_wait;
-                    if let Err(err) = wake(&context.clients.sfn, &updated.item, max_wait).await {
+                    if let Err(err) = wake(context.clients.sfn(), &updated.item, max_wait).await {
                         tracing::warn!(run_id = %next.run_id, error = %err, "could not wake the attempt next in its group");
                     }
                 }

@@ -268,10 +268,10 @@ async fn after_adoption(context: &Context, updated: &AttemptUpdated) -> Result<(
 /// [`after_adoption`], for any writer of progress (`advance_in_write`).
 pub async fn after_progress(context: &Context, updated: &AttemptUpdated) -> Result<(), baton_store::StoreError> {
     let item = &updated.item;
-    context.push.nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
+    context.push().nudge_work(&context.store, &item.state.workspace_id, &updated.queued_label_sets).await;
     // The wake tells a done attempt's orchestration to end: its group is
     // handed on first (a failure leaves the wake to the redelivery).
     leave_group_if_done(context, item).await?;
-    wake(&context.clients.sfn, item, context.config.orchestration.max_wait).await?;
+    wake(context.clients.sfn(), item, context.config.orchestration.max_wait).await?;
     Ok(())
 }

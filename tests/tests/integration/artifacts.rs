@@ -242,7 +242,7 @@ async fn an_expired_artifact_whose_item_ttl_has_not_deleted_yet_is_neither_liste
     let expired = baton_domain::time::format(chrono::Utc::now() - chrono::Duration::days(1));
     stack
         .clients
-        .dynamodb
+        .dynamodb()
         .update_item()
         .table_name(&stack.store.table)
         .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("RUN#{}", run.id)))

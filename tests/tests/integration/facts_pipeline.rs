@@ -120,7 +120,7 @@ async fn a_fact_written_in_a_transaction_reaches_its_subscriber_once_even_when_d
     // The detail that arrived is the fact that was written.
     let run_item = stack
         .clients
-        .dynamodb
+        .dynamodb()
         .get_item()
         .table_name(&stack.store.table)
         .key("pk", s(format!("RUN#{}", fact.detail.run_id)))
@@ -174,7 +174,7 @@ async fn the_outbox_facts_of_a_time_window_can_be_published_again() {
     let window = (at - chrono::Duration::seconds(1), at + chrono::Duration::seconds(1));
     let published = baton_service::facts::relay::republish_outbox(
         &stack.store,
-        &stack.clients.eventbridge,
+        stack.clients.eventbridge(),
         &stack.provisioned.bus,
         window.0,
         window.1,

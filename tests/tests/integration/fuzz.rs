@@ -210,7 +210,7 @@ async fn items(stack: &TestStack) -> i32 {
     loop {
         let out = stack
             .clients
-            .dynamodb
+            .dynamodb()
             .scan()
             .table_name(&stack.store.table)
             .select(aws_sdk_dynamodb::types::Select::Count)

@@ -96,7 +96,7 @@ async fn log_bytes(stack: &TestStack, execution: Uuid) -> u64 {
 async fn stored_chunk(stack: &TestStack, leased: &Leased, seq: u64) -> Vec<u8> {
     let bucket = &stack.provisioned.buckets["BATON_LOGS_BUCKET"];
     let key = baton_service::usecases::logs::chunk_key(&leased.ws, leased.claim.run_id, leased.execution(), seq);
-    let object = stack.clients.s3.get_object().bucket(bucket).key(key).send().await.expect("the chunk is stored");
+    let object = stack.clients.s3().get_object().bucket(bucket).key(key).send().await.expect("the chunk is stored");
     object.body.collect().await.expect("its bytes").into_bytes().to_vec()
 }
 
@@ -149,7 +149,7 @@ async fn a_read_past_its_time_budget_answers_what_it_has_with_a_cursor_after_it_
     let mut seen = Vec::new();
     for _ in 0..5 {
         let past = tokio::time::Instant::now();
-        let read = read_lines(&stack.clients.s3, bucket, &prefix, cursor, budget, past, false).await.expect("a read");
+        let read = read_lines(stack.clients.s3(), bucket, &prefix, cursor, budget, past, false).await.expect("a read");
         assert_eq!(read.lines.len(), 1, "{read:?}");
         assert_eq!(read.next, LogCursor { seq: cursor.seq + 1, line: 0 });
         seen.extend(read.lines.into_iter().map(|l| l.text));
@@ -158,7 +158,8 @@ async fn a_read_past_its_time_budget_answers_what_it_has_with_a_cursor_after_it_
     assert_eq!(seen, (0..5).map(|seq| format!("line {seq}")).collect::<Vec<_>>());
     // With time to spare, one read takes every chunk there is.
     let later = tokio::time::Instant::now() + Duration::from_secs(30);
-    let all = read_lines(&stack.clients.s3, bucket, &prefix, LogCursor::default(), budget, later, false).await.unwrap();
+    let all =
+        read_lines(stack.clients.s3(), bucket, &prefix, LogCursor::default(), budget, later, false).await.unwrap();
     assert_eq!((all.lines.len(), all.next, all.at_end), (5, LogCursor { seq: 5, line: 0 }, true));
 }
 

@@ -718,7 +718,7 @@ async fn a_fleet_with_a_year_of_ended_machines_reads_only_what_is_alive() {
     const ENDED: usize = 200;
     stack.pile_up_ended_instances("ws1", provisioner_id, ENDED, Utc::now() - chrono::Duration::days(200), false).await;
     let partition = |pk: String| {
-        let dynamodb = stack.clients.dynamodb.clone();
+        let dynamodb = stack.clients.dynamodb().clone();
         let table = stack.store.table.clone();
         async move {
             let out = dynamodb

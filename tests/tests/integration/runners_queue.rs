@@ -266,7 +266,7 @@ async fn a_stale_pending_item_for_a_leased_execution_is_dropped_without_spending
     // Put the claimed execution's pending item back, as a lost delete would.
     stack
         .clients
-        .dynamodb
+        .dynamodb()
         .put_item()
         .table_name(&stack.store.table)
         .set_item(Some(baton_store::to_item(&pending[0]).unwrap()))
@@ -331,7 +331,7 @@ async fn a_queued_fact_with_invalid_labels_is_dead_lettered_and_writes_nothing()
     let dlq = stack.provisioned.queues["enqueue"].dlq_url.clone();
     let dead = Arc::new(std::sync::Mutex::new(HashSet::new()));
     baton_tests::wait_for("both facts in the enqueue DLQ", Duration::from_secs(60), || {
-        let sqs = stack.clients.sqs.clone();
+        let sqs = stack.clients.sqs().clone();
         let dlq = dlq.clone();
         let dead = dead.clone();
         async move {

@@ -30,7 +30,7 @@ async fn secrets_are_set_listed_by_name_and_deleted_and_no_route_answers_a_value
     // Stored as a SecureString under the workspace's own path.
     let stored = stack
         .clients
-        .ssm
+        .ssm()
         .get_parameter()
         .name(format!("/baton/dev/secrets/{ws}/DEPLOY_TOKEN"))
         .send()
@@ -119,7 +119,7 @@ async fn a_template_value_parameter_store_would_refuse_is_stored_and_reaches_its
     assert_eq!(set_answer.status, 204, "{}", set_answer.body);
     let stored = stack
         .clients
-        .ssm
+        .ssm()
         .get_parameter()
         .name(format!("/baton/dev/secrets/{ws}/VALUES"))
         .with_decryption(true)

@@ -97,7 +97,7 @@ async fn put_on_bus(stack: &baton_tests::TestStack, detail_type: &str, detail: s
         .detail_type(detail_type)
         .detail(detail.to_string())
         .build();
-    let out = stack.clients.eventbridge.put_events().entries(entry).send().await.expect("PutEvents");
+    let out = stack.clients.eventbridge().put_events().entries(entry).send().await.expect("PutEvents");
     assert_eq!(out.failed_entry_count, 0);
 }
 

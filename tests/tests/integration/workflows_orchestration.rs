@@ -64,7 +64,8 @@ async fn a_dag_runs_job_after_job_to_success_with_few_state_transitions() {
     let arn = execution_arn(&stack, &run_id, 1);
     let execution = wait_for_execution_end(&stack, &arn).await;
     assert_eq!(execution, "SUCCEEDED");
-    let history = stack.clients.sfn.get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
+    let history =
+        stack.clients.sfn().get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
     let entered = history.events().iter().filter(|e| e.r#type().as_str().ends_with("StateEntered")).count();
     eprintln!("state transitions for 4 jobs: {entered} ({} history events)", history.events().len());
     assert!(entered <= 3 * 8 + 2, "{entered} transitions for 4 jobs");
@@ -79,7 +80,7 @@ fn execution_arn(stack: &baton_tests::TestStack, run_id: &str, attempt: u32) -> 
 
 async fn wait_for_execution_end(stack: &baton_tests::TestStack, arn: &str) -> String {
     baton_tests::wait_for("the execution to end", WAIT, || async {
-        let out = stack.clients.sfn.describe_execution().execution_arn(arn).send().await.ok()?;
+        let out = stack.clients.sfn().describe_execution().execution_arn(arn).send().await.ok()?;
         let status = out.status().as_str().to_string();
         (status != "RUNNING").then_some(status)
     })
@@ -449,7 +450,8 @@ async fn twenty_jobs_finishing_together_share_wake_ups_instead_of_paying_transit
     stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let arn = execution_arn(&stack, &run_id, 1);
     assert_eq!(wait_for_execution_end(&stack, &arn).await, "SUCCEEDED");
-    let history = stack.clients.sfn.get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
+    let history =
+        stack.clients.sfn().get_execution_history().execution_arn(&arn).max_results(1000).send().await.unwrap();
     let entered = history.events().iter().filter(|e| e.r#type().as_str().ends_with("StateEntered")).count();
     eprintln!("state transitions for 20 parallel jobs: {entered} ({} history events)", history.events().len());
     assert!(entered < 3 * 20, "{entered} transitions: more than a per-job state machine would cost");
@@ -528,7 +530,7 @@ async fn a_redelivered_attempt_created_starts_one_orchestration_and_a_pending_ru
     flush_pipeline(&stack, &ws).await;
     let executions = stack
         .clients
-        .sfn
+        .sfn()
         .list_executions()
         .state_machine_arn(&stack.provisioned.state_machines["run-attempt"])
         .send()
@@ -668,7 +670,7 @@ async fn a_run_whose_step_integration_is_throttled_still_times_out_runs_its_alwa
     let ends = baton_tests::wait_for("a generation to end the attempt", WAIT, || async {
         let succeeded = stack
             .clients
-            .sfn
+            .sfn()
             .list_executions()
             .state_machine_arn(machine)
             .status_filter("SUCCEEDED".into())
@@ -707,14 +709,14 @@ async fn a_redelivered_attempt_created_replaces_a_dead_orchestration_and_the_run
         stack.store.get_attempt(run_uuid, 1).await.unwrap().and_then(|item| item.wait_token)
     })
     .await;
-    stack.clients.sfn.send_task_failure().task_token(token).error("Test.Died").send().await.unwrap();
+    stack.clients.sfn().send_task_failure().task_token(token).error("Test.Died").send().await.unwrap();
     let first = execution_arn(&stack, &run_id, 1);
     assert_eq!(wait_for_execution_end(&stack, &first).await, "FAILED");
     // The fact delivered again finds the execution dead: the next generation starts.
     stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
     let second = format!("{first}-g1");
     baton_tests::wait_for("the next generation", WAIT, || async {
-        stack.clients.sfn.describe_execution().execution_arn(&second).send().await.ok()
+        stack.clients.sfn().describe_execution().execution_arn(&second).send().await.ok()
     })
     .await;
     run_job(&stack, &ws, &run_id, 1, "a", JobOutcome::Succeeded).await;
@@ -724,7 +726,10 @@ async fn a_redelivered_attempt_created_replaces_a_dead_orchestration_and_the_run
     stack.redeliver_event(created["event_id"].as_str().unwrap()).await;
     flush_pipeline(&stack, &ws).await;
     let third = format!("{first}-g2");
-    assert!(stack.clients.sfn.describe_execution().execution_arn(&third).send().await.is_err(), "no third generation");
+    assert!(
+        stack.clients.sfn().describe_execution().execution_arn(&third).send().await.is_err(),
+        "no third generation"
+    );
 }
 
 /// When the execution of job `key` of a run's first attempt was queued and

@@ -65,7 +65,7 @@ pub async fn run_task(context: &Context, task: TaskMessage, sent_at: i64) -> Res
             tracing::debug!(%run_id, attempt, progress, ?parked, "wait for progress");
             if parked == Parked::ProgressMoved {
                 let report = serde_json::json!({"woke": true});
-                complete_task(&context.clients.sfn, &token, &report).await?;
+                complete_task(context.clients.sfn(), &token, &report).await?;
             }
             Ok(())
         }
@@ -330,7 +330,7 @@ pub async fn step(
     };
     let Some(updated) = updated else {
         tracing::error!(%run_id, attempt, "advance of an attempt that does not exist");
-        return fail_task(&context.clients.sfn, token, "AttemptNotFound", &format!("{run_id}/{attempt}")).await;
+        return fail_task(context.clients.sfn(), token, "AttemptNotFound", &format!("{run_id}/{attempt}")).await;
     };
     let item = updated.item;
     // Before the report that ends the execution: a failure here is retried
@@ -338,7 +338,7 @@ pub async fn step(
     leave_group_if_done(context, &item).await?;
     // The jobs are claimable already; the nudge only saves the fitting
     // runners their wait for a poll (lost, it costs latency, not a job).
-    context.push.nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
+    context.push().nudge_work(store, &item.state.workspace_id, &updated.queued_label_sets).await;
     let output = AdvanceOutput::of(&item, chrono::Utc::now(), context.config.orchestration.max_wait);
     emit(
         "orchestrator",
@@ -351,9 +351,9 @@ pub async fn step(
     let token_tail = &token[token.len().saturating_sub(12)..];
     tracing::debug!(%run_id, attempt, done = output.done, wait_s = output.wait_s, progress = item.progress, ?outcome, token_tail, "step ended");
     match (outcome, park) {
-        (Ended::Report, Some(_)) => report(&context.clients.sfn, token, &output).await,
+        (Ended::Report, Some(_)) => report(context.clients.sfn(), token, &output).await,
         // The previous definition's `Advance` reads the report with a Choice.
-        (Ended::Report, None) => complete_task(&context.clients.sfn, token, &output).await,
+        (Ended::Report, None) => complete_task(context.clients.sfn(), token, &output).await,
         (Ended::Parked | Ended::Stale, _) => Ok(()),
     }
 }

@@ -210,7 +210,7 @@ async fn the_release_example_builds_once_tests_that_build_and_deploys_it_with_a_
     let app_text = "stamped by baton";
     assert!(!stack.stored_anywhere(app_text).await.is_empty(), "the scan does read what the jobs stored (a log line)");
     let artifacts_stored = stack.provisioned.buckets["BATON_ARTIFACTS_BUCKET"].clone();
-    let listed = stack.clients.s3.list_objects_v2().bucket(&artifacts_stored).send().await.unwrap();
+    let listed = stack.clients.s3().list_objects_v2().bucket(&artifacts_stored).send().await.unwrap();
     assert!(listed.contents().len() >= 2, "the scan read the artifact and the cache entry too");
     runner.stop().await;
 }

@@ -495,7 +495,7 @@ async fn put_external_event(stack: &TestStack, detail: Value) -> Result<(), Stri
         .detail(detail.to_string())
         .build();
     for _ in 0..30 {
-        match stack.clients.eventbridge.put_events().entries(entry.clone()).send().await {
+        match stack.clients.eventbridge().put_events().entries(entry.clone()).send().await {
             Ok(out) if out.failed_entry_count == 0 => return Ok(()),
             _ => tokio::time::sleep(Duration::from_secs(1)).await,
         }
@@ -1237,10 +1237,12 @@ async fn diagnose(stack: &TestStack, view: &Value) -> String {
         for generation in 0..3 {
             let arn =
                 baton_service::usecases::orchestration::execution_arn(machine, &reference.generation_name(generation));
-            let Ok(described) = stack.clients.sfn.describe_execution().execution_arn(&arn).send().await else { break };
+            let Ok(described) = stack.clients.sfn().describe_execution().execution_arn(&arn).send().await else {
+                break;
+            };
             let history = stack
                 .clients
-                .sfn
+                .sfn()
                 .get_execution_history()
                 .execution_arn(&arn)
                 .reverse_order(true)

@@ -1542,7 +1542,7 @@ async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_
             .detail_type("baton.external.job_event")
             .detail(detail.to_string())
             .build();
-        let client = stack.clients.eventbridge.clone();
+        let client = stack.clients.eventbridge().clone();
         async move {
             let out = client.put_events().entries(entry).send().await.expect("PutEvents");
             assert_eq!(out.failed_entry_count, 0);
