@@ -4,6 +4,7 @@
 
 pub mod artifacts;
 pub mod called_workflows;
+pub mod claims;
 pub mod fleet;
 pub mod health;
 pub mod job_events;
