@@ -105,6 +105,14 @@ pub fn require_token(req: &Request, kind: TokenKind) -> Result<&str, ApiError> {
     bearer_token(req).filter(|token| kind.is_kind_of(token)).ok_or_else(ApiError::unauthenticated)
 }
 
+/// The workspace of an operator route (`/v1/workspaces/{workspace}/…`),
+/// once [`authorize_operator`] has let the request's token act on it.
+pub async fn operator_workspace(store: &Store, req: &Request) -> Result<String, ApiError> {
+    let workspace = path_workspace(req)?;
+    authorize_operator(store, req, &workspace).await?;
+    Ok(workspace)
+}
+
 /// Authorises an operator request on `workspace_id`: 401 without a valid
 /// `bat_` token; 404 for a token scoped to another workspace (existence is
 /// not revealed). The token's record: who is asking.

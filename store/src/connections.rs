@@ -93,11 +93,7 @@ impl Store {
         let mut start = None;
         for _ in 0..MAX_CONNECTION_PAGES {
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(push_connections_pk(workspace_id)))
+                .query_partition(push_connections_pk(workspace_id))
                 .limit(CONNECTIONS_PAGE)
                 .set_exclusive_start_key(start.take())
                 .send()

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{hook_delivery_sk, hook_pk, hooks_pk, HOOK_SK};
-use super::{build, from_item, query_all, s, Store, TxOutcome};
+use super::{build, from_item, s, Store, TxOutcome};
 use crate::error::StoreError;
 
 /// How long a delivery's answer is kept for redeliveries (GitHub lets a
@@ -85,14 +85,7 @@ impl Store {
 
     /// The workspace's hooks, oldest first.
     pub async fn hooks(&self, workspace_id: &str) -> Result<Vec<HookItem>, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(hooks_pk(workspace_id)))
-            .consistent_read(true);
-        let mut hooks: Vec<HookItem> = query_all(query).await?;
+        let mut hooks: Vec<HookItem> = self.partition(hooks_pk(workspace_id)).await?;
         hooks.sort_by_key(|hook| (hook.created_at, hook.id));
         Ok(hooks)
     }

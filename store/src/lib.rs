@@ -123,6 +123,21 @@ impl Store {
         Ok(out.item)
     }
 
+    /// A `Query` of partition `pk`, for the caller to refine (a limit, a
+    /// start key, consistency).
+    pub(crate) fn query_partition(&self, pk: String) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(pk))
+    }
+
+    /// Every item of partition `pk`, read consistently, every page.
+    pub(crate) async fn partition<T: serde::de::DeserializeOwned>(&self, pk: String) -> Result<Vec<T>, StoreError> {
+        query_all(self.query_partition(pk).consistent_read(true)).await
+    }
+
     /// The items at `keys` (`pk`, `sk`) that exist, read consistently in
     /// `BatchGetItem`s of at most 100 keys.
     pub(crate) async fn batch_get<T: serde::de::DeserializeOwned>(

@@ -12,7 +12,7 @@ use super::keys::{pipeline_sk, pipelines_pk};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 use super::schedules::ScheduleTick;
-use super::{build, contention, from_item, n, query_all, s, to_item, Store, TxOutcome};
+use super::{build, contention, from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -53,14 +53,7 @@ impl Store {
 
     /// Every pipeline of the workspace, by name.
     pub async fn pipelines(&self, workspace_id: &str) -> Result<Vec<PipelineItem>, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(pipelines_pk(workspace_id)))
-            .consistent_read(true);
-        query_all(query).await
+        self.partition(pipelines_pk(workspace_id)).await
     }
 
     /// Stores `definition` (already read and checked) as the pipeline

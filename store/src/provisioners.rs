@@ -326,14 +326,7 @@ impl Store {
     /// Every live provisioner of the stage, by workspace: the registry the
     /// scheduled demand metrics read (one partition, paged; never a Scan).
     pub async fn registered_provisioners(&self) -> Result<Vec<RegisteredProvisioner>, StoreError> {
-        query_all(
-            self.client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(keys::PROVISIONER_REGISTRY_PK)),
-        )
-        .await
+        query_all(self.query_partition(keys::PROVISIONER_REGISTRY_PK.into())).await
     }
 
     /// The workspace's provisioners that were not removed, oldest first.

@@ -174,15 +174,7 @@ impl Store {
 
     /// The label sets `workspace_id` has queued work for, every page of them.
     pub async fn label_sets(&self, workspace_id: &str) -> Result<Vec<LabelSet>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::labelset_registry_pk(workspace_id)))
-            .into_paginator()
-            .items()
-            .send();
+        let mut pages = self.query_partition(keys::labelset_registry_pk(workspace_id)).into_paginator().items().send();
         let mut sets = Vec::new();
         while let Some(item) = pages.next().await {
             sets.push(from_item(item?)?);
@@ -197,16 +189,8 @@ impl Store {
     /// reservation's release will still write its counts). `true` if it was
     /// removed.
     pub async fn prune_label_set(&self, workspace_id: &str, set: &LabelSet) -> Result<bool, StoreError> {
-        let head = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::queue_pk(workspace_id, &set.sk)))
-            .consistent_read(true)
-            .limit(1)
-            .send()
-            .await?;
+        let head =
+            self.query_partition(keys::queue_pk(workspace_id, &set.sk)).consistent_read(true).limit(1).send().await?;
         if head.count() > 0 || set.queued > 0 || set.running > 0 || set.reserved > 0 {
             return Ok(false);
         }
@@ -233,15 +217,7 @@ impl Store {
         labelset: &str,
         limit: i32,
     ) -> Result<Vec<PendingItem>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::queue_pk(workspace_id, labelset)))
-            .limit(limit)
-            .send()
-            .await?;
+        let out = self.query_partition(keys::queue_pk(workspace_id, labelset)).limit(limit).send().await?;
         out.items.unwrap_or_default().into_iter().map(from_item).collect()
     }
 

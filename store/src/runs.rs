@@ -251,11 +251,7 @@ impl Store {
         let mut start: Option<Item> = None;
         loop {
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(run_pk(run_id)))
+                .query_partition(run_pk(run_id))
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()

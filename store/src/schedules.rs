@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::{schedule_tick_pk, schedule_tick_sk, SCHEDULE_SWEPT_PK, SCHEDULE_SWEPT_SK};
 use super::run_requests::NewRunRequest;
-use super::{build, query_all, s, Store, TxOutcome};
+use super::{build, s, Store, TxOutcome};
 use crate::error::StoreError;
 
 /// How long a tick nobody reached is kept (the sweep reads a day back).
@@ -66,14 +66,7 @@ impl ScheduleTick {
 impl Store {
     /// The ticks due in `minute`.
     pub async fn schedule_ticks(&self, minute: DateTime<Utc>) -> Result<Vec<ScheduleTick>, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(schedule_tick_pk(minute)))
-            .consistent_read(true);
-        query_all(query).await
+        self.partition(schedule_tick_pk(minute)).await
     }
 
     /// Settles `tick`: deletes it, requests its run (`None`: dropped or

@@ -288,14 +288,7 @@ impl Store {
             #[serde(with = "baton_domain::time::stored")]
             until: DateTime<Utc>,
         }
-        let offers: Vec<OfferItem> = query_all(
-            self.client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(keys::offers_pk(workspace_id))),
-        )
-        .await?;
+        let offers: Vec<OfferItem> = query_all(self.query_partition(keys::offers_pk(workspace_id))).await?;
         Ok(offers
             .into_iter()
             .map(|item| baton_domain::runners::schedulable::Offer { labels: item.labels, until: item.until })

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::keys::variables_pk;
-use super::{query_all, s, to_item, Store};
+use super::{s, to_item, Store};
 use crate::error::StoreError;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -46,14 +46,7 @@ pub enum VariablePut {
 impl Store {
     /// Every variable of the workspace, by name.
     pub async fn variables(&self, workspace_id: &str) -> Result<Vec<VariableItem>, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(variables_pk(workspace_id)))
-            .consistent_read(true);
-        query_all(query).await
+        self.partition(variables_pk(workspace_id)).await
     }
 
     /// Sets variable `name` (upper-cased already) of the workspace, unless

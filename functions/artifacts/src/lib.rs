@@ -23,9 +23,8 @@ use baton_service::http::{
     respond,
 };
 use baton_service::usecases::artifacts::{
-    self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256,
+    self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256, UploadStart,
 };
-use baton_service::usecases::logs::upload_url_ttl;
 use baton_store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
 use baton_store::keys::{artifact_sk, run_pk};
 use baton_store::runner_items::LeaseItem;
@@ -85,16 +84,8 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
         let message = format!("{} bytes: a job's artifacts may weigh at most {} bytes", body.bytes, caps.job_bytes);
         return Err(ApiError::new(ErrorCode::ArtifactCap, message));
     }
-    let asked = archives::PartsAsked {
-        first_part: body.first_part,
-        per_answer: context.config.artifacts.upload_urls_per_answer,
-    };
-    asked.window(body.bytes)?;
-    let bucket = bucket(&context.config)?;
-    let lease = held_lease(&context.store, &credentials).await?;
-    let now = Utc::now();
-    // The URLs die with the lease: a runner that lost it cannot send on.
-    let valid_for = upload_url_ttl(now, lease.expires_at).ok_or_else(lease_lost)?;
+    let UploadStart { asked, bucket, lease, now, valid_for } =
+        archives::start_upload(context, &credentials, body.first_part, body.bytes).await?;
     let existing = context.store.artifact(lease.run_id, &body.name).await?;
     // The job's key, unless this is its own upload asked again: a name is
     // held by a job key (a rerun's job has a new id).

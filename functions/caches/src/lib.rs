@@ -18,9 +18,8 @@ use baton_domain::error::{ApiError, ErrorCode};
 use baton_service::context::Context;
 use baton_service::http::{json_response, lease_credentials, lease_lost, parse_json, respond};
 use baton_service::usecases::artifacts::{
-    self as archives, bucket, cache_object_key, held_lease, parts_complete, s3_failed,
+    self as archives, bucket, cache_object_key, held_lease, parts_complete, s3_failed, UploadStart,
 };
-use baton_service::usecases::logs::upload_url_ttl;
 use baton_store::caches::CacheItem;
 use baton_store::keys::{cache_pk, cache_sk};
 use chrono::{DateTime, Utc};
@@ -127,15 +126,8 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         let message = format!("{} bytes: a cache entry weighs 1 to {cap} bytes", body.bytes);
         return Err(ApiError::new(ErrorCode::ArtifactCap, message));
     }
-    let asked = archives::PartsAsked {
-        first_part: body.first_part,
-        per_answer: context.config.artifacts.upload_urls_per_answer,
-    };
-    asked.window(body.bytes)?;
-    let bucket = bucket(&context.config)?;
-    let lease = held_lease(&context.store, &credentials).await?;
-    let now = Utc::now();
-    let valid_for = upload_url_ttl(now, lease.expires_at).ok_or_else(lease_lost)?;
+    let UploadStart { asked, bucket, lease, now, valid_for } =
+        archives::start_upload(context, &credentials, body.first_part, body.bytes).await?;
     let ws = lease.workspace_id.clone();
     let stored = |item: Option<CacheItem>| item.filter(|c| c.restorable(now));
     let existing = context.store.cache_entry(&ws, &body.scope, &body.key).await?;

@@ -27,7 +27,7 @@ use baton_domain::pipelines;
 use baton_domain::workflows::references;
 use baton_service::context::Context;
 use baton_service::http::{
-    authorize_operator, empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
+    empty_response, json_response, method_not_allowed, operator_workspace, parse_json, path_id, respond,
 };
 use baton_service::usecases::called_workflows;
 use baton_store::hooks::{HookItem, DELIVERY_KEPT_DAYS};
@@ -53,8 +53,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn manage(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = path_workspace(&req)?;
-    authorize_operator(&context.store, &req, &workspace).await?;
+    let workspace = operator_workspace(&context.store, &req).await?;
     let path = req.uri().path().trim_end_matches('/').to_string();
     match (req.method().clone(), path.ends_with("/hooks"), path.ends_with("/rotate")) {
         (Method::POST, true, _) => {

@@ -13,8 +13,7 @@ use baton_domain::error::ApiError;
 use baton_domain::pipelines;
 use baton_service::context::Context;
 use baton_service::http::{
-    authorize_operator, empty_response, json_response, method_not_allowed, parse_json, path_param, path_workspace,
-    respond,
+    empty_response, json_response, method_not_allowed, operator_workspace, parse_json, path_param, respond,
 };
 use baton_service::usecases::called_workflows;
 use baton_store::pipelines::{PipelineItem, PipelinePut};
@@ -26,8 +25,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = path_workspace(&req)?;
-    authorize_operator(&context.store, &req, &workspace).await?;
+    let workspace = operator_workspace(&context.store, &req).await?;
     let named = req.uri().path().trim_end_matches('/').ends_with("/pipelines");
     match (req.method().clone(), named) {
         (Method::GET, true) => {

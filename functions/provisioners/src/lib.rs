@@ -13,7 +13,7 @@ use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::runners::provisioners::settings::{self, ProvisionerSettings};
 use baton_service::context::Context;
 use baton_service::http::{
-    empty_response, json_response, method_not_allowed, parse_json, path_id, path_workspace, respond,
+    empty_response, json_response, method_not_allowed, operator_workspace, parse_json, path_id, respond,
 };
 use baton_service::usecases::run_creation::MAX_IDEMPOTENCY_KEY_LEN;
 use baton_store::provisioners::{Provisioner, ProvisionerCreated};
@@ -25,8 +25,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = path_workspace(&req)?;
-    baton_service::http::authorize_operator(&context.store, &req, &workspace).await?;
+    let workspace = operator_workspace(&context.store, &req).await?;
     let now = chrono::Utc::now();
     match *req.method() {
         Method::POST => {

@@ -8,7 +8,7 @@ use baton_api::secrets::{valid_secret_name, PutSecretRequest, SecretList, MAX_SE
 use baton_domain::error::ApiError;
 use baton_service::context::Context;
 use baton_service::http::{
-    empty_response, json_response, method_not_allowed, parse_json, path_param, path_workspace, respond,
+    empty_response, json_response, method_not_allowed, operator_workspace, parse_json, path_param, respond,
 };
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
@@ -18,8 +18,7 @@ pub async fn handle(context: &Context, req: Request) -> Response<Body> {
 }
 
 async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = path_workspace(&req)?;
-    baton_service::http::authorize_operator(&context.store, &req, &workspace).await?;
+    let workspace = operator_workspace(&context.store, &req).await?;
     match *req.method() {
         Method::PUT => {
             let name = secret_name(&req)?;

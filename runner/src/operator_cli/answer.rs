@@ -13,6 +13,16 @@ pub(super) enum CliError {
 }
 
 /// Prints an answer as indented JSON on stdout.
+/// What a delete prints: `{"<field>": …, "deleted": true}` as JSON, or
+/// "<kind> <id> deleted from workspace <workspace>".
+pub(super) fn print_deleted(json: bool, kind: &str, field: &str, id: &str, workspace: &str) {
+    if json {
+        print_json(&serde_json::json!({ field: id, "deleted": true }));
+    } else {
+        println!("{kind} {id} deleted from workspace {workspace}");
+    }
+}
+
 pub(super) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),

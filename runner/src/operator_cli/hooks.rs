@@ -9,7 +9,7 @@ use baton_client::operators::Operator;
 use clap::{Subcommand, ValueEnum};
 use uuid::Uuid;
 
-use super::answer::{print_json, CliError};
+use super::answer::{print_deleted, print_json, CliError};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(super) enum Provider {
@@ -104,11 +104,7 @@ pub(super) async fn hook_command(operator: &Operator, command: HookCommand, json
         }
         HookCommand::Rm { workspace, id } => {
             operator.delete_hook(&workspace, id).await?;
-            if json {
-                print_json(&serde_json::json!({"id": id, "deleted": true}));
-            } else {
-                println!("hook {id} deleted from workspace {workspace}");
-            }
+            print_deleted(json, "hook", "id", &id.to_string(), &workspace);
         }
     }
     Ok(ExitCode::SUCCESS)

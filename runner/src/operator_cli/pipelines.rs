@@ -8,7 +8,7 @@ use baton_api::pipelines::DispatchRequest;
 use baton_client::operators::Operator;
 use clap::Subcommand;
 
-use super::answer::{print_json, CliError};
+use super::answer::{print_deleted, print_json, CliError};
 use super::runs::{parse_input, watch, DEFAULT_WATCH_INTERVAL_S};
 
 #[derive(Debug, Subcommand)]
@@ -125,11 +125,7 @@ pub(super) async fn pipeline_command(
         }
         PipelineCommand::Delete { workspace, name } => {
             operator.delete_pipeline(&workspace, &name).await?;
-            if json {
-                print_json(&serde_json::json!({"name": name, "deleted": true}));
-            } else {
-                println!("pipeline {name} deleted from workspace {workspace}");
-            }
+            print_deleted(json, "pipeline", "name", &name, &workspace);
         }
     }
     Ok(ExitCode::SUCCESS)

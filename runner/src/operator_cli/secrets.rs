@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use baton_client::operators::Operator;
 use clap::Subcommand;
 
-use super::answer::{print_json, CliError};
+use super::answer::{print_deleted, print_json, CliError};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum SecretCommand {
@@ -64,11 +64,7 @@ pub(super) async fn secret_command(
         }
         SecretCommand::Delete { workspace, name } => {
             operator.delete_secret(&workspace, &name).await?;
-            if json {
-                print_json(&serde_json::json!({"name": name, "deleted": true}));
-            } else {
-                println!("secret {name} deleted from workspace {workspace}");
-            }
+            print_deleted(json, "secret", "name", &name, &workspace);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use baton_client::operators::Operator;
 use clap::Subcommand;
 
-use super::answer::{print_json, CliError};
+use super::answer::{print_deleted, print_json, CliError};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum VariableCommand {
@@ -56,11 +56,7 @@ pub(super) async fn variable_command(
         }
         VariableCommand::Delete { workspace, name } => {
             operator.delete_variable(&workspace, &name).await?;
-            if json {
-                print_json(&serde_json::json!({"name": name, "deleted": true}));
-            } else {
-                println!("variable {name} deleted from workspace {workspace}");
-            }
+            print_deleted(json, "variable", "name", &name, &workspace);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -197,6 +197,35 @@ impl PartsAsked {
     }
 }
 
+/// An upload's start (an artifact's or a cache entry's) once its size is
+/// checked: the part window asked (a 400 before anything is charged), the
+/// bucket, the lease it acts under, and how long its URLs may live.
+pub struct UploadStart<'a> {
+    pub asked: PartsAsked,
+    pub bucket: &'a str,
+    pub lease: LeaseItem,
+    pub now: DateTime<Utc>,
+    pub valid_for: Duration,
+}
+
+/// Opens an upload of `bytes` under the lease of `credentials`, its URLs
+/// asked from `first_part` on.
+pub async fn start_upload<'a>(
+    context: &'a crate::context::Context,
+    credentials: &LeaseCredentials,
+    first_part: Option<u32>,
+    bytes: u64,
+) -> Result<UploadStart<'a>, ApiError> {
+    let asked = PartsAsked { first_part, per_answer: context.config.artifacts.upload_urls_per_answer };
+    asked.window(bytes)?;
+    let bucket = bucket(&context.config)?;
+    let lease = held_lease(&context.store, credentials).await?;
+    let now = Utc::now();
+    // The URLs die with the lease: a runner that lost it cannot send on.
+    let valid_for = crate::usecases::logs::upload_url_ttl(now, lease.expires_at).ok_or_else(crate::http::lease_lost)?;
+    Ok(UploadStart { asked, bucket, lease, now, valid_for })
+}
+
 /// The answer to an upload's start or resume (artifacts' and caches'):
 /// one presigned `PUT` a part of the window asked, valid for `valid_for`
 /// from `now`. A `first_part` past the archive's last part is a 400.
