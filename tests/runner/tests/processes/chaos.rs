@@ -1429,6 +1429,10 @@ async fn soak(first: u64, last: u64, rate: f64) {
             for (kind, n) in by_kind {
                 *injected.entry(kind).or_default() += n;
             }
+            // Said as found: a long soak's violation is read while it runs.
+            for violation in &found {
+                eprintln!("chaos soak: violation: {violation}");
+            }
             violations.extend(found);
         }
         eprintln!("chaos soak: {runs} runs so far, {} violations, {:?}", violations.len(), started.elapsed());
