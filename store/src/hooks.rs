@@ -73,8 +73,14 @@ impl Store {
             HookItem { pk: hooks_pk(workspace_id), sk: id.to_string(), kind: "hook_listing".into(), ..item.clone() };
         match self.transact(vec![self.new_item_put(&item)?, self.new_item_put(&listed)?]).await? {
             TxOutcome::Committed => Ok(item),
-            // A fresh random id cannot be taken.
-            TxOutcome::ConditionFailed { .. } => Err(StoreError::Other(format!("hook {id} exists already"))),
+            // The id is new: a hook under it is this very transaction,
+            // applied before its answer was lost and sent again by the SDK
+            // (whose token makes the retry succeed on AWS; the emulator
+            // answers it with the failed conditions).
+            TxOutcome::ConditionFailed { .. } => match self.hook(id).await? {
+                Some(stored) if stored.workspace_id == item.workspace_id => Ok(stored),
+                _ => Err(StoreError::Other(format!("hook {id} exists already"))),
+            },
         }
     }
 

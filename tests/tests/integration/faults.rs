@@ -1071,3 +1071,28 @@ async fn a_claim_whose_transaction_applied_but_whose_every_resend_was_throttled_
         "{injected:?}"
     );
 }
+
+/// A hook's create whose transaction applied while its answer was lost, and
+/// whose resends (same token) were throttled until the SDK gave up, so the
+/// store sent it again under a new token, which finds its own writes, made
+/// the hook: the create answers 201 with it, and the workspace has that one
+/// hook, not a 500 and an orphan. Found by the chaos soak's logs (`hook …
+/// exists already`). Seed 102 gives the create's transaction exactly that:
+/// lost, throttled twice (the SDK's three attempts), then nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_created_while_its_transactions_answer_was_lost_is_created_once() {
+    let (stack, plan) =
+        stack_with_faults("seed=102;dynamodb.TransactWriteItems:lost=0.5;dynamodb.TransactWriteItems:throttle=0.8")
+            .await;
+    let path = "/v1/workspaces/ws1/hooks";
+    let created = stack
+        .send(reqwest::Method::POST, path, &stack.admin_token, Some(json!({"provider": "github"}).to_string()))
+        .await;
+    plan.pause();
+    let injected = plan.injected_by_kind();
+    assert!(injected.contains_key("lost") && injected.contains_key("throttle"), "{injected:?}");
+    assert_eq!(created.status, 201, "{}", created.body);
+    let listed = stack.get_ok(path, &stack.admin_token).await;
+    let ids: Vec<&str> = listed["items"].as_array().unwrap().iter().filter_map(|h| h["id"].as_str()).collect();
+    assert_eq!(ids, [created.body["id"].as_str().unwrap()], "{listed:#}");
+}
