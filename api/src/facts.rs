@@ -471,6 +471,22 @@ impl FactDetail for RunRequested {
     const CONTEXT: Context = Context::Workflows;
 }
 
+/// A pipeline was created, changed or deleted: what depends on its
+/// definition outside the table (its schedules) is brought in line with it.
+/// Consumers read the pipeline as it is now, not as the fact says, so an
+/// older fact delivered late changes nothing back.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PipelineChanged {
+    pub pipeline: String,
+    /// The revision written; `None` when the pipeline was deleted.
+    pub revision: Option<u64>,
+}
+
+impl FactDetail for PipelineChanged {
+    const DETAIL_TYPE: &'static str = "baton.workflows.pipeline.changed";
+    const CONTEXT: Context = Context::Workflows;
+}
+
 /// The identity of a lease: which execution, held by which session, under which epoch.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LeaseRef {
@@ -625,6 +641,7 @@ impl FactDetail for InstanceTerminateRequested {
 
 /// Every detail type Baton publishes.
 pub const ALL_DETAIL_TYPES: &[&str] = &[
+    PipelineChanged::DETAIL_TYPE,
     RunRequested::DETAIL_TYPE,
     RunAttemptCreated::DETAIL_TYPE,
     JobExecutionQueued::DETAIL_TYPE,

@@ -239,6 +239,7 @@ fn trigger_name(trigger: Trigger) -> &'static str {
         Trigger::Sqs => "sqs",
         Trigger::Schedule => "schedule",
         Trigger::Websocket => "websocket",
+        Trigger::Scheduler => "scheduler",
     }
 }
 

@@ -8,6 +8,7 @@ use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use baton_domain::error::ApiError;
+use baton_domain::schedules::ScheduledTick;
 use baton_service::aws::AwsClients;
 use baton_service::config::Config;
 use baton_service::context::Scheduled;
@@ -158,6 +159,7 @@ impl Functions {
             "reconcile" => Ok(baton_reconcile::handle(context, event).await),
             "external-events" => Ok(baton_external_events::handle(context, event).await),
             "run-requests" => Ok(baton_run_requests::handle(context, event).await),
+            "schedule-sync" => Ok(baton_schedule_sync::handle(context, event).await),
             "abandoned-uploads" => Ok(baton_abandoned_uploads::handle(context, event).await),
             "orchestrator" => Ok(baton_orchestrator::handle(context, event).await),
             "start-attempt" => Ok(baton_start_attempt::handle(context, event).await),
@@ -196,6 +198,25 @@ impl Functions {
         self.invocations.invoke(function, records, handler, |_| None).await
     }
 
+    /// A tick of a pipeline's schedule, delivered to its target as
+    /// EventBridge Scheduler delivers it: the schedule's input, its time in.
+    /// `Err` with the handler's failure, which the scheduler would retry.
+    pub async fn schedule_tick(
+        &self,
+        function: &str,
+        tick: ScheduledTick,
+    ) -> Result<Result<(), String>, UnknownFunction> {
+        let instance = self.instance(function);
+        let handler = async move {
+            let context = &*instance;
+            match function {
+                "schedules" => Ok(baton_schedules::handle(context, tick).await.map(|_| ()).map_err(|e| e.to_string())),
+                other => Err(UnknownFunction { trigger: "scheduler", function: other.to_string() }),
+            }
+        };
+        self.invocations.invoke(function, 0, handler, |_| None).await
+    }
+
     pub async fn scheduled(&self, function: &str, _event: CloudWatchEvent) -> Result<(), UnknownFunction> {
         self.invocations.invoke(function, 0, self.route_scheduled(function), |_| None).await
     }
@@ -215,13 +236,6 @@ impl Functions {
                 let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };
                 if let Err(err) = baton_demand_metrics::handle(context, invocation).await {
                     tracing::error!(error = %err, "demand metrics failed; the next tick publishes again");
-                }
-                Ok(())
-            }
-            "schedules" => {
-                let invocation = Scheduled { deadline: SystemTime::now() + SCHEDULED_TIMEOUT };
-                if let Err(err) = baton_schedules::handle(context, invocation).await {
-                    tracing::error!(error = %err, "schedules sweep failed; the next tick sweeps on from the last minute marked");
                 }
                 Ok(())
             }

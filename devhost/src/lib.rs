@@ -99,6 +99,7 @@ pub fn function_env(provisioned: &Provisioned, overrides: &HashMap<String, Strin
         ("BATON_BUS".to_string(), provisioned.bus.clone()),
     ]);
     env.extend(provisioned.buckets.iter().map(|(var, name)| (var.clone(), name.clone())));
+    env.extend(provisioned.scheduler.iter().map(|(var, value)| (var.clone(), value.clone())));
     if let Some(arn) = provisioned.state_machines.get("run-attempt") {
         env.insert("BATON_RUN_STATE_MACHINE_ARN".into(), arn.clone());
     }
@@ -260,6 +261,15 @@ impl DevHost {
             let ticker = schedule::Ticker { function: schedule.function.clone(), period, functions: functions.clone() };
             tasks.push(tokio::spawn(ticker.run(shutdown.clone())));
         }
+        // Pipelines' schedules: the emulator keeps them, the host fires them.
+        let firer = schedule::SchedulerFirer {
+            group: provisioned.plan.scheduler.group.clone(),
+            target: resources.scheduler.target.clone(),
+            period: config.schedules_period,
+            scheduler: clients.scheduler().clone(),
+            functions: functions.clone(),
+        };
+        tasks.push(tokio::spawn(firer.run(shutdown.clone())));
 
         Ok(Self {
             api_url: format!("http://{addr}"),

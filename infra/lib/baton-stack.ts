@@ -34,6 +34,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -108,6 +109,8 @@ export const WILDCARD_EXCEPTIONS: Readonly<Record<string, string>> = {
     'ec2:runner-instances (AWS provisioner only): DescribeInstances does not support resource-level permissions; it filters by the baton:stage and baton:provisioner tags',
   'ec2:RunInstances':
     'ec2:runner-instances (AWS provisioner only): on "*" but only with the conditions ec2:LaunchTemplate = the operator\'s template and ec2:IsLaunchTemplateResource = true, so every resource comes from that template',
+  'scheduler:ListSchedules':
+    'scheduler:schedules: ListSchedules does not support resource-level permissions; the function lists its own group by name prefix',
 };
 
 /** The EMF metrics of the AWS provisioner (dimension `stage`) its alarms watch (`functions/aws-provisioner/src/lib.rs`). */
@@ -438,6 +441,10 @@ export class BatonStack extends Stack {
   readonly functionEnvironment: Readonly<Record<string, string>>;
   /** The key workspace secrets are encrypted with (SSM SecureStrings). */
   readonly secretsKey: kms.Key;
+  /** Pipelines' schedules (`scheduler` in resources.json). */
+  readonly scheduleGroup: scheduler.CfnScheduleGroup;
+  /** The role EventBridge Scheduler invokes the schedules' target with. */
+  readonly schedulerRole: iam.Role;
   /** `secretsPath(stage)`. */
   private readonly secretsRoot: string;
   /** `hookSecretsPath(stage)`. */
@@ -594,8 +601,6 @@ export class BatonStack extends Stack {
       BATON_FIRST_HEARTBEAT_GRACE_S: String(cfg.firstHeartbeatGraceS),
       BATON_REAPER_PERIOD_S: String(cfg.reaperPeriodS),
       BATON_DEMAND_METRICS_PERIOD_S: String(cfg.demandMetricsPeriodS),
-      // Pipelines' `on.schedule` crons are minute-grained: swept every minute.
-      BATON_SCHEDULES_PERIOD_S: '60',
       BATON_SESSION_TTL_S: String(cfg.sessionTtlS),
       BATON_POLL_INTERVAL_S: String(cfg.pollIntervalS),
       BATON_UNSCHEDULABLE_FAIL_S: String(cfg.unschedulableFailS),
@@ -623,6 +628,19 @@ export class BatonStack extends Stack {
       this.functions.set(fn.name, this.buildFunction(fn, props.missingCrates ?? 'error'));
     }
 
+    // ---- pipelines' schedules: EventBridge Scheduler invokes their target
+    // through a role that may invoke only it; `scheduler:schedules` keeps them.
+    this.scheduleGroup = new scheduler.CfnScheduleGroup(this, 'ScheduleGroup', {
+      name: naming.physical(this.resources.scheduler.group),
+    });
+    this.schedulerRole = new iam.Role(this, 'SchedulerRole', {
+      description: `Baton (${cfg.stage}): EventBridge Scheduler invokes the pipelines' schedules' target`,
+      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
+      }),
+    });
+    this.fn(this.resources.scheduler.target).grantInvoke(this.schedulerRole);
+
     // ---- permissions: functions, then state machines' extra permissions
     for (const fn of this.resources.functions) {
       const f = this.fn(fn.name);
@@ -637,6 +655,13 @@ export class BatonStack extends Stack {
         // variable its Pusher is disabled instead of failing on AccessDenied.
         if (p.kind === 'push:post') {
           f.addEnvironment(PUSH_ENDPOINT_ENV, this.pushStage.callbackUrl);
+        }
+        // Only what keeps the schedules learns where they are (the target's
+        // own ARN in its own variables would be a cycle).
+        if (p.kind === 'scheduler:schedules') {
+          f.addEnvironment('BATON_SCHEDULE_GROUP', this.scheduleGroup.name!);
+          f.addEnvironment('BATON_SCHEDULE_TARGET_ARN', this.fn(this.resources.scheduler.target).functionArn);
+          f.addEnvironment('BATON_SCHEDULE_ROLE_ARN', this.schedulerRole.roleArn);
         }
       }
     }
@@ -916,6 +941,22 @@ export class BatonStack extends Stack {
       metric: new cloudwatch.Metric({
         ...RUN_REQUESTS_DROPPED_METRIC,
         dimensionsMap: { function: 'run-requests' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
+    });
+    // A tick the scheduler could not deliver within its retry policy (the
+    // target throttled or failing for as long as the tick could still
+    // fire) is dropped by the scheduler: a scheduled run that silently never
+    // started. The target's own errors have their alarm; this is the rest.
+    this.alarm('AlarmScheduleTicksDropped', {
+      alarmName: `${naming.physical(this.resources.scheduler.group)}-ticks-dropped`,
+      alarmDescription: "EventBridge Scheduler gave up delivering pipelines' schedule ticks: scheduled runs did not start",
+      metric: new cloudwatch.Metric({
+        namespace: 'AWS/Scheduler',
+        metricName: 'InvocationDroppedCount',
+        dimensionsMap: { ScheduleGroup: naming.physical(this.resources.scheduler.group) },
         statistic: 'Sum',
         period: Duration.minutes(5),
       }),
@@ -1425,6 +1466,29 @@ export class BatonStack extends Stack {
           resourceArns: [hooks],
         });
         this.secretsKey.grant(grantee, 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:Decrypt');
+        return;
+      }
+      // The schedules of this stack's group only; the role they invoke
+      // their target with may be passed to the scheduler and nothing else.
+      case 'scheduler:schedules': {
+        const schedules = this.formatArn({
+          service: 'scheduler',
+          resource: 'schedule',
+          resourceName: `${this.scheduleGroup.name}/*`,
+        });
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['scheduler:CreateSchedule', 'scheduler:GetSchedule', 'scheduler:UpdateSchedule', 'scheduler:DeleteSchedule'],
+          resourceArns: [schedules],
+        });
+        iam.Grant.addToPrincipal({ grantee, actions: ['scheduler:ListSchedules'], resourceArns: ['*'] });
+        grantee.grantPrincipal.addToPrincipalPolicy(
+          new iam.PolicyStatement({
+            actions: ['iam:PassRole'],
+            resources: [this.schedulerRole.roleArn],
+            conditions: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } },
+          }),
+        );
         return;
       }
       case 'ec2:runner-instances':

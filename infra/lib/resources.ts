@@ -16,8 +16,8 @@
 import * as fs from 'node:fs';
 
 /** `websocket`: the `$connect` / `$disconnect` routes of the push socket (`push.function`). */
-export type Trigger = 'http' | 'stream' | 'sqs' | 'schedule' | 'websocket';
-export const TRIGGERS: readonly Trigger[] = ['http', 'stream', 'sqs', 'schedule', 'websocket'];
+export type Trigger = 'http' | 'stream' | 'sqs' | 'schedule' | 'websocket' | 'scheduler';
+export const TRIGGERS: readonly Trigger[] = ['http', 'stream', 'sqs', 'schedule', 'websocket', 'scheduler'];
 
 export interface KeyAttribute {
   readonly name: string;
@@ -121,6 +121,16 @@ export interface SubscriberSpec extends QueueSpec {
 
 export type TaskQueueSpec = QueueSpec;
 
+/**
+ * Pipelines' schedules: an EventBridge Scheduler schedule group whose
+ * schedules each invoke `target` (trigger `scheduler`) with a tick's input.
+ */
+export interface SchedulerSpec {
+  /** Logical name; the group is named `baton-<stage>-<group>`. */
+  readonly group: string;
+  readonly target: string;
+}
+
 export interface ScheduleSpec {
   readonly name: string;
   readonly function: string;
@@ -149,6 +159,7 @@ export interface Resources {
   readonly subscribers: readonly SubscriberSpec[];
   readonly task_queues: readonly TaskQueueSpec[];
   readonly schedules: readonly ScheduleSpec[];
+  readonly scheduler: SchedulerSpec;
   readonly state_machines: readonly StateMachineSpec[];
   /**
    * The AWS reference provisioner: optional, apart from `functions`, so
@@ -203,6 +214,7 @@ export const PROVISIONER_PERMISSIONS = ['ec2:runner-instances', 'ssm:runner-toke
  * | `ssm:secrets`           | put/delete/list (never get) parameters under `/baton/<stage>/secrets`, encrypt with the secrets key |
  * | `ssm:secrets-read`      | `ssm:GetParameters` under `/baton/<stage>/secrets`, decrypt with the secrets key (the claim only) |
  * | `ssm:hook-secrets`      | put/get/delete parameters under `/baton/<stage>/hooks`, encrypt and decrypt with the secrets key (the hooks function) |
+ * | `scheduler:schedules`   | create/get/update/delete the schedules of the stack's schedule group, list schedules, pass the role that invokes their target |
  */
 export type Permission =
   | { readonly kind: 'table:read' }
@@ -228,7 +240,8 @@ export type Permission =
   | { readonly kind: 'ssm:provisioner-token' }
   | { readonly kind: 'ssm:secrets' }
   | { readonly kind: 'ssm:secrets-read' }
-  | { readonly kind: 'ssm:hook-secrets' };
+  | { readonly kind: 'ssm:hook-secrets' }
+  | { readonly kind: 'scheduler:schedules' };
 
 const SIMPLE = new Set([
   'table:read',
@@ -249,6 +262,7 @@ const SIMPLE = new Set([
   'ssm:secrets',
   'ssm:secrets-read',
   'ssm:hook-secrets',
+  'scheduler:schedules',
   ...PROVISIONER_PERMISSIONS,
 ]);
 
@@ -276,7 +290,7 @@ export function parsePermission(raw: string): Permission {
     `unknown permission ${JSON.stringify(raw)}; expected one of table:read, table:write, table:describe, stream:read, ` +
       'bus:put, bus:describe, states:start:<machine>, states:stop:<machine>, states:read[:<machine>], states:describe, ' +
       'states:callback, queue:send:<queue>, queue:list, logs:write, logs:read, artifacts:write, artifacts:read, push:post, ' +
-      'ssm:secrets, ssm:secrets-read, ssm:hook-secrets, ' +
+      'ssm:secrets, ssm:secrets-read, ssm:hook-secrets, scheduler:schedules, ' +
       PROVISIONER_PERMISSIONS.join(', '),
   );
 }
@@ -401,6 +415,7 @@ export function validateResources(r: Resources): string[] {
   for (const s of r.schedules) {
     mustBe(s.function, 'schedule', `schedule ${s.name}`);
   }
+  mustBe(r.scheduler.target, 'scheduler', 'scheduler.target');
   const taskQueues = new Set(r.task_queues.map((q) => q.name));
   for (const m of r.state_machines) {
     if (!/^[A-Za-z0-9._-]+\.asl\.json$/.test(m.definition)) {
@@ -428,7 +443,9 @@ export function validateResources(r: Resources): string[] {
             ? r.schedules.some((x) => x.function === fn.name)
             : fn.trigger === 'websocket'
               ? r.push.function === fn.name
-              : true;
+              : fn.trigger === 'scheduler'
+                ? r.scheduler.target === fn.name
+                : true;
     if (!fed) {
       warnings.push(`function ${fn.name} (trigger ${fn.trigger}) has nothing that triggers it yet`);
     }

@@ -28,6 +28,11 @@ interface Allowance {
    */
   readonly exactly?: readonly unknown[];
   /**
+   * A condition the statement granting these actions must carry, exactly (a
+   * condition only narrows a grant; any other is an unexpected shape).
+   */
+  readonly condition?: unknown;
+  /**
    * For a resource no template resource names (SSM parameters under a
    * path): the ARN it must render to, exactly.
    */
@@ -87,7 +92,7 @@ const pushConnections = (apiId: string) => ({
 
 class Ids {
   constructor(
-    private readonly t: TemplateView,
+    readonly t: TemplateView,
     private readonly r: Resources,
   ) {}
 
@@ -214,6 +219,25 @@ function allowancesOf(raw: string, ids: Ids, r: Resources): Allowance[] {
         },
       ];
     }
+    case 'scheduler:schedules': {
+      // The stack's group's schedules; listing, which takes no resource; and
+      // passing the one role the scheduler invokes their target with.
+      const actions = ['scheduler:CreateSchedule', 'scheduler:GetSchedule', 'scheduler:UpdateSchedule', 'scheduler:DeleteSchedule'];
+      const roles = ids.t.ofType('AWS::IAM::Role').filter(([, role]) =>
+        asArray<any>(role.Properties?.AssumeRolePolicyDocument?.Statement).some((st) => st.Principal?.Service === 'scheduler.amazonaws.com'),
+      );
+      return [
+        { why: raw, actions, on: [], arn: `arn:aws:scheduler:us-east-1:123456789012:schedule/${naming.physical(r.scheduler.group)}/*`, required: actions },
+        { why: raw, actions: ['scheduler:ListSchedules'], on: '*', required: ['scheduler:ListSchedules'] },
+        {
+          why: raw,
+          actions: ['iam:PassRole'],
+          on: roles.map(([id]) => id),
+          required: ['iam:PassRole'],
+          condition: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } },
+        },
+      ];
+    }
     case 'ssm:secrets-read':
       return [
         { why: raw, actions: ['ssm:GetParameters'], on: [], arn: SECRETS_ARN, required: ['ssm:GetParameters'] },
@@ -272,7 +296,15 @@ function audit(
     problems.push(`role has managed policies ${JSON.stringify(role.Properties.ManagedPolicyArns)}`);
   }
   for (const { policy, statement } of t.roleStatements(roleId)) {
-    if (statement.Effect !== 'Allow' || statement.NotAction || statement.NotResource || statement.Condition) {
+    const conditionExpected =
+      statement.Condition !== undefined &&
+      allowances.some(
+        (a) =>
+          a.condition !== undefined &&
+          JSON.stringify(a.condition) === JSON.stringify(statement.Condition) &&
+          asArray<string>(statement.Action).every((action) => a.actions.includes(action)),
+      );
+    if (statement.Effect !== 'Allow' || statement.NotAction || statement.NotResource || (statement.Condition && !conditionExpected)) {
       problems.push(`${policy}: unexpected statement shape ${JSON.stringify(statement)}`);
       continue;
     }

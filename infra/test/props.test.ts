@@ -127,12 +127,13 @@ describe('stack props', () => {
     const resources = {
       ...REAL.resources,
       // The push socket's function stays: resources.json requires a push socket.
-      functions: [{ name: 'no-such-crate', trigger: 'schedule' as const }, { name: REAL.resources.push.function, trigger: 'websocket' as const }],
+      functions: [{ name: 'no-such-crate', trigger: 'scheduler' as const }, { name: REAL.resources.push.function, trigger: 'websocket' as const }],
       routes: [],
       subscribers: [],
       task_queues: [],
       state_machines: [],
-      schedules: [{ name: 'tick', function: 'no-such-crate', period_config: 'BATON_REAPER_PERIOD_S' }],
+      schedules: [],
+      scheduler: { group: 'schedules', target: 'no-such-crate' },
     };
     assert.throws(build({ resources, missingCrates: 'error' }), /functions\/no-such-crate\/Cargo\.toml does not exist/);
     assert.doesNotThrow(build({ resources }));

@@ -25,7 +25,6 @@ const ENV_KEYS = [
   'BATON_FIRST_HEARTBEAT_GRACE_S',
   'BATON_REAPER_PERIOD_S',
   'BATON_DEMAND_METRICS_PERIOD_S',
-  'BATON_SCHEDULES_PERIOD_S',
   'BATON_SESSION_TTL_S',
   'BATON_POLL_INTERVAL_S',
   'RUST_LOG',
@@ -406,6 +405,62 @@ for (const v of VARIANTS) {
           Principal: 'events.amazonaws.com',
           FunctionName: { 'Fn::GetAtt': [fnId, 'Arn'] },
         });
+      }
+    });
+
+    it("keeps pipelines' schedules in a schedule group, invoked through a role that may invoke only their target", () => {
+      const [groupId] = t.byProp('AWS::Scheduler::ScheduleGroup', 'Name', naming.physical(r.scheduler.group));
+      const targetId = t.functionNamed(naming.physical(r.scheduler.target));
+      const roles = t.ofType('AWS::IAM::Role').filter(([, role]) =>
+        asArray<any>(role.Properties?.AssumeRolePolicyDocument?.Statement).some(
+          (s) => s.Principal?.Service === 'scheduler.amazonaws.com',
+        ),
+      );
+      assert.equal(roles.length, 1, 'one role the scheduler assumes');
+      const [roleId, role] = roles[0];
+      const trust = asArray<any>(role.Properties?.AssumeRolePolicyDocument?.Statement)[0];
+      assert.ok(trust.Condition?.StringEquals?.['aws:SourceAccount'], 'only for this account');
+      const statements = t.roleStatements(roleId).map(({ statement }) => statement);
+      assert.deepEqual(statements.flatMap((s) => asArray<string>(s.Action)), ['lambda:InvokeFunction']);
+      const invoked = statements.flatMap((s) => asArray<any>(s.Resource)).map((res) => t.render(res));
+      assert.ok(invoked.every((arn) => arn.includes(`{${targetId}.Arn}`)), `invokes only the target: ${invoked}`);
+
+      // Only the scheduler:schedules functions learn where the schedules are,
+      // and may touch them (the group's), list them, and pass that role.
+      // A tick the scheduler gave up on pages someone.
+      const [, dropped] = t.byProp('AWS::CloudWatch::Alarm', 'AlarmName', `${naming.physical(r.scheduler.group)}-ticks-dropped`);
+      const alarm = dropped.Properties ?? {};
+      assert.equal(alarm.Namespace, 'AWS/Scheduler');
+      assert.equal(alarm.MetricName, 'InvocationDroppedCount');
+      assert.deepEqual(alarm.Dimensions, [{ Name: 'ScheduleGroup', Value: naming.physical(r.scheduler.group) }]);
+
+      const keepers = r.functions.filter((f) => (f.permissions ?? []).includes('scheduler:schedules')).map((f) => f.name);
+      assert.ok(keepers.length > 0, 'a function keeps the schedules');
+      for (const fn of r.functions) {
+        const f = t.get(t.functionNamed(naming.physical(fn.name)));
+        const vars = f.Properties?.Environment.Variables;
+        const statements = t.roleStatements(t.target(f.Properties?.Role, 'Arn')).map(({ statement }) => statement);
+        const scheduler = statements.filter((s) => asArray<string>(s.Action).some((a) => a.startsWith('scheduler:')));
+        const passes = statements.filter((s) => asArray<string>(s.Action).includes('iam:PassRole'));
+        if (!keepers.includes(fn.name)) {
+          assert.ok(!('BATON_SCHEDULE_GROUP' in vars), `${fn.name} has BATON_SCHEDULE_GROUP`);
+          assert.deepEqual([...scheduler, ...passes], [], `${fn.name} may touch schedules`);
+          continue;
+        }
+        assert.equal(t.render(vars.BATON_SCHEDULE_GROUP), naming.physical(r.scheduler.group));
+        assert.equal(t.render(vars.BATON_SCHEDULE_TARGET_ARN), `{${targetId}.Arn}`);
+        assert.equal(t.render(vars.BATON_SCHEDULE_ROLE_ARN), `{${roleId}.Arn}`);
+        const writes = scheduler.find((s) => asArray<string>(s.Action).includes('scheduler:CreateSchedule'))!;
+        assert.deepEqual(asArray<string>(writes.Action).sort(), [
+          'scheduler:CreateSchedule',
+          'scheduler:DeleteSchedule',
+          'scheduler:GetSchedule',
+          'scheduler:UpdateSchedule',
+        ]);
+        assert.match(t.render(writes.Resource), new RegExp(`:schedule/${naming.physical(r.scheduler.group)}/\\*$`));
+        assert.deepEqual(passes.map((s) => t.render(s.Resource)), [`{${roleId}.Arn}`]);
+        assert.deepEqual(passes[0].Condition, { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } });
+        assert.ok(groupId);
       }
     });
 

@@ -92,6 +92,9 @@ pub fn refusal(service: &str, operation: &str, body: &[u8]) -> Option<Refusal> {
             }
             None
         }
+        ("scheduler", "CreateSchedule" | "UpdateSchedule") => {
+            schedule_expression(request["ScheduleExpression"].as_str().unwrap_or_default())
+        }
         ("states", "StartExecution") => states_payload(&request["input"], "InvalidExecutionInput"),
         ("states", "SendTaskSuccess") => states_payload(&request["output"], "InvalidOutput"),
         ("states", "SendTaskFailure") => {
@@ -103,6 +106,31 @@ pub fn refusal(service: &str, operation: &str, body: &[u8]) -> Option<Refusal> {
         }
         _ => None,
     }
+}
+
+/// EventBridge Scheduler's rules for a `cron(…)` expression that moto
+/// does not check: six fields (minutes hours day-of-month month
+/// day-of-week year); exactly one of the two day fields `?`; the day of
+/// the week 1–7 or `SUN`–`SAT`, with no step.
+fn schedule_expression(expression: &str) -> Option<Refusal> {
+    let fields = expression.strip_prefix("cron(").and_then(|e| e.strip_suffix(')'))?;
+    let invalid = || refuse(VALIDATION, format!("Invalid Schedule Expression {expression}."));
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    let [_, _, dom, _, dow, _] = fields[..] else {
+        return invalid();
+    };
+    if (dom == "?") == (dow == "?") || dow.contains('/') {
+        return invalid();
+    }
+    const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+    let day = |d: &str| DAYS.contains(&d.to_ascii_uppercase().as_str()) || matches!(d.parse::<u8>(), Ok(1..=7));
+    let days_ok = dow == "?"
+        || dow == "*"
+        || dow.split(',').all(|item| item.split('-').all(|d| day(d.split('#').next().unwrap_or(d))));
+    if !days_ok {
+        return invalid();
+    }
+    None
 }
 
 /// AWS's refusal of the EC2 `action` with this form body (the Query
@@ -402,6 +430,34 @@ mod tests {
         assert!(refusal("ssm", "PutParameter", &put("{{ssm:other}}")).is_some());
         for fine in ["t0k3n", "{single}", "{{ unclosed", "closed only }}"] {
             assert_eq!(refusal("ssm", "PutParameter", &put(fine)), None, "{fine}");
+        }
+    }
+
+    #[test]
+    fn the_scheduler_refuses_a_cron_with_two_day_fields_or_a_weekday_step() {
+        let create = |expression: &str| {
+            let body = serde_json::json!({"ScheduleExpression": expression, "FlexibleTimeWindow": {"Mode": "OFF"}});
+            refusal("scheduler", "CreateSchedule", body.to_string().as_bytes())
+        };
+        for fine in [
+            "cron(* * * * ? *)",
+            "cron(0 3 ? * MON,FRI *)",
+            "cron(0/15 9-17 1/2 JAN,JUL ? *)",
+            "cron(0 0 ? * 2-6 *)",
+            "rate(5 minutes)",
+        ] {
+            assert_eq!(create(fine), None, "{fine}");
+        }
+        for refused in [
+            "cron(* * * * * *)",
+            "cron(0 0 ? * ? *)",
+            "cron(0 0 13 * FRI *)",
+            "cron(0 0 ? * */2 *)",
+            "cron(0 0 ? * 0 *)",
+            "cron(0 0 * * ?)",
+        ] {
+            let refusal = create(refused).unwrap_or_else(|| panic!("{refused} is refused"));
+            assert_eq!(refusal.error, VALIDATION);
         }
     }
 }

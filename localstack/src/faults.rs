@@ -432,6 +432,26 @@ fn iam_action(request: &HttpRequest) -> Option<(String, String, Option<String>)>
     if agent.contains("api/apigatewaymanagement") && method == "POST" {
         return Some(("apigatewaymanagement".into(), "PostToConnection".into(), None));
     }
+    if agent.contains("api/scheduler") {
+        // REST: `/schedules[/{Name}]` by method, `/schedule-groups/…`.
+        let path = request.uri().split('?').next().unwrap_or("");
+        let path = path.split_once("://").map_or(path, |(_, rest)| rest.find('/').map_or("", |at| &rest[at..]));
+        let one = path.starts_with("/schedules/");
+        let operation = match (method, path) {
+            ("GET", "/schedules") => "ListSchedules",
+            ("POST", _) if one => "CreateSchedule",
+            ("GET", _) if one => "GetSchedule",
+            ("PUT", _) if one => "UpdateSchedule",
+            ("DELETE", _) if one => "DeleteSchedule",
+            (_, p) if p.starts_with("/schedule-groups") => match method {
+                "POST" => "CreateScheduleGroup",
+                "GET" => "GetScheduleGroup",
+                _ => "DeleteScheduleGroup",
+            },
+            _ => return None,
+        };
+        return Some(("scheduler".into(), operation.into(), None));
+    }
     None
 }
 
@@ -654,6 +674,16 @@ impl HttpConnector for FaultyConnector {
         let limited = target(&request).or_else(|| ssm.map(|operation| ("ssm", operation.to_string())));
         if let Some((service, operation)) = limited {
             let refused = request.body().bytes().and_then(|body| crate::aws_limits::refusal(service, &operation, body));
+            if let Some(refused) = refused {
+                tracing::warn!(service, operation, error = refused.error, message = %refused.message,
+                    "refused as AWS would: a limit the emulator does not enforce");
+                return ready(aws_error(refused.status, refused.error, &refused.message, None));
+            }
+        }
+        let scheduler = iam_action(&request).filter(|(service, _, _)| service == "scheduler");
+        if let Some((service, operation, _)) = scheduler {
+            let refused =
+                request.body().bytes().and_then(|body| crate::aws_limits::refusal(&service, &operation, body));
             if let Some(refused) = refused {
                 tracing::warn!(service, operation, error = refused.error, message = %refused.message,
                     "refused as AWS would: a limit the emulator does not enforce");

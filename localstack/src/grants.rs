@@ -61,6 +61,10 @@ pub enum Permission {
     /// `ssm:hook-secrets`: write, read and delete the webhook secrets under
     /// `/baton/<stage>/hooks` (the hooks function, which verifies with them).
     SsmHookSecrets,
+    /// `scheduler:schedules`: create, read, change, list and delete the
+    /// schedules of the stack's schedule group (and pass them the role that
+    /// invokes their target, which the CDK grants and this check cannot see).
+    SchedulerSchedules,
 }
 
 impl Permission {
@@ -87,6 +91,7 @@ impl Permission {
             "ssm:secrets" => Permission::SsmSecrets,
             "ssm:secrets-read" => Permission::SsmSecretsRead,
             "ssm:hook-secrets" => Permission::SsmHookSecrets,
+            "scheduler:schedules" => Permission::SchedulerSchedules,
             scoped => {
                 let target = |prefix: &str| scoped.strip_prefix(prefix).filter(|t| !t.is_empty()).map(str::to_string);
                 if let Some(machine) = target("states:start:") {
@@ -243,6 +248,9 @@ fn allows(permission: &Permission, action: &Action<'_>) -> bool {
         (Permission::SsmHookSecrets, "ssm") => {
             matches!(op, "PutParameter" | "GetParameter" | "DeleteParameter")
                 && action.resource.is_some_and(is_hook_secrets_path)
+        }
+        (Permission::SchedulerSchedules, "scheduler") => {
+            matches!(op, "CreateSchedule" | "GetSchedule" | "UpdateSchedule" | "DeleteSchedule" | "ListSchedules")
         }
         _ => false,
     }

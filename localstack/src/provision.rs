@@ -29,7 +29,16 @@ pub struct Plan {
     pub rules: Vec<PlannedRule>,
     pub state_machines: Vec<PlannedStateMachine>,
     pub schedules: Vec<PlannedSchedule>,
+    /// Pipelines' schedule group, and the function its schedules invoke.
+    pub scheduler: PlannedScheduler,
     pub routes: Vec<crate::resources::Route>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedScheduler {
+    pub group: String,
+    /// The physical name of the target function.
+    pub target_function: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -181,6 +190,10 @@ impl Plan {
                     period_config: s.period_config.clone(),
                 })
                 .collect(),
+            scheduler: PlannedScheduler {
+                group: naming.physical(&resources.scheduler.group),
+                target_function: naming.physical(&resources.scheduler.target),
+            },
             routes: resources.routes.clone(),
         })
     }
@@ -211,6 +224,9 @@ pub struct Provisioned {
     pub state_machines: BTreeMap<String, String>,
     /// Bucket variable (`BATON_LOGS_BUCKET`) → bucket name.
     pub buckets: BTreeMap<String, String>,
+    /// The configuration of `schedule-sync`: the group, the target's ARN,
+    /// the role it is invoked with (`BATON_SCHEDULE_*`).
+    pub scheduler: BTreeMap<String, String>,
 }
 
 const LOCAL_ROLE_ARN: &str = "arn:aws:iam::123456789012:role/baton-local-states";
@@ -287,6 +303,7 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
         let arn = create_state_machine(clients, &machine.name, definition).await?;
         state_machines.insert(machine.logical.clone(), arn);
     }
+    let scheduler = create_schedule_group(clients, &plan.scheduler).await?;
     Ok(Provisioned {
         plan: plan.clone(),
         table: plan.table.name.clone(),
@@ -295,7 +312,31 @@ pub async fn provision(clients: &AwsClients, plan: &Plan) -> Result<Provisioned,
         queues,
         state_machines,
         buckets,
+        scheduler,
     })
+}
+
+/// The schedule group pipelines' schedules go in (kept if there), and the
+/// configuration naming it, the target and a role (the emulator checks
+/// neither ARN; the dev host fires the schedules itself).
+async fn create_schedule_group(
+    clients: &AwsClients,
+    planned: &PlannedScheduler,
+) -> Result<BTreeMap<String, String>, ProvisionError> {
+    let created = clients.scheduler().create_schedule_group().name(&planned.group).send().await;
+    if let Err(e) = created {
+        if !e.as_service_error().is_some_and(|s| s.is_conflict_exception()) {
+            return Err(ProvisionError(format!("schedule group {}: {}", planned.group, display_sdk_error(&e))));
+        }
+    }
+    Ok(BTreeMap::from([
+        ("BATON_SCHEDULE_GROUP".to_string(), planned.group.clone()),
+        (
+            "BATON_SCHEDULE_TARGET_ARN".to_string(),
+            format!("arn:aws:lambda:us-east-1:123456789012:function:{}", planned.target_function),
+        ),
+        ("BATON_SCHEDULE_ROLE_ARN".to_string(), format!("arn:aws:iam::123456789012:role/{}", planned.group)),
+    ]))
 }
 
 /// A private bucket whose objects expire after the planned retention, as

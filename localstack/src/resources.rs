@@ -24,6 +24,8 @@ pub struct Resources {
     pub subscribers: Vec<Subscriber>,
     pub task_queues: Vec<TaskQueue>,
     pub schedules: Vec<Schedule>,
+    /// Pipelines' schedules on EventBridge Scheduler.
+    pub scheduler: Scheduler,
     pub state_machines: Vec<StateMachine>,
     /// The AWS reference provisioner: optional, apart from `functions` so
     /// that the local stack (which never runs it) and every iteration over
@@ -108,6 +110,9 @@ pub enum Trigger {
     Schedule,
     /// A route of the runners' push socket (API Gateway WebSocket API).
     Websocket,
+    /// The target of pipelines' EventBridge Scheduler schedules
+    /// (`scheduler` in resources.json).
+    Scheduler,
 }
 
 /// The runners' push socket (`push` in resources.json).
@@ -168,6 +173,14 @@ pub struct Schedule {
     pub function: String,
     /// The configuration variable that holds the period in seconds.
     pub period_config: String,
+}
+
+/// `scheduler` in resources.json: the schedule group pipelines' schedules
+/// live in, and the function each one invokes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Scheduler {
+    pub group: String,
+    pub target: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -86,6 +86,7 @@ struct Clients {
     s3: OnceLock<aws_sdk_s3::Client>,
     push: OnceLock<aws_sdk_apigatewaymanagement::Client>,
     ssm: OnceLock<aws_sdk_ssm::Client>,
+    scheduler: OnceLock<aws_sdk_scheduler::Client>,
 }
 
 impl AwsClients {
@@ -180,6 +181,11 @@ impl AwsClients {
     pub fn ssm(&self) -> &aws_sdk_ssm::Client {
         self.clients.ssm.get_or_init(|| build_client!(&self.recipe, aws_sdk_ssm, "ssm"))
     }
+
+    /// Pipelines' schedules on EventBridge Scheduler (`crate::usecases::schedules`).
+    pub fn scheduler(&self) -> &aws_sdk_scheduler::Client {
+        self.clients.scheduler.get_or_init(|| build_client!(&self.recipe, aws_sdk_scheduler, "scheduler"))
+    }
 }
 
 #[cfg(test)]
@@ -211,8 +217,9 @@ mod tests {
             clients.clients.s3.get().is_some(),
             clients.clients.push.get().is_some(),
             clients.clients.ssm.get().is_some(),
+            clients.clients.scheduler.get().is_some(),
         ];
-        assert_eq!(built, [false; 7], "no other client is built");
+        assert_eq!(built, [false; 8], "no other client is built");
     }
 
     /// The local stack's fault layer gives each simulated instance clients

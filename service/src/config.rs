@@ -22,10 +22,13 @@ pub struct Config {
     pub lease: LeaseConfig,
     /// `BATON_REAPER_PERIOD_S` (default 60): how often the lease reaper runs.
     pub reaper_period: Duration,
-    /// `BATON_SCHEDULES_PERIOD_S` (default 60): how often pipelines'
-    /// schedules are swept (their crons are minute-grained; a shorter
-    /// period only fires each tick sooner after its minute starts).
+    /// `BATON_SCHEDULES_PERIOD_S` (default 60): on the local stack, how
+    /// often the dev host fires the schedules that fell due (on AWS the
+    /// scheduler fires each at its minute).
     pub schedules_period: Duration,
+    /// Where pipelines' schedules live on EventBridge Scheduler; `None`
+    /// when the function was not given them (only `schedule-sync` is).
+    pub scheduler: Option<SchedulerConfig>,
     /// `BATON_DEMAND_METRICS_PERIOD_S` (default 60, 1 s to an hour): how
     /// often each provisioner-served label set's demand is published as a
     /// metric (the `demand-metrics` schedule), whether or not anything polls
@@ -97,6 +100,18 @@ pub struct ArtifactConfig {
     /// artifact's or a cache's upload carries (default 256, 1 to 1,000):
     /// about 2 KB each on AWS, so an answer stays far below Lambda's 6 MB.
     pub upload_urls_per_answer: u32,
+}
+
+/// Pipelines' schedules (`usecases::schedules`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// `BATON_SCHEDULE_GROUP`: the stack's schedule group.
+    pub group: String,
+    /// `BATON_SCHEDULE_TARGET_ARN`: the `schedules` function, each
+    /// schedule's target.
+    pub target_arn: String,
+    /// `BATON_SCHEDULE_ROLE_ARN`: the role the scheduler invokes it with.
+    pub role_arn: String,
 }
 
 /// Push to waiting runners (`crate::usecases::push`). Without an endpoint nothing is
@@ -198,6 +213,22 @@ impl Config {
             lease,
             reaper_period: seconds("BATON_REAPER_PERIOD_S", 60, 1, 3_600)?,
             schedules_period: seconds("BATON_SCHEDULES_PERIOD_S", 60, 1, 60)?,
+            scheduler: match (
+                lookup("BATON_SCHEDULE_GROUP").filter(|s| !s.is_empty()),
+                lookup("BATON_SCHEDULE_TARGET_ARN").filter(|s| !s.is_empty()),
+                lookup("BATON_SCHEDULE_ROLE_ARN").filter(|s| !s.is_empty()),
+            ) {
+                (Some(group), Some(target_arn), Some(role_arn)) => {
+                    Some(SchedulerConfig { group, target_arn, role_arn })
+                }
+                (None, None, None) => None,
+                _ => {
+                    return Err(ConfigError(
+                        "BATON_SCHEDULE_GROUP, BATON_SCHEDULE_TARGET_ARN and BATON_SCHEDULE_ROLE_ARN go together"
+                            .into(),
+                    ))
+                }
+            },
             demand_metrics_period: seconds("BATON_DEMAND_METRICS_PERIOD_S", 60, 1, 3_600)?,
             session_ttl: seconds("BATON_SESSION_TTL_S", 3_600, 60, 7 * 86_400)?,
             poll_interval: seconds("BATON_POLL_INTERVAL_S", 5, 1, 300)?,

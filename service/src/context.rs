@@ -136,6 +136,25 @@ where
     .await
 }
 
+/// Serves a function invoked with a JSON event of its own (the input an
+/// EventBridge Scheduler schedule gives its target).
+pub async fn serve_event<F, Fut, I, T, E>(handler: F) -> Result<(), Error>
+where
+    F: Fn(&'static Context, I) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    I: serde::de::DeserializeOwned,
+    T: serde::Serialize,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let context = Context::for_process().await?;
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<I>| {
+        let handled = handler(context, event.payload);
+        async move { handled.await.map_err(Error::from) }
+    }))
+    .await
+}
+
 /// Serves a scheduled function (an EventBridge schedule); the handler is
 /// told the invocation's deadline so it can stop in time.
 pub async fn serve_schedule<F, Fut, T, E>(handler: F) -> Result<(), Error>

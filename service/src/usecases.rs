@@ -13,4 +13,5 @@ pub mod orchestration;
 pub mod outcomes;
 pub mod push;
 pub mod run_creation;
+pub mod schedules;
 pub mod secrets;

@@ -237,19 +237,16 @@ pub fn hook_delivery_sk(delivery: &str) -> String {
     format!("DELIVERY#{delivery}")
 }
 
-/// The schedule ticks due in a minute (`schedules`): a timing wheel the
-/// sweep reads one minute at a time.
-pub fn schedule_tick_pk(minute: DateTime<Utc>) -> String {
-    format!("TICKS#{}", minute.format("%Y-%m-%dT%H:%M"))
+/// The ticks a pipeline's cron has fired (`schedules`): one item a
+/// minute, put only if absent, so a tick the scheduler delivers twice (or
+/// two schedules of one cron wake for) starts one run.
+pub fn schedule_fired_pk(workspace_id: &str, pipeline: &str, index: usize) -> String {
+    format!("FIRED#{workspace_id}#{pipeline}#{index}")
 }
 
-pub fn schedule_tick_sk(workspace_id: &str, pipeline: &str, index: usize, revision: u64) -> String {
-    format!("{workspace_id}#{pipeline}#{index}#{revision:010}")
+pub fn schedule_fired_sk(due: DateTime<Utc>) -> String {
+    due.format("%Y-%m-%dT%H:%M").to_string()
 }
-
-/// The last minute the schedules' sweep finished.
-pub const SCHEDULE_SWEPT_PK: &str = "TICKS";
-pub const SCHEDULE_SWEPT_SK: &str = "SWEPT";
 
 /// A requested run, by the id it is to be created with (`run_requests`).
 pub fn run_request_pk(run_id: Uuid) -> String {

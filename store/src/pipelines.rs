@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{pipeline_sk, pipelines_pk};
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use baton_api::facts::{Fact, PipelineChanged};
 
-use super::schedules::ScheduleTick;
 use super::{build, contention, from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
 
@@ -61,17 +61,16 @@ impl Store {
     /// the one stored. A put that lost the revision it read to a concurrent
     /// one reads again and writes on top (the last put wins, as with any
     /// "put" of a named thing, but never over a write it did not see).
-    /// With it, in the same transaction, the first tick of each of its
-    /// crons (`schedule`: index, cron, due), under the new revision: the
-    /// ticks of an earlier revision are dropped when reached.
+    /// With it, in the same transaction, its `pipeline.changed` fact (its
+    /// schedules follow it).
     pub async fn put_pipeline(
         &self,
         workspace_id: &str,
         name: &str,
         definition: &str,
         version: &str,
-        schedule: &[(usize, String, DateTime<Utc>)],
         now: DateTime<Utc>,
+        outbox_ttl_days: u32,
     ) -> Result<PipelinePut, StoreError> {
         for _ in 0..=contention::MAX_LOST_RACES {
             let current = self.pipeline(workspace_id, name).await?;
@@ -97,11 +96,11 @@ impl Store {
                     put.condition_expression("revision = :read").expression_attribute_values(":read", n(read.revision))
                 }
             };
-            let mut writes = vec![TransactWriteItem::builder().put(build(put.build())?).build()];
-            for (index, cron, due) in schedule {
-                let tick = ScheduleTick::new(workspace_id, name, *index, cron, item.revision, *due);
-                writes.push(self.item_put(&tick)?);
-            }
+            let changed = PipelineChanged { pipeline: name.to_string(), revision: Some(item.revision) };
+            let writes = vec![
+                TransactWriteItem::builder().put(build(put.build())?).build(),
+                self.outbox_put(&Fact::new(workspace_id, now, changed), outbox_ttl_days)?,
+            ];
             if matches!(self.transact(writes).await?, TxOutcome::Committed) {
                 return Ok(match current {
                     None => PipelinePut::Created(item),
@@ -113,16 +112,26 @@ impl Store {
         Err(contention::too_contended(format!("pipeline {workspace_id}/{name}")))
     }
 
-    /// Deletes the pipeline `name`; `false` when there is none. Runs it
-    /// started keep their own copy of the definition.
-    pub async fn delete_pipeline(&self, workspace_id: &str, name: &str) -> Result<bool, StoreError> {
-        let delete = self
-            .client
-            .delete_item()
+    /// Deletes the pipeline `name`, with its `pipeline.changed` fact;
+    /// `false` when there is none. Runs it started keep their own copy of
+    /// the definition.
+    pub async fn delete_pipeline(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        now: DateTime<Utc>,
+        outbox_ttl_days: u32,
+    ) -> Result<bool, StoreError> {
+        let delete = Delete::builder()
             .table_name(&self.table)
             .key("pk", s(pipelines_pk(workspace_id)))
             .key("sk", s(pipeline_sk(name)))
             .condition_expression("attribute_exists(pk)");
-        super::condition_may_fail(|| delete.clone().send()).await
+        let changed = PipelineChanged { pipeline: name.to_string(), revision: None };
+        let writes = vec![
+            TransactWriteItem::builder().delete(build(delete.build())?).build(),
+            self.outbox_put(&Fact::new(workspace_id, now, changed), outbox_ttl_days)?,
+        ];
+        Ok(matches!(self.transact(writes).await?, TxOutcome::Committed))
     }
 }

@@ -52,6 +52,14 @@ pub(super) fn first_event(resources: &Resources, function: &Function) -> serde_j
             event.request_context.connection_id = Some("bench".into());
             to_json(&event)
         }
+        // A tick of a pipeline that does not exist: read, dropped.
+        Trigger::Scheduler => to_json(&baton_domain::schedules::ScheduledTick {
+            workspace_id: "bench".into(),
+            pipeline: "bench".into(),
+            index: 0,
+            cron: "* * * * *".into(),
+            scheduled_time: baton_domain::time::format(now.trunc_subsecs(0)),
+        }),
         Trigger::Schedule => {
             let mut event = CloudWatchEvent::<serde_json::Value>::default();
             event.version = Some("0".into());
@@ -164,6 +172,9 @@ mod tests {
                 Trigger::Schedule => serde_json::from_value::<CloudWatchEvent>(event.clone()).map(|e| {
                     assert_eq!(e.detail_type.as_deref(), Some("Scheduled Event"));
                 }),
+                Trigger::Scheduler => {
+                    serde_json::from_value::<baton_domain::schedules::ScheduledTick>(event.clone()).map(|_| ())
+                }
                 Trigger::Websocket => {
                     serde_json::from_value::<aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest>(event.clone())
                         .map(|e| assert_eq!(e.request_context.route_key.as_deref(), Some("$connect")))

@@ -98,6 +98,74 @@ impl Cron {
         let instant = instant.with_nanosecond(0).unwrap_or(instant);
         self.schedule.find_next_occurrence(&instant, false).ok()
     }
+
+    /// Whether the cron fires in the minute `instant` falls in.
+    pub fn fires_at(&self, instant: DateTime<Utc>) -> bool {
+        let minute = instant.with_second(0).and_then(|t| t.with_nanosecond(0)).unwrap_or(instant);
+        self.schedule.is_time_matching(&minute).unwrap_or(false)
+    }
+
+    /// The cron as Amazon EventBridge Scheduler writes one: `cron(minutes
+    /// hours day-of-month month day-of-week year)`, where one of the two
+    /// day fields must be `?`, days of the week are 1–7 from Sunday (named
+    /// here, so no number is misread) and take no step. GitHub's "either
+    /// day field" (both restricted) is two schedules; its "both day
+    /// fields" (one written `*/n`) cannot be said, so the day of month
+    /// alone is: the ticks are then a superset, and the target keeps only
+    /// those [`Cron::fires_at`] accepts. A cron that can be said exactly is
+    /// one schedule that fires exactly when it does.
+    pub fn aws_expressions(&self) -> Vec<String> {
+        let fields: Vec<&str> = self.text.split_whitespace().collect();
+        let [minute, hour, dom, month, dow] = fields[..] else {
+            // A parsed cron has five fields; nothing to schedule otherwise.
+            return Vec::new();
+        };
+        // Month names in capitals, as AWS's documentation writes them.
+        let (minute, hour, month) =
+            (aws_steps(minute, "0"), aws_steps(hour, "0"), aws_steps(month, "1").to_uppercase());
+        let by_dom = |dom: &str| format!("cron({minute} {hour} {} {month} ? *)", aws_steps(dom, "1"));
+        let by_dow = || format!("cron({minute} {hour} ? {month} {} *)", self.weekday_names(dow));
+        match (dom, dow) {
+            ("*", "*") => vec![by_dom("*")],
+            (_, "*") => vec![by_dom(dom)],
+            ("*", _) => vec![by_dow()],
+            _ if !dom.starts_with('*') && !dow.starts_with('*') => vec![by_dom(dom), by_dow()],
+            _ => vec![by_dom(dom)],
+        }
+    }
+
+    /// The days of the week field `dow` names, as AWS's names (`MON,WED`),
+    /// read by the crate: each day of a week that starts on a Sunday.
+    fn weekday_names(&self, dow: &str) -> String {
+        const NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+        let Ok(days) = parser(false).parse(&format!("0 0 * * {dow}")) else {
+            return "*".into();
+        };
+        let sunday = Utc.with_ymd_and_hms(2023, 1, 1, 0, 0, 0).single();
+        let names: Vec<&str> = NAMES
+            .iter()
+            .enumerate()
+            .filter(|(offset, _)| {
+                let day = sunday.map(|s| s + chrono::Duration::days(*offset as i64));
+                day.is_some_and(|day| days.is_time_matching(&day).unwrap_or(false))
+            })
+            .map(|(_, name)| *name)
+            .collect();
+        names.join(",")
+    }
+}
+
+/// A field's `*/n` items as `<first>/n`, AWS's way of writing a step from
+/// the start of the range.
+fn aws_steps(field: &str, first: &str) -> String {
+    field
+        .split(',')
+        .map(|item| match item.strip_prefix("*/") {
+            Some(step) => format!("{first}/{step}"),
+            None => item.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// One field in GitHub's syntax (numbers, `*`, `,`, `-`, `/`, and the
@@ -213,6 +281,42 @@ mod tests {
         assert_eq!(next("* * * * *", "2024-01-01T00:00:59.999Z"), "2024-01-01T00:01:00+00:00");
         assert_eq!(next("59 23 31 12 *", "2024-12-31T23:58:00Z"), "2024-12-31T23:59:00+00:00");
         assert_eq!(next("0 0 1 1 *", "2024-12-31T23:59:00Z"), "2025-01-01T00:00:00+00:00");
+    }
+
+    fn aws(cron: &str) -> Vec<String> {
+        Cron::parse(cron).unwrap().aws_expressions()
+    }
+
+    #[test]
+    fn a_cron_is_said_to_amazons_scheduler_with_one_day_field_left_open() {
+        assert_eq!(aws("* * * * *"), ["cron(* * * * ? *)"]);
+        assert_eq!(aws("30 5,17 * * *"), ["cron(30 5,17 * * ? *)"]);
+        assert_eq!(aws("*/15 9-17/4 1 JAN,jul *"), ["cron(0/15 9-17/4 1 JAN,JUL ? *)"]);
+        assert_eq!(aws("0 0 */2 * *"), ["cron(0 0 1/2 * ? *)"]);
+    }
+
+    #[test]
+    fn days_of_the_week_are_named_as_amazon_counts_them_from_sunday() {
+        assert_eq!(aws("30 5 * * 1-5"), ["cron(30 5 ? * MON,TUE,WED,THU,FRI *)"]);
+        assert_eq!(aws("0 0 * * 0"), aws("0 0 * * 7"));
+        assert_eq!(aws("0 0 * * 7"), ["cron(0 0 ? * SUN *)"]);
+        assert_eq!(aws("0 12 * * 5-7"), ["cron(0 12 ? * SUN,FRI,SAT *)"]);
+        // Amazon takes no step in this field: the days are listed.
+        assert_eq!(aws("0 0 * * */2"), ["cron(0 0 ? * SUN,TUE,THU,SAT *)"]);
+        assert_eq!(aws("0 0 * * mon,Wed"), ["cron(0 0 ? * MON,WED *)"]);
+    }
+
+    #[test]
+    fn either_day_field_is_two_schedules_and_both_is_filtered_by_the_target() {
+        // The 13th or any Friday.
+        assert_eq!(aws("0 0 13 * 5"), ["cron(0 0 13 * ? *)", "cron(0 0 ? * FRI *)"]);
+        // Odd days that are Mondays: every odd day wakes the target, which
+        // keeps the Mondays.
+        assert_eq!(aws("0 0 */2 * 1"), ["cron(0 0 1/2 * ? *)"]);
+        let cron = Cron::parse("0 0 */2 * 1").unwrap();
+        assert!(cron.fires_at(at("2024-03-11T00:00:30Z")), "Monday the 11th");
+        assert!(!cron.fires_at(at("2024-03-13T00:00:00Z")), "Wednesday the 13th");
+        assert!(!cron.fires_at(at("2024-03-11T00:01:00Z")), "another minute");
     }
 
     #[test]

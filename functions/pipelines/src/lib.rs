@@ -38,19 +38,13 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
             // A call of another pipeline is checked now, against the
             // pipelines stored: call one that exists, as a run would.
             let called = called_workflows::read(&context.store, &workspace, &body.definition).await?;
-            let read = pipelines::read(&body.definition, &called)?;
+            pipelines::read(&body.definition, &called)?;
             let version = pipelines::version_of(&body.definition);
             let now = chrono::Utc::now();
-            // Each cron's first tick, kept with the new version (the
-            // `schedules` sweep fires it and keeps the next).
-            let schedule: Vec<_> = read
-                .triggers
-                .schedule
-                .iter()
-                .enumerate()
-                .filter_map(|(index, cron)| Some((index, cron.text().to_string(), cron.next_after(now)?)))
-                .collect();
-            let put = context.store.put_pipeline(&workspace, &name, &body.definition, &version, &schedule, now).await?;
+            // Its schedules follow from the `pipeline.changed` fact the put
+            // writes (`schedule-sync`).
+            let ttl = context.config.outbox_ttl_days;
+            let put = context.store.put_pipeline(&workspace, &name, &body.definition, &version, now, ttl).await?;
             let (status, item) = match put {
                 PipelinePut::Created(item) => (StatusCode::CREATED, item),
                 PipelinePut::Changed(item) | PipelinePut::Unchanged(item) => (StatusCode::OK, item),
@@ -73,7 +67,8 @@ async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiErr
         }
         (Method::DELETE, false) => {
             let name = pipeline_name(&req)?;
-            if !context.store.delete_pipeline(&workspace, &name).await? {
+            let (now, ttl) = (chrono::Utc::now(), context.config.outbox_ttl_days);
+            if !context.store.delete_pipeline(&workspace, &name, now, ttl).await? {
                 return Err(ApiError::not_found(format!("pipeline {name}")));
             }
             tracing::info!(workspace_id = %workspace, pipeline = %name, "pipeline deleted");

@@ -24,8 +24,9 @@ use aws_lambda_events::sqs::SqsEvent;
 use baton_api::facts::{
     source_of, ApprovalDecided, Fact, FactDetail, InstanceTerminateRequested, JobClaimed, JobCompleted,
     JobExecutionQueued, JobExecutionTerminated, JobLeaseExpired, JobOutcome, JobTerminated, JobUnschedulable,
-    JobWaiting, LeaseRef, QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated, RunCancelled,
-    RunRequested, RunTerminated, SettledBy, StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES, SCHEMA_VERSION,
+    JobWaiting, LeaseRef, PipelineChanged, QueuedJob, ReservationCreated, ReservationReleased, RunAttemptCreated,
+    RunCancelled, RunRequested, RunTerminated, SettledBy, StepResult, StepStatus, WaitingFor, ALL_DETAIL_TYPES,
+    SCHEMA_VERSION,
 };
 use baton_api::provisioners::TerminateReason;
 use baton_api::runs::Decision;
@@ -81,11 +82,13 @@ fn keys(detail: &Value) -> BTreeSet<String> {
     detail.as_object().expect("a detail is an object").keys().cloned().collect()
 }
 
-/// The same value with another JSON type (an integer for a string or a null,
-/// a string for anything else).
+/// The same value with another JSON type (an integer for a string or a
+/// boolean, an object for a null, which no field may be besides its own
+/// type, a string for anything else).
 fn wrong_type(value: &Value) -> Value {
     match value {
-        Value::String(_) | Value::Null | Value::Bool(_) => json!(12345),
+        Value::Null => json!({ "not": "the right type" }),
+        Value::String(_) | Value::Bool(_) => json!(12345),
         _ => json!("not the right type"),
     }
 }
@@ -207,6 +210,7 @@ fn parse_as(detail_type: &str, detail: &Value) -> Result<Value, String> {
     }
     let delivered = Delivered { detail_type: detail_type.to_owned(), detail: detail.clone() };
     match detail_type {
+        PipelineChanged::DETAIL_TYPE => typed::<PipelineChanged>(&delivered),
         RunRequested::DETAIL_TYPE => typed::<RunRequested>(&delivered),
         RunAttemptCreated::DETAIL_TYPE => typed::<RunAttemptCreated>(&delivered),
         JobExecutionQueued::DETAIL_TYPE => typed::<JobExecutionQueued>(&delivered),
@@ -269,6 +273,9 @@ fn every_detail_type_has_a_valid_schema_and_a_sample() {
 
 #[test]
 fn every_fact_built_in_rust_conforms_to_its_schema() {
+    for revision in [Some(3), None] {
+        check(PipelineChanged { pipeline: "nightly".into(), revision });
+    }
     for (trigger, delivery) in [("push", Some("72d3162e-cc78-11e3-81ab-4c9367dc0958")), ("schedule", None)] {
         check(RunRequested {
             run_id: id(),
