@@ -316,25 +316,9 @@ impl TestStack {
     /// only: it scans the table and reads every object.
     pub async fn stored_anywhere(&self, needle: &str) -> Vec<String> {
         let mut found = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .clients
-                .dynamodb()
-                .scan()
-                .table_name(&self.store.table)
-                .set_exclusive_start_key(start)
-                .send()
-                .await;
-            let out = out.expect("a scan of the table");
-            for item in out.items() {
-                if format!("{item:?}").contains(needle) {
-                    found.push(format!("table item {:?}/{:?}", item.get("pk"), item.get("sk")));
-                }
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                break;
+        for item in self.scan_table(None).await {
+            if format!("{item:?}").contains(needle) {
+                found.push(format!("table item {:?}/{:?}", item.get("pk"), item.get("sk")));
             }
         }
         for bucket in self.provisioned.buckets.values() {
@@ -363,21 +347,22 @@ impl TestStack {
     /// Every item of `kind` (the item `type`) in the table. Tests only: it
     /// scans, which no hot path may.
     pub async fn items_of(&self, kind: &str) -> Vec<baton_store::Item> {
+        self.scan_table(Some(kind)).await
+    }
+
+    /// The whole table, or its items of `kind`, every page. Tests only.
+    async fn scan_table(&self, kind: Option<&str>) -> Vec<baton_store::Item> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
-            let out = self
-                .clients
-                .dynamodb()
-                .scan()
-                .table_name(&self.store.table)
-                .filter_expression("#t = :t")
-                .expression_attribute_names("#t", "type")
-                .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(kind.into()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
+            let mut scan = self.clients.dynamodb().scan().table_name(&self.store.table);
+            if let Some(kind) = kind {
+                scan = scan
+                    .filter_expression("#t = :t")
+                    .expression_attribute_names("#t", "type")
+                    .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(kind.into()));
+            }
+            let out = scan.set_exclusive_start_key(start).send().await.expect("a scan of the table");
             items.extend(out.items().iter().cloned());
             start = out.last_evaluated_key;
             if start.is_none() {

@@ -298,9 +298,26 @@ mod tests {
     /// Every example of GitHub's "Filter pattern cheat sheet", both tables:
     /// the patterns (one list, in order), the names they match, and the
     /// names the sheet says they do not match or that plainly fall outside.
+    /// Each row of GitHub's cheat sheet: its patterns, names they match,
+    /// names they do not.
+    type CheatSheet<'a> = &'a [(&'a [&'a str], &'a [&'a str], &'a [&'a str])];
+
+    #[track_caller]
+    fn assert_cheat_sheet(table: CheatSheet) {
+        for (patterns, matching, other) in table {
+            let list = list(patterns);
+            for name in *matching {
+                assert!(list.includes(name), "{patterns:?} should match {name}");
+            }
+            for name in *other {
+                assert!(!list.includes(name), "{patterns:?} should not match {name}");
+            }
+        }
+    }
+
     #[test]
     fn github_cheat_sheet_branches_and_tags() {
-        let table: &[(&[&str], &[&str], &[&str])] = &[
+        let table: CheatSheet = &[
             (&["feature/*"], &["feature/my-branch", "feature/your-branch"], &["feature/beta-a/my-branch", "feature"]),
             (
                 &["feature/**"],
@@ -314,20 +331,12 @@ mod tests {
             (&["v2*"], &["v2", "v2.0", "v2.9"], &["v1", "v2/x", "xv2"]),
             (&["v[12].[0-9]+.[0-9]+"], &["v1.10.1", "v2.0.0"], &["v3.0.0", "v1.0", "v1.a.0", "v1..0"]),
         ];
-        for (patterns, matching, other) in table {
-            let list = list(patterns);
-            for name in *matching {
-                assert!(list.includes(name), "{patterns:?} should match {name}");
-            }
-            for name in *other {
-                assert!(!list.includes(name), "{patterns:?} should not match {name}");
-            }
-        }
+        assert_cheat_sheet(table);
     }
 
     #[test]
     fn github_cheat_sheet_paths() {
-        let table: &[(&[&str], &[&str], &[&str])] = &[
+        let table: CheatSheet = &[
             (&["*"], &["README.md", "server.rb"], &["docs/README.md"]),
             (&["*.jsx?"], &["page.js", "page.jsx"], &["page.jsxx", "page.j", "src/page.js"]),
             (&["**"], &["all/the/files.md"], &[]),
@@ -356,15 +365,7 @@ mod tests {
             (&["*.md", "!README.md"], &["hello.md"], &["README.md", "docs/hello.md"]),
             (&["*.md", "!README.md", "README*"], &["hello.md", "README.md", "README.doc"], &["docs/hello.md"]),
         ];
-        for (patterns, matching, other) in table {
-            let list = list(patterns);
-            for name in *matching {
-                assert!(list.includes(name), "{patterns:?} should match {name}");
-            }
-            for name in *other {
-                assert!(!list.includes(name), "{patterns:?} should not match {name}");
-            }
-        }
+        assert_cheat_sheet(table);
     }
 
     #[test]

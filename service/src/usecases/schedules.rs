@@ -77,6 +77,22 @@ pub async fn sync(context: &Context, workspace_id: &str, pipeline: &str) -> Resu
     Err(SyncError::Unsettled(pipeline.to_string()))
 }
 
+/// A create or an update of schedule `$schedule` (the two requests' builders
+/// are distinct types with the same fields): in the group, at its minute in
+/// UTC, enabled, invoking the target with the tick's input.
+macro_rules! as_wanted {
+    ($request:expr, $config:expr, $schedule:expr) => {
+        $request
+            .group_name(&$config.group)
+            .name(&$schedule.name)
+            .schedule_expression(&$schedule.expression)
+            .schedule_expression_timezone("UTC")
+            .flexible_time_window(off()?)
+            .state(ScheduleState::Enabled)
+            .target(target($config, $schedule)?)
+    };
+}
+
 /// Makes the schedules named `prefix…` exactly `wanted`.
 async fn apply(
     context: &Context,
@@ -95,17 +111,7 @@ async fn apply(
     }
     for schedule in wanted {
         if !existing.contains(&schedule.name) {
-            let created = scheduler
-                .create_schedule()
-                .group_name(&config.group)
-                .name(&schedule.name)
-                .schedule_expression(&schedule.expression)
-                .schedule_expression_timezone("UTC")
-                .flexible_time_window(off()?)
-                .state(ScheduleState::Enabled)
-                .target(target(config, schedule)?)
-                .send()
-                .await;
+            let created = as_wanted!(scheduler.create_schedule(), config, schedule).send().await;
             match created {
                 Ok(_) => {
                     synced.created += 1;
@@ -119,15 +125,7 @@ async fn apply(
         if is_as_wanted(context, config, schedule).await? {
             continue;
         }
-        scheduler
-            .update_schedule()
-            .group_name(&config.group)
-            .name(&schedule.name)
-            .schedule_expression(&schedule.expression)
-            .schedule_expression_timezone("UTC")
-            .flexible_time_window(off()?)
-            .state(ScheduleState::Enabled)
-            .target(target(config, schedule)?)
+        as_wanted!(scheduler.update_schedule(), config, schedule)
             .send()
             .await
             .map_err(|e| scheduler_failed("updating a schedule", e))?;

@@ -8,28 +8,7 @@ use baton_tests::runs::{job_in, Identified};
 use baton_tests::{workspace, TestStack};
 use serde_json::json;
 
-const SPEC_EXAMPLE: &str = r#"
-name: ci
-env: {RUST_LOG: info}
-jobs:
-  build:
-    runs-on: [linux, x64]
-    timeout-minutes: 30
-    steps:
-      - name: compile
-        run: cargo build --release
-  test:
-    needs: build
-    runs-on: linux
-    steps:
-      - run: cargo test
-  report:
-    needs: [build, test]
-    if: always()
-    runs-on: linux
-    steps:
-      - run: ./report.sh
-"#;
+const SPEC_EXAMPLE: &str = include_str!("../../../domain/tests/fixtures/workflows/spec_example.yml");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creating_a_run_answers_its_view_and_orchestrates_attempt_one() {

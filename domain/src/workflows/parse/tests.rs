@@ -5,28 +5,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::workflows::condition::JobCondition;
 use crate::workflows::definition::{DEFAULT_JOB_TIMEOUT_MINUTES, DEFAULT_RUN_TIMEOUT_MINUTES};
 
-const SPEC_EXAMPLE: &str = r#"
-name: ci
-env: {RUST_LOG: info}
-jobs:
-  build:
-    runs-on: [linux, x64]
-    timeout-minutes: 30
-    steps:
-      - name: compile
-        run: cargo build --release
-  test:
-    needs: build
-    runs-on: linux
-    steps:
-      - run: cargo test
-  report:
-    needs: [build, test]
-    if: always()
-    runs-on: linux
-    steps:
-      - run: ./report.sh
-"#;
+const SPEC_EXAMPLE: &str = include_str!("../../../tests/fixtures/workflows/spec_example.yml");
 
 fn error_of(yaml: &str) -> DefinitionError {
     parse_definition(yaml).expect_err("the definition should be refused")
