@@ -191,6 +191,20 @@ pub enum Comparison {
     Ge,
 }
 
+impl Comparison {
+    /// The operator as the language writes it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Comparison::Eq => "==",
+            Comparison::Ne => "!=",
+            Comparison::Lt => "<",
+            Comparison::Le => "<=",
+            Comparison::Gt => ">",
+            Comparison::Ge => ">=",
+        }
+    }
+}
+
 /// What `[ ]` or `.` reads.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Index {

@@ -4,6 +4,7 @@
 //! digits, `_` and `-`, and the operators.
 
 use super::value::parse_number;
+use super::Comparison;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Token {
@@ -24,21 +25,16 @@ pub enum Token {
     Not,
     And,
     Or,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
+    Compare(Comparison),
 }
 
 impl Token {
-    /// The token as an error message names it.
-    pub fn describe(&self) -> String {
+    /// The token as the language writes it.
+    pub fn text(&self) -> String {
         let symbol = match self {
-            Token::Ident(name) => return format!("'{name}'"),
-            Token::Str(text) => return format!("the string '{text}'"),
-            Token::Number(n) => return format!("the number {}", super::value::format_number(*n)),
+            Token::Ident(name) => return name.clone(),
+            Token::Str(text) => return super::rewrite::quote(text),
+            Token::Number(n) => return super::value::format_number(*n),
             Token::True => "true",
             Token::False => "false",
             Token::Null => "null",
@@ -52,14 +48,19 @@ impl Token {
             Token::Not => "!",
             Token::And => "&&",
             Token::Or => "||",
-            Token::Eq => "==",
-            Token::Ne => "!=",
-            Token::Lt => "<",
-            Token::Le => "<=",
-            Token::Gt => ">",
-            Token::Ge => ">=",
+            Token::Compare(op) => op.symbol(),
         };
-        format!("'{symbol}'")
+        symbol.to_string()
+    }
+
+    /// The token as an error message names it.
+    pub fn describe(&self) -> String {
+        match self {
+            Token::Ident(name) => format!("'{name}'"),
+            Token::Str(text) => format!("the string '{text}'"),
+            Token::Number(n) => format!("the number {}", super::value::format_number(*n)),
+            other => format!("'{}'", other.text()),
+        }
     }
 }
 
@@ -91,14 +92,14 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             ']' => (Token::RBracket, 1),
             ',' => (Token::Comma, 1),
             '*' => (Token::Star, 1),
-            '!' if next == Some('=') => (Token::Ne, 2),
+            '!' if next == Some('=') => (Token::Compare(Comparison::Ne), 2),
             '!' => (Token::Not, 1),
-            '=' if next == Some('=') => (Token::Eq, 2),
+            '=' if next == Some('=') => (Token::Compare(Comparison::Eq), 2),
             '=' => return Err("'=' is no operator: compare with '=='".into()),
-            '<' if next == Some('=') => (Token::Le, 2),
-            '<' => (Token::Lt, 1),
-            '>' if next == Some('=') => (Token::Ge, 2),
-            '>' => (Token::Gt, 1),
+            '<' if next == Some('=') => (Token::Compare(Comparison::Le), 2),
+            '<' => (Token::Compare(Comparison::Lt), 1),
+            '>' if next == Some('=') => (Token::Compare(Comparison::Ge), 2),
+            '>' => (Token::Compare(Comparison::Gt), 1),
             '&' if next == Some('&') => (Token::And, 2),
             '&' => return Err("'&' is no operator: use '&&'".into()),
             '|' if next == Some('|') => (Token::Or, 2),

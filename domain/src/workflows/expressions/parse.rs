@@ -106,8 +106,7 @@ impl Parser {
         let mut left = self.comparison()?;
         loop {
             let op = match self.peek() {
-                Some(Token::Eq) => Comparison::Eq,
-                Some(Token::Ne) => Comparison::Ne,
+                Some(Token::Compare(op @ (Comparison::Eq | Comparison::Ne))) => *op,
                 _ => return Ok(left),
             };
             self.at += 1;
@@ -120,10 +119,7 @@ impl Parser {
         let mut left = self.unary()?;
         loop {
             let op = match self.peek() {
-                Some(Token::Lt) => Comparison::Lt,
-                Some(Token::Le) => Comparison::Le,
-                Some(Token::Gt) => Comparison::Gt,
-                Some(Token::Ge) => Comparison::Ge,
+                Some(Token::Compare(op @ (Comparison::Lt | Comparison::Le | Comparison::Gt | Comparison::Ge))) => *op,
                 _ => return Ok(left),
             };
             self.at += 1;

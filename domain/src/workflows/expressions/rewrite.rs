@@ -7,7 +7,6 @@
 //! unchanged, byte for byte).
 
 use super::lex::{tokenize, Token};
-use super::value::format_number;
 
 /// What a callback sees: a context (lower-cased, as GitHub reads context
 /// names) and the property names read from it, in order (`needs.a.result`
@@ -30,7 +29,7 @@ pub fn replace_in_expression(text: &str, replace: &Replace) -> Result<Option<Str
             i += consumed;
             continue;
         }
-        out.push(print(&tokens[i]));
+        out.push(Token::text(&tokens[i]));
         i += 1;
     }
     if !changed {
@@ -152,34 +151,6 @@ fn reference_at(tokens: &[Token], i: usize, replace: &Replace) -> Result<Option<
     let Some((taken, replacement)) = replace(&context.to_ascii_lowercase(), &names)? else { return Ok(None) };
     let end = if taken == 0 { i + 1 } else { ends.get(taken - 1).copied().unwrap_or(at) };
     Ok(Some((end - i, replacement)))
-}
-
-/// A token as the language writes it.
-fn print(token: &Token) -> String {
-    match token {
-        Token::Ident(name) => name.clone(),
-        Token::Str(text) => quote(text),
-        Token::Number(n) => format_number(*n),
-        Token::True => "true".into(),
-        Token::False => "false".into(),
-        Token::Null => "null".into(),
-        Token::Dot => ".".into(),
-        Token::Star => "*".into(),
-        Token::Comma => ",".into(),
-        Token::LParen => "(".into(),
-        Token::RParen => ")".into(),
-        Token::LBracket => "[".into(),
-        Token::RBracket => "]".into(),
-        Token::Not => "!".into(),
-        Token::And => "&&".into(),
-        Token::Or => "||".into(),
-        Token::Eq => "==".into(),
-        Token::Ne => "!=".into(),
-        Token::Lt => "<".into(),
-        Token::Le => "<=".into(),
-        Token::Gt => ">".into(),
-        Token::Ge => ">=".into(),
-    }
 }
 
 #[cfg(test)]
