@@ -11,6 +11,31 @@ use crate::workflows::status::JobStatus;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+/// The scope of job `b` of attempt 1 once its need `a` succeeded with
+/// `outputs`.
+fn b_after_a(outputs: &BTreeMap<String, String>) -> JobScope<'_> {
+    JobScope {
+        run_id: Uuid::now_v7(),
+        attempt: 1,
+        workspace_id: "ws",
+        job: "b",
+        matrix: None,
+        env: BTreeMap::new(),
+        inputs: None,
+        vars: None,
+        event: None,
+        github: None,
+        needs: HashMap::from([(
+            "a".to_string(),
+            NeedState {
+                status: JobStatus::Succeeded,
+                soft_failed: false,
+                outputs: Some(std::borrow::Cow::Borrowed(outputs)),
+            },
+        )]),
+    }
+}
+
 #[test]
 fn step_ids_are_stable_and_distinct() {
     let execution = Uuid::now_v7();
@@ -29,26 +54,7 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
     .unwrap();
     let big = "v".repeat(EXPANSION_BUDGET * 2 / 5);
     let outputs = BTreeMap::from([("big".to_string(), big.clone())]);
-    let scope = JobScope {
-        run_id: Uuid::now_v7(),
-        attempt: 1,
-        workspace_id: "ws",
-        job: "b",
-        matrix: None,
-        env: BTreeMap::new(),
-        inputs: None,
-        vars: None,
-        event: None,
-        github: None,
-        needs: HashMap::from([(
-            "a".to_string(),
-            NeedState {
-                status: JobStatus::Succeeded,
-                soft_failed: false,
-                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
-            },
-        )]),
-    };
+    let scope = b_after_a(&outputs);
     let job = definition.job("b").unwrap();
     let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
     assert_eq!(spec.env["ONE"], big);
@@ -66,26 +72,7 @@ fn an_action_steps_inputs_are_resolved_at_queue_time_and_its_action_kept_as_writ
     )
     .unwrap();
     let outputs = BTreeMap::from([("v".to_string(), "1.2.3".to_string())]);
-    let scope = JobScope {
-        run_id: Uuid::now_v7(),
-        attempt: 1,
-        workspace_id: "ws",
-        job: "b",
-        matrix: None,
-        env: BTreeMap::new(),
-        inputs: None,
-        vars: None,
-        event: None,
-        github: None,
-        needs: HashMap::from([(
-            "a".to_string(),
-            NeedState {
-                status: JobStatus::Succeeded,
-                soft_failed: false,
-                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
-            },
-        )]),
-    };
+    let scope = b_after_a(&outputs);
     let job = definition.job("b").unwrap();
     let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
     let step = &spec.steps[0];
@@ -110,26 +97,7 @@ fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
     )
     .unwrap();
     let outputs = BTreeMap::from([("dir".to_string(), "pkg".to_string())]);
-    let scope = JobScope {
-        run_id: Uuid::now_v7(),
-        attempt: 1,
-        workspace_id: "ws",
-        job: "b",
-        matrix: None,
-        env: BTreeMap::new(),
-        inputs: None,
-        vars: None,
-        event: None,
-        github: None,
-        needs: HashMap::from([(
-            "a".to_string(),
-            NeedState {
-                status: JobStatus::Succeeded,
-                soft_failed: false,
-                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
-            },
-        )]),
-    };
+    let scope = b_after_a(&outputs);
     let spec = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, Some(&scope));
     let fields: Vec<(Option<&str>, Option<&str>)> =
         spec.steps.iter().map(|s| (s.shell.as_deref(), s.working_directory.as_deref())).collect();
@@ -153,26 +121,7 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
     .unwrap();
     let outputs = BTreeMap::from([("v".to_string(), "1".to_string())]);
     let inputs = serde_json::json!({"go": true}).as_object().cloned().unwrap();
-    let scope = JobScope {
-        run_id: Uuid::now_v7(),
-        attempt: 1,
-        workspace_id: "ws",
-        job: "b",
-        matrix: None,
-        env: BTreeMap::new(),
-        inputs: Some(&inputs),
-        vars: None,
-        event: None,
-        github: None,
-        needs: HashMap::from([(
-            "a".to_string(),
-            NeedState {
-                status: JobStatus::Succeeded,
-                soft_failed: false,
-                outputs: Some(std::borrow::Cow::Borrowed(&outputs)),
-            },
-        )]),
-    };
+    let scope = JobScope { inputs: Some(&inputs), ..b_after_a(&outputs) };
     let spec = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, Some(&scope));
     let keys: Vec<Option<&str>> = spec.steps.iter().map(|s| s.key.as_deref()).collect();
     assert_eq!(keys, [Some("first"), None, None, None]);
