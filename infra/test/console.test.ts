@@ -23,6 +23,7 @@ import { CONSOLE_API_PATH_PATTERN, CONSOLE_DEPLOYMENT_WILDCARD_EXCEPTIONS, SPA_R
 import { contextProps } from '../lib/context';
 import { RepoPaths } from '../lib/repo';
 import { Naming } from '../lib/resources';
+import { assertPrivateBucket } from '../lib/testing/buckets';
 import { TEST_ENV, consoleFixtureDir } from '../lib/testing/synth';
 import { TemplateView, asArray } from '../lib/testing/template';
 import { FIXTURE, VARIANTS, repo, synthVariant } from '../lib/testing/variants';
@@ -49,16 +50,7 @@ for (const v of VARIANTS) {
     it('keeps its files in a private bucket: public access blocked, TLS only, SSE-S3, no website hosting, deleted with the stack', () => {
       const bucket = t.get(bucketId);
       const p = bucket.Properties!;
-      assert.deepEqual(p.PublicAccessBlockConfiguration, {
-        BlockPublicAcls: true,
-        BlockPublicPolicy: true,
-        IgnorePublicAcls: true,
-        RestrictPublicBuckets: true,
-      });
-      assert.deepEqual(p.BucketEncryption, {
-        ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
-      });
-      assert.deepEqual(p.OwnershipControls, { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] });
+      assertPrivateBucket(p);
       assert.equal(p.WebsiteConfiguration, undefined, 'no website hosting: CloudFront reads it through its REST endpoint');
       assert.equal(p.BucketName, undefined);
       // Build output only: it goes with the stack (the deployment empties it first).

@@ -10,6 +10,7 @@ import { Match } from 'aws-cdk-lib/assertions';
 
 import { KEEPALIVE_REPLY, PENDING_JOB_METRIC, RUN_STATE_MACHINE } from '../lib/baton-stack';
 import { Naming, Resources, allBuckets, allQueues, placeholders } from '../lib/resources';
+import { assertPrivateBucket } from '../lib/testing/buckets';
 import { synth } from '../lib/testing/synth';
 import { TemplateView, asArray } from '../lib/testing/template';
 import { FIXTURE, REAL, VARIANTS, readDefinition, synthVariant } from '../lib/testing/variants';
@@ -106,16 +107,7 @@ for (const v of VARIANTS) {
         const bucket = t.get(id);
         const p = bucket.Properties!;
         assert.equal(p.BucketName, undefined, `${b.name}: S3 names are global, CloudFormation picks it`);
-        assert.deepEqual(p.PublicAccessBlockConfiguration, {
-          BlockPublicAcls: true,
-          BlockPublicPolicy: true,
-          IgnorePublicAcls: true,
-          RestrictPublicBuckets: true,
-        });
-        assert.deepEqual(p.BucketEncryption, {
-          ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
-        });
-        assert.deepEqual(p.OwnershipControls, { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] });
+        assertPrivateBucket(p);
         assert.equal(p.VersioningConfiguration, undefined, `${b.name}: unversioned, so expired logs are gone`);
         assert.equal(p.CorsConfiguration, undefined, `${b.name}: runners are not browsers`);
         assert.deepEqual(p.LifecycleConfiguration, {

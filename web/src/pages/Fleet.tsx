@@ -1,5 +1,6 @@
 import { errorText, type Schemas } from "../api/client";
 import { Status } from "../components/Status";
+import { TableHead } from "../components/TableHead";
 import { useSession } from "../context";
 import { usePoll } from "../lib/poll";
 import { duration, ms, when } from "../lib/time";
@@ -40,16 +41,7 @@ export function FleetPage() {
           </p>
           <table>
             <caption class="visually-hidden">Demand by label set</caption>
-            <thead>
-              <tr>
-                <th scope="col">Label set</th>
-                <th scope="col">Queued</th>
-                <th scope="col">Reserved</th>
-                <th scope="col">Running</th>
-                <th scope="col">Idle runners</th>
-                <th scope="col">Oldest queued</th>
-              </tr>
-            </thead>
+            <TableHead columns={["Label set", "Queued", "Reserved", "Running", "Idle runners", "Oldest queued"]} />
             <tbody>
               {label_sets.map((set) => (
                 <tr data-labels={set.labels.join(",")}>
@@ -65,14 +57,7 @@ export function FleetPage() {
           </table>
           <table>
             <caption class="visually-hidden">Instances</caption>
-            <thead>
-              <tr>
-                <th scope="col">Instance</th>
-                <th scope="col">State</th>
-                <th scope="col">Terminate intent</th>
-                <th scope="col">First seen</th>
-              </tr>
-            </thead>
+            <TableHead columns={["Instance", "State", "Terminate intent", "First seen"]} />
             <tbody>
               {instances.map((i) => (
                 <tr data-instance={i.provider_runner_id}>

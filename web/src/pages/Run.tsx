@@ -5,6 +5,7 @@ import { Graph } from "../components/Graph";
 import { LogView } from "../components/LogView";
 import { RunSearch } from "../components/RunSearch";
 import { Status } from "../components/Status";
+import { TableHead } from "../components/TableHead";
 import { useSession } from "../context";
 import { queueMs, shownExecution, TERMINAL, whyWaiting } from "../lib/jobs";
 import { usePoll } from "../lib/poll";
@@ -132,16 +133,7 @@ function JobTable({ jobs, href }: { jobs: Job[]; href: (job: Job) => string }) {
   return (
     <table class="jobs">
       <caption class="visually-hidden">Jobs of this attempt</caption>
-      <thead>
-        <tr>
-          <th scope="col">Job</th>
-          <th scope="col">Status</th>
-          <th scope="col">Queue time</th>
-          <th scope="col">Duration</th>
-          <th scope="col">Tries</th>
-          <th scope="col">Why it waits</th>
-        </tr>
-      </thead>
+      <TableHead columns={["Job", "Status", "Queue time", "Duration", "Tries", "Why it waits"]} />
       <tbody>
         {jobs.map((job) => (
           <tr data-job={job.key}>
@@ -379,18 +371,7 @@ function Artifacts({ run }: { run: RunView }) {
     <section class="artifacts">
       <h2>Artifacts</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Size</th>
-            <th scope="col">Job</th>
-            <th scope="col">Status</th>
-            <th scope="col">Expires</th>
-            <th scope="col">
-              <span class="visually-hidden">Download</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={["Name", "Size", "Job", "Status", "Expires"]} hidden="Download" />
         <tbody>
           {artifacts.map((a) => (
             <tr>

@@ -4,26 +4,38 @@ import { useSession } from "../context";
 import { usePoll } from "../lib/poll";
 import { when } from "../lib/time";
 import { Alert } from "../components/Alert";
+import { TableHead } from "../components/TableHead";
 
 export function SettingsPage() {
   return (
     <section>
       <h1>Settings</h1>
-      <Secrets />
-      <Variables />
+      <NamedValues kind="secret" />
+      <NamedValues kind="variable" />
       <RegistrationTokens />
     </section>
   );
 }
 
-/** Names and dates only: a value is sent once and never shown or read back. */
-function Secrets() {
+type Kind = "secret" | "variable";
+
+/** A secret or a variable as listed: only a variable has its value. */
+type Named = { name: string; value?: string; updated_at?: string | null };
+
+/**
+ * The workspace's secrets or its variables, set and deleted by name alike.
+ * Secrets: names and dates only, a value is sent once and never shown or read
+ * back. Variables (`vars.NAME`) are not secrets, so their values are shown.
+ */
+function NamedValues({ kind }: { kind: Kind }) {
   const { api, credentials } = useSession();
   const ws = credentials.workspace;
-  const secrets = usePoll<Schemas["SecretList"]>(
-    async () => settled(await api.GET("/v1/workspaces/{ws}/secrets", { params: { path: { ws } } })),
+  const secret = kind === "secret";
+  const noun = secret ? "Secret" : "Variable";
+  const listed = usePoll<{ items: Named[] }>(
+    async () => settled(await api.GET(`/v1/workspaces/{ws}/${kind}s`, { params: { path: { ws } } })),
     10000,
-    [ws],
+    [ws, kind],
   );
   const [name, setName] = useState("");
   const [value, setValue] = useState("");
@@ -31,140 +43,53 @@ function Secrets() {
 
   async function save(event: Event) {
     event.preventDefault();
-    const { error, response } = await api.PUT("/v1/workspaces/{ws}/secrets/{name}", {
-      params: { path: { ws, name } },
-      body: { value },
-    });
-    setMessage(response.ok ? `Secret ${name} saved.` : errorText(error, response));
+    const init = { params: { path: { ws, name } }, body: { value } };
+    // Called apart so the answer keeps its type: a variable comes back as
+    // stored (its name upper-cased), a secret with no body.
+    const { data, error, response } = secret
+      ? await api.PUT("/v1/workspaces/{ws}/secrets/{name}", init)
+      : await api.PUT("/v1/workspaces/{ws}/variables/{name}", init);
+    setMessage(response.ok ? `${noun} ${data?.name ?? name} saved.` : errorText(error, response));
     if (response.ok) {
       setValue("");
       setName("");
     }
-    await secrets.refresh();
+    await listed.refresh();
   }
 
-  async function remove(secret: string) {
-    const { error, response } = await api.DELETE("/v1/workspaces/{ws}/secrets/{name}", { params: { path: { ws, name: secret } } });
-    setMessage(response.ok ? `Secret ${secret} deleted.` : errorText(error, response));
-    await secrets.refresh();
-  }
-
-  return (
-    <section aria-labelledby="secrets">
-      <h2 id="secrets">Secrets</h2>
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Updated</th>
-            <th scope="col">
-              <span class="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {(secrets.data?.items ?? []).map((s) => (
-            <tr data-secret={s.name}>
-              <td>{s.name}</td>
-              <td>{when(s.updated_at)}</td>
-              <td>
-                <button type="button" onClick={() => setName(s.name)}>
-                  Replace {s.name}
-                </button>
-                <button type="button" onClick={() => remove(s.name)}>
-                  Delete {s.name}
-                </button>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <form onSubmit={save}>
-        <label>
-          Name
-          <input name="secret-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </label>
-        <label>
-          Value
-          <input name="secret-value" type="password" autoComplete="off" required value={value} onInput={(e) => setValue(e.currentTarget.value)} />
-        </label>
-        <button type="submit">Save secret</button>
-      </form>
-      {message && <p role="status">{message}</p>}
-      <Alert message={secrets.error} />
-    </section>
-  );
-}
-
-/** Workspace variables (`vars.NAME`): not secrets, so their values are shown. */
-function Variables() {
-  const { api, credentials } = useSession();
-  const ws = credentials.workspace;
-  const variables = usePoll<Schemas["VariableList"]>(
-    async () => settled(await api.GET("/v1/workspaces/{ws}/variables", { params: { path: { ws } } })),
-    10000,
-    [ws],
-  );
-  const [name, setName] = useState("");
-  const [value, setValue] = useState("");
-  const [message, setMessage] = useState<string | null>(null);
-
-  async function save(event: Event) {
-    event.preventDefault();
-    const { data, error, response } = await api.PUT("/v1/workspaces/{ws}/variables/{name}", {
-      params: { path: { ws, name } },
-      body: { value },
-    });
-    setMessage(data ? `Variable ${data.name} saved.` : errorText(error, response));
-    if (data) {
-      setValue("");
-      setName("");
-    }
-    await variables.refresh();
-  }
-
-  async function remove(variable: string) {
-    const { error, response } = await api.DELETE("/v1/workspaces/{ws}/variables/{name}", {
-      params: { path: { ws, name: variable } },
-    });
-    setMessage(response.ok ? `Variable ${variable} deleted.` : errorText(error, response));
-    await variables.refresh();
+  async function remove(named: string) {
+    const { error, response } = await api.DELETE(`/v1/workspaces/{ws}/${kind}s/{name}`, { params: { path: { ws, name: named } } });
+    setMessage(response.ok ? `${noun} ${named} deleted.` : errorText(error, response));
+    await listed.refresh();
   }
 
   return (
-    <section aria-labelledby="variables">
-      <h2 id="variables">Variables</h2>
+    <section aria-labelledby={`${kind}s`}>
+      <h2 id={`${kind}s`}>{`${noun}s`}</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Value</th>
-            <th scope="col">Updated</th>
-            <th scope="col">
-              <span class="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={secret ? ["Name", "Updated"] : ["Name", "Value", "Updated"]} hidden="Actions" />
         <tbody>
-          {(variables.data?.items ?? []).map((v) => (
-            <tr data-variable={v.name}>
-              <td>{v.name}</td>
-              <td>
-                <code>{v.value}</code>
-              </td>
-              <td>{when(v.updated_at)}</td>
+          {(listed.data?.items ?? []).map((n) => (
+            <tr data-secret={secret ? n.name : undefined} data-variable={secret ? undefined : n.name}>
+              <td>{n.name}</td>
+              {!secret && (
+                <td>
+                  <code>{n.value}</code>
+                </td>
+              )}
+              <td>{when(n.updated_at)}</td>
               <td>
                 <button
                   type="button"
                   onClick={() => {
-                    setName(v.name);
-                    setValue(v.value);
+                    setName(n.name);
+                    if (n.value !== undefined) setValue(n.value);
                   }}
                 >
-                  Edit {v.name}
+                  {secret ? "Replace" : "Edit"} {n.name}
                 </button>
-                <button type="button" onClick={() => remove(v.name)}>
-                  Delete {v.name}
+                <button type="button" onClick={() => remove(n.name)}>
+                  Delete {n.name}
                 </button>
               </td>
             </tr>
@@ -174,16 +99,20 @@ function Variables() {
       <form onSubmit={save}>
         <label>
           Name
-          <input name="variable-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input name={`${kind}-name`} required value={name} onInput={(e) => setName(e.currentTarget.value)} />
         </label>
         <label>
           Value
-          <input name="variable-value" value={value} onInput={(e) => setValue(e.currentTarget.value)} />
+          {secret ? (
+            <input name="secret-value" type="password" autoComplete="off" required value={value} onInput={(e) => setValue(e.currentTarget.value)} />
+          ) : (
+            <input name="variable-value" value={value} onInput={(e) => setValue(e.currentTarget.value)} />
+          )}
         </label>
-        <button type="submit">Save variable</button>
+        <button type="submit">Save {kind}</button>
       </form>
       {message && <p role="status">{message}</p>}
-      <Alert message={variables.error} />
+      <Alert message={listed.error} />
     </section>
   );
 }
@@ -223,17 +152,7 @@ function RegistrationTokens() {
     <section aria-labelledby="tokens">
       <h2 id="tokens">Registration tokens</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Created</th>
-            <th scope="col">Expires</th>
-            <th scope="col">State</th>
-            <th scope="col">
-              <span class="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <TableHead columns={["Name", "Created", "Expires", "State"]} hidden="Actions" />
         <tbody>
           {(tokens.data?.items ?? []).map((t) => (
             <tr data-token={t.id}>
