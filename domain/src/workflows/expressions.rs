@@ -32,8 +32,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use functions::Function;
-pub use rewrite::{as_expression, quote, replace_in_condition, replace_in_expression, replace_in_text, Replace};
-pub use value::Value;
+pub use rewrite::{as_expression, replace_in_condition, replace_in_expression, replace_in_text, Replace};
+pub use value::{quote, Value};
 
 /// Something an expression refers to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

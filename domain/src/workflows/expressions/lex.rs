@@ -33,7 +33,7 @@ impl Token {
     pub fn text(&self) -> String {
         let symbol = match self {
             Token::Ident(name) => return name.clone(),
-            Token::Str(text) => return super::rewrite::quote(text),
+            Token::Str(text) => return super::value::quote(text),
             Token::Number(n) => return super::value::format_number(*n),
             Token::True => "true",
             Token::False => "false",

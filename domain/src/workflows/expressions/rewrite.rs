@@ -7,6 +7,7 @@
 //! unchanged, byte for byte).
 
 use super::lex::{tokenize, Token};
+use super::value::quote;
 
 /// What a callback sees: a context (lower-cased, as GitHub reads context
 /// names) and the property names read from it, in order (`needs.a.result`
@@ -115,11 +116,6 @@ pub fn as_expression(text: &str) -> Result<String, String> {
 /// `format`'s template escapes its braces by doubling them.
 fn escape_braces(text: &str) -> String {
     text.replace('{', "{{").replace('}', "}}")
-}
-
-/// A string literal holding `text`, as the language writes one.
-pub fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// The reference starting at `tokens[i]`, if one does and `replace` takes

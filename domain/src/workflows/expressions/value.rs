@@ -162,6 +162,11 @@ pub fn less(a: &Value, b: &Value) -> bool {
     greater(b, a)
 }
 
+/// A string literal holding `text`, as the language writes one.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 /// A number as GitHub writes it: up to 15 significant digits, integers
 /// without a fraction, exponents for the very large and very small
 /// (`1E+15`, `1E-07`), `NaN`, `Infinity`, `-Infinity`.
