@@ -28,7 +28,7 @@ pub const MISSED_AFTER: Duration = Duration::minutes(3);
 /// due: its context attribute, replaced by the time.
 pub const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
 
-/// What a sweep does with a tick it reaches.
+/// What the target does with a tick it is woken for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tick {
     Fire,
@@ -110,8 +110,8 @@ pub fn github_fields(cron: &str) -> Map<String, Value> {
     fields
 }
 
-/// The idempotency key of the run a tick starts: the same tick fired twice
-/// (two sweeps at once) is one run.
+/// The idempotency key of the run a tick starts: the same tick delivered
+/// twice, or woken for by both schedules of one cron, is one run.
 pub fn idempotency_key(pipeline: &str, index: usize, due: DateTime<Utc>) -> String {
     format!("schedule:{pipeline}:{index}:{}", due.format("%Y-%m-%dT%H:%M"))
 }

@@ -1,8 +1,9 @@
 //! Pipelines' schedules (behaviour.md §18) on the dev host, as `make dev`
-//! runs them: the sweep fires on its own scheduler (here every second, the
-//! test's knob; the crons themselves are evaluated as on AWS, by the
-//! minute), and a pipeline scheduled every minute gets a run each minute,
-//! each a `schedule` event naming its cron.
+//! runs them: the pipeline's schedules are kept on the emulated
+//! EventBridge Scheduler, the dev host fires them (looking every second
+//! here, the test's knob; the crons themselves are evaluated as on AWS, by
+//! the minute), and a pipeline scheduled every minute gets a run each
+//! minute, each a `schedule` event naming its cron.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
