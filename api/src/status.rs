@@ -149,55 +149,24 @@ pub fn transition<S: Lifecycle>(current: S, target: S) -> Transition {
     }
 }
 
-impl Lifecycle for RunStatus {
-    fn stage(self) -> u8 {
-        match self {
-            RunStatus::Pending => 0,
-            RunStatus::Running => 2,
-            RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled => 3,
-        }
-    }
-}
-
-impl Lifecycle for JobStatus {
-    fn stage(self) -> u8 {
-        match self {
-            JobStatus::Pending => 0,
-            JobStatus::Queued | JobStatus::Waiting => 1,
-            JobStatus::Running => 2,
-            JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled | JobStatus::Skipped => 3,
-        }
-    }
-
-    fn enterable_from(self, current: Self) -> bool {
-        self != JobStatus::Skipped || current == JobStatus::Pending
-    }
-}
-
-impl Lifecycle for ExecutionStatus {
-    fn stage(self) -> u8 {
-        match self {
-            ExecutionStatus::Pending => 0,
-            ExecutionStatus::Queued | ExecutionStatus::Waiting => 1,
-            ExecutionStatus::Running => 2,
-            ExecutionStatus::Succeeded | ExecutionStatus::Failed | ExecutionStatus::Cancelled => 3,
-        }
-    }
-}
-
-impl Lifecycle for StepStatus {
-    fn stage(self) -> u8 {
-        match self {
-            StepStatus::Pending => 0,
-            StepStatus::Running => 2,
-            StepStatus::Succeeded | StepStatus::Failed | StepStatus::Skipped => 3,
-        }
-    }
-}
-
-/// `is_terminal()` and `as_str()` without importing the trait, plus Display.
+/// Each status's table, one line a variant (its spelling, its stage):
+/// `Lifecycle`, and `is_terminal()` and `as_str()` without importing the
+/// trait, plus Display. A status with a restricted entry names the rule.
 macro_rules! status_helpers {
-    ($($ty:ident { $($variant:ident => $text:literal),+ $(,)? })+) => {$(
+    ($($ty:ident { $($variant:ident => $text:literal @ $stage:literal),+ $(,)? $(; enterable_from: $enter:expr)? })+) => {$(
+        impl Lifecycle for $ty {
+            fn stage(self) -> u8 {
+                match self {
+                    $($ty::$variant => $stage),+
+                }
+            }
+
+            $(fn enterable_from(self, current: Self) -> bool {
+                let enter: fn(Self, Self) -> bool = $enter;
+                enter(self, current)
+            })?
+        }
+
         impl $ty {
             /// Whether the status is final (absorbing).
             pub fn is_terminal(self) -> bool {
@@ -222,20 +191,22 @@ macro_rules! status_helpers {
 
 status_helpers! {
     RunStatus {
-        Pending => "pending", Running => "running", Succeeded => "succeeded",
-        Failed => "failed", Cancelled => "cancelled",
+        Pending => "pending" @ 0, Running => "running" @ 2,
+        Succeeded => "succeeded" @ 3, Failed => "failed" @ 3, Cancelled => "cancelled" @ 3,
     }
     JobStatus {
-        Pending => "pending", Queued => "queued", Waiting => "waiting", Running => "running", Succeeded => "succeeded",
-        Failed => "failed", Cancelled => "cancelled", Skipped => "skipped",
+        Pending => "pending" @ 0, Queued => "queued" @ 1, Waiting => "waiting" @ 1, Running => "running" @ 2,
+        Succeeded => "succeeded" @ 3, Failed => "failed" @ 3, Cancelled => "cancelled" @ 3, Skipped => "skipped" @ 3;
+        // Only a pending job is skipped: one that was queued has started.
+        enterable_from: |target, current| target != JobStatus::Skipped || current == JobStatus::Pending
     }
     ExecutionStatus {
-        Pending => "pending", Queued => "queued", Waiting => "waiting", Running => "running", Succeeded => "succeeded",
-        Failed => "failed", Cancelled => "cancelled",
+        Pending => "pending" @ 0, Queued => "queued" @ 1, Waiting => "waiting" @ 1, Running => "running" @ 2,
+        Succeeded => "succeeded" @ 3, Failed => "failed" @ 3, Cancelled => "cancelled" @ 3,
     }
     StepStatus {
-        Pending => "pending", Running => "running", Succeeded => "succeeded",
-        Failed => "failed", Skipped => "skipped",
+        Pending => "pending" @ 0, Running => "running" @ 2,
+        Succeeded => "succeeded" @ 3, Failed => "failed" @ 3, Skipped => "skipped" @ 3,
     }
 }
 
