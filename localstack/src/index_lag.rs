@@ -35,6 +35,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::resources::{Gsi, Table};
+use baton_domain::workflows::expressions::Comparison;
 use serde_json::{Map, Value};
 
 /// An item in DynamoDB JSON (`{"pk": {"S": "…"}, …}`).
@@ -350,19 +351,9 @@ enum Operand {
     Value(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Comparator {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 enum Term {
-    Compare(Operand, Comparator, Operand),
+    Compare(Operand, Comparison, Operand),
     Between(Operand, Operand, Operand),
     BeginsWith(Operand, Operand),
 }
@@ -412,14 +403,12 @@ impl Condition {
         self.0.iter().all(|term| match term {
             Term::Compare(a, comparator, b) => {
                 let (Some(a), Some(b)) = (value(a), value(b)) else { return false };
-                match comparator {
-                    Comparator::Eq => a == b,
-                    Comparator::Ne => a != b,
-                    Comparator::Lt => compare(&a, &b) == Some(Ordering::Less),
-                    Comparator::Le => matches!(compare(&a, &b), Some(Ordering::Less | Ordering::Equal)),
-                    Comparator::Gt => compare(&a, &b) == Some(Ordering::Greater),
-                    Comparator::Ge => matches!(compare(&a, &b), Some(Ordering::Greater | Ordering::Equal)),
-                }
+                let ordering = compare(&a, &b);
+                comparator.holds(
+                    ordering == Some(Ordering::Equal),
+                    ordering == Some(Ordering::Less),
+                    ordering == Some(Ordering::Greater),
+                )
             }
             Term::Between(a, low, high) => {
                 let (Some(a), Some(low), Some(high)) = (value(a), value(low), value(high)) else { return false };
@@ -503,12 +492,12 @@ fn term(tokens: &[String], at: &mut usize) -> Option<Term> {
         return Some(Term::Between(left, low, high));
     }
     let comparator = match comparator.as_str() {
-        "=" => Comparator::Eq,
-        "<>" => Comparator::Ne,
-        "<" => Comparator::Lt,
-        "<=" => Comparator::Le,
-        ">" => Comparator::Gt,
-        ">=" => Comparator::Ge,
+        "=" => Comparison::Eq,
+        "<>" => Comparison::Ne,
+        "<" => Comparison::Lt,
+        "<=" => Comparison::Le,
+        ">" => Comparison::Gt,
+        ">=" => Comparison::Ge,
         _ => return None,
     };
     let right = operand(tokens, at)?;

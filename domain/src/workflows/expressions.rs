@@ -180,7 +180,8 @@ pub enum Expr {
     Index(Box<Expr>, Box<Index>),
 }
 
-/// A comparison operator.
+/// A comparison operator: the expression language's, and the local
+/// stack's reading of DynamoDB's condition expressions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {
     Eq,
@@ -201,6 +202,20 @@ impl Comparison {
             Comparison::Le => "<=",
             Comparison::Gt => ">",
             Comparison::Ge => ">=",
+        }
+    }
+
+    /// Whether it holds between two values, given how they compare: equal,
+    /// the first less, the first greater (none of the three for values that
+    /// do not compare, where only `!=` holds).
+    pub fn holds(self, equal: bool, less: bool, greater: bool) -> bool {
+        match self {
+            Comparison::Eq => equal,
+            Comparison::Ne => !equal,
+            Comparison::Lt => less,
+            Comparison::Le => equal || less,
+            Comparison::Gt => greater,
+            Comparison::Ge => equal || greater,
         }
     }
 }

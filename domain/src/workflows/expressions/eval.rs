@@ -4,7 +4,7 @@
 
 use super::functions::{Function, RUNNER_ONLY};
 use super::value::{greater, less, loose_eq, Value};
-use super::{Comparison, Expr, Index, Scope};
+use super::{Expr, Index, Scope};
 
 /// `expr`'s value in `scope`. An error (a function's, as `fromJSON` of text
 /// that is not JSON) fails the whole expression.
@@ -35,14 +35,7 @@ pub fn evaluate(expr: &Expr, scope: &dyn Scope) -> Result<Value, String> {
         }
         Expr::Compare(op, a, b) => {
             let (a, b) = (evaluate(a, scope)?, evaluate(b, scope)?);
-            Value::Bool(match op {
-                Comparison::Eq => loose_eq(&a, &b),
-                Comparison::Ne => !loose_eq(&a, &b),
-                Comparison::Lt => less(&a, &b),
-                Comparison::Le => loose_eq(&a, &b) || less(&a, &b),
-                Comparison::Gt => greater(&a, &b),
-                Comparison::Ge => loose_eq(&a, &b) || greater(&a, &b),
-            })
+            Value::Bool(op.holds(loose_eq(&a, &b), less(&a, &b), greater(&a, &b)))
         }
         Expr::Call(function, args) => {
             let values = args.iter().map(|arg| evaluate(arg, scope)).collect::<Result<Vec<_>, _>>()?;
