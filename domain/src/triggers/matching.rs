@@ -308,7 +308,7 @@ mod tests {
 
     use super::*;
     use crate::triggers::read_on;
-    use crate::triggers::test_trees::{list, map, s};
+    use crate::triggers::test_trees::{deploy_dispatch, list, map, s};
     use crate::workflows::yaml::YamlNode;
 
     fn push(git_ref: &str, paths: &[&str]) -> Event {
@@ -469,21 +469,7 @@ mod tests {
     }
 
     fn deploy() -> Triggers {
-        let inputs = map(vec![
-            (
-                "environment",
-                map(vec![
-                    ("type", s("choice")),
-                    ("options", list(&["staging", "production"])),
-                    ("default", s("staging")),
-                ]),
-            ),
-            ("version", map(vec![("required", YamlNode::Bool(true))])),
-            ("dry_run", map(vec![("type", s("boolean")), ("default", YamlNode::Bool(false))])),
-            ("replicas", map(vec![("type", s("number"))])),
-            ("note", YamlNode::Null),
-        ]);
-        read_on(&map(vec![("workflow_dispatch", map(vec![("inputs", inputs)]))])).unwrap()
+        read_on(&deploy_dispatch()).unwrap()
     }
 
     #[test]
@@ -493,7 +479,10 @@ mod tests {
         assert_eq!(event_name, "workflow_dispatch");
         assert_eq!(
             Value::Object(inputs.into_iter().collect()),
-            json!({"environment": "staging", "version": "1.2", "dry_run": true, "replicas": 3, "note": ""})
+            json!({
+                "environment": "staging", "version": "1.2", "dry_run": true, "replicas": 3, "count": 3, "target": "",
+                "note": ""
+            })
         );
         let Match::Run { inputs, .. } = dispatch(
             &deploy(),

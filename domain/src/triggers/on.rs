@@ -422,7 +422,7 @@ fn number_of(node: &YamlNode) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::triggers::test_trees::{list, map, s};
+    use crate::triggers::test_trees::{deploy_dispatch, list, map, s};
     use crate::triggers::InputType;
 
     fn error(node: YamlNode) -> TriggerError {
@@ -518,23 +518,7 @@ mod tests {
 
     #[test]
     fn dispatch_inputs() {
-        let inputs = map(vec![
-            (
-                "environment",
-                map(vec![
-                    ("type", s("choice")),
-                    ("options", list(&["staging", "production"])),
-                    ("default", s("staging")),
-                ]),
-            ),
-            ("version", map(vec![("required", YamlNode::Bool(true)), ("type", s("string"))])),
-            ("dry_run", map(vec![("type", s("boolean")), ("default", YamlNode::Bool(false))])),
-            ("count", map(vec![("type", s("number")), ("default", s("3"))])),
-            ("target", map(vec![("type", s("environment"))])),
-            ("plain", YamlNode::Null),
-        ]);
-        let on = map(vec![("workflow_dispatch", map(vec![("inputs", inputs)]))]);
-        let dispatch = read_on(&on).unwrap().workflow_dispatch.unwrap();
+        let dispatch = read_on(&deploy_dispatch()).unwrap().workflow_dispatch.unwrap();
         let kinds: Vec<InputType> = dispatch.inputs.iter().map(|i| i.kind).collect();
         assert_eq!(
             kinds,
@@ -543,12 +527,14 @@ mod tests {
                 InputType::String,
                 InputType::Boolean,
                 InputType::Number,
+                InputType::Number,
                 InputType::Environment,
                 InputType::String
             ]
         );
         assert_eq!(dispatch.inputs[2].default, Some(Value::Bool(false)));
-        assert_eq!(dispatch.inputs[3].default, Some(serde_json::json!(3)));
+        assert_eq!(dispatch.inputs[3].default, None);
+        assert_eq!(dispatch.inputs[4].default, Some(serde_json::json!(3)));
         assert!(dispatch.inputs[1].required);
 
         let bad =
