@@ -2,9 +2,14 @@
 //! body limits, JSON parsing, bearer tokens, path parameters and the error
 //! document of api.md. Handlers use these and nothing else to speak HTTP.
 
+use std::future::Future;
+
+use http::Method;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+
+use crate::context::Context;
 
 use baton_domain::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use baton_domain::tokens::{self, TokenKind};
@@ -111,6 +116,46 @@ pub async fn operator_workspace(store: &Store, req: &Request) -> Result<String, 
     let workspace = path_workspace(req)?;
     authorize_operator(store, req, &workspace).await?;
     Ok(workspace)
+}
+
+/// What a route answers: its response, or the error [`respond`] answers
+/// as the error document.
+pub type Answer = Result<Response<Body>, ApiError>;
+
+/// An operator route (`/v1/workspaces/{ws}/…`) as the methods it serves;
+/// one it leaves out is a 405. Each is handed the workspace that
+/// [`serve_operator`] has already let the request's token act on.
+pub trait OperatorRoute {
+    fn post(_: &Context, _: &Request, _: &str) -> impl Future<Output = Answer> + Send {
+        async { Err(method_not_allowed()) }
+    }
+    fn put(_: &Context, _: &Request, _: &str) -> impl Future<Output = Answer> + Send {
+        async { Err(method_not_allowed()) }
+    }
+    fn get(_: &Context, _: &Request, _: &str) -> impl Future<Output = Answer> + Send {
+        async { Err(method_not_allowed()) }
+    }
+    fn delete(_: &Context, _: &Request, _: &str) -> impl Future<Output = Answer> + Send {
+        async { Err(method_not_allowed()) }
+    }
+}
+
+/// Serves an [`OperatorRoute`]: the token is checked against the workspace
+/// before the method is looked at, so a caller who may not act on the
+/// workspace learns nothing of what the route serves (401/404 before 405).
+pub async fn serve_operator<R: OperatorRoute>(context: &Context, req: Request) -> Response<Body> {
+    respond(operate::<R>(context, &req).await)
+}
+
+async fn operate<R: OperatorRoute>(context: &Context, req: &Request) -> Answer {
+    let workspace = operator_workspace(&context.store, req).await?;
+    match *req.method() {
+        Method::POST => R::post(context, req, &workspace).await,
+        Method::PUT => R::put(context, req, &workspace).await,
+        Method::GET => R::get(context, req, &workspace).await,
+        Method::DELETE => R::delete(context, req, &workspace).await,
+        _ => Err(method_not_allowed()),
+    }
 }
 
 /// Authorises an operator request on `workspace_id`: 401 without a valid

@@ -8,42 +8,42 @@ use baton_api::secrets::{valid_secret_name, PutSecretRequest, SecretList, MAX_SE
 use baton_domain::error::ApiError;
 use baton_service::context::Context;
 use baton_service::http::{
-    empty_response, json_response, method_not_allowed, operator_workspace, parse_json, path_param, respond,
+    empty_response, json_response, parse_json, path_param, serve_operator, Answer, OperatorRoute,
 };
-use http::{Method, StatusCode};
+use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 
 pub async fn handle(context: &Context, req: Request) -> Response<Body> {
-    respond(route(context, req).await)
+    serve_operator::<Secrets>(context, req).await
 }
 
-async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = operator_workspace(&context.store, &req).await?;
-    match *req.method() {
-        Method::PUT => {
-            let name = secret_name(&req)?;
-            let body: PutSecretRequest = parse_json(&req)?;
-            if body.value.is_empty() || body.value.len() > MAX_SECRET_BYTES {
-                return Err(ApiError::invalid_request(format!("value must be 1 to {MAX_SECRET_BYTES} bytes")));
-            }
-            context.secrets().put(&workspace, &name, &body.value).await?;
-            // The name only: a value is never logged.
-            tracing::info!(workspace_id = %workspace, secret = %name, "secret set");
-            Ok(empty_response(StatusCode::NO_CONTENT))
+struct Secrets;
+
+impl OperatorRoute for Secrets {
+    async fn put(context: &Context, req: &Request, workspace: &str) -> Answer {
+        let name = secret_name(req)?;
+        let body: PutSecretRequest = parse_json(req)?;
+        if body.value.is_empty() || body.value.len() > MAX_SECRET_BYTES {
+            return Err(ApiError::invalid_request(format!("value must be 1 to {MAX_SECRET_BYTES} bytes")));
         }
-        Method::GET => {
-            let items = context.secrets().list(&workspace).await?;
-            Ok(json_response(StatusCode::OK, &SecretList { items }))
+        context.secrets().put(workspace, &name, &body.value).await?;
+        // The name only: a value is never logged.
+        tracing::info!(workspace_id = %workspace, secret = %name, "secret set");
+        Ok(empty_response(StatusCode::NO_CONTENT))
+    }
+
+    async fn get(context: &Context, _: &Request, workspace: &str) -> Answer {
+        let items = context.secrets().list(workspace).await?;
+        Ok(json_response(StatusCode::OK, &SecretList { items }))
+    }
+
+    async fn delete(context: &Context, req: &Request, workspace: &str) -> Answer {
+        let name = secret_name(req)?;
+        if !context.secrets().delete(workspace, &name).await? {
+            return Err(ApiError::not_found(format!("secret {name}")));
         }
-        Method::DELETE => {
-            let name = secret_name(&req)?;
-            if !context.secrets().delete(&workspace, &name).await? {
-                return Err(ApiError::not_found(format!("secret {name}")));
-            }
-            tracing::info!(workspace_id = %workspace, secret = %name, "secret deleted");
-            Ok(empty_response(StatusCode::NO_CONTENT))
-        }
-        _ => Err(method_not_allowed()),
+        tracing::info!(workspace_id = %workspace, secret = %name, "secret deleted");
+        Ok(empty_response(StatusCode::NO_CONTENT))
     }
 }
 

@@ -10,49 +10,49 @@ use baton_api::variables::{
 use baton_domain::error::ApiError;
 use baton_service::context::Context;
 use baton_service::http::{
-    empty_response, json_response, method_not_allowed, operator_workspace, parse_json, path_param, respond,
+    empty_response, json_response, parse_json, path_param, serve_operator, Answer, OperatorRoute,
 };
 use baton_store::variables::VariablePut;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use lambda_http::{Body, Request, Response};
 
 pub async fn handle(context: &Context, req: Request) -> Response<Body> {
-    respond(route(context, req).await)
+    serve_operator::<Variables>(context, req).await
 }
 
-async fn route(context: &Context, req: Request) -> Result<Response<Body>, ApiError> {
-    let workspace = operator_workspace(&context.store, &req).await?;
-    match *req.method() {
-        Method::PUT => {
-            let name = name_of(&req)?;
-            let body: PutVariableRequest = parse_json(&req)?;
-            if body.value.len() > MAX_VARIABLE_BYTES {
-                return Err(ApiError::invalid_request(format!("value: at most {MAX_VARIABLE_BYTES} bytes")));
-            }
-            let now = chrono::Utc::now();
-            match context.store.put_variable(&workspace, &name, &body.value, MAX_VARIABLES, now).await? {
-                VariablePut::Set(item) => {
-                    tracing::info!(workspace_id = %workspace, variable = %name, "variable set");
-                    Ok(json_response(StatusCode::OK, &item.view()))
-                }
-                VariablePut::TooMany => Err(ApiError::invalid_request(format!(
-                    "the workspace holds {MAX_VARIABLES} variables, the most it may: delete one first"
-                ))),
-            }
+struct Variables;
+
+impl OperatorRoute for Variables {
+    async fn put(context: &Context, req: &Request, workspace: &str) -> Answer {
+        let name = name_of(req)?;
+        let body: PutVariableRequest = parse_json(req)?;
+        if body.value.len() > MAX_VARIABLE_BYTES {
+            return Err(ApiError::invalid_request(format!("value: at most {MAX_VARIABLE_BYTES} bytes")));
         }
-        Method::GET => {
-            let items = context.store.variables(&workspace).await?.iter().map(|v| v.view()).collect();
-            Ok(json_response(StatusCode::OK, &VariableList { items }))
-        }
-        Method::DELETE => {
-            let name = name_of(&req)?;
-            if !context.store.delete_variable(&workspace, &name).await? {
-                return Err(ApiError::not_found(format!("variable {name}")));
+        let now = chrono::Utc::now();
+        match context.store.put_variable(workspace, &name, &body.value, MAX_VARIABLES, now).await? {
+            VariablePut::Set(item) => {
+                tracing::info!(workspace_id = %workspace, variable = %name, "variable set");
+                Ok(json_response(StatusCode::OK, &item.view()))
             }
-            tracing::info!(workspace_id = %workspace, variable = %name, "variable deleted");
-            Ok(empty_response(StatusCode::NO_CONTENT))
+            VariablePut::TooMany => Err(ApiError::invalid_request(format!(
+                "the workspace holds {MAX_VARIABLES} variables, the most it may: delete one first"
+            ))),
         }
-        _ => Err(method_not_allowed()),
+    }
+
+    async fn get(context: &Context, _: &Request, workspace: &str) -> Answer {
+        let items = context.store.variables(workspace).await?.iter().map(|v| v.view()).collect();
+        Ok(json_response(StatusCode::OK, &VariableList { items }))
+    }
+
+    async fn delete(context: &Context, req: &Request, workspace: &str) -> Answer {
+        let name = name_of(req)?;
+        if !context.store.delete_variable(workspace, &name).await? {
+            return Err(ApiError::not_found(format!("variable {name}")));
+        }
+        tracing::info!(workspace_id = %workspace, variable = %name, "variable deleted");
+        Ok(empty_response(StatusCode::NO_CONTENT))
     }
 }
 

@@ -12,7 +12,6 @@ pub(super) enum CliError {
     Usage(String),
 }
 
-/// Prints an answer as indented JSON on stdout.
 /// What a delete prints: `{"<field>": …, "deleted": true}` as JSON, or
 /// "<kind> <id> deleted from workspace <workspace>".
 pub(super) fn print_deleted(json: bool, kind: &str, field: &str, id: &str, workspace: &str) {
@@ -23,6 +22,7 @@ pub(super) fn print_deleted(json: bool, kind: &str, field: &str, id: &str, works
     }
 }
 
+/// Prints an answer as indented JSON on stdout.
 pub(super) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),

@@ -8,8 +8,9 @@
 //! - `provisioners`, `fleet`: `baton provisioner …` and `baton fleet`.
 //! - `pipelines`, `hooks`: `baton pipeline …` (set, list, get, run, rm)
 //!   and `baton hook …` (create, list, rotate, rm).
-//! - `secrets`, `tokens`, `artifacts`: `baton secret …`, `baton token
-//!   create`, `baton artifact download`.
+//! - `secrets`, `variables`, `tokens`, `artifacts`: `baton secret …`,
+//!   `baton var …`, `baton token create`, `baton artifact download`;
+//!   `named_values` holds the arguments `secret` and `var` share.
 //! - `answer`: the JSON answer and the error every command shares.
 
 mod answer;
@@ -18,6 +19,7 @@ mod artifacts;
 mod fleet;
 mod hooks;
 mod logs;
+mod named_values;
 mod pipelines;
 mod provisioners;
 mod run_lines;
@@ -160,6 +162,7 @@ async fn execute(cli: Cli) -> Result<ExitCode, CliError> {
 mod tests {
     use super::*;
     use crate::operator_cli::provisioners::ProvisionerCommand;
+    use baton_api::provisioners::CreateProvisioner;
 
     #[test]
     fn provisioner_create_takes_repeated_label_sets() {
@@ -181,12 +184,11 @@ mod tests {
             "1",
         ])
         .expect("parses");
-        let Command::Provisioner { command: ProvisionerCommand::Create { label_sets, max_instances, warm, .. } } =
-            cli.command
-        else {
+        let Command::Provisioner { command: ProvisionerCommand::Create { provisioner, .. } } = cli.command else {
             panic!("not a create: {:?}", cli.command)
         };
-        assert_eq!(label_sets, vec![vec!["linux".to_string(), "x64".into()], vec!["gpu".into()]]);
-        assert_eq!((max_instances, warm), (4, Some(1)));
+        let body = CreateProvisioner::from(provisioner);
+        assert_eq!(body.label_sets, vec![vec!["linux".to_string(), "x64".into()], vec!["gpu".into()]]);
+        assert_eq!((body.max_instances, body.warm), (4, Some(1)));
     }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use baton_api::provisioners::{CreateProvisioner, ProvisionerSummary};
 use baton_client::operators::Operator;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use uuid::Uuid;
 
 use super::answer::{print_json, CliError};
@@ -16,31 +16,8 @@ pub(super) enum ProvisionerCommand {
     Create {
         #[arg(long, env = "BATON_WORKSPACE")]
         workspace: String,
-        #[arg(long)]
-        name: String,
-        /// A label set its machines serve, comma-separated (repeatable).
-        #[arg(long = "label-set", required = true, value_parser = parse_label_set)]
-        label_sets: Vec<Vec<String>>,
-        /// The most instances it may hold at once (1 to 10,000).
-        #[arg(long)]
-        max_instances: u32,
-        /// Jobs each instance takes before it goes (1, the default: ephemeral).
-        #[arg(long)]
-        jobs_per_instance: Option<u32>,
-        /// An instance idle this long goes (default 300).
-        #[arg(long)]
-        idle_timeout_s: Option<u32>,
-        /// An instance whose runner has not registered by then goes (default 600).
-        #[arg(long)]
-        boot_timeout_s: Option<u32>,
-        /// Idle instances to keep ready (default 0).
-        #[arg(long)]
-        warm: Option<u32>,
-        /// Makes the command safe to run again after an answer was lost: the
-        /// same key creates nothing new and prints the same provisioner
-        /// with a new token (the earlier one stops working).
-        #[arg(long)]
-        idempotency_key: Option<String>,
+        #[command(flatten)]
+        provisioner: NewProvisioner,
     },
     /// List the workspace's provisioners (no tokens).
     List {
@@ -53,6 +30,52 @@ pub(super) enum ProvisionerCommand {
         workspace: String,
         id: Uuid,
     },
+}
+
+/// What `create` registers: the API's request, as options (the api crate
+/// knows no clap).
+#[derive(Debug, Args)]
+pub(super) struct NewProvisioner {
+    #[arg(long)]
+    name: String,
+    /// A label set its machines serve, comma-separated (repeatable).
+    #[arg(long = "label-set", required = true, value_parser = parse_label_set)]
+    label_sets: Vec<Vec<String>>,
+    /// The most instances it may hold at once (1 to 10,000).
+    #[arg(long)]
+    max_instances: u32,
+    /// Jobs each instance takes before it goes (1, the default: ephemeral).
+    #[arg(long)]
+    jobs_per_instance: Option<u32>,
+    /// An instance idle this long goes (default 300).
+    #[arg(long)]
+    idle_timeout_s: Option<u32>,
+    /// An instance whose runner has not registered by then goes (default 600).
+    #[arg(long)]
+    boot_timeout_s: Option<u32>,
+    /// Idle instances to keep ready (default 0).
+    #[arg(long)]
+    warm: Option<u32>,
+    /// Makes the command safe to run again after an answer was lost: the
+    /// same key creates nothing new and prints the same provisioner
+    /// with a new token (the earlier one stops working).
+    #[arg(long)]
+    idempotency_key: Option<String>,
+}
+
+impl From<NewProvisioner> for CreateProvisioner {
+    fn from(new: NewProvisioner) -> Self {
+        CreateProvisioner {
+            name: new.name,
+            label_sets: new.label_sets,
+            max_instances: new.max_instances,
+            jobs_per_instance: new.jobs_per_instance,
+            idle_timeout_s: new.idle_timeout_s,
+            boot_timeout_s: new.boot_timeout_s,
+            warm: new.warm,
+            idempotency_key: new.idempotency_key,
+        }
+    }
 }
 
 /// `linux,x64` as the label set `["linux", "x64"]` (blanks dropped).
@@ -70,27 +93,8 @@ pub(super) async fn provisioner_command(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     match command {
-        ProvisionerCommand::Create {
-            workspace,
-            name,
-            label_sets,
-            max_instances,
-            jobs_per_instance,
-            idle_timeout_s,
-            boot_timeout_s,
-            warm,
-            idempotency_key,
-        } => {
-            let body = CreateProvisioner {
-                name,
-                label_sets,
-                max_instances,
-                jobs_per_instance,
-                idle_timeout_s,
-                boot_timeout_s,
-                warm,
-                idempotency_key,
-            };
+        ProvisionerCommand::Create { workspace, provisioner } => {
+            let body = CreateProvisioner::from(provisioner);
             let created = operator.create_provisioner(&workspace, &body).await?;
             if json {
                 print_json(&created);

@@ -6,27 +6,17 @@ use baton_client::operators::Operator;
 use clap::Subcommand;
 
 use super::answer::{print_deleted, print_json, CliError};
+use super::named_values::{InWorkspace, Named};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum SecretCommand {
     /// Set (or replace) a secret; its value is read from stdin (one
     /// trailing newline dropped), so it is in no shell history or argument.
-    Set {
-        #[arg(long, env = "BATON_WORKSPACE")]
-        workspace: String,
-        name: String,
-    },
+    Set(Named),
     /// List the workspace's secrets: names and when each was set, never values.
-    List {
-        #[arg(long, env = "BATON_WORKSPACE")]
-        workspace: String,
-    },
+    List(InWorkspace),
     /// Delete a secret; jobs that name it then fail when claimed, saying so.
-    Delete {
-        #[arg(long, env = "BATON_WORKSPACE")]
-        workspace: String,
-        name: String,
-    },
+    Delete(Named),
 }
 
 pub(super) async fn secret_command(
@@ -35,7 +25,7 @@ pub(super) async fn secret_command(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     match command {
-        SecretCommand::Set { workspace, name } => {
+        SecretCommand::Set(Named { workspace, name }) => {
             let mut value = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
                 .map_err(|e| CliError::Usage(format!("reading the secret from stdin: {e}")))?;
@@ -51,7 +41,7 @@ pub(super) async fn secret_command(
                 println!("secret {name} set in workspace {workspace}");
             }
         }
-        SecretCommand::List { workspace } => {
+        SecretCommand::List(InWorkspace { workspace }) => {
             let list = operator.list_secrets(&workspace).await?;
             if json {
                 print_json(&list);
@@ -62,7 +52,7 @@ pub(super) async fn secret_command(
                 }
             }
         }
-        SecretCommand::Delete { workspace, name } => {
+        SecretCommand::Delete(Named { workspace, name }) => {
             operator.delete_secret(&workspace, &name).await?;
             print_deleted(json, "secret", "name", &name, &workspace);
         }

@@ -7,27 +7,20 @@ use baton_client::operators::Operator;
 use clap::Subcommand;
 
 use super::answer::{print_deleted, print_json, CliError};
+use super::named_values::{InWorkspace, Named};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum VariableCommand {
     /// Set (or replace) a variable; runs created after read the new value.
     Set {
-        #[arg(long, env = "BATON_WORKSPACE")]
-        workspace: String,
-        name: String,
+        #[command(flatten)]
+        named: Named,
         value: String,
     },
     /// List the workspace's variables with their values.
-    List {
-        #[arg(long, env = "BATON_WORKSPACE")]
-        workspace: String,
-    },
+    List(InWorkspace),
     /// Delete a variable; runs created after read it as empty.
-    Delete {
-        #[arg(long, env = "BATON_WORKSPACE")]
-        workspace: String,
-        name: String,
-    },
+    Delete(Named),
 }
 
 pub(super) async fn variable_command(
@@ -36,7 +29,7 @@ pub(super) async fn variable_command(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     match command {
-        VariableCommand::Set { workspace, name, value } => {
+        VariableCommand::Set { named: Named { workspace, name }, value } => {
             let stored = operator.set_variable(&workspace, &name, value).await?;
             if json {
                 print_json(&stored);
@@ -44,7 +37,7 @@ pub(super) async fn variable_command(
                 println!("variable {} set in workspace {workspace}", stored.name);
             }
         }
-        VariableCommand::List { workspace } => {
+        VariableCommand::List(InWorkspace { workspace }) => {
             let list = operator.list_variables(&workspace).await?;
             if json {
                 print_json(&list);
@@ -54,7 +47,7 @@ pub(super) async fn variable_command(
                 }
             }
         }
-        VariableCommand::Delete { workspace, name } => {
+        VariableCommand::Delete(Named { workspace, name }) => {
             operator.delete_variable(&workspace, &name).await?;
             print_deleted(json, "variable", "name", &name, &workspace);
         }
