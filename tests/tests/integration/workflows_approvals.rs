@@ -10,29 +10,9 @@ use baton_tests::runs::{job_in, Identified};
 use baton_tests::{workspace, TestStack, WAIT};
 use serde_json::{json, Value};
 
-const RELEASE: &str = r#"
-name: release
-jobs:
-  build:
-    runs-on: linux
-    steps: [{run: make}]
-  sign-off:
-    needs: build
-    approval:
-      required: 2
-      from: [alice, release-managers]
-      inputs:
-        channel: {type: choice, options: [stable, beta], default: beta}
-        dry_run: {type: boolean, required: true}
-        notes: {type: string}
-  deploy:
-    needs: sign-off
-    runs-on: linux
-    env:
-      CHANNEL: ${{ needs.sign-off.outputs.channel }}
-      DRY_RUN: ${{ needs.sign-off.outputs.dry_run }}
-    steps: [{run: ./deploy}]
-"#;
+/// `sign-off` waits for two approvals from alice and release-managers,
+/// whose typed inputs reach `deploy`'s env (the runner tests run it too).
+const RELEASE: &str = include_str!("../../../domain/tests/fixtures/workflows/release_sign_off.yml");
 
 async fn decide(stack: &TestStack, ws: &str, run: &str, job: &str, token: &str, body: Value) -> Answer {
     stack.post(&format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job}/approval"), token, body).await
@@ -102,8 +82,8 @@ async fn two_of_three_named_approvers_release_the_job_with_their_inputs_and_the_
 
     // The inputs reach the job that needs the approval.
     let deploy = queued(&stack, &run, 1, "deploy").await;
-    assert_eq!(deploy.spec.env.get("CHANNEL").map(String::as_str), Some("stable"));
-    assert_eq!(deploy.spec.env.get("DRY_RUN").map(String::as_str), Some("false"));
+    assert_eq!(deploy.spec.work.env.get("CHANNEL").map(String::as_str), Some("stable"));
+    assert_eq!(deploy.spec.work.env.get("DRY_RUN").map(String::as_str), Some("false"));
     let facts: Vec<Value> = stack
         .facts("baton.workflows.job.approval_decided")
         .into_iter()
@@ -172,7 +152,7 @@ async fn an_approval_nobody_decides_fails_approves_with_its_defaults_or_is_skipp
         if on_timeout == "approve" {
             assert_eq!(job_in(&view, 1, "sign-off")["outputs"], json!({"channel": "beta"}));
             let deploy = queued(&stack, &run, 1, "deploy").await;
-            assert_eq!(deploy.spec.env.get("CHANNEL").map(String::as_str), Some("beta"), "the default reaches it");
+            assert_eq!(deploy.spec.work.env.get("CHANNEL").map(String::as_str), Some("beta"), "the default reaches it");
         }
     }
 }

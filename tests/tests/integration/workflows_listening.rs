@@ -10,22 +10,9 @@ use baton_tests::runs::{job_in, Identified};
 use baton_tests::{workspace, TestStack, WAIT};
 use serde_json::json;
 
-const LISTENING: &str = r#"
-name: reviews
-jobs:
-  build:
-    runs-on: linux
-    steps: [{run: make}]
-  on-review:
-    needs: build
-    runs-on: linux
-    listen: {events: [review], timeout-minutes: 2}
-    steps: [{run: "echo ${{ event.payload.state }}"}]
-  after:
-    needs: on-review
-    runs-on: linux
-    steps: [{run: ./after}]
-"#;
+/// `on-review` listens for `review` events for two timeout minutes once
+/// `build` is done, its step reading each event; `after` needs it.
+const LISTENING: &str = include_str!("../../../domain/tests/fixtures/workflows/listening_reviews.yml");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_timeout_ends_the_job() {
@@ -37,7 +24,7 @@ async fn deliveries_are_refused_before_listening_and_checked_and_the_listening_t
     let job_id = job_in(&created, 1, "on-review")["id"].as_str().unwrap().to_string();
     let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
     // `sent_by` is no field of the API's: ignored, as on every route (api.md).
-    let fire = |reference: &str| json!({"name": "review", "disposition": "fire", "ref": reference, "payload": {"state": "ok"}, "sent_by": "bridge"});
+    let fire = |reference: &str| json!({"name": "review", "disposition": "fire", "ref": reference, "payload": {"review": {"state": "ok"}}, "sent_by": "bridge"});
 
     let Answer { status, body } = stack.post(&path, &stack.admin_token, fire("early")).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not-listening")), "its needs are not met yet");
@@ -111,7 +98,7 @@ async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_
     stack.wait_view(&ws, &run, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     let event = |workspace: &str, reference: &str, disposition: &str| {
         json!({"workspace_id": workspace, "run_id": run, "job": "on-review", "name": "review",
-               "disposition": disposition, "ref": reference, "payload": {"state": reference}})
+               "disposition": disposition, "ref": reference, "payload": {"review": {"state": reference}}})
     };
     // Another workspace's producer names this run: dropped. A malformed
     // event: dropped. Neither is retried nor reaches the job.
@@ -120,7 +107,11 @@ async fn events_put_on_the_bus_reach_their_listening_job_and_another_workspaces_
     put_on_bus(&stack, "baton.external.job_event", event(&ws, "r1", "fire")).await;
     put_on_bus(&stack, "baton.external.job_event", event(&ws, "r1", "fire")).await;
     let queued = queued(&stack, &run, 1, "on-review").await;
-    assert_eq!(queued.spec.steps[0].run, "echo r1", "the event's payload reaches its execution");
+    assert_eq!(
+        (queued.spec.work.steps[0].run.as_str(), queued.spec.work.env.get("STATE").map(String::as_str)),
+        ("echo review r1 $STATE", Some("r1")),
+        "the event's name, ref and payload reach its execution"
+    );
     let runner = Runner::for_queued(&ws, &queued);
     runner.claim(&stack).await;
     runner.complete(&stack, JobOutcome::Succeeded).await;
@@ -198,7 +189,8 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
     stack.runner(&ws, &["linux"]).await;
     // Its env reads the run's inputs: starting an execution takes a read,
     // which the delivery's own write does not make (the orchestration does).
-    let yaml = LISTENING.replace("    listen:", "    env: {WHO: \"${{ inputs.who }}\"}\n    listen:");
+    let yaml = LISTENING.replace("    env:\n", "    env:\n      WHO: \"${{ inputs.who }}\"\n");
+    assert!(yaml.contains("inputs.who"), "the listening job's env reads an input: {yaml}");
     let Answer { status, body: created } = stack
         .post(
             &format!("/v1/workspaces/{ws}/runs"),
@@ -224,7 +216,7 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
         name: "review".into(),
         reference: "r1".into(),
         disposition: baton_domain::workflows::listening::Disposition::Fire,
-        payload: json!({"state": "ok"}),
+        payload: json!({"review": {"state": "ok"}}),
         delivered_at: chrono::Utc::now(),
     };
     let minute = stack.host.config.orchestration.timeout_minute;
@@ -252,7 +244,7 @@ async fn a_delivery_retried_after_its_answer_was_lost_wakes_the_orchestration_th
     // The producer retries: the ref was delivered (200, false), and that try
     // wakes the orchestration, which runs the execution now.
     let path = format!("/v1/workspaces/{ws}/runs/{run}/jobs/{job_id}/events");
-    let body = json!({"name": "review", "disposition": "fire", "ref": "r1", "payload": {"state": "ok"}});
+    let body = json!({"name": "review", "disposition": "fire", "ref": "r1", "payload": {"review": {"state": "ok"}}});
     let Answer { status, body: answer } = stack.post(&path, &stack.admin_token, body).await;
     assert_eq!((status, answer), (200, json!({"delivered": false})));
     baton_tests::wait_for("the event's execution to be queued", WAIT, || async {

@@ -6,6 +6,8 @@ use crate::workflows::condition::JobCondition;
 use crate::workflows::definition::{DEFAULT_JOB_TIMEOUT_MINUTES, DEFAULT_RUN_TIMEOUT_MINUTES};
 
 const SPEC_EXAMPLE: &str = include_str!("../../../tests/fixtures/workflows/spec_example.yml");
+/// The matrix the runner process tests run on real runners.
+const MATRIX: &str = include_str!("../../../tests/fixtures/workflows/matrix.yml");
 
 fn error_of(yaml: &str) -> DefinitionError {
     parse_definition(yaml).expect_err("the definition should be refused")
@@ -481,32 +483,7 @@ fn priority_is_a_bounded_whole_number_or_one_expression() {
 
 #[test]
 fn a_matrix_job_becomes_its_legs_and_a_job_needing_it_needs_them_all() {
-    let definition = parse_definition(
-        r#"
-jobs:
-  test:
-    runs-on: [linux, "${{ matrix.arch }}"]
-    strategy:
-      matrix:
-        arch: [x64, arm64]
-        rust: [stable, beta, nightly]
-        exclude: [{arch: arm64, rust: nightly}]
-        include: [{arch: x64, rust: "1.70"}]
-      max-parallel: 2
-    outputs: [version]
-    env:
-      TOOLCHAIN: ${{ matrix.rust }}
-    steps: [{run: 'cargo +${{ matrix.rust }} test'}]
-  report:
-    needs: test
-    runs-on: linux
-    env:
-      ALL: ${{ needs.test.outputs.version }}
-      RESULT: ${{ needs.test.result }}
-    steps: [{run: echo}]
-"#,
-    )
-    .unwrap();
+    let definition = parse_definition(MATRIX).unwrap();
     let keys: Vec<&str> = definition.jobs.iter().map(|j| j.key.as_str()).collect();
     assert_eq!(
         keys,

@@ -30,7 +30,7 @@ async fn a_job_whose_steps_share_files_in_the_work_dir_succeeds() {
         ],
         &[("FROM_JOB", "job"), ("FROM_STEP", "overridden by the step")],
     );
-    fact.spec.steps[1].env.insert("FROM_STEP".into(), "step".into());
+    fact.spec.work.steps[1].env.insert("FROM_STEP".into(), "step".into());
     queue(&stack, &fact).await;
     let mut runner = Runner::start(&stack, &token, "linux,x64", &["--once"]);
 
@@ -40,7 +40,7 @@ async fn a_job_whose_steps_share_files_in_the_work_dir_succeeds() {
     assert_eq!(done["settled_by"], "steps", "{done:#}");
     let steps = done["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), 3);
-    for (step, spec) in steps.iter().zip(&fact.spec.steps) {
+    for (step, spec) in steps.iter().zip(&fact.spec.work.steps) {
         assert_eq!(step["id"], spec.id.to_string());
         assert_eq!((&step["status"], &step["exit_code"]), (&json!("succeeded"), &json!(0)), "{step:#}");
         assert!(step["started_at"].is_string() && step["finished_at"].is_string());
@@ -84,7 +84,7 @@ async fn a_step_past_its_timeout_is_killed_and_fails_the_job() {
     let marker = scratch().join("pgid");
     let mut fact =
         job(&ws, &["linux"], &[("slow", &format!("echo $$ > {}; sleep 600", marker.display())), ("next", "true")], &[]);
-    fact.spec.steps[0].timeout_s = Some(1);
+    fact.spec.work.steps[0].timeout_s = Some(1);
     queue(&stack, &fact).await;
     let _runner = Runner::start(&stack, &token, "linux", &["--once"]);
 

@@ -15,6 +15,11 @@ use baton_tests::{wait_for, workspace, TestStack, WAIT};
 use chrono::{DateTime, Duration as Span, Utc};
 use serde_json::{json, Value};
 
+/// Workflows these tests share with the domain's and the integration
+/// tests: one definition of each, in the domain's fixtures.
+const MATRIX: &str = include_str!("../../../../domain/tests/fixtures/workflows/matrix.yml");
+const RELEASE_SIGN_OFF: &str = include_str!("../../../../domain/tests/fixtures/workflows/release_sign_off.yml");
+
 /// The lease settings of [`fast_lease_stack`].
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 const LEASE_DURATION_S: i64 = 3;
@@ -42,36 +47,24 @@ fn step_outcomes(execution: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Starts a `linux` runner of `token`, creates the run of `yaml` in `ws`,
+/// Starts a `linux` runner of the scene's, creates the run of `workflow`,
 /// and waits for its step to write its process group to `$SHARED/pgid`:
 /// the runner, the run's id and the group (killed, if still there, when
 /// its guard drops).
-async fn run_to_step(
-    stack: &TestStack,
-    ws: &str,
-    token: &str,
-    shared: &Path,
-    yaml: &str,
-) -> (Runner, String, GroupGuard) {
-    let runner = Runner::start(stack, token, "linux", &[]);
-    let run_id = stack.create_run(ws, yaml).await.id();
-    let pgid = pgid_from(&shared.join("pgid")).await;
+async fn run_to_step(scene: &Scene, workflow: &str) -> (Runner, String, GroupGuard) {
+    let (runner, run_id) = scene.run(workflow, "linux", &[]).await;
+    let pgid = pgid_from(&scene.shared.join("pgid")).await;
     (runner, run_id, GroupGuard(pgid))
 }
 
-/// The step of job `long` that hangs on its first try (writing its process
-/// group to `$SHARED/pgid`) and passes at once on the next.
-const HANGS_ONCE: &str = r#"      - name: integration
-        run: |
-          echo $$ > "$SHARED/pgid"
-          test -f "$SHARED/second" || (touch "$SHARED/second"; sleep 600)
-"#;
-
-/// Runs `yaml` (its job `long` running [`HANGS_ONCE`]) on a first runner,
-/// SIGKILLs that runner while `long` runs, and has the reaper expire the
-/// lost lease: the run's id and the lost execution's.
-async fn lose_runner_mid_job(stack: &TestStack, ws: &str, token: &str, shared: &Path, yaml: &str) -> (String, String) {
-    let (mut first, run_id, orphans) = run_to_step(stack, ws, token, shared, yaml).await;
+/// Runs `workflow` (its job `long` running a step that hangs on its first
+/// try, writing its process group to `$SHARED/pgid`, and passes at once on
+/// the next) on a first runner, SIGKILLs that runner while `long` runs,
+/// and has the reaper expire the lost lease: the run's id and the lost
+/// execution's.
+async fn lose_runner_mid_job(scene: &Scene, workflow: &str) -> (String, String) {
+    let (mut first, run_id, orphans) = run_to_step(scene, workflow).await;
+    let Scene { stack, ws, .. } = scene;
     let view =
         stack.wait_view(ws, &run_id, "long to be running", |v| job_in(v, 1, "long")["status"] == "running").await;
     let lost_execution = execution_of(&view, 1, "long")["id"].as_str().unwrap().to_string();
@@ -108,63 +101,13 @@ fn assert_job_succeeded(view: &Value, attempt: u32, key: &str, steps: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_diamond_workflow_runs_each_job_after_its_needs_and_succeeds() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
+    let scene = Scene::start().await;
     // Each job records that it ran in `order` and checks what the jobs it
     // needs wrote; a job started too early fails. `LEVEL` checks that a
     // step's env overrides its job's, which overrides the workflow's.
-    let yaml = format!(
-        r#"name: diamond
-{env}  LEVEL: workflow
-jobs:
-  build:
-    runs-on: linux
-    env:
-      LEVEL: job
-    steps:
-      - name: compile
-        run: |
-          test "$LEVEL" = job
-          echo "$BATON_JOB_KEY" >> "$SHARED/order" && echo artifact-v1 > "$SHARED/build.out"
-      - name: inspect
-        env:
-          LEVEL: step
-        run: test "$LEVEL" = step && grep -qx artifact-v1 "$SHARED/build.out"
-  test-a:
-    needs: build
-    runs-on: linux
-    steps:
-      - name: unit
-        run: |
-          test "$LEVEL" = workflow
-          grep -qx artifact-v1 "$SHARED/build.out"
-          echo "$BATON_JOB_KEY" >> "$SHARED/order"
-          echo a-passed > "$SHARED/test-a.out"
-  test-b:
-    needs: build
-    runs-on: [linux, x64]
-    steps:
-      - name: integration
-        run: |
-          grep -qx artifact-v1 "$SHARED/build.out"
-          echo "$BATON_JOB_KEY" >> "$SHARED/order"
-          echo b-passed > "$SHARED/test-b.out"
-  report:
-    needs: [test-a, test-b]
-    runs-on: linux
-    steps:
-      - name: collect
-        run: |
-          grep -qx a-passed "$SHARED/test-a.out"
-          grep -qx b-passed "$SHARED/test-b.out"
-          echo "$BATON_JOB_KEY" >> "$SHARED/order"
-          cat "$SHARED/test-a.out" "$SHARED/test-b.out" > "$SHARED/report.out"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "2"]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let (mut runner, run_id) =
+        scene.run(include_str!("fixtures/diamond.yml"), "linux,x64", &["--concurrency", "2"]).await;
+    let Scene { stack, ws, shared, .. } = scene;
 
     let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     assert_eq!(view["current_attempt"], 1);
@@ -188,52 +131,14 @@ jobs:
     assert_eq!(order.len(), 4, "{order:?}");
     assert_eq!((order[0], order[3]), ("build", "report"), "{order:?}");
     assert_eq!(std::fs::read_to_string(shared.join("report.out")).unwrap(), "a-passed\nb-passed\n");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_still_runs() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: broken
-{env}jobs:
-  build:
-    runs-on: linux
-    steps:
-      - {{name: fetch, run: 'true'}}
-      - name: compile
-        run: |
-          echo "error: does not compile" >&2
-          exit 3
-      - name: package
-        run: touch "$SHARED/packaged"
-  test:
-    needs: build
-    runs-on: linux
-    steps:
-      - name: unit
-        run: touch "$SHARED/tested"
-  deploy:
-    needs: test
-    runs-on: linux
-    steps:
-      - name: ship
-        run: touch "$SHARED/deployed"
-  report:
-    needs: [build, test]
-    if: always()
-    runs-on: linux
-    steps:
-      - name: summary
-        run: echo "report of $BATON_RUN_ID" > "$SHARED/reported"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/broken.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
 
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let build = execution_of(&view, 1, "build");
@@ -257,8 +162,7 @@ async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_sti
     for never in ["packaged", "tested", "deployed"] {
         assert!(!shared.join(never).exists(), "{never}: a skipped step or job ran");
     }
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 /// `continue-on-error` on a job and on a step, run by a real runner: the
@@ -267,36 +171,9 @@ async fn a_failing_step_fails_its_job_skips_the_dependents_and_an_always_job_sti
 /// reads `needs.lint.result` 'success' and `needs.lint.outcome` 'failure'.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succeeds() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: tolerant
-{env}jobs:
-  lint:
-    runs-on: linux
-    continue-on-error: true
-    steps:
-      - {{name: style, run: 'exit 4'}}
-      - {{name: after, run: touch "$SHARED/lint-after"}}
-  build:
-    runs-on: linux
-    steps:
-      - name: optional
-        continue-on-error: true
-        run: exit 7
-      - {{name: compile, run: touch "$SHARED/compiled"}}
-  report:
-    needs: [lint, build]
-    runs-on: linux
-    outputs: [seen]
-    steps:
-      - run: echo "seen=${{{{ needs.lint.result }}}}/${{{{ needs.lint.outcome }}}}/${{{{ needs.build.outcome }}}}" >> "$BATON_OUTPUT"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/tolerant.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
 
     let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let lint = job_in(&view, 1, "lint");
@@ -327,8 +204,7 @@ async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succee
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("succeeded (soft-failed: step_failed)"), "{text}");
     assert!(text.contains("[continued]"), "{text}");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 /// `retry:` by exit code, with a real runner: a step exiting 75 (a flaky
@@ -336,31 +212,9 @@ async fn a_job_and_a_step_with_continue_on_error_fail_visibly_and_the_run_succee
 /// exiting 3 under the same policy is not retried and fails its run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its_backoff() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: retried
-{env}jobs:
-  flaky:
-    runs-on: linux
-    retry: {{max: 2, when: [step_failed], exit-codes: [75], backoff: 2}}
-    steps:
-      - name: fetch
-        run: |
-          echo "$BATON_JOB_EXECUTION_ID" >> "$SHARED/flaky-tries"
-          echo "try $BATON_JOB_EXECUTION_ID"
-          test -f "$SHARED/flaky-once" || (touch "$SHARED/flaky-once"; exit 75)
-  broken:
-    runs-on: linux
-    retry: {{max: 2, when: [step_failed], exit-codes: [75]}}
-    steps:
-      - run: echo x >> "$SHARED/broken-tries"; exit 3
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/retried.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
 
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let flaky = job_in(&view, 1, "flaky");
@@ -407,8 +261,7 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its
     let shown = baton(&stack, &["run", "get", &run_id, "--workspace", &ws]).await;
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(text.contains("[try 2 of 3]"), "{text}");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 /// `retry:` on runner_lost: the runner is SIGKILLed mid-job, the reaper
@@ -416,20 +269,9 @@ async fn a_job_is_retried_on_the_exit_codes_it_names_only_on_those_and_after_its
 /// runner still there; the run succeeds without a rerun.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_succeeds() {
-    let stack = fast_lease_stack().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: lost-and-found
-{env}jobs:
-  long:
-    runs-on: linux
-    retry: {{max: 1, when: [runner_lost]}}
-    steps:
-{HANGS_ONCE}"#,
-        env = shared_env(&shared)
-    );
-    let (run_id, lost_execution) = lose_runner_mid_job(&stack, &ws, &token, &shared, &yaml).await;
+    let scene = Scene::on(fast_lease_stack().await).await;
+    let (run_id, lost_execution) = lose_runner_mid_job(&scene, include_str!("fixtures/lost_and_found.yml")).await;
+    let Scene { stack, ws, token, .. } = scene;
     // Only now a second runner: the retry cannot go back to the first.
     let mut second = Runner::start(&stack, &token, "linux", &[]);
 
@@ -441,8 +283,7 @@ async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_s
     assert_eq!(executions[1]["status"], "succeeded");
     assert_ne!(executions[1]["runner_session_id"], executions[0]["runner_session_id"], "another runner ran it");
     assert_eq!(view["attempts"].as_array().unwrap().len(), 1, "no rerun was needed");
-    second.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut second]).await;
 }
 
 /// `priority` set per run through an input: of two jobs queued together,
@@ -450,23 +291,11 @@ async fn a_job_whose_runner_is_killed_is_retried_on_another_runner_and_the_run_s
 /// the input the same definition runs them in queue order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_with_it() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
+    let Scene { stack, ws, token, .. } = Scene::start().await;
     for (urgency, expected) in [("10", "release\nroutine\n"), ("0", "routine\nrelease\n")] {
+        // A directory of each run's own: each writes its `order` afresh.
         let shared = scratch();
-        let yaml = format!(
-            r#"name: prioritised
-{env}jobs:
-  routine:
-    runs-on: linux
-    steps: [{{run: echo routine >> "$SHARED/order"}}]
-  release:
-    runs-on: linux
-    priority: ${{{{ inputs.urgency }}}}
-    steps: [{{run: echo release >> "$SHARED/order"}}]
-"#,
-            env = shared_env(&shared)
-        );
+        let yaml = with_shared(include_str!("fixtures/prioritised.yml"), &shared);
         let body = json!({"definition": yaml, "inputs": {"urgency": urgency}});
         let Answer { status, body: created } =
             stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, body).await;
@@ -494,25 +323,8 @@ async fn a_job_made_urgent_by_its_runs_input_is_claimed_before_the_job_queued_wi
 /// run's step within a heartbeat and the new run takes the group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_of_one_concurrency_group_take_turns_and_cancel_in_progress_stops_the_running_one() {
-    let stack = fast_lease_stack().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: deploy
-{env}concurrency:
-  group: deploy-${{{{ inputs.env }}}}
-  cancel-in-progress: ${{{{ inputs.urgent }}}}
-jobs:
-  deploy:
-    runs-on: linux
-    steps:
-      - run: |
-          echo $$ > "$SHARED/pgid-${{{{ inputs.name }}}}"
-          touch "$SHARED/started-${{{{ inputs.name }}}}"
-          while [ ! -f "$SHARED/go-${{{{ inputs.name }}}}" ]; do sleep 0.1; done
-"#,
-        env = shared_env(&shared)
-    );
+    let Scene { stack, ws, token, shared } = Scene::on(fast_lease_stack().await).await;
+    let yaml = with_shared(include_str!("fixtures/concurrency_deploy.yml"), &shared);
     let create = |name: &str, env: &str, urgent: bool| {
         let body = json!({"definition": yaml, "inputs": {"name": name, "env": env, "urgent": urgent}});
         let stack = &stack;
@@ -583,40 +395,10 @@ jobs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_and_fails_fast() {
     // Heartbeats every second: the cancelled legs' runners hear it at once.
-    let stack = fast_lease_stack().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: matrix
-{env}jobs:
-  test:
-    runs-on: [linux, "${{{{ matrix.os }}}}"]
-    strategy:
-      matrix:
-        os: [x64, arm64]
-        rust: [stable, beta, nightly]
-        exclude: [{{os: arm64, rust: nightly}}]
-        include: [{{os: x64, rust: "1.70"}}]
-      max-parallel: 2
-    outputs: [built]
-    steps:
-      - run: sleep 0.5; echo "built=${{{{ matrix.os }}}}/${{{{ matrix.rust }}}}" >> "$BATON_OUTPUT"
-  report:
-    needs: test
-    runs-on: linux
-    outputs: [all, result]
-    env:
-      ALL: ${{{{ needs.test.outputs.built }}}}
-    steps:
-      - run: |
-          echo "all=$ALL" >> "$BATON_OUTPUT"
-          echo "result=${{{{ needs.test.result }}}}" >> "$BATON_OUTPUT"
-"#,
-        env = shared_env(&shared)
-    );
+    let Scene { stack, ws, token, .. } = Scene::on(fast_lease_stack().await).await;
     let mut x64 = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "4"]);
     let mut arm = Runner::start(&stack, &token, "linux,arm64", &["--concurrency", "4"]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let run_id = stack.create_run(&ws, MATRIX).await.id();
     let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let jobs = view["attempts"][0]["jobs"].as_array().expect("jobs").clone();
     let legs: Vec<&str> = jobs.iter().filter_map(|j| j["key"].as_str()).filter(|k| k.starts_with("test")).collect();
@@ -647,19 +429,7 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
     assert_eq!(report["outputs"]["result"], "success");
 
     // fail-fast (the default): one leg fails at once, the others are stopped.
-    let fast = format!(
-        r#"name: fail-fast
-{env}jobs:
-  test:
-    runs-on: linux
-    strategy:
-      matrix: {{shard: [1, 2, 3]}}
-    steps:
-      - run: if [ "${{{{ matrix.shard }}}}" = 2 ]; then exit 1; fi; sleep 120
-"#,
-        env = shared_env(&shared)
-    );
-    let run_id = stack.create_run(&ws, &fast).await.id();
+    let run_id = stack.create_run(&ws, include_str!("fixtures/fail_fast.yml")).await.id();
     let view = stack
         .wait_view(&ws, &run_id, "every leg ended", |v| {
             v["status"] == "failed"
@@ -673,9 +443,7 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
         let job = job_in(&view, 1, leg);
         assert_eq!((&job["status"], &job["status_reason"]), (&json!("cancelled"), &json!("fail_fast")), "{job:#}");
     }
-    x64.stop().await;
-    arm.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut x64, &mut arm]).await;
 }
 
 /// A secret set with the CLI (its value on stdin) reaches the job that
@@ -684,9 +452,7 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fails_the_job() {
     use tokio::io::AsyncWriteExt;
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
+    let Scene { stack, ws, token, shared } = Scene::start().await;
     let mut set = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton-under-test"))
         .args(["secret", "set", "DEPLOY_TOKEN", "--workspace", &ws])
         .env("BATON_API", &stack.api)
@@ -704,26 +470,8 @@ async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fail
     let listed = String::from_utf8_lossy(&listed.stdout).to_string();
     assert!(listed.contains("DEPLOY_TOKEN") && !listed.contains("hunter2"), "{listed}");
 
-    let yaml = format!(
-        r#"name: deploy
-{env}jobs:
-  ship:
-    runs-on: linux
-    env:
-      TOKEN: ${{{{ secrets.DEPLOY_TOKEN }}}}
-    steps:
-      - run: |
-          echo "token is $TOKEN"
-          test "$TOKEN" = hunter2-s3cr3t && touch "$SHARED/had-it"
-  unsigned:
-    runs-on: linux
-    steps:
-      - run: echo "${{{{ secrets.SIGNING_KEY }}}}"; touch "$SHARED/ran-without"
-"#,
-        env = shared_env(&shared)
-    );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let run_id = stack.create_run(&ws, &with_shared(include_str!("fixtures/secrets_deploy.yml"), &shared)).await.id();
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     assert_eq!(job_in(&view, 1, "ship")["status"], "succeeded", "{view:#}");
     assert!(shared.join("had-it").exists(), "the job got the value");
@@ -742,33 +490,16 @@ async fn a_secret_set_with_the_cli_reaches_its_job_masked_and_a_missing_one_fail
     assert!(said.contains("secrets not set in this workspace: SIGNING_KEY"), "{said}");
     let everything = format!("{} {}", serde_json::to_string(&stack.all_facts()).unwrap(), view);
     assert!(!everything.contains("hunter2"), "never in a fact or the view");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun_completes_it_elsewhere() {
-    let stack = fast_lease_stack().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
+    let scene = Scene::on(fast_lease_stack().await).await;
     // First attempt: the step hangs (and is lost with its runner). Second
     // attempt: the marker of the first makes it pass at once.
-    let yaml = format!(
-        r#"name: flaky
-{env}jobs:
-  prepare:
-    runs-on: linux
-    steps:
-      - name: fetch
-        run: echo "$BATON_ATTEMPT" >> "$SHARED/prepared"
-  long:
-    needs: prepare
-    runs-on: linux
-    steps:
-{HANGS_ONCE}"#,
-        env = shared_env(&shared)
-    );
-    let (run_id, lost_execution) = lose_runner_mid_job(&stack, &ws, &token, &shared, &yaml).await;
+    let (run_id, lost_execution) = lose_runner_mid_job(&scene, include_str!("fixtures/flaky.yml")).await;
+    let Scene { stack, ws, token, shared } = scene;
 
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let lost = execution_of(&view, 1, "long");
@@ -803,33 +534,14 @@ async fn a_runner_killed_mid_job_fails_the_run_as_runner_lost_and_a_failed_rerun
     assert_eq!((&lost["status"], &lost["status_reason"]), (&json!("failed"), &json!("runner_lost")), "{lost:#}");
     assert_eq!(lost["id"], lost_execution.as_str());
     assert_eq!(job_in(&view, 1, "long")["status"], "failed");
-    second.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut second]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
-    let stack = fast_lease_stack().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: long
-{env}jobs:
-  soak:
-    runs-on: linux
-    # A cancel is not a failure: never retried, whatever the runner reports after it.
-    retry: 2
-    steps:
-      - name: wait
-        run: |
-          echo $$ > "$SHARED/pgid"
-          sleep 600 & sleep 600
-      - name: after
-        run: touch "$SHARED/after"
-"#,
-        env = shared_env(&shared)
-    );
-    let (mut runner, run_id, leftovers) = run_to_step(&stack, &ws, &token, &shared, &yaml).await;
+    let scene = Scene::on(fast_lease_stack().await).await;
+    let (mut runner, run_id, leftovers) = run_to_step(&scene, include_str!("fixtures/long.yml")).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let pgid = leftovers.0;
     let view =
         stack.wait_view(&ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
@@ -897,32 +609,14 @@ async fn a_cancelled_run_stops_the_running_step_within_a_heartbeat() {
     assert_eq!(soak["executions"].as_array().map(Vec::len), Some(1), "a cancelled job is never retried: {soak:#}");
     // It is back to claiming: still alive.
     assert!(runner.child.try_wait().unwrap().is_none(), "the runner survives a cancelled job");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_with_labels_no_runner_has_stay_queued_while_the_others_run_and_finish() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let yaml = r#"name: mixed
-jobs:
-  train:
-    runs-on: [linux, gpu]
-    steps:
-      - {name: fit, run: 'true'}
-  build:
-    runs-on: linux
-    steps:
-      - {name: compile, run: 'true'}
-  test:
-    needs: build
-    runs-on: [linux, x64]
-    steps:
-      - {name: unit, run: 'true'}
-"#;
+    let Scene { stack, ws, token, .. } = Scene::start().await;
     let mut runner = Runner::start(&stack, &token, "linux,x64", &[]);
-    let run_id = stack.create_run(&ws, yaml).await.id();
+    let run_id = stack.create_run(&ws, include_str!("fixtures/mixed.yml")).await.id();
 
     // `train` was queued at the start; `test` only after `build` finished.
     let view = stack
@@ -983,49 +677,14 @@ async fn the_example_workflow_in_examples_ci_yml_succeeds_on_a_linux_x64_runner(
     assert_job_succeeded(&view, 1, "build", 3);
     assert_job_succeeded(&view, 1, "test", 2);
     assert_job_succeeded(&view, 1, "report", 1);
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_cancel_the_always_and_cancelled_jobs_still_run_on_the_runner() {
-    let stack = fast_lease_stack().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: cleanup
-{env}jobs:
-  soak:
-    runs-on: linux
-    steps:
-      - name: wait
-        run: |
-          echo $$ > "$SHARED/pgid"
-          sleep 600
-  deploy:
-    needs: soak
-    runs-on: linux
-    steps:
-      - name: ship
-        run: touch "$SHARED/deployed"
-  cleanup:
-    needs: soak
-    if: always()
-    runs-on: linux
-    steps:
-      - name: tidy
-        run: touch "$SHARED/cleaned"
-  notify:
-    needs: soak
-    if: cancelled()
-    runs-on: linux
-    steps:
-      - name: page
-        run: touch "$SHARED/notified"
-"#,
-        env = shared_env(&shared)
-    );
-    let (mut runner, run_id, leftovers) = run_to_step(&stack, &ws, &token, &shared, &yaml).await;
+    let scene = Scene::on(fast_lease_stack().await).await;
+    let (mut runner, run_id, leftovers) = run_to_step(&scene, include_str!("fixtures/cleanup.yml")).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let pgid = leftovers.0;
     stack.wait_view(&ws, &run_id, "soak to be running", |v| job_in(v, 1, "soak")["status"] == "running").await;
 
@@ -1048,51 +707,16 @@ async fn after_a_cancel_the_always_and_cancelled_jobs_still_run_on_the_runner() 
     }
     assert!(shared.join("cleaned").exists() && shared.join("notified").exists());
     assert!(!shared.join("deployed").exists(), "a success() job does not run after a cancel");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_rerun_of_the_diamond_carries_over_what_succeeded_and_runs_the_rest_again() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
+    let scene = Scene::start().await;
     // behaviour.md §11: build ✓ → test-a ✓, test-b ✗ → report ✓ (always()).
     // Each job appends its attempt to its own file, so what ran is visible.
-    let yaml = format!(
-        r#"name: diamond-rerun
-{env}jobs:
-  build:
-    runs-on: linux
-    steps:
-      - name: compile
-        run: echo "$BATON_ATTEMPT" >> "$SHARED/build.ran"
-  test-a:
-    needs: build
-    runs-on: linux
-    steps:
-      - name: unit
-        run: echo "$BATON_ATTEMPT" >> "$SHARED/test-a.ran"
-  test-b:
-    needs: build
-    runs-on: linux
-    steps:
-      - name: flaky
-        run: |
-          echo "$BATON_ATTEMPT" >> "$SHARED/test-b.ran"
-          test "$BATON_ATTEMPT" -ge 2
-  report:
-    needs: [test-a, test-b]
-    if: always()
-    runs-on: linux
-    steps:
-      - name: summary
-        run: echo "$BATON_ATTEMPT" >> "$SHARED/report.ran"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/diamond_rerun.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     assert_eq!(job_in(&view, 1, "test-b")["status"], "failed");
     assert_eq!(step_outcomes(execution_of(&view, 1, "test-b")), vec![("failed".to_string(), json!(1))]);
@@ -1122,44 +746,16 @@ async fn a_failed_rerun_of_the_diamond_carries_over_what_succeeded_and_runs_the_
     // Attempt 1 keeps its own history.
     assert_eq!(job_in(&view, 1, "test-b")["status"], "failed");
     assert_eq!(execution_of(&view, 1, "test-b")["status"], "failed");
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run() {
     // One timeout minute lasts 5 s here: the step may run 5 s, the job 10 s.
-    let stack = TestStack::start_with(|_| {}, HashMap::from([("BATON_TIMEOUT_MINUTE_S".into(), "5".into())])).await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: timeouts
-{env}jobs:
-  step-limited:
-    runs-on: linux
-    steps:
-      - name: hang
-        timeout-minutes: 1
-        run: |
-          echo $$ > "$SHARED/step.pgid"
-          sleep 600
-      - name: after
-        run: touch "$SHARED/step.after"
-  job-limited:
-    runs-on: linux
-    timeout-minutes: 2
-    steps:
-      - name: hang
-        run: |
-          echo $$ > "$SHARED/job.pgid"
-          sleep 600
-      - name: after
-        run: touch "$SHARED/job.after"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "2"]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let minute = HashMap::from([("BATON_TIMEOUT_MINUTE_S".into(), "5".into())]);
+    let scene = Scene::on(TestStack::start_with(|_| {}, minute).await).await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/timeouts.yml"), "linux", &["--concurrency", "2"]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let step_pgid = pgid_from(&shared.join("step.pgid")).await;
     let _step_leftovers = GroupGuard(step_pgid);
     let job_pgid = pgid_from(&shared.join("job.pgid")).await;
@@ -1198,8 +794,7 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
     .await;
     assert_eq!(steps, vec![("failed".to_string(), json!(128 + libc::SIGTERM)), ("skipped".to_string(), Value::Null)]);
     assert!(!shared.join("step.after").exists() && !shared.join("job.after").exists());
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 /// Outputs flow build → test → report through `$BATON_OUTPUT` and
@@ -1209,50 +804,8 @@ async fn steps_and_jobs_past_their_timeout_minutes_are_stopped_and_fail_the_run(
 /// over to the jobs it runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outputs_flow_between_jobs_into_env_run_and_if_and_a_failed_rerun_carries_them_over() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: outputs
-{env}  CHANNEL: ${{{{ inputs.channel }}}}
-jobs:
-  build:
-    runs-on: linux
-    outputs:
-      version: ${{{{ steps.stamp.outputs.version }}}}
-      notes: ${{{{ steps.stamp.outputs.notes }}}}
-    steps:
-      - id: stamp
-        run: |
-          echo "version=1.$BATON_ATTEMPT.0" >> "$BATON_OUTPUT"
-          printf 'notes<<END\nfirst line\nsecond=line\nEND\n' >> "$BATON_OUTPUT"
-      - run: echo "version=overwritten" >> "$BATON_OUTPUT"
-  test:
-    needs: build
-    runs-on: linux
-    outputs: [verdict]
-    env:
-      VERSION: ${{{{ needs.build.outputs.version }}}}
-    steps:
-      - run: |
-          echo "$VERSION ${{{{ env.CHANNEL }}}} ${{{{ baton.job }}}} $BATON_ATTEMPT" >> "$SHARED/test.ran"
-          echo "test attempt $BATON_ATTEMPT"
-          test "$BATON_ATTEMPT" -ge 2 && echo "verdict=ship" >> "$BATON_OUTPUT"
-  report:
-    needs: [build, test]
-    if: always() && needs.test.outputs.verdict == 'ship'
-    runs-on: linux
-    steps:
-      - run: echo "${{{{ needs.build.outputs.version }}}} ${{{{ needs.test.outputs.verdict }}}} ${{{{ needs.test.result }}}}" >> "$SHARED/report.ran"
-  hold:
-    needs: build
-    if: needs.build.outputs.version == 'never'
-    runs-on: linux
-    steps:
-      - run: touch "$SHARED/hold.ran"
-"#,
-        env = shared_env(&shared)
-    );
+    let Scene { stack, ws, token, shared } = Scene::start().await;
+    let yaml = with_shared(include_str!("fixtures/outputs.yml"), &shared);
     // An input the definition reads must be given.
     let Answer { status, body } =
         stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": yaml})).await;
@@ -1302,34 +855,16 @@ jobs:
         let first = page["lines"][0]["text"].as_str().unwrap_or_default().to_string();
         assert_eq!(first, format!("test attempt {attempt}"), "{page:#}");
     }
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 /// The run view shows a step running (with its start and a growing
 /// duration) while the job is still on the runner, not only once it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_view_shows_steps_live_with_their_durations() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: live
-{env}jobs:
-  slow:
-    runs-on: linux
-    steps:
-      - name: quick
-        run: "true"
-      - name: wait
-        run: |
-          touch "$SHARED/waiting"
-          while [ ! -e "$SHARED/go" ]; do sleep 0.1; done
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/live.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let view = stack
         .wait_view(&ws, &run_id, "the second step to show running", |v| {
             let steps = &execution_of(v, 1, "slow")["steps"];
@@ -1352,40 +887,13 @@ async fn the_run_view_shows_steps_live_with_their_durations() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_deploy_a_runner_runs() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
+    let Scene { stack, ws, token, shared } = Scene::start().await;
     let mut approvers = Vec::new();
     for (name, groups) in [("alice", &[][..]), ("bob", &["release-managers"][..])] {
         approvers.push(stack.approver_token(&ws, name, groups).await);
     }
-    let yaml = format!(
-        r#"name: release
-{env}jobs:
-  build:
-    runs-on: linux
-    steps: [{{run: "true"}}]
-  sign-off:
-    needs: build
-    approval:
-      required: 2
-      from: [alice, release-managers]
-      inputs:
-        channel: {{type: choice, options: [stable, beta]}}
-        dry_run: {{type: boolean, default: true}}
-  deploy:
-    needs: sign-off
-    runs-on: linux
-    env:
-      CHANNEL: ${{{{ needs.sign-off.outputs.channel }}}}
-      DRY_RUN: ${{{{ needs.sign-off.outputs.dry_run }}}}
-    steps:
-      - run: echo "$CHANNEL $DRY_RUN" > "$SHARED/deployed"
-"#,
-        env = shared_env(&shared)
-    );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let run_id = stack.create_run(&ws, &with_shared(RELEASE_SIGN_OFF, &shared)).await.id();
     stack.wait_view(&ws, &run_id, "sign-off waiting", |v| job_in(v, 1, "sign-off")["status"] == "waiting").await;
     let shown = baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await;
     let shown = text(&shown.stdout);
@@ -1414,35 +922,9 @@ async fn an_approval_given_with_the_cli_by_two_people_hands_its_inputs_to_the_de
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and_its_dependant_runs_after_resolve() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: reviews
-{env}jobs:
-  build:
-    runs-on: linux
-    steps: [{{run: "true"}}]
-  on-review:
-    needs: build
-    runs-on: linux
-    listen: {{events: [pull_request_review], timeout-minutes: 30}}
-    env:
-      STATE: ${{{{ event.payload.review.state }}}}
-    steps:
-      - run: |
-          echo "review ${{{{ event.ref }}}} is $STATE"
-          echo "${{{{ event.name }}}} ${{{{ event.ref }}}} $STATE" >> "$SHARED/handled"
-  after:
-    needs: on-review
-    runs-on: linux
-    steps:
-      - run: touch "$SHARED/after"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/reviews.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     stack.wait_view(&ws, &run_id, "on-review listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     let shown = text(&baton(&stack, &["run", "get", "--workspace", &ws, &run_id]).await.stdout);
     assert!(shown.contains("job on-review: waiting (listening for pull_request_review; 0 waiting; until "), "{shown}");
@@ -1510,27 +992,9 @@ async fn a_listening_job_runs_once_per_event_in_order_ignores_a_repeated_ref_and
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_each_and_resolve_it() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: reviews-from-the-bus
-{env}jobs:
-  on-review:
-    runs-on: linux
-    listen: {{events: [pull_request_review], timeout-minutes: 30}}
-    steps:
-      - run: echo "${{{{ event.ref }}}} ${{{{ event.payload.review.state }}}}" >> "$SHARED/handled"
-  after:
-    needs: on-review
-    runs-on: linux
-    steps:
-      - run: touch "$SHARED/after"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/reviews_from_the_bus.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     stack.wait_view(&ws, &run_id, "listening", |v| job_in(v, 1, "on-review")["status"] == "waiting").await;
     // What a webhook bridge puts on the stack's bus.
     let put = |reference: &str, disposition: &str, state: &str| {
@@ -1583,59 +1047,9 @@ async fn events_a_producer_puts_on_the_bus_run_a_listening_job_on_a_runner_once_
 /// and a missing directory fails its step saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shells_and_working_directories_run_as_on_github_with_defaults_applied() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let yaml = r#"name: shells
-defaults:
-  run:
-    shell: sh
-    working-directory: app
-jobs:
-  inherits:
-    runs-on: linux
-    outputs: [where]
-    steps:
-      - working-directory: .
-        run: mkdir -p app
-      - run: case $- in *e*) echo "sh -e in $(basename "$PWD")";; esac
-      - shell: python
-        run: |
-          import os
-          print("python in", os.path.basename(os.getcwd()))
-      - shell: perl {0}
-        run: print "perl says ", 6 * 7, "\n";
-      - run: echo "where=$(basename "$PWD")" >> "$BATON_OUTPUT"
-  overrides:
-    runs-on: linux
-    defaults:
-      run:
-        shell: bash
-        working-directory: ${{ baton.job }}/lib
-    steps:
-      - working-directory: .
-        run: mkdir -p overrides/lib
-      - run: |
-          [[ -o pipefail ]] && echo "bash pipefail in $(basename "$(dirname "$PWD")")/$(basename "$PWD")"
-  failures:
-    runs-on: linux
-    defaults:
-      run:
-        working-directory: .
-    steps:
-      - name: bash pipe
-        shell: bash
-        run: false | true
-        continue-on-error: true
-      - name: plain pipe
-        shell: sh
-        run: false | true
-      - name: nowhere
-        working-directory: missing/dir
-        run: echo never
-        continue-on-error: true
-"#;
+    let Scene { stack, ws, token, .. } = Scene::start().await;
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, yaml).await.id();
+    let run_id = stack.create_run(&ws, include_str!("fixtures/shells.yml")).await.id();
     let view = stack
         .wait_view(&ws, &run_id, "the run to end", |v| matches!(v["status"].as_str(), Some("succeeded" | "failed")))
         .await;
@@ -1669,39 +1083,9 @@ jobs:
 /// `failure()` and `always()` steps that still run; the job ends failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_always_steps_run() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: conditions
-{env}jobs:
-  checks:
-    runs-on: linux
-    strategy:
-      matrix:
-        os: [linux]
-    steps:
-      - id: a
-        continue-on-error: true
-        run: exit 5
-      - id: b
-        if: steps.a.outcome == 'failure' && steps.a.conclusion == 'success'
-        run: echo "changed=yes" >> "$GITHUB_OUTPUT"
-      - if: matrix.os == 'never'
-        run: touch "$SHARED/never"
-      - if: ${{{{ steps.b.outputs.changed == 'yes' }}}}
-        run: touch "$SHARED/read-output"
-      - run: exit 3
-      - run: touch "$SHARED/after-failure"
-      - if: failure()
-        run: touch "$SHARED/on-failure"
-      - if: always()
-        run: touch "$SHARED/always"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/conditions.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
 
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let job = job_in(&view, 1, "checks (linux)");
@@ -1729,8 +1113,7 @@ async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_al
     {
         assert_eq!(shared.join(file).exists(), exists, "{file}");
     }
-    runner.stop().await;
-    stack.assert_all_facts_valid();
+    stop_and_check_facts(&stack, &mut [&mut runner]).await;
 }
 
 /// A step's `run`, `env` and `with` read what only the runner knows (an
@@ -1742,28 +1125,9 @@ async fn a_steps_if_reads_earlier_steps_and_the_queues_values_and_failure_and_al
 /// when queued) and in a step's `if:` (decided on the runner).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matrix_legs_read_into_mapping_values() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: pairs
-{env}jobs:
-  test:
-    runs-on: linux
-    strategy:
-      matrix:
-        include:
-          - pair: {{elixir: "1.15", otp: "25"}}
-          - pair: {{elixir: "1.17", otp: "27"}}
-    steps:
-      - run: echo "${{{{ matrix.pair.elixir }}}}" > "$SHARED/otp-${{{{ matrix.pair.otp }}}}"
-      - if: matrix.pair.otp == '27'
-        run: touch "$SHARED/newest-${{{{ matrix.pair['otp'] }}}}"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &["--concurrency", "2"]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/pairs.yml"), "linux", &["--concurrency", "2"]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     for key in ["test (1.15, 25)", "test (1.17, 27)"] {
         assert_eq!(job_in(&view, 1, key)["status"], "succeeded", "{key}: {view:#}");
@@ -1783,32 +1147,9 @@ async fn matrix_legs_read_into_mapping_values() {
 /// the job is queued).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_job_filters_its_needs_results_in_its_steps() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: gate
-{env}jobs:
-  a:
-    runs-on: linux
-    steps: [{{run: 'true'}}]
-  b:
-    runs-on: linux
-    steps: [{{run: 'exit 1'}}]
-  gate:
-    needs: [a, b]
-    if: always()
-    runs-on: linux
-    steps:
-      - if: contains(needs.*.result, 'failure')
-        run: echo "${{{{ join(needs.*.result, ',') }}}}" > "$SHARED/results"
-      - if: ${{{{ !contains(needs.*.result, 'failure') }}}}
-        run: touch "$SHARED/all-green"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/gate.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     assert_eq!(job_in(&view, 1, "gate")["status"], "succeeded", "{view:#}");
     let results = std::fs::read_to_string(shared.join("results")).expect("the failure step ran");
@@ -1824,8 +1165,7 @@ async fn a_gate_job_filters_its_needs_results_in_its_steps() {
 /// secret (masked like any secret).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_reads_what_an_earlier_step_exported_and_github_token_is_the_workspaces_secret() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
+    let Scene { stack, ws, token, shared } = Scene::start().await;
     let body = json!({ "value": "ghs_s3cr3t-t0ken" }).to_string();
     let set = stack
         .send(
@@ -1836,27 +1176,8 @@ async fn a_step_reads_what_an_earlier_step_exported_and_github_token_is_the_work
         )
         .await;
     assert!(set.status < 300, "{}", set.body);
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: exported
-{env}jobs:
-  build:
-    runs-on: linux
-    steps:
-      - run: echo "pythonLocation=/opt/python/3.12" >> "$GITHUB_ENV"
-      - if: env.pythonLocation != ''
-        env: {{PY: '${{{{ env.pythonLocation }}}}/bin', GH_TOKEN: '${{{{ github.token }}}}'}}
-        run: |
-          echo "${{{{ env.pythonLocation }}}}" > "$SHARED/said"
-          echo "$PY" > "$SHARED/env"
-          test "$GH_TOKEN" = ghs_s3cr3t-t0ken && echo "token $GH_TOKEN"
-      - if: env.neverExported != ''
-        run: touch "$SHARED/ran-unset"
-"#,
-        env = shared_env(&shared)
-    );
     let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let run_id = stack.create_run(&ws, &with_shared(include_str!("fixtures/exported.yml"), &shared)).await.id();
     let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     let read = |name: &str| std::fs::read_to_string(shared.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(read("said"), "/opt/python/3.12\n");
@@ -1871,30 +1192,9 @@ async fn a_step_reads_what_an_earlier_step_exported_and_github_token_is_the_work
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_reads_an_earlier_steps_outputs_and_the_runner_in_its_run_and_env() {
-    let stack = TestStack::start().await;
-    let (ws, token) = stack.new_workspace().await;
-    let shared = scratch();
-    let yaml = format!(
-        r#"name: runner-side
-{env}jobs:
-  build:
-    runs-on: linux
-    strategy: {{matrix: {{arch: [x64]}}}}
-    steps:
-      - id: meta
-        run: |
-          echo "tag=v1.2" >> "$GITHUB_OUTPUT"
-          printf 'sly=$%s{{ runner.arch }}}}\n' '{{' >> "$GITHUB_OUTPUT"
-      - env: {{TAG: '${{{{ steps.meta.outputs.tag }}}}'}}
-        run: |
-          echo "${{{{ steps.meta.outputs.tag }}}}-${{{{ runner.os }}}}-${{{{ matrix.arch }}}}" > "$SHARED/said"
-          echo "$TAG" > "$SHARED/env"
-          echo '${{{{ steps.meta.outputs.sly }}}}' > "$SHARED/sly"
-"#,
-        env = shared_env(&shared)
-    );
-    let mut runner = Runner::start(&stack, &token, "linux", &[]);
-    let run_id = stack.create_run(&ws, &yaml).await.id();
+    let scene = Scene::start().await;
+    let (mut runner, run_id) = scene.run(include_str!("fixtures/runner_side.yml"), "linux", &[]).await;
+    let Scene { stack, ws, shared, .. } = scene;
     let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
     assert_eq!(view["status"], "succeeded");
     let read = |name: &str| std::fs::read_to_string(shared.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));

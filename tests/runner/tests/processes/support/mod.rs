@@ -12,6 +12,7 @@ use std::time::Duration;
 use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, StepSpec};
 use baton_runner::process::live_members;
 use baton_tests::runners::{queued_steps_fact, Queued};
+use baton_tests::runs::Identified;
 use baton_tests::{wait_for, TestStack, WAIT};
 use chrono::Utc;
 use uuid::Uuid;
@@ -43,8 +44,8 @@ pub fn scratch() -> PathBuf {
 pub fn job(workspace: &str, labels: &[&str], steps: &[(&str, &str)], env: &[(&str, &str)]) -> Queued {
     let mut queued = queued_steps_fact(workspace, labels, Utc::now(), steps.len());
     let execution = queued.detail.job_execution_id;
-    queued.spec.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    queued.spec.steps = steps
+    queued.spec.work.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    queued.spec.work.steps = steps
         .iter()
         .enumerate()
         .map(|(index, (name, run))| StepSpec {
@@ -293,4 +294,59 @@ pub fn text(bytes: &[u8]) -> String {
 /// `env:` of a workflow that gives every job the absolute `dir` as `SHARED`.
 pub fn shared_env(dir: &Path) -> String {
     format!("env:\n  SHARED: {}\n", dir.display())
+}
+
+/// `workflow` with the absolute `dir` as `SHARED` first in its `env:` (a
+/// top-level `env:` block added before `jobs:` when it has none): fixtures
+/// stay whole workflows as a user writes them, while each test's scratch
+/// directory is known only when it runs.
+pub fn with_shared(workflow: &str, dir: &Path) -> String {
+    let entry = format!("  SHARED: {}\n", dir.display());
+    if let Some(at) = workflow.find("\nenv:\n") {
+        let at = at + "\nenv:\n".len();
+        return format!("{}{entry}{}", &workflow[..at], &workflow[at..]);
+    }
+    let at = workflow.find("\njobs:\n").expect("a workflow with a top-level `jobs:` line") + 1;
+    format!("{}env:\n{entry}{}", &workflow[..at], &workflow[at..])
+}
+
+/// Where most workflow tests start: a stack, a workspace of their own with
+/// a runner registration token, and a fresh directory their workflows see
+/// as `$SHARED` (see [`with_shared`]).
+pub struct Scene {
+    pub stack: TestStack,
+    pub ws: String,
+    pub token: String,
+    pub shared: PathBuf,
+}
+
+impl Scene {
+    /// On a stack with the default settings.
+    pub async fn start() -> Self {
+        Self::on(TestStack::start().await).await
+    }
+
+    /// On `stack` (one with settings of the test's own).
+    pub async fn on(stack: TestStack) -> Self {
+        let (ws, token) = stack.new_workspace().await;
+        Self { stack, ws, token, shared: scratch() }
+    }
+
+    /// Starts a runner with `labels` and `args`, then creates the run of
+    /// `workflow` given the scene's directory as `$SHARED`: the runner and
+    /// the run's id.
+    pub async fn run(&self, workflow: &str, labels: &str, args: &[&str]) -> (Runner, String) {
+        let runner = Runner::start(&self.stack, &self.token, labels, args);
+        let run_id = self.stack.create_run(&self.ws, &with_shared(workflow, &self.shared)).await.id();
+        (runner, run_id)
+    }
+}
+
+/// Ends a test: stops each of its `runners`, then checks every fact the
+/// test emitted against its schema.
+pub async fn stop_and_check_facts(stack: &TestStack, runners: &mut [&mut Runner]) {
+    for runner in runners.iter_mut() {
+        runner.stop().await;
+    }
+    stack.assert_all_facts_valid();
 }
