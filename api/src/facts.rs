@@ -94,19 +94,9 @@ pub fn source_of(detail_type: &str) -> Option<&'static str> {
 /// secrets) never reaches a fact or the bus's archive.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JobSpec {
-    pub key: String,
-    pub labels: Vec<String>,
-    pub timeout_s: u64,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    pub steps: Vec<StepSpec>,
-    /// The job's declared outputs: where the runner takes each from.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub outputs: BTreeMap<String, OutputFrom>,
-    /// Env variables (the job's or a step's) whose values are secret: the
-    /// runner masks them in everything it stores or shows.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mask_env: Vec<String>,
+    /// What the claim hands to the runner.
+    #[serde(flatten)]
+    pub work: JobWork,
     /// The job's `continue-on-error`, decided when it was queued: a failure
     /// ends it `succeeded`, marked `soft_failed`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -118,6 +108,27 @@ pub struct JobSpec {
     /// puts their values in, the spec keeps `${{ secrets.NAME }}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+}
+
+/// What a runner runs of a job: its spec as the claim hands it over.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobWork {
+    pub key: String,
+    pub labels: Vec<String>,
+    pub timeout_s: u64,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub steps: Vec<StepSpec>,
+    /// The job's declared outputs: where the runner takes each from, to
+    /// send each with complete.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, OutputFrom>,
+    /// Env variables (the job's or a step's) whose values are secret: the
+    /// runner masks them in everything it stores or shows (the log, the
+    /// terminal, the outputs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mask_env: Vec<String>,
 }
 
 /// Where the runner takes a job output from: the value a step wrote for
@@ -184,12 +195,12 @@ pub fn dispatch_at(queued_at: DateTime<Utc>, priority: i32) -> DateTime<Utc> {
 impl From<&JobSpec> for QueuedJob {
     fn from(spec: &JobSpec) -> Self {
         Self {
-            key: spec.key.clone(),
-            labels: spec.labels.clone(),
-            timeout_s: spec.timeout_s,
+            key: spec.work.key.clone(),
+            labels: spec.work.labels.clone(),
+            timeout_s: spec.work.timeout_s,
             priority: spec.priority,
             avoid_session: None,
-            step_count: u32::try_from(spec.steps.len()).unwrap_or(u32::MAX),
+            step_count: u32::try_from(spec.work.steps.len()).unwrap_or(u32::MAX),
         }
     }
 }

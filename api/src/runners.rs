@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::facts::{JobOutcome, OutputFrom, StepResult, StepSpec};
+use crate::facts::{JobOutcome, JobWork, StepResult};
 use crate::status::StepStatus;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -153,18 +153,9 @@ pub struct LeaseGrant {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedJob {
-    pub key: String,
-    pub labels: Vec<String>,
-    pub timeout_s: u64,
-    pub env: BTreeMap<String, String>,
-    pub steps: Vec<StepSpec>,
-    /// The job's declared outputs: send each with complete.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub outputs: BTreeMap<String, OutputFrom>,
-    /// Env variables (the job's or a step's) whose values are secret: mask
-    /// them in the log, the terminal and the outputs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mask_env: Vec<String>,
+    /// The job's spec, its timeout what is left of it after the wait.
+    #[serde(flatten)]
+    pub work: JobWork,
     /// The workspace secrets this claim put in (`${{ secrets.NAME }}`):
     /// masked like `mask_env`'s. In this answer only, never stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -179,9 +170,10 @@ impl ClaimedJob {
     /// The values to mask: those of the `mask_env` variables, wherever set,
     /// and the secrets the claim put in.
     pub fn masks(&self) -> Vec<String> {
-        let envs = std::iter::once(&self.env).chain(self.steps.iter().map(|s| &s.env));
+        let work = &self.work;
+        let envs = std::iter::once(&work.env).chain(work.steps.iter().map(|s| &s.env));
         let mut values: Vec<String> = envs
-            .flat_map(|env| self.mask_env.iter().filter_map(move |name| env.get(name)))
+            .flat_map(|env| work.mask_env.iter().filter_map(move |name| env.get(name)))
             .chain(self.secret_values.iter())
             .filter(|v| !v.trim().is_empty())
             .cloned()

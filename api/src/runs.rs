@@ -39,9 +39,10 @@ pub struct RerunRequest {
     pub mode: RerunMode,
 }
 
+/// What both a run's view and its line in a listing open with.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RunView {
+pub struct RunHeader {
     pub id: Uuid,
     pub workspace_id: String,
     pub name: String,
@@ -55,6 +56,14 @@ pub struct RunView {
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunView {
+    /// What a listing says of the run first.
+    #[serde(flatten)]
+    pub header: RunHeader,
     /// The `inputs` the run was created with.
     #[serde(default)]
     pub inputs: Option<serde_json::Value>,
@@ -399,19 +408,9 @@ pub fn duration_ms(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>, now
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunSummary {
-    pub id: Uuid,
-    pub workspace_id: String,
-    pub name: String,
-    /// The workflow's `run-name` as expanded for this run (`deploy 1.4.2 to
-    /// production`), shown in its name's place; none without one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    pub number: u64,
-    pub status: RunStatus,
-    pub current_attempt: u32,
-    pub created_at: DateTime<Utc>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
+    /// What a listing says of the run first.
+    #[serde(flatten)]
+    pub header: RunHeader,
     /// What started it: `push`, `pull_request`, `schedule`, `dispatch` or
     /// `api` (its view has the details).
     #[serde(default)]

@@ -102,7 +102,7 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
     assert_eq!(hb.status, 200, "{}", hb.body);
     all.push(f);
 
-    let step = job.job.steps[0].id;
+    let step = job.job.work.steps[0].id;
     let path = format!("/v1/runners/leases/{id}/steps/{step}");
     let (f, report) = measure(
         recorder,
@@ -126,7 +126,7 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
         write_spec(&stack.store, &queued).await;
         enqueue_pending(&stack.store, &queued).await;
         let job = stack.claim(&session).await.expect("the queued job is claimed");
-        let (id, token, step) = (job.job_execution_id, job.lease.token.clone(), job.job.steps[0].id);
+        let (id, token, step) = (job.job_execution_id, job.lease.token.clone(), job.job.work.steps[0].id);
         let path = format!("/v1/runners/leases/{id}/steps/{step}");
         let report = json!({"status": "succeeded", "exit_code": 0, "outputs": {"version": "1.0.0"}, "last": true});
         let (f, settled) =
@@ -166,7 +166,7 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
     {
         let mut queued = queued_fact(&ws, LABELS, Utc::now());
         queued.spec.secrets = names.clone();
-        queued.spec.env = names
+        queued.spec.work.env = names
             .iter()
             .map(|name| (name.clone(), baton_domain::workflows::references::secret_placeholder(name)))
             .collect();
@@ -208,14 +208,14 @@ pub(crate) async fn per_operation(stack: &TestStack, recorder: &Recorder, contex
         .collect();
     for labels in &subsets {
         let mut queued = queued_fact(&wide_ws, labels, Utc::now());
-        queued.spec.steps[0].run = "x".repeat(4096);
+        queued.spec.work.steps[0].run = "x".repeat(4096);
         write_spec(&stack.store, &queued).await;
         enqueue_pending(&stack.store, &queued).await;
     }
     let wide_session = stack.runner(&wide_ws, &wide).await.session_token;
     let (f, job) =
         measure(recorder, "claim among 30 fitting label sets (4 KB job specs)", stack.claim(&wide_session)).await;
-    assert_eq!(job.expect("a job").job.steps[0].run.len(), 4096, "the spec reaches the runner whole");
+    assert_eq!(job.expect("a job").job.work.steps[0].run.len(), 4096, "the spec reaches the runner whole");
     all.push(f);
 
     // A provisioner's reads and writes at scale (issue 23): the same 30

@@ -267,7 +267,7 @@ pub async fn bench_shape(
             idempotency_key: Some(format!("bench-{}-{i}-{}", shape.name(), Uuid::new_v4())),
         };
         let created = operator.submit_run(workspace, &request).await.expect("the run is created");
-        let run_id = created.id;
+        let run_id = created.header.id;
         let deadline = Instant::now() + Duration::from_secs(60 + 20 * shape.jobs() as u64);
         let status = loop {
             let state = watcher.get_run(workspace, run_id).await.ok().flatten();
@@ -485,8 +485,8 @@ fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
 fn timings(view: &RunView, figures: &mut RunFigures) {
     let Some(attempt) = view.attempts.first() else { return };
     let first_claim = attempt.jobs.iter().filter_map(|j| j.executions.first()?.started_at).min();
-    figures.to_first_claim_s = first_claim.map(|at| seconds(view.created_at, at));
-    figures.to_end_s = view.finished_at.map_or(0.0, |at| seconds(view.created_at, at));
+    figures.to_first_claim_s = first_claim.map(|at| seconds(view.header.created_at, at));
+    figures.to_end_s = view.header.finished_at.map_or(0.0, |at| seconds(view.header.created_at, at));
     let finished: HashMap<&str, DateTime<Utc>> =
         attempt.jobs.iter().filter_map(|j| Some((j.key.as_str(), j.executions.first()?.finished_at?))).collect();
     for job in attempt.jobs.iter().filter(|j| !j.needs.is_empty()) {

@@ -212,7 +212,7 @@ pub async fn run(config: AgentConfig, mut shutdown: watch::Receiver<Shutdown>) -
                 errors.reset();
                 idle.reset();
                 summary.claimed += 1;
-                tracing::info!(job = %claim.job.key, execution = %claim.job_execution_id, run = %claim.run_id,
+                tracing::info!(job = %claim.job.work.key, execution = %claim.job_execution_id, run = %claim.run_id,
                     epoch = claim.lease.epoch, "job claimed");
                 let interval = Duration::from_secs(session.response.heartbeat_interval_s.max(1));
                 jobs.spawn(run_job(settings.clone(), claim, interval, shutdown.clone()));

@@ -5,7 +5,7 @@ use baton_api::runs::{JobView, RunView};
 
 /// The jobs of the run's current attempt (none if it has no such attempt).
 fn current_jobs(view: &RunView) -> &[JobView] {
-    view.attempts.iter().find(|a| a.attempt == view.current_attempt).map_or(&[], |a| a.jobs.as_slice())
+    view.attempts.iter().find(|a| a.attempt == view.header.current_attempt).map_or(&[], |a| a.jobs.as_slice())
 }
 
 /// A node id safe in both languages: job keys hold `-`, which neither
@@ -32,7 +32,7 @@ fn label(job: &JobView) -> String {
 pub fn mermaid(view: &RunView) -> String {
     let mut out = format!(
         "%% run {} #{} attempt {}: {}\nflowchart LR\n",
-        view.name, view.number, view.current_attempt, view.status
+        view.header.name, view.header.number, view.header.current_attempt, view.header.status
     );
     let jobs = current_jobs(view);
     for job in jobs {
@@ -53,10 +53,10 @@ pub fn mermaid(view: &RunView) -> String {
 pub fn dot(view: &RunView) -> String {
     let mut out = format!(
         "digraph run {{\n  label=\"run {} #{} attempt {}: {}\";\n  rankdir=LR;\n  node [shape=box, style=filled];\n",
-        view.name.replace('"', "'"),
-        view.number,
-        view.current_attempt,
-        view.status
+        view.header.name.replace('"', "'"),
+        view.header.number,
+        view.header.current_attempt,
+        view.header.status
     );
     let jobs = current_jobs(view);
     for job in jobs {

@@ -70,7 +70,7 @@ pub async fn run_job(
     mut shutdown: watch::Receiver<Shutdown>,
 ) -> JobEnd {
     let execution = claim.job_execution_id;
-    let key = claim.job.key.clone();
+    let key = claim.job.work.key.clone();
     let (stop_tx, mut stop_rx) = watch::channel(Stop::None);
     let stop_tx = Arc::new(stop_tx);
     let reporting = Arc::new(AtomicBool::new(false));
@@ -94,7 +94,7 @@ pub async fn run_job(
     };
 
     let started = Instant::now();
-    tracing::info!(job = %key, %execution, run = %claim.run_id, attempt = claim.attempt, steps = claim.job.steps.len(), "job started");
+    tracing::info!(job = %key, %execution, run = %claim.run_id, attempt = claim.attempt, steps = claim.job.work.steps.len(), "job started");
     let dir = settings.work_root.join(execution.to_string());
     let lease = logs::Lease { client: settings.client.clone(), token: claim.lease.token.clone(), execution };
     // The lease token is in every step's environment (for `baton-runner
@@ -106,7 +106,7 @@ pub async fn run_job(
         Ok(()) => run_steps(&settings, &claim, &dir, &sink, &stop_tx, &mut stop_rx).await,
         Err(err) => {
             tracing::error!(job = %key, dir = %dir.display(), error = %err, "cannot create the work directory");
-            let skipped = claim.job.steps.iter().map(|s| skipped(s.id)).collect();
+            let skipped = claim.job.work.steps.iter().map(|s| skipped(s.id)).collect();
             let ran = Ran { results: skipped, unreported: true };
             (ran, Some(format!("the runner could not create its work directory: {err}")), BTreeMap::new())
         }
@@ -143,7 +143,7 @@ pub async fn run_job(
             // The steps tell the whole outcome: the last one's report
             // settles the job, with its outputs, and no complete follows.
             let settled = match (stop, &message, results.last()) {
-                (Stop::None, None, Some(last)) if !unreported && results.len() == claim.job.steps.len() => {
+                (Stop::None, None, Some(last)) if !unreported && results.len() == claim.job.work.steps.len() => {
                     settle(&settings, token, execution, last, &outputs, &stop_tx).await
                 }
                 _ => None,
@@ -217,24 +217,24 @@ async fn run_steps(
 ) -> (Ran, Option<String>, BTreeMap<String, serde_json::Value>) {
     // The last step's terminal report is held back: sent after the log is
     // stored, it ends the lease (`settle`).
-    let last = claim.job.steps.len().saturating_sub(1);
+    let last = claim.job.work.steps.len().saturating_sub(1);
     let mut unreported = false;
     if !claim.job.missing_secrets.is_empty() {
         // Running without them would run something other than what was
         // written (an empty token, a placeholder): fail, saying which.
         let message = format!("secrets not set in this workspace: {}", claim.job.missing_secrets.join(", "));
-        tracing::error!(job = %claim.job.key, %message, "job not run");
-        if let Some(first) = claim.job.steps.first() {
+        tracing::error!(job = %claim.job.work.key, %message, "job not run");
+        if let Some(first) = claim.job.work.steps.first() {
             sink.line(first.id, baton_api::logs::LogStream::Stderr, message.clone());
         }
-        let results: Vec<StepResult> = claim.job.steps.iter().map(|step| skipped(step.id)).collect();
+        let results: Vec<StepResult> = claim.job.work.steps.iter().map(|step| skipped(step.id)).collect();
         for result in &results[..last] {
             report(settings, claim, result, stop_tx).await;
         }
         return (Ran { results, unreported: true }, Some(message), BTreeMap::new());
     }
-    let job_deadline = TokioInstant::now() + Duration::from_secs(claim.job.timeout_s.max(1));
-    let mut results = Vec::with_capacity(claim.job.steps.len());
+    let job_deadline = TokioInstant::now() + Duration::from_secs(claim.job.work.timeout_s.max(1));
+    let mut results = Vec::with_capacity(claim.job.work.steps.len());
     let mut message = None;
     let mut failed = false;
     // Each step's `$BATON_OUTPUT`, beside the work directory (a step may
@@ -243,7 +243,7 @@ async fn run_steps(
     let mut written: Vec<(uuid::Uuid, BTreeMap<String, String>)> = Vec::new();
     // `$RUNNER_TEMP`, beside the output files (emptied with them).
     if let Err(err) = std::fs::create_dir_all(outputs_dir.join(TEMP)) {
-        tracing::warn!(job = %claim.job.key, error = %err, "cannot create the job's temporary directory");
+        tracing::warn!(job = %claim.job.work.key, error = %err, "cannot create the job's temporary directory");
     }
     // What a step hands the steps after it: `$GITHUB_ENV`, `$GITHUB_PATH`,
     // and the `post` of its actions.
@@ -257,7 +257,7 @@ async fn run_steps(
     // Past the job's timeout or a stop nothing more may run, whatever a
     // step's `if:` says (`always()` included).
     let mut halted = false;
-    for (index, step) in claim.job.steps.iter().enumerate() {
+    for (index, step) in claim.job.work.steps.iter().enumerate() {
         let name = step_name(step, index);
         let stop = *stop_rx.borrow();
         if stop >= Stop::LeaseLost {
@@ -277,7 +277,7 @@ async fn run_steps(
         };
         let step = resolved.as_deref().unwrap_or(step);
         if decision == Decision::Skip {
-            tracing::info!(job = %claim.job.key, step = %name, status = %"skipped", "step skipped");
+            tracing::info!(job = %claim.job.work.key, step = %name, status = %"skipped", "step skipped");
             let result = skipped(step.id);
             if index != last {
                 unreported |= !report(settings, claim, &result, stop_tx).await;
@@ -300,7 +300,7 @@ async fn run_steps(
         // A lost progress report leaves the server's view behind only
         // until this step's end is reported.
         report(settings, claim, &running, stop_tx).await;
-        tracing::info!(job = %claim.job.key, step = %name, "step started");
+        tracing::info!(job = %claim.job.work.key, step = %name, "step started");
         let clock = Instant::now();
         let exec = Exec::new(runtime(settings), claim, step, &name, dir, &outputs_dir, sink, job_deadline);
         let files = ProcFiles::new(&outputs_dir, &format!("step-{index}"));
@@ -361,7 +361,7 @@ async fn run_steps(
             Ended::SpawnFailed(err) => Some(format!("could not start: {err}")),
             Ended::Failed(why) => Some(why.clone()),
         };
-        tracing::info!(job = %claim.job.key, step = %name, status = %status_str(status), exit_code = code, duration_s,
+        tracing::info!(job = %claim.job.work.key, step = %name, status = %status_str(status), exit_code = code, duration_s,
             reason = reason.as_deref(), soft_failed, "step finished");
         if let (Ended::StepTimeout(_) | Ended::JobTimeout(_) | Ended::SpawnFailed(_) | Ended::Failed(_), Some(reason)) =
             (&ended, &reason)
@@ -389,12 +389,12 @@ async fn run_steps(
         if *stop_rx.borrow() >= Stop::LeaseLost {
             break;
         }
-        let Some(step) = claim.job.steps.iter().find(|s| s.id == post.step_id) else { continue };
-        let index = claim.job.steps.iter().position(|s| s.id == post.step_id).unwrap_or_default();
+        let Some(step) = claim.job.work.steps.iter().find(|s| s.id == post.step_id) else { continue };
+        let index = claim.job.work.steps.iter().position(|s| s.id == post.step_id).unwrap_or_default();
         let name = format!("post {}", step_name(step, index));
         let exec = Exec::new(runtime(settings), claim, step, &name, dir, &outputs_dir, sink, job_deadline);
         if let Err(why) = crate::actions::run_post(&exec, &mut carried, &post, stop_rx).await {
-            tracing::info!(job = %claim.job.key, step = %name, reason = %why, "post failed");
+            tracing::info!(job = %claim.job.work.key, step = %name, reason = %why, "post failed");
             message.get_or_insert(format!("step {name}: {why}"));
             failed = true;
         }
@@ -402,16 +402,16 @@ async fn run_steps(
     // The `cache:` steps' saves, once every step succeeded, before the last
     // step's report ends the lease (a save is made under it).
     if !failed && message.is_none() && *stop_rx.borrow() == Stop::None {
-        if let Some(last_step) = claim.job.steps.last() {
+        if let Some(last_step) = claim.job.work.steps.last() {
             for save in caches::pending_saves(&outputs_dir.join(CACHE_SAVES)) {
                 let line = caches::save(&settings.client, &claim.lease.token, claim.job_execution_id, dir, &save).await;
-                tracing::info!(job = %claim.job.key, "{line}");
+                tracing::info!(job = %claim.job.work.key, "{line}");
                 sink.line(last_step.id, baton_api::logs::LogStream::System, line);
             }
         }
     }
     let _ = std::fs::remove_dir_all(&outputs_dir);
-    let outputs = match outputs::select(&claim.job.outputs, &written) {
+    let outputs = match outputs::select(&claim.job.work.outputs, &written) {
         Ok(outputs) => outputs,
         Err(err) => {
             message.get_or_insert(err);

@@ -205,7 +205,7 @@ impl<'a> Exec<'a> {
         if self.runtime.json_output {
             tracing::info!(target: "baton_runner::output", step = %self.name, line, "output");
         } else {
-            println!("[{}/{}] {line}", self.claim.job.key, self.name);
+            println!("[{}/{}] {line}", self.claim.job.work.key, self.name);
         }
         self.sink.line(self.step.id, baton_api::logs::LogStream::System, line);
     }
@@ -264,7 +264,7 @@ impl<'a> Exec<'a> {
         let (runtime, claim, step) = (self.runtime, self.claim, self.step);
         files.touch();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
-        env.extend(claim.job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(claim.job.work.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(carried.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(step.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(extra.iter().cloned());
@@ -309,7 +309,7 @@ impl<'a> Exec<'a> {
             Err(why) => return (Ended::SpawnFailed(why), None),
         };
         let pgid = child.id().map_or(0, |id| id as i32);
-        let shown = Shown { prefix: format!("{}/{label}", claim.job.key), json: runtime.json_output };
+        let shown = Shown { prefix: format!("{}/{label}", claim.job.work.key), json: runtime.json_output };
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let reader = tokio::spawn(read_step_output(stdout, stderr, shown, self.sink.clone(), step.id));
         let step_deadline = self.step_timeout.map_or(self.job_deadline, |(_, at)| at.min(self.job_deadline));
@@ -317,7 +317,7 @@ impl<'a> Exec<'a> {
             status = child.wait() => Ok(status.ok()),
             _ = tokio::time::sleep_until(step_deadline) => Err(match self.step_timeout {
                 Some((s, at)) if at <= self.job_deadline => Ended::StepTimeout(s),
-                _ => Ended::JobTimeout(claim.job.timeout_s),
+                _ => Ended::JobTimeout(claim.job.work.timeout_s),
             }),
             stop = stop_rx.wait_for(|s| *s != Stop::None) => Err(Ended::Stopped(stop.map(|s| *s).unwrap_or(Stop::Abandon))),
         };
@@ -372,7 +372,7 @@ pub(crate) fn baton_vars(
         ("BATON_RUN_ID".into(), claim.run_id.to_string()),
         ("BATON_ATTEMPT".into(), claim.attempt.to_string()),
         ("BATON_JOB_ID".into(), claim.job_id.to_string()),
-        ("BATON_JOB_KEY".into(), claim.job.key.clone()),
+        ("BATON_JOB_KEY".into(), claim.job.work.key.clone()),
         ("BATON_JOB_EXECUTION_ID".into(), claim.job_execution_id.to_string()),
         ("BATON_STEP_ID".into(), step.id.to_string()),
         ("BATON_STEP_NAME".into(), name.to_string()),

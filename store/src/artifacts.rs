@@ -16,56 +16,86 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::keys::{artifact_sk, execution_pk, run_pk, timestamp, ARTIFACT_USAGE_SK, LEASE_SK, RUN_SK};
-use super::runner_items::LeaseItem;
+use super::runner_items::{ExecutionRef, LeaseItem};
 use super::{build, from_item, n, query_all, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::artifacts::{Artifact, ArtifactStatus, MAX_ARTIFACTS_PER_JOB};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ArtifactItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub workspace_id: String,
-    pub run_id: Uuid,
+    #[serde(flatten)]
+    pub head: ItemHead,
+    /// The execution that uploads it.
+    #[serde(flatten)]
+    pub execution: ExecutionRef,
     pub name: String,
-    pub job_id: Uuid,
     pub job_key: String,
-    pub execution_id: Uuid,
-    pub attempt: u32,
+    #[serde(flatten)]
+    pub upload: Upload,
+}
+
+/// What an uploaded archive's item (an artifact, a cache entry) holds of
+/// the upload: the archive, S3's multipart upload its parts go to, and how
+/// far it got. Each item flattens it (`#[serde(flatten)] upload: Upload`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Upload {
     pub bytes: u64,
     pub sha256: String,
-    /// The archive's object key in the artifacts bucket.
+    /// The archive's object key in its bucket.
     pub object_key: String,
-    /// S3's multipart upload the parts go to.
     pub upload_id: String,
     pub status: ArtifactStatus,
     #[serde(with = "baton_domain::time::stored")]
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
     pub stored_at: Option<DateTime<Utc>>,
+    /// When the bucket's lifecycle rule deletes the archive.
     #[serde(with = "baton_domain::time::stored")]
     pub expires_at: DateTime<Utc>,
-    /// DynamoDB's TTL: the item goes when the bucket's lifecycle rule
-    /// deletes the archive (in epoch seconds).
+    /// DynamoDB's TTL: the item goes with its archive (in epoch seconds).
     pub ttl: i64,
+}
+
+impl Upload {
+    /// An upload that begins at `now` (`uploading`), its archive kept
+    /// until `expires_at`.
+    pub fn begun(
+        bytes: u64,
+        sha256: String,
+        object_key: String,
+        upload_id: String,
+        now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            bytes,
+            sha256,
+            object_key,
+            upload_id,
+            status: ArtifactStatus::Uploading,
+            created_at: now,
+            stored_at: None,
+            expires_at,
+            ttl: expires_at.timestamp(),
+        }
+    }
 }
 
 impl ArtifactItem {
     pub fn view(&self) -> Artifact {
         Artifact {
             name: self.name.clone(),
-            bytes: self.bytes,
-            sha256: self.sha256.clone(),
+            bytes: self.upload.bytes,
+            sha256: self.upload.sha256.clone(),
             job_key: self.job_key.clone(),
-            job_id: self.job_id,
-            job_execution_id: self.execution_id,
-            attempt: self.attempt,
-            status: self.status,
-            created_at: self.created_at,
-            stored_at: self.stored_at,
-            expires_at: self.expires_at,
+            job_id: self.execution.job_id,
+            job_execution_id: self.execution.id,
+            attempt: self.execution.attempt,
+            status: self.upload.status,
+            created_at: self.upload.created_at,
+            stored_at: self.upload.stored_at,
+            expires_at: self.upload.expires_at,
         }
     }
 }
@@ -108,11 +138,11 @@ impl Store {
         item: &ArtifactItem,
         caps: ArtifactCaps,
     ) -> Result<Result<(), UploadRefused>, StoreError> {
-        let bytes = item.bytes;
+        let bytes = item.upload.bytes;
         let charge_lease = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(LeaseItem::key(lease.execution_id)))
+                .key("pk", s(LeaseItem::key(lease.execution.id)))
                 .key("sk", s(LEASE_SK))
                 .update_expression("ADD artifact_bytes :b, artifact_count :one")
                 .condition_expression(
@@ -131,7 +161,7 @@ impl Store {
         let charge_run = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(run_pk(item.run_id)))
+                .key("pk", s(run_pk(item.execution.run_id)))
                 .key("sk", s(ARTIFACT_USAGE_SK))
                 .update_expression("SET #type = :type ADD #bytes :b")
                 .condition_expression("attribute_not_exists(#bytes) OR #bytes <= :room")
@@ -150,7 +180,7 @@ impl Store {
                 // its earlier attempt uploaded.
                 .condition_expression("attribute_not_exists(pk) OR (job_key = :job AND execution_id <> :x)")
                 .expression_attribute_values(":job", s(&item.job_key))
-                .expression_attribute_values(":x", s(item.execution_id.to_string()))
+                .expression_attribute_values(":x", s(item.execution.id.to_string()))
                 .build(),
         )?;
         let items = vec![
@@ -165,7 +195,7 @@ impl Store {
         let failed = |i: usize| reasons.get(i).is_some_and(|r| r.is_some());
         if failed(0) {
             // The fence or the job's cap: the lease as it is now tells which.
-            return Ok(Err(match self.lease(lease.execution_id).await? {
+            return Ok(Err(match self.lease(lease.execution.id).await? {
                 Some(now) if now.epoch == lease.epoch && now.token_hash == lease.token_hash => {
                     UploadRefused::JobCap(format!(
                         "the job's artifacts would pass its cap of {} bytes or {MAX_ARTIFACTS_PER_JOB} artifacts",
@@ -194,7 +224,7 @@ impl Store {
         name: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<ArtifactItem>, StoreError> {
-        self.stored_under_lease(lease, &run_pk(lease.run_id), &artifact_sk(name), at).await
+        self.stored_under_lease(lease, &run_pk(lease.execution.run_id), &artifact_sk(name), at).await
     }
 
     /// Marks the upload item at (`pk`, `sk`) stored, in one transaction with
@@ -212,7 +242,7 @@ impl Store {
         let held = build(
             ConditionCheck::builder()
                 .table_name(&self.table)
-                .key("pk", s(execution_pk(lease.execution_id)))
+                .key("pk", s(execution_pk(lease.execution.id)))
                 .key("sk", s(LEASE_SK))
                 .condition_expression("epoch = :e AND token_hash = :h")
                 .expression_attribute_values(":e", n(lease.epoch))
@@ -229,7 +259,7 @@ impl Store {
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":stored", status(ArtifactStatus::Stored)?)
                 .expression_attribute_values(":uploading", status(ArtifactStatus::Uploading)?)
-                .expression_attribute_values(":x", s(lease.execution_id.to_string()))
+                .expression_attribute_values(":x", s(lease.execution.id.to_string()))
                 .expression_attribute_values(":at", s(timestamp(at)))
                 .build(),
         )?;
@@ -244,7 +274,7 @@ impl Store {
             TxOutcome::Committed => now,
             // Stored already by this very execution: the write is done.
             TxOutcome::ConditionFailed { .. } => {
-                now.filter(|u| u.execution_id() == lease.execution_id && u.status() == ArtifactStatus::Stored)
+                now.filter(|u| u.execution_id() == lease.execution.id && u.upload().status == ArtifactStatus::Stored)
             }
         })
     }
@@ -280,15 +310,15 @@ impl Store {
 /// uploads it and how far it got.
 pub(super) trait UploadItem: serde::de::DeserializeOwned {
     fn execution_id(&self) -> Uuid;
-    fn status(&self) -> ArtifactStatus;
+    fn upload(&self) -> &Upload;
 }
 
 impl UploadItem for ArtifactItem {
     fn execution_id(&self) -> Uuid {
-        self.execution_id
+        self.execution.id
     }
-    fn status(&self) -> ArtifactStatus {
-        self.status
+    fn upload(&self) -> &Upload {
+        &self.upload
     }
 }
 

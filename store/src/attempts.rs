@@ -30,6 +30,7 @@ use super::outbox::ChangeFacts;
 use super::{build, from_item, n, s, Store};
 use super::{contention, serialize};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::StepResult;
 use baton_domain::workflows::attempt::{withdrawn_executions, AttemptState, Emitted};
 use baton_domain::workflows::status::RunStatus;
@@ -42,10 +43,7 @@ pub mod format;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "format::StoredAttemptItem")]
 pub struct AttemptItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    pub head: ItemHead,
     pub version: u64,
     pub progress: u64,
     pub wait_token: Option<String>,
@@ -64,9 +62,7 @@ pub struct AttemptItem {
 impl AttemptItem {
     pub fn new(state: AttemptState) -> Self {
         Self {
-            pk: run_pk(state.run_id),
-            sk: attempt_sk(state.attempt),
-            kind: "attempt".into(),
+            head: ItemHead::new(run_pk(state.run_id), attempt_sk(state.attempt), "attempt"),
             version: 0,
             progress: 0,
             wait_token: None,
@@ -90,24 +86,39 @@ impl AttemptItem {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     /// The parsed definition as JSON text.
     pub definition: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepsItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub execution_id: Uuid,
     pub steps: Vec<StepResult>,
     #[serde(default)]
     pub outputs: BTreeMap<String, serde_json::Value>,
+}
+
+impl StepsItem {
+    /// The result of execution `execution_id` of attempt `attempt` of run
+    /// `run_id`: the steps and outputs its runner reported.
+    pub fn new(
+        run_id: Uuid,
+        attempt: u32,
+        execution_id: Uuid,
+        steps: Vec<StepResult>,
+        outputs: BTreeMap<String, serde_json::Value>,
+    ) -> Self {
+        Self {
+            head: ItemHead::new(run_pk(run_id), steps_sk(attempt, execution_id), "steps"),
+            execution_id,
+            steps,
+            outputs,
+        }
+    }
 }
 
 /// Snapshots cached per process, by (table, run, snapshot attempt).
@@ -155,33 +166,15 @@ impl Store {
         definition: &WorkflowDefinition,
     ) -> Result<TransactWriteItem, StoreError> {
         let item = SnapshotItem {
-            pk: run_pk(run_id),
-            sk: snapshot_sk(attempt),
-            kind: "snapshot".into(),
+            head: ItemHead::new(run_pk(run_id), snapshot_sk(attempt), "snapshot"),
             definition: serde_json::to_string(definition).map_err(|e| StoreError::Malformed(e.to_string()))?,
         };
         self.new_item_put(&item)
     }
 
-    /// Writes the result of a finished execution: the steps and outputs its
-    /// runner reported.
-    pub fn result_put(
-        &self,
-        run_id: Uuid,
-        attempt: u32,
-        execution_id: Uuid,
-        steps: &[StepResult],
-        outputs: &BTreeMap<String, serde_json::Value>,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let item = StepsItem {
-            pk: run_pk(run_id),
-            sk: steps_sk(attempt, execution_id),
-            kind: "steps".into(),
-            execution_id,
-            steps: steps.to_vec(),
-            outputs: outputs.clone(),
-        };
-        self.item_put(&item)
+    /// Writes the result of a finished execution (`StepsItem::new`).
+    pub fn result_put(&self, result: &StepsItem) -> Result<TransactWriteItem, StoreError> {
+        self.item_put(result)
     }
 
     /// Records the steps a runner reported for an execution the server had
@@ -191,18 +184,11 @@ impl Store {
     /// An eventually consistent read goes first: when the results are there
     /// (the usual case: the complete adopted them itself), half a read unit
     /// replaces a refused write, which DynamoDB bills as a write.
-    pub async fn record_late_results(
-        &self,
-        run_id: Uuid,
-        attempt: u32,
-        execution_id: Uuid,
-        steps: &[StepResult],
-        outputs: &BTreeMap<String, serde_json::Value>,
-    ) -> Result<(), StoreError> {
-        if self.get_eventually(&run_pk(run_id), &steps_sk(attempt, execution_id)).await?.is_some() {
+    pub async fn record_late_results(&self, result: &StepsItem) -> Result<(), StoreError> {
+        if self.get_eventually(&result.head.pk, &result.head.sk).await?.is_some() {
             return Ok(());
         }
-        let mut put = self.result_put(run_id, attempt, execution_id, steps, outputs)?;
+        let mut put = self.result_put(result)?;
         if let Some(p) = put.put.as_mut() {
             p.condition_expression = Some("attribute_not_exists(pk)".into());
         }
@@ -264,9 +250,15 @@ impl Store {
                     facts.push(fact.clone())?;
                     // Claimable in this very transaction: the definition's
                     // labels are canonical already.
-                    let labelset = baton_domain::runners::labels::labelset_id(&spec.labels);
-                    puts.extend(self.claimable_puts(workspace_id, fact, &spec.labels, &labelset, direct_adoption)?);
-                    label_sets.entry(labelset).or_insert_with(|| (spec.labels.clone(), 0)).1 += 1;
+                    let labelset = baton_domain::runners::labels::labelset_id(&spec.work.labels);
+                    puts.extend(self.claimable_puts(
+                        workspace_id,
+                        fact,
+                        &spec.work.labels,
+                        &labelset,
+                        direct_adoption,
+                    )?);
+                    label_sets.entry(labelset).or_insert_with(|| (spec.work.labels.clone(), 0)).1 += 1;
                 }
                 Emitted::ExecutionTerminated(d) => facts.push(d.clone())?,
                 Emitted::JobTerminated(d) => facts.push(d.clone())?,
@@ -274,9 +266,9 @@ impl Store {
                 Emitted::RunCancelled(d) => facts.push(d.clone())?,
                 Emitted::ApprovalDecided(d) => facts.push(d.clone())?,
                 Emitted::JobWaiting(d) => facts.push(d.clone())?,
-                Emitted::Results { run_id, attempt, execution_id, outputs } => {
-                    puts.push(self.result_put(*run_id, *attempt, *execution_id, &[], outputs)?)
-                }
+                Emitted::Results { run_id, attempt, execution_id, outputs } => puts.push(
+                    self.result_put(&StepsItem::new(*run_id, *attempt, *execution_id, Vec::new(), outputs.clone()))?,
+                ),
             }
         }
         puts.extend(self.outbox_puts(facts)?);
@@ -500,8 +492,8 @@ impl Store {
             updated.writes += 1;
             for emitted in &write.emitted {
                 if let Emitted::Queued { spec, .. } = emitted {
-                    if !updated.queued_label_sets.contains(&spec.labels) {
-                        updated.queued_label_sets.push(spec.labels.clone());
+                    if !updated.queued_label_sets.contains(&spec.work.labels) {
+                        updated.queued_label_sets.push(spec.work.labels.clone());
                     }
                 }
             }

@@ -10,11 +10,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::artifacts::{status, UploadItem};
+use super::artifacts::{status, Upload, UploadItem};
 use super::keys::{cache_pk, cache_sk, timestamp};
 use super::runner_items::LeaseItem;
 use super::{build, from_item, query_all, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::artifacts::ArtifactStatus;
 use baton_api::caches::CacheEntry;
 
@@ -23,34 +24,22 @@ pub const STALE_UPLOAD: chrono::Duration = chrono::Duration::hours(1);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CacheItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub workspace_id: String,
     pub scope: String,
     pub key: String,
-    pub bytes: u64,
-    pub sha256: String,
-    pub object_key: String,
-    pub upload_id: String,
     pub execution_id: Uuid,
-    pub status: ArtifactStatus,
-    #[serde(with = "baton_domain::time::stored")]
-    pub created_at: DateTime<Utc>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
-    pub stored_at: Option<DateTime<Utc>>,
-    #[serde(with = "baton_domain::time::stored")]
-    pub expires_at: DateTime<Utc>,
-    pub ttl: i64,
+    #[serde(flatten)]
+    pub upload: Upload,
 }
 
 impl UploadItem for CacheItem {
     fn execution_id(&self) -> Uuid {
         self.execution_id
     }
-    fn status(&self) -> ArtifactStatus {
-        self.status
+    fn upload(&self) -> &Upload {
+        &self.upload
     }
 }
 
@@ -59,16 +48,16 @@ impl CacheItem {
         CacheEntry {
             key: self.key.clone(),
             scope: self.scope.clone(),
-            bytes: self.bytes,
-            sha256: self.sha256.clone(),
-            stored_at: self.stored_at.unwrap_or(self.created_at),
-            expires_at: self.expires_at,
+            bytes: self.upload.bytes,
+            sha256: self.upload.sha256.clone(),
+            stored_at: self.upload.stored_at.unwrap_or(self.upload.created_at),
+            expires_at: self.upload.expires_at,
         }
     }
 
     /// Stored, and not evicted yet at `now`.
     pub fn restorable(&self, now: DateTime<Utc>) -> bool {
-        self.status == ArtifactStatus::Stored && self.expires_at > now
+        self.upload.status == ArtifactStatus::Stored && self.upload.expires_at > now
     }
 }
 
@@ -103,7 +92,7 @@ impl Store {
             .expression_attribute_values(":pk", s(cache_pk(workspace_id)))
             .expression_attribute_values(":prefix", s(cache_sk(scope, prefix)));
         let entries: Vec<CacheItem> = query_all(query).await?;
-        Ok(entries.into_iter().filter(|entry| entry.restorable(now)).max_by_key(|entry| entry.stored_at))
+        Ok(entries.into_iter().filter(|entry| entry.restorable(now)).max_by_key(|entry| entry.upload.stored_at))
     }
 
     /// Writes `item` (`uploading`) if its key is free: never saved, evicted,
@@ -135,6 +124,6 @@ impl Store {
         key: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<CacheItem>, StoreError> {
-        self.stored_under_lease(lease, &cache_pk(&lease.workspace_id), &cache_sk(scope, key), at).await
+        self.stored_under_lease(lease, &cache_pk(&lease.execution.workspace_id), &cache_sk(scope, key), at).await
     }
 }

@@ -27,6 +27,7 @@ use super::queue::ClaimAttempt;
 use super::runner_items::{ClaimAnswer, LabelSet, LeaseItem, PendingItem, Session};
 use super::{from_item, n, s, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::{Fact, JobClaimed, JobSpec};
 use baton_domain::runners::claim::{attempt_order, first_read, next_read, oldest_first, passes_over, MAX_ATTEMPTS};
 use baton_domain::runners::labels::is_subset;
@@ -288,22 +289,16 @@ impl Store {
                 }
                 let epoch = pending.epoch + 1;
                 let token = match &request {
-                    Some(key) => key.lease_token(pending.execution_id, epoch),
-                    None => new_lease_token(pending.execution_id, epoch),
+                    Some(key) => key.lease_token(pending.execution.id, epoch),
+                    None => new_lease_token(pending.execution.id, epoch),
                 };
                 // The grace counts from this try, not from the claim's
                 // start: lost races and their pauses come before it.
                 let now = now.max(Utc::now());
                 let expires_at = expiry_after_claim(now, lease_config);
                 let lease = LeaseItem {
-                    pk: LeaseItem::key(pending.execution_id),
-                    sk: LEASE_SK.into(),
-                    kind: "lease".into(),
-                    execution_id: pending.execution_id,
-                    workspace_id: pending.workspace_id.clone(),
-                    run_id: pending.run_id,
-                    job_id: pending.job_id,
-                    attempt: pending.attempt,
+                    head: ItemHead::new(LeaseItem::key(pending.execution.id), LEASE_SK, "lease"),
+                    execution: pending.execution.clone(),
                     session_id: session.id,
                     epoch,
                     token_hash: hash_token(&token),
@@ -312,23 +307,21 @@ impl Store {
                     heartbeated: false,
                     cancel_requested_at: None,
                     steps: BTreeMap::new(),
-                    lx_shard: lease_shard(pending.execution_id),
+                    lx_shard: lease_shard(pending.execution.id),
                     lx_expires_at: expires_at.timestamp_millis(),
                     direct_adoption: pending.direct_adoption,
-                    labelset: super::keys::labelset_of_queue_pk(&pending.pk).map(str::to_string),
+                    labelset: super::keys::labelset_of_queue_pk(&pending.head.pk).map(str::to_string),
                     reservation: session.reservation.clone(),
                     step_count: (pending.job.step_count > 0).then_some(pending.job.step_count),
                 };
                 let fact = Fact::new(
-                    pending.workspace_id.clone(),
+                    pending.execution.workspace_id.clone(),
                     now,
                     JobClaimed { lease: lease.lease_ref(), claimed_at: now },
                 );
                 let answer = request.map(|key| ClaimAnswer {
-                    pk: session_pk(session.id),
-                    sk: claim_request_sk(key.request_id),
-                    kind: "claim_answer".into(),
-                    execution_id: pending.execution_id,
+                    head: ItemHead::new(session_pk(session.id), claim_request_sk(key.request_id), "claim_answer"),
+                    execution_id: pending.execution.id,
                     epoch,
                     pending: pending.clone(),
                     ttl: (now + CLAIM_ANSWER_TTL).timestamp(),
@@ -394,8 +387,8 @@ impl Store {
     /// The spec of the job a claim took. The orchestrator wrote it with the
     /// fact that queued the job, so it is there for any job in the queue.
     async fn spec_of(&self, pending: &PendingItem) -> Result<JobSpec, StoreError> {
-        self.job_spec(pending.execution_id).await?.ok_or_else(|| {
-            StoreError::Malformed(format!("execution {} is queued without a spec", pending.execution_id))
+        self.job_spec(pending.execution.id).await?.ok_or_else(|| {
+            StoreError::Malformed(format!("execution {} is queued without a spec", pending.execution.id))
         })
     }
 

@@ -12,14 +12,13 @@ use serde::{Deserialize, Serialize};
 use super::keys::{concurrency_group_pk, CONCURRENCY_GROUP_SK};
 use super::{contention, from_item, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_domain::workflows::concurrency::{GroupHold, GroupState, Joined, Member};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct GroupItem {
-    pk: String,
-    sk: String,
-    #[serde(rename = "type")]
-    kind: String,
+    #[serde(flatten)]
+    head: ItemHead,
     workspace_id: String,
     group: String,
     version: u64,
@@ -97,9 +96,7 @@ impl Store {
             let read = self.get(&pk, CONCURRENCY_GROUP_SK).await?.map(from_item::<GroupItem>).transpose()?;
             let version = read.as_ref().map(|item| item.version);
             let mut item = read.unwrap_or_else(|| GroupItem {
-                pk: pk.clone(),
-                sk: CONCURRENCY_GROUP_SK.to_string(),
-                kind: "concurrency_group".into(),
+                head: ItemHead::new(pk.clone(), CONCURRENCY_GROUP_SK.to_string(), "concurrency_group"),
                 workspace_id: workspace_id.to_string(),
                 group: group.to_string(),
                 version: 0,

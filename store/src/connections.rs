@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::keys::push_connections_pk;
 use super::{from_item, n, s, to_item, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 
 const ITEM_TYPE: &str = "push_connection";
 
@@ -33,10 +34,8 @@ pub const MAX_PRUNED_PER_READ: usize = 25;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PushConnection {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub session_id: Uuid,
     pub connection_id: String,
     pub labels: Vec<String>,
@@ -56,9 +55,7 @@ impl PushConnection {
         ttl: chrono::Duration,
     ) -> Self {
         Self {
-            pk: push_connections_pk(workspace_id),
-            sk: session_id.to_string(),
-            kind: ITEM_TYPE.into(),
+            head: ItemHead::new(push_connections_pk(workspace_id), session_id.to_string(), ITEM_TYPE),
             session_id,
             connection_id: connection_id.into(),
             labels: labels.to_vec(),
@@ -118,8 +115,8 @@ impl Store {
                 .client
                 .delete_item()
                 .table_name(&self.table)
-                .key("pk", s(&connection.pk))
-                .key("sk", s(&connection.sk))
+                .key("pk", s(&connection.head.pk))
+                .key("sk", s(&connection.head.sk))
                 .condition_expression("connection_id = :c AND #ttl <= :now")
                 .expression_attribute_names("#ttl", "ttl")
                 .expression_attribute_values(":c", AttributeValue::S(connection.connection_id.clone()))

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::keys::{hook_delivery_sk, hook_pk, hooks_pk, HOOK_SK};
 use super::{build, from_item, s, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 
 /// How long a delivery's answer is kept for redeliveries (GitHub lets a
 /// delivery be redelivered by hand for a few days; GitLab retries within
@@ -24,10 +25,8 @@ pub const DELIVERY_KEPT_DAYS: i64 = 30;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HookItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub id: Uuid,
     pub workspace_id: String,
     pub provider: HookProvider,
@@ -60,9 +59,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<HookItem, StoreError> {
         let item = HookItem {
-            pk: hook_pk(id),
-            sk: HOOK_SK.into(),
-            kind: "hook".into(),
+            head: ItemHead::new(hook_pk(id), HOOK_SK, "hook"),
             id,
             workspace_id: workspace_id.to_string(),
             provider,
@@ -70,7 +67,7 @@ impl Store {
             created_at: now,
         };
         let listed =
-            HookItem { pk: hooks_pk(workspace_id), sk: id.to_string(), kind: "hook_listing".into(), ..item.clone() };
+            HookItem { head: ItemHead::new(hooks_pk(workspace_id), id.to_string(), "hook_listing"), ..item.clone() };
         match self.transact(vec![self.new_item_put(&item)?, self.new_item_put(&listed)?]).await? {
             TxOutcome::Committed => Ok(item),
             // The id is new: a hook under it is this very transaction,

@@ -118,11 +118,11 @@ impl Store {
                 _ => None,
             };
             let steps = if record.status == RunnerStatus::Leased && record.token_hash.is_none() {
-                self.lease(record.execution_id).await?.map(|lease| lease.steps).unwrap_or_default()
+                self.lease(record.execution.id).await?.map(|lease| lease.steps).unwrap_or_default()
             } else {
                 record.steps
             };
-            live.push(LiveRunner { execution_id: record.execution_id, claimed, steps });
+            live.push(LiveRunner { execution_id: record.execution.id, claimed, steps });
         }
         Ok(live)
     }
@@ -131,7 +131,7 @@ impl Store {
     /// runner record; a lease claimed before keeps its own). `None` when the
     /// record is gone or on another epoch.
     pub async fn reported_steps(&self, lease: &LeaseItem) -> Result<Option<ReportedSteps>, StoreError> {
-        Ok(self.runner_record(lease.execution_id).await?.filter(|record| record.epoch == lease.epoch).map(|record| {
+        Ok(self.runner_record(lease.execution.id).await?.filter(|record| record.epoch == lease.epoch).map(|record| {
             let mut steps = record.steps;
             for (id, step) in &lease.steps {
                 steps.entry(id.clone()).or_insert_with(|| step.clone());

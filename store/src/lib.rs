@@ -19,6 +19,24 @@ pub use crate::error::StoreError;
 
 pub type Item = HashMap<String, AttributeValue>;
 
+/// The attributes every item starts with: its key (`pk`, `sk`, made in
+/// `keys`) and its `type`. An item struct flattens it
+/// (`#[serde(flatten)] head: ItemHead`), so they are stored as the item's
+/// own top-level attributes, written in one place for every family.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ItemHead {
+    pub pk: String,
+    pub sk: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+impl ItemHead {
+    pub fn new(pk: impl Into<String>, sk: impl Into<String>, kind: &str) -> Self {
+        Self { pk: pk.into(), sk: sk.into(), kind: kind.to_string() }
+    }
+}
+
 /// The table and its client.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -398,6 +416,8 @@ pub mod concurrency;
 pub mod connections;
 pub mod contention;
 pub mod error;
+#[cfg(test)]
+mod flattened_items;
 pub mod hooks;
 pub mod keys;
 pub mod leases;

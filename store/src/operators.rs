@@ -5,14 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use super::{from_item, keys, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_domain::tokens::hash_token;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct OperatorToken {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     /// `None`: an admin token, valid for every workspace.
     pub workspace_id: Option<String>,
     pub name: Option<String>,
@@ -34,7 +33,10 @@ impl OperatorToken {
         match &self.name {
             Some(name) if !name.is_empty() => name.clone(),
             _ => {
-                format!("token-{}", self.pk.rsplit('#').next().unwrap_or_default().chars().take(12).collect::<String>())
+                format!(
+                    "token-{}",
+                    self.head.pk.rsplit('#').next().unwrap_or_default().chars().take(12).collect::<String>()
+                )
             }
         }
     }
@@ -61,9 +63,7 @@ impl Store {
         groups: &[String],
     ) -> Result<(), StoreError> {
         let record = OperatorToken {
-            pk: keys::operator_token_pk(&hash_token(token)),
-            sk: keys::OPERATOR_TOKEN_SK.into(),
-            kind: "api_token".into(),
+            head: ItemHead::new(keys::operator_token_pk(&hash_token(token)), keys::OPERATOR_TOKEN_SK, "api_token"),
             workspace_id: workspace_id.map(str::to_string),
             name: name.map(str::to_string),
             groups: groups.to_vec(),

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::{keys, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::{Fact, FactDetail};
 
 /// The item `type` of outbox items; the relay ignores every other type.
@@ -24,10 +25,8 @@ pub const OUTBOX_TYPE: &str = "outbox";
 /// An outbox item as stored.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct OutboxItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub event_id: Uuid,
     pub source: String,
     pub detail_type: String,
@@ -61,9 +60,7 @@ impl OutboxItem {
     pub fn for_fact<D: FactDetail>(fact: &Fact<D>, ttl_days: u32) -> Result<Self, StoreError> {
         let detail = serde_json::to_string(fact).map_err(|e| StoreError::Malformed(e.to_string()))?;
         Ok(Self {
-            pk: keys::outbox_pk(fact.header.event_id),
-            sk: keys::OUTBOX_SK.into(),
-            kind: OUTBOX_TYPE.into(),
+            head: ItemHead::new(keys::outbox_pk(fact.header.event_id), keys::OUTBOX_SK, OUTBOX_TYPE),
             event_id: fact.header.event_id,
             source: D::CONTEXT.source().into(),
             detail_type: D::DETAIL_TYPE.into(),
@@ -206,7 +203,7 @@ mod tests {
         let ids = |facts: &[OutboxItem]| facts.iter().map(|f| f.event_id).collect::<Vec<_>>();
         assert_eq!(ids(&unpacked), ids(&many));
         // Each item is keyed by its first fact, so a retried transaction cannot write it twice.
-        assert!(items.iter().all(|item| item.pk == keys::outbox_pk(item.event_id)));
+        assert!(items.iter().all(|item| item.head.pk == keys::outbox_pk(item.event_id)));
 
         let big: Vec<OutboxItem> = (0..3).map(|_| fact(40 * 1024)).collect();
         let counts: Vec<usize> = OutboxItem::together(big).iter().map(|item| 1 + item.more.len()).collect();

@@ -14,13 +14,12 @@ use baton_api::facts::{Fact, PipelineChanged};
 
 use super::{build, contention, from_item, n, s, to_item, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PipelineItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub workspace_id: String,
     pub name: String,
     /// The definition's digest (`pipelines::version_of`).
@@ -78,9 +77,7 @@ impl Store {
                 return Ok(PipelinePut::Unchanged(current.clone()));
             }
             let item = PipelineItem {
-                pk: pipelines_pk(workspace_id),
-                sk: pipeline_sk(name),
-                kind: "pipeline".into(),
+                head: ItemHead::new(pipelines_pk(workspace_id), pipeline_sk(name), "pipeline"),
                 workspace_id: workspace_id.to_string(),
                 name: name.to_string(),
                 version: version.to_string(),

@@ -45,6 +45,7 @@ use super::keys::{self, timestamp};
 use super::runner_items::ReservationLink;
 use super::{build, from_item, query_all, s, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_domain::runners::provisioners::intents::FleetPolicy;
 use baton_domain::runners::provisioners::settings::ProvisionerSettings;
 use baton_domain::tokens::{self, hash_token};
@@ -70,10 +71,8 @@ pub const RELEASED_PROVISIONER_REMOVED: &str = "provisioner-removed";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Provisioner {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub id: Uuid,
     pub workspace_id: String,
     #[serde(flatten)]
@@ -94,10 +93,8 @@ pub struct Provisioner {
 /// never goes stale; the entry is removed with the provisioner.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RegisteredProvisioner {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub workspace_id: String,
     pub provisioner_id: Uuid,
     pub label_sets: Vec<Vec<String>>,
@@ -133,10 +130,8 @@ impl Provisioner {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ReservationItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub id: Uuid,
     pub provisioner_id: Uuid,
     pub workspace_id: String,
@@ -168,7 +163,7 @@ impl ReservationItem {
     /// Whether it was read from the fleet's history: released, and its
     /// instance (if any) ended, more than the grace ago.
     pub fn in_history(&self) -> bool {
-        self.pk == keys::provisioner_history_pk(self.provisioner_id)
+        self.head.pk == keys::provisioner_history_pk(self.provisioner_id)
     }
 
     pub fn link(&self) -> ReservationLink {
@@ -182,10 +177,8 @@ impl ReservationItem {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InstanceItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub provider_runner_id: String,
     pub provisioner_id: Uuid,
     pub state: InstanceState,
@@ -232,9 +225,7 @@ impl Store {
         let id = baton_domain::ids::new_id();
         let token = tokens::new_provisioner_token(id);
         let provisioner = Provisioner {
-            pk: keys::provisioner_pk(id),
-            sk: keys::PROVISIONER_SK.into(),
-            kind: "provisioner".into(),
+            head: ItemHead::new(keys::provisioner_pk(id), keys::PROVISIONER_SK, "provisioner"),
             id,
             workspace_id: workspace_id.to_string(),
             settings,
@@ -246,9 +237,11 @@ impl Store {
             rw_sk: keys::registration_token_listing_sk(now, id),
         };
         let entry = RegisteredProvisioner {
-            pk: keys::PROVISIONER_REGISTRY_PK.into(),
-            sk: keys::provisioner_registry_sk(workspace_id, id),
-            kind: "provisioner-registration".into(),
+            head: ItemHead::new(
+                keys::PROVISIONER_REGISTRY_PK,
+                keys::provisioner_registry_sk(workspace_id, id),
+                "provisioner-registration",
+            ),
             workspace_id: workspace_id.to_string(),
             provisioner_id: id,
             label_sets: provisioner.settings.label_sets.clone(),

@@ -25,9 +25,10 @@ use uuid::Uuid;
 
 use super::keys::{self, execution_pk, RUNNER_SK};
 use super::records::{RunnerRecord, RunnerStatus};
-use super::runner_items::{ClaimAnswer, LabelSet, LeaseItem, PendingItem, ReservationLink, Session};
+use super::runner_items::{ClaimAnswer, ExecutionRef, LabelSet, LeaseItem, PendingItem, ReservationLink, Session};
 use super::{build, from_item, n, s, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::{dispatch_at, Fact, JobClaimed, JobExecutionQueued, QueuedJob};
 
 /// What an enqueue did.
@@ -122,18 +123,23 @@ impl Store {
         labelset: &str,
         direct_adoption: bool,
     ) -> Result<[TransactWriteItem; 2], StoreError> {
-        let pending = PendingItem {
-            pk: keys::queue_pk(ws, labelset),
-            // Ordered by when it is dispatched: its priority moves it ahead
-            // of (or behind) what was queued around it, in the same range
-            // read, so priority costs a claim nothing.
-            sk: keys::pending_sk(dispatch_at(d.queued_at, d.job.priority), d.job_execution_id),
-            kind: "pending".into(),
-            execution_id: d.job_execution_id,
+        let execution = ExecutionRef {
+            id: d.job_execution_id,
             workspace_id: ws.to_string(),
             run_id: d.run_id,
             job_id: d.job_id,
             attempt: d.attempt,
+        };
+        let pending = PendingItem {
+            head: ItemHead::new(
+                keys::queue_pk(ws, labelset),
+                // Ordered by when it is dispatched: its priority moves it ahead
+                // of (or behind) what was queued around it, in the same range
+                // read, so priority costs a claim nothing.
+                keys::pending_sk(dispatch_at(d.queued_at, d.job.priority), d.job_execution_id),
+                "pending",
+            ),
+            execution: execution.clone(),
             queued_at: d.queued_at,
             epoch: 0,
             job: QueuedJob { labels: labels.to_vec(), ..d.job.clone() },
@@ -141,9 +147,9 @@ impl Store {
         };
         let record = RunnerRecord {
             queued_at: Some(d.queued_at),
-            pending_pk: Some(pending.pk.clone()),
-            pending_sk: Some(pending.sk.clone()),
-            ..RunnerRecord::unclaimed(d.job_execution_id, ws, (d.run_id, d.attempt, d.job_id), RunnerStatus::Pending)
+            pending_pk: Some(pending.head.pk.clone()),
+            pending_sk: Some(pending.head.sk.clone()),
+            ..RunnerRecord::unclaimed(execution, RunnerStatus::Pending)
         };
         Ok([self.new_item_put(&record)?, self.item_put(&pending)?])
     }
@@ -257,8 +263,8 @@ impl Store {
         let delete_pending = build(
             Delete::builder()
                 .table_name(&self.table)
-                .key("pk", s(&pending.pk))
-                .key("sk", s(&pending.sk))
+                .key("pk", s(&pending.head.pk))
+                .key("sk", s(&pending.head.sk))
                 .condition_expression("attribute_exists(pk)")
                 .build(),
         )?;
@@ -269,7 +275,7 @@ impl Store {
         let lease_record = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(execution_pk(pending.execution_id)))
+                .key("pk", s(execution_pk(pending.execution.id)))
                 .key("sk", s(RUNNER_SK))
                 // The lease's fence goes onto the record too: step reports
                 // are written here (see `RunnerRecord::token_hash`).
@@ -320,7 +326,7 @@ impl Store {
                     .expression_attribute_values(":none", AttributeValue::L(vec![]))
                     .expression_attribute_values(
                         ":execution",
-                        AttributeValue::L(vec![s(pending.execution_id.to_string())]),
+                        AttributeValue::L(vec![s(pending.execution.id.to_string())]),
                     )
             } else {
                 count.update_expression("SET claims = claims + :one")
@@ -331,7 +337,7 @@ impl Store {
         // The label set's counts: one fewer queued, one more running; and a
         // reservation's first claim takes its hold off the set it was on
         // (one update when that is this set: one item, one write).
-        let labelset = keys::labelset_of_queue_pk(&pending.pk).unwrap_or_default().to_string();
+        let labelset = keys::labelset_of_queue_pk(&pending.head.pk).unwrap_or_default().to_string();
         let mut counts = "ADD queued :minus, running :one".to_string();
         let mut reservation_at = None;
         if let Some(link) = first_of_reservation {
@@ -354,7 +360,7 @@ impl Store {
             }
         }
         let set_counts = build(
-            LabelSet::update(&self.table, &pending.workspace_id, &labelset)
+            LabelSet::update(&self.table, &pending.execution.workspace_id, &labelset)
                 .update_expression(counts)
                 .expression_attribute_values(":minus", n(-1))
                 .expression_attribute_values(":one", n(1))
@@ -386,7 +392,7 @@ impl Store {
                     Ok(ClaimAttempt::Lost)
                 } else {
                     // Only the execution's state disagreed: the item is stale.
-                    self.delete_pending(&pending.pk, &pending.sk).await?;
+                    self.delete_pending(&pending.head.pk, &pending.head.sk).await?;
                     Ok(ClaimAttempt::Stale)
                 }
             }
@@ -419,16 +425,20 @@ impl Store {
                     let tombstone = RunnerRecord {
                         terminated_at: Some(now),
                         ..RunnerRecord::unclaimed(
-                            lease_ref.job_execution_id,
-                            workspace_id,
-                            (lease_ref.run_id, lease_ref.attempt, lease_ref.job_id),
+                            ExecutionRef {
+                                id: lease_ref.job_execution_id,
+                                workspace_id: workspace_id.to_string(),
+                                run_id: lease_ref.run_id,
+                                job_id: lease_ref.job_id,
+                                attempt: lease_ref.attempt,
+                            },
                             RunnerStatus::Terminated,
                         )
                     };
                     matches!(self.transact(vec![self.new_item_put(&tombstone)?]).await?, TxOutcome::Committed)
                 }
-                Some(record) if record.workspace_id != workspace_id => {
-                    tracing::error!(execution_id = %record.execution_id, "terminated fact names another workspace; ignored");
+                Some(record) if record.execution.workspace_id != workspace_id => {
+                    tracing::error!(execution_id = %record.execution.id, "terminated fact names another workspace; ignored");
                     true
                 }
                 Some(record) if record.status == RunnerStatus::Pending => {
@@ -436,7 +446,7 @@ impl Store {
                         .update(build(
                             Update::builder()
                                 .table_name(&self.table)
-                                .key("pk", s(&record.pk))
+                                .key("pk", s(&record.head.pk))
                                 .key("sk", s(RUNNER_SK))
                                 .update_expression(
                                     "SET #status = :terminated, terminated_at = :now REMOVE pending_pk, pending_sk",
@@ -467,7 +477,7 @@ impl Store {
                     matches!(self.transact(items).await?, TxOutcome::Committed)
                 }
                 Some(record) if record.status == RunnerStatus::Leased => {
-                    self.flag_lease_for_cancel(record.execution_id, record.epoch, now).await?;
+                    self.flag_lease_for_cancel(record.execution.id, record.epoch, now).await?;
                     return Ok(true);
                 }
                 Some(_) => true, // completed, expired or terminated already

@@ -16,6 +16,8 @@ use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use super::keys::{execution_pk, RUNNER_SK};
 use super::{build, from_item, s, Store};
 use crate::error::StoreError;
+use crate::runner_items::ExecutionRef;
+use crate::ItemHead;
 use baton_api::facts::{JobOutcome, StepResult};
 use baton_domain::workflows::attempt::step_statuses;
 use baton_domain::workflows::{ExecutionEvent, WorkflowDefinition};
@@ -48,15 +50,10 @@ impl RunnerStatus {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunnerRecord {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub execution_id: Uuid,
-    pub workspace_id: String,
-    pub run_id: Uuid,
-    pub job_id: Uuid,
-    pub attempt: u32,
+    #[serde(flatten)]
+    pub head: ItemHead,
+    #[serde(flatten)]
+    pub execution: ExecutionRef,
     pub status: RunnerStatus,
     pub epoch: u64,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "baton_domain::time::stored_option")]
@@ -110,22 +107,10 @@ pub struct RunnerRecord {
 impl RunnerRecord {
     /// A record no claim has touched, at epoch 0: `pending` (being queued)
     /// or `terminated` (a tombstone that keeps a late enqueue out).
-    /// `(run, attempt, job)` names the execution's place in its run.
-    pub fn unclaimed(
-        execution_id: Uuid,
-        workspace_id: &str,
-        (run_id, attempt, job_id): (Uuid, u32, Uuid),
-        status: RunnerStatus,
-    ) -> Self {
+    pub fn unclaimed(execution: ExecutionRef, status: RunnerStatus) -> Self {
         Self {
-            pk: execution_pk(execution_id),
-            sk: RUNNER_SK.into(),
-            kind: "runner_execution".into(),
-            execution_id,
-            workspace_id: workspace_id.to_string(),
-            run_id,
-            job_id,
-            attempt,
+            head: ItemHead::new(execution_pk(execution.id), RUNNER_SK, "runner_execution"),
+            execution,
             status,
             epoch: 0,
             queued_at: None,
@@ -179,7 +164,7 @@ impl RunnerRecord {
             RunnerStatus::Expired => {
                 let reported: Vec<StepResult> = self.steps.values().cloned().collect();
                 Some(ExecutionEvent::LeaseExpired {
-                    steps: step_statuses(definition, job_key, self.execution_id, &reported),
+                    steps: step_statuses(definition, job_key, self.execution.id, &reported),
                 })
             }
             RunnerStatus::Pending | RunnerStatus::Leased | RunnerStatus::Terminated => None,

@@ -18,19 +18,29 @@ use uuid::Uuid;
 use super::keys::{hook_delivery_sk, hook_pk, run_request_pk, RUN_REQUEST_SK};
 use super::{from_item, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 
 /// How long a request is kept after it was made (its run exists long before).
 pub const REQUEST_KEPT_DAYS: i64 = 7;
 
-/// What a requested run is created from.
+/// What a requested run is created from: the request, and where and when
+/// it was made.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunRequestItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub run_id: Uuid,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub workspace_id: String,
+    #[serde(flatten)]
+    pub run: NewRunRequest,
+    #[serde(with = "baton_domain::time::stored")]
+    pub requested_at: DateTime<Utc>,
+    pub ttl: i64,
+}
+
+/// A run to request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NewRunRequest {
+    pub run_id: Uuid,
     pub pipeline: String,
     /// The version the request was matched against.
     pub pipeline_version: String,
@@ -38,21 +48,6 @@ pub struct RunRequestItem {
     /// The `github` context's trigger fields, as JSON text.
     pub github: String,
     /// The run's inputs, as JSON text.
-    pub inputs: String,
-    pub idempotency_key: String,
-    #[serde(with = "baton_domain::time::stored")]
-    pub requested_at: DateTime<Utc>,
-    pub ttl: i64,
-}
-
-/// A run to request.
-#[derive(Debug, Clone)]
-pub struct NewRunRequest {
-    pub run_id: Uuid,
-    pub pipeline: String,
-    pub pipeline_version: String,
-    pub trigger: RunTrigger,
-    pub github: String,
     pub inputs: String,
     pub idempotency_key: String,
 }
@@ -72,10 +67,8 @@ pub const MAX_RUNS_PER_DELIVERY: usize = 49;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 struct DeliveryItem {
-    pk: String,
-    sk: String,
-    #[serde(rename = "type")]
-    kind: String,
+    #[serde(flatten)]
+    head: ItemHead,
     answer: String,
     ttl: i64,
 }
@@ -101,9 +94,7 @@ impl Store {
             return Err(StoreError::Other(format!("{} run requests in one delivery", requests.len())));
         }
         let record = DeliveryItem {
-            pk: hook_pk(hook_id),
-            sk: hook_delivery_sk(delivery),
-            kind: "hook_delivery".into(),
+            head: ItemHead::new(hook_pk(hook_id), hook_delivery_sk(delivery), "hook_delivery"),
             answer: serde_json::to_string(answer).map_err(|e| StoreError::Other(format!("delivery answer: {e}")))?,
             ttl: (now + chrono::Duration::days(kept_days)).timestamp(),
         };
@@ -130,17 +121,9 @@ impl Store {
         outbox_ttl_days: u32,
     ) -> Result<[TransactWriteItem; 2], StoreError> {
         let item = RunRequestItem {
-            pk: run_request_pk(request.run_id),
-            sk: RUN_REQUEST_SK.into(),
-            kind: "run_request".into(),
-            run_id: request.run_id,
+            head: ItemHead::new(run_request_pk(request.run_id), RUN_REQUEST_SK, "run_request"),
             workspace_id: workspace_id.to_string(),
-            pipeline: request.pipeline.clone(),
-            pipeline_version: request.pipeline_version.clone(),
-            trigger: request.trigger.clone(),
-            github: request.github.clone(),
-            inputs: request.inputs.clone(),
-            idempotency_key: request.idempotency_key.clone(),
+            run: request.clone(),
             requested_at: now,
             ttl: (now + chrono::Duration::days(REQUEST_KEPT_DAYS)).timestamp(),
         };

@@ -1,12 +1,13 @@
 //! The items of the runners' side that more than one of its families reads
 //! or writes: a registration token and the session it makes, the link to a
 //! reservation they carry, a pending item and the claim's answer that keeps
-//! it, a label set of the queue's registry, a lease. Each is written by one
-//! family's operations and used by others' (a claim writes a lease, puts a
-//! claim's answer, takes a reservation's demand), so they live apart from
-//! all of them: `sessions`, `queue`, `claims`, `leases` and `provisioners`
-//! import them from here, never from one another. Their keys are in
-//! `store::keys`.
+//! it, a label set of the queue's registry, a lease, and the reference to
+//! an execution that the record, pending item and lease (and an artifact)
+//! carry. Each is written by one family's operations and used by others'
+//! (a claim writes a lease, puts a claim's answer, takes a reservation's
+//! demand), so they live apart from all of them: `sessions`, `queue`,
+//! `claims`, `leases` and `provisioners` import them from here, never from
+//! one another. Their keys are in `store::keys`.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +20,23 @@ use uuid::Uuid;
 use super::keys::{execution_pk, labelset_registry_pk};
 use super::{build, n, s};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::{dispatch_at, QueuedJob, StepResult};
+
+/// The execution an item is of, and its place: its workspace, run, attempt
+/// and job. The runners' record, a pending item, a lease and an artifact
+/// each flatten it (`#[serde(flatten)] execution: ExecutionRef`), so these
+/// are their own top-level attributes, named as the conditions on them
+/// name them (`execution_id = :x`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecutionRef {
+    #[serde(rename = "execution_id")]
+    pub id: Uuid,
+    pub workspace_id: String,
+    pub run_id: Uuid,
+    pub job_id: Uuid,
+    pub attempt: u32,
+}
 
 /// What a session (and the leases it takes) knows of its reservation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -34,10 +51,8 @@ pub struct ReservationLink {
 /// and what the sessions it makes may do (`sessions`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RegistrationToken {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub id: Uuid,
     pub workspace_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,10 +85,8 @@ pub struct RegistrationToken {
 /// counts its claims on it (`queue::try_claim`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Session {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub id: Uuid,
     pub workspace_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,15 +123,10 @@ impl Session {
 /// a claimable execution in the partition of its label set (`queue`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PendingItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub execution_id: Uuid,
-    pub workspace_id: String,
-    pub run_id: Uuid,
-    pub job_id: Uuid,
-    pub attempt: u32,
+    #[serde(flatten)]
+    pub head: ItemHead,
+    #[serde(flatten)]
+    pub execution: ExecutionRef,
     #[serde(with = "baton_domain::time::stored")]
     pub queued_at: DateTime<Utc>,
     /// The epoch of the record when it was queued; the claim's compare-and-set.
@@ -137,7 +145,7 @@ impl baton_domain::runners::claim::Candidate for PendingItem {
         dispatch_at(self.queued_at, self.job.priority)
     }
     fn execution_id(&self) -> Uuid {
-        self.execution_id
+        self.execution.id
     }
 }
 
@@ -148,10 +156,8 @@ impl baton_domain::runners::claim::Candidate for PendingItem {
 /// Kept a day (TTL); a retry comes within seconds.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClaimAnswer {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub execution_id: Uuid,
     pub epoch: u64,
     /// The pending item the claim took: the answer is built from it.
@@ -221,15 +227,10 @@ impl LabelSet {
 /// A live lease, `EXEC#<execution>` / `LEASE` (`leases`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LeaseItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub execution_id: Uuid,
-    pub workspace_id: String,
-    pub run_id: Uuid,
-    pub job_id: Uuid,
-    pub attempt: u32,
+    #[serde(flatten)]
+    pub head: ItemHead,
+    #[serde(flatten)]
+    pub execution: ExecutionRef,
     pub session_id: Uuid,
     pub epoch: u64,
     pub token_hash: String,
@@ -271,7 +272,7 @@ impl LeaseItem {
     /// count, in the transaction that ends it.
     pub fn running_count_end(&self, table: &str) -> Result<Option<TransactWriteItem>, StoreError> {
         let Some(labelset) = &self.labelset else { return Ok(None) };
-        LabelSet::count_down(table, &self.workspace_id, labelset, "running").map(Some)
+        LabelSet::count_down(table, &self.execution.workspace_id, labelset, "running").map(Some)
     }
 
     pub fn key(execution_id: Uuid) -> String {
@@ -280,10 +281,10 @@ impl LeaseItem {
 
     pub fn lease_ref(&self) -> baton_api::facts::LeaseRef {
         baton_api::facts::LeaseRef {
-            run_id: self.run_id,
-            attempt: self.attempt,
-            job_id: self.job_id,
-            job_execution_id: self.execution_id,
+            run_id: self.execution.run_id,
+            attempt: self.execution.attempt,
+            job_id: self.execution.job_id,
+            job_execution_id: self.execution.id,
             session_id: self.session_id,
             epoch: self.epoch,
         }

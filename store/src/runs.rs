@@ -23,6 +23,7 @@ use super::attempts::{AttemptItem, SnapshotItem, StepsItem};
 use super::keys::{self, run_pk, RUN_SK};
 use super::{build, contention, from_item, n, s, serialize, Item, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::{Fact, RunAttemptCreated};
 use baton_domain::workflows::attempt::{AttemptState, RunState};
 use baton_domain::workflows::status::RunStatus;
@@ -37,10 +38,8 @@ const MAX_PAGES: usize = 10;
 /// A run item as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub rw_pk: String,
     pub rw_sk: String,
     pub state: RunState,
@@ -49,9 +48,7 @@ pub struct RunItem {
 impl RunItem {
     pub fn new(state: RunState) -> Self {
         Self {
-            pk: run_pk(state.id),
-            sk: RUN_SK.into(),
-            kind: "run".into(),
+            head: ItemHead::new(run_pk(state.id), RUN_SK, "run"),
             rw_pk: keys::workspace_runs_pk(&state.workspace_id),
             rw_sk: state.id.to_string(),
             state,

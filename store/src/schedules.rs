@@ -13,16 +13,15 @@ use super::keys::{schedule_fired_pk, schedule_fired_sk};
 use super::run_requests::NewRunRequest;
 use super::{Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 
 /// How long a fired tick is remembered.
 const FIRED_KEPT_DAYS: i64 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 struct FiredItem {
-    pk: String,
-    sk: String,
-    #[serde(rename = "type")]
-    kind: String,
+    #[serde(flatten)]
+    head: ItemHead,
     run_id: uuid::Uuid,
     ttl: i64,
 }
@@ -40,9 +39,11 @@ impl Store {
         outbox_ttl_days: u32,
     ) -> Result<bool, StoreError> {
         let fired = FiredItem {
-            pk: schedule_fired_pk(workspace_id, &request.pipeline, index),
-            sk: schedule_fired_sk(due),
-            kind: "schedule_fired".into(),
+            head: ItemHead::new(
+                schedule_fired_pk(workspace_id, &request.pipeline, index),
+                schedule_fired_sk(due),
+                "schedule_fired",
+            ),
             run_id: request.run_id,
             ttl: (now + chrono::Duration::days(FIRED_KEPT_DAYS)).timestamp(),
         };

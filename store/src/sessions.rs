@@ -14,6 +14,7 @@ use super::keys::{self, timestamp, REGISTRATION_TOKEN_SK, SESSION_SK};
 use super::runner_items::{RegistrationToken, Session};
 use super::{build, from_item, query_all, s, Store, TxOutcome};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::runners::RegisterRequest;
 use baton_domain::tokens::{self, hash_token, RegistrationKey};
 
@@ -39,9 +40,7 @@ impl Store {
         let id = baton_domain::ids::new_id();
         let token = tokens::new_registration_token(id);
         let record = RegistrationToken {
-            pk: keys::registration_token_pk(id),
-            sk: REGISTRATION_TOKEN_SK.into(),
-            kind: "registration_token".into(),
+            head: ItemHead::new(keys::registration_token_pk(id), REGISTRATION_TOKEN_SK, "registration_token"),
             id,
             workspace_id: workspace_id.to_string(),
             name,
@@ -144,9 +143,7 @@ impl Store {
             return Ok(self.made_by_earlier_try(key.as_ref(), &session_token).await?.ok_or(RegisterRefusal::Consumed));
         }
         let session = Session {
-            pk: keys::session_pk(session_id),
-            sk: SESSION_SK.into(),
-            kind: "session".into(),
+            head: ItemHead::new(keys::session_pk(session_id), SESSION_SK, "session"),
             id: session_id,
             workspace_id: reg.workspace_id.clone(),
             name,

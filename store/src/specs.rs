@@ -14,14 +14,13 @@ use uuid::Uuid;
 use super::keys::{execution_pk, SPEC_SK};
 use super::{from_item, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 use baton_api::facts::JobSpec;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct JobSpecItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub execution_id: Uuid,
     pub workspace_id: String,
     pub spec: JobSpec,
@@ -37,9 +36,7 @@ impl Store {
         spec: &JobSpec,
     ) -> Result<TransactWriteItem, StoreError> {
         let item = JobSpecItem {
-            pk: execution_pk(execution_id),
-            sk: SPEC_SK.into(),
-            kind: "job_spec".into(),
+            head: ItemHead::new(execution_pk(execution_id), SPEC_SK, "job_spec"),
             execution_id,
             workspace_id: workspace_id.to_string(),
             spec: spec.clone(),

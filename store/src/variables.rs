@@ -10,13 +10,12 @@ use serde::{Deserialize, Serialize};
 use super::keys::variables_pk;
 use super::{s, to_item, Store};
 use crate::error::StoreError;
+use crate::ItemHead;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct VariableItem {
-    pub pk: String,
-    pub sk: String,
-    #[serde(rename = "type")]
-    pub kind: String,
+    #[serde(flatten)]
+    pub head: ItemHead,
     pub workspace_id: String,
     /// Upper-cased (`baton_api::variables::variable_name`).
     pub name: String,
@@ -64,9 +63,7 @@ impl Store {
             return Ok(VariablePut::TooMany);
         }
         let item = VariableItem {
-            pk: variables_pk(workspace_id),
-            sk: name.to_string(),
-            kind: "variable".into(),
+            head: ItemHead::new(variables_pk(workspace_id), name.to_string(), "variable"),
             workspace_id: workspace_id.to_string(),
             name: name.to_string(),
             value: value.to_string(),

@@ -6,12 +6,14 @@
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use baton_api::artifacts::ArtifactStatus;
 use baton_api::provisioners::{InstanceState, TerminateReason};
+use baton_store::artifacts::Upload;
 use baton_store::caches::CacheItem;
 use baton_store::keys::{
     cache_pk, cache_sk, instance_sk, provisioner_history_pk, provisioner_pk, reservation_sk,
     PROVISIONER_HISTORY_COUNT_SK,
 };
 use baton_store::provisioners::{InstanceItem, ReservationItem, RELEASED_INSTANCE_ENDED};
+use baton_store::ItemHead;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -29,22 +31,23 @@ impl TestStack {
             for (key, stored_at) in chunk {
                 let expires_at = *stored_at + CACHE_RETENTION;
                 let item = CacheItem {
-                    pk: cache_pk(ws),
-                    sk: cache_sk(scope, key),
-                    kind: "cache".into(),
+                    head: ItemHead::new(cache_pk(ws), cache_sk(scope, key), "cache"),
                     workspace_id: ws.into(),
                     scope: scope.into(),
                     key: key.clone(),
-                    bytes: 1,
-                    sha256: "0".repeat(64),
-                    object_key: format!("caches/{ws}/history/{key}"),
-                    upload_id: "history".into(),
                     execution_id: Uuid::now_v7(),
-                    status: ArtifactStatus::Stored,
-                    created_at: *stored_at,
-                    stored_at: Some(*stored_at),
-                    expires_at,
-                    ttl: expires_at.timestamp(),
+                    upload: Upload {
+                        status: ArtifactStatus::Stored,
+                        stored_at: Some(*stored_at),
+                        ..Upload::begun(
+                            1,
+                            "0".repeat(64),
+                            format!("caches/{ws}/history/{key}"),
+                            "history".into(),
+                            *stored_at,
+                            expires_at,
+                        )
+                    },
                 };
                 requests.push(serde_dynamo::to_item(&item).expect("a cache item is a DynamoDB item"));
             }
@@ -80,9 +83,7 @@ impl TestStack {
             let booted = ended_at - chrono::Duration::minutes(5);
             items.push(
                 serde_dynamo::to_item(&ReservationItem {
-                    pk: pk.clone(),
-                    sk: reservation_sk(reservation),
-                    kind: "reservation".into(),
+                    head: ItemHead::new(pk.clone(), reservation_sk(reservation), "reservation"),
                     id: reservation,
                     provisioner_id: id,
                     workspace_id: ws.into(),
@@ -101,9 +102,7 @@ impl TestStack {
             );
             items.push(
                 serde_dynamo::to_item(&InstanceItem {
-                    pk: pk.clone(),
-                    sk: instance_sk(&provider_runner_id),
-                    kind: "instance".into(),
+                    head: ItemHead::new(pk.clone(), instance_sk(&provider_runner_id), "instance"),
                     provider_runner_id,
                     provisioner_id: id,
                     state: InstanceState::Terminated,

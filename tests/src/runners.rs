@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, JobSpec, QueuedJob, StepSpec};
+use baton_api::facts::{Fact, JobExecutionQueued, JobExecutionTerminated, JobSpec, JobWork, QueuedJob, StepSpec};
 use baton_api::runners::{ClaimResponse, RegisterResponse};
 use baton_service::context::Context;
 use baton_store::records::RunnerRecord;
@@ -234,12 +234,13 @@ impl<D: baton_api::facts::FactDetail> Publishable for Fact<D> {
 impl Publishable for Queued {
     fn items(&self, store: &baton_store::Store) -> Vec<aws_sdk_dynamodb::types::TransactWriteItem> {
         let d = &self.fact.detail;
-        let spec = JobSpec {
+        let work = JobWork {
             key: d.job.key.clone(),
             labels: d.job.labels.clone(),
             timeout_s: d.job.timeout_s,
-            ..self.spec.clone()
+            ..self.spec.work.clone()
         };
+        let spec = JobSpec { work, ..self.spec.clone() };
         vec![
             store.job_spec_put(d.job_execution_id, &self.fact.header.workspace_id, &spec).unwrap(),
             store.outbox_put(&self.fact, 7).unwrap(),
@@ -270,20 +271,22 @@ fn job_fact(
 ) -> Queued {
     let job_execution_id = Uuid::now_v7();
     let spec = JobSpec {
-        key: "build".into(),
-        labels: labels.iter().map(|l| l.to_string()).collect(),
-        timeout_s: 3600,
-        env: Default::default(),
-        steps: (0..steps)
-            .map(|index| StepSpec {
-                id: step_id(job_execution_id, index),
-                name: Some(format!("step-{index}")),
-                run: "true".into(),
-                ..StepSpec::default()
-            })
-            .collect(),
-        outputs: Default::default(),
-        mask_env: Vec::new(),
+        work: JobWork {
+            key: "build".into(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            timeout_s: 3600,
+            env: Default::default(),
+            steps: (0..steps)
+                .map(|index| StepSpec {
+                    id: step_id(job_execution_id, index),
+                    name: Some(format!("step-{index}")),
+                    run: "true".into(),
+                    ..StepSpec::default()
+                })
+                .collect(),
+            outputs: Default::default(),
+            mask_env: Vec::new(),
+        },
         continue_on_error: false,
         priority: 0,
         secrets: Vec::new(),

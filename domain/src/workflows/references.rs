@@ -657,7 +657,7 @@ mod tests {
             std::time::Duration::from_secs(60),
             None,
         );
-        assert_eq!(spec.steps[0].deferred, ["run"], "the runner resolves env.W");
+        assert_eq!(spec.work.steps[0].deferred, ["run"], "the runner resolves env.W");
         let unknown_env = ok.replace("if: needs.build.outputs.version != ''", "if: env.W != ''");
         assert!(refused(&unknown_env).contains("field `if`: env.W"), "{}", refused(&unknown_env));
         let unknown_context = ok.replace("${{ baton.run_id }}", "${{ github.retention_days }}");

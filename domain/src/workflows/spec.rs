@@ -11,7 +11,7 @@ use super::definition::{JobDefinition, WorkflowDefinition};
 use super::expressions::{self, Reference};
 use super::references::{self, JobScope};
 use crate::ids::step_id;
-use baton_api::facts::{JobSpec, OutputFrom, StepSpec};
+use baton_api::facts::{JobSpec, JobWork, OutputFrom, StepSpec};
 
 /// What a runner needs to execute `job`: its steps and env with every
 /// `${{ … }}` resolved in `scope` (left as written without one, to measure
@@ -137,13 +137,15 @@ pub fn job_spec(
     mask_env.sort();
     mask_env.dedup();
     JobSpec {
-        key: job.key.clone(),
-        labels: job.labels.clone(),
-        timeout_s: minutes(job.timeout_minutes),
-        env,
-        steps,
-        outputs,
-        mask_env,
+        work: JobWork {
+            key: job.key.clone(),
+            labels: job.labels.clone(),
+            timeout_s: minutes(job.timeout_minutes),
+            env,
+            steps,
+            outputs,
+            mask_env,
+        },
         continue_on_error: decided(job.continue_on_error.as_deref(), scope),
         priority: priority_of(job.priority.as_deref(), scope),
         secrets: references::secrets_used(definition, job),

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use baton_api::runs::{
     duration_ms, ApprovalView, AttemptView, ConcurrencyView, EventRef, ExecutionView, JobView, ListeningView,
-    RunSummary, RunView, StepView,
+    RunHeader, RunSummary, RunView, StepView,
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -22,6 +22,15 @@ use baton_api::facts::StepResult;
 /// The summary of a run in a listing.
 pub fn run_summary(run: &RunState) -> RunSummary {
     RunSummary {
+        header: run_header(run),
+        trigger: run.trigger.as_ref().map_or(TriggerKind::Api, |t| t.kind),
+        pipeline: run.pipeline.as_ref().map(|p| p.name.clone()),
+    }
+}
+
+/// What the view and the listing both say of a run first.
+fn run_header(run: &RunState) -> RunHeader {
+    RunHeader {
         id: run.id,
         workspace_id: run.workspace_id.clone(),
         name: run.name.clone(),
@@ -32,8 +41,6 @@ pub fn run_summary(run: &RunState) -> RunSummary {
         created_at: run.created_at,
         started_at: run.started_at,
         finished_at: run.finished_at,
-        trigger: run.trigger.as_ref().map_or(TriggerKind::Api, |t| t.kind),
-        pipeline: run.pipeline.as_ref().map(|p| p.name.clone()),
     }
 }
 
@@ -80,31 +87,8 @@ pub fn build_run_view(
 ) -> RunView {
     let mut attempts: Vec<&AttemptState> = attempts.iter().collect();
     attempts.sort_by_key(|a| a.attempt);
-    // The view opens with what a listing says of the run.
-    let RunSummary {
-        id,
-        workspace_id,
-        name,
-        title,
-        number,
-        status,
-        current_attempt,
-        created_at,
-        started_at,
-        finished_at,
-        ..
-    } = run_summary(run);
     RunView {
-        id,
-        workspace_id,
-        name,
-        title,
-        number,
-        status,
-        current_attempt,
-        created_at,
-        started_at,
-        finished_at,
+        header: run_header(run),
         inputs: run.inputs.as_deref().and_then(|raw| serde_json::from_str(raw).ok()),
         created_by: run.created_by.clone(),
         trigger: run.trigger.clone().unwrap_or_else(|| RunTrigger {

@@ -42,10 +42,11 @@ async fn take(context: &Context, delivered: Delivered) -> Result<(), HandlerErro
     };
     let artifacts = context.store.run_artifacts(&workspace_id, lease.run_id).await?.unwrap_or_default();
     let mut aborted = 0;
-    for open in
-        artifacts.iter().filter(|a| a.execution_id == lease.job_execution_id && a.status == ArtifactStatus::Uploading)
+    for open in artifacts
+        .iter()
+        .filter(|a| a.execution.id == lease.job_execution_id && a.upload.status == ArtifactStatus::Uploading)
     {
-        abort_open_upload(context.clients.s3(), bucket, &open.object_key, &open.upload_id)
+        abort_open_upload(context.clients.s3(), bucket, &open.upload.object_key, &open.upload.upload_id)
             .await
             .map_err(HandlerError::Transient)?;
         tracing::info!(workspace_id = %workspace_id, run_id = %lease.run_id, job_execution_id = %lease.job_execution_id, artifact = %open.name, "open artifact upload aborted at its lease's end");

@@ -25,9 +25,10 @@ use baton_service::http::{
 use baton_service::usecases::artifacts::{
     self as archives, bucket, held_lease, object_key, parts_complete, s3_failed, valid_sha256, UploadStart,
 };
-use baton_store::artifacts::{ArtifactCaps, ArtifactItem, UploadRefused};
+use baton_store::artifacts::{ArtifactCaps, ArtifactItem, Upload, UploadRefused};
 use baton_store::keys::{artifact_sk, run_pk};
 use baton_store::runner_items::LeaseItem;
+use baton_store::ItemHead;
 use chrono::Utc;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -86,27 +87,27 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
     }
     let UploadStart { asked, bucket, lease, now, valid_for } =
         archives::start_upload(context, &credentials, body.first_part, body.bytes).await?;
-    let existing = context.store.artifact(lease.run_id, &body.name).await?;
+    let existing = context.store.artifact(lease.execution.run_id, &body.name).await?;
     // The job's key, unless this is its own upload asked again: a name is
     // held by a job key (a rerun's job has a new id).
     let job_key = match &existing {
-        Some(mine) if mine.execution_id == lease.execution_id => mine.job_key.clone(),
+        Some(mine) if mine.execution.id == lease.execution.id => mine.job_key.clone(),
         _ => context
             .store
-            .job_spec(lease.execution_id)
+            .job_spec(lease.execution.id)
             .await?
-            .map(|spec| spec.key)
+            .map(|spec| spec.work.key)
             .ok_or_else(|| ApiError::not_found("the lease's job"))?,
     };
     let item = match existing {
         // This execution's own upload, asked again (a lost answer, URLs
         // that expired): the same upload, charged once.
-        Some(mine) if mine.execution_id == lease.execution_id => {
-            if mine.bytes != body.bytes || mine.sha256 != body.sha256 {
+        Some(mine) if mine.execution.id == lease.execution.id => {
+            if mine.upload.bytes != body.bytes || mine.upload.sha256 != body.sha256 {
                 let message = format!("this job is storing another archive named {:?}", body.name);
                 return Err(ApiError::new(ErrorCode::ArtifactExists, message));
             }
-            if mine.status == ArtifactStatus::Stored {
+            if mine.upload.status == ArtifactStatus::Stored {
                 return Ok(json_response(StatusCode::OK, &archives::already_stored()));
             }
             mine
@@ -120,10 +121,8 @@ async fn begin_upload(context: &Context, req: &Request) -> Result<Response<Body>
         _ => begin(context, bucket, &lease, job_key, &body, caps, now).await?,
     };
     let s3 = context.clients.s3();
-    let answer =
-        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, &asked, now, valid_for)
-            .await?;
-    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, bytes = item.bytes, parts = answer.parts.len(), "artifact upload URLs issued");
+    let answer = archives::upload_answer(s3, bucket, &item.upload, &asked, now, valid_for).await?;
+    tracing::info!(job_execution_id = %lease.execution.id, run_id = %lease.execution.run_id, artifact = %item.name, bytes = item.upload.bytes, parts = answer.parts.len(), "artifact upload URLs issued");
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -138,47 +137,30 @@ async fn begin(
     caps: ArtifactCaps,
     now: chrono::DateTime<Utc>,
 ) -> Result<ArtifactItem, ApiError> {
-    let key = object_key(&lease.workspace_id, lease.run_id, lease.execution_id, &body.name);
+    let key = object_key(&lease.execution.workspace_id, lease.execution.run_id, lease.execution.id, &body.name);
     let upload_id =
         archives::create_upload(context.clients.s3(), bucket, &key).await.map_err(|e| s3_failed("upload start", e))?;
     let retention = chrono::Duration::days(i64::from(context.config.artifacts.retention_days));
     let item = ArtifactItem {
-        pk: run_pk(lease.run_id),
-        sk: artifact_sk(&body.name),
-        kind: "artifact".into(),
-        workspace_id: lease.workspace_id.clone(),
-        run_id: lease.run_id,
+        head: ItemHead::new(run_pk(lease.execution.run_id), artifact_sk(&body.name), "artifact"),
+        execution: lease.execution.clone(),
         name: body.name.clone(),
-        job_id: lease.job_id,
         job_key,
-        execution_id: lease.execution_id,
-        attempt: lease.attempt,
-        bytes: body.bytes,
-        sha256: body.sha256.clone(),
-        object_key: key,
-        upload_id,
-        status: ArtifactStatus::Uploading,
-        created_at: now,
-        stored_at: None,
-        expires_at: now + retention,
-        ttl: (now + retention).timestamp(),
+        upload: Upload::begun(body.bytes, body.sha256.clone(), key, upload_id, now, now + retention),
     };
     let refused = match context.store.begin_artifact(lease, &item, caps).await? {
         Ok(()) => return Ok(item),
         Err(refused) => refused,
     };
-    archives::abort_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id).await;
+    archives::abort_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id).await;
     // Another try of this very request (a retry after a 504 runs beside
     // the original) began it first: its upload is this one's.
-    if let Some(mine) = context
-        .store
-        .artifact(lease.run_id, &body.name)
-        .await?
-        .filter(|a| a.execution_id == lease.execution_id && a.bytes == body.bytes && a.sha256 == body.sha256)
-    {
+    if let Some(mine) = context.store.artifact(lease.execution.run_id, &body.name).await?.filter(|a| {
+        a.execution.id == lease.execution.id && a.upload.bytes == body.bytes && a.upload.sha256 == body.sha256
+    }) {
         return Ok(mine);
     }
-    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %item.name, ?refused, "artifact upload refused");
+    tracing::info!(job_execution_id = %lease.execution.id, run_id = %lease.execution.run_id, artifact = %item.name, ?refused, "artifact upload refused");
     Err(match refused {
         UploadRefused::LeaseLost => lease_lost(),
         UploadRefused::NotFound => ApiError::not_found("lease"),
@@ -197,27 +179,27 @@ async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Bo
     let lease = held_lease(&context.store, &credentials).await?;
     let item = context
         .store
-        .artifact(lease.run_id, &name)
+        .artifact(lease.execution.run_id, &name)
         .await?
-        .filter(|a| a.execution_id == lease.execution_id)
+        .filter(|a| a.execution.id == lease.execution.id)
         .ok_or_else(|| ApiError::not_found(format!("an upload of artifact {name:?} by this job")))?;
-    if item.status == ArtifactStatus::Stored {
+    if item.upload.status == ArtifactStatus::Stored {
         return Ok(json_response(StatusCode::OK, &item.view()));
     }
-    if !parts_complete(item.bytes, &body.parts) {
-        let wanted = baton_api::artifacts::artifact_parts(item.bytes);
+    if !parts_complete(item.upload.bytes, &body.parts) {
+        let wanted = baton_api::artifacts::artifact_parts(item.upload.bytes);
         return Err(ApiError::invalid_request(format!(
             "parts: every part from 1 to {wanted}, in order, each with the ETag S3 answered"
         )));
     }
-    archives::complete_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
+    archives::complete_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id, item.upload.bytes, &body.parts)
         .await
         .map_err(|err| {
-            tracing::warn!(job_execution_id = %lease.execution_id, artifact = %name, error = %err, "completing an artifact upload failed");
+            tracing::warn!(job_execution_id = %lease.execution.id, artifact = %name, error = %err, "completing an artifact upload failed");
             ApiError::invalid_request(format!("S3 refused to assemble the parts of {name:?}: send them again"))
         })?;
     let stored = context.store.artifact_stored(&lease, &name, Utc::now()).await?.ok_or_else(lease_lost)?;
-    tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, artifact = %name, bytes = stored.bytes, "artifact stored");
+    tracing::info!(job_execution_id = %lease.execution.id, run_id = %lease.execution.run_id, artifact = %name, bytes = stored.upload.bytes, "artifact stored");
     Ok(json_response(StatusCode::OK, &stored.view()))
 }
 
@@ -226,7 +208,7 @@ async fn runner_download(context: &Context, req: &Request) -> Result<Response<Bo
     let name = artifact_name(req)?;
     let bucket = bucket(&context.config)?;
     let lease = held_lease(&context.store, &credentials).await?;
-    let item = context.store.artifact(lease.run_id, &name).await?;
+    let item = context.store.artifact(lease.execution.run_id, &name).await?;
     download(context, bucket, item, &name).await
 }
 
@@ -235,7 +217,8 @@ async fn runner_download(context: &Context, req: &Request) -> Result<Response<Bo
 async fn runner_list(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
     let credentials = lease_credentials(req)?;
     let lease = held_lease(&context.store, &credentials).await?;
-    let artifacts = context.store.run_artifacts(&lease.workspace_id, lease.run_id).await?.unwrap_or_default();
+    let artifacts =
+        context.store.run_artifacts(&lease.execution.workspace_id, lease.execution.run_id).await?.unwrap_or_default();
     Ok(json_response(StatusCode::OK, &ArtifactList { artifacts: listed(&artifacts) }))
 }
 
@@ -245,7 +228,7 @@ async fn runner_list(context: &Context, req: &Request) -> Result<Response<Body>,
 /// 403.
 fn listed(artifacts: &[ArtifactItem]) -> Vec<baton_api::artifacts::Artifact> {
     let now = Utc::now();
-    artifacts.iter().filter(|a| a.expires_at > now).map(ArtifactItem::view).collect()
+    artifacts.iter().filter(|a| a.upload.expires_at > now).map(ArtifactItem::view).collect()
 }
 
 async fn list(context: &Context, req: &Request) -> Result<Response<Body>, ApiError> {
@@ -267,7 +250,7 @@ async fn operator_download(context: &Context, req: &Request) -> Result<Response<
     let name = artifact_name(req)?;
     let bucket = bucket(&context.config)?;
     // Another workspace's run answers as if it did not exist.
-    let item = context.store.artifact(run_id, &name).await?.filter(|a| a.workspace_id == workspace_id);
+    let item = context.store.artifact(run_id, &name).await?.filter(|a| a.execution.workspace_id == workspace_id);
     download(context, bucket, item, &name).await
 }
 
@@ -282,9 +265,9 @@ async fn download(
 ) -> Result<Response<Body>, ApiError> {
     let now = Utc::now();
     let item = item
-        .filter(|a| a.status == ArtifactStatus::Stored && a.expires_at > now)
+        .filter(|a| a.upload.status == ArtifactStatus::Stored && a.upload.expires_at > now)
         .ok_or_else(|| ApiError::not_found(format!("artifact {name:?} in this run")))?;
-    let (url, expires_at) = archives::presign_get(context.clients.s3(), bucket, &item.object_key, now)
+    let (url, expires_at) = archives::presign_get(context.clients.s3(), bucket, &item.upload.object_key, now)
         .await
         .map_err(|e| s3_failed("presigning", e))?;
     Ok(json_response(StatusCode::OK, &ArtifactDownload { artifact: item.view(), url, expires_at }))

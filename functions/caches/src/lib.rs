@@ -20,8 +20,10 @@ use baton_service::http::{json_response, lease_credentials, lease_lost, parse_js
 use baton_service::usecases::artifacts::{
     self as archives, bucket, cache_object_key, held_lease, parts_complete, s3_failed, UploadStart,
 };
+use baton_store::artifacts::Upload;
 use baton_store::caches::CacheItem;
 use baton_store::keys::{cache_pk, cache_sk};
+use baton_store::ItemHead;
 use chrono::{DateTime, Utc};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Request, Response};
@@ -85,7 +87,7 @@ async fn restore(context: &Context, req: &Request) -> Result<Response<Body>, Api
     }
     let bucket = bucket(&context.config)?;
     let lease = held_lease(&context.store, &credentials).await?;
-    let ws = lease.workspace_id.as_str();
+    let ws = lease.execution.workspace_id.as_str();
     let now = Utc::now();
     let mut found: Option<(CacheHit, CacheItem)> = None;
     'search: for scope in scopes(&body.scope) {
@@ -103,13 +105,13 @@ async fn restore(context: &Context, req: &Request) -> Result<Response<Body>, Api
     let answer = match found {
         None => CacheRestoreResponse { hit: CacheHit::Miss, entry: None, url: None },
         Some((hit, item)) => {
-            let (url, _) = archives::presign_get(context.clients.s3(), bucket, &item.object_key, now)
+            let (url, _) = archives::presign_get(context.clients.s3(), bucket, &item.upload.object_key, now)
                 .await
                 .map_err(|e| s3_failed("presigning", e))?;
             CacheRestoreResponse { hit, entry: Some(item.entry()), url: Some(url) }
         }
     };
-    tracing::info!(job_execution_id = %lease.execution_id, workspace_id = ws, key = %body.key, hit = ?answer.hit, restored = answer.entry.as_ref().map(|e| e.key.as_str()), "cache restore");
+    tracing::info!(job_execution_id = %lease.execution.id, workspace_id = ws, key = %body.key, hit = ?answer.hit, restored = answer.entry.as_ref().map(|e| e.key.as_str()), "cache restore");
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -128,7 +130,7 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     }
     let UploadStart { asked, bucket, lease, now, valid_for } =
         archives::start_upload(context, &credentials, body.first_part, body.bytes).await?;
-    let ws = lease.workspace_id.clone();
+    let ws = lease.execution.workspace_id.clone();
     let stored = |item: Option<CacheItem>| item.filter(|c| c.restorable(now));
     let existing = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
     if stored(existing.clone()).is_some() {
@@ -137,28 +139,31 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
     let item = match existing {
         // This execution's own save, asked again: the same upload.
         Some(mine)
-            if mine.execution_id == lease.execution_id
-                && mine.status == ArtifactStatus::Uploading
-                && mine.bytes == body.bytes
-                && mine.sha256 == body.sha256 =>
+            if mine.execution_id == lease.execution.id
+                && mine.upload.status == ArtifactStatus::Uploading
+                && mine.upload.bytes == body.bytes
+                && mine.upload.sha256 == body.sha256 =>
         {
             mine
         }
         _ => {
-            let object_key = cache_object_key(&ws, &body.scope, &body.key, lease.execution_id);
+            let object_key = cache_object_key(&ws, &body.scope, &body.key, lease.execution.id);
             let upload_id = archives::create_upload(context.clients.s3(), bucket, &object_key)
                 .await
                 .map_err(|e| s3_failed("upload start", e))?;
-            let item = new_item(context, &ws, &body, object_key, upload_id, lease.execution_id, now);
+            let item = new_item(context, &ws, &body, object_key, upload_id, lease.execution.id, now);
             if !context.store.begin_cache_save(&item, now).await? {
-                archives::abort_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id).await;
+                archives::abort_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id)
+                    .await;
                 let current = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
                 if stored(current.clone()).is_some() {
                     return Ok(json_response(StatusCode::OK, &archives::already_stored()));
                 }
                 // Another try of this very request began it first: the same upload.
                 match current.filter(|c| {
-                    c.execution_id == lease.execution_id && c.bytes == body.bytes && c.sha256 == body.sha256
+                    c.execution_id == lease.execution.id
+                        && c.upload.bytes == body.bytes
+                        && c.upload.sha256 == body.sha256
                 }) {
                     Some(mine) => mine,
                     None => {
@@ -172,10 +177,8 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
         }
     };
     let s3 = context.clients.s3();
-    let answer =
-        archives::upload_answer(s3, bucket, &item.object_key, &item.upload_id, item.bytes, &asked, now, valid_for)
-            .await?;
-    tracing::info!(job_execution_id = %lease.execution_id, workspace_id = %ws, key = %item.key, bytes = item.bytes, parts = answer.parts.len(), "cache save URLs issued");
+    let answer = archives::upload_answer(s3, bucket, &item.upload, &asked, now, valid_for).await?;
+    tracing::info!(job_execution_id = %lease.execution.id, workspace_id = %ws, key = %item.key, bytes = item.upload.bytes, parts = answer.parts.len(), "cache save URLs issued");
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -190,22 +193,12 @@ fn new_item(
 ) -> CacheItem {
     let expires_at = now + chrono::Duration::days(i64::from(context.config.artifacts.cache_retention_days));
     CacheItem {
-        pk: cache_pk(ws),
-        sk: cache_sk(&body.scope, &body.key),
-        kind: "cache".into(),
+        head: ItemHead::new(cache_pk(ws), cache_sk(&body.scope, &body.key), "cache"),
         workspace_id: ws.to_string(),
         scope: body.scope.clone(),
         key: body.key.clone(),
-        bytes: body.bytes,
-        sha256: body.sha256.clone(),
-        object_key,
-        upload_id,
         execution_id,
-        status: ArtifactStatus::Uploading,
-        created_at: now,
-        stored_at: None,
-        expires_at,
-        ttl: expires_at.timestamp(),
+        upload: Upload::begun(body.bytes, body.sha256.clone(), object_key, upload_id, now, expires_at),
     }
 }
 
@@ -218,27 +211,27 @@ async fn complete(context: &Context, req: &Request) -> Result<Response<Body>, Ap
     let lease = held_lease(&context.store, &credentials).await?;
     let item = context
         .store
-        .cache_entry(&lease.workspace_id, &body.scope, &body.key)
+        .cache_entry(&lease.execution.workspace_id, &body.scope, &body.key)
         .await?
-        .filter(|c| c.execution_id == lease.execution_id)
+        .filter(|c| c.execution_id == lease.execution.id)
         .ok_or_else(|| ApiError::not_found(format!("a save of cache {:?} by this job", body.key)))?;
-    if item.status == ArtifactStatus::Stored {
+    if item.upload.status == ArtifactStatus::Stored {
         return Ok(json_response(StatusCode::OK, &item.entry()));
     }
-    if !parts_complete(item.bytes, &body.parts) {
+    if !parts_complete(item.upload.bytes, &body.parts) {
         return Err(ApiError::invalid_request(format!(
             "parts: every part from 1 to {}, in order, each with the ETag S3 answered",
-            artifact_parts(item.bytes)
+            artifact_parts(item.upload.bytes)
         )));
     }
-    archives::complete_upload(context.clients.s3(), bucket, &item.object_key, &item.upload_id, item.bytes, &body.parts)
+    archives::complete_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id, item.upload.bytes, &body.parts)
         .await
         .map_err(|err| {
-            tracing::warn!(job_execution_id = %lease.execution_id, key = %item.key, error = %err, "completing a cache save failed");
+            tracing::warn!(job_execution_id = %lease.execution.id, key = %item.key, error = %err, "completing a cache save failed");
             ApiError::invalid_request(format!("S3 refused to assemble the parts of cache {:?}", item.key))
         })?;
     let stored =
         context.store.cache_stored(&lease, &body.scope, &body.key, Utc::now()).await?.ok_or_else(lease_lost)?;
-    tracing::info!(job_execution_id = %lease.execution_id, workspace_id = %lease.workspace_id, key = %stored.key, bytes = stored.bytes, "cache saved");
+    tracing::info!(job_execution_id = %lease.execution.id, workspace_id = %lease.execution.workspace_id, key = %stored.key, bytes = stored.upload.bytes, "cache saved");
     Ok(json_response(StatusCode::OK, &stored.entry()))
 }

@@ -75,17 +75,17 @@ async fn settle_on(
         return Ok(None);
     }
     let Some(step_count) = lease.step_count else { return Ok(None) };
-    if !settle::is_last_step_report(lease.execution_id, step_count, step) {
+    if !settle::is_last_step_report(lease.execution.id, step_count, step) {
         return Ok(None);
     }
-    let Some(record) = context.store.runner_record(lease.execution_id).await? else { return Ok(None) };
-    let Some(steps) = settle::settled_steps(lease.execution_id, step_count, &record.steps, step) else {
+    let Some(record) = context.store.runner_record(lease.execution.id).await? else { return Ok(None) };
+    let Some(steps) = settle::settled_steps(lease.execution.id, step_count, &record.steps, step) else {
         return Ok(None);
     };
     let status = settle::settled_outcome(&steps);
     let now = chrono::Utc::now();
     let fact = Fact::new(
-        lease.workspace_id.clone(),
+        lease.execution.workspace_id.clone(),
         now,
         JobCompleted {
             lease: lease.lease_ref(),
@@ -101,7 +101,7 @@ async fn settle_on(
     let outbox_ttl = context.config.outbox_ttl_days;
     let settled = match context.store.settle_on_steps(&lease, step, record.step_reports, &fact, outbox_ttl).await? {
         Settlement::Settled(Completion::Recorded(status)) => {
-            tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, ?status, "job settled by its steps; lease ended");
+            tracing::info!(job_execution_id = %lease.execution.id, run_id = %lease.execution.run_id, session_id = %lease.session_id, ?status, "job settled by its steps; lease ended");
             after_recorded(context, &lease, &fact).await;
             status
         }
@@ -120,7 +120,7 @@ async fn after_recorded(context: &Context, lease: &LeaseItem, fact: &Fact<JobCom
     // attempt), that one is the way it gets done.
     if lease.direct_adoption {
         if let Err(err) = adopt(context, &RunnerFact::completed(&fact.detail), "complete").await {
-            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "direct adoption failed; the job.completed fact will carry it");
+            tracing::warn!(job_execution_id = %lease.execution.id, error = %err, "direct adoption failed; the job.completed fact will carry it");
         }
     }
     // A provisioned machine's job ended: its fleet is decided again now (an
@@ -128,7 +128,7 @@ async fn after_recorded(context: &Context, lease: &LeaseItem, fact: &Fact<JobCom
     // goes). Any later report or read converges it too.
     if let Some(link) = lease.reservation.as_ref() {
         if let Err(err) = context.store.converge_reservation(link, fact.detail.completed_at).await {
-            tracing::warn!(job_execution_id = %lease.execution_id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
+            tracing::warn!(job_execution_id = %lease.execution.id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
         }
     }
 }
@@ -183,7 +183,7 @@ async fn finish(
             epoch: lease.epoch,
         },
     };
-    let workspace = item.as_ref().map(|i| i.workspace_id.clone()).unwrap_or_default();
+    let workspace = item.as_ref().map(|i| i.execution.workspace_id.clone()).unwrap_or_default();
     let fact = Fact::new(
         workspace,
         now,

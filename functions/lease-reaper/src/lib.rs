@@ -190,7 +190,7 @@ async fn reap_shard(
         let mut saved_or_gone = 0;
         let mut seen_before = 0;
         for lease in &page {
-            if !handled.insert(lease.execution_id) {
+            if !handled.insert(lease.execution.id) {
                 seen_before += 1;
                 continue;
             }
@@ -225,7 +225,7 @@ async fn expire(context: &Context, now: DateTime<Utc>, lease: &LeaseItem) -> Res
             if !err.is_retriable() {
                 return Err(err);
             }
-            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease index left for the next pass");
+            tracing::warn!(job_execution_id = %lease.execution.id, error = %err, "lease index left for the next pass");
             return Ok(Handled::Stays);
         }
         return Ok(Handled::MovedOn);
@@ -236,13 +236,13 @@ async fn expire(context: &Context, now: DateTime<Utc>, lease: &LeaseItem) -> Res
         Ok(Some(reported)) => reported,
         Ok(None) => return Ok(Handled::Stays),
         Err(err) if err.is_retriable() => {
-            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
+            tracing::warn!(job_execution_id = %lease.execution.id, error = %err, "lease left for the next pass");
             return Ok(Handled::Stays);
         }
         Err(err) => return Err(err),
     };
     let fact = Fact::new(
-        lease.workspace_id.clone(),
+        lease.execution.workspace_id.clone(),
         now,
         JobLeaseExpired {
             lease: lease.lease_ref(),
@@ -253,10 +253,10 @@ async fn expire(context: &Context, now: DateTime<Utc>, lease: &LeaseItem) -> Res
     );
     match context.store.expire_lease(lease, &reported, now, &fact, context.config.outbox_ttl_days).await {
         Ok(true) => {
-            tracing::info!(job_execution_id = %lease.execution_id, run_id = %lease.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
+            tracing::info!(job_execution_id = %lease.execution.id, run_id = %lease.execution.run_id, session_id = %lease.session_id, epoch = lease.epoch, "lease expired");
             if let Some(link) = &lease.reservation {
                 if let Err(err) = context.store.converge_reservation(link, now).await {
-                    tracing::warn!(job_execution_id = %lease.execution_id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
+                    tracing::warn!(job_execution_id = %lease.execution.id, reservation_id = %link.reservation_id, error = %err, "fleet not converged; the next pass will");
                 }
             }
             Ok(Handled::Expired)
@@ -266,7 +266,7 @@ async fn expire(context: &Context, now: DateTime<Utc>, lease: &LeaseItem) -> Res
         // throttled: this lease waits for the next pass; the other leases
         // and shards go on.
         Err(err) if err.is_retriable() => {
-            tracing::warn!(job_execution_id = %lease.execution_id, error = %err, "lease left for the next pass");
+            tracing::warn!(job_execution_id = %lease.execution.id, error = %err, "lease left for the next pass");
             Ok(Handled::Stays)
         }
         Err(err) => Err(err),

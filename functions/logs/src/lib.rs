@@ -82,7 +82,7 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
     let valid_for = upload_url_ttl(now, item.expires_at).ok_or_else(baton_service::http::lease_lost)?;
     let mut uploads = Vec::with_capacity(body.chunks.len());
     for chunk in &body.chunks {
-        let key = chunk_key(&item.workspace_id, item.run_id, item.execution_id, chunk.seq);
+        let key = chunk_key(&item.execution.workspace_id, item.execution.run_id, item.execution.id, chunk.seq);
         let upload = baton_service::usecases::logs::presign_put(
             context.clients.s3(),
             bucket,
@@ -93,12 +93,12 @@ async fn upload_urls(context: &Context, req: &Request) -> Result<Response<Body>,
         )
         .await
         .map_err(|err| {
-            tracing::error!(error = %err, execution_id = %item.execution_id, "presigning failed");
+            tracing::error!(error = %err, execution_id = %item.execution.id, "presigning failed");
             ApiError::internal()
         })?;
         uploads.push(upload);
     }
-    tracing::debug!(execution_id = %item.execution_id, run_id = %item.run_id, chunks = uploads.len(), bytes, "log upload URLs issued");
+    tracing::debug!(execution_id = %item.execution.id, run_id = %item.execution.run_id, chunks = uploads.len(), bytes, "log upload URLs issued");
     Ok(json_response(StatusCode::OK, &LogUploadResponse { uploads }))
 }
 

@@ -44,9 +44,9 @@ async fn take(context: &Context, delivered: Delivered) -> Result<(), HandlerErro
         return dropped(&workspace_id, run_id, "the request is another workspace's");
     }
     let Some(pipeline) =
-        context.store.pipeline(&workspace_id, &request.pipeline).await.map_err(|e| transient(e.into()))?
+        context.store.pipeline(&workspace_id, &request.run.pipeline).await.map_err(|e| transient(e.into()))?
     else {
-        return dropped(&workspace_id, run_id, &format!("pipeline {} was deleted", request.pipeline));
+        return dropped(&workspace_id, run_id, &format!("pipeline {} was deleted", request.run.pipeline));
     };
     let called =
         called_workflows::read(&context.store, &workspace_id, &pipeline.definition).await.map_err(transient)?;
@@ -54,26 +54,26 @@ async fn take(context: &Context, delivered: Delivered) -> Result<(), HandlerErro
         Ok(read) => read,
         Err(err) => return dropped(&workspace_id, run_id, &format!("its definition is refused: {}", err.message)),
     };
-    let github = serde_json::from_str(&request.github).unwrap_or_default();
-    let inputs = serde_json::from_str(&request.inputs).unwrap_or_default();
+    let github = serde_json::from_str(&request.run.github).unwrap_or_default();
+    let inputs = serde_json::from_str(&request.run.inputs).unwrap_or_default();
     let run = RunRequest {
         workspace_id: &workspace_id,
         run_id: Some(run_id),
         definition: read.definition,
         inputs: Some(inputs),
-        idempotency_key: Some(request.idempotency_key.clone()),
+        idempotency_key: Some(request.run.idempotency_key.clone()),
         creator: None,
-        trigger: request.trigger.clone(),
+        trigger: request.run.trigger.clone(),
         pipeline: Some(PipelineVersion { name: pipeline.name.clone(), version: pipeline.version.clone() }),
         github,
     };
     match run_creation::create_run(context, run).await {
         Ok(Created::New(view)) => {
-            tracing::info!(workspace_id, %run_id, pipeline = %pipeline.name, number = view.number, "requested run created");
+            tracing::info!(workspace_id, %run_id, pipeline = %pipeline.name, number = view.header.number, "requested run created");
             Ok(())
         }
         Ok(Created::Existing(view)) => {
-            tracing::info!(workspace_id, %run_id, existing = %view.id, "requested run exists already: nothing new");
+            tracing::info!(workspace_id, %run_id, existing = %view.header.id, "requested run exists already: nothing new");
             Ok(())
         }
         Err(err) if matches!(err.code, ErrorCode::Internal | ErrorCode::Unavailable) => Err(transient(err)),

@@ -136,7 +136,7 @@ async fn locate(exec: &Exec<'_>, uses: &str) -> Result<PathBuf, String> {
 /// What the action's expressions read before its inputs are known.
 fn base_context(exec: &Exec<'_>, carried: &Carried, action_dir: &Path) -> expr::Context {
     let mut context = expr::Context::default();
-    context.env.extend(exec.claim.job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    context.env.extend(exec.claim.job.work.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     context.env.extend(carried.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     context.env.extend(exec.step.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     context.github.insert("action_path".into(), action_dir.display().to_string());

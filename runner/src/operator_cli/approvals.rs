@@ -13,10 +13,10 @@ use super::answer::{print_json, CliError};
 fn job_of(view: &RunView, job: &str) -> Result<Uuid, CliError> {
     view.attempts
         .iter()
-        .find(|a| a.attempt == view.current_attempt)
+        .find(|a| a.attempt == view.header.current_attempt)
         .and_then(|a| a.jobs.iter().find(|j| j.key == job || j.id.to_string() == job))
         .map(|j| j.id)
-        .ok_or_else(|| CliError::Usage(format!("run {} has no job {job} in its current attempt", view.id)))
+        .ok_or_else(|| CliError::Usage(format!("run {} has no job {job} in its current attempt", view.header.id)))
 }
 
 /// Approves or rejects approval job `job` (a key of the current attempt, or

@@ -22,7 +22,7 @@ pub(super) async fn logs(
     json: bool,
 ) -> Result<ExitCode, CliError> {
     let view = operator.get_run(workspace, run).await?;
-    let wanted = attempt.unwrap_or(view.current_attempt);
+    let wanted = attempt.unwrap_or(view.header.current_attempt);
     let attempt = view
         .attempts
         .iter()

@@ -113,14 +113,17 @@ pub(super) async fn pipeline_command(
                 .then(|| inputs.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect());
             let view = operator.dispatch_pipeline(&workspace, &name, &DispatchRequest { inputs }).await?;
             if follow {
-                eprintln!("run {} #{} started: {} (id {})", view.name, view.number, view.status, view.id);
-                return watch(operator, &workspace, view.id, DEFAULT_WATCH_INTERVAL_S, json).await;
+                eprintln!(
+                    "run {} #{} started: {} (id {})",
+                    view.header.name, view.header.number, view.header.status, view.header.id
+                );
+                return watch(operator, &workspace, view.header.id, DEFAULT_WATCH_INTERVAL_S, json).await;
             }
             if json {
                 print_json(&view);
             } else {
-                eprintln!("run {} #{} started: {}", view.name, view.number, view.status);
-                println!("{}", view.id);
+                eprintln!("run {} #{} started: {}", view.header.name, view.header.number, view.header.status);
+                println!("{}", view.header.id);
             }
         }
         PipelineCommand::Delete { workspace, name } => {

@@ -58,8 +58,8 @@ fn took(finished: bool, duration_ms: Option<u64>) -> String {
 
 /// `(what, status)` pairs of a run view, in display order.
 fn statuses(view: &RunView) -> Vec<(String, String)> {
-    let current = view.attempts.iter().find(|a| a.attempt == view.current_attempt);
-    let mut status = view.status.to_string();
+    let current = view.attempts.iter().find(|a| a.attempt == view.header.current_attempt);
+    let mut status = view.header.status.to_string();
     if let Some(attempt) = current {
         match &attempt.concurrency {
             // `pending (waiting for concurrency group deploy-prod)`
@@ -68,12 +68,13 @@ fn statuses(view: &RunView) -> Vec<(String, String)> {
             }
             _ => {}
         }
-        if let Some(reason) = attempt.status_reason.filter(|_| view.status.is_terminal()) {
+        if let Some(reason) = attempt.status_reason.filter(|_| view.header.status.is_terminal()) {
             status.push_str(&format!(" ({reason})"));
         }
     }
-    let title = view.title.as_ref().map_or(String::new(), |title| format!(" · {title}"));
-    let heading = format!("run {} #{}{title} (attempt {})", view.name, view.number, view.current_attempt);
+    let title = view.header.title.as_ref().map_or(String::new(), |title| format!(" · {title}"));
+    let heading =
+        format!("run {} #{}{title} (attempt {})", view.header.name, view.header.number, view.header.current_attempt);
     let mut out = vec![(heading, status)];
     let Some(attempt) = current else { return out };
     for job in &attempt.jobs {
@@ -188,14 +189,14 @@ mod tests {
     #[test]
     fn a_run_with_a_title_shows_it_after_its_number() {
         let mut titled = view("pending", "pending", None);
-        titled.title = Some("deploy 1.4.2 to production".into());
+        titled.header.title = Some("deploy 1.4.2 to production".into());
         assert_eq!(changes(None, &titled)[0], "run ci #7 · deploy 1.4.2 to production (attempt 1): running");
     }
 
     #[test]
     fn a_run_waiting_for_its_group_says_which_and_a_replaced_one_says_why() {
         let mut waiting = view("pending", "pending", None);
-        waiting.status = RunStatus::Pending;
+        waiting.header.status = RunStatus::Pending;
         waiting.attempts[0].concurrency =
             Some(baton_api::runs::ConcurrencyView { group: "deploy-prod".into(), waiting: true });
         assert_eq!(
@@ -203,7 +204,7 @@ mod tests {
             "run ci #7 (attempt 1): pending (waiting for concurrency group deploy-prod)"
         );
         let mut replaced = waiting.clone();
-        replaced.status = RunStatus::Cancelled;
+        replaced.header.status = RunStatus::Cancelled;
         replaced.attempts[0].status = RunStatus::Cancelled;
         replaced.attempts[0].status_reason = Some(StatusReason::ConcurrencyReplaced);
         replaced.attempts[0].concurrency =

@@ -207,12 +207,15 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
             let view =
                 operator.submit_run(&workspace, &CreateRunRequest { definition, inputs, idempotency_key }).await?;
             if follow {
-                eprintln!("run {} #{} submitted: {} (id {})", view.name, view.number, view.status, view.id);
-                return watch(operator, &workspace, view.id, DEFAULT_WATCH_INTERVAL_S, json).await;
+                eprintln!(
+                    "run {} #{} submitted: {} (id {})",
+                    view.header.name, view.header.number, view.header.status, view.header.id
+                );
+                return watch(operator, &workspace, view.header.id, DEFAULT_WATCH_INTERVAL_S, json).await;
             }
             if !json {
-                eprintln!("run {} #{} submitted: {}", view.name, view.number, view.status);
-                println!("{}", view.id);
+                eprintln!("run {} #{} submitted: {}", view.header.name, view.header.number, view.header.status);
+                println!("{}", view.header.id);
                 return Ok(ExitCode::SUCCESS);
             }
             view
@@ -224,15 +227,15 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
                 print_json(&list);
             } else {
                 for run in &list.items {
-                    let finished = run.finished_at.map_or("-".to_string(), |t| t.to_rfc3339());
-                    let title = run.title.as_ref().map_or(String::new(), |title| format!("  {title}"));
+                    let finished = run.header.finished_at.map_or("-".to_string(), |t| t.to_rfc3339());
+                    let title = run.header.title.as_ref().map_or(String::new(), |title| format!("  {title}"));
                     println!(
                         "{}  {} #{}  {}  created {}  finished {}{title}",
-                        run.id,
-                        run.name,
-                        run.number,
-                        run.status,
-                        run.created_at.to_rfc3339(),
+                        run.header.id,
+                        run.header.name,
+                        run.header.number,
+                        run.header.status,
+                        run.header.created_at.to_rfc3339(),
                         finished
                     );
                 }
@@ -298,7 +301,7 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
         RunCommand::Cancel { workspace, run_id } => {
             let view = operator.cancel_run(&workspace, run_id).await?;
             if !json {
-                println!("run {} #{} cancel requested: {}", view.name, view.number, view.status);
+                println!("run {} #{} cancel requested: {}", view.header.name, view.header.number, view.header.status);
                 return Ok(ExitCode::SUCCESS);
             }
             view
@@ -329,7 +332,7 @@ pub(super) async fn run_command(operator: &Operator, command: RunCommand, json: 
             if !json {
                 println!(
                     "run {} #{} attempt {} started: {}",
-                    view.name, view.number, view.current_attempt, view.status
+                    view.header.name, view.header.number, view.header.current_attempt, view.header.status
                 );
                 return Ok(ExitCode::SUCCESS);
             }
@@ -368,8 +371,12 @@ pub(super) async fn watch(
                         println!("{line}");
                     }
                 }
-                if view.status.is_terminal() {
-                    return Ok(if view.status == RunStatus::Succeeded { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+                if view.header.status.is_terminal() {
+                    return Ok(if view.header.status == RunStatus::Succeeded {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    });
                 }
                 previous = Some(view);
             }

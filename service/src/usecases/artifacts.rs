@@ -16,6 +16,7 @@ use baton_api::artifacts::{
     artifact_parts, ArtifactPartDone, ArtifactPartUpload, ArtifactUploadResponse, ARTIFACT_PART_BYTES,
 };
 use baton_domain::error::{ApiError, ErrorCode};
+use baton_store::artifacts::Upload;
 use baton_store::runner_items::LeaseItem;
 use baton_store::Store;
 
@@ -229,19 +230,17 @@ pub async fn start_upload<'a>(
 /// The answer to an upload's start or resume (artifacts' and caches'):
 /// one presigned `PUT` a part of the window asked, valid for `valid_for`
 /// from `now`. A `first_part` past the archive's last part is a 400.
-#[allow(clippy::too_many_arguments)]
 pub async fn upload_answer(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
-    key: &str,
-    upload_id: &str,
-    bytes: u64,
+    upload: &Upload,
     asked: &PartsAsked,
     now: DateTime<Utc>,
     valid_for: Duration,
 ) -> Result<ArtifactUploadResponse, ApiError> {
+    let bytes = upload.bytes;
     let window = asked.window(bytes)?;
-    let parts = presign_parts(s3, bucket, key, upload_id, bytes, window, now, valid_for)
+    let parts = presign_parts(s3, bucket, &upload.object_key, &upload.upload_id, bytes, window, now, valid_for)
         .await
         .map_err(|e| s3_failed("presigning", e))?;
     let expires_at = now + chrono::Duration::from_std(valid_for).map_err(|_| ApiError::internal())?;

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use baton_api::facts::JobWork;
 use baton_api::runners::{ClaimRequest, ClaimResponse, ClaimedJob, LeaseGrant, MAX_CLAIM_WAIT_S};
 use baton_domain::error::{ApiError, ErrorCode};
 use baton_domain::runners::claim::{LONG_POLL_RECHECK, SESSION_TOUCH_EVERY};
@@ -151,21 +152,15 @@ fn claim_response(claimed: Claimed, now: chrono::DateTime<chrono::Utc>) -> Claim
     let waited = u64::try_from((now - pending.queued_at).num_seconds()).unwrap_or(0);
     let timeout_s = pending.job.timeout_s.saturating_sub(waited).max(1);
     ClaimResponse {
-        job_execution_id: pending.execution_id,
-        job_id: pending.job_id,
-        run_id: pending.run_id,
-        attempt: pending.attempt,
-        workspace_id: pending.workspace_id,
+        job_execution_id: pending.execution.id,
+        job_id: pending.execution.job_id,
+        run_id: pending.execution.run_id,
+        attempt: pending.execution.attempt,
+        workspace_id: pending.execution.workspace_id,
         queued_at: pending.queued_at,
         lease: LeaseGrant { token: lease_token, epoch: lease.epoch, expires_at: lease.expires_at },
         job: ClaimedJob {
-            key: pending.job.key,
-            labels: pending.job.labels,
-            timeout_s,
-            env: spec.env,
-            steps: spec.steps,
-            outputs: spec.outputs,
-            mask_env: spec.mask_env,
+            work: JobWork { key: pending.job.key, labels: pending.job.labels, timeout_s, ..spec.work },
             secret_values: Vec::new(),
             missing_secrets: Vec::new(),
         },

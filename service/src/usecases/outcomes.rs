@@ -27,7 +27,7 @@ use baton_api::facts::{JobCompleted, JobLeaseExpired, JobOutcome, LeaseRef, Step
 use baton_domain::workflows::attempt::{step_statuses, Emitted};
 use baton_domain::workflows::execution::failing_exit_code;
 use baton_domain::workflows::{ExecutionEvent, StepStatus, WorkflowDefinition};
-use baton_store::attempts::{AttemptItem, AttemptStep, AttemptUpdated, AttemptWrite};
+use baton_store::attempts::{AttemptItem, AttemptStep, AttemptUpdated, AttemptWrite, StepsItem};
 use baton_telemetry::metrics::{emit, Unit};
 
 /// What a runner fact says happened to an execution.
@@ -160,7 +160,8 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
                 }
                 let outputs = fact.outputs.clone().unwrap_or_default();
                 if effect.finished && (!fact.steps.is_empty() || !outputs.is_empty()) {
-                    items.push(store.result_put(run_id, attempt, execution_id, &fact.steps, &outputs)?);
+                    let result = StepsItem::new(run_id, attempt, execution_id, fact.steps.clone(), outputs);
+                    items.push(store.result_put(&result)?);
                 }
                 emitted.extend(effect.emitted);
                 finished += usize::from(effect.finished);
@@ -208,7 +209,7 @@ pub async fn adopt_together(context: &Context, facts: &[RunnerFact], via: &str) 
         let late = if found.already_ended && !fact.steps.is_empty() {
             let outputs = fact.outputs.clone().unwrap_or_default();
             store
-                .record_late_results(run_id, attempt, execution_id, &fact.steps, &outputs)
+                .record_late_results(&StepsItem::new(run_id, attempt, execution_id, fact.steps.clone(), outputs))
                 .await
                 .map_err(HandlerError::from)
         } else {

@@ -66,8 +66,8 @@ pub fn put_in(job: &mut ClaimedJob, names: &[String], found: &BTreeMap<String, S
             }
         }
     };
-    job.env.values_mut().for_each(replace);
-    for step in &mut job.steps {
+    job.work.env.values_mut().for_each(replace);
+    for step in &mut job.work.steps {
         replace(&mut step.run);
         step.env.values_mut().for_each(replace);
         // An action's inputs (`with:`) read secrets as `env` does.
@@ -260,26 +260,28 @@ mod tests {
     #[test]
     fn the_claim_puts_in_only_the_names_the_definition_reads_and_lists_what_is_missing() {
         let mut job = ClaimedJob {
-            key: "deploy".into(),
-            labels: vec!["linux".into()],
-            timeout_s: 60,
-            env: BTreeMap::from([("TOKEN".into(), placeholder("DEPLOY_TOKEN"))]),
-            steps: vec![StepSpec {
-                // An input that spelled another secret's placeholder gets nothing.
-                run: format!("deploy {} {}", placeholder("DEPLOY_TOKEN"), placeholder("OTHER")),
-                env: BTreeMap::from([("KEY".into(), placeholder("SIGNING_KEY"))]),
-                ..StepSpec::default()
-            }],
-            outputs: BTreeMap::new(),
-            mask_env: Vec::new(),
+            work: baton_api::facts::JobWork {
+                key: "deploy".into(),
+                labels: vec!["linux".into()],
+                timeout_s: 60,
+                env: BTreeMap::from([("TOKEN".into(), placeholder("DEPLOY_TOKEN"))]),
+                steps: vec![StepSpec {
+                    // An input that spelled another secret's placeholder gets nothing.
+                    run: format!("deploy {} {}", placeholder("DEPLOY_TOKEN"), placeholder("OTHER")),
+                    env: BTreeMap::from([("KEY".into(), placeholder("SIGNING_KEY"))]),
+                    ..StepSpec::default()
+                }],
+                outputs: BTreeMap::new(),
+                mask_env: Vec::new(),
+            },
             secret_values: Vec::new(),
             missing_secrets: Vec::new(),
         };
         let names = vec!["DEPLOY_TOKEN".to_string(), "SIGNING_KEY".to_string()];
         let found = BTreeMap::from([("DEPLOY_TOKEN".to_string(), "t0k3n".to_string())]);
         put_in(&mut job, &names, &found);
-        assert_eq!(job.env["TOKEN"], "t0k3n");
-        assert_eq!(job.steps[0].run, format!("deploy t0k3n {}", placeholder("OTHER")));
+        assert_eq!(job.work.env["TOKEN"], "t0k3n");
+        assert_eq!(job.work.steps[0].run, format!("deploy t0k3n {}", placeholder("OTHER")));
         assert_eq!(job.secret_values, ["t0k3n"]);
         assert_eq!(job.missing_secrets, ["SIGNING_KEY"]);
         assert!(job.masks().contains(&"t0k3n".to_string()));

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::AttemptItem;
+use crate::ItemHead;
 use baton_domain::workflows::attempt::{AttemptState, ExecutionRecord, JobState};
 use baton_domain::workflows::concurrency::GroupHold;
 use baton_domain::workflows::retry::RetryPolicy;
@@ -37,10 +38,8 @@ pub const CURRENT_FORMAT: u32 = 1;
 /// The attempt item's attributes as DynamoDB holds them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredAttemptItem {
-    pk: String,
-    sk: String,
-    #[serde(rename = "type")]
-    kind: String,
+    #[serde(flatten)]
+    head: ItemHead,
     version: u64,
     progress: u64,
     wait_token: Option<String>,
@@ -207,9 +206,7 @@ impl TryFrom<&AttemptItem> for StoredAttemptItem {
 
     fn try_from(item: &AttemptItem) -> Result<Self, String> {
         Ok(Self {
-            pk: item.pk.clone(),
-            sk: item.sk.clone(),
-            kind: item.kind.clone(),
+            head: item.head.clone(),
             version: item.version,
             progress: item.progress,
             wait_token: item.wait_token.clone(),
@@ -234,9 +231,7 @@ impl TryFrom<StoredAttemptItem> for AttemptItem {
     fn try_from(stored: StoredAttemptItem) -> Result<Self, String> {
         Ok(Self {
             state: unpack(stored.state_format, &stored.state)?,
-            pk: stored.pk,
-            sk: stored.sk,
-            kind: stored.kind,
+            head: stored.head,
             version: stored.version,
             progress: stored.progress,
             wait_token: stored.wait_token,

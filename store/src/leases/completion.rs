@@ -75,7 +75,7 @@ impl Store {
         fact: &Fact<JobCompleted>,
         outbox_ttl_days: u32,
     ) -> Result<Settlement, StoreError> {
-        let (execution_id, epoch) = (lease.execution_id, lease.epoch);
+        let (execution_id, epoch) = (lease.execution.id, lease.epoch);
         let final_step = FinalStep { step: last, seen_reports };
         let ending = EndingLease { execution_id, epoch, token_hash: &lease.token_hash, read: Some(lease) };
         let items = self.completion_items(ending, fact, Some(final_step), outbox_ttl_days)?;

@@ -65,7 +65,7 @@ impl Store {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("pk", s(&lease.pk))
+            .key("pk", s(&lease.head.pk))
             .key("sk", s(LEASE_SK))
             .update_expression("SET lx_expires_at = :bound")
             .condition_expression("epoch = :e AND lx_expires_at < :bound")
@@ -93,7 +93,7 @@ impl Store {
         let delete = build(
             Delete::builder()
                 .table_name(&self.table)
-                .key("pk", s(&lease.pk))
+                .key("pk", s(&lease.head.pk))
                 .key("sk", s(LEASE_SK))
                 .condition_expression("epoch = :e AND expires_at < :now")
                 .expression_attribute_values(":e", n(lease.epoch))
@@ -103,7 +103,7 @@ impl Store {
         let tombstone = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(execution_pk(lease.execution_id)))
+                .key("pk", s(execution_pk(lease.execution.id)))
                 .key("sk", s(RUNNER_SK))
                 // The record keeps the steps (a lease claimed before they
                 // moved there brings its own): the orchestrator adopts them

@@ -267,7 +267,7 @@ impl Store {
             .collect();
         let executions: Vec<Uuid> = sessions.values().flat_map(|s| s.executions.iter().copied()).collect();
         let records: HashMap<Uuid, RunnerRecord> =
-            self.runner_records(&executions).await?.into_iter().map(|r| (r.execution_id, r)).collect();
+            self.runner_records(&executions).await?.into_iter().map(|r| (r.execution.id, r)).collect();
         let sets = self.label_sets(&provisioner.workspace_id).await?;
         Ok(Some(Fleet { provisioner, reservations, instances, sessions, records, sets }))
     }
@@ -369,8 +369,8 @@ impl Store {
         let update = build(
             Update::builder()
                 .table_name(&self.table)
-                .key("pk", s(&instance.pk))
-                .key("sk", s(&instance.sk))
+                .key("pk", s(&instance.head.pk))
+                .key("sk", s(&instance.head.sk))
                 .update_expression("SET terminate_reason = :reason, terminate_at = :now")
                 .condition_expression("attribute_exists(pk) AND attribute_not_exists(terminate_reason)")
                 .expression_attribute_values(":reason", serde_dynamo::to_attribute_value(reason)?)
@@ -417,6 +417,8 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
+    use crate::runner_items::ExecutionRef;
+    use crate::ItemHead;
     use baton_domain::runners::provisioners::settings::validate;
 
     /// An ephemeral machine (one job) whose runner claimed `execution`, as
@@ -436,9 +438,7 @@ mod tests {
         let provisioner_id = Uuid::now_v7();
         let session_id = Uuid::now_v7();
         let provisioner = Provisioner {
-            pk: keys::provisioner_pk(provisioner_id),
-            sk: keys::PROVISIONER_SK.into(),
-            kind: "provisioner".into(),
+            head: ItemHead::new(keys::provisioner_pk(provisioner_id), keys::PROVISIONER_SK, "provisioner"),
             id: provisioner_id,
             workspace_id: "ws1".into(),
             settings: validate(&request).unwrap(),
@@ -450,9 +450,7 @@ mod tests {
             rw_sk: String::new(),
         };
         let instance = InstanceItem {
-            pk: keys::provisioner_pk(provisioner_id),
-            sk: "INSTANCE#i-1".into(),
-            kind: "instance".into(),
+            head: ItemHead::new(keys::provisioner_pk(provisioner_id), "INSTANCE#i-1", "instance"),
             provider_runner_id: "i-1".into(),
             provisioner_id,
             state: InstanceState::Running,
@@ -466,9 +464,7 @@ mod tests {
             honored_at: None,
         };
         let session = Session {
-            pk: keys::session_pk(session_id),
-            sk: keys::SESSION_SK.into(),
-            kind: "session".into(),
+            head: ItemHead::new(keys::session_pk(session_id), keys::SESSION_SK, "session"),
             id: session_id,
             workspace_id: "ws1".into(),
             name: None,
@@ -497,7 +493,14 @@ mod tests {
     fn a_claimed_execution_whose_record_still_reads_pending_holds_its_machine() {
         let now = Utc::now();
         let execution = Uuid::now_v7();
-        let record = |status| RunnerRecord::unclaimed(execution, "ws1", (Uuid::now_v7(), 1, Uuid::now_v7()), status);
+        let place = ExecutionRef {
+            id: execution,
+            workspace_id: "ws1".into(),
+            run_id: Uuid::now_v7(),
+            job_id: Uuid::now_v7(),
+            attempt: 1,
+        };
+        let record = |status| RunnerRecord::unclaimed(place.clone(), status);
         // The record read eventually consistently a moment after the claim
         // that listed the execution in the session: still `pending`. The
         // machine is busy, not exhausted.
@@ -518,9 +521,7 @@ mod tests {
         session.claims = 0;
         session.last_claim_at = None;
         let reservation = ReservationItem {
-            pk: fleet.provisioner.pk.clone(),
-            sk: keys::reservation_sk(Uuid::now_v7()),
-            kind: "reservation".into(),
+            head: ItemHead::new(fleet.provisioner.head.pk.clone(), keys::reservation_sk(Uuid::now_v7()), "reservation"),
             id: Uuid::now_v7(),
             provisioner_id: fleet.provisioner.id,
             workspace_id: "ws1".into(),

@@ -39,8 +39,8 @@ impl Store {
         let delete = build(
             Delete::builder()
                 .table_name(&self.table)
-                .key("pk", s(&instance.pk))
-                .key("sk", s(&instance.sk))
+                .key("pk", s(&instance.head.pk))
+                .key("sk", s(&instance.head.sk))
                 .condition_expression("#rank = :rank")
                 .expression_attribute_names("#rank", "rank")
                 .expression_attribute_values(":rank", n(instance.rank))
@@ -91,8 +91,8 @@ impl Store {
         let delete = build(
             Delete::builder()
                 .table_name(&self.table)
-                .key("pk", s(&reservation.pk))
-                .key("sk", s(&reservation.sk))
+                .key("pk", s(&reservation.head.pk))
+                .key("sk", s(&reservation.head.sk))
                 .condition_expression("attribute_exists(released_at)")
                 .build(),
         )?;

@@ -209,8 +209,8 @@ impl Store {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("pk", s(&instance.pk))
-            .key("sk", s(&instance.sk))
+            .key("pk", s(&instance.head.pk))
+            .key("sk", s(&instance.head.sk))
             .update_expression("SET honored_at = :now")
             .condition_expression("attribute_exists(terminate_reason) AND attribute_not_exists(honored_at)")
             .expression_attribute_values(":now", s(timestamp(now)));

@@ -13,6 +13,7 @@ use crate::error::StoreError;
 use crate::keys::{self, timestamp};
 use crate::outbox::{ChangeFacts, FACTS_PER_OUTBOX_ITEM};
 use crate::runner_items::{LabelSet, RegistrationToken, ReservationLink};
+use crate::ItemHead;
 use crate::{build, contention, n, s, Store};
 use baton_api::facts::{Fact, ReservationCreated, ReservationReleased};
 use baton_domain::runners::provisioners::demand::{spread_reservations, SetCounts};
@@ -196,9 +197,7 @@ impl Store {
                     return Err(StoreError::Other("fewer reservation ids than the plan".into()));
                 };
                 let reservation = ReservationItem {
-                    pk: keys::provisioner_pk(provisioner.id),
-                    sk: keys::reservation_sk(id),
-                    kind: "reservation".into(),
+                    head: ItemHead::new(keys::provisioner_pk(provisioner.id), keys::reservation_sk(id), "reservation"),
                     id,
                     provisioner_id: provisioner.id,
                     workspace_id: provisioner.workspace_id.clone(),
@@ -218,9 +217,11 @@ impl Store {
                 // claims, expiring with the reservation. Listed under the
                 // provisioner, not among the operator's tokens.
                 let registration = RegistrationToken {
-                    pk: keys::registration_token_pk(token_id),
-                    sk: keys::REGISTRATION_TOKEN_SK.into(),
-                    kind: "registration_token".into(),
+                    head: ItemHead::new(
+                        keys::registration_token_pk(token_id),
+                        keys::REGISTRATION_TOKEN_SK,
+                        "registration_token",
+                    ),
                     id: token_id,
                     workspace_id: provisioner.workspace_id.clone(),
                     name: Some(format!("reservation {id}")),
@@ -320,8 +321,8 @@ impl Store {
             .update(build(
                 Update::builder()
                     .table_name(&self.table)
-                    .key("pk", s(&reservation.pk))
-                    .key("sk", s(&reservation.sk))
+                    .key("pk", s(&reservation.head.pk))
+                    .key("sk", s(&reservation.head.sk))
                     .update_expression("SET released_at = :now, release_reason = :reason REMOVE holds_demand")
                     .condition_expression(if held {
                         "attribute_not_exists(released_at) AND attribute_exists(holds_demand)"

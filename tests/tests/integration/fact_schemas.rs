@@ -621,9 +621,9 @@ fn the_stream_sample_is_an_outbox_insert_the_relay_publishes() {
     assert_eq!(pending.sequence_number, event.records[0].change.sequence_number);
 
     let item = &pending.item;
-    assert_eq!(item.kind, "outbox");
-    assert_eq!(item.pk, format!("OUTBOX#{}", item.event_id));
-    assert_eq!(item.sk, "OUTBOX");
+    assert_eq!(item.head.kind, "outbox");
+    assert_eq!(item.head.pk, format!("OUTBOX#{}", item.event_id));
+    assert_eq!(item.head.sk, "OUTBOX");
     assert_eq!(Some(item.source.as_str()), source_of(&item.detail_type));
 
     let detail: Value = serde_json::from_str(&item.detail).expect("the detail is JSON text");

@@ -347,13 +347,13 @@ async fn a_job_that_ended_on_the_runners_side_before_its_timeout_keeps_that_end_
         assert!(Instant::now() < until, "both jobs became claimable");
         match stack.claim(&session).await {
             Some(claim) => {
-                claims.insert(claim.job.key.clone(), claim);
+                claims.insert(claim.job.work.key.clone(), claim);
             }
             None => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
     let done = &claims["done"];
-    let step = done.job.steps[0].id;
+    let step = done.job.work.steps[0].id;
     let report = json!({ "status": "succeeded", "exit_code": 0 });
     let reported = stack
         .post(&format!("/v1/runners/leases/{}/steps/{step}", done.job_execution_id), &done.lease.token, report)
@@ -411,7 +411,7 @@ async fn a_completion_reaches_its_run_without_waiting_for_the_bus() {
     let yaml = "name: direct\njobs:\n  only:\n    runs-on: linux\n    steps: [{run: 'true'}]\n";
     let LeasedRun { view, claim, .. } = stack.leased_run(ws, yaml).await;
     let run_id = view.id();
-    let steps = json!([{ "id": claim.job.steps[0].id, "status": "succeeded", "exit_code": 0 }]);
+    let steps = json!([{ "id": claim.job.work.steps[0].id, "status": "succeeded", "exit_code": 0 }]);
     let completed = stack
         .complete(&claim.lease.token, claim.job_execution_id, json!({ "status": "succeeded", "steps": steps }))
         .await;
@@ -756,7 +756,7 @@ async fn an_outcome_adopted_from_its_record_at_a_timeout_hands_its_outputs_to_de
                 steps: [{run: ./deploy}]\n";
     let LeasedRun { view, claim: build, .. } = stack.leased_run(ws, yaml).await;
     let run_id = view.id();
-    let step = build.job.steps[0].id;
+    let step = build.job.work.steps[0].id;
     let body = json!({
         "status": "succeeded",
         "steps": [{ "id": step, "status": "succeeded", "exit_code": 0 }],
@@ -773,7 +773,7 @@ async fn an_outcome_adopted_from_its_record_at_a_timeout_hands_its_outputs_to_de
         .await;
     let execution: uuid::Uuid = serde_json::from_value(queued["job_execution_id"].clone()).expect("an execution id");
     let spec = stack.store.job_spec(execution).await.expect("read").expect("deploy's spec");
-    assert_eq!(spec.env.get("VERSION").map(String::as_str), Some("1.2.3"), "{:?}", spec.env);
+    assert_eq!(spec.work.env.get("VERSION").map(String::as_str), Some("1.2.3"), "{:?}", spec.work.env);
     let view = stack.run_view(ws, &run_id).await;
     let build_view = job_in(&view, 1, "build");
     assert_eq!(build_view["status"], "succeeded", "{view:#}");

@@ -268,8 +268,12 @@ async fn no_route_answers_5xx_or_writes_anything_for_input_it_refuses() {
         format!("bst_{}.{}", uuid::Uuid::now_v7().simple(), "x".repeat(43)),
         format!("blt_{}.1.{}", queued.detail.job_execution_id.simple(), "x".repeat(43)),
     ];
-    let real_ids =
-        vec!["ws1".to_string(), run_id, queued.detail.job_execution_id.to_string(), claim.job.steps[0].id.to_string()];
+    let real_ids = vec![
+        "ws1".to_string(),
+        run_id,
+        queued.detail.job_execution_id.to_string(),
+        claim.job.work.steps[0].id.to_string(),
+    ];
 
     // The document as any client reads it: served, unauthenticated.
     let served = stack.get("/v1/openapi.json", "").await;

@@ -95,7 +95,7 @@ async fn a_signed_github_push_starts_the_matching_pipelines_once_and_says_why_th
     let session = stack.runner(&ws, &["linux"]).await.session_token;
     let claim = stack.wait_claim(&session).await;
     let sha = push["after"].as_str().unwrap_or_default();
-    assert_eq!(claim.job.steps[0].run, format!("echo push main {sha} example-org/service "));
+    assert_eq!(claim.job.work.steps[0].run, format!("echo push main {sha} example-org/service "));
 
     // Redelivered (the forge's "Redeliver", or a retry after a lost
     // answer): the first delivery's runs, nothing new.
@@ -193,7 +193,10 @@ async fn a_pull_request_opened_starts_the_pipeline_with_its_head_and_base_and_cl
     let session = stack.runner(&ws, &["linux"]).await.session_token;
     let claim = stack.wait_claim(&session).await;
     let sha = opened["pull_request"]["head"]["sha"].as_str().unwrap_or_default();
-    assert_eq!(claim.job.steps[0].run, format!("echo pull_request 42/merge {sha} example-org/service feature/login"));
+    assert_eq!(
+        claim.job.work.steps[0].run,
+        format!("echo pull_request 42/merge {sha} example-org/service feature/login")
+    );
     let closed =
         stack.github_delivery(&hook, "pull_request", "pr-closed-1", &fixture("github/pull_request_closed.json")).await;
     assert!(started(&closed.body).is_empty());

@@ -98,7 +98,7 @@ async fn runner_reports_are_bounded_and_a_refused_one_leaves_the_lease_usable() 
     let queued = stack.queue_job("ws1", &["linux"], Utc::now() - Span::minutes(10)).await;
     let session = stack.runner("ws1", &["linux"]).await.session_token;
     let claim = stack.claim(&session).await.expect("the job");
-    assert!(claim.job.timeout_s <= 3000 && claim.job.timeout_s > 2900, "{} s left", claim.job.timeout_s);
+    assert!(claim.job.work.timeout_s <= 3000 && claim.job.work.timeout_s > 2900, "{} s left", claim.job.work.timeout_s);
     let (id, token) = (queued.detail.job_execution_id, claim.lease.token.clone());
     let complete = |body: Value| stack.complete(&token, id, body);
 
@@ -162,14 +162,14 @@ async fn the_largest_valid_definition_runs_to_success_with_the_aws_limits_on() {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             continue;
         };
-        assert_eq!(claim.job.steps[0].run, script, "the spec reaches the runner whole");
+        assert_eq!(claim.job.work.steps[0].run, script, "the spec reaches the runner whole");
         let steps: Vec<Value> =
-            claim.job.steps.iter().map(|s| json!({"id": s.id, "status": "succeeded", "exit_code": 0})).collect();
+            claim.job.work.steps.iter().map(|s| json!({"id": s.id, "status": "succeeded", "exit_code": 0})).collect();
         let answer = stack
             .complete(&claim.lease.token, claim.job_execution_id, json!({"status": "succeeded", "steps": steps}))
             .await;
         assert_eq!(answer.status, 200, "{}", answer.body);
-        assert!(done.insert(claim.job.key.clone()), "{} claimed twice", claim.job.key);
+        assert!(done.insert(claim.job.work.key.clone()), "{} claimed twice", claim.job.work.key);
         last_progress = std::time::Instant::now();
     }
     let path = format!("/v1/workspaces/ws1/runs/{run_id}");

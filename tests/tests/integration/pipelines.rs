@@ -168,7 +168,7 @@ async fn a_dispatch_types_its_inputs_and_its_jobs_read_the_github_context() {
     let mut ran = Vec::new();
     for _ in 0..2 {
         let claim = stack.wait_claim(&session).await;
-        ran.push(claim.job.steps[0].run.clone());
+        ran.push(claim.job.work.steps[0].run.clone());
         let done = stack
             .complete(&claim.lease.token, claim.job_execution_id, json!({"status": "succeeded", "steps": []}))
             .await;

@@ -69,7 +69,7 @@ jobs:
 /// answers the job's key, first step and env as the runner got them.
 async fn run_next(stack: &TestStack, session: &str, outputs: Value) -> (String, String, Value) {
     let claim = stack.wait_claim(session).await;
-    let seen = (claim.job.key.clone(), claim.job.steps[0].run.clone(), json!(claim.job.env));
+    let seen = (claim.job.work.key.clone(), claim.job.work.steps[0].run.clone(), json!(claim.job.work.env));
     let body = json!({"status": "succeeded", "steps": [], "outputs": outputs});
     let done = stack.complete(&claim.lease.token, claim.job_execution_id, body).await;
     assert_eq!(done.status, 200, "{:#}", done.body);
@@ -114,8 +114,8 @@ async fn a_called_pipelines_jobs_run_in_the_callers_run_with_its_inputs_secrets_
     let (key, run, _) = run_next(&stack, &session, json!({})).await;
     assert_eq!((key.as_str(), run.as_str()), ("build--compile", "make app-linux RELEASE=false"), "inputs as given");
     let claim = stack.wait_claim(&session).await;
-    assert_eq!(claim.job.key, "build--package");
-    assert_eq!(claim.job.env.get("TOKEN").map(String::as_str), Some("reg-s3cr3t"), "the secret it was passed");
+    assert_eq!(claim.job.work.key, "build--package");
+    assert_eq!(claim.job.work.env.get("TOKEN").map(String::as_str), Some("reg-s3cr3t"), "the secret it was passed");
     assert_eq!(claim.job.secret_values, ["reg-s3cr3t"], "and masked");
     let body = json!({"status": "succeeded", "steps": [], "outputs": {"image": "registry/app:41"}});
     assert_eq!(stack.complete(&claim.lease.token, claim.job_execution_id, body).await.status, 200);

@@ -105,7 +105,7 @@ async fn a_never_heartbeated_lease_expires_after_the_grace_and_a_heartbeated_one
     // candidate until then, and expires once past it.
     let shard = lease_shard(alive.job_execution_id);
     let candidates = stack.store.expired_leases(&shard, Utc::now() + Span::seconds(61), 100).await.unwrap();
-    assert!(candidates.iter().all(|l| l.execution_id != alive.job_execution_id), "its index entry moved up");
+    assert!(candidates.iter().all(|l| l.execution.id != alive.job_execution_id), "its index entry moved up");
     let expires_at = stack.store.lease(alive.job_execution_id).await.unwrap().expect("alive").expires_at;
     assert_eq!(stack.reap_at(expires_at - Span::seconds(1)).await, 0, "alive until its heartbeat's expiry");
     assert_eq!(stack.reap_at(expires_at + Span::seconds(1)).await, 1, "then expired");
@@ -121,10 +121,10 @@ async fn reaper_read(
     reaper_now: chrono::DateTime<Utc>,
 ) -> (LeaseItem, ReportedSteps, Fact<JobLeaseExpired>) {
     let candidates = stack.store.expired_leases(&lease_shard(id), reaper_now, 100).await.unwrap();
-    let candidate = candidates.into_iter().find(|l| l.execution_id == id).expect("read as expired");
+    let candidate = candidates.into_iter().find(|l| l.execution.id == id).expect("read as expired");
     let reported = stack.store.reported_steps(&candidate).await.unwrap().expect("leased");
     let fact = Fact::new(
-        candidate.workspace_id.clone(),
+        candidate.execution.workspace_id.clone(),
         reaper_now,
         JobLeaseExpired {
             lease: candidate.lease_ref(),
@@ -207,7 +207,7 @@ async fn reconciliation_flags_the_lease_once_keeps_the_first_timestamp_and_leave
 async fn complete_ends_the_lease_at_once_and_a_repeat_returns_the_recorded_outcome() {
     let stack = TestStack::start().await;
     let (_, job) = leased(&stack, "ws1").await;
-    let step = job.job.steps[0].id;
+    let step = job.job.work.steps[0].id;
     let progress = stack
         .post(
             &format!("/v1/runners/leases/{}/steps/{step}", job.job_execution_id),
@@ -247,7 +247,7 @@ async fn leased_steps(stack: &TestStack, workspace: &str, steps: usize) -> Claim
 }
 
 async fn report(stack: &TestStack, job: &ClaimResponse, index: usize, body: serde_json::Value) -> Answer {
-    let path = format!("/v1/runners/leases/{}/steps/{}", job.job_execution_id, job.job.steps[index].id);
+    let path = format!("/v1/runners/leases/{}/steps/{}", job.job_execution_id, job.job.work.steps[index].id);
     stack.post(&path, &job.lease.token, body).await
 }
 
@@ -285,7 +285,7 @@ async fn the_last_steps_report_settles_the_job_and_a_complete_after_answers_the_
         .await;
     assert_eq!((fact["settled_by"].as_str(), fact["status"].as_str()), (Some("steps"), Some("succeeded")));
     let steps: Vec<_> = fact["steps"].as_array().unwrap().iter().map(|s| s.id()).collect();
-    assert_eq!(steps, job.job.steps.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(), "every step, in order");
+    assert_eq!(steps, job.job.work.steps.iter().map(|s| s.id.to_string()).collect::<Vec<_>>(), "every step, in order");
     assert_eq!(fact["outputs"], json!({"version": "1.2.3"}));
     assert_eq!(stack.reap_at(Utc::now() + Span::seconds(600)).await, 0);
     assert_eq!(stack.facts("baton.runners.job.completed").len(), 1, "one outcome, one fact");
@@ -315,15 +315,15 @@ async fn a_failed_step_settles_the_job_failed_and_a_lost_report_leaves_it_to_the
     let unsettled = report(&stack, &lost, 1, json!({"status": "succeeded", "exit_code": 0, "last": true})).await;
     assert_eq!((unsettled.status, &unsettled.body), (200, &json!({"cancel": false})));
     assert!(stack.store.lease(lost.job_execution_id).await.unwrap().is_some());
-    let steps = json!([{"id": lost.job.steps[0].id, "status": "failed", "exit_code": 2},
-                       {"id": lost.job.steps[1].id, "status": "succeeded", "exit_code": 0}]);
+    let steps = json!([{"id": lost.job.work.steps[0].id, "status": "failed", "exit_code": 2},
+                       {"id": lost.job.work.steps[1].id, "status": "succeeded", "exit_code": 0}]);
     let done =
         stack.complete(&lost.lease.token, lost.job_execution_id, json!({"status": "failed", "steps": steps})).await;
     assert_eq!(done.body["status"], "failed");
 
     // Another lease's token settles nothing and learns nothing.
     let other = leased_steps(&stack, "ws1", 1).await;
-    let path = format!("/v1/runners/leases/{}/steps/{}", other.job_execution_id, other.job.steps[0].id);
+    let path = format!("/v1/runners/leases/{}/steps/{}", other.job_execution_id, other.job.work.steps[0].id);
     let foreign = stack.post(&path, &job.lease.token, json!({"status": "succeeded", "last": true})).await;
     assert_eq!(foreign.status, 404, "{}", foreign.body);
     assert!(stack.store.lease(other.job_execution_id).await.unwrap().is_some());
@@ -334,7 +334,7 @@ async fn a_failed_step_settles_the_job_failed_and_a_lost_report_leaves_it_to_the
 async fn complete_after_the_lease_expired_is_lease_lost_and_the_expiry_carries_the_steps() {
     let stack = TestStack::start().await;
     let (_, job) = leased(&stack, "ws1").await;
-    let step = job.job.steps[0].id;
+    let step = job.job.work.steps[0].id;
     let report = json!({"status": "succeeded", "exit_code": 0});
     let progress = stack
         .post(&format!("/v1/runners/leases/{}/steps/{step}", job.job_execution_id), &job.lease.token, report)
@@ -398,7 +398,7 @@ async fn step_reports_land_on_the_runner_record_and_leave_the_heartbeated_lease_
     let id = job.job_execution_id;
     let path = |step: Uuid| format!("/v1/runners/leases/{id}/steps/{step}");
     let lease_before = stack.store.lease(id).await.unwrap().expect("live");
-    for step in &job.job.steps {
+    for step in &job.job.work.steps {
         let answer = stack.post(&path(step.id), &job.lease.token, json!({"status": "running"})).await;
         assert_eq!((answer.status, &answer.body["cancel"]), (200, &json!(false)), "{}", answer.body);
     }
@@ -406,13 +406,13 @@ async fn step_reports_land_on_the_runner_record_and_leave_the_heartbeated_lease_
     // however many steps the job reports.
     assert_eq!(stack.store.lease(id).await.unwrap().expect("live"), lease_before);
     let record = stack.store.runner_record(id).await.unwrap().expect("record");
-    assert_eq!(record.steps.len(), job.job.steps.len());
+    assert_eq!(record.steps.len(), job.job.work.steps.len());
     assert!(record.steps.values().all(|step| step.status == StepStatus::Running));
-    assert_eq!(record.step_reports, job.job.steps.len() as u64);
+    assert_eq!(record.step_reports, job.job.work.steps.len() as u64);
 
     // Another lease's token is refused there as it was on the lease, and
     // writes nothing.
-    let foreign = stack.post(&path(job.job.steps[0].id), &other.lease.token, json!({"status": "failed"})).await;
+    let foreign = stack.post(&path(job.job.work.steps[0].id), &other.lease.token, json!({"status": "failed"})).await;
     assert_eq!((foreign.status, foreign.code()), (404, "not-found"));
     assert_eq!(stack.store.runner_record(id).await.unwrap().expect("record"), record);
 
@@ -420,7 +420,7 @@ async fn step_reports_land_on_the_runner_record_and_leave_the_heartbeated_lease_
     let fact = cancelled_fact(&job);
     stack.publish(&fact).await;
     stack.wait_handled(fact.header.event_id, "reconcile").await;
-    let answer = stack.post(&path(job.job.steps[0].id), &job.lease.token, json!({"status": "running"})).await;
+    let answer = stack.post(&path(job.job.work.steps[0].id), &job.lease.token, json!({"status": "running"})).await;
     assert_eq!((answer.status, &answer.body["cancel"]), (200, &json!(true)));
 }
 
@@ -429,7 +429,7 @@ async fn a_step_report_between_the_reapers_read_and_write_is_not_lost() {
     let stack = TestStack::start().await;
     let (_, job) = leased(&stack, "ws1").await;
     let id = job.job_execution_id;
-    let step = job.job.steps[0].id;
+    let step = job.job.work.steps[0].id;
     let reaper_now = Utc::now() + Span::seconds(61);
     let (candidate, read, fact) = reaper_read(&stack, id, reaper_now).await;
     assert!(read.steps.is_empty());
@@ -460,7 +460,7 @@ async fn a_lease_claimed_before_step_reports_moved_to_the_record_keeps_taking_th
     let stack = TestStack::start().await;
     let (_, job) = leased(&stack, "ws1").await;
     let id = job.job_execution_id;
-    let step = job.job.steps[0].id;
+    let step = job.job.work.steps[0].id;
     // As the previous version wrote them: no fence on the record, an empty
     // map of steps on the lease.
     let key = |sk: &str| {

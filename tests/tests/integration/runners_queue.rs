@@ -114,7 +114,7 @@ async fn labels_are_canonical_and_a_job_runs_only_where_its_labels_are_a_subset(
 
     let claimed = stack.claim(&small.session_token).await.expect("`Linux` runs on [linux]");
     assert_eq!(claimed.job_execution_id, plain.detail.job_execution_id);
-    assert_eq!(claimed.job.labels, vec!["linux"]);
+    assert_eq!(claimed.job.work.labels, vec!["linux"]);
     assert!(stack.claim(&small.session_token).await.is_none(), "[linux, gpu] does not run on [linux]");
     assert!(stack.claim(&big.session_token).await.is_none(), "[linux, gpu] does not run on [linux, x64]");
     let gpu_runner = stack.runner("ws1", &["gpu", "linux", "x64"]).await;
@@ -135,7 +135,7 @@ async fn the_oldest_fitting_job_goes_first_and_an_older_unfitting_one_does_not_b
     assert_eq!(first.job_execution_id, old.detail.job_execution_id, "oldest queued_at first, across label sets");
     assert_eq!(second.job_execution_id, young.detail.job_execution_id);
     assert!(stack.claim(&runner.session_token).await.is_none());
-    assert_eq!(stack.pending_of("ws1").await[0].execution_id, unfitting.detail.job_execution_id);
+    assert_eq!(stack.pending_of("ws1").await[0].execution.id, unfitting.detail.job_execution_id);
 }
 
 /// `priority`: a priority 10 job queued after a priority 0 one is claimed

@@ -58,7 +58,7 @@ async fn a_pipeline_scheduled_every_minute_starts_a_run_each_minute() {
     assert_eq!((last - first).num_minutes() + 1, minutes.len() as i64, "consecutive minutes: {minutes:?}");
     let session = stack.runner(&ws, &["linux"]).await.session_token;
     let claim = stack.wait_claim(&session).await;
-    assert_eq!(claim.job.steps[0].run, "echo schedule '* * * * *'");
+    assert_eq!(claim.job.work.steps[0].run, "echo schedule '* * * * *'");
 }
 
 /// The schedules in the stack's group whose names start with `prefix`:

@@ -72,8 +72,8 @@ async fn a_claim_puts_in_its_workspaces_secrets_and_only_there() {
         claimed.push(stack.leased_run(workspace, yaml).await.claim);
     }
     let ours = &claimed[0].job;
-    assert_eq!(ours.env["TOKEN"], "s3cr3t-value");
-    assert_eq!(ours.steps[0].run, "./deploy --token 's3cr3t-value'");
+    assert_eq!(ours.work.env["TOKEN"], "s3cr3t-value");
+    assert_eq!(ours.work.steps[0].run, "./deploy --token 's3cr3t-value'");
     assert_eq!(ours.secret_values, ["s3cr3t-value"], "the runner masks it");
     assert!(ours.missing_secrets.is_empty());
     let theirs = &claimed[1].job;
@@ -130,6 +130,6 @@ async fn a_template_value_parameter_store_would_refuse_is_stored_and_reaches_its
     assert!(!held.contains("{{"), "Parameter Store is given no nested reference: {held}");
     let yaml = "name: deploy\njobs:\n  ship:\n    runs-on: linux\n    env:\n      VALUES: ${{ secrets.VALUES }}\n    steps:\n      - run: helm upgrade app\n";
     let claimed = stack.leased_run(&ws, yaml).await.claim;
-    assert_eq!(claimed.job.env["VALUES"], helm);
+    assert_eq!(claimed.job.work.env["VALUES"], helm);
     assert_eq!(claimed.job.secret_values, [helm], "the runner masks it as set");
 }

@@ -65,12 +65,12 @@ async fn a_run_reads_its_workspaces_variables_as_they_were_when_it_was_created()
     // Set again after the run was created: the run keeps what it read.
     assert_eq!(set(&stack, &ws, "DEPLOY_TARGET", "staging").await.status, 200);
     let job = &leased.claim.job;
-    assert_eq!(job.env["TARGET"], "production");
-    assert_eq!(job.steps[0].run, "./deploy --to 'production' --note ''", "an unset variable is empty");
+    assert_eq!(job.work.env["TARGET"], "production");
+    assert_eq!(job.work.steps[0].run, "./deploy --to 'production' --note ''", "an unset variable is empty");
 
     // Another workspace's run reads its own value; a run created now, the new one.
     let theirs = stack.leased_run(&other, yaml).await;
-    assert_eq!(theirs.claim.job.env["TARGET"], "theirs");
+    assert_eq!(theirs.claim.job.work.env["TARGET"], "theirs");
     let later = stack.leased_run(&ws, yaml).await;
-    assert_eq!(later.claim.job.env["TARGET"], "staging");
+    assert_eq!(later.claim.job.work.env["TARGET"], "staging");
 }

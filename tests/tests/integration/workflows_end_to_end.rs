@@ -24,7 +24,7 @@ async fn stop_when_told(stack: &TestStack, claim: &ClaimResponse) {
 }
 
 fn succeeded_steps(claim: &ClaimResponse) -> serde_json::Value {
-    claim.job.steps.iter().map(|s| json!({"id": s.id, "status": "succeeded", "exit_code": 0})).collect()
+    claim.job.work.steps.iter().map(|s| json!({"id": s.id, "status": "succeeded", "exit_code": 0})).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,7 +38,7 @@ async fn a_runner_claims_and_completes_every_job_of_a_run_over_http() {
 
     for key in ["build", "test"] {
         let claim = stack.wait_claim(&runner.session_token).await;
-        assert_eq!(claim.job.key, key);
+        assert_eq!(claim.job.work.key, key);
         assert_eq!(claim.run_id.to_string(), run_id);
         let view =
             stack.wait_view(&ws, &run_id, "the claim recorded", |v| job_in(v, 1, key)["status"] == "running").await;
@@ -83,7 +83,7 @@ async fn a_job_timeout_reaches_the_runner_as_cancel_and_its_complete_does_not_un
     let yaml = "name: e2e-timeout\njobs:\n  slow:\n    runs-on: linux\n    timeout-minutes: 2\n    steps: [{run: sleep 600}]\n";
     let LeasedRun { view, claim, .. } = stack.leased_run(&ws, yaml).await;
     let run_id = view.id();
-    assert_eq!(claim.job.timeout_s, 20);
+    assert_eq!(claim.job.work.timeout_s, 20);
     stop_when_told(&stack, &claim).await;
     let view = stack.wait_run_status(&ws, &run_id, "failed").await;
     let execution = &job_in(&view, 1, "slow")["executions"][0];
@@ -109,10 +109,10 @@ async fn a_jobs_env_and_scripts_reach_its_runner_and_no_fact() {
     let run_id = run.id();
     let runner = stack.runner(&ws, &["linux"]).await;
     let claim = stack.wait_claim(&runner.session_token).await;
-    assert_eq!(claim.job.env["DEPLOY_TOKEN"], secret, "the workflow env, merged in");
-    assert_eq!(claim.job.env["JOB_TOKEN"], format!("job-{secret}"));
-    assert_eq!(claim.job.steps[0].run, script);
-    assert_eq!(claim.job.steps[0].env["STEP_TOKEN"], format!("step-{secret}"));
+    assert_eq!(claim.job.work.env["DEPLOY_TOKEN"], secret, "the workflow env, merged in");
+    assert_eq!(claim.job.work.env["JOB_TOKEN"], format!("job-{secret}"));
+    assert_eq!(claim.job.work.steps[0].run, script);
+    assert_eq!(claim.job.work.steps[0].env["STEP_TOKEN"], format!("step-{secret}"));
     let answer = complete(&stack, &claim).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     stack.wait_run_status(&ws, &run_id, "succeeded").await;
@@ -148,7 +148,7 @@ async fn a_run_finishes_after_the_dev_host_crashed_mid_run_and_restarted_over_th
     let build = stack.wait_claim(&runner.session_token).await;
     assert_eq!(complete(&stack, &build).await.status, 200);
     let test = stack.wait_claim(&runner.session_token).await;
-    assert_eq!(test.job.key, "test");
+    assert_eq!(test.job.work.key, "test");
 
     // The host dies while `test` runs; a new one starts over the same
     // emulator (the stage, its items, its queues and executions are kept).
@@ -161,7 +161,7 @@ async fn a_run_finishes_after_the_dev_host_crashed_mid_run_and_restarted_over_th
     let after_crash = std::time::Duration::from_secs(240);
     let started = std::time::Instant::now();
     let ship = wait_for("ship to claim", after_crash, || async { stack.claim(&runner.session_token).await }).await;
-    assert_eq!(ship.job.key, "ship");
+    assert_eq!(ship.job.work.key, "ship");
     assert_eq!(complete(&stack, &ship).await.status, 200);
     let path = format!("/v1/workspaces/{ws}/runs/{run_id}");
     let view = wait_for("the run to succeed", after_crash, || async {

@@ -35,14 +35,14 @@ async fn creating_a_run_answers_its_view_and_orchestrates_attempt_one() {
     let queued = queued(&stack, &run_id, 1, "build").await;
     assert_eq!(queued.detail.job.labels, ["linux", "x64"]);
     assert_eq!(queued.detail.job.timeout_s, 30 * 60);
-    assert_eq!(queued.spec.env.get("RUST_LOG").map(String::as_str), Some("info"), "the spec in the table");
+    assert_eq!(queued.spec.work.env.get("RUST_LOG").map(String::as_str), Some("info"), "the spec in the table");
     let view = stack.wait_view(&ws, &run_id, "build queued", |v| job_in(v, 1, "build")["status"] == "queued").await;
     assert_eq!(view["status"], "running");
     assert!(view["started_at"].is_string());
     let execution = &job_in(&view, 1, "build")["executions"][0];
     assert_eq!(execution["status"], "queued", "an execution stays queued until claimed");
     assert!(execution["queued_at"].is_string() && execution["started_at"].is_null());
-    assert_eq!(execution["steps"][0]["id"], queued.spec.steps[0].id.to_string());
+    assert_eq!(execution["steps"][0]["id"], queued.spec.work.steps[0].id.to_string());
     assert_eq!(job_in(&view, 1, "test")["status"], "pending");
     assert_eq!(queued_keys(&stack, &run_id), ["build"]);
     assert_has_keys(

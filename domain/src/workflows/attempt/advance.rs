@@ -44,26 +44,6 @@ enum Start {
 }
 
 impl AttemptState {
-    /// One bounded step of the orchestrator (behaviour.md §9): start the
-    /// attempt, apply the run timeout and job timeouts, then start, skip and
-    /// cancel what [`plan_advance`] says, touching at most `budget` jobs.
-    /// Finalises the attempt once every job is terminal. Call again until
-    /// nothing changes.
-    ///
-    /// An overdue execution that `ended` on the runners' side takes that
-    /// ending instead of the timeout; every other one it times out is listed
-    /// in [`Change::timed_out`].
-    pub fn advance(
-        &mut self,
-        definition: &WorkflowDefinition,
-        now: DateTime<Utc>,
-        minute: Duration,
-        budget: usize,
-        ended: &RunnerEndings,
-    ) -> Change {
-        self.advance_with(definition, now, minute, budget, ended, &ExpressionData::default())
-    }
-
     /// [`Self::advance`] where a job outcome was adopted, as far as it goes
     /// without reading anything: `None`, the state untouched, when the
     /// advance needs the runners' records of overdue executions or data for
@@ -81,20 +61,28 @@ impl AttemptState {
             return None;
         }
         let mut next = self.clone();
-        let change = next.advance(definition, now, minute, budget, &no_endings);
+        let change = next.advance(definition, now, minute, budget, &no_endings, &ExpressionData::default());
         if !change.missing.is_empty() || !change.timed_out.is_empty() || !change.unschedulable.is_empty() {
             return None;
         }
-        let probe = next.clone().advance(definition, now, minute, budget, &no_endings);
+        let probe = next.clone().advance(definition, now, minute, budget, &no_endings, &ExpressionData::default());
         let complete = !probe.changed && probe.missing.is_empty();
         *self = next;
         Some(InlineAdvance { change, complete })
     }
 
-    /// [`Self::advance`], with what has been read for the expressions of
-    /// jobs due to start (`data`): a job whose data is missing waits, and
-    /// [`Change::missing`] says what to read.
-    pub fn advance_with(
+    /// One bounded step of the orchestrator (behaviour.md §9): start the
+    /// attempt, apply the run timeout and job timeouts, then start, skip and
+    /// cancel what [`plan_advance`] says, touching at most `budget` jobs.
+    /// Finalises the attempt once every job is terminal. Call again until
+    /// nothing changes.
+    ///
+    /// An overdue execution that `ended` on the runners' side takes that
+    /// ending instead of the timeout; every other one it times out is listed
+    /// in [`Change::timed_out`]. `data` is what has been read for the
+    /// expressions of jobs due to start: a job whose data is missing waits,
+    /// and [`Change::missing`] says what to read.
+    pub fn advance(
         &mut self,
         definition: &WorkflowDefinition,
         now: DateTime<Utc>,

@@ -49,12 +49,12 @@ fn attempt(definition: &WorkflowDefinition) -> AttemptState {
 /// One advance at `now` as the orchestrator makes it: a transaction's
 /// budget of jobs, nothing ended on the runners' side.
 fn advance(state: &mut AttemptState, definition: &WorkflowDefinition, now: DateTime<Utc>) -> Change {
-    state.advance(definition, now, MINUTE, 40, &RunnerEndings::new())
+    state.advance(definition, now, MINUTE, 40, &RunnerEndings::new(), &ExpressionData::default())
 }
 
 /// [`advance`] now, the expressions given `data`.
 fn advance_with(state: &mut AttemptState, definition: &WorkflowDefinition, data: &ExpressionData) -> Change {
-    state.advance_with(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new(), data)
+    state.advance(definition, Utc::now(), MINUTE, 40, &RunnerEndings::new(), data)
 }
 
 /// A new attempt after its first advance at `now`: running, its roots
@@ -108,7 +108,7 @@ fn the_first_advance_starts_the_attempt_and_queues_the_roots_only() {
     assert_eq!(status_of(&state, "build"), JobStatus::Queued);
     assert_eq!(status_of(&state, "test"), JobStatus::Pending);
     assert!(matches!(change.emitted.as_slice(), [Emitted::Queued { fact, spec }]
-            if fact.job.key == "build" && fact.job.timeout_s == 300 && spec.steps.len() == 1));
+            if fact.job.key == "build" && fact.job.timeout_s == 300 && spec.work.steps.len() == 1));
     assert!(!advance(&mut state, &definition, Utc::now()).changed, "a second advance changes nothing");
 }
 
@@ -159,7 +159,7 @@ fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it(
     completed.jobs[0].execution.as_mut().unwrap().id = build;
     advance(&mut completed, &definition, start);
     let ended = RunnerEndings::from([(build, completion(JobOutcome::Succeeded))]);
-    let change = completed.advance(&definition, late, MINUTE, 40, &ended);
+    let change = completed.advance(&definition, late, MINUTE, 40, &ended, &ExpressionData::default());
     assert!(change.timed_out.is_empty());
     assert_eq!(status_of(&completed, "build"), JobStatus::Succeeded);
     assert_eq!(status_of(&completed, "test"), JobStatus::Queued, "the success counts at once");
@@ -169,7 +169,7 @@ fn a_timeout_lists_what_it_timed_out_and_an_ending_on_the_runners_side_beats_it(
     lost.jobs[0].execution.as_mut().unwrap().id = build;
     advance(&mut lost, &definition, start);
     let ended = RunnerEndings::from([(build, ExecutionEvent::LeaseExpired { steps: vec![StepStatus::Running] })]);
-    let change = lost.advance(&definition, late, MINUTE, 40, &ended);
+    let change = lost.advance(&definition, late, MINUTE, 40, &ended, &ExpressionData::default());
     assert!(change.timed_out.is_empty());
     assert_eq!(lost.jobs[0].execution.as_ref().unwrap().reason, Some(StatusReason::RunnerLost));
 }
@@ -185,7 +185,7 @@ fn at_the_run_timeout_a_job_its_runner_finished_keeps_its_success() {
     state.jobs[0].execution.as_mut().unwrap().deadline = Some(after_run_timeout + chrono::Duration::hours(1));
     assert_eq!(state.overdue_executions(after_run_timeout), vec![build]);
     let ended = RunnerEndings::from([(build, completion(JobOutcome::Succeeded))]);
-    let change = state.advance(&definition, after_run_timeout, MINUTE, 40, &ended);
+    let change = state.advance(&definition, after_run_timeout, MINUTE, 40, &ended, &ExpressionData::default());
     assert!(change.timed_out.is_empty());
     assert_eq!(status_of(&state, "build"), JobStatus::Succeeded);
     assert_eq!(status_of(&state, "test"), JobStatus::Skipped);
@@ -247,7 +247,8 @@ fn a_cancel_while_waiting_for_the_group_ends_every_job_always_ones_too() {
     waiting_for(&mut state, "deploy");
     state.cancel_because(&definition, Utc::now(), 1, StatusReason::ConcurrencyReplaced).unwrap();
     assert!(!state.is_done());
-    while state.advance(&definition, Utc::now(), MINUTE, 1, &RunnerEndings::new()).changed {}
+    while state.advance(&definition, Utc::now(), MINUTE, 1, &RunnerEndings::new(), &ExpressionData::default()).changed {
+    }
     assert!(state.is_done());
     assert!(state.jobs.iter().all(|j| j.status == JobStatus::Cancelled));
 }
@@ -391,7 +392,7 @@ jobs:
     };
     let mut state = attempt(&definition);
     let now = Utc::now();
-    state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
+    state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
     let effect = finish(&mut state, "flaky", JobOutcome::Failed);
     let flaky = job(&state, "flaky");
     assert_eq!(
@@ -402,17 +403,17 @@ jobs:
     assert_eq!(execution.status, ExecutionStatus::Failed, "the execution's own record says it failed");
     assert!(effect.emitted.iter().any(|e| matches!(e, Emitted::JobTerminated(fact)
             if fact.status == "succeeded" && fact.soft_failed && fact.reason.as_deref() == Some("step_failed"))));
-    let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
+    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("yes"));
     let spec = queued_spec(&change, "report").expect("report is queued");
-    assert_eq!(spec.env["SEEN"], "success/failure");
-    assert!(spec.steps[0].continue_on_error && !spec.steps[1].continue_on_error);
+    assert_eq!(spec.work.env["SEEN"], "success/failure");
+    assert!(spec.work.steps[0].continue_on_error && !spec.work.steps[1].continue_on_error);
     finish(&mut state, "report", JobOutcome::Succeeded);
     advance(&mut state, &definition, now);
     assert_eq!(state.status, AttemptStatus::Succeeded);
 
     // The expression decides: given 'no', the same failure fails the run.
     let mut strict = attempt(&definition);
-    strict.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("no"));
+    strict.advance(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data("no"));
     finish(&mut strict, "flaky", JobOutcome::Failed);
     advance(&mut strict, &definition, now);
     assert_eq!((status_of(&strict, "flaky"), status_of(&strict, "report")), (JobStatus::Failed, JobStatus::Skipped));
@@ -701,9 +702,9 @@ fn a_failed_leg_cancels_its_siblings_under_fail_fast_and_not_without_it() {
     for leg in ["test (a)", "test (b)", "test (c)"] {
         data.outputs.insert(job(&state, leg).execution.as_ref().unwrap().id, BTreeMap::new());
     }
-    let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
+    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
     let report = queued_spec(&change, "report").expect("the always() report runs");
-    assert_eq!(report.env["R"], "failure");
+    assert_eq!(report.work.env["R"], "failure");
 
     let calm = matrix_definition(false, "");
     let mut state = started(&calm, now);
@@ -724,11 +725,11 @@ fn a_dependant_reads_each_legs_outputs_keyed_by_leg() {
         let execution = job(&state, leg).execution.as_ref().unwrap().id;
         data.outputs.insert(execution, BTreeMap::from([("v".to_string(), v.to_string())]));
     }
-    let change = state.advance_with(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
+    let change = state.advance(&definition, now, MINUTE, 40, &RunnerEndings::new(), &data);
     let spec = queued_spec(&change, "report").expect("report queued");
-    let by_leg: serde_json::Value = serde_json::from_str(&spec.env["V"]).unwrap();
+    let by_leg: serde_json::Value = serde_json::from_str(&spec.work.env["V"]).unwrap();
     assert_eq!(by_leg, serde_json::json!({"test (a)": "1", "test (b)": "2", "test (c)": "3"}));
-    assert_eq!(spec.env["R"], "success");
+    assert_eq!(spec.work.env["R"], "success");
 }
 
 fn approval_definition(on_timeout: &str) -> WorkflowDefinition {
@@ -889,28 +890,10 @@ fn an_approval_nobody_decides_ends_as_its_on_timeout_says() {
     }
 }
 
+/// The workflow of the integration tests of listening: `on-review` listens
+/// for `review` events for two minutes once `build` is done.
 fn listening_definition() -> WorkflowDefinition {
-    parse_definition(
-        r#"
-name: reviews
-jobs:
-  build:
-    runs-on: linux
-    steps: [{run: make}]
-  on-review:
-    needs: build
-    runs-on: linux
-    listen: {events: [review], timeout-minutes: 60}
-    env:
-      STATE: ${{ event.payload.review.state }}
-    steps: [{run: "echo ${{ event.name }} ${{ event.ref }} $STATE"}]
-  after:
-    needs: on-review
-    runs-on: linux
-    steps: [{run: ./after}]
-"#,
-    )
-    .unwrap()
+    parse_definition(include_str!("../../../tests/fixtures/workflows/listening_reviews.yml")).unwrap()
 }
 
 fn review(reference: &str, disposition: listening::Disposition, state: &str) -> JobEvent {
@@ -933,7 +916,7 @@ fn queued_specs(change: &Change) -> Vec<JobSpec> {
 
 /// The spec `change` queued for job `key`, if it queued it.
 fn queued_spec(change: &Change, key: &str) -> Option<JobSpec> {
-    queued_specs(change).into_iter().find(|spec| spec.key == key)
+    queued_specs(change).into_iter().find(|spec| spec.work.key == key)
 }
 
 #[test]
@@ -956,7 +939,9 @@ fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
         .iter()
         .any(|e| matches!(e, Emitted::JobWaiting(w) if w.waiting_for == baton_api::facts::WaitingFor::Events)));
     assert_eq!(status_of(&state, "on-review"), JobStatus::Waiting);
-    assert!(state.next_deadline().unwrap() > Utc::now() + chrono::Duration::minutes(59));
+    // Its listening timeout (two minutes) is the next deadline.
+    let deadline = state.next_deadline().unwrap() - Utc::now();
+    assert!(deadline > chrono::Duration::minutes(1) && deadline <= chrono::Duration::minutes(2), "{deadline}");
 
     assert_eq!(
         state.deliver_event(&definition, job_id, review("r1", listening::Disposition::Fire, "approved")),
@@ -980,13 +965,13 @@ fn a_listening_job_runs_once_per_fired_event_in_order_and_ends_on_resolve() {
     let change = advance(&mut state, &definition, Utc::now());
     let specs = queued_specs(&change);
     assert_eq!(specs.len(), 1, "one execution at a time");
-    assert_eq!(specs[0].steps[0].run, "echo review r1 $STATE");
-    assert_eq!(specs[0].env["STATE"], "approved");
+    assert_eq!(specs[0].work.steps[0].run, "echo review r1 $STATE");
+    assert_eq!(specs[0].work.env["STATE"], "approved");
     assert!(queued_specs(&advance(&mut state, &definition, Utc::now())).is_empty());
     finish(&mut state, "on-review", JobOutcome::Failed);
     assert_eq!(status_of(&state, "on-review"), JobStatus::Waiting, "a failed execution does not end the listening");
     let specs = queued_specs(&advance(&mut state, &definition, Utc::now()));
-    assert_eq!(specs[0].env["STATE"], "changes");
+    assert_eq!(specs[0].work.env["STATE"], "changes");
     assert_eq!(state.deliver_event(&definition, job_id, review("r3", listening::Disposition::Resolve, "")), Ok(true));
     assert_eq!(state.deliver_event(&definition, job_id, review("r4", listening::Disposition::Fire, "late")), Ok(false));
     finish(&mut state, "on-review", JobOutcome::Succeeded);
@@ -1145,7 +1130,7 @@ fn a_flagged_job_fails_unschedulable_at_its_time_unless_its_record_shows_a_claim
     // Claimed meanwhile (the record says so): it runs, whatever the flag.
     let claimed = RunnerEndings::from([(execution, ExecutionEvent::Claimed { at: now })]);
     let mut running = state.clone();
-    let change = running.advance(&definition, fails_at, MINUTE, 40, &claimed);
+    let change = running.advance(&definition, fails_at, MINUTE, 40, &claimed, &ExpressionData::default());
     assert!(change.unschedulable.is_empty());
     assert_eq!(status_of(&running, "build"), JobStatus::Queued);
 

@@ -57,9 +57,9 @@ fn expressions_expand_up_to_the_budget_and_then_say_they_did_not() {
     let scope = b_after_a(&outputs);
     let job = definition.job("b").unwrap();
     let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
-    assert_eq!(spec.env["ONE"], big);
-    assert_eq!(spec.env["TWO"], big);
-    assert!(spec.steps[0].run.contains("not expanded"), "{}", &spec.steps[0].run[..80]);
+    assert_eq!(spec.work.env["ONE"], big);
+    assert_eq!(spec.work.env["TWO"], big);
+    assert!(spec.work.steps[0].run.contains("not expanded"), "{}", &spec.work.steps[0].run[..80]);
     assert!(serde_json::to_string(&spec).unwrap().len() < MAX_JOB_SPEC_BYTES);
 }
 
@@ -75,7 +75,7 @@ fn an_action_steps_inputs_are_resolved_at_queue_time_and_its_action_kept_as_writ
     let scope = b_after_a(&outputs);
     let job = definition.job("b").unwrap();
     let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
-    let step = &spec.steps[0];
+    let step = &spec.work.steps[0];
     assert_eq!(step.uses.as_deref(), Some("acme/setup@v2"));
     assert!(step.run.contains("too old to run actions") && step.run.ends_with("exit 1"), "{}", step.run);
     let with: Vec<(&str, &str)> = step.with.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -100,13 +100,13 @@ fn a_steps_shell_and_working_directory_reach_the_spec_resolved() {
     let scope = b_after_a(&outputs);
     let spec = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, Some(&scope));
     let fields: Vec<(Option<&str>, Option<&str>)> =
-        spec.steps.iter().map(|s| (s.shell.as_deref(), s.working_directory.as_deref())).collect();
+        spec.work.steps.iter().map(|s| (s.shell.as_deref(), s.working_directory.as_deref())).collect();
     assert_eq!(fields, [(Some("bash"), Some("pkg/src")), (Some("python"), Some("app")), (None, None)]);
     let plain = definition.job("a").unwrap();
     let plain = serde_json::to_value(job_spec(&definition, plain, Uuid::now_v7(), MINUTE, None)).unwrap();
     assert_eq!(plain["steps"][0]["working_directory"], "app");
     assert!(plain["steps"][0].get("shell").is_none(), "{plain}");
-    let action = serde_json::to_value(&spec.steps[2]).unwrap();
+    let action = serde_json::to_value(&spec.work.steps[2]).unwrap();
     assert!(action.get("shell").is_none() && action.get("working_directory").is_none(), "{action}");
 }
 
@@ -123,9 +123,9 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
     let inputs = serde_json::json!({"go": true}).as_object().cloned().unwrap();
     let scope = JobScope { inputs: Some(&inputs), ..b_after_a(&outputs) };
     let spec = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, Some(&scope));
-    let keys: Vec<Option<&str>> = spec.steps.iter().map(|s| s.key.as_deref()).collect();
+    let keys: Vec<Option<&str>> = spec.work.steps.iter().map(|s| s.key.as_deref()).collect();
     assert_eq!(keys, [Some("first"), None, None, None]);
-    let second = &spec.steps[1];
+    let second = &spec.work.steps[1];
     assert_eq!(
         second.if_condition.as_deref(),
         Some("${{ needs.a.outputs.v == '1' && needs.a.result == 'success' && inputs.go && inputs.missing == '' }}")
@@ -133,7 +133,7 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
     let values: Vec<(&str, &str)> = second.if_values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // `inputs.missing` has no value: absent, it reads as null.
     assert_eq!(values, [("inputs.go", "true"), ("needs.a.outputs.v", "1"), ("needs.a.result", "success")]);
-    let third = &spec.steps[2];
+    let third = &spec.work.steps[2];
     let values: Vec<(&str, &str)> = third.if_values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(values, [("baton.job", "b"), ("env.MODE", "fast"), ("env.STEP", "on")]);
     // The runner reads the condition with these values as the action
@@ -142,11 +142,11 @@ fn a_steps_condition_reaches_the_spec_with_the_values_the_queue_knows() {
     known.0.insert("steps.first.outputs.x".into(), "fast".into());
     let condition = third.if_condition.as_deref().unwrap();
     assert!(expressions::condition_holds(condition, expressions::Dialect::Step, &known).unwrap());
-    let last = serde_json::to_value(&spec.steps[3]).unwrap();
+    let last = serde_json::to_value(&spec.work.steps[3]).unwrap();
     assert!(last.get("if_condition").is_none() && last.get("if_values").is_none() && last.get("key").is_none());
     // Measured without a scope: the condition, no values.
     let measured = job_spec(&definition, definition.job("b").unwrap(), Uuid::now_v7(), MINUTE, None);
-    assert!(measured.steps[1].if_condition.is_some() && measured.steps[1].if_values.is_empty());
+    assert!(measured.work.steps[1].if_condition.is_some() && measured.work.steps[1].if_values.is_empty());
 }
 
 /// A field that reads what only the runner knows travels as written, for
@@ -173,16 +173,16 @@ fn fields_reading_earlier_steps_or_the_runner_are_left_to_it_with_the_queues_val
         needs: HashMap::new(),
     };
     let spec = job_spec(&definition, job, Uuid::now_v7(), MINUTE, Some(&scope));
-    let action = &spec.steps[1];
+    let action = &spec.work.steps[1];
     assert_eq!(action.deferred, ["with.labels"]);
     assert_eq!(action.with["labels"], "${{ steps.meta.outputs.labels }}");
     assert_eq!(action.with["push"], "one", "a field the queue knows whole is resolved here");
-    let run = &spec.steps[2];
+    let run = &spec.work.steps[2];
     assert_eq!(run.deferred, ["run", "env.TAG"]);
     assert_eq!(run.run, "echo ${{ runner.os }}-${{ matrix.m }} ${{ github.workspace }}");
     assert_eq!(run.env["PLAIN"], "one");
     assert_eq!(run.if_values, BTreeMap::from([("matrix.m".to_string(), "one".to_string())]));
-    assert!(spec.steps[0].deferred.is_empty() && spec.steps[0].if_values.is_empty());
+    assert!(spec.work.steps[0].deferred.is_empty() && spec.work.steps[0].if_values.is_empty());
 }
 
 /// `hashFiles()` reads the job's files: a field calling it is the runner's.
@@ -193,7 +193,7 @@ fn a_field_hashing_files_is_left_to_the_runner() {
     )
     .unwrap();
     let spec = job_spec(&definition, &definition.jobs[0], Uuid::now_v7(), MINUTE, None);
-    assert_eq!(spec.steps[0].deferred, ["with.key"]);
+    assert_eq!(spec.work.steps[0].deferred, ["with.key"]);
     assert!(parse_definition(
         "jobs:\n  b:\n    runs-on: l\n    env: {K: \"${{ hashFiles('x') }}\"}\n    steps: [{run: x}]\n"
     )

@@ -38,7 +38,7 @@ use baton_domain::workflows::concurrency::{GroupHold, Member};
 use baton_domain::workflows::github::GithubData;
 use baton_domain::workflows::references::ExpressionData;
 use baton_domain::workflows::WorkflowDefinition;
-use baton_store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked};
+use baton_store::attempts::{AttemptItem, AttemptStep, AttemptWrite, Parked, StepsItem};
 use baton_store::contention;
 use baton_store::records::RunnerRecord;
 use baton_store::StoreError;
@@ -185,7 +185,7 @@ pub async fn step(
                         _ => {}
                     }
                 }
-                let mut change = next.state.advance_with(definition, now, minute, JOBS_PER_TRANSACTION, &ended, &data);
+                let mut change = next.state.advance(definition, now, minute, JOBS_PER_TRANSACTION, &ended, &data);
                 change.changed |= took_group;
                 if !change.missing.is_empty() {
                     return Err(Stopped::ReadExpressionData(change.missing, next.state.workspace_id.clone()));
@@ -243,7 +243,7 @@ pub async fn step(
                 for id in unfinished.iter().filter(|id| ended.contains_key(*id)) {
                     let record = records.get(id).and_then(Option::as_ref);
                     if let Some((steps, outputs)) = record.and_then(RunnerRecord::completed_results) {
-                        items.push(store.result_put(run_id, attempt, *id, &steps, outputs)?);
+                        items.push(store.result_put(&StepsItem::new(run_id, attempt, *id, steps, outputs.clone()))?);
                     }
                 }
                 // Advance in bounded steps (one transaction each) until nothing changes.
@@ -265,7 +265,7 @@ pub async fn step(
                 // this timeout read (`${{ needs.<job>.outputs.* }}`, `if:`).
                 for record in read.iter().flatten() {
                     if let Some((_, outputs)) = record.completed_results() {
-                        data.outputs.insert(record.execution_id, baton_store::runs::output_texts(outputs));
+                        data.outputs.insert(record.execution.id, baton_store::runs::output_texts(outputs));
                     }
                 }
                 records.extend(overdue.into_iter().zip(read));
@@ -391,7 +391,7 @@ mod tests {
             parse_definition("name: one\njobs:\n  a:\n    runs-on: l\n    timeout-minutes: 5\n    steps: [{run: x}]\n")
                 .unwrap();
         let mut state = AttemptState::new(NewAttempt::first(Uuid::now_v7(), "ws", &definition, now));
-        state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
+        state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new(), &ExpressionData::default());
         (AttemptItem::new(state), definition)
     }
 
@@ -423,7 +423,7 @@ mod tests {
         let execution = job.execution.as_ref().unwrap().id;
         let done = ExecutionEvent::Completed { status: JobOutcome::Succeeded, steps: vec![], exit_code: None };
         item.state.apply_runner_event(job.id, execution, &done, None, now);
-        item.state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new());
+        item.state.advance(&definition, now, MINUTE, 15, &RunnerEndings::new(), &ExpressionData::default());
         assert_eq!(park_or_report(&item, "t", park(now, 300)), Ended::Report, "done");
     }
 

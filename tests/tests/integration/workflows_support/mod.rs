@@ -72,7 +72,7 @@ impl Runner {
                 session_id: Uuid::now_v7(),
                 epoch: 1,
             },
-            step_ids: queued.spec.steps.iter().map(|s| s.id).collect(),
+            step_ids: queued.spec.work.steps.iter().map(|s| s.id).collect(),
             key: queued.detail.job.key.clone(),
             claimed_at: chrono::Utc::now(),
         }
