@@ -152,7 +152,7 @@ async fn begin(
         Ok(()) => return Ok(item),
         Err(refused) => refused,
     };
-    archives::abort_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id).await;
+    archives::abort_upload(context.clients.s3(), bucket, &item.upload).await;
     // Another try of this very request (a retry after a 504 runs beside
     // the original) began it first: its upload is this one's.
     if let Some(mine) = context.store.artifact(lease.execution.run_id, &body.name).await?.filter(|a| {
@@ -192,7 +192,7 @@ async fn complete_upload(context: &Context, req: &Request) -> Result<Response<Bo
             "parts: every part from 1 to {wanted}, in order, each with the ETag S3 answered"
         )));
     }
-    archives::complete_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id, item.upload.bytes, &body.parts)
+    archives::complete_upload(context.clients.s3(), bucket, &item.upload, &body.parts)
         .await
         .map_err(|err| {
             tracing::warn!(job_execution_id = %lease.execution.id, artifact = %name, error = %err, "completing an artifact upload failed");

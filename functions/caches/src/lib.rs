@@ -153,8 +153,7 @@ async fn save(context: &Context, req: &Request) -> Result<Response<Body>, ApiErr
                 .map_err(|e| s3_failed("upload start", e))?;
             let item = new_item(context, &ws, &body, object_key, upload_id, lease.execution.id, now);
             if !context.store.begin_cache_save(&item, now).await? {
-                archives::abort_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id)
-                    .await;
+                archives::abort_upload(context.clients.s3(), bucket, &item.upload).await;
                 let current = context.store.cache_entry(&ws, &body.scope, &body.key).await?;
                 if stored(current.clone()).is_some() {
                     return Ok(json_response(StatusCode::OK, &archives::already_stored()));
@@ -224,7 +223,7 @@ async fn complete(context: &Context, req: &Request) -> Result<Response<Body>, Ap
             artifact_parts(item.upload.bytes)
         )));
     }
-    archives::complete_upload(context.clients.s3(), bucket, &item.upload.object_key, &item.upload.upload_id, item.upload.bytes, &body.parts)
+    archives::complete_upload(context.clients.s3(), bucket, &item.upload, &body.parts)
         .await
         .map_err(|err| {
             tracing::warn!(job_execution_id = %lease.execution.id, key = %item.key, error = %err, "completing a cache save failed");

@@ -107,8 +107,9 @@ pub async fn create_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> 
 
 /// Gives up an upload that will not be completed (its charge is kept: the
 /// bytes were promised). The bucket's lifecycle rule aborts any left over.
-pub async fn abort_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, upload_id: &str) {
-    if let Err(error) = abort_open_upload(s3, bucket, key, upload_id).await {
+pub async fn abort_upload(s3: &aws_sdk_s3::Client, bucket: &str, upload: &Upload) {
+    let key = &upload.object_key;
+    if let Err(error) = abort_open_upload(s3, bucket, key, &upload.upload_id).await {
         tracing::warn!(key, %error, "aborting an artifact upload failed; the lifecycle rule will");
     }
 }
@@ -259,11 +260,10 @@ pub fn already_stored() -> ArtifactUploadResponse {
 pub async fn complete_upload(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
-    key: &str,
-    upload_id: &str,
-    bytes: u64,
+    upload: &Upload,
     parts: &[ArtifactPartDone],
 ) -> Result<(), String> {
+    let Upload { object_key: key, upload_id, bytes, .. } = upload;
     let completed = CompletedMultipartUpload::builder()
         .set_parts(Some(
             parts
@@ -286,7 +286,7 @@ pub async fn complete_upload(
             let message = sdk_text(&err);
             let stored = s3.head_object().bucket(bucket).key(key).send().await;
             match stored {
-                Ok(head) if head.content_length() == Some(bytes as i64) => Ok(()),
+                Ok(head) if head.content_length() == Some(*bytes as i64) => Ok(()),
                 _ => Err(message),
             }
         }
