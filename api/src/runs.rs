@@ -124,6 +124,10 @@ pub struct JobView {
     pub name: Option<String>,
     pub status: JobStatus,
     pub status_reason: Option<StatusReason>,
+    /// What went wrong, in words, when `status_reason` alone cannot say
+    /// (`invalid_matrix`: which value of the matrix, and why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
     /// The job failed (`status_reason` says how) and its
     /// `continue-on-error` made it `succeeded`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -102,6 +102,9 @@ pub enum StatusReason {
     /// No registered runner and no provisioner offered the job's labels
     /// before its unschedulable time ran out.
     Unschedulable,
+    /// Its `strategy.matrix`, decided when the job was due from what earlier
+    /// jobs output, made no valid matrix (`status_message` says why).
+    InvalidMatrix,
 }
 
 /// The decision of a compare-and-set status write.
@@ -223,6 +226,7 @@ impl StatusReason {
             StatusReason::ConcurrencyReplaced => "concurrency_replaced",
             StatusReason::Rejected => "rejected",
             StatusReason::Unschedulable => "unschedulable",
+            StatusReason::InvalidMatrix => "invalid_matrix",
         }
     }
 }

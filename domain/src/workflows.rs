@@ -22,6 +22,7 @@ pub mod rerun;
 pub mod retry;
 pub mod reusable;
 pub mod run_name;
+pub mod runtime_matrix;
 pub mod spec;
 pub mod status;
 pub mod vars;

@@ -437,7 +437,9 @@ impl Store {
             AttemptUpdated { item: item.clone(), writes: 0, lost_races: 0, queued_label_sets: Vec::new() };
         loop {
             let mut next = item.clone();
-            let write = match decide(&mut next, &definition)? {
+            // The definition this attempt runs: its decided matrices as legs.
+            let runs = item.state.definition(&definition);
+            let write = match decide(&mut next, &runs)? {
                 AttemptStep::Done => {
                     updated.item = item;
                     return Ok(Some(updated));

@@ -37,6 +37,7 @@ mod expression_scope;
 mod listening_jobs;
 mod retries;
 mod runner_events;
+mod runtime_matrices;
 mod state;
 mod transitions;
 

@@ -16,6 +16,7 @@ use super::concurrency::ConcurrencySpec;
 use super::condition::JobCondition;
 use super::graph::NeedsGraph;
 use super::matrix::{MatrixGroup, MatrixLeg};
+use super::runtime_matrix::RuntimeMatrix;
 use crate::error::{ApiError, ErrorCode};
 
 /// The largest definition accepted, in bytes of YAML.
@@ -92,6 +93,10 @@ pub struct JobDefinition {
     /// A leg of a matrix job: which, and its values (`${{ matrix.<name> }}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix: Option<MatrixLeg>,
+    /// A matrix decided when the job is due (its expressions read earlier
+    /// jobs' outputs): until then the job is one job, then its legs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_matrix: Option<RuntimeMatrix>,
     /// `if:`; `success()` when absent.
     #[serde(default)]
     pub condition: JobCondition,

@@ -188,6 +188,13 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
             expressions::references(&expr, &mut found);
             checked.extend(found.into_iter().map(|r| ("listen.if".to_string(), r, Vec::new())));
         }
+        // A matrix decided when the job is due reads its needs as its `if:`
+        // does (`decided_when_due` let only such references through).
+        for text in job.runtime_matrix.iter().flat_map(|m| m.expressions()) {
+            let found = expressions::text_references(&text)
+                .map_err(|e| DefinitionError::in_job(&job.key, Some("strategy.matrix"), e))?;
+            checked.extend(found.into_iter().map(|r| ("strategy.matrix".to_string(), r, Vec::new())));
+        }
         if let Some(when) = &job.when {
             let mut found = Vec::new();
             let expr = expressions::parse(when).map_err(|e| DefinitionError::in_job(&job.key, Some("if"), e))?;
@@ -227,6 +234,9 @@ pub fn check_references(definition: &WorkflowDefinition) -> Result<(), Definitio
                 Reference::Secret(name) if !baton_api::secrets::valid_secret_name(name) => {
                     return refuse("a secret name is a letter or '_', then letters, digits and '_'".into());
                 }
+                // Its values are known when the job is due: a name no
+                // combination has then reads empty, as on GitHub.
+                Reference::Matrix(_) if job.runtime_matrix.is_some() => {}
                 Reference::Matrix(name) => {
                     let Some(leg) = &job.matrix else {
                         return refuse("only a job with `strategy.matrix` has matrix values".into());
@@ -415,6 +425,7 @@ fn used_of(definition: &WorkflowDefinition, pick: impl Fn(Reference) -> Option<S
         if let Some(when) = &job.when {
             add(&format!("${{{{ {when} }}}}"));
         }
+        job.runtime_matrix.iter().flat_map(|m| m.expressions()).for_each(|text| add(&text));
     }
     for reference in definition.jobs.iter().flat_map(step_condition_queue_references) {
         used.extend(pick(reference));
@@ -433,6 +444,7 @@ pub fn data_needed(definition: &WorkflowDefinition, job: &JobDefinition) -> (boo
     if let Some(when) = &job.when {
         texts.push(format!("${{{{ {when} }}}}"));
     }
+    texts.extend(job.runtime_matrix.iter().flat_map(|m| m.expressions()));
     let conditions = step_condition_queue_references(job);
     for references in
         // (The step dialect reads every field, runner-resolved ones too: their

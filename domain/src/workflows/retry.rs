@@ -82,8 +82,9 @@ impl RetryWhen {
             | StatusReason::FailFast
             | StatusReason::ConcurrencyReplaced
             | StatusReason::Rejected
-            // Nothing would serve a retry either.
-            | StatusReason::Unschedulable => None,
+            // Nothing would serve a retry either, nor change the matrix.
+            | StatusReason::Unschedulable
+            | StatusReason::InvalidMatrix => None,
         }
     }
 }

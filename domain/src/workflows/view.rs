@@ -102,7 +102,11 @@ pub fn build_run_view(
         artifacts: Vec::new(),
         attempts: attempts
             .into_iter()
-            .map(|attempt| attempt_view(attempt, definitions.get(&attempt.snapshot_attempt), results, now))
+            .map(|attempt| {
+                // The definition it runs: its decided matrices as their legs.
+                let definition = definitions.get(&attempt.snapshot_attempt).map(|frozen| attempt.definition(frozen));
+                attempt_view(attempt, definition.as_deref(), results, now)
+            })
             .collect(),
     }
 }
@@ -135,6 +139,7 @@ fn attempt_view(
                     name: defined.and_then(|d| d.name.clone()).filter(|name| !name.contains("${{")),
                     status: job.status,
                     status_reason: job.reason,
+                    status_message: job.message.clone(),
                     soft_failed: job.soft_failed,
                     max_retries: defined.and_then(|d| d.retry.as_ref()).map_or(0, |retry| retry.max),
                     labels: defined.map(|d| d.labels.clone()).unwrap_or_default(),

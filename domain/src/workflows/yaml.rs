@@ -9,6 +9,7 @@
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Serialize, Serializer};
 
 /// One YAML value.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +72,24 @@ impl YamlNode {
             YamlNode::Mapping(entries) => Value::Object(
                 entries.iter().map(|(key, value)| (key.scalar_text().unwrap_or_default(), value.to_json())).collect(),
             ),
+        }
+    }
+}
+
+/// Written as JSON keeping a mapping's entries in document order (keys as
+/// their text): what a matrix decided when its job is due keeps of its
+/// `strategy:`, read back as the same tree.
+impl Serialize for YamlNode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            YamlNode::Null => serializer.serialize_unit(),
+            YamlNode::Bool(value) => serializer.serialize_bool(*value),
+            YamlNode::Integer(value) => serializer.serialize_i128(*value),
+            YamlNode::Float(value) => serializer.serialize_f64(*value),
+            YamlNode::String(text) => serializer.serialize_str(text),
+            YamlNode::Sequence(items) => serializer.collect_seq(items),
+            YamlNode::Mapping(entries) => serializer
+                .collect_map(entries.iter().map(|(key, value)| (key.scalar_text().unwrap_or_default(), value))),
         }
     }
 }

@@ -43,13 +43,15 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
     }
     let definition =
         store.get_snapshot(run_id, previous.state.snapshot_attempt).await?.ok_or_else(ApiError::internal)?;
+    // What the previous attempt ran: its decided matrices as their legs.
+    let ran = previous.state.definition(&definition);
     let previous_jobs: Vec<PreviousJob> = previous
         .state
         .jobs
         .iter()
         .map(|job| PreviousJob {
             key: job.key.clone(),
-            needs: definition.job(&job.key).map(|d| d.needs.clone()).unwrap_or_default(),
+            needs: ran.job(&job.key).map(|d| d.needs.clone()).unwrap_or_default(),
             status: job.status,
         })
         .collect();
@@ -59,6 +61,18 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
         .filter(|planned| planned.action == RerunAction::Carry)
         .filter_map(|planned| previous.state.jobs.iter().find(|job| job.key == planned.key))
         .map(|job| (job.key.clone(), job.clone()))
+        .collect();
+    // A matrix with a leg carried over is taken as decided (its needs are
+    // carried, so their outputs would decide it the same); one with every
+    // leg to run again is decided again when it is due.
+    let decided: BTreeMap<String, String> = previous
+        .state
+        .matrices
+        .iter()
+        .filter(|(key, _)| {
+            ran.matrix_group(key).is_some_and(|group| group.legs.iter().any(|leg| carried.contains_key(leg)))
+        })
+        .map(|(key, text)| (key.clone(), text.clone()))
         .collect();
     let number = previous.state.attempt + 1;
     let now = chrono::Utc::now();
@@ -70,6 +84,7 @@ async fn rerun(context: &Context, req: &Request) -> Result<Response<Body>, ApiEr
         snapshot_attempt: previous.state.snapshot_attempt,
         rerun_mode: Some(body.mode),
         carried: &carried,
+        decided: &decided,
         now,
     });
     // A rerun takes its turn in the run's group again, as a new member.

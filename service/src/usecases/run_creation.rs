@@ -73,7 +73,10 @@ pub async fn create_run(context: &Context, request: RunRequest<'_>) -> Result<Cr
             ));
         }
     }
-    let new_sets: BTreeSet<String> = definition.jobs.iter().map(|job| labelset_id(&job.labels)).collect();
+    // (A job whose matrix is decided when it is due has its legs' labels
+    // only then: they are registered as they are queued.)
+    let new_sets: BTreeSet<String> =
+        definition.jobs.iter().filter(|job| job.runtime_matrix.is_none()).map(|job| labelset_id(&job.labels)).collect();
     let pending_sets = context.store.label_sets(workspace_id).await?.into_iter().map(|set| set.sk).collect();
     limits::pending_label_sets(&pending_sets, &new_sets)?;
     if let Some(inputs) = &inputs {

@@ -76,6 +76,10 @@ struct AttemptV1 {
     /// written before groups existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     concurrency: Option<GroupHold>,
+    /// The matrices decided when their jobs were due, job key → strategy
+    /// (added within format 1; absent: none).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    matrices: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,6 +88,9 @@ struct JobV1 {
     key: String,
     status: JobStatus,
     reason: Option<StatusReason>,
+    /// Why, in words (added within format 1; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
     carried_over: bool,
     #[serde(default)]
     carried_from: Option<Uuid>,
@@ -168,11 +175,11 @@ macro_rules! stored_form {
 
 stored_form!(AttemptState => AttemptV1 {
     run_id, workspace_id, attempt, status, reason, rerun_mode, snapshot_attempt,
-    created_at, started_at, finished_at, deadline, concurrency,
+    created_at, started_at, finished_at, deadline, concurrency, matrices,
 } each { jobs });
 
 stored_form!(JobState => JobV1 {
-    id, key, status, reason, carried_over, carried_from, continue_on_error, soft_failed,
+    id, key, status, reason, message, carried_over, carried_from, continue_on_error, soft_failed,
     retry, decisions, listen, concurrency,
 } each { earlier_executions } optional { execution });
 

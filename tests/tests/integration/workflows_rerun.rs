@@ -128,3 +128,103 @@ async fn an_all_rerun_runs_everything_again_and_of_two_concurrent_reruns_exactly
     assert_eq!(created, 2, "one attempt_created per attempt");
     stack.assert_all_facts_valid();
 }
+
+/// A matrix decided from `plan`'s output: `test (2)` fails.
+const MATRIX_FROM_PLAN: &str = r#"
+name: from-plan
+jobs:
+  plan: {runs-on: linux, outputs: [matrix], steps: [{run: plan}]}
+  test:
+    needs: plan
+    runs-on: linux
+    strategy: {fail-fast: false, matrix: "${{ fromJSON(needs.plan.outputs.matrix) }}"}
+    steps: [{run: "test ${{ matrix.n }}"}]
+  report: {needs: test, if: always(), runs-on: linux, steps: [{run: report}]}
+"#;
+
+/// Job `key` of `attempt` claimed and succeeded with `outputs`.
+async fn run_job_with_outputs(
+    stack: &TestStack,
+    ws: &str,
+    run_id: &str,
+    attempt: u32,
+    key: &str,
+    outputs: &[(&str, &str)],
+) {
+    let queued = queued(stack, run_id, attempt, key).await;
+    let runner = Runner::for_queued(ws, &queued);
+    runner.claim(stack).await;
+    let mut completed = runner.completed(JobOutcome::Succeeded);
+    completed.outputs = outputs.iter().map(|(name, value)| (name.to_string(), json!(value))).collect();
+    publish(stack, ws, completed).await;
+}
+
+/// The job keys of `attempt` in the view, with whether each was carried over.
+fn attempt_jobs(view: &serde_json::Value, attempt: usize) -> Vec<(String, bool)> {
+    view["attempts"][attempt - 1]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| (j["key"].as_str().unwrap_or_default().to_string(), j["carried_over"] == true))
+        .collect()
+}
+
+/// A `failed` rerun of a run whose matrix came from an earlier job's
+/// output carries the legs that succeeded and the matrix as decided, and
+/// runs the failed leg again; an `all` rerun decides the matrix again from
+/// what `plan` outputs this time. A matrix that comes out empty fails its
+/// job, saying why in the view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matrix_from_outputs_is_kept_by_a_failed_rerun_and_decided_again_by_an_all_rerun() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    let run_id = stack.create_run(&ws, MATRIX_FROM_PLAN).await.id();
+    run_job_with_outputs(&stack, &ws, &run_id, 1, "plan", &[("matrix", r#"{"n":[1,2]}"#)]).await;
+    run_job(&stack, &ws, &run_id, 1, "test (1)", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 1, "test (2)", JobOutcome::Failed).await;
+    run_job(&stack, &ws, &run_id, 1, "report", JobOutcome::Succeeded).await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
+    assert_eq!(
+        attempt_jobs(&view, 1),
+        [("plan".into(), false), ("test (1)".into(), false), ("test (2)".into(), false), ("report".into(), false)]
+    );
+    assert_eq!(job_in(&view, 1, "report")["needs"], json!(["test (1)", "test (2)"]));
+
+    let path = format!("/v1/workspaces/{ws}/runs/{run_id}/rerun");
+    let Answer { status, body: view } = stack.post(&path, &stack.admin_token, json!({"mode": "failed"})).await;
+    assert_eq!(status, 201, "{view:#}");
+    assert_eq!(
+        attempt_jobs(&view, 2),
+        [("plan".into(), true), ("test (1)".into(), true), ("test (2)".into(), false), ("report".into(), false)],
+        "the matrix as decided, its succeeded leg carried"
+    );
+    run_job(&stack, &ws, &run_id, 2, "test (2)", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 2, "report", JobOutcome::Succeeded).await;
+    stack.wait_view(&ws, &run_id, "attempt 2 succeeded", |v| v["attempts"][1]["status"] == "succeeded").await;
+
+    let Answer { status, body: view } = stack.post(&path, &stack.admin_token, json!({"mode": "all"})).await;
+    assert_eq!(status, 201, "{view:#}");
+    assert_eq!(
+        attempt_jobs(&view, 3),
+        [("plan".into(), false), ("test".into(), false), ("report".into(), false)],
+        "one job until plan's output decides it again"
+    );
+    run_job_with_outputs(&stack, &ws, &run_id, 3, "plan", &[("matrix", r#"{"n":[3]}"#)]).await;
+    run_job(&stack, &ws, &run_id, 3, "test (3)", JobOutcome::Succeeded).await;
+    run_job(&stack, &ws, &run_id, 3, "report", JobOutcome::Succeeded).await;
+    let view =
+        stack.wait_view(&ws, &run_id, "attempt 3 succeeded", |v| v["attempts"][2]["status"] == "succeeded").await;
+    assert_eq!(
+        attempt_jobs(&view, 3).iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        ["plan", "test (3)", "report"]
+    );
+
+    let run_id = stack.create_run(&ws, MATRIX_FROM_PLAN).await.id();
+    run_job_with_outputs(&stack, &ws, &run_id, 1, "plan", &[("matrix", r#"{"n":[]}"#)]).await;
+    run_job(&stack, &ws, &run_id, 1, "report", JobOutcome::Succeeded).await;
+    let view = stack.wait_run_status(&ws, &run_id, "failed").await;
+    let test = job_in(&view, 1, "test");
+    assert_eq!((&test["status"], &test["status_reason"]), (&json!("failed"), &json!("invalid_matrix")), "{test:#}");
+    assert_eq!(test["status_message"], "strategy.matrix.n: 1 to 256 values", "{test:#}");
+    stack.assert_all_facts_valid();
+}

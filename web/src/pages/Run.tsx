@@ -144,6 +144,7 @@ function JobTable({ jobs, href }: { jobs: Job[]; href: (job: Job) => string }) {
             <td>
               <Status status={job.status} soft={job.soft_failed} />
               {job.status_reason ? <span class="muted"> ({job.status_reason.replace(/_/g, " ")})</span> : null}
+              {job.status_message ? <div class="muted">{job.status_message}</div> : null}
             </td>
             <td>{duration(queueMs(job, now))}</td>
             <td>{duration(job.duration_ms)}</td>

@@ -41,6 +41,9 @@ enum Start {
     /// Its group said it waits, which it records now (a change): the step
     /// is not complete.
     HoldRecorded,
+    /// Its matrix was decided and its legs took its place (a change): they
+    /// start in the next step, which reads the definition with them.
+    Decided,
 }
 
 impl AttemptState {
@@ -63,6 +66,11 @@ impl AttemptState {
         let mut next = self.clone();
         let change = next.advance(definition, now, minute, budget, &no_endings, &ExpressionData::default());
         if !change.missing.is_empty() || !change.timed_out.is_empty() || !change.unschedulable.is_empty() {
+            return None;
+        }
+        // A matrix decided changes the definition the next step reads: the
+        // orchestrator's steps read it so, this probe would not.
+        if next.matrices.len() != self.matrices.len() {
             return None;
         }
         let probe = next.clone().advance(definition, now, minute, budget, &no_endings, &ExpressionData::default());
@@ -239,7 +247,7 @@ impl AttemptState {
                         complete = false;
                         continue;
                     }
-                    Start::HoldRecorded => {
+                    Start::HoldRecorded | Start::Decided => {
                         complete = false;
                         change.changed = true;
                         touched += 1;
@@ -293,6 +301,15 @@ impl AttemptState {
             return Start::Blocked;
         };
         let admitted = defined.when.as_deref().is_none_or(|when| defined.condition.when_holds(when, &scope));
+        // A matrix decided now: the job's `if:` is the matrix job's (GitHub
+        // decides it before the matrix); each leg takes its group itself.
+        if let (true, Some(runtime)) = (admitted, defined.runtime_matrix.as_ref()) {
+            let decided = runtime.evaluate(&scope);
+            return match self.decide_matrix(index, defined, decided, now, change) {
+                true => Start::Decided,
+                false => Start::Done,
+            };
+        }
         // A job in a concurrency group starts only holding it.
         let turn = if admitted { self.job_group_turn(index, defined, &scope, data) } else { GroupTurn::Free };
         let holds = match turn {

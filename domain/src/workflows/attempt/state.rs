@@ -88,6 +88,12 @@ pub struct AttemptState {
     /// job starts while it waits (`workflows::concurrency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<GroupHold>,
+    /// The matrices decided when their jobs were due (job key → what its
+    /// `strategy:` came to, JSON text): the definition it runs is the
+    /// frozen one with these jobs as their legs
+    /// ([`AttemptState::definition`]), whose states replaced the job's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub matrices: BTreeMap<String, String>,
 }
 
 /// One job of an attempt.
@@ -97,6 +103,10 @@ pub struct JobState {
     pub key: String,
     pub status: JobStatus,
     pub reason: Option<StatusReason>,
+    /// What went wrong, in words, where the reason cannot say it
+    /// (`invalid_matrix`: which value, and why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// Copied from the previous attempt by a `failed` rerun; never executed.
     pub carried_over: bool,
     /// For a carried-over job: the execution (of an earlier attempt) whose
@@ -137,6 +147,27 @@ pub struct JobState {
 }
 
 impl JobState {
+    /// A job that has not started, with a pending execution.
+    pub fn pending(key: &str) -> Self {
+        JobState {
+            id: crate::ids::new_id(),
+            key: key.to_string(),
+            status: JobStatus::Pending,
+            reason: None,
+            message: None,
+            carried_over: false,
+            carried_from: None,
+            execution: Some(ExecutionRecord::pending()),
+            continue_on_error: false,
+            soft_failed: false,
+            retry: None,
+            earlier_executions: Vec::new(),
+            decisions: Vec::new(),
+            listen: None,
+            concurrency: None,
+        }
+    }
+
     /// Every execution of the job in this attempt, oldest first.
     pub fn executions(&self) -> impl Iterator<Item = &ExecutionRecord> {
         self.earlier_executions.iter().chain(self.execution.as_ref())
@@ -205,11 +236,17 @@ pub struct NewAttempt<'a> {
     pub rerun_mode: Option<RerunMode>,
     /// Jobs carried over from the previous attempt, by key.
     pub carried: &'a BTreeMap<String, JobState>,
+    /// The matrices it takes as the previous attempt decided them (those
+    /// with a leg carried over: their needs are carried, so the same data
+    /// would decide them the same), by job key.
+    pub decided: &'a BTreeMap<String, String>,
     pub now: DateTime<Utc>,
 }
 
 /// What a first attempt carries over: nothing.
 static NOTHING_CARRIED: BTreeMap<String, JobState> = BTreeMap::new();
+/// What a first attempt takes decided: nothing.
+static NOTHING_DECIDED: BTreeMap<String, String> = BTreeMap::new();
 
 impl<'a> NewAttempt<'a> {
     /// A run's first attempt, created at `now`: number 1, its own snapshot,
@@ -223,6 +260,7 @@ impl<'a> NewAttempt<'a> {
             snapshot_attempt: 1,
             rerun_mode: None,
             carried: &NOTHING_CARRIED,
+            decided: &NOTHING_DECIDED,
             now,
         }
     }
@@ -272,7 +310,18 @@ impl AttemptState {
     /// except `carried` ones (key → the previous attempt's job), which are
     /// copied with `carried_over: true` and no execution.
     pub fn new(new: NewAttempt<'_>) -> Self {
-        let NewAttempt { run_id, workspace_id, attempt, definition, snapshot_attempt, rerun_mode, carried, now } = new;
+        let NewAttempt {
+            run_id,
+            workspace_id,
+            attempt,
+            definition,
+            snapshot_attempt,
+            rerun_mode,
+            carried,
+            decided,
+            now,
+        } = new;
+        let definition = crate::workflows::definition_reader::with_decided(definition, decided);
         let jobs = definition
             .jobs
             .iter()
@@ -282,6 +331,7 @@ impl AttemptState {
                     key: job.key.clone(),
                     status: previous.status,
                     reason: previous.reason,
+                    message: previous.message.clone(),
                     carried_over: true,
                     carried_from: previous.carried_from.or(previous.execution.as_ref().map(|e| e.id)),
                     execution: None,
@@ -293,22 +343,7 @@ impl AttemptState {
                     listen: None,
                     concurrency: None,
                 },
-                None => JobState {
-                    id: crate::ids::new_id(),
-                    key: job.key.clone(),
-                    status: JobStatus::Pending,
-                    reason: None,
-                    carried_over: false,
-                    carried_from: None,
-                    execution: Some(ExecutionRecord::pending()),
-                    continue_on_error: false,
-                    soft_failed: false,
-                    retry: None,
-                    earlier_executions: Vec::new(),
-                    decisions: Vec::new(),
-                    listen: None,
-                    concurrency: None,
-                },
+                None => JobState::pending(&job.key),
             })
             .collect();
         Self {
@@ -325,6 +360,7 @@ impl AttemptState {
             deadline: None,
             jobs,
             concurrency: None,
+            matrices: decided.clone(),
         }
     }
 

@@ -17,6 +17,8 @@ use baton_api::facts::{JobOutcome, JobSpec};
 use baton_api::runs::ApprovalRequest;
 use serde_json::json;
 
+mod runtime_matrices;
+
 const MINUTE: Duration = Duration::from_secs(60);
 
 fn definition() -> WorkflowDefinition {

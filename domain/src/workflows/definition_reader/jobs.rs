@@ -8,7 +8,7 @@ use super::fields::{Fields, Location};
 use super::permissions::check_permissions;
 use super::scheduling::{read_condition, read_needs, read_priority, read_retry, read_runs_on, read_tools};
 use super::steps::{read_defaults, read_steps, RunDefaults};
-use super::strategy::{expand_matrix, leg_timeout, read_strategy};
+use super::strategy::{check_decided_when_due, decided_when_due, expand_matrix, leg_timeout, read_strategy};
 use super::values::{
     check_output_name, is_expression, read_continue_on_error, read_env, read_names, read_text, read_text_list,
     read_timeout,
@@ -20,6 +20,7 @@ use crate::workflows::definition::{
 };
 use crate::workflows::expressions::{self, Reference};
 use crate::workflows::matrix::{MatrixGroup, Strategy};
+use crate::workflows::runtime_matrix::RuntimeMatrix;
 use crate::workflows::yaml::YamlNode;
 use baton_api::runs::JobEnvironment;
 
@@ -160,6 +161,7 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
             labels: Vec::new(),
             needs: read_needs(fields.get("needs"), &at.field("needs"))?,
             matrix: None,
+            runtime_matrix: None,
             condition,
             when,
             outputs: BTreeMap::new(),
@@ -177,20 +179,32 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
         };
         return Ok((job, None));
     }
-    let strategy = fields.get("strategy").map(|node| read_strategy(node, &at.field("strategy"))).transpose()?;
+    let strategy_node = fields.get("strategy");
+    let at_strategy = at.field("strategy");
+    let when_due = strategy_node.map(|node| decided_when_due(node, &at_strategy)).transpose()?.unwrap_or(false);
+    let strategy = match strategy_node {
+        Some(node) if when_due => {
+            check_decided_when_due(node, &at_strategy)?;
+            None
+        }
+        Some(node) => Some(read_strategy(node, &at_strategy)?),
+        None => None,
+    };
     // `tools:` are labels of their own namespace (`runners::tools`), added
     // to `runs-on`'s: claims, demand and the unschedulable check match both.
     let tools = read_tools(fields.get("tools"), &at.field("tools"))?;
+    let matrix_runs_on = || -> Result<Vec<String>, DefinitionError> {
+        let Some(node) = fields.get("runs-on") else {
+            return Err(at.field("runs-on").error("required: the labels a runner must offer to run this job"));
+        };
+        let mut runs_on = read_text_list(node, &at.field("runs-on"), "a label or a list of labels")?;
+        runs_on.extend(tools.iter().cloned());
+        Ok(runs_on)
+    };
     let (labels, matrix) = match strategy {
+        None if when_due => (Vec::new(), None),
         None => (read_runs_on(fields.get("runs-on"), &at.field("runs-on"), &tools)?, None),
-        Some(strategy) => {
-            let Some(node) = fields.get("runs-on") else {
-                return Err(at.field("runs-on").error("required: the labels a runner must offer to run this job"));
-            };
-            let mut runs_on = read_text_list(node, &at.field("runs-on"), "a label or a list of labels")?;
-            runs_on.extend(tools);
-            (Vec::new(), Some((strategy, runs_on)))
-        }
+        Some(strategy) => (Vec::new(), Some((strategy, matrix_runs_on()?))),
     };
     // `timeout-minutes: ${{ … }}` reads a leg's matrix values (CodeQL's
     // longer timeout for one language): worked out per leg when the run is
@@ -198,9 +212,30 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
     let timeout_node = fields.get("timeout-minutes");
     let timeout_expression = timeout_node.filter(|node| is_expression(node)).and_then(YamlNode::scalar_text);
     let matrix = matrix.map(|(strategy, runs_on)| (strategy, runs_on, timeout_expression.clone()));
+    // A matrix decided when the job is due keeps what its legs will work
+    // out then; what can be checked now is (its `runs-on` reads only matrix
+    // values, as a written matrix's).
+    let runtime_matrix = match strategy_node {
+        Some(node) if when_due => {
+            let runs_on = matrix_runs_on()?;
+            for label in &runs_on {
+                for reference in expressions::text_references(label).map_err(|err| at.field("runs-on").error(err))? {
+                    if !matches!(reference, Reference::Matrix(_)) {
+                        return Err(at.field("runs-on").error(format!(
+                            "{reference} is not known when the run is created: runs-on reads only matrix.<name>"
+                        )));
+                    }
+                }
+            }
+            let strategy = serde_json::to_string(node).map_err(|err| at_strategy.error(err.to_string()))?;
+            Some(RuntimeMatrix { strategy, runs_on, timeout: timeout_expression.clone() })
+        }
+        _ => None,
+    };
     let needs = read_needs(fields.get("needs"), &at.field("needs"))?;
     let (condition, when) = read_condition(fields.get("if"), &at.field("if"))?;
     let timeout_minutes = match (&timeout_expression, &matrix) {
+        (Some(_), _) if runtime_matrix.is_some() => DEFAULT_JOB_TIMEOUT_MINUTES,
         (Some(text), None) => leg_timeout(text, None, &at.field("timeout-minutes"))?,
         (Some(_), Some(_)) => DEFAULT_JOB_TIMEOUT_MINUTES,
         (None, _) => read_timeout(timeout_node, &at.field("timeout-minutes"))?.unwrap_or(DEFAULT_JOB_TIMEOUT_MINUTES),
@@ -231,6 +266,7 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
     let job = JobDefinition {
         priority,
         matrix: None,
+        runtime_matrix,
         mask_env,
         continue_on_error,
         retry,

@@ -1,10 +1,15 @@
 //! `strategy:` (a matrix, `fail-fast`, `max-parallel`) and a matrix job
 //! expanded into its legs.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use super::fields::{Fields, Location};
 use super::values::is_expression;
 use crate::runners::labels;
-use crate::workflows::definition::{DefinitionError, JobDefinition, MAX_JOBS, MAX_JOB_ID_LEN, MAX_TIMEOUT_MINUTES};
+use crate::workflows::definition::{
+    DefinitionError, JobDefinition, WorkflowDefinition, MAX_JOBS, MAX_JOB_ID_LEN, MAX_TIMEOUT_MINUTES,
+};
 use crate::workflows::expressions::{self, Reference, Scope};
 use crate::workflows::matrix::{self, Combination, MatrixGroup, MatrixLeg, Strategy};
 use crate::workflows::yaml::YamlNode;
@@ -130,6 +135,144 @@ impl Scope for LegScope<'_> {
     }
 }
 
+/// Whether `strategy:` reads what is known only when its job is due: an
+/// expression in its `matrix` over the job's needs, the run's inputs, the
+/// workspace's vars or the trigger (`${{ fromJSON(needs.setup.outputs.matrix) }}`).
+/// An expression of literals only is worked out now (`read_strategy`); one
+/// that reads anything else is refused, naming it.
+pub(super) fn decided_when_due(node: &YamlNode, at: &Location) -> Result<bool, DefinitionError> {
+    fn texts<'a>(node: &'a YamlNode, out: &mut Vec<&'a str>) {
+        match node {
+            YamlNode::String(text) if text.contains("${{") => out.push(text),
+            YamlNode::Sequence(items) => items.iter().for_each(|item| texts(item, out)),
+            YamlNode::Mapping(entries) => entries.iter().for_each(|(_, item)| texts(item, out)),
+            _ => {}
+        }
+    }
+    let YamlNode::Mapping(entries) = node else { return Ok(false) };
+    let Some((_, matrix)) = entries.iter().find(|(key, _)| key.scalar_text().as_deref() == Some("matrix")) else {
+        return Ok(false);
+    };
+    let at = at.field("matrix");
+    let mut found = Vec::new();
+    texts(matrix, &mut found);
+    let mut due = false;
+    for text in found {
+        for reference in expressions::text_references(text).map_err(|err| at.error(err))? {
+            match reference {
+                Reference::NeedsOutput { .. }
+                | Reference::NeedsResult { .. }
+                | Reference::NeedsOutcome { .. }
+                | Reference::Needs
+                | Reference::Input(_)
+                | Reference::Var(_)
+                | Reference::Github(_) => due = true,
+                other => {
+                    return Err(at.error(format!(
+                        "`{text}`: {other} is not known when the matrix is decided: a matrix reads the job's needs, \
+                         inputs, vars and github"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(due)
+}
+
+/// What a matrix decided when its job is due is checked against now: the
+/// strategy with each expression put in as a value of the shape its place
+/// wants (a whole matrix, a dimension's list, `include`'s entries), so
+/// everything written around them is checked as for any matrix.
+pub(super) fn check_decided_when_due(node: &YamlNode, at: &Location) -> Result<(), DefinitionError> {
+    let stand_in = |text: &str| YamlNode::String(text.replace("${{", "").replace("}}", ""));
+    let one = |name: &str| {
+        YamlNode::Sequence(vec![YamlNode::Mapping(vec![(YamlNode::String(name.into()), YamlNode::String("x".into()))])])
+    };
+    let replaced = match node {
+        YamlNode::Mapping(entries) => YamlNode::Mapping(
+            entries
+                .iter()
+                .map(|(key, value)| {
+                    let value = match (key.scalar_text().as_deref(), value) {
+                        (Some("matrix"), YamlNode::String(text)) if text.contains("${{") => YamlNode::Mapping(vec![(
+                            YamlNode::String("decided".into()),
+                            YamlNode::Sequence(vec![stand_in(text)]),
+                        )]),
+                        (Some("matrix"), YamlNode::Mapping(dimensions)) => YamlNode::Mapping(
+                            dimensions
+                                .iter()
+                                .map(|(name, values)| {
+                                    let values = match (name.scalar_text().as_deref(), values) {
+                                        (Some("include"), YamlNode::String(t)) if t.contains("${{") => one("decided"),
+                                        (Some("exclude"), YamlNode::String(t)) if t.contains("${{") => {
+                                            YamlNode::Sequence(Vec::new())
+                                        }
+                                        (_, YamlNode::String(t)) if t.contains("${{") => {
+                                            YamlNode::Sequence(vec![stand_in(t)])
+                                        }
+                                        _ => values.clone(),
+                                    };
+                                    (name.clone(), values)
+                                })
+                                .collect(),
+                        ),
+                        _ => value.clone(),
+                    };
+                    (key.clone(), value)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    read_strategy(&replaced, at).map(|_| ())
+}
+
+/// The legs of `template`, a job whose matrix was decided when it was due,
+/// from `decided`, what its strategy came to (JSON text): read and expanded
+/// as a matrix written out is. An error says what was wrong with it.
+pub(crate) fn runtime_legs(
+    template: &JobDefinition,
+    decided: &str,
+) -> Result<(Vec<JobDefinition>, MatrixGroup), DefinitionError> {
+    let at = Location::job(&template.key).field("strategy");
+    let Some(runtime) = &template.runtime_matrix else {
+        return Err(at.error("the job's matrix is not decided when it is due"));
+    };
+    let node: YamlNode = serde_json::from_str(decided).map_err(|err| at.error(format!("not a strategy: {err}")))?;
+    let strategy = read_strategy(&node, &at)?;
+    let job = JobDefinition { runtime_matrix: None, ..template.clone() };
+    expand_matrix(job, &strategy, &runtime.runs_on, runtime.timeout.as_deref())
+}
+
+/// `frozen` with each job whose matrix was decided when it was due
+/// (`decided`: job key → what its strategy came to, as
+/// `AttemptState::matrices` keeps it) replaced by its legs, and the jobs
+/// that need it needing every leg, as for a matrix written out. The legs
+/// come out the same for the same strategy every time, so they keep their
+/// keys across reads.
+pub(crate) fn with_decided<'a>(
+    frozen: &'a WorkflowDefinition,
+    decided: &BTreeMap<String, String>,
+) -> Cow<'a, WorkflowDefinition> {
+    if decided.is_empty() {
+        return Cow::Borrowed(frozen);
+    }
+    let mut definition = frozen.clone();
+    for (key, strategy) in decided {
+        let Some(index) = definition.jobs.iter().position(|job| &job.key == key) else { continue };
+        // Checked when it was decided; the same text reads the same now.
+        let Ok((legs, group)) = runtime_legs(&definition.jobs[index], strategy) else { continue };
+        for job in &mut definition.jobs {
+            if let Some(at) = job.needs.iter().position(|need| need == key) {
+                job.needs.splice(at..=at, group.legs.iter().cloned());
+            }
+        }
+        definition.jobs.splice(index..=index, legs);
+        definition.matrices.push(group);
+    }
+    Cow::Owned(definition)
+}
+
 /// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
 /// fail-fast, max-parallel}`. Values are scalars, taken as text.
 pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, DefinitionError> {
@@ -239,8 +382,7 @@ fn literal_values(text: &str) -> Result<Vec<expressions::Value>, String> {
     expressions::references(&expr, &mut read);
     if !read.is_empty() {
         return Err(format!(
-            "`{}`: a matrix made by an expression over `{}` is not supported yet: list its values (an expression of \
-             literals, as a called workflow's input given as a list, is worked out when the run is created)",
+            "`{}` reads `{}`: a value the matrix came to holds no expression of its own",
             text.trim(),
             read[0]
         ));

@@ -513,10 +513,58 @@ fn what_is_not_supported_yet_is_refused_as_such_not_as_a_type_or_a_place() {
     let err = error_of(&with_job_body("runs-on: l\ntimeout-minutes: ${{ inputs.t }}\nsteps: [{run: x}]"));
     assert_eq!(err.field.as_deref(), Some("timeout-minutes"));
     assert!(err.message.contains("inputs.t is not known when the run is created"), "{err}");
-    let matrix =
-        "runs-on: l\nstrategy:\n  matrix:\n    pkg: ${{ fromJSON(needs.plan.outputs.pkgs) }}\nsteps: [{run: x}]";
-    let err = error_of(&with_job_body(matrix));
-    assert!(err.message.contains("a matrix made by an expression"), "{err}");
+}
+
+/// A matrix decided when its job is due reads what is known then (its
+/// needs, inputs, vars, github), and what is written around its
+/// expressions is checked now, as any matrix's.
+#[test]
+fn a_matrix_from_earlier_outputs_reads_only_what_is_known_when_its_job_is_due() {
+    let plan =
+        "  plan:\n    runs-on: l\n    outputs: {m: \"${{ steps.s.outputs.m }}\"}\n    steps: [{id: s, run: x}]\n";
+    let job = |body: &str| {
+        let indented: String = body.lines().map(|line| format!("    {line}\n")).collect();
+        format!("jobs:\n{plan}  a:\n{indented}")
+    };
+    let accepted = job("needs: plan\nruns-on: l\nstrategy:\n  matrix:\n    pkg: ${{ fromJSON(needs.plan.outputs.m) }}\n    os: [l]\nsteps: [{run: \"make ${{ matrix.pkg }} ${{ matrix.anything }}\"}]");
+    let definition = parse_definition(&accepted).unwrap();
+    assert!(definition.job("a").is_some_and(|a| a.runtime_matrix.is_some()));
+    for (body, field, why) in [
+        (
+            "runs-on: l\nstrategy:\n  matrix: ${{ fromJSON(needs.plan.outputs.m) }}\nsteps: [{run: x}]",
+            "strategy.matrix",
+            "`plan` is not among this job's needs",
+        ),
+        (
+            "needs: plan\nruns-on: l\nstrategy:\n  matrix: ${{ fromJSON(needs.plan.outputs.other) }}\nsteps: [{run: x}]",
+            "strategy.matrix",
+            "declares no output `other`",
+        ),
+        (
+            "needs: plan\nruns-on: l\nstrategy:\n  matrix:\n    os: ${{ fromJSON(steps.s.outputs.m) }}\nsteps: [{run: x}]",
+            "strategy.matrix",
+            "steps.s.outputs.m is not known when the matrix is decided",
+        ),
+        (
+            "needs: plan\nruns-on: l\nstrategy:\n  matrix: ${{ fromJSON(needs.plan.outputs.m) }}\n  max-parallel: 0\nsteps: [{run: x}]",
+            "strategy.max-parallel",
+            "whole number from 1",
+        ),
+        (
+            "needs: plan\nruns-on: ${{ needs.plan.outputs.m }}\nstrategy:\n  matrix: ${{ fromJSON(needs.plan.outputs.m) }}\nsteps: [{run: x}]",
+            "runs-on",
+            "runs-on reads only matrix.<name>",
+        ),
+        (
+            "needs: plan\nruns-on: l\nstrategy:\n  matrix:\n    os: ${{ fromJSON(needs.plan.outputs.m) }}\n    exclude: {os: x}\nsteps: [{run: x}]",
+            "strategy.matrix.exclude",
+            "expected a list of mappings",
+        ),
+    ] {
+        let err = error_of(&job(body));
+        assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("a"), Some(field)), "{body}: {err}");
+        assert!(err.message.contains(why), "{body}: {err}");
+    }
 }
 
 #[test]

@@ -257,10 +257,13 @@ fn a_called_workflows_matrix_may_come_from_a_list_its_caller_gives() {
     assert_eq!(legs.len(), 2, "{legs:?}");
     let values: Vec<&str> = definition.jobs.iter().filter_map(|job| job.matrix.as_ref()?.value("python")).collect();
     assert_eq!(values, ["3.11", "3.12"]);
-    // A list known only when the run goes (an earlier job's output) is not.
+    // A list known only when the run goes (an earlier job's output): the
+    // called job's matrix is decided when it is due, from that output.
     let later = "jobs:\n  plan: {runs-on: l, outputs: [list], steps: [{run: x}]}\n  test:\n    needs: plan\n    \
                  uses: ./.github/workflows/test.yml\n    with:\n      versions: ${{ needs.plan.outputs.list }}\n";
-    let err = refused(later, &[("test", test)]);
-    assert_eq!(err.field.as_deref(), Some("strategy.matrix.python"), "{err}");
-    assert!(err.message.contains("not supported yet"), "{err}");
+    let definition = read(later, &[("test", test)]);
+    let pytest = definition.job("test--pytest").expect("the called job");
+    assert_eq!(pytest.needs, ["plan"]);
+    let runtime = pytest.runtime_matrix.as_ref().expect("a matrix decided when the job is due");
+    assert_eq!(runtime.expressions(), ["${{ fromJSON((needs.plan.outputs.list)) }}"]);
 }

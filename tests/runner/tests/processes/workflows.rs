@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 /// tests: one definition of each, in the domain's fixtures.
 const MATRIX: &str = include_str!("../../../../domain/tests/fixtures/workflows/matrix.yml");
 const RELEASE_SIGN_OFF: &str = include_str!("../../../../domain/tests/fixtures/workflows/release_sign_off.yml");
+const MATRIX_FROM_OUTPUTS: &str = include_str!("../../../../domain/tests/fixtures/workflows/matrix_from_outputs.yml");
 
 /// The lease settings of [`fast_lease_stack`].
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
@@ -443,6 +444,36 @@ async fn a_matrix_runs_its_legs_within_max_parallel_hands_on_every_legs_outputs_
         let job = job_in(&view, 1, leg);
         assert_eq!((&job["status"], &job["status_reason"]), (&json!("cancelled"), &json!("fail_fast")), "{job:#}");
     }
+    stop_and_check_facts(&stack, &mut [&mut x64, &mut arm]).await;
+}
+
+/// Matrices decided by what a real step wrote: `plan` writes a matrix and a
+/// list to `$GITHUB_OUTPUT`; `test`'s legs are made from the one, each on
+/// the runner its `runs-on` asks for, and `package`'s from the other, after
+/// them; `report` reads every leg's output. The view shows the legs where
+/// the matrix job stood.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matrix_from_an_earlier_jobs_output_runs_the_legs_that_output_says() {
+    let Scene { stack, ws, token, .. } = Scene::start().await;
+    let mut x64 = Runner::start(&stack, &token, "linux,x64", &["--concurrency", "2"]);
+    let mut arm = Runner::start(&stack, &token, "linux,arm64", &["--concurrency", "2"]);
+    let run_id = stack.create_run(&ws, MATRIX_FROM_OUTPUTS).await.id();
+    let view = stack.wait_run_status(&ws, &run_id, "succeeded").await;
+    let jobs = view["attempts"][0]["jobs"].as_array().expect("jobs").clone();
+    let keys: Vec<&str> = jobs.iter().filter_map(|j| j["key"].as_str()).collect();
+    assert_eq!(
+        keys,
+        ["plan", "test (x64, lint)", "test (arm64)", "package (wasm, stable)", "package (musl, stable)", "report"]
+    );
+    // Each `test` leg ran on a runner with its `os` label.
+    let runner_of = |key: &str| execution_of(&view, 1, key)["runner_session_id"].clone();
+    assert_ne!(runner_of("test (x64, lint)"), runner_of("test (arm64)"), "{view:#}");
+    assert_eq!(job_in(&view, 1, "test (arm64)")["labels"], json!(["arm64", "linux"]));
+    let report = job_in(&view, 1, "report");
+    let all: Value = serde_json::from_str(report["outputs"]["all"].as_str().expect("all")).expect("a JSON object");
+    assert_eq!(all, json!({"test (x64, lint)": "x64+lint", "test (arm64)": "arm64"}));
+    assert_eq!(report["outputs"]["result"], "success");
+    assert_eq!(job_in(&view, 1, "report")["needs"].as_array().map(Vec::len), Some(4), "{report:#}");
     stop_and_check_facts(&stack, &mut [&mut x64, &mut arm]).await;
 }
 
