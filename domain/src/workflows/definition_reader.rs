@@ -15,7 +15,7 @@ mod strategy;
 mod values;
 mod waiting_jobs;
 
-pub(crate) use strategy::{runtime_legs, with_decided};
+pub(crate) use strategy::{call_legs, runtime_legs, with_decided};
 
 use crate::triggers;
 use crate::workflows::definition::{DefinitionError, WorkflowDefinition, DEFAULT_RUN_TIMEOUT_MINUTES};

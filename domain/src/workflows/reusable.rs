@@ -26,6 +26,10 @@
 //! `needs.<caller>.result` as GitHub derives a called workflow's result
 //! from its jobs'.
 //!
+//! A call with `strategy.matrix` is one call a combination, `<caller>-<n>`,
+//! each reading its `matrix.*` as literals; the jobs that need the caller
+//! need them all.
+//!
 //! Calls nest (a called workflow may call), four levels at most as on
 //! GitHub, twenty distinct workflows a run, no cycles. A caller's
 //! workflow-level `defaults` stay with its own jobs (GitHub does not pass
@@ -47,7 +51,7 @@ pub const CALLED_JOB_SEPARATOR: &str = "--";
 
 /// What a job that calls a workflow may say; the rest is the called
 /// workflow's.
-const CALL_FIELDS: &[&str] = &["name", "uses", "with", "secrets", "needs", "if", "permissions"];
+const CALL_FIELDS: &[&str] = &["name", "uses", "with", "secrets", "needs", "if", "permissions", "strategy"];
 /// What a called workflow may say at its top; the rest is its jobs'.
 const CALLED_WORKFLOW_FIELDS: &[&str] =
     &["name", "run-name", "on", "env", "mask-env", "permissions", "defaults", "jobs"];
@@ -177,8 +181,22 @@ fn expand(
         if calls.contains_key(&id) {
             return Err(DefinitionError::in_job(id, None, "duplicate job id"));
         }
-        let (called_jobs, expanded) = expand_call(&id, &body, called, stack, distinct)?;
-        jobs.extend(called_jobs);
+        let expanded = match field(&body, "strategy") {
+            None => {
+                let (called_jobs, expanded) = expand_call(&id, &body, called, stack, distinct)?;
+                jobs.extend(called_jobs);
+                expanded
+            }
+            Some(strategy) => {
+                let mut legs = Vec::new();
+                for (leg, leg_body) in matrix_calls(&id, &body, strategy)? {
+                    let (called_jobs, expanded) = expand_call(&leg, &leg_body, called, stack, distinct)?;
+                    jobs.extend(called_jobs);
+                    legs.push(expanded);
+                }
+                Expanded::of_legs(legs)
+            }
+        };
         calls.insert(id, expanded);
     }
     let mut pointed = Vec::with_capacity(jobs.len());
@@ -189,6 +207,113 @@ fn expand(
     }
     set(&mut root, "jobs", YamlNode::Mapping(pointed));
     Ok(root)
+}
+
+impl Expanded {
+    /// A matrix of calls as the jobs after it read it: every leg's called
+    /// jobs, and each output as the last leg that set it gives it (GitHub
+    /// gives whichever call finished last; Baton's is the last in matrix
+    /// order, so the same run reads the same value).
+    fn of_legs(legs: Vec<Expanded>) -> Self {
+        let pipeline = legs.first().map(|leg| leg.pipeline.clone()).unwrap_or_default();
+        let keys = legs.iter().flat_map(|leg| leg.keys.iter().cloned()).collect();
+        let mut outputs = BTreeMap::new();
+        for name in legs.iter().flat_map(|leg| leg.outputs.keys()).collect::<BTreeSet<_>>() {
+            let values: Vec<String> =
+                legs.iter().rev().filter_map(|leg| leg.outputs.get(name)).map(|v| format!("({v})")).collect();
+            outputs.insert(name.clone(), values.join(" || "));
+        }
+        Expanded { pipeline, keys, outputs }
+    }
+}
+
+/// A call with `strategy.matrix`: one call a combination, `<caller>-<n>`
+/// (from 1), its `matrix.*` and `strategy.*` put in as literals wherever
+/// the call reads them (`with`, `secrets`, `if`, `name`), named as GitHub
+/// shows it, `<name> (<values>)`.
+fn matrix_calls(
+    caller: &str,
+    body: &YamlNode,
+    strategy: &YamlNode,
+) -> Result<Vec<(String, YamlNode)>, DefinitionError> {
+    let (combinations, structured) = super::definition_reader::call_legs(caller, strategy)?;
+    let total = combinations.len();
+    let mut legs = Vec::with_capacity(total);
+    for (index, values) in combinations.into_iter().enumerate() {
+        let leg = format!("{caller}-{}", index + 1);
+        let replace = |context: &str, names: &[String]| -> Result<Option<(usize, String)>, String> {
+            let Some(name) = names.first() else {
+                return match context {
+                    "matrix" | "strategy" => {
+                        Err(format!("a matrix of calls reads `{context}.<name>`, not `{context}` whole"))
+                    }
+                    _ => Ok(None),
+                };
+            };
+            Ok(match context {
+                "matrix" => Some((
+                    1,
+                    match values.iter().find(|(key, _)| key == name) {
+                        Some((key, value)) if super::matrix::structured_value(&structured, key, value).is_some() => {
+                            format!("fromJSON({})", quote(value))
+                        }
+                        Some((_, value)) => quote(value),
+                        None => "null".to_string(),
+                    },
+                )),
+                "strategy" => match name.as_str() {
+                    "job-index" => Some((1, index.to_string())),
+                    "job-total" => Some((1, total.to_string())),
+                    "fail-fast" => Some((1, "false".into())),
+                    "max-parallel" => Some((1, total.to_string())),
+                    _ => None,
+                },
+                _ => None,
+            })
+        };
+        let YamlNode::Mapping(fields) = body else {
+            return Err(DefinitionError::in_job(caller, None, "expected a mapping"));
+        };
+        let mut leg_body = Vec::with_capacity(fields.len());
+        for (key, value) in fields {
+            let name = key.scalar_text().unwrap_or_default();
+            let value = match name.as_str() {
+                "strategy" => continue,
+                "uses" | "needs" => value.clone(),
+                "if" => match value {
+                    YamlNode::String(text) => YamlNode::String(
+                        replace_in_condition(text, &replace)
+                            .map_err(|why| DefinitionError::in_job(caller, Some("if"), why))?
+                            .unwrap_or_else(|| text.clone()),
+                    ),
+                    other => other.clone(),
+                },
+                _ => rewrite_node(value.clone(), &replace)
+                    .map_err(|why| DefinitionError::in_job(caller, Some(&name), why))?,
+            };
+            leg_body.push((key.clone(), value));
+        }
+        let shown = super::matrix::leg_key_of(
+            field(body, "name").and_then(YamlNode::scalar_text).as_deref().unwrap_or(caller),
+            &values,
+            &structured,
+        );
+        let mut leg_body = YamlNode::Mapping(leg_body);
+        // A name that reads the matrix is the leg's own, worked out now when
+        // it reads nothing else; another gets the values appended.
+        let named = field(body, "name").and_then(YamlNode::scalar_text).is_some_and(|name| name.contains("matrix."));
+        let name = match field(&leg_body, "name").and_then(YamlNode::scalar_text) {
+            Some(text) if named => super::expressions::text_references(&text)
+                .ok()
+                .filter(Vec::is_empty)
+                .and_then(|_| super::expressions::try_interpolate(&text, &super::expressions::MapScope::default()).ok())
+                .unwrap_or(text),
+            _ => shown,
+        };
+        set(&mut leg_body, "name", YamlNode::String(name));
+        legs.push((leg, leg_body));
+    }
+    Ok(legs)
 }
 
 fn is_call(body: &YamlNode) -> bool {
@@ -211,9 +336,6 @@ fn expand_call(
         let key = key.scalar_text().unwrap_or_default();
         let why = match key.as_str() {
             _ if CALL_FIELDS.contains(&key.as_str()) => continue,
-            "strategy" => "a matrix on a job that calls a reusable workflow is not supported yet: give the values as \
-                           an input and put the matrix in the called workflow's jobs"
-                .to_string(),
             "concurrency" => "`concurrency:` on a job that calls a reusable workflow is not supported: set it on the \
                               called workflow's jobs"
                 .to_string(),

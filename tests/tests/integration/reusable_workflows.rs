@@ -139,3 +139,79 @@ async fn a_workspace_calls_only_its_own_pipelines() {
     let runs = stack.get_ok(&format!("/v1/workspaces/{ours}/runs"), &stack.admin_token).await;
     assert_eq!(runs["items"], json!([]), "a refused call creates no run");
 }
+
+/// `build` called once a target, as a matrix of calls; `deploy` reads the
+/// last call's image and the calls' result together.
+const CI_MATRIX: &str = r#"name: ci-matrix
+jobs:
+  build:
+    strategy:
+      fail-fast: false
+      matrix:
+        target: [app, cli]
+    uses: ./.github/workflows/build.yml
+    with:
+      target: ${{ matrix.target }}
+      release: ${{ strategy.job-index == 1 }}
+    secrets:
+      registry_token: ${{ secrets.REGISTRY_TOKEN }}
+  deploy:
+    needs: build
+    runs-on: linux
+    steps:
+      - run: ./deploy ${{ needs.build.outputs.image }} ${{ needs.build.result }}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matrix_of_calls_runs_the_called_pipeline_once_a_combination() {
+    let stack = TestStack::start().await;
+    let ws = workspace();
+    assert_eq!(put(&stack, &ws, "build", BUILD).await.status, 201);
+    let secret = json!({"value": "reg-s3cr3t"}).to_string();
+    let path = format!("/v1/workspaces/{ws}/secrets/REGISTRY_TOKEN");
+    assert_eq!(stack.send(Method::PUT, &path, &stack.admin_token, Some(secret)).await.status, 204);
+    let started =
+        stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": CI_MATRIX})).await;
+    assert_eq!(started.status, 201, "{:#}", started.body);
+    let run_id = started.body.id();
+    let jobs: Vec<(&str, Option<&str>)> = started.body["attempts"][0]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| (job["key"].as_str().unwrap_or_default(), job["name"].as_str()))
+        .collect();
+    assert_eq!(
+        jobs,
+        [
+            ("build-1--compile", Some("build (app) / compile")),
+            ("build-1--package", Some("build (app) / package")),
+            ("build-2--compile", Some("build (cli) / compile")),
+            ("build-2--package", Some("build (cli) / package")),
+            ("deploy", None)
+        ]
+    );
+    let session = stack.runner(&ws, &["linux"]).await.session_token;
+    let mut compiled = Vec::new();
+    for _ in 0..4 {
+        let claim = stack.wait_claim(&session).await;
+        let key = claim.job.work.key.clone();
+        let outputs = if key.ends_with("--package") { json!({"image": format!("registry/{key}")}) } else { json!({}) };
+        if key.ends_with("--compile") {
+            compiled.push((key.clone(), claim.job.work.steps[0].run.clone()));
+        }
+        let body = json!({"status": "succeeded", "steps": [], "outputs": outputs});
+        assert_eq!(stack.complete(&claim.lease.token, claim.job_execution_id, body).await.status, 200);
+    }
+    compiled.sort();
+    assert_eq!(
+        compiled,
+        [
+            ("build-1--compile".to_string(), "make app RELEASE=false".to_string()),
+            ("build-2--compile".to_string(), "make cli RELEASE=true".to_string())
+        ],
+        "each call its matrix values and its place"
+    );
+    let (key, run, _) = run_next(&stack, &session, json!({})).await;
+    assert_eq!((key.as_str(), run.as_str()), ("deploy", "./deploy registry/build-2--package success"));
+    stack.wait_run_status(&ws, &run_id, "succeeded").await;
+}

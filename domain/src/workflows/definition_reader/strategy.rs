@@ -273,6 +273,51 @@ pub(crate) fn with_decided<'a>(
     Cow::Owned(definition)
 }
 
+/// The legs of a matrix on a job that calls a reusable workflow: one call
+/// each, expanded on the YAML tree before the definition is read (so the
+/// matrix must be known when the run is created), each leg's combination,
+/// the names whose values are mappings or lists, and where it stands among
+/// them (`strategy.job-index`, `strategy.job-total`).
+pub(crate) fn call_legs(
+    caller: &str,
+    node: &YamlNode,
+) -> Result<(Vec<Combination>, std::collections::BTreeSet<String>), DefinitionError> {
+    let at = Location::job(caller).field("strategy");
+    if decided_when_due(node, &at)? {
+        return Err(at.field("matrix").error(
+            "a matrix of calls is expanded when the run is created: its values are written out or come from \
+             inputs (a matrix from an earlier job's output goes on the called workflow's jobs)",
+        ));
+    }
+    let strategy = read_strategy(node, &at)?;
+    // Each call runs to its end, as with `fail-fast: false`; what would
+    // say otherwise is refused rather than ignored.
+    let written = |name: &str| match node {
+        YamlNode::Mapping(entries) => entries.iter().any(|(key, _)| key.scalar_text().as_deref() == Some(name)),
+        _ => false,
+    };
+    for (field, refused) in
+        [("fail-fast", written("fail-fast") && strategy.fail_fast), ("max-parallel", written("max-parallel"))]
+    {
+        if refused {
+            return Err(at.field(field).error(format!(
+                "`{field}` is not applied to a matrix of calls (each call runs to its end, as with `fail-fast: \
+                 false`): remove it, or put the matrix on the called workflow's jobs"
+            )));
+        }
+    }
+    let combinations = matrix::combinations(&strategy);
+    if combinations.is_empty() {
+        return Err(at.field("matrix").error("it makes no combination: every one is excluded"));
+    }
+    if combinations.len() > MAX_JOBS {
+        return Err(at
+            .field("matrix")
+            .error(format!("{} combinations, at most {MAX_JOBS} calls are accepted", combinations.len())));
+    }
+    Ok((combinations, strategy.structured))
+}
+
 /// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
 /// fail-fast, max-parallel}`. Values are scalars, taken as text.
 pub(super) fn read_strategy(node: &YamlNode, at: &Location) -> Result<Strategy, DefinitionError> {

@@ -179,7 +179,16 @@ fn what_a_call_says_wrongly_is_refused_naming_the_calling_jobs_field() {
         (call("    with: {strict: true, jobs: many}\n"), "with.jobs", "expected a number"),
         (call("    with: {strict: true}\n    secrets: {other: x}\n"), "secrets.other", "declares no secret"),
         (call("    with: {strict: true}\n    secrets: {token: plain}\n"), "secrets.token", "${{ secrets.<NAME> }}"),
-        (call("    with: {strict: true}\n    strategy: {matrix: {a: [1]}}\n"), "strategy", "not supported yet"),
+        (
+            call("    with: {strict: true}\n    strategy: {matrix: {a: [1]}, max-parallel: 1}\n"),
+            "strategy.max-parallel",
+            "not applied",
+        ),
+        (
+            call("    with: {strict: true}\n    strategy: {matrix: {a: [1]}, fail-fast: true}\n"),
+            "strategy.fail-fast",
+            "not applied",
+        ),
         (call("    with: {strict: true}\n    runs-on: linux\n"), "runs-on", "takes only"),
     ];
     for (yaml, field, message) in cases {
@@ -266,4 +275,52 @@ fn a_called_workflows_matrix_may_come_from_a_list_its_caller_gives() {
     assert_eq!(pytest.needs, ["plan"]);
     let runtime = pytest.runtime_matrix.as_ref().expect("a matrix decided when the job is due");
     assert_eq!(runtime.expressions(), ["${{ fromJSON((needs.plan.outputs.list)) }}"]);
+}
+
+/// A called workflow that tests one Python version and reports it.
+const PYTEST: &str =
+    "on:\n  workflow_call:\n    inputs:\n      python: {type: string, required: true}\n    outputs:\n      \
+                      report: {value: '${{ jobs.pytest.outputs.report }}'}\njobs:\n  pytest:\n    runs-on: linux\n    \
+                      outputs: [report]\n    steps: [{run: 'pytest --python ${{ inputs.python }}'}]\n";
+
+#[test]
+fn a_matrix_of_calls_is_one_call_a_combination_each_reading_its_values() {
+    let caller = "jobs:\n  test:\n    strategy:\n      fail-fast: false\n      matrix:\n        python: ['3.11', '3.12']\n    \
+                  uses: ./.github/workflows/pytest.yml\n    with:\n      python: ${{ matrix.python }}\n  report:\n    \
+                  needs: test\n    runs-on: linux\n    env: {R: '${{ needs.test.result }}', O: '${{ needs.test.outputs.report }}'}\n    \
+                  steps: [{run: x}]\n";
+    let definition = read(caller, &[("pytest", PYTEST)]);
+    let keys: Vec<&str> = definition.jobs.iter().map(|job| job.key.as_str()).collect();
+    assert_eq!(keys, ["test-1--pytest", "test-2--pytest", "report"]);
+    for (key, python) in [("test-1--pytest", "3.11"), ("test-2--pytest", "3.12")] {
+        let job = definition.job(key).unwrap();
+        assert_eq!(job.name.as_deref(), Some(format!("test ({python}) / pytest").as_str()));
+        assert!(job.steps[0].run.contains(&format!("'{python}'")), "{}", job.steps[0].run);
+    }
+    // Who needs the matrix needs every call's jobs; its result is theirs
+    // together, an output the last call's that set it.
+    let report = definition.job("report").unwrap();
+    assert_eq!(report.needs, ["test-1--pytest", "test-2--pytest"]);
+    assert!(report.env["R"].contains("needs.test-1--pytest.result == 'failure' || needs.test-2--pytest.result"));
+    let output = &report.env["O"];
+    let (last, first) = (output.find("test-2--pytest"), output.find("test-1--pytest"));
+    assert!(last.is_some() && first.is_some() && last < first, "{output}");
+}
+
+#[test]
+fn a_matrix_of_calls_is_known_when_the_run_is_created() {
+    let caller = "jobs:\n  plan: {runs-on: l, outputs: [list], steps: [{run: x}]}\n  test:\n    needs: plan\n    strategy:\n      \
+                  matrix:\n        python: ${{ fromJSON(needs.plan.outputs.list) }}\n    uses: ./.github/workflows/pytest.yml\n    \
+                  with:\n      python: ${{ matrix.python }}\n";
+    let err = refused(caller, &[("pytest", PYTEST)]);
+    assert_eq!((err.job.as_deref(), err.field.as_deref()), (Some("test"), Some("strategy.matrix")), "{err}");
+    assert!(err.message.contains("expanded when the run is created"), "{err}");
+    // Values from include, read into (`matrix.target.os`), and the leg's place.
+    let caller = "jobs:\n  build:\n    name: Build ${{ matrix.target.os }}\n    strategy:\n      matrix:\n        include:\n          \
+                  - target: {os: linux}\n          - target: {os: macos}\n    uses: ./.github/workflows/pytest.yml\n    \
+                  with:\n      python: ${{ matrix.target.os }}-${{ strategy.job-index }}\n";
+    let definition = read(caller, &[("pytest", PYTEST)]);
+    let second = definition.job("build-2--pytest").unwrap();
+    assert_eq!(second.name.as_deref(), Some("Build macos / pytest"), "a name that reads the matrix is its own");
+    assert!(second.steps[0].run.contains("macos") && second.steps[0].run.contains('1'), "{}", second.steps[0].run);
 }
