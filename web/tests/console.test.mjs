@@ -394,6 +394,41 @@ jobs:
   await page.context().close();
 });
 
+test("a matrix from an earlier job's output shows its legs, and one that comes out wrong says why", async () => {
+  const planned = (targets) => `name: planned
+jobs:
+  plan:
+    runs-on: [linux]
+    outputs: {targets: "\${{ steps.p.outputs.targets }}"}
+    steps:
+      - id: p
+        run: |
+          echo 'targets=${targets}' >> "$GITHUB_OUTPUT"
+  build:
+    needs: plan
+    runs-on: [linux]
+    strategy: {matrix: {target: "\${{ fromJSON(needs.plan.outputs.targets) }}"}}
+    steps: [{run: 'echo building \${{ matrix.target }}'}]
+`;
+  const good = await submit(planned('["web","cli"]'));
+  await until("the run to succeed", async () => (await run(good.id)).status === "succeeded");
+  let page = await signedIn(`/runs/${good.id}`);
+  for (const leg of ["build (web)", "build (cli)"]) {
+    await page.locator(`tr[data-job="${leg}"] [data-status="succeeded"]`).waitFor();
+  }
+  await page.context().close();
+
+  const empty = await submit(planned("[]"));
+  await until("the run to fail", async () => (await run(empty.id)).status === "failed");
+  page = await signedIn(`/runs/${empty.id}`);
+  const row = page.locator('tr[data-job="build"]');
+  await row.getByText("invalid matrix").waitFor();
+  await row.getByText("strategy.matrix.target: 1 to 256 values").waitFor();
+  await shots(page, "matrix-invalid");
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
 test("an artifact downloads byte-identical", async () => {
   const created = await submit(`name: artifact
 jobs:
