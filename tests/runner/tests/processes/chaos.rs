@@ -7,7 +7,7 @@
 //! cancel mid-run, a `failed` rerun, a runner SIGKILLed mid-job, an elastic
 //! fleet, concurrency groups (a run's and a job's), an approval two people
 //! give twice, a listening job fed duplicated events by the route and the
-//! bus) must end
+//! bus, a matrix decided from an earlier job's output) must end
 //! exactly as it ends without faults, and the histories must hold: each
 //! execution claimed once under one epoch, every outbox item published,
 //! every dead-letter queue empty, and the runners saw only documented
@@ -358,6 +358,32 @@ jobs:
       - run: echo cleanup
 ";
 
+/// A matrix `plan`'s output decides when `leg` is due: three legs, the one
+/// an `include` marks failing, then an `always()` job after them all. The
+/// decision is a compare-and-set of the attempt like any change: lost
+/// races and replays decide it again from the same output.
+const MATRIX_FROM_OUTPUTS: &str = r#"name: chaos-matrix-from-outputs
+jobs:
+  plan:
+    runs-on: linux
+    outputs: {matrix: "${{ steps.p.outputs.matrix }}"}
+    steps:
+      - id: p
+        run: echo 'matrix={"n":[1,2,3],"include":[{"n":2,"fails":true}]}' >> "$GITHUB_OUTPUT"
+  leg:
+    needs: plan
+    runs-on: linux
+    strategy: {fail-fast: false, matrix: "${{ fromJSON(needs.plan.outputs.matrix) }}"}
+    steps:
+      - run: test "${{ matrix.fails }}" != true
+  after:
+    needs: leg
+    if: always()
+    runs-on: linux
+    steps:
+      - run: echo "${{ needs.leg.result }}"
+"#;
+
 /// `doomed` runs on a runner of its own, which the scenario SIGKILLs.
 fn killed(marker: &Path) -> String {
     format!(
@@ -414,9 +440,11 @@ enum Scenario {
     /// Pushes a forge delivers, each twice at once and once more later (its
     /// redelivery), retried when an answer is lost: one run a delivery.
     Triggered,
+    /// A matrix decided from an earlier job's output, one leg failing.
+    MatrixFromOutputs,
 }
 
-const SCENARIOS: [Scenario; 12] = [
+const SCENARIOS: [Scenario; 13] = [
     Scenario::FanOut,
     Scenario::Chain,
     Scenario::CancelMidRun,
@@ -429,6 +457,7 @@ const SCENARIOS: [Scenario; 12] = [
     Scenario::Siblings,
     Scenario::CancelRacingClaims,
     Scenario::Triggered,
+    Scenario::MatrixFromOutputs,
 ];
 
 /// The scenarios this process plays: all of them, or those named in
@@ -645,6 +674,7 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         Scenario::Listening => LISTENING.to_string(),
         Scenario::Siblings => siblings(dir),
         Scenario::CancelRacingClaims => CANCEL_RACE.to_string(),
+        Scenario::MatrixFromOutputs => MATRIX_FROM_OUTPUTS.to_string(),
         // Several runs, not one.
         Scenario::Grouped => return play_grouped(stack, ws).await,
         Scenario::Triggered => return play_triggered(stack, ws).await,
@@ -665,7 +695,8 @@ async fn play(stack: &TestStack, ws: &str, token: &str, scenario: Scenario, dir:
         | Scenario::Elastic
         | Scenario::Grouped
         | Scenario::Siblings
-        | Scenario::Triggered => {}
+        | Scenario::Triggered
+        | Scenario::MatrixFromOutputs => {}
         Scenario::CancelRacingClaims => {
             // As soon as one job is queued, the runners are claiming.
             let queued = |v: &Value| {
