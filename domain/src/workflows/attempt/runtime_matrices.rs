@@ -70,9 +70,7 @@ impl AttemptState {
             }
         }
     }
-}
 
-impl AttemptState {
     /// The definition this attempt runs: its frozen snapshot `frozen` with
     /// the matrices it decided as their legs. Every reader of an attempt
     /// with its definition reads it so.

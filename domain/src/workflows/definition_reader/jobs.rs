@@ -213,16 +213,20 @@ fn read_job(key: &str, body: &YamlNode, defaults: &RunDefaults) -> Result<ReadJo
     let timeout_expression = timeout_node.filter(|node| is_expression(node)).and_then(YamlNode::scalar_text);
     let matrix = matrix.map(|(strategy, runs_on)| (strategy, runs_on, timeout_expression.clone()));
     // A matrix decided when the job is due keeps what its legs will work
-    // out then; what can be checked now is (its `runs-on` reads only matrix
-    // values, as a written matrix's).
+    // out then; what can be checked now is (its `runs-on` and an expression
+    // `timeout-minutes` read only matrix values, as a written matrix's).
     let runtime_matrix = match strategy_node {
         Some(node) if when_due => {
             let runs_on = matrix_runs_on()?;
-            for label in &runs_on {
-                for reference in expressions::text_references(label).map_err(|err| at.field("runs-on").error(err))? {
+            let written = runs_on
+                .iter()
+                .map(|label| ("runs-on", label))
+                .chain(timeout_expression.iter().map(|t| ("timeout-minutes", t)));
+            for (field, text) in written {
+                for reference in expressions::text_references(text).map_err(|err| at.field(field).error(err))? {
                     if !matches!(reference, Reference::Matrix(_)) {
-                        return Err(at.field("runs-on").error(format!(
-                            "{reference} is not known when the run is created: runs-on reads only matrix.<name>"
+                        return Err(at.field(field).error(format!(
+                            "{reference} is not known when the run is created: {field} reads only matrix.<name>"
                         )));
                     }
                 }

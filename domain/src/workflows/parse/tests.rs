@@ -556,6 +556,11 @@ fn a_matrix_from_earlier_outputs_reads_only_what_is_known_when_its_job_is_due() 
             "runs-on reads only matrix.<name>",
         ),
         (
+            "needs: plan\nruns-on: l\ntimeout-minutes: ${{ inputs.t }}\nstrategy:\n  matrix: ${{ fromJSON(needs.plan.outputs.m) }}\nsteps: [{run: x}]",
+            "timeout-minutes",
+            "timeout-minutes reads only matrix.<name>",
+        ),
+        (
             "needs: plan\nruns-on: l\nstrategy:\n  matrix:\n    os: ${{ fromJSON(needs.plan.outputs.m) }}\n    exclude: {os: x}\nsteps: [{run: x}]",
             "strategy.matrix.exclude",
             "expected a list of mappings",
