@@ -236,6 +236,9 @@ fn matrix_calls(
     body: &YamlNode,
     strategy: &YamlNode,
 ) -> Result<Vec<(String, YamlNode)>, DefinitionError> {
+    let YamlNode::Mapping(fields) = body else {
+        return Err(DefinitionError::in_job(caller, None, "expected a mapping"));
+    };
     let (combinations, structured) = super::definition_reader::call_legs(caller, strategy)?;
     let total = combinations.len();
     let mut legs = Vec::with_capacity(total);
@@ -270,9 +273,6 @@ fn matrix_calls(
                 },
                 _ => None,
             })
-        };
-        let YamlNode::Mapping(fields) = body else {
-            return Err(DefinitionError::in_job(caller, None, "expected a mapping"));
         };
         let mut leg_body = Vec::with_capacity(fields.len());
         for (key, value) in fields {

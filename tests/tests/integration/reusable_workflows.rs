@@ -65,6 +65,23 @@ jobs:
       - run: ./deploy ${{ needs.build.outputs.image }}
 "#;
 
+/// Sets the workspace secret `REGISTRY_TOKEN` the callers pass to `build`.
+async fn set_registry_token(stack: &TestStack, ws: &str) {
+    let secret = json!({"value": "reg-s3cr3t"}).to_string();
+    let path = format!("/v1/workspaces/{ws}/secrets/REGISTRY_TOKEN");
+    assert_eq!(stack.send(Method::PUT, &path, &stack.admin_token, Some(secret)).await.status, 204);
+}
+
+/// Each job of a run view's first attempt: its key and its name.
+fn keys_and_names(view: &Value) -> Vec<(&str, Option<&str>)> {
+    view["attempts"][0]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| (job["key"].as_str().unwrap_or_default(), job["name"].as_str()))
+        .collect()
+}
+
 /// Claims the next job and completes it as succeeded with `outputs`;
 /// answers the job's key, first step and env as the runner got them.
 async fn run_next(stack: &TestStack, session: &str, outputs: Value) -> (String, String, Value) {
@@ -90,20 +107,13 @@ async fn a_called_pipelines_jobs_run_in_the_callers_run_with_its_inputs_secrets_
     let stored = put(&stack, &ws, "build", BUILD).await;
     assert_eq!(stored.status, 201, "a pipeline with on: workflow_call is stored: {:#}", stored.body);
     assert_eq!(put(&stack, &ws, "ci", CI).await.status, 201);
-    let secret = json!({"value": "reg-s3cr3t"}).to_string();
-    let path = format!("/v1/workspaces/{ws}/secrets/REGISTRY_TOKEN");
-    assert_eq!(stack.send(Method::PUT, &path, &stack.admin_token, Some(secret)).await.status, 204);
+    set_registry_token(&stack, &ws).await;
 
     let started =
         stack.post(&format!("/v1/workspaces/{ws}/pipelines/ci/runs"), &stack.admin_token, json!({"inputs": {}})).await;
     assert_eq!(started.status, 201, "{:#}", started.body);
     let run_id = started.body.id();
-    let jobs: Vec<(&str, Option<&str>)> = started.body["attempts"][0]["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .map(|job| (job["key"].as_str().unwrap_or_default(), job["name"].as_str()))
-        .collect();
+    let jobs = keys_and_names(&started.body);
     assert_eq!(
         jobs,
         [("build--compile", Some("Build / compile")), ("build--package", Some("Build / package")), ("deploy", None)],
@@ -167,19 +177,12 @@ async fn a_matrix_of_calls_runs_the_called_pipeline_once_a_combination() {
     let stack = TestStack::start().await;
     let ws = workspace();
     assert_eq!(put(&stack, &ws, "build", BUILD).await.status, 201);
-    let secret = json!({"value": "reg-s3cr3t"}).to_string();
-    let path = format!("/v1/workspaces/{ws}/secrets/REGISTRY_TOKEN");
-    assert_eq!(stack.send(Method::PUT, &path, &stack.admin_token, Some(secret)).await.status, 204);
+    set_registry_token(&stack, &ws).await;
     let started =
         stack.post(&format!("/v1/workspaces/{ws}/runs"), &stack.admin_token, json!({"definition": CI_MATRIX})).await;
     assert_eq!(started.status, 201, "{:#}", started.body);
     let run_id = started.body.id();
-    let jobs: Vec<(&str, Option<&str>)> = started.body["attempts"][0]["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .map(|job| (job["key"].as_str().unwrap_or_default(), job["name"].as_str()))
-        .collect();
+    let jobs = keys_and_names(&started.body);
     assert_eq!(
         jobs,
         [

@@ -28,15 +28,7 @@ pub(super) fn expand_matrix(
     timeout: Option<&str>,
 ) -> Result<(Vec<JobDefinition>, MatrixGroup), DefinitionError> {
     let at = Location::job(&job.key);
-    let combinations = matrix::combinations(strategy);
-    if combinations.is_empty() {
-        return Err(at.field("strategy.matrix").error("it makes no combination: every one is excluded"));
-    }
-    if combinations.len() > MAX_JOBS {
-        return Err(at
-            .field("strategy.matrix")
-            .error(format!("{} combinations, at most {MAX_JOBS} legs are accepted", combinations.len())));
-    }
+    let combinations = bounded_combinations(strategy, &at.field("strategy.matrix"), "legs")?;
     let mut legs = Vec::with_capacity(combinations.len());
     let total = combinations.len() as u32;
     for (index, values) in combinations.into_iter().enumerate() {
@@ -306,16 +298,21 @@ pub(crate) fn call_legs(
             )));
         }
     }
-    let combinations = matrix::combinations(&strategy);
+    let combinations = bounded_combinations(&strategy, &at.field("matrix"), "calls")?;
+    Ok((combinations, strategy.structured))
+}
+
+/// A matrix's combinations, at least one and at most [`MAX_JOBS`] of them
+/// (each one of `what`: a job's legs, a workflow's calls).
+fn bounded_combinations(strategy: &Strategy, at: &Location, what: &str) -> Result<Vec<Combination>, DefinitionError> {
+    let combinations = matrix::combinations(strategy);
     if combinations.is_empty() {
-        return Err(at.field("matrix").error("it makes no combination: every one is excluded"));
+        return Err(at.error("it makes no combination: every one is excluded"));
     }
     if combinations.len() > MAX_JOBS {
-        return Err(at
-            .field("matrix")
-            .error(format!("{} combinations, at most {MAX_JOBS} calls are accepted", combinations.len())));
+        return Err(at.error(format!("{} combinations, at most {MAX_JOBS} {what} are accepted", combinations.len())));
     }
-    Ok((combinations, strategy.structured))
+    Ok(combinations)
 }
 
 /// `strategy:` `{matrix: {<name>: [values], include: [...], exclude: [...]},
